@@ -1,0 +1,53 @@
+# Longhaul — the two promises: `make run` and `make test` work on a fresh clone.
+SHELL := /bin/bash
+PYTHON ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+export JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION := 20
+export PYTHONDONTWRITEBYTECODE := 1
+
+.PHONY: run test lint types unit infrastructure workflows faults synth openapi bench clean
+
+$(BIN)/.installed: requirements.txt requirements-dev.txt lambdas/requirements.txt constraints.txt
+	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/pip install --quiet --upgrade pip
+	$(BIN)/pip install --quiet -r requirements-dev.txt -c constraints.txt
+	touch $@
+
+venv: $(BIN)/.installed
+
+run: $(BIN)/.installed ## start the platform locally (in-memory AWS, API on 127.0.0.1:8000)
+	$(BIN)/python -m local
+
+test: $(BIN)/.installed lint types unit infrastructure workflows faults ## the one gate CI runs
+
+lint: $(BIN)/.installed
+	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
+
+types: $(BIN)/.installed
+	$(BIN)/mypy
+
+unit: $(BIN)/.installed
+	$(BIN)/pytest -q tests/unit
+
+infrastructure: $(BIN)/.installed
+	$(BIN)/pytest -q tests/infrastructure
+
+workflows: $(BIN)/.installed
+	$(BIN)/pytest -q tests/workflows
+
+faults: $(BIN)/.installed
+	$(BIN)/pytest -q tests/faults
+
+synth: $(BIN)/.installed ## synthesize the CDK app into cdk.out (offline)
+	$(BIN)/python app.py
+
+openapi: $(BIN)/.installed ## regenerate docs/openapi.json from the models
+	$(BIN)/python -m local.openapi > docs/openapi.json
+
+bench: $(BIN)/.installed ## print submit-to-completed time and transitions per document
+	$(BIN)/python bench/end_to_end.py
+
+clean:
+	rm -rf cdk.out .pytest_cache .ruff_cache .mypy_cache

@@ -1,0 +1,55 @@
+#!/usr/bin/env python3
+"""CDK entry point. Synthesizes offline: no AWS call, no Docker.
+
+Context (cdk.json or `-c key=value`):
+  longhaul:stage           deployment stage, part of the stack name (default: dev)
+  longhaul:bundle          bundle third-party dependencies into the Lambda asset (cdk.json: true)
+  longhaul:model_provider  offline | bedrock (default: bedrock when bundling for AWS, else offline)
+  longhaul:model_id        model identifier for the provider
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent
+sys.path.insert(0, str(ROOT / "lambdas"))
+
+import aws_cdk as cdk  # noqa: E402
+import cdk_nag  # noqa: E402
+
+from stacks.longhaul_stack import LonghaulStack  # noqa: E402
+
+DEFAULT_BEDROCK_MODEL = "us.anthropic.claude-sonnet-4-20250514-v1:0"
+DEFAULT_OFFLINE_MODEL = "longhaul-offline-extractive-1"
+
+
+def _flag(value: object) -> bool:
+    return str(value).lower() in ("1", "true", "yes")
+
+
+def build_app(context: dict[str, object] | None = None) -> cdk.App:
+    app = cdk.App(context=context, outdir=os.environ.get("CDK_OUTDIR") or str(ROOT / "cdk.out"))
+    stage = str(app.node.try_get_context("longhaul:stage") or "dev")
+    bundle = _flag(app.node.try_get_context("longhaul:bundle"))
+    provider = str(app.node.try_get_context("longhaul:model_provider") or ("bedrock" if bundle else "offline"))
+    default_model = DEFAULT_BEDROCK_MODEL if provider == "bedrock" else DEFAULT_OFFLINE_MODEL
+    model_id = str(app.node.try_get_context("longhaul:model_id") or default_model)
+    LonghaulStack(
+        app,
+        f"Longhaul-{stage}",
+        stage=stage,
+        bundle=bundle,
+        model_provider=provider,
+        model_id=model_id,
+        synthesizer=cdk.DefaultStackSynthesizer(generate_bootstrap_version_rule=False),
+        description="Longhaul: durable, observable, budget-aware LLM jobs",
+    )
+    cdk.Validations.of(app).add_plugins(cdk_nag.AwsSolutionsChecks(app))
+    return app
+
+
+if __name__ == "__main__":
+    build_app().synth()

@@ -1,0 +1,198 @@
+"""One model per contract, shared by the API, the handlers, the state machine builder and the local runtime.
+
+The OpenAPI document in `docs/openapi.json` is generated from these models; a test fails on drift.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from enum import StrEnum
+from typing import Annotated, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+WORKFLOWS = ("document-analysis",)
+MEDIA_TYPES = ("application/pdf", "text/plain", "text/markdown")
+
+
+class Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+# ---------------------------------------------------------------- requests
+
+
+class DocumentInput(Strict):
+    """A document given inline (`text`) or by reference to an upload (`upload_id`)."""
+
+    name: Annotated[str, Field(min_length=1, max_length=200, description="Name used in citations.")]
+    text: Annotated[str | None, Field(default=None, min_length=1, description="Inline text (plain or Markdown).")]
+    upload_id: Annotated[
+        str | None, Field(default=None, pattern=r"^up_[0-9a-f]{32}$", description="From POST /v1/uploads.")
+    ]
+    media_type: Annotated[
+        Literal["application/pdf", "text/plain", "text/markdown"] | None,
+        Field(default=None, description="Defaults from the upload or to text/plain."),
+    ]
+
+    @model_validator(mode="after")
+    def _one_source(self) -> DocumentInput:
+        if (self.text is None) == (self.upload_id is None):
+            raise ValueError("give exactly one of `text` or `upload_id`")
+        return self
+
+
+class DocumentAnalysisInput(Strict):
+    question: Annotated[str, Field(min_length=3, max_length=2000)]
+    documents: Annotated[list[DocumentInput], Field(min_length=1, max_length=50)]
+
+    @model_validator(mode="after")
+    def _unique_names(self) -> DocumentAnalysisInput:
+        names = [d.name for d in self.documents]
+        if len(set(names)) != len(names):
+            raise ValueError("document names must be unique (citations refer to them)")
+        return self
+
+
+class JobRequest(Strict):
+    workflow: Literal["document-analysis"]
+    input: DocumentAnalysisInput
+
+
+class UploadRequest(Strict):
+    filename: Annotated[str, Field(min_length=1, max_length=200)]
+    media_type: Literal["application/pdf", "text/plain", "text/markdown"]
+
+
+# ---------------------------------------------------------------- responses
+
+
+class JobStatus(StrEnum):
+    QUEUED = "queued"
+    RUNNING = "running"
+    RETRYING = "retrying"
+    WAITING_FOR_REVIEW = "waiting_for_review"
+    COMPLETED = "completed"
+    FAILED = "failed"
+    CANCEL_REQUESTED = "cancel_requested"
+    CANCELLED = "cancelled"
+    EXPIRED = "expired"
+
+
+TERMINAL_STATUSES = frozenset({JobStatus.COMPLETED, JobStatus.FAILED, JobStatus.CANCELLED, JobStatus.EXPIRED})
+
+
+class JobAccepted(BaseModel):
+    job_id: str
+    status: JobStatus
+    status_url: str
+    events_url: str
+    result_url: str
+    estimated_sla_seconds: int
+
+
+class Progress(BaseModel):
+    completed: int = 0
+    total: int = 0
+    unit: str = "steps"
+    message: str = ""
+    eta_seconds: int | None = None
+
+
+class JobError(BaseModel):
+    kind: str = Field(description="Failure class, e.g. transient, invalid-input, output-invalid.")
+    error: str = Field(description="The ASL error name.")
+    step: str | None = None
+    item: int | None = None
+    message: str
+
+
+class JobView(BaseModel):
+    job_id: str
+    workflow: str
+    status: JobStatus
+    current_step: str | None = None
+    progress: Progress
+    attempts: int = 0
+    model: str
+    created_at: datetime
+    updated_at: datetime
+    started_at: datetime | None = None
+    finished_at: datetime | None = None
+    error: JobError | None = None
+
+
+class EventView(BaseModel):
+    seq: int
+    type: str
+    step: str | None = None
+    item: int | None = None
+    at: datetime
+    status: JobStatus | None = None
+    attempt: int | None = None
+    detail: dict[str, object] = Field(default_factory=dict)
+
+
+class EventPage(BaseModel):
+    events: list[EventView]
+    next_cursor: str | None = None
+
+
+class Citation(BaseModel):
+    document: str = Field(description="The document's name as submitted.")
+    page: int = Field(ge=1)
+    chunk_id: str
+    quote: str = Field(description="Verbatim text from that page.")
+
+
+class Claim(BaseModel):
+    text: str
+    citations: list[Citation]
+
+
+class Verification(BaseModel):
+    citations_checked: int
+    citations_verified: int
+    citations_dropped: int
+    claims_dropped: int
+
+
+class JobResult(BaseModel):
+    job_id: str
+    question: str
+    answer: str
+    claims: list[Claim]
+    citations: list[Citation]
+    verification: Verification
+    model: str
+    documents: list[DocumentSummary]
+    markdown_key: str | None = None
+
+
+class DocumentSummary(BaseModel):
+    name: str
+    media_type: str
+    pages: int
+    pages_needing_ocr: list[int] = Field(default_factory=list)
+
+
+class UploadTicket(BaseModel):
+    upload_id: str
+    upload_url: str
+    method: Literal["PUT"] = "PUT"
+    headers: dict[str, str]
+    expires_in: int
+
+
+class Problem(BaseModel):
+    """RFC 9457 problem details."""
+
+    type: str
+    title: str
+    status: int
+    detail: str | None = None
+    instance: str | None = None
+    errors: list[dict[str, object]] | None = None
+
+
+JobResult.model_rebuild()

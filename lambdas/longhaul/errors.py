@@ -1,0 +1,95 @@
+"""Typed errors: the contract with the state machine.
+
+The class name of each error is the ASL error name that Retry and Catch match (a Lambda function error's
+`errorType`), so never rename a class without changing the state machine builder's policy with it.
+"""
+
+from __future__ import annotations
+
+
+class LonghaulError(Exception):
+    """Base class. `kind` is the stable, user-facing name of the failure class."""
+
+    kind = "internal"
+    retryable = False
+
+    def __init__(self, message: str, *, step: str | None = None, item: int | None = None) -> None:
+        super().__init__(message)
+        self.message = message
+        self.step = step
+        self.item = item
+
+
+class TransientError(LonghaulError):
+    """A failure that may succeed when tried again (network blip, throttled dependency)."""
+
+    kind = "transient"
+    retryable = True
+
+
+class RateLimitedError(LonghaulError):
+    kind = "rate-limited"
+    retryable = True
+
+
+class UpstreamUnavailableError(LonghaulError):
+    kind = "upstream-unavailable"
+    retryable = True
+
+
+class InvalidInputError(LonghaulError):
+    """The job's input cannot be processed; retrying will not help."""
+
+    kind = "invalid-input"
+
+
+class OutputInvalidError(LonghaulError):
+    """A model's output failed validation even after repair."""
+
+    kind = "output-invalid"
+
+
+class PolicyRefusalError(LonghaulError):
+    kind = "policy-refusal"
+
+
+class BudgetExceededError(LonghaulError):
+    kind = "budget-exceeded"
+
+
+class InternalError(LonghaulError):
+    kind = "internal"
+
+
+class CancelledError(LonghaulError):
+    """The job was cancelled; the step stops without committing."""
+
+    kind = "cancelled"
+
+
+ERROR_CLASSES: tuple[type[LonghaulError], ...] = (
+    TransientError,
+    RateLimitedError,
+    UpstreamUnavailableError,
+    InvalidInputError,
+    OutputInvalidError,
+    PolicyRefusalError,
+    BudgetExceededError,
+    InternalError,
+    CancelledError,
+)
+BY_KIND: dict[str, type[LonghaulError]] = {cls.kind: cls for cls in ERROR_CLASSES}
+RETRYABLE_ERROR_NAMES: tuple[str, ...] = tuple(cls.__name__ for cls in ERROR_CLASSES if cls.retryable)
+DETERMINISTIC_ERROR_NAMES: tuple[str, ...] = tuple(
+    cls.__name__ for cls in ERROR_CLASSES if not cls.retryable
+)
+
+
+def kind_of(error_name: str) -> str:
+    """The failure class (kind) for an ASL error name; unknown names are `internal`."""
+    for cls in ERROR_CLASSES:
+        if cls.__name__ == error_name:
+            return cls.kind
+    if error_name == "States.Timeout":
+        return "timeout"
+    return "internal"

@@ -1,0 +1,40 @@
+"""The model port: one request/response shape for every model provider."""
+
+from __future__ import annotations
+
+from typing import Any, Literal, Protocol
+
+from pydantic import BaseModel, Field
+
+Task = Literal["extract_evidence", "draft_answer"]
+
+
+class Usage(BaseModel):
+    input_tokens: int = Field(ge=0)
+    output_tokens: int = Field(ge=0)
+
+
+class ModelRequest(BaseModel):
+    """A rendered prompt plus the structured inputs it was rendered from.
+
+    Remote models only see `system` and `prompt`; the offline model reads `context`.
+    """
+
+    task: Task
+    system: str
+    prompt: str
+    context: dict[str, Any]
+    max_tokens: int = Field(default=2048, gt=0)
+
+
+class ModelResponse(BaseModel):
+    text: str
+    usage: Usage
+    model_id: str
+    stop_reason: str
+
+
+class ModelGateway(Protocol):
+    model_id: str
+
+    def generate(self, request: ModelRequest) -> ModelResponse: ...

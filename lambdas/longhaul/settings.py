@@ -1,0 +1,77 @@
+"""Configuration is a model: environment variables are parsed once into `Settings`.
+
+The CDK constructs set the same variables from the `Env` constants, so a missing variable fails at start-up
+with its name. The local runtime runs many functions in one process and must never mutate `os.environ`
+per invocation; it gives each invocation its function's environment through `function_environment`.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
+from contextvars import ContextVar
+from functools import lru_cache
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+
+class Env:
+    """Names of the environment variables, shared by the CDK app and the functions."""
+
+    TABLE = "LONGHAUL_TABLE"
+    BUCKET = "LONGHAUL_BUCKET"
+    WORKFLOWS = "LONGHAUL_WORKFLOWS"
+    MODEL_PROVIDER = "LONGHAUL_MODEL_PROVIDER"
+    MODEL_ID = "LONGHAUL_MODEL_ID"
+    MAX_BODY_BYTES = "LONGHAUL_MAX_BODY_BYTES"
+    S3_PUBLIC_ENDPOINT = "LONGHAUL_S3_PUBLIC_ENDPOINT"
+    STAGE = "LONGHAUL_STAGE"
+
+
+class Settings(BaseModel):
+    model_config = ConfigDict(frozen=True, populate_by_name=True, extra="ignore")
+
+    table_name: str = Field(alias=Env.TABLE, min_length=1)
+    bucket_name: str = Field(alias=Env.BUCKET, min_length=1)
+    workflows: dict[str, str] = Field(default_factory=dict, alias=Env.WORKFLOWS)
+    model_provider: Literal["offline", "bedrock"] = Field(default="offline", alias=Env.MODEL_PROVIDER)
+    model_id: str = Field(default="longhaul-offline-extractive-1", alias=Env.MODEL_ID)
+    max_body_bytes: int = Field(default=1_048_576, alias=Env.MAX_BODY_BYTES, gt=0)
+    s3_public_endpoint: str | None = Field(default=None, alias=Env.S3_PUBLIC_ENDPOINT)
+    stage: str = Field(default="dev", alias=Env.STAGE)
+
+    @field_validator("workflows", mode="before")
+    @classmethod
+    def _parse_json(cls, value: object) -> object:
+        return json.loads(value) if isinstance(value, str) else value
+
+
+_environment: ContextVar[Mapping[str, str] | None] = ContextVar("longhaul_environment", default=None)
+
+
+def environ() -> Mapping[str, str]:
+    """The current function's environment: the local runtime's per-invocation one, else `os.environ`."""
+    return _environment.get() or os.environ
+
+
+@contextmanager
+def function_environment(variables: Mapping[str, str]) -> Iterator[None]:
+    """Run a block with `variables` as the function environment (thread- and context-local)."""
+    token = _environment.set(dict(variables))
+    try:
+        yield
+    finally:
+        _environment.reset(token)
+
+
+@lru_cache(maxsize=64)
+def _parse(items: frozenset[tuple[str, str]]) -> Settings:
+    return Settings.model_validate(dict(items))
+
+
+def get_settings() -> Settings:
+    env = environ()
+    return _parse(frozenset((k, v) for k, v in env.items() if k.startswith("LONGHAUL_")))

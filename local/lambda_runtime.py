@@ -1,0 +1,256 @@
+"""Runs Lambda functions in-process: moto's Lambda `invoke` lands here (see `moto_patches`).
+
+The handler named by the deployed function (e.g. `handlers.steps.parse_documents`) is imported from the
+code root (the repository's `lambdas/` directory, on `sys.path`) and called with a Lambda-like context.
+The function's environment is given through `longhaul.settings.function_environment` (a context variable):
+`os.environ` is never touched per invocation, since other threads copy it concurrently.
+
+A handler exception is reported exactly like AWS: header `x-amz-function-error: Unhandled` and a payload
+`{"errorType", "errorMessage", "stackTrace"}`; Step Functions matches Retry/Catch on `errorType`.
+
+Fault injection: `add_middleware(fn)` registers `fn(invocation, call_next)`, called around every invocation
+(outermost first). It may inspect or replace `invocation.event`, raise (the exception becomes the function
+error), delay, or return a result without calling `call_next`.
+"""
+
+from __future__ import annotations
+
+import importlib
+import json
+import logging
+import sys
+import threading
+import time
+import traceback
+import uuid
+from collections.abc import Callable, Iterator, Mapping
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Protocol
+
+LOG = logging.getLogger("longhaul.local.lambda")
+REPO_ROOT = Path(__file__).resolve().parent.parent
+DEFAULT_CODE_ROOT = REPO_ROOT / "lambdas"
+
+Handler = Callable[[Any, Any], Any]
+
+
+@dataclass
+class LambdaContext:
+    """The attributes of the AWS Lambda Python context object that handlers and Powertools read."""
+
+    function_name: str
+    function_version: str
+    invoked_function_arn: str
+    memory_limit_in_mb: int
+    aws_request_id: str
+    log_group_name: str
+    log_stream_name: str
+    deadline: float = field(repr=False)
+    identity: Any = None
+    client_context: Any = None
+
+    def get_remaining_time_in_millis(self) -> int:
+        return max(0, int((self.deadline - time.monotonic()) * 1000))
+
+
+@dataclass
+class Invocation:
+    """One call of a function, as seen by middlewares."""
+
+    function_name: str
+    handler: str
+    event: Any
+    context: LambdaContext
+    environment: Mapping[str, str]
+    invocation_type: str = "RequestResponse"
+
+
+class Middleware(Protocol):
+    def __call__(self, invocation: Invocation, call_next: Callable[[], Any]) -> Any: ...
+
+
+class FunctionSpec(Protocol):
+    """The attributes of moto's `LambdaFunction` this module reads."""
+
+    function_name: str
+    function_arn: str
+    handler: str | None
+    environment_vars: dict[str, str]
+    timeout: int
+    memory_size: int
+    version: Any
+
+
+class _Runtime:
+    def __init__(self) -> None:
+        self.code_root = DEFAULT_CODE_ROOT
+        self.environment_overrides: dict[str, str] = {}
+        self.middlewares: list[Middleware] = []
+        self.handlers: dict[str, Handler] = {}
+        self.locks: dict[str, threading.Lock] = {}
+        self.locks_guard = threading.Lock()
+
+
+_RUNTIME = _Runtime()
+
+
+def configure(*, code_root: Path | None = None, environment_overrides: Mapping[str, str] | None = None) -> None:
+    """Set the code root (default: `<repo>/lambdas`) and variables added to every function's environment."""
+    if code_root is not None:
+        _RUNTIME.code_root = Path(code_root)
+    if environment_overrides is not None:
+        _RUNTIME.environment_overrides = dict(environment_overrides)
+
+
+def add_middleware(middleware: Middleware) -> Callable[[], None]:
+    """Register a middleware around every invocation; returns a function that removes it."""
+    _RUNTIME.middlewares.append(middleware)
+    return lambda: _RUNTIME.middlewares.remove(middleware) if middleware in _RUNTIME.middlewares else None
+
+
+@contextmanager
+def middleware(fn: Middleware) -> Iterator[None]:
+    """Context manager form of `add_middleware`."""
+    remove = add_middleware(fn)
+    try:
+        yield
+    finally:
+        remove()
+
+
+def _lock_for(handler: str) -> threading.Lock:
+    with _RUNTIME.locks_guard:
+        return _RUNTIME.locks.setdefault(handler, threading.Lock())
+
+
+def resolve_handler(handler: str) -> Handler:
+    """Import `module.path.function` from the code root; one lock per handler guards the first import only."""
+    cached = _RUNTIME.handlers.get(handler)
+    if cached is not None:
+        return cached
+    with _lock_for(handler):
+        if handler not in _RUNTIME.handlers:
+            root = str(_RUNTIME.code_root)
+            if root not in sys.path:
+                sys.path.insert(0, root)
+            module_name, _, attribute = handler.rpartition(".")
+            _RUNTIME.handlers[handler] = getattr(importlib.import_module(module_name), attribute)
+        return _RUNTIME.handlers[handler]
+
+
+def function_environment(fn: FunctionSpec) -> dict[str, str]:
+    """The variables a real Lambda sandbox would expose, plus the template's and the configured overrides."""
+    region = fn.function_arn.split(":")[3]
+    return {
+        "AWS_REGION": region,
+        "AWS_DEFAULT_REGION": region,
+        "AWS_LAMBDA_FUNCTION_NAME": fn.function_name,
+        "AWS_LAMBDA_FUNCTION_VERSION": str(fn.version),
+        "AWS_LAMBDA_FUNCTION_MEMORY_SIZE": str(fn.memory_size),
+        "AWS_LAMBDA_LOG_GROUP_NAME": f"/aws/lambda/{fn.function_name}",
+        "_HANDLER": fn.handler or "",
+        **{k: str(v) for k, v in (fn.environment_vars or {}).items()},
+        **_RUNTIME.environment_overrides,
+    }
+
+
+def make_context(fn: FunctionSpec) -> LambdaContext:
+    request_id = str(uuid.uuid4())
+    return LambdaContext(
+        function_name=fn.function_name,
+        function_version=str(fn.version),
+        invoked_function_arn=fn.function_arn,
+        memory_limit_in_mb=int(fn.memory_size),
+        aws_request_id=request_id,
+        log_group_name=f"/aws/lambda/{fn.function_name}",
+        log_stream_name=f"{time.strftime('%Y/%m/%d')}/[{fn.version}]{request_id.replace('-', '')}",
+        deadline=time.monotonic() + float(fn.timeout or 3),
+    )
+
+
+def error_payload(exc: BaseException) -> dict[str, Any]:
+    """The payload AWS's Python runtime returns for an unhandled exception."""
+    return {
+        "errorType": type(exc).__name__,
+        "errorMessage": str(exc),
+        "stackTrace": traceback.format_list(traceback.extract_tb(exc.__traceback__)),
+    }
+
+
+def _call_chain(invocation: Invocation) -> Any:
+    from longhaul.settings import function_environment as use_environment
+
+    def innermost() -> Any:
+        handler = resolve_handler(invocation.handler)
+        with use_environment(invocation.environment):
+            return handler(invocation.event, invocation.context)
+
+    call: Callable[[], Any] = innermost
+    for mw in reversed(list(_RUNTIME.middlewares)):
+        call = (lambda m, nxt: lambda: m(invocation, nxt))(mw, call)
+    return call()
+
+
+def run(fn: FunctionSpec, event: Any, invocation_type: str = "RequestResponse") -> tuple[bytes, bool]:
+    """Run `fn` on `event`; returns (JSON payload, errored)."""
+    if not fn.handler:
+        raise ValueError(f"function {fn.function_name} has no handler (container images are not supported)")
+    invocation = Invocation(
+        function_name=fn.function_name,
+        handler=fn.handler,
+        event=event,
+        context=make_context(fn),
+        environment=function_environment(fn),
+        invocation_type=invocation_type,
+    )
+    started = time.monotonic()
+    try:
+        result = _call_chain(invocation)
+    except Exception as exc:  # noqa: BLE001 - every handler failure becomes a function error, as in AWS
+        LOG.info("%s failed after %.0f ms: %s: %s", fn.function_name, _ms(started), type(exc).__name__, exc)
+        return json.dumps(error_payload(exc)).encode(), True
+    LOG.debug("%s returned after %.0f ms", fn.function_name, _ms(started))
+    return json.dumps(result, default=str).encode(), False
+
+
+def _ms(started: float) -> float:
+    return (time.monotonic() - started) * 1000
+
+
+def _header(headers: Any, name: str, default: str) -> str:
+    for key, value in dict(headers or {}).items():
+        if key.lower() == name:
+            return str(value)
+    return default
+
+
+def invoke(
+    self: Any,
+    function_name: str,
+    qualifier: str | None,
+    body: Any,
+    headers: Any,
+    response_headers: Any,
+) -> bytes:
+    """Replacement for `moto.awslambda_simple.models.LambdaSimpleBackend.invoke`."""
+    fn: FunctionSpec = self.get_function(function_name, qualifier)
+    event = json.loads(body) if body else {}
+    invocation_type = _header(headers, "x-amz-invocation-type", "RequestResponse")
+    if invocation_type == "Event":
+        threading.Thread(target=run, args=(fn, event, invocation_type), daemon=True).start()
+        return b""
+    if invocation_type == "DryRun":
+        return b""
+    payload, errored = run(fn, event, invocation_type)
+    if errored:
+        response_headers["x-amz-function-error"] = "Unhandled"
+    response_headers["Content-Length"] = str(len(payload))
+    return payload
+
+
+def forget_handlers() -> None:
+    """Drop resolved handlers (modules stay imported)."""
+    _RUNTIME.handlers.clear()
+

@@ -1,0 +1,1 @@
+"""CDK stacks: one Stack that composes, one Construct per component."""

@@ -1,0 +1,78 @@
+"""The Longhaul stack: composes the components, does the cross-component grants, tags, and runs cdk-nag."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from aws_cdk import Aws, RemovalPolicy, Stack, Tags
+from aws_cdk import aws_iam as iam
+from constructs import Construct
+from longhaul.settings import Env
+
+from stacks.api import Api
+from stacks.bundling import code_asset
+from stacks.nag import acknowledge_data_access, acknowledge_platform_findings
+from stacks.storage import Storage
+from stacks.workflows import Workflows
+
+
+class LonghaulStack(Stack):
+    def __init__(
+        self,
+        scope: Construct,
+        construct_id: str,
+        *,
+        stage: str,
+        bundle: bool,
+        model_provider: str,
+        model_id: str,
+        **kwargs: Any,
+    ) -> None:
+        super().__init__(scope, construct_id, **kwargs)
+        removal = RemovalPolicy.DESTROY if stage in ("dev", "local", "test") else RemovalPolicy.RETAIN
+        code = code_asset(bundle=bundle)
+
+        storage = Storage(self, "Storage", removal_policy=removal)
+        base_env = {
+            Env.TABLE: storage.table.table_name,
+            Env.BUCKET: storage.artifacts.bucket_name,
+            Env.MODEL_PROVIDER: model_provider,
+            Env.MODEL_ID: model_id,
+            Env.STAGE: stage,
+        }
+        workflows = Workflows(self, "Workflows", code=code, environment=base_env)
+        api = Api(
+            self,
+            "Api",
+            code=code,
+            stage_name=stage,
+            environment={
+                **base_env,
+                Env.WORKFLOWS: json.dumps(
+                    {name: machine.state_machine_arn for name, machine in workflows.state_machines.items()}
+                ),
+            },
+        )
+
+        # Cross-component grants.
+        for function in (api.function, *workflows.functions):
+            storage.grant_data_access(function)
+        for machine in workflows.state_machines.values():
+            machine.grant_start_execution(api.function)
+        if model_provider == "bedrock":
+            bedrock = iam.PolicyStatement(
+                actions=["bedrock:InvokeModel"],
+                resources=[
+                    f"arn:{Aws.PARTITION}:bedrock:{Aws.REGION}::foundation-model/*",
+                    f"arn:{Aws.PARTITION}:bedrock:{Aws.REGION}:{Aws.ACCOUNT_ID}:inference-profile/*",
+                ],
+            )
+            for function in workflows.functions:
+                function.add_to_role_policy(bedrock)
+
+        self.storage, self.api, self.workflows = storage, api, workflows
+        Tags.of(self).add("project", "longhaul")
+        Tags.of(self).add("stage", stage)
+        acknowledge_platform_findings(self)
+        acknowledge_data_access(self, table=storage.table, bucket=storage.artifacts)

@@ -1,0 +1,53 @@
+"""cdk-nag: AwsSolutions checks run at synth. Each acknowledgment states a real reason, on the narrowest scope.
+
+Findings about a specific resource's ARN are acknowledged by their exact finding id, so a new wildcard on
+another resource still fails the synth.
+"""
+
+from __future__ import annotations
+
+from aws_cdk import Acknowledgment, CfnElement, Stack, Validations
+from constructs import Construct, IConstruct
+
+PACK = "AwsSolutions::AwsSolutions"
+
+
+def acknowledge(scope: IConstruct, rule: str, reason: str) -> None:
+    """Acknowledge `rule` (e.g. `IAM5[Resource::*]`) for findings on `scope` and below."""
+    Validations.of(scope).acknowledge(Acknowledgment(id=f"{PACK}-{rule}", reason=reason))
+
+
+def arn_ref(resource: IConstruct) -> str:
+    """How cdk-nag writes a resource's `Fn::GetAtt Arn` in a finding id: `<LogicalId.Arn>`."""
+    cfn = resource.node.default_child
+    assert isinstance(cfn, CfnElement)
+    stack = Stack.of(resource)
+    return f"<{stack.resolve(stack.get_logical_id(cfn))}.Arn>"
+
+
+def acknowledge_platform_findings(stack: Stack) -> None:
+    """Findings that hold for every function and role of the platform."""
+    acknowledge(
+        stack,
+        "IAM4[Policy::arn:<AWS::Partition>:iam::aws:policy/service-role/AWSLambdaBasicExecutionRole]",
+        "Grants only logs:CreateLogGroup/CreateLogStream/PutLogEvents, which every function needs to log.",
+    )
+    acknowledge(
+        stack,
+        "IAM5[Resource::*]",
+        "X-Ray (PutTraceSegments/PutTelemetryRecords) and CloudWatch Logs delivery APIs do not support "
+        "resource-level permissions.",
+    )
+
+
+def acknowledge_data_access(scope: Construct, *, table: IConstruct, bucket: IConstruct) -> None:
+    acknowledge(
+        scope,
+        f"IAM5[Resource::{arn_ref(table)}/index/*]",
+        "Queries the jobs table's own secondary indexes (listing a tenant's jobs by time).",
+    )
+    acknowledge(
+        scope,
+        f"IAM5[Resource::{arn_ref(bucket)}/*]",
+        "Objects are keyed per job and step under one artifacts bucket; access is limited to that bucket.",
+    )

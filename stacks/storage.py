@@ -1,0 +1,88 @@
+"""Storage: the jobs table (jobs, steps, events, idempotency, API keys) and the artifacts bucket."""
+
+from __future__ import annotations
+
+from aws_cdk import Duration, RemovalPolicy
+from aws_cdk import aws_dynamodb as dynamodb
+from aws_cdk import aws_iam as iam
+from aws_cdk import aws_s3 as s3
+from constructs import Construct
+
+TTL_ATTRIBUTE = "expires_at"
+TENANT_INDEX = "by_tenant"
+# Prefixes of intermediate artifacts (expire) and of results (kept); see longhaul.artifacts.
+INTERMEDIATE_PREFIXES = ("work/", "uploads/")
+
+
+class Storage(Construct):
+    def __init__(self, scope: Construct, construct_id: str, *, removal_policy: RemovalPolicy) -> None:
+        super().__init__(scope, construct_id)
+        self.table = dynamodb.Table(
+            self,
+            "Jobs",
+            partition_key=dynamodb.Attribute(name="pk", type=dynamodb.AttributeType.STRING),
+            sort_key=dynamodb.Attribute(name="sk", type=dynamodb.AttributeType.STRING),
+            billing_mode=dynamodb.BillingMode.PAY_PER_REQUEST,
+            point_in_time_recovery_specification=dynamodb.PointInTimeRecoverySpecification(
+                point_in_time_recovery_enabled=True
+            ),
+            time_to_live_attribute=TTL_ATTRIBUTE,
+            encryption=dynamodb.TableEncryption.AWS_MANAGED,
+            removal_policy=removal_policy,
+        )
+        self.table.add_global_secondary_index(
+            index_name=TENANT_INDEX,
+            partition_key=dynamodb.Attribute(name="gsi1pk", type=dynamodb.AttributeType.STRING),
+            sort_key=dynamodb.Attribute(name="gsi1sk", type=dynamodb.AttributeType.STRING),
+            projection_type=dynamodb.ProjectionType.ALL,
+        )
+        self.access_logs = s3.Bucket(
+            self,
+            "AccessLogs",
+            encryption=s3.BucketEncryption.S3_MANAGED,
+            block_public_access=s3.BlockPublicAccess.BLOCK_ALL,
+            enforce_ssl=True,
+            object_ownership=s3.ObjectOwnership.BUCKET_OWNER_PREFERRED,
+            lifecycle_rules=[s3.LifecycleRule(expiration=Duration.days(90))],
+            removal_policy=removal_policy,
+            auto_delete_objects=False,
+        )
+        self.artifacts = s3.Bucket(
+            self,
+            "Artifacts",
+            encryption=s3.BucketEncryption.S3_MANAGED,
+            block_public_access=s3.BlockPublicAccess.BLOCK_ALL,
+            enforce_ssl=True,
+            versioned=False,
+            server_access_logs_bucket=self.access_logs,
+            server_access_logs_prefix="artifacts/",
+            lifecycle_rules=[
+                *(
+                    s3.LifecycleRule(id=f"expire-{p.strip('/')}", prefix=p, expiration=Duration.days(14))
+                    for p in INTERMEDIATE_PREFIXES
+                ),
+                s3.LifecycleRule(id="abort-multipart", abort_incomplete_multipart_upload_after=Duration.days(1)),
+            ],
+            cors=[
+                s3.CorsRule(
+                    allowed_methods=[s3.HttpMethods.PUT],
+                    allowed_origins=["*"],
+                    allowed_headers=["*"],
+                    max_age=3000,
+                )
+            ],
+            removal_policy=removal_policy,
+        )
+
+    def grant_data_access(self, grantee: iam.IGrantable) -> None:
+        """Read/write items (and the tenant index) and artifact objects; nothing else."""
+        self.table.grant_read_write_data(grantee)
+        grantee.grant_principal.add_to_principal_policy(
+            iam.PolicyStatement(
+                actions=["s3:GetObject", "s3:PutObject", "s3:DeleteObject"],
+                resources=[self.artifacts.arn_for_objects("*")],
+            )
+        )
+        grantee.grant_principal.add_to_principal_policy(
+            iam.PolicyStatement(actions=["s3:ListBucket"], resources=[self.artifacts.bucket_arn])
+        )

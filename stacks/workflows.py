@@ -1,0 +1,70 @@
+"""Workflows: the step functions (one shared code asset) and one Standard state machine per workflow type."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+from aws_cdk import Duration
+from aws_cdk import aws_lambda as lambda_
+from aws_cdk import aws_logs as logs
+from aws_cdk import aws_stepfunctions as sfn
+from constructs import Construct
+
+from stacks.bundling import ARCHITECTURE, RUNTIME
+from state_machines import document_analysis
+from state_machines.builder import WorkflowBuilder
+from state_machines.policy import DEFAULT_POLICY, StepPolicy
+
+WORKFLOW_MODULES = {document_analysis.WORKFLOW: document_analysis}
+
+
+class Workflows(Construct):
+    def __init__(
+        self,
+        scope: Construct,
+        construct_id: str,
+        *,
+        code: lambda_.Code,
+        environment: Mapping[str, str],
+        policy: StepPolicy = DEFAULT_POLICY,
+    ) -> None:
+        super().__init__(scope, construct_id)
+        self._code = code
+        self._environment = dict(environment)
+        self.state_machines: dict[str, sfn.StateMachine] = {}
+        self.builders: dict[str, WorkflowBuilder] = {}
+        for workflow, module in WORKFLOW_MODULES.items():
+            scope_id = workflow.title().replace("-", "")
+            builder = WorkflowBuilder(
+                self,
+                scope_id,
+                workflow=workflow,
+                make_function=self._function_factory(scope_id),
+                policy=policy,
+            )
+            self.builders[workflow] = builder
+            self.state_machines[workflow] = module.define(builder)
+
+    @property
+    def functions(self) -> list[lambda_.IFunction]:
+        return [f for b in self.builders.values() for f in b.functions.values()]
+
+    def _function_factory(self, prefix: str):  # noqa: ANN202 - returns a FunctionFactory
+        def make(name: str, handler: str, timeout: int, memory_mb: int) -> lambda_.IFunction:
+            function_id = f"{prefix}-{name}"
+            return lambda_.Function(
+                self,
+                function_id,
+                code=self._code,
+                handler=handler,
+                runtime=RUNTIME,
+                architecture=ARCHITECTURE,
+                timeout=Duration.seconds(timeout),
+                memory_size=memory_mb,
+                environment={**self._environment, "POWERTOOLS_SERVICE_NAME": f"longhaul-{name}"},
+                tracing=lambda_.Tracing.ACTIVE,
+                log_group=logs.LogGroup(self, f"{function_id}-logs", retention=logs.RetentionDays.ONE_MONTH),
+                description=f"Longhaul step {name} ({prefix})",
+            )
+
+        return make

@@ -1,0 +1,282 @@
+"""A small builder over `aws_stepfunctions` that owns the house step policy.
+
+Workflow modules chain named steps (`step`, `fan_out`); every Task they get has a timeout, the retry classes
+of the policy (exponential backoff, full jitter, a max delay; deterministic errors fail fast) and a catch-all
+that records the failure on the job and step, sends a dead letter to that step's own SQS queue and fails the
+execution. Only references travel between states: each step receives the (small) state document and returns
+references, stored under `$.steps.<name>`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from aws_cdk import Duration
+from aws_cdk import aws_cloudwatch as cloudwatch
+from aws_cdk import aws_lambda as lambda_
+from aws_cdk import aws_logs as logs
+from aws_cdk import aws_sqs as sqs
+from aws_cdk import aws_stepfunctions as sfn
+from aws_cdk import aws_stepfunctions_tasks as tasks
+from constructs import Construct
+
+from stacks.nag import acknowledge, arn_ref
+from state_machines.policy import DEFAULT_POLICY, ITEM_FAILED, TIMEOUT_ERRORS, StepPolicy
+
+# (construct id, handler, timeout seconds, memory MB) -> function. Provided by the workflow construct, which
+# knows the code asset, the environment and the tracing/logging defaults of the platform's functions.
+FunctionFactory = Callable[[str, str, int, int], lambda_.IFunction]
+
+HANDLER_MODULE = "handlers.steps"
+RECORD_FAILURE = "record_failure"
+
+
+class WorkflowBuilder(Construct):
+    """Builds one workflow's Tasks, dead-letter queues, alarms and the Standard state machine."""
+
+    def __init__(
+        self,
+        scope: Construct,
+        construct_id: str,
+        *,
+        workflow: str,
+        make_function: FunctionFactory,
+        policy: StepPolicy = DEFAULT_POLICY,
+    ) -> None:
+        super().__init__(scope, construct_id)
+        self.workflow = workflow
+        self.policy = policy
+        self._make_function = make_function
+        self.functions: dict[str, lambda_.IFunction] = {}
+        self.dead_letter_queues: dict[str, sqs.Queue] = {}
+        self.alarms: list[cloudwatch.Alarm] = []
+        self._recorder = self._function(RECORD_FAILURE, self.policy.lambda_timeout, 256)
+        self._job_failed = sfn.Fail(
+            self,
+            "Job failed",
+            error="StepFailed",
+            cause="The failure is recorded on the job and in the failing step's dead-letter queue.",
+        )
+
+    # ------------------------------------------------------------------ steps
+
+    def step(self, name: str, *, timeout_seconds: int | None = None, memory_mb: int | None = None) -> sfn.TaskStateBase:
+        """A Lambda step `handlers.steps.<name>` applied to the whole state; its output lands in `$.steps.<name>`."""
+        timeout = timeout_seconds or self.policy.lambda_timeout
+        function = self._function(name, timeout, memory_mb or self.policy.memory_mb)
+        task = self._lambda_task(
+            name,
+            function,
+            timeout,
+            payload={
+                "step": name,
+                "attempt.$": "$$.State.RetryCount",
+                "execution.$": "$$.Execution.Id",
+                "input.$": "$",
+            },
+            result_path=f"$.steps.{name}",
+        )
+        self._apply_retries(task)
+        task.add_catch(self._failure_path(name, job_path="$.job_id", end=self._job_failed), result_path="$.failure")
+        return task
+
+    def fan_out(
+        self,
+        name: str,
+        *,
+        items_path: str,
+        timeout_seconds: int | None = None,
+        memory_mb: int | None = None,
+        max_concurrency: int | None = None,
+    ) -> sfn.Map:
+        """A Map over a list of references: each item runs `handlers.steps.<name>` with `{item, ref, input}`.
+
+        An item that fails records its own failure and dead letter; the Map then fails the job without a
+        second dead letter. Anything else failing the Map is recorded against the step as a whole.
+        """
+        timeout = timeout_seconds or self.policy.lambda_timeout
+        function = self._function(name, timeout, memory_mb or self.policy.memory_mb)
+        item_task = self._lambda_task(
+            f"{name} item",
+            function,
+            timeout,
+            payload={
+                "step": name,
+                "item.$": "$.item",
+                "ref.$": "$.ref",
+                "attempt.$": "$$.State.RetryCount",
+                "execution.$": "$$.Execution.Id",
+                "input.$": "$.input",
+            },
+            result_path=sfn.JsonPath.DISCARD,
+        )
+        self._apply_retries(item_task)
+        item_failed = sfn.Fail(self, f"{name} item failed", error=ITEM_FAILED, cause="Recorded on the job.")
+        item_task.add_catch(
+            self._failure_path(name, job_path="$.input.job_id", item_path="$.item", end=item_failed),
+            result_path="$.failure",
+        )
+        fan_out = sfn.Map(
+            self,
+            name,
+            items_path=items_path,
+            item_selector={
+                "item.$": "$$.Map.Item.Index",
+                "ref.$": "$$.Map.Item.Value",
+                "input.$": "$",
+            },
+            max_concurrency=max_concurrency or self.policy.map_max_concurrency,
+            result_path=sfn.JsonPath.DISCARD,
+            comment=f"Fan-out of {name} over {items_path}",
+        )
+        fan_out.item_processor(item_task)
+        fan_out.add_catch(self._job_failed, errors=[ITEM_FAILED])
+        fan_out.add_catch(
+            self._failure_path(f"{name} map", job_path="$.job_id", end=self._job_failed, step=name),
+            result_path="$.failure",
+        )
+        return fan_out
+
+    def state_machine(self, definition: sfn.IChainable, *, timeout: Duration) -> sfn.StateMachine:
+        """The Standard state machine, with full logging and X-Ray tracing."""
+        log_group = logs.LogGroup(self, "ExecutionLogs", retention=logs.RetentionDays.ONE_MONTH)
+        machine = sfn.StateMachine(
+            self,
+            "StateMachine",
+            definition_body=sfn.DefinitionBody.from_chainable(definition),
+            state_machine_type=sfn.StateMachineType.STANDARD,
+            timeout=timeout,
+            tracing_enabled=True,
+            logs=sfn.LogOptions(destination=log_group, level=sfn.LogLevel.ALL, include_execution_data=False),
+            comment=f"Longhaul workflow {self.workflow}",
+        )
+        for function in self.functions.values():
+            acknowledge(
+                machine,
+                f"IAM5[Resource::{arn_ref(function)}:*]",
+                "Invoking any version or alias of this workflow's own step function.",
+            )
+        self.alarms.append(
+            cloudwatch.Alarm(
+                self,
+                "ExecutionsFailed",
+                metric=machine.metric_failed(period=Duration.minutes(5)),
+                threshold=1,
+                evaluation_periods=1,
+                treat_missing_data=cloudwatch.TreatMissingData.NOT_BREACHING,
+                alarm_description=f"{self.workflow}: executions failed",
+            )
+        )
+        return machine
+
+    # ------------------------------------------------------------------ policy
+
+    def _function(self, name: str, timeout: int, memory_mb: int) -> lambda_.IFunction:
+        function = self._make_function(name, f"{HANDLER_MODULE}.{name}", timeout, memory_mb)
+        self.functions[name] = function
+        return function
+
+    def _lambda_task(
+        self, state_name: str, function: lambda_.IFunction, timeout: int, *, payload: dict[str, Any], result_path: str
+    ) -> tasks.LambdaInvoke:
+        return tasks.LambdaInvoke(
+            self,
+            state_name,
+            lambda_function=function,
+            payload=sfn.TaskInput.from_object(payload),
+            payload_response_only=True,
+            retry_on_service_exceptions=False,
+            result_path=result_path,
+            task_timeout=sfn.Timeout.duration(Duration.seconds(self.policy.task_timeout(timeout))),
+        )
+
+    def _apply_retries(self, task: sfn.TaskStateBase) -> None:
+        p = self.policy
+        task.add_retry(
+            errors=list(p.transient_errors),
+            interval=Duration.seconds(p.retry_interval),
+            backoff_rate=p.retry_backoff_rate,
+            max_attempts=p.retry_max_attempts,
+            max_delay=Duration.seconds(p.retry_max_delay),
+            jitter_strategy=sfn.JitterType.FULL,
+        )
+        task.add_retry(
+            errors=list(TIMEOUT_ERRORS),
+            interval=Duration.seconds(p.retry_interval),
+            backoff_rate=p.retry_backoff_rate,
+            max_attempts=p.timeout_max_attempts,
+            max_delay=Duration.seconds(p.retry_max_delay),
+            jitter_strategy=sfn.JitterType.FULL,
+        )
+
+    def _dead_letter_queue(self, step: str) -> sqs.Queue:
+        if step not in self.dead_letter_queues:
+            queue = sqs.Queue(
+                self,
+                f"{step}-dlq",
+                encryption=sqs.QueueEncryption.SQS_MANAGED,
+                enforce_ssl=True,
+                retention_period=Duration.days(self.policy.dlq_retention_days),
+            )
+            self.dead_letter_queues[step] = queue
+            acknowledge(
+                queue,
+                "SQS3",
+                "This queue is the step's dead-letter queue; a dead-letter queue of its own would add nothing.",
+            )
+            self.alarms.append(
+                cloudwatch.Alarm(
+                    self,
+                    f"{step}-dlq-alarm",
+                    metric=queue.metric_approximate_number_of_messages_visible(period=Duration.minutes(1)),
+                    threshold=1,
+                    evaluation_periods=1,
+                    treat_missing_data=cloudwatch.TreatMissingData.NOT_BREACHING,
+                    alarm_description=f"{self.workflow}/{step}: dead letters waiting for an operator",
+                )
+            )
+        return self.dead_letter_queues[step]
+
+    def _failure_path(
+        self,
+        state_prefix: str,
+        *,
+        job_path: str,
+        end: sfn.IChainable,
+        item_path: str | None = None,
+        step: str | None = None,
+    ) -> sfn.IChainable:
+        """record failure on job and step → dead letter to the step's queue → fail."""
+        step = step or state_prefix
+        payload: dict[str, Any] = {
+            "step": step,
+            "workflow": self.workflow,
+            "job_id.$": job_path,
+            "error.$": "$.failure.Error",
+            "cause.$": "$.failure.Cause",
+            "execution.$": "$$.Execution.Id",
+        }
+        if item_path:
+            payload["item.$"] = item_path
+        record = tasks.LambdaInvoke(
+            self,
+            f"{state_prefix}: record failure",
+            lambda_function=self._recorder,
+            payload=sfn.TaskInput.from_object(payload),
+            payload_response_only=True,
+            retry_on_service_exceptions=False,
+            result_path="$.dead_letter",
+            task_timeout=sfn.Timeout.duration(Duration.seconds(self.policy.task_timeout())),
+        )
+        self._apply_retries(record)
+        send = tasks.SqsSendMessage(
+            self,
+            f"{state_prefix}: dead letter",
+            queue=self._dead_letter_queue(step),
+            message_body=sfn.TaskInput.from_text(sfn.JsonPath.json_to_string(sfn.JsonPath.object_at("$.dead_letter"))),
+            result_path=sfn.JsonPath.DISCARD,
+            task_timeout=sfn.Timeout.duration(Duration.seconds(30)),
+        )
+        self._apply_retries(send)
+        return record.next(send).next(end)

@@ -1,0 +1,47 @@
+"""The house step policy: declared once, applied by the builder to every Task.
+
+These values are the defaults documented in the README's policy table.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from longhaul.errors import DETERMINISTIC_ERROR_NAMES, RETRYABLE_ERROR_NAMES
+
+# Lambda service-side failures that are worth retrying (AWS's own recommendation for Lambda tasks).
+LAMBDA_SERVICE_ERRORS: tuple[str, ...] = (
+    "Lambda.ServiceException",
+    "Lambda.AWSLambdaException",
+    "Lambda.SdkClientException",
+    "Lambda.TooManyRequestsException",
+)
+TIMEOUT_ERRORS: tuple[str, ...] = ("States.Timeout",)
+# Raised by a fan-out item after it has recorded its own failure and dead letter.
+ITEM_FAILED = "ItemFailed"
+
+
+@dataclass(frozen=True)
+class StepPolicy:
+    """Timeouts and retry classes for steps. Durations are seconds."""
+
+    lambda_timeout: int = 60
+    task_timeout_margin: int = 15
+    memory_mb: int = 1024
+    transient_errors: tuple[str, ...] = RETRYABLE_ERROR_NAMES + LAMBDA_SERVICE_ERRORS
+    deterministic_errors: tuple[str, ...] = DETERMINISTIC_ERROR_NAMES
+    retry_interval: int = 1
+    retry_backoff_rate: float = 2.0
+    retry_max_attempts: int = 3
+    retry_max_delay: int = 30
+    # A timeout that recurs on every attempt is retried at most once.
+    timeout_max_attempts: int = 1
+    map_max_concurrency: int = 8
+    dlq_retention_days: int = 14
+
+    def task_timeout(self, lambda_timeout: int | None = None) -> int:
+        """TimeoutSeconds of a Task: never below the Lambda's own timeout."""
+        return (lambda_timeout or self.lambda_timeout) + self.task_timeout_margin
+
+
+DEFAULT_POLICY = StepPolicy()
