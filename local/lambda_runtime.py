@@ -15,6 +15,7 @@ error), delay, or return a result without calling `call_next`.
 
 from __future__ import annotations
 
+import functools
 import importlib
 import json
 import logging
@@ -74,13 +75,20 @@ class Middleware(Protocol):
 class FunctionSpec(Protocol):
     """The attributes of moto's `LambdaFunction` this module reads."""
 
-    function_name: str
-    function_arn: str
-    handler: str | None
-    environment_vars: dict[str, str]
-    timeout: int
-    memory_size: int
-    version: Any
+    @property
+    def function_name(self) -> str: ...
+    @property
+    def function_arn(self) -> str: ...
+    @property
+    def handler(self) -> str | None: ...
+    @property
+    def environment_vars(self) -> dict[str, str]: ...
+    @property
+    def timeout(self) -> int: ...
+    @property
+    def memory_size(self) -> int: ...
+    @property
+    def version(self) -> Any: ...
 
 
 class _Runtime:
@@ -125,6 +133,12 @@ def _lock_for(handler: str) -> threading.Lock:
         return _RUNTIME.locks.setdefault(handler, threading.Lock())
 
 
+def ensure_code_root_on_path() -> None:
+    root = str(_RUNTIME.code_root)
+    if root not in sys.path:
+        sys.path.insert(0, root)
+
+
 def resolve_handler(handler: str) -> Handler:
     """Import `module.path.function` from the code root; one lock per handler guards the first import only."""
     cached = _RUNTIME.handlers.get(handler)
@@ -132,9 +146,7 @@ def resolve_handler(handler: str) -> Handler:
         return cached
     with _lock_for(handler):
         if handler not in _RUNTIME.handlers:
-            root = str(_RUNTIME.code_root)
-            if root not in sys.path:
-                sys.path.insert(0, root)
+            ensure_code_root_on_path()
             module_name, _, attribute = handler.rpartition(".")
             _RUNTIME.handlers[handler] = getattr(importlib.import_module(module_name), attribute)
         return _RUNTIME.handlers[handler]
@@ -180,6 +192,7 @@ def error_payload(exc: BaseException) -> dict[str, Any]:
 
 
 def _call_chain(invocation: Invocation) -> Any:
+    ensure_code_root_on_path()
     from longhaul.settings import function_environment as use_environment
 
     def innermost() -> Any:
@@ -189,7 +202,7 @@ def _call_chain(invocation: Invocation) -> Any:
 
     call: Callable[[], Any] = innermost
     for mw in reversed(list(_RUNTIME.middlewares)):
-        call = (lambda m, nxt: lambda: m(invocation, nxt))(mw, call)
+        call = functools.partial(mw, invocation, call)
     return call()
 
 
@@ -208,7 +221,7 @@ def run(fn: FunctionSpec, event: Any, invocation_type: str = "RequestResponse") 
     started = time.monotonic()
     try:
         result = _call_chain(invocation)
-    except Exception as exc:  # noqa: BLE001 - every handler failure becomes a function error, as in AWS
+    except Exception as exc:  # every handler failure becomes a function error, as in AWS
         LOG.info("%s failed after %.0f ms: %s: %s", fn.function_name, _ms(started), type(exc).__name__, exc)
         return json.dumps(error_payload(exc)).encode(), True
     LOG.debug("%s returned after %.0f ms", fn.function_name, _ms(started))
@@ -253,4 +266,3 @@ def invoke(
 def forget_handlers() -> None:
     """Drop resolved handlers (modules stay imported)."""
     _RUNTIME.handlers.clear()
-

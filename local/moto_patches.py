@@ -8,13 +8,16 @@ are kept in `_ORIGINALS` the first time and never overwritten, so applying twice
 from __future__ import annotations
 
 import copy
+import uuid
 from typing import Any
+
+from moto.core.config import DefaultConfig
 
 _ORIGINALS: dict[tuple[int, str], tuple[object, Any]] = {}
 _MISSING = object()
 
 #: moto user configuration the runtime needs: execute state machines, run Lambda without Docker.
-RUNTIME_CONFIG: dict[str, dict[str, bool]] = {
+RUNTIME_CONFIG: DefaultConfig = {
     "stepfunctions": {"execute_state_machine": True},
     "lambda": {"use_docker": False},
 }
@@ -42,7 +45,8 @@ def enable_execution() -> None:
     from moto.core.config import default_user_config
 
     config: dict[str, Any] = default_user_config  # type: ignore[assignment]
-    for section, values in RUNTIME_CONFIG.items():
+    runtime: dict[str, Any] = RUNTIME_CONFIG  # type: ignore[assignment]
+    for section, values in runtime.items():
         _CONFIG_BEFORE.setdefault(section, copy.deepcopy(config.get(section, {})))
         config.setdefault(section, {}).update(values)
 
@@ -57,11 +61,9 @@ def disable_execution() -> None:
 
 
 def _stepfunctions_modules() -> list[object]:
-    import moto.stepfunctions
     import moto.stepfunctions.models
-    import moto.stepfunctions.responses
 
-    return [moto.stepfunctions, moto.stepfunctions.models, moto.stepfunctions.responses]
+    return [moto.stepfunctions.models]
 
 
 def route_state_machines_to_interpreter() -> None:
@@ -69,7 +71,9 @@ def route_state_machines_to_interpreter() -> None:
 
     `StateMachine.create_from_cloudformation_json` uses the module global `stepfunctions_backends`, the
     non-executing backend, while the API (with `execute_state_machine`) reads `stepfunctions_parser_backends`:
-    the stack's machines would be invisible to `start_execution`. Every module that bound the name is rebound.
+    the stack's machines would be invisible to `start_execution`. Only the models module is rebound: the
+    package attribute `moto.stepfunctions.stepfunctions_backends` must stay, the server derives its URL map
+    from that backend's module, and `responses.get_backend` already picks the parser backend by config.
     """
     from moto.stepfunctions.parser.models import stepfunctions_parser_backends
 
@@ -80,6 +84,32 @@ def route_state_machines_to_interpreter() -> None:
 def unroute_state_machines() -> None:
     for module in _stepfunctions_modules():
         _restore(module, "stepfunctions_backends")
+
+
+def _start_execution_with_generated_name(
+    self: Any, state_machine_arn: str, name: str | None = None, *args: Any, **kwargs: Any
+) -> Any:
+    original = _ORIGINALS[(id(_parser_backend_class()), "start_execution")][1]
+    return original(self, state_machine_arn, name or str(uuid.uuid4()), *args, **kwargs)
+
+
+def _parser_backend_class() -> type:
+    from moto.stepfunctions.parser.models import StepFunctionsParserBackend
+
+    return StepFunctionsParserBackend
+
+
+def name_executions_like_aws() -> None:
+    """Give an unnamed execution a UUID name, as AWS does.
+
+    The executing backend uses the missing name as is: every unnamed execution is called `None`, so the
+    second unnamed `StartExecution` of a state machine fails with `ExecutionAlreadyExists`.
+    """
+    _replace(_parser_backend_class(), "start_execution", _start_execution_with_generated_name)
+
+
+def unname_executions() -> None:
+    _restore(_parser_backend_class(), "start_execution")
 
 
 def run_lambdas_in_process() -> None:
@@ -105,12 +135,14 @@ def apply() -> None:
     """Install every patch (idempotent)."""
     enable_execution()
     route_state_machines_to_interpreter()
+    name_executions_like_aws()
     run_lambdas_in_process()
 
 
 def revert() -> None:
     """Restore moto's own behaviour (idempotent)."""
     stop_running_lambdas_in_process()
+    unname_executions()
     unroute_state_machines()
     disable_execution()
 

@@ -49,9 +49,7 @@ class PipBundling:
             ],
             check=True,
         )
-        shutil.copytree(
-            LAMBDAS_DIR, out, dirs_exist_ok=True, ignore=shutil.ignore_patterns("__pycache__", "*.pyc")
-        )
+        shutil.copytree(LAMBDAS_DIR, out, dirs_exist_ok=True, ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
         return True
 
 

@@ -8,8 +8,8 @@ from typing import Any
 from aws_cdk import Aws, RemovalPolicy, Stack, Tags
 from aws_cdk import aws_iam as iam
 from constructs import Construct
-from longhaul.settings import Env
 
+from longhaul.settings import Env
 from stacks.api import Api
 from stacks.bundling import code_asset
 from stacks.nag import acknowledge_data_access, acknowledge_platform_findings

@@ -49,7 +49,7 @@ class Workflows(Construct):
     def functions(self) -> list[lambda_.IFunction]:
         return [f for b in self.builders.values() for f in b.functions.values()]
 
-    def _function_factory(self, prefix: str):  # noqa: ANN202 - returns a FunctionFactory
+    def _function_factory(self, prefix: str):
         def make(name: str, handler: str, timeout: int, memory_mb: int) -> lambda_.IFunction:
             function_id = f"{prefix}-{name}"
             return lambda_.Function(

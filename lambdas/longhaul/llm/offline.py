@@ -1,7 +1,7 @@
 """A deterministic, offline stand-in for a language model: it quotes, it never invents.
 
-It reads the request's structured `context` (not the prompt), picks verbatim sentences by term overlap with the
-question and answers in the same JSON shapes a remote model is asked for. Same input, byte-identical output.
+It reads the request's structured `context` (not the prompt), picks verbatim sentences by term overlap
+with the question and answers in the JSON shapes a remote model is asked for. Same input, same bytes out.
 """
 
 from __future__ import annotations
@@ -89,8 +89,8 @@ def _claim(item: _EvidenceItem) -> dict[str, Any]:
 def _answer(model_id: str, question: str, items: list[_EvidenceItem]) -> str:
     if not items:
         return (
-            f"Offline extractive answer ({model_id}; no language model was used): no passage in the documents "
-            f"shares terms with the question {question!r}."
+            f"Offline extractive answer ({model_id}; no language model was used): "
+            f"no passage in the documents shares terms with the question {question!r}."
         )
     documents = ", ".join(dict.fromkeys(item.document for item in items))
     return (

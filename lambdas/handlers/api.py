@@ -1,0 +1,193 @@
+"""The API function: Powertools REST resolver, validated by the pydantic contracts, RFC 9457 errors."""
+
+from __future__ import annotations
+
+import json
+from typing import Annotated, Any
+
+from aws_lambda_powertools.event_handler import APIGatewayRestResolver, Response
+from aws_lambda_powertools.event_handler.middlewares import NextMiddleware
+from aws_lambda_powertools.event_handler.openapi.exceptions import RequestValidationError
+from aws_lambda_powertools.event_handler.openapi.models import HTTPBearer, Server
+from aws_lambda_powertools.event_handler.openapi.params import Body, Header, Path, Query
+from aws_lambda_powertools.utilities.typing import LambdaContext
+
+from longhaul.auth import Principal, bearer_token
+from longhaul.contracts import (
+    WORKFLOWS,
+    EventPage,
+    JobAccepted,
+    JobRequest,
+    JobResult,
+    JobView,
+    Problem,
+    UploadRequest,
+    UploadTicket,
+)
+from longhaul.jobs import JobService
+from longhaul.observability import logger
+from longhaul.problems import ApiProblem, InvalidRequest, MalformedJson, NotFound, PayloadTooLarge, Unauthorized
+from longhaul.wiring import services
+
+PROBLEM_JSON = "application/problem+json"
+PUBLIC_PATHS = frozenset()
+app = APIGatewayRestResolver(enable_validation=True)
+
+
+def _problem_response(problem: ApiProblem) -> Response[str]:
+    headers = {"WWW-Authenticate": 'Bearer realm="longhaul"'} if problem.status == 401 else None
+    return Response(
+        status_code=problem.status,
+        content_type=PROBLEM_JSON,
+        body=json.dumps(problem.body(instance=app.current_event.path)),
+        headers=headers,
+    )
+
+
+def _problems(status: int, description: str) -> dict[int, dict[str, Any]]:
+    return {status: {"description": description, "content": {PROBLEM_JSON: {"model": Problem}}}}
+
+
+COMMON_PROBLEMS = {
+    **_problems(401, "Missing or unknown API key"),
+    **_problems(404, "No such job for this tenant"),
+}
+
+
+def _service() -> JobService:
+    s = services()
+    return JobService(store=s.store, artifacts=s.artifacts, stepfunctions=s.stepfunctions, settings=s.settings)
+
+
+def _principal() -> Principal:
+    principal = app.context.get("principal")
+    assert isinstance(principal, Principal)
+    return principal
+
+
+def _base_url() -> str:
+    event = app.current_event
+    headers = {k.lower(): v for k, v in (event.headers or {}).items()}
+    proto = headers.get("x-forwarded-proto", "https")
+    host = headers.get("host", "localhost")
+    full_path = event.request_context.path or event.path
+    prefix = full_path[: -len(event.path)] if full_path.endswith(event.path) else ""
+    return f"{proto}://{host}{prefix}"
+
+
+# ---------------------------------------------------------------------- middleware and errors
+
+
+def authenticate(app: APIGatewayRestResolver, next_middleware: NextMiddleware) -> Response[Any]:
+    token = bearer_token(app.current_event.get_header_value("Authorization"))
+    principal = services().store.principal_for_key(token) if token else None
+    if principal is None:
+        return _problem_response(Unauthorized())
+    app.append_context(principal=principal)
+    logger.append_keys(tenant_id=principal.tenant_id)
+    return next_middleware(app)
+
+
+app.use(middlewares=[authenticate])
+
+
+@app.exception_handler(ApiProblem)
+def _api_problem(problem: ApiProblem) -> Response[str]:
+    return _problem_response(problem)
+
+
+@app.exception_handler(RequestValidationError)
+def _validation_problem(error: RequestValidationError) -> Response[str]:
+    errors = error.errors()
+    if any(e.get("type") == "json_invalid" for e in errors):
+        return _problem_response(MalformedJson("the body could not be parsed as JSON"))
+    details = [{"loc": list(e.get("loc", ())), "msg": e.get("msg", ""), "type": e.get("type", "")} for e in errors]
+    extra: dict[str, Any] = {}
+    if any(tuple(e["loc"][:2]) == ("body", "workflow") for e in details):
+        extra["allowed_workflows"] = list(WORKFLOWS)
+    return _problem_response(InvalidRequest("see `errors` for what is not allowed", errors=details, **extra))
+
+
+@app.not_found
+def _not_found(_: Exception) -> Response[str]:
+    return _problem_response(NotFound(f"no route {app.current_event.http_method} {app.current_event.path}"))
+
+
+# ---------------------------------------------------------------------- routes
+
+
+@app.post(
+    "/v1/jobs",
+    summary="Submit a job",
+    responses={
+        202: {"description": "Accepted", "content": {"application/json": {"model": JobAccepted}}},
+        **_problems(400, "Malformed JSON or Idempotency-Key"),
+        **_problems(413, "Body too large"),
+        **_problems(422, "Invalid input, unknown workflow, or Idempotency-Key reused with another payload"),
+    },
+)
+def submit_job(
+    request: Annotated[JobRequest, Body()],
+    idempotency_key: Annotated[str | None, Header(alias="Idempotency-Key")] = None,
+) -> Response[str]:
+    accepted, _ = _service().submit(_principal(), request, idempotency_key, _base_url())
+    return Response(
+        status_code=202,
+        content_type="application/json",
+        body=accepted.model_dump_json(),
+        headers={"Location": accepted.status_url},
+    )
+
+
+@app.get("/v1/jobs/<job_id>", summary="Job status and progress", responses=COMMON_PROBLEMS)
+def get_job(job_id: Annotated[str, Path()]) -> JobView:
+    return _service().view(_principal(), job_id, services().store.clock.now())
+
+
+@app.get("/v1/jobs/<job_id>/events", summary="The job's append-only event log", responses=COMMON_PROBLEMS)
+def get_events(
+    job_id: Annotated[str, Path()],
+    cursor: Annotated[str | None, Query()] = None,
+    limit: Annotated[int, Query(ge=1, le=200)] = 100,
+) -> EventPage:
+    return _service().events(_principal(), job_id, cursor, limit)
+
+
+@app.get(
+    "/v1/jobs/<job_id>/result",
+    summary="The job's result",
+    responses={**COMMON_PROBLEMS, **_problems(409, "Not completed yet")},
+)
+def get_result(job_id: Annotated[str, Path()]) -> JobResult:
+    return _service().result(_principal(), job_id)
+
+
+@app.post("/v1/uploads", summary="Get a presigned URL to upload a document", responses=_problems(422, "Invalid"))
+def create_upload(request: Annotated[UploadRequest, Body()]) -> Response[str]:
+    ticket: UploadTicket = _service().create_upload(_principal(), request)
+    return Response(status_code=201, content_type="application/json", body=ticket.model_dump_json())
+
+
+def openapi_json() -> str:
+    return app.get_openapi_json_schema(
+        title="Longhaul API",
+        version="1.0.0",
+        description="Durable, observable, budget-aware execution of long-running LLM jobs.",
+        servers=[Server(url="http://127.0.0.1:8000", description="local runtime")],
+        security_schemes={"bearer": HTTPBearer(scheme="bearer", description="Tenant API key")},
+        security=[{"bearer": []}],
+    )
+
+
+@logger.inject_lambda_context(clear_state=True)
+def handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
+    body = event.get("body") or ""
+    if len(body.encode() if isinstance(body, str) else body) > services().settings.max_body_bytes:
+        problem = PayloadTooLarge(f"the limit is {services().settings.max_body_bytes} bytes; upload large documents")
+        return {
+            "statusCode": 413,
+            "headers": {"Content-Type": PROBLEM_JSON},
+            "body": json.dumps(problem.body(instance=event.get("path"))),
+            "isBase64Encoded": False,
+        }
+    return app.resolve(event, context)

@@ -1,0 +1,72 @@
+"""Artifact store (S3). Keys are deterministic per (job, step, item), so a retried step overwrites, never adds.
+
+uploads/<tenant>/<upload id>            client uploads (presigned PUT), expire
+work/<job>/input.json                   the accepted request
+work/<job>/<step>/<name>                intermediate artifacts, expire
+results/<job>/result.json|result.md     published results, kept
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from botocore.exceptions import ClientError
+from pydantic import BaseModel
+
+
+def input_key(job_id: str) -> str:
+    return f"work/{job_id}/input.json"
+
+
+def work_key(job_id: str, step: str, name: str) -> str:
+    return f"work/{job_id}/{step}/{name}"
+
+
+def result_key(job_id: str, extension: str = "json") -> str:
+    return f"results/{job_id}/result.{extension}"
+
+
+def upload_key(tenant_id: str, upload_id: str) -> str:
+    return f"uploads/{tenant_id}/{upload_id}"
+
+
+class ArtifactStore:
+    def __init__(self, s3: Any, bucket: str, *, presign_client: Any | None = None) -> None:
+        self.s3 = s3
+        self.bucket = bucket
+        self.presign_client = presign_client or s3
+
+    def put_bytes(self, key: str, data: bytes, content_type: str = "application/octet-stream") -> str:
+        self.s3.put_object(Bucket=self.bucket, Key=key, Body=data, ContentType=content_type)
+        return key
+
+    def put_json(self, key: str, value: BaseModel | dict[str, Any] | list[Any]) -> str:
+        body = value.model_dump_json() if isinstance(value, BaseModel) else json.dumps(value, ensure_ascii=False)
+        return self.put_bytes(key, body.encode(), "application/json")
+
+    def get_bytes(self, key: str) -> bytes:
+        return self.s3.get_object(Bucket=self.bucket, Key=key)["Body"].read()
+
+    def get_json(self, key: str) -> Any:
+        return json.loads(self.get_bytes(key))
+
+    def head(self, key: str) -> dict[str, Any] | None:
+        try:
+            return self.s3.head_object(Bucket=self.bucket, Key=key)
+        except ClientError as error:
+            if error.response["Error"]["Code"] in ("404", "NoSuchKey", "NotFound"):
+                return None
+            raise
+
+    def presigned_put(self, key: str, content_type: str, expires_in: int) -> str:
+        return self.presign_client.generate_presigned_url(
+            "put_object",
+            Params={"Bucket": self.bucket, "Key": key, "ContentType": content_type},
+            ExpiresIn=expires_in,
+        )
+
+    def presigned_get(self, key: str, expires_in: int) -> str:
+        return self.presign_client.generate_presigned_url(
+            "get_object", Params={"Bucket": self.bucket, "Key": key}, ExpiresIn=expires_in
+        )

@@ -1,0 +1,38 @@
+"""Tenant API keys: stored hashed; a key maps to a tenant and a role."""
+
+from __future__ import annotations
+
+import hashlib
+from datetime import UTC, datetime
+from typing import Any, Literal
+
+from pydantic import BaseModel
+
+Role = Literal["tenant", "operator"]
+
+
+class Principal(BaseModel):
+    tenant_id: str
+    role: Role = "tenant"
+
+
+def key_hash(api_key: str) -> str:
+    return hashlib.sha256(api_key.encode()).hexdigest()
+
+
+def api_key_item(api_key: str, tenant_id: str, role: Role = "tenant") -> dict[str, Any]:
+    """The table item for a key (only its hash is stored)."""
+    return {
+        "pk": f"APIKEY#{key_hash(api_key)}",
+        "sk": "APIKEY",
+        "tenant_id": tenant_id,
+        "role": role,
+        "created_at": datetime.now(UTC).isoformat(),
+    }
+
+
+def bearer_token(authorization: str | None) -> str | None:
+    if not authorization:
+        return None
+    scheme, _, token = authorization.strip().partition(" ")
+    return token.strip() or None if scheme.lower() == "bearer" else None

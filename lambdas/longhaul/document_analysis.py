@@ -1,0 +1,175 @@
+"""Workflow `document-analysis`, the domain side of each step. Steps exchange S3 keys, never text.
+
+parse_documents → chunk_documents → build_index → retrieve_passages → extract_evidence (per passage group)
+→ draft_answer → verify_citations → publish_result.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pydantic import BaseModel, TypeAdapter
+
+from longhaul import analysis
+from longhaul import artifacts as keys
+from longhaul.analysis import Draft, Evidence, EvidenceSet
+from longhaul.contracts import Claim, DocumentSummary, JobResult
+from longhaul.documents import Chunk, ParsedDocument, chunk_document, parse_document
+from longhaul.errors import InvalidInputError
+from longhaul.retrieval import LexicalIndex, group_passages
+from longhaul.runner import StepContext
+
+STEPS = (
+    "parse_documents",
+    "chunk_documents",
+    "build_index",
+    "retrieve_passages",
+    "extract_evidence",
+    "draft_answer",
+    "verify_citations",
+    "publish_result",
+)
+TOP_K = 16
+GROUP_SIZE = 4
+MAX_EVIDENCE = 12
+_CHUNKS = TypeAdapter(list[Chunk])
+
+
+class JobInputDocument(BaseModel):
+    index: int
+    name: str
+    media_type: str
+    key: str
+
+
+class JobInput(BaseModel):
+    workflow: str
+    question: str
+    documents: list[JobInputDocument]
+
+
+def _input(ctx: StepContext) -> JobInput:
+    return JobInput.model_validate(ctx.services.artifacts.get_json(ctx.state.input_key))
+
+
+def _chunks(ctx: StepContext) -> list[Chunk]:
+    return _CHUNKS.validate_python(ctx.services.artifacts.get_json(ctx.output_of("chunk_documents")["chunks_key"]))
+
+
+def _charge(ctx: StepContext, response: Any) -> None:
+    ctx.services.store.increment(ctx.job_id, "usage_input_tokens", response.usage.input_tokens)
+    ctx.services.store.increment(ctx.job_id, "usage_output_tokens", response.usage.output_tokens)
+
+
+def parse_documents(ctx: StepContext) -> dict[str, Any]:
+    job_input, store = _input(ctx), ctx.services.artifacts
+    parsed_keys, pages, ocr = [], 0, 0
+    for doc in job_input.documents:
+        parsed = parse_document(
+            index=doc.index, name=doc.name, data=store.get_bytes(doc.key), media_type=doc.media_type
+        )
+        parsed_keys.append(
+            store.put_json(keys.work_key(ctx.job_id, "parse_documents", f"{doc.index:03d}.json"), parsed)
+        )
+        pages += len(parsed.pages)
+        ocr += len(parsed.pages_needing_ocr)
+    return {"parsed_keys": parsed_keys, "documents": len(parsed_keys), "pages": pages, "pages_needing_ocr": ocr}
+
+
+def chunk_documents(ctx: StepContext) -> dict[str, Any]:
+    store = ctx.services.artifacts
+    chunks: list[Chunk] = []
+    for key in ctx.output_of("parse_documents")["parsed_keys"]:
+        chunks.extend(chunk_document(ParsedDocument.model_validate(store.get_json(key))))
+    if not chunks:
+        raise InvalidInputError("no document has extractable text (pages without a text layer need OCR)")
+    key = store.put_bytes(
+        keys.work_key(ctx.job_id, "chunk_documents", "chunks.json"), _CHUNKS.dump_json(chunks), "application/json"
+    )
+    return {"chunks_key": key, "chunks": len(chunks)}
+
+
+def build_index(ctx: StepContext) -> dict[str, Any]:
+    index = LexicalIndex.build(_chunks(ctx))
+    key = ctx.services.artifacts.put_bytes(keys.work_key(ctx.job_id, "build_index", "bm25.zip"), index.to_bytes())
+    return {"index_key": key}
+
+
+def retrieve_passages(ctx: StepContext) -> dict[str, Any]:
+    store = ctx.services.artifacts
+    question = _input(ctx).question
+    index = LexicalIndex.from_bytes(store.get_bytes(ctx.output_of("build_index")["index_key"]))
+    chunks = {c.chunk_id: c for c in _chunks(ctx)}
+    hits = [chunk_id for chunk_id, _ in index.search(question, TOP_K)]
+    if not hits:  # no lexical match: let the model look at the beginning of the documents
+        hits = list(chunks)[:GROUP_SIZE]
+    groups = []
+    for number, group in enumerate(group_passages(hits, GROUP_SIZE)):
+        key = keys.work_key(ctx.job_id, "retrieve_passages", f"group-{number:03d}.json")
+        groups.append(store.put_bytes(key, _CHUNKS.dump_json([chunks[i] for i in group]), "application/json"))
+    return {"groups": groups, "passages": len(hits)}
+
+
+def extract_evidence(ctx: StepContext) -> dict[str, Any]:
+    store = ctx.services.artifacts
+    passages = _CHUNKS.validate_python(store.get_json(str(ctx.event.ref)))
+    evidence, response = analysis.extract_evidence(_input(ctx).question, passages, ctx.services.gateway())
+    _charge(ctx, response)
+    key = store.put_json(keys.work_key(ctx.job_id, "extract_evidence", f"group-{ctx.event.item:03d}.json"), evidence)
+    return {"evidence_key": key, "evidence": len(evidence.evidence)}
+
+
+def draft_answer(ctx: StepContext) -> dict[str, Any]:
+    store = ctx.services.artifacts
+    chunks = {c.chunk_id: c for c in _chunks(ctx)}
+    evidence: list[Evidence] = []
+    for number in range(len(ctx.output_of("retrieve_passages")["groups"])):
+        key = keys.work_key(ctx.job_id, "extract_evidence", f"group-{number:03d}.json")
+        evidence.extend(EvidenceSet.model_validate(store.get_json(key)).evidence)
+    ranked = analysis.rank_evidence(evidence, chunks, limit=MAX_EVIDENCE)
+    if not ranked:
+        raise InvalidInputError("the documents contain no evidence for this question")
+    draft, response = analysis.draft_answer(_input(ctx).question, ranked, ctx.services.gateway())
+    _charge(ctx, response)
+    key = store.put_json(keys.work_key(ctx.job_id, "draft_answer", "draft.json"), draft)
+    return {"draft_key": key, "claims": len(draft.claims)}
+
+
+def verify_citations(ctx: StepContext) -> dict[str, Any]:
+    store = ctx.services.artifacts
+    draft = Draft.model_validate(store.get_json(ctx.output_of("draft_answer")["draft_key"]))
+    claims, verification = analysis.verify_citations(draft, {c.chunk_id: c for c in _chunks(ctx)})
+    key = store.put_json(
+        keys.work_key(ctx.job_id, "verify_citations", "verified.json"),
+        {"answer": draft.answer, "claims": [c.model_dump() for c in claims], "verification": verification.model_dump()},
+    )
+    return {"verified_key": key, "claims": len(claims), "citations_dropped": verification.citations_dropped}
+
+
+def publish_result(ctx: StepContext) -> dict[str, Any]:
+    store, services = ctx.services.artifacts, ctx.services
+    verified = store.get_json(ctx.output_of("verify_citations")["verified_key"])
+    claims = [Claim.model_validate(c) for c in verified["claims"]]
+    documents = [
+        ParsedDocument.model_validate(store.get_json(k)) for k in ctx.output_of("parse_documents")["parsed_keys"]
+    ]
+    job = services.store.get_job(ctx.job_id) or {}
+    result = JobResult(
+        job_id=ctx.job_id,
+        question=_input(ctx).question,
+        answer=verified["answer"],
+        claims=claims,
+        citations=analysis.unique_citations(claims),
+        verification=verified["verification"],
+        model=str(job.get("model", "")),
+        documents=[
+            DocumentSummary(
+                name=d.name, media_type=d.media_type, pages=len(d.pages), pages_needing_ocr=d.pages_needing_ocr
+            )
+            for d in documents
+        ],
+        markdown_key=keys.result_key(ctx.job_id, "md"),
+    )
+    store.put_bytes(result.markdown_key or "", analysis.render_markdown(result).encode(), "text/markdown")
+    key = store.put_json(keys.result_key(ctx.job_id), result)
+    return {"result_key": key, "claims": len(claims), "citations": len(result.citations)}

@@ -1,0 +1,252 @@
+"""The API's use cases: submit a job, create an upload, read status, events and result. Tenant-scoped."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+import secrets
+import time
+import uuid
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from botocore.exceptions import ClientError
+
+from longhaul import artifacts as keys
+from longhaul.artifacts import ArtifactStore
+from longhaul.auth import Principal
+from longhaul.contracts import (
+    DocumentAnalysisInput,
+    EventPage,
+    EventView,
+    JobAccepted,
+    JobError,
+    JobRequest,
+    JobResult,
+    JobStatus,
+    JobView,
+    Progress,
+    UploadRequest,
+    UploadTicket,
+)
+from longhaul.problems import BadRequest, IdempotencyKeyReused, InvalidRequest, NotFound, NotReady, Unavailable
+from longhaul.settings import Settings
+from longhaul.store import IdempotencyConflict, JobStore, NewJob
+
+IDEMPOTENCY_KEY = re.compile(r"^[A-Za-z0-9._:\-]{1,128}$")
+UPLOAD_EXPIRES_SECONDS = 900
+MAX_UPLOAD_BYTES = 50 * 1024 * 1024
+WORKFLOW_STEPS = {"document-analysis": 8}
+
+
+def canonical_hash(request: JobRequest) -> str:
+    """Hash of the validated payload: key order and whitespace do not matter."""
+    canonical = json.dumps(request.model_dump(mode="json"), sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+    return hashlib.sha256(canonical.encode()).hexdigest()
+
+
+def new_job_id() -> str:
+    """Time-ordered, unguessable, valid as a Step Functions execution name."""
+    return f"job_{int(time.time() * 1000):012x}{secrets.token_hex(8)}"
+
+
+def estimate_sla_seconds(job_input: DocumentAnalysisInput) -> int:
+    inline_chars = sum(len(d.text or "") for d in job_input.documents)
+    uploads = sum(1 for d in job_input.documents if d.upload_id)
+    return 30 + 5 * len(job_input.documents) + 20 * uploads + inline_chars // 20_000
+
+
+@dataclass
+class JobService:
+    store: JobStore
+    artifacts: ArtifactStore
+    stepfunctions: Any
+    settings: Settings
+
+    # ------------------------------------------------------------------ submit
+
+    def submit(
+        self, principal: Principal, request: JobRequest, idempotency_key: str | None, base_url: str
+    ) -> tuple[JobAccepted, bool]:
+        if idempotency_key is not None and not IDEMPOTENCY_KEY.match(idempotency_key):
+            raise BadRequest("Idempotency-Key must be 1-128 characters of A-Z a-z 0-9 . _ : -")
+        machine = self.settings.workflows.get(request.workflow)
+        if machine is None:
+            raise InvalidRequest(
+                f"workflow {request.workflow!r} is not deployed", allowed_workflows=sorted(self.settings.workflows)
+            )
+        payload_hash = canonical_hash(request)
+        if idempotency_key:
+            existing = self.store.find_idempotent(principal.tenant_id, idempotency_key)
+            if existing is not None:
+                if existing["payload_hash"] != payload_hash:
+                    raise IdempotencyKeyReused(job_id=existing["job_id"])
+                job = self.store.get_job(existing["job_id"])
+                if job is not None:
+                    self._ensure_started(job, machine)
+                    return self._accepted(job, base_url), False
+        documents = self._resolve_documents(principal, request.input)
+        job_id = new_job_id()
+        for document in documents:
+            if "text" in document:
+                text = document.pop("text")
+                document["key"] = self.artifacts.put_bytes(
+                    keys.work_key(job_id, "source", f"{document['index']:03d}"),
+                    text.encode(),
+                    document["media_type"],
+                )
+        input_key = self.artifacts.put_json(
+            keys.input_key(job_id),
+            {"workflow": request.workflow, "question": request.input.question, "documents": documents},
+        )
+        try:
+            job, created = self.store.create_job(
+                NewJob(
+                    job_id=job_id,
+                    tenant_id=principal.tenant_id,
+                    workflow=request.workflow,
+                    input_key=input_key,
+                    payload_hash=payload_hash,
+                    model=f"{self.settings.model_provider}:{self.settings.model_id}",
+                    estimated_sla_seconds=estimate_sla_seconds(request.input),
+                    idempotency_key=idempotency_key,
+                    total_steps=WORKFLOW_STEPS.get(request.workflow, 0),
+                )
+            )
+        except IdempotencyConflict as conflict:
+            raise IdempotencyKeyReused(job_id=conflict.job_id) from None
+        self._ensure_started(job, machine)
+        return self._accepted(job, base_url), created
+
+    def _resolve_documents(self, principal: Principal, job_input: DocumentAnalysisInput) -> list[dict[str, Any]]:
+        documents: list[dict[str, Any]] = []
+        problems: list[dict[str, Any]] = []
+        for index, doc in enumerate(job_input.documents):
+            if doc.text is not None:
+                media_type = doc.media_type or (
+                    "text/markdown" if doc.name.endswith((".md", ".markdown")) else "text/plain"
+                )
+                if media_type == "application/pdf":
+                    problems.append(
+                        {
+                            "loc": ["input", "documents", index, "media_type"],
+                            "msg": "inline text cannot be a PDF; upload it",
+                        }
+                    )
+                documents.append({"index": index, "name": doc.name, "media_type": media_type, "text": doc.text})
+                continue
+            assert doc.upload_id is not None
+            key = keys.upload_key(principal.tenant_id, doc.upload_id)
+            head = self.artifacts.head(key)
+            if head is None:
+                problems.append(
+                    {"loc": ["input", "documents", index, "upload_id"], "msg": "no such upload (or not uploaded yet)"}
+                )
+                continue
+            if head.get("ContentLength", 0) > MAX_UPLOAD_BYTES:
+                problems.append(
+                    {"loc": ["input", "documents", index], "msg": f"upload exceeds {MAX_UPLOAD_BYTES} bytes"}
+                )
+            media_type = doc.media_type or head.get("ContentType", "application/octet-stream").split(";")[0]
+            if media_type not in ("application/pdf", "text/plain", "text/markdown"):
+                problems.append(
+                    {
+                        "loc": ["input", "documents", index, "media_type"],
+                        "msg": f"unsupported media type {media_type!r}; allowed: application/pdf, text/plain, text/markdown",
+                    }
+                )
+            documents.append({"index": index, "name": doc.name, "media_type": media_type, "key": key})
+        if problems:
+            raise InvalidRequest("some documents cannot be used", errors=problems)
+        return documents
+
+    def _ensure_started(self, job: dict[str, Any], machine: str) -> None:
+        if job["status"] != JobStatus.QUEUED.value:
+            return
+        state = {
+            "job_id": job["job_id"],
+            "tenant_id": job["tenant_id"],
+            "workflow": job["workflow"],
+            "input_key": job["input_key"],
+        }
+        try:
+            self.stepfunctions.start_execution(stateMachineArn=machine, name=job["job_id"], input=json.dumps(state))
+        except ClientError as error:
+            if error.response["Error"]["Code"] != "ExecutionAlreadyExists":
+                raise Unavailable(
+                    "the workflow engine did not accept the job; retry with the same Idempotency-Key"
+                ) from error
+
+    def _accepted(self, job: dict[str, Any], base_url: str) -> JobAccepted:
+        url = f"{base_url}/v1/jobs/{job['job_id']}"
+        return JobAccepted(
+            job_id=job["job_id"],
+            status=JobStatus(job["status"]),
+            status_url=url,
+            events_url=f"{url}/events",
+            result_url=f"{url}/result",
+            estimated_sla_seconds=int(job["estimated_sla_seconds"]),
+        )
+
+    # ------------------------------------------------------------------ uploads
+
+    def create_upload(self, principal: Principal, request: UploadRequest) -> UploadTicket:
+        upload_id = f"up_{uuid.uuid4().hex}"
+        url = self.artifacts.presigned_put(
+            keys.upload_key(principal.tenant_id, upload_id), request.media_type, UPLOAD_EXPIRES_SECONDS
+        )
+        return UploadTicket(
+            upload_id=upload_id,
+            upload_url=url,
+            headers={"Content-Type": request.media_type},
+            expires_in=UPLOAD_EXPIRES_SECONDS,
+        )
+
+    # ------------------------------------------------------------------ reads
+
+    def _job(self, principal: Principal, job_id: str) -> dict[str, Any]:
+        job = self.store.get_job(job_id, tenant_id=principal.tenant_id)
+        if job is None:
+            raise NotFound(f"no job {job_id!r}")
+        return job
+
+    def view(self, principal: Principal, job_id: str, now: datetime) -> JobView:
+        job = self._job(principal, job_id)
+        progress = Progress(**job.get("progress", {}))
+        if job.get("started_at") and 0 < progress.completed < progress.total:
+            elapsed = (now - datetime.fromisoformat(job["started_at"].replace("Z", "+00:00"))).total_seconds()
+            progress.eta_seconds = int(elapsed / progress.completed * (progress.total - progress.completed))
+        return JobView(
+            job_id=job["job_id"],
+            workflow=job["workflow"],
+            status=JobStatus(job["status"]),
+            current_step=job.get("current_step"),
+            progress=progress,
+            attempts=int(job.get("attempts", 0)),
+            model=job["model"],
+            created_at=job["created_at"],
+            updated_at=job["updated_at"],
+            started_at=job.get("started_at"),
+            finished_at=job.get("finished_at"),
+            error=JobError(**job["error"]) if job.get("error") else None,
+        )
+
+    def events(self, principal: Principal, job_id: str, cursor: str | None, limit: int) -> EventPage:
+        self._job(principal, job_id)
+        try:
+            after = int(cursor) if cursor else 0
+        except ValueError:
+            raise BadRequest("cursor must be a value returned as next_cursor") from None
+        items, next_seq = self.store.list_events(job_id, after=after, limit=limit)
+        return EventPage(
+            events=[EventView.model_validate(i) for i in items],
+            next_cursor=str(next_seq) if next_seq is not None else None,
+        )
+
+    def result(self, principal: Principal, job_id: str) -> JobResult:
+        job = self._job(principal, job_id)
+        if job["status"] != JobStatus.COMPLETED.value:
+            raise NotReady(f"job {job_id} is {job['status']}", job_status=job["status"])
+        return JobResult.model_validate(self.artifacts.get_json(job["result_key"]))

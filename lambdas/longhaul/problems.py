@@ -1,0 +1,74 @@
+"""API problems (RFC 9457). Each has a stable `type`; the API handler renders them as problem+json."""
+
+from __future__ import annotations
+
+from typing import Any
+
+TYPE_BASE = "https://longhaul.dev/problems/"
+
+
+class ApiProblem(Exception):
+    status = 500
+    slug = "internal"
+    title = "Internal error"
+
+    def __init__(self, detail: str | None = None, *, errors: list[dict[str, Any]] | None = None, **extra: Any):
+        super().__init__(detail or self.title)
+        self.detail = detail
+        self.errors = errors
+        self.extra = extra
+
+    def body(self, instance: str | None = None) -> dict[str, Any]:
+        body: dict[str, Any] = {"type": TYPE_BASE + self.slug, "title": self.title, "status": self.status}
+        if self.detail:
+            body["detail"] = self.detail
+        if instance:
+            body["instance"] = instance
+        if self.errors:
+            body["errors"] = self.errors
+        body.update(self.extra)
+        return body
+
+
+class MalformedJson(ApiProblem):
+    status, slug, title = 400, "malformed-json", "The request body is not valid JSON"
+
+
+class BadRequest(ApiProblem):
+    status, slug, title = 400, "bad-request", "The request is not acceptable"
+
+
+class Unauthorized(ApiProblem):
+    status, slug, title = 401, "unauthorized", "A valid API key is required (Authorization: Bearer <key>)"
+
+
+class Forbidden(ApiProblem):
+    status, slug, title = 403, "forbidden", "This key's role may not do that"
+
+
+class NotFound(ApiProblem):
+    status, slug, title = 404, "not-found", "No such resource"
+
+
+class NotReady(ApiProblem):
+    status, slug, title = 409, "result-not-ready", "The job has no result yet"
+
+
+class PayloadTooLarge(ApiProblem):
+    status, slug, title = 413, "payload-too-large", "The request body is too large"
+
+
+class UnsupportedMediaType(ApiProblem):
+    status, slug, title = 415, "unsupported-media-type", "The request body must be application/json"
+
+
+class InvalidRequest(ApiProblem):
+    status, slug, title = 422, "invalid-request", "The request does not match the contract"
+
+
+class IdempotencyKeyReused(ApiProblem):
+    status, slug, title = 422, "idempotency-key-reused", "This Idempotency-Key was used with a different payload"
+
+
+class Unavailable(ApiProblem):
+    status, slug, title = 503, "unavailable", "The platform could not accept the job right now; retry later"

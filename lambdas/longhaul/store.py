@@ -1,0 +1,368 @@
+"""Job store (DynamoDB, single table): jobs, steps, events, idempotency records and API keys.
+
+Status changes are conditional writes on the current status and a version number, in one transaction with
+the event that records them, so an invalid or late transition is rejected and never half-written.
+
+Items:  JOB#<id>/JOB  ·  JOB#<id>/STEP#<step>[#<item>]  ·  JOB#<id>/EVENT#<seq>  ·  IDEMP#<tenant>#<key>/IDEMP
+        APIKEY#<sha256>/APIKEY
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from datetime import timedelta
+from decimal import Decimal
+from typing import Any
+
+from botocore.exceptions import ClientError
+
+from longhaul.auth import Principal, key_hash
+from longhaul.clock import Clock, SystemClock, iso
+from longhaul.contracts import TERMINAL_STATUSES, JobStatus
+
+S = JobStatus
+# Which statuses a job may move to from each status. Anything else is rejected.
+TRANSITIONS: dict[JobStatus, frozenset[JobStatus]] = {
+    S.QUEUED: frozenset({S.RUNNING, S.FAILED, S.CANCEL_REQUESTED, S.CANCELLED, S.EXPIRED}),
+    S.RUNNING: frozenset({S.RETRYING, S.WAITING_FOR_REVIEW, S.COMPLETED, S.FAILED, S.CANCEL_REQUESTED, S.EXPIRED}),
+    S.RETRYING: frozenset({S.RUNNING, S.FAILED, S.CANCEL_REQUESTED, S.EXPIRED}),
+    S.WAITING_FOR_REVIEW: frozenset({S.RUNNING, S.FAILED, S.CANCEL_REQUESTED, S.EXPIRED}),
+    S.CANCEL_REQUESTED: frozenset({S.CANCELLED, S.FAILED, S.COMPLETED}),
+    S.COMPLETED: frozenset(),
+    S.FAILED: frozenset(),
+    S.CANCELLED: frozenset(),
+    S.EXPIRED: frozenset(),
+}
+ACTIVE = frozenset({S.RUNNING, S.RETRYING})
+EVENT_PAGE_MAX = 200
+
+
+class TransitionRejected(Exception):
+    """The job was not in a status from which this transition is allowed (or changed concurrently)."""
+
+
+class IdempotencyConflict(Exception):
+    """The idempotency key was used with a different payload."""
+
+    def __init__(self, job_id: str) -> None:
+        super().__init__(job_id)
+        self.job_id = job_id
+
+
+@dataclass(frozen=True)
+class NewJob:
+    job_id: str
+    tenant_id: str
+    workflow: str
+    input_key: str
+    payload_hash: str
+    model: str
+    estimated_sla_seconds: int
+    idempotency_key: str | None = None
+    total_steps: int = 0
+
+
+def _plain(value: Any) -> Any:
+    if isinstance(value, Decimal):
+        return int(value) if value == value.to_integral_value() else float(value)
+    if isinstance(value, dict):
+        return {k: _plain(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_plain(v) for v in value]
+    return value
+
+
+def _job_key(job_id: str) -> dict[str, str]:
+    return {"pk": f"JOB#{job_id}", "sk": "JOB"}
+
+
+def _step_sk(step: str, item: int | None) -> str:
+    return f"STEP#{step}" if item is None else f"STEP#{step}#{item:06d}"
+
+
+class JobStore:
+    def __init__(self, table: Any, *, clock: Clock | None = None, idempotency_ttl: timedelta = timedelta(hours=24)):
+        self.table = table
+        self.client = table.meta.client
+        self.clock = clock or SystemClock()
+        self.idempotency_ttl = idempotency_ttl
+
+    # ------------------------------------------------------------------ API keys
+
+    def principal_for_key(self, api_key: str) -> Principal | None:
+        item = self.table.get_item(Key={"pk": f"APIKEY#{key_hash(api_key)}", "sk": "APIKEY"}).get("Item")
+        return Principal(tenant_id=item["tenant_id"], role=item.get("role", "tenant")) if item else None
+
+    # ------------------------------------------------------------------ jobs
+
+    def create_job(self, job: NewJob) -> tuple[dict[str, Any], bool]:
+        """Create the job (and its idempotency record) atomically. Returns (job item, created).
+
+        With an idempotency key, a concurrent or repeated submission of the same payload returns the existing
+        job; a different payload raises `IdempotencyConflict`.
+        """
+        now = self.clock.now()
+        item = {
+            **_job_key(job.job_id),
+            "job_id": job.job_id,
+            "tenant_id": job.tenant_id,
+            "workflow": job.workflow,
+            "status": S.QUEUED.value,
+            "version": 1,
+            "event_seq": 1,
+            "attempts": 0,
+            "input_key": job.input_key,
+            "payload_hash": job.payload_hash,
+            "model": job.model,
+            "estimated_sla_seconds": job.estimated_sla_seconds,
+            "progress": {"completed": 0, "total": job.total_steps, "unit": "steps", "message": "queued"},
+            "created_at": iso(now),
+            "updated_at": iso(now),
+            "gsi1pk": f"TENANT#{job.tenant_id}",
+            "gsi1sk": f"{iso(now)}#{job.job_id}",
+        }
+        if job.idempotency_key:
+            item["idempotency_key"] = job.idempotency_key
+        writes: list[dict[str, Any]] = [
+            {"Put": {"TableName": self.table.name, "Item": item, "ConditionExpression": "attribute_not_exists(pk)"}},
+            {
+                "Put": {
+                    "TableName": self.table.name,
+                    "Item": self._event_item(job.job_id, 1, "job_queued", status=S.QUEUED),
+                }
+            },
+        ]
+        if job.idempotency_key:
+            writes.append(
+                {
+                    "Put": {
+                        "TableName": self.table.name,
+                        "Item": {
+                            "pk": f"IDEMP#{job.tenant_id}#{job.idempotency_key}",
+                            "sk": "IDEMP",
+                            "job_id": job.job_id,
+                            "payload_hash": job.payload_hash,
+                            "created_at": iso(now),
+                            "expires_at": int((now + self.idempotency_ttl).timestamp()),
+                        },
+                        "ConditionExpression": "attribute_not_exists(pk) OR expires_at < :now",
+                        "ExpressionAttributeValues": {":now": int(now.timestamp())},
+                    }
+                }
+            )
+        try:
+            self.client.transact_write_items(TransactItems=writes)
+            return _plain(item), True
+        except ClientError as error:
+            if error.response["Error"]["Code"] != "TransactionCanceledException" or not job.idempotency_key:
+                raise
+        existing = self.find_idempotent(job.tenant_id, job.idempotency_key)
+        if existing is None:  # lost the race to an expiring record; the caller may retry
+            raise TransitionRejected("idempotency record changed concurrently")
+        if existing["payload_hash"] != job.payload_hash:
+            raise IdempotencyConflict(existing["job_id"])
+        found = self.get_job(existing["job_id"])
+        if found is None:
+            raise TransitionRejected("idempotent job is not visible yet")
+        return found, False
+
+    def find_idempotent(self, tenant_id: str, key: str) -> dict[str, Any] | None:
+        item = self.table.get_item(Key={"pk": f"IDEMP#{tenant_id}#{key}", "sk": "IDEMP"}, ConsistentRead=True).get(
+            "Item"
+        )
+        if item and int(item["expires_at"]) >= int(self.clock.now().timestamp()):
+            return _plain(item)
+        return None
+
+    def get_job(self, job_id: str, *, tenant_id: str | None = None) -> dict[str, Any] | None:
+        """The job, or None, also when it belongs to another tenant (a 404, never a 403)."""
+        item = self.table.get_item(Key=_job_key(job_id), ConsistentRead=True).get("Item")
+        if item is None or (tenant_id is not None and item["tenant_id"] != tenant_id):
+            return None
+        return _plain(item)
+
+    def transition(
+        self,
+        job_id: str,
+        to: JobStatus,
+        *,
+        event: str,
+        step: str | None = None,
+        item: int | None = None,
+        detail: Mapping[str, Any] | None = None,
+        set_fields: Mapping[str, Any] | None = None,
+        allowed_from: Iterable[JobStatus] | None = None,
+    ) -> dict[str, Any]:
+        """Compare-and-set the job's status (on status and version) and append the event, atomically."""
+        for _ in range(8):
+            current = self.get_job(job_id)
+            if current is None:
+                raise TransitionRejected(f"job {job_id} does not exist")
+            source = JobStatus(current["status"])
+            permitted = (
+                TRANSITIONS[source]
+                if allowed_from is None
+                else (TRANSITIONS[source] if source in set(allowed_from) else frozenset())
+            )
+            if to not in permitted:
+                raise TransitionRejected(f"{source.value} → {to.value} is not allowed")
+            seq = int(current["event_seq"]) + 1
+            now = iso(self.clock.now())
+            fields = {"status": to.value, "updated_at": now, **(set_fields or {})}
+            if to in TERMINAL_STATUSES:
+                fields["finished_at"] = now
+            if to == S.RUNNING and "started_at" not in current:
+                fields["started_at"] = now
+            names = {f"#f{i}": k for i, k in enumerate(fields)}
+            values = {f":f{i}": v for i, v in enumerate(fields.values())}
+            assignments = ", ".join(f"#f{i} = :f{i}" for i in range(len(fields)))
+            try:
+                self.client.transact_write_items(
+                    TransactItems=[
+                        {
+                            "Update": {
+                                "TableName": self.table.name,
+                                "Key": _job_key(job_id),
+                                "UpdateExpression": f"SET {assignments}, version = :v1, event_seq = :seq",
+                                "ConditionExpression": "version = :v0 AND #status = :from",
+                                "ExpressionAttributeNames": {**names, "#status": "status"},
+                                "ExpressionAttributeValues": {
+                                    **values,
+                                    ":v0": current["version"],
+                                    ":v1": int(current["version"]) + 1,
+                                    ":seq": seq,
+                                    ":from": source.value,
+                                },
+                            }
+                        },
+                        {
+                            "Put": {
+                                "TableName": self.table.name,
+                                "Item": self._event_item(
+                                    job_id, seq, event, status=to, step=step, item=item, detail=detail
+                                ),
+                                "ConditionExpression": "attribute_not_exists(pk)",
+                            }
+                        },
+                    ]
+                )
+                return {**current, **fields}
+            except ClientError as error:
+                if error.response["Error"]["Code"] != "TransactionCanceledException":
+                    raise
+        raise TransitionRejected(f"job {job_id} kept changing; transition to {to.value} abandoned")
+
+    def update_job(self, job_id: str, fields: Mapping[str, Any], *, only_if: Iterable[JobStatus] = ACTIVE) -> bool:
+        """Set informational fields (current step, progress) while the job is in one of `only_if`."""
+        fields = {**fields, "updated_at": iso(self.clock.now())}
+        names = {f"#f{i}": k for i, k in enumerate(fields)}
+        values = {f":f{i}": v for i, v in enumerate(fields.values())}
+        allowed = {f":s{i}": s.value for i, s in enumerate(only_if)}
+        try:
+            self.table.update_item(
+                Key=_job_key(job_id),
+                UpdateExpression="SET " + ", ".join(f"#f{i} = :f{i}" for i in range(len(fields))),
+                ConditionExpression=f"#status IN ({', '.join(allowed)})",
+                ExpressionAttributeNames={**names, "#status": "status"},
+                ExpressionAttributeValues={**values, **allowed},
+            )
+            return True
+        except ClientError as error:
+            if error.response["Error"]["Code"] == "ConditionalCheckFailedException":
+                return False
+            raise
+
+    def increment(self, job_id: str, field: str, amount: int = 1) -> int:
+        response = self.table.update_item(
+            Key=_job_key(job_id),
+            UpdateExpression="ADD #f :n",
+            ConditionExpression="attribute_exists(pk)",
+            ExpressionAttributeNames={"#f": field},
+            ExpressionAttributeValues={":n": amount},
+            ReturnValues="UPDATED_NEW",
+        )
+        return int(response["Attributes"][field])
+
+    # ------------------------------------------------------------------ events
+
+    def append_event(
+        self,
+        job_id: str,
+        event: str,
+        *,
+        step: str | None = None,
+        item: int | None = None,
+        attempt: int | None = None,
+        detail: Mapping[str, Any] | None = None,
+    ) -> int:
+        """Append an event that changes no status. The sequence number comes from the job's counter."""
+        seq = self.increment(job_id, "event_seq")
+        self.table.put_item(
+            Item=self._event_item(job_id, seq, event, step=step, item=item, attempt=attempt, detail=detail),
+            ConditionExpression="attribute_not_exists(pk)",
+        )
+        return seq
+
+    def list_events(self, job_id: str, *, after: int = 0, limit: int = 100) -> tuple[list[dict[str, Any]], int | None]:
+        """Events with seq > after, oldest first; returns (events, next cursor or None)."""
+        limit = max(1, min(limit, EVENT_PAGE_MAX))
+        response = self.table.query(
+            KeyConditionExpression="pk = :pk AND sk BETWEEN :lo AND :hi",
+            ExpressionAttributeValues={
+                ":pk": f"JOB#{job_id}",
+                ":lo": f"EVENT#{after + 1:010d}",
+                ":hi": "EVENT#9999999999",
+            },
+            Limit=limit,
+            ConsistentRead=True,
+        )
+        events = [_plain(i) for i in response.get("Items", [])]
+        more = "LastEvaluatedKey" in response and len(events) == limit
+        return events, (events[-1]["seq"] if more and events else None)
+
+    def _event_item(
+        self,
+        job_id: str,
+        seq: int,
+        event: str,
+        *,
+        status: JobStatus | None = None,
+        step: str | None = None,
+        item: int | None = None,
+        attempt: int | None = None,
+        detail: Mapping[str, Any] | None = None,
+    ) -> dict[str, Any]:
+        record: dict[str, Any] = {
+            "pk": f"JOB#{job_id}",
+            "sk": f"EVENT#{seq:010d}",
+            "seq": seq,
+            "type": event,
+            "at": iso(self.clock.now()),
+        }
+        optional = {"status": status.value if status else None, "step": step, "item": item, "attempt": attempt}
+        record.update({k: v for k, v in optional.items() if v is not None})
+        if detail:
+            record["detail"] = dict(detail)
+        return record
+
+    # ------------------------------------------------------------------ steps
+
+    def get_step(self, job_id: str, step: str, item: int | None = None) -> dict[str, Any] | None:
+        got = self.table.get_item(Key={"pk": f"JOB#{job_id}", "sk": _step_sk(step, item)}, ConsistentRead=True)
+        return _plain(got["Item"]) if "Item" in got else None
+
+    def put_step(self, job_id: str, step: str, item: int | None, fields: Mapping[str, Any]) -> None:
+        fields = {**fields, "step": step, "updated_at": iso(self.clock.now())}
+        if item is not None:
+            fields["item"] = item
+        names = {f"#f{i}": k for i, k in enumerate(fields)}
+        values = {f":f{i}": v for i, v in enumerate(fields.values())}
+        self.table.update_item(
+            Key={"pk": f"JOB#{job_id}", "sk": _step_sk(step, item)},
+            UpdateExpression="SET " + ", ".join(f"#f{i} = :f{i}" for i in range(len(fields))) + " ADD attempts :one"
+            if fields.get("status") == "running"
+            else "SET " + ", ".join(f"#f{i} = :f{i}" for i in range(len(fields))),
+            ExpressionAttributeNames=names,
+            ExpressionAttributeValues={**values, **({":one": 1} if fields.get("status") == "running" else {})},
+        )

@@ -1,0 +1,331 @@
+"""Synthesize (or re-use) the CDK cloud assembly, publish its assets and deploy its stacks into moto.
+
+Nothing here names a Longhaul resource: the stacks, templates and assets come from `cdk.out/manifest.json`,
+and `Deployment` is built from what CloudFormation reports for each stack.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import io
+import json
+import os
+import subprocess
+import sys
+import time
+import zipfile
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, TypeVar
+
+SOURCES = ("app.py", "cdk.json", "stacks", "state_machines", "lambdas")
+DIGEST_FILE = ".longhaul-source-digest"
+ACCOUNT = "123456789012"
+REGION = "us-east-1"
+CAPABILITIES = ["CAPABILITY_IAM", "CAPABILITY_NAMED_IAM", "CAPABILITY_AUTO_EXPAND"]
+
+T = TypeVar("T")
+
+
+def wait_until(probe: Callable[[], T | None], *, timeout: float, interval: float = 0.05, what: str = "") -> T:
+    """Call `probe` until it returns something other than None; TimeoutError after `timeout` seconds."""
+    deadline = time.monotonic() + timeout
+    while True:
+        result = probe()
+        if result is not None:
+            return result
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"timed out after {timeout:.0f}s waiting for {what or probe}")
+        time.sleep(interval)
+
+
+# --- synthesis -----------------------------------------------------------------------------------------
+
+
+def _source_files(repo_root: Path) -> Iterable[Path]:
+    for name in SOURCES:
+        path = repo_root / name
+        if path.is_file():
+            yield path
+        elif path.is_dir():
+            yield from sorted(
+                p for p in path.rglob("*") if p.is_file() and "__pycache__" not in p.parts and p.suffix != ".pyc"
+            )
+
+
+def source_digest(repo_root: Path) -> str:
+    """SHA-256 over the relative paths and contents of everything the CDK app reads."""
+    digest = hashlib.sha256()
+    for path in _source_files(repo_root):
+        digest.update(path.relative_to(repo_root).as_posix().encode() + b"\0")
+        digest.update(path.read_bytes() + b"\0")
+    return digest.hexdigest()
+
+
+def synthesize(repo_root: Path, *, force: bool = False) -> tuple[Path, bool]:
+    """Run `python app.py` into `<repo>/cdk.out` unless the sources are unchanged; returns (cdk.out, synthesized)."""
+    out = repo_root / "cdk.out"
+    digest = source_digest(repo_root)
+    marker = out / DIGEST_FILE
+    fresh = marker.is_file() and marker.read_text().strip() == digest and (out / "manifest.json").is_file()
+    if fresh and not force:
+        return out, False
+    env = {**os.environ, "JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION": "20", "CDK_OUTDIR": str(out)}
+    completed = subprocess.run(
+        [sys.executable, "app.py"], cwd=repo_root, env=env, capture_output=True, text=True, check=False
+    )
+    if completed.returncode != 0:
+        raise RuntimeError(f"`python app.py` failed ({completed.returncode}):\n{completed.stderr[-4000:]}")
+    marker.write_text(digest)
+    return out, True
+
+
+# --- cloud assembly --------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class StackArtifact:
+    name: str
+    template_path: Path
+    asset_manifests: tuple[Path, ...]
+
+
+def read_assembly(cdk_out: Path) -> list[StackArtifact]:
+    """The CloudFormation stacks of `cdk.out/manifest.json`, dependencies first (manifest order)."""
+    manifest = json.loads((cdk_out / "manifest.json").read_text())
+    artifacts: dict[str, Any] = manifest.get("artifacts", {})
+    stacks = []
+    for name, artifact in artifacts.items():
+        if artifact.get("type") != "aws:cloudformation:stack":
+            continue
+        dependencies = [artifacts.get(d, {}) for d in artifact.get("dependencies", [])]
+        asset_files = tuple(
+            cdk_out / d["properties"]["file"] for d in dependencies if d.get("type") == "cdk:asset-manifest"
+        )
+        stacks.append(
+            StackArtifact(
+                name=artifact.get("properties", {}).get("stackName", name),
+                template_path=cdk_out / artifact["properties"]["templateFile"],
+                asset_manifests=asset_files,
+            )
+        )
+    return stacks
+
+
+def _resolve(text: str) -> str:
+    return (
+        text.replace("${AWS::AccountId}", ACCOUNT).replace("${AWS::Region}", REGION).replace("${AWS::Partition}", "aws")
+    )
+
+
+def zip_directory(directory: Path) -> bytes:
+    """A deterministic zip of `directory` (sorted entries, fixed timestamps, no __pycache__)."""
+    buffer = io.BytesIO()
+    with zipfile.ZipFile(buffer, "w", zipfile.ZIP_DEFLATED) as archive:
+        for path in sorted(directory.rglob("*")):
+            if path.is_file() and "__pycache__" not in path.parts:
+                info = zipfile.ZipInfo(path.relative_to(directory).as_posix(), date_time=(1980, 1, 1, 0, 0, 0))
+                info.external_attr = 0o644 << 16
+                archive.writestr(info, path.read_bytes(), zipfile.ZIP_DEFLATED)
+    return buffer.getvalue()
+
+
+def _asset_bytes(cdk_out: Path, source: dict[str, Any]) -> bytes:
+    path = cdk_out / str(source["path"])
+    if source.get("packaging") == "zip" and path.is_dir():
+        return zip_directory(path)
+    return path.read_bytes()
+
+
+def publish_assets(s3: Any, cdk_out: Path, manifest_path: Path) -> int:
+    """Upload every file asset to its destination bucket/key (buckets created on demand); returns the count."""
+    manifest = json.loads(manifest_path.read_text())
+    created: set[str] = set()
+    count = 0
+    for asset in manifest.get("files", {}).values():
+        body = _asset_bytes(cdk_out, asset["source"])
+        for destination in asset.get("destinations", {}).values():
+            bucket = _resolve(destination["bucketName"])
+            if bucket not in created:
+                _ensure_bucket(s3, bucket)
+                created.add(bucket)
+            s3.put_object(Bucket=bucket, Key=_resolve(destination["objectKey"]), Body=body)
+            count += 1
+    return count
+
+
+def _ensure_bucket(s3: Any, bucket: str) -> None:
+    with contextlib.suppress(s3.exceptions.BucketAlreadyOwnedByYou):
+        s3.create_bucket(Bucket=bucket)
+
+
+# --- deployment ------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class StackResource:
+    logical_id: str
+    type: str
+    physical_id: str
+    path: str = ""  # the CDK construct path (`aws:cdk:path` metadata), when present
+
+
+@dataclass(frozen=True)
+class Deployment:
+    """What one deployed stack contains, keyed by CloudFormation logical id."""
+
+    stack_name: str
+    stack_id: str
+    outputs: dict[str, str]
+    resources: dict[str, StackResource]
+    table_name: str | None
+    bucket_name: str | None
+    state_machines: dict[str, str]  # logical id -> ARN
+    functions: dict[str, str]  # logical id -> function name
+    handlers: dict[str, str] = field(default_factory=dict)  # logical id -> handler string
+    queues: dict[str, str] = field(default_factory=dict)  # logical id -> queue URL
+    buckets: dict[str, str] = field(default_factory=dict)  # logical id -> bucket name
+    rest_api_id: str | None = None
+    stage_name: str = "local"
+
+    def function_for_handler(self, handler: str) -> str:
+        """The name of the (single) function whose handler is `handler`, e.g. `handlers.api.handler`."""
+        return self.functions[_only([lid for lid, h in self.handlers.items() if h == handler], handler)]
+
+    def state_machine(self, fragment: str) -> str:
+        """The ARN of the state machine whose logical id or construct path contains `fragment`."""
+        return self.state_machines[self._find(self.state_machines, fragment)]
+
+    def function(self, fragment: str) -> str:
+        """The name of the function whose logical id or construct path contains `fragment`."""
+        return self.functions[self._find(self.functions, fragment)]
+
+    def _find(self, ids: Iterable[str], fragment: str) -> str:
+        return _only([i for i in ids if fragment in i or fragment in self.resources[i].path], fragment)
+
+
+def _only(matches: list[str], what: str) -> str:
+    if len(matches) != 1:
+        raise LookupError(f"{what!r} matches {len(matches)} resources: {matches}")
+    return matches[0]
+
+
+def _by_type(resources: dict[str, StackResource], kind: str) -> dict[str, str]:
+    return {lid: r.physical_id for lid, r in resources.items() if r.type == kind}
+
+
+def _single(resources: dict[str, StackResource], kind: str) -> str | None:
+    found = list(_by_type(resources, kind).values())
+    return found[0] if len(found) == 1 else None
+
+
+def create_stack(cfn: Any, name: str, template_body: str, *, timeout: float = 120) -> str:
+    """CreateStack and wait for CREATE_COMPLETE; raises with the failure reasons otherwise."""
+    stack_id: str = cfn.create_stack(StackName=name, TemplateBody=template_body, Capabilities=CAPABILITIES)["StackId"]
+
+    def settled() -> str | None:
+        status: str = cfn.describe_stacks(StackName=stack_id)["Stacks"][0]["StackStatus"]
+        return None if status.endswith("IN_PROGRESS") else status
+
+    status = wait_until(settled, timeout=timeout, what=f"stack {name}")
+    if status != "CREATE_COMPLETE":
+        events = cfn.describe_stack_events(StackName=stack_id)["StackEvents"]
+        reasons = [
+            f"{e['LogicalResourceId']}: {e.get('ResourceStatusReason')}"
+            for e in events
+            if "FAILED" in e["ResourceStatus"]
+        ]
+        raise RuntimeError(f"stack {name} ended in {status}: {reasons}")
+    return stack_id
+
+
+def describe_deployment(clients: Clients, stack_name: str, template: dict[str, Any]) -> Deployment:
+    """Collect a deployed stack's outputs and resources (physical ids from CloudFormation)."""
+    stack = clients.cloudformation.describe_stacks(StackName=stack_name)["Stacks"][0]
+    declared: dict[str, Any] = template.get("Resources", {})
+    resources = {
+        r["LogicalResourceId"]: StackResource(
+            logical_id=r["LogicalResourceId"],
+            type=r["ResourceType"],
+            physical_id=r.get("PhysicalResourceId", ""),
+            path=declared.get(r["LogicalResourceId"], {}).get("Metadata", {}).get("aws:cdk:path", ""),
+        )
+        for r in _paginate(
+            clients.cloudformation, "list_stack_resources", "StackResourceSummaries", StackName=stack_name
+        )
+        if r.get("LogicalResourceId")  # moto lists skipped resources (e.g. ApiGateway::Account) without an id
+    }
+    functions = _by_type(resources, "AWS::Lambda::Function")
+    return Deployment(
+        stack_name=stack_name,
+        stack_id=stack["StackId"],
+        outputs={o["OutputKey"]: o["OutputValue"] for o in stack.get("Outputs", [])},
+        resources=resources,
+        table_name=_single(resources, "AWS::DynamoDB::Table"),
+        bucket_name=_data_bucket(resources, declared),
+        state_machines=_by_type(resources, "AWS::StepFunctions::StateMachine"),
+        functions=functions,
+        handlers={
+            lid: clients.lambda_.get_function(FunctionName=name)["Configuration"].get("Handler", "")
+            for lid, name in functions.items()
+        },
+        queues=_by_type(resources, "AWS::SQS::Queue"),
+        buckets=_by_type(resources, "AWS::S3::Bucket"),
+        rest_api_id=_single(resources, "AWS::ApiGateway::RestApi"),
+        stage_name=_stage_name(declared),
+    )
+
+
+def _data_bucket(resources: dict[str, StackResource], declared: dict[str, Any]) -> str | None:
+    """The only bucket that is not another bucket's access-log destination."""
+    log_targets = {
+        json.dumps(r.get("Properties", {}).get("LoggingConfiguration", {}).get("DestinationBucketName"))
+        for r in declared.values()
+        if r.get("Type") == "AWS::S3::Bucket"
+    }
+    buckets = _by_type(resources, "AWS::S3::Bucket")
+    data = [name for lid, name in buckets.items() if json.dumps({"Ref": lid}) not in log_targets]
+    return data[0] if len(data) == 1 else None
+
+
+def _stage_name(declared: dict[str, Any]) -> str:
+    """The REST API stage from the template (moto does not create `AWS::ApiGateway::Stage`)."""
+    for kind in ("AWS::ApiGateway::Stage", "AWS::ApiGateway::Deployment"):
+        for resource in declared.values():
+            name = resource.get("Properties", {}).get("StageName")
+            if resource.get("Type") == kind and isinstance(name, str):
+                return name
+    return "local"
+
+
+def _paginate(client: Any, operation: str, key: str, **kwargs: Any) -> list[dict[str, Any]]:
+    return [item for page in client.get_paginator(operation).paginate(**kwargs) for item in page[key]]
+
+
+@dataclass(frozen=True)
+class Clients:
+    cloudformation: Any
+    s3: Any
+    lambda_: Any
+
+    @classmethod
+    def create(cls, endpoint: str) -> Clients:
+        import boto3
+
+        session = boto3.session.Session(region_name=REGION)
+        return cls(*(session.client(s, endpoint_url=endpoint) for s in ("cloudformation", "s3", "lambda")))
+
+
+def deploy_assembly(cdk_out: Path, endpoint: str) -> list[Deployment]:
+    """Publish assets and create every stack of the assembly in order; returns one `Deployment` per stack."""
+    clients = Clients.create(endpoint)
+    deployments = []
+    for stack in read_assembly(cdk_out):
+        for manifest in stack.asset_manifests:
+            publish_assets(clients.s3, cdk_out, manifest)
+        body = stack.template_path.read_text()
+        create_stack(clients.cloudformation, stack.name, body)
+        deployments.append(describe_deployment(clients, stack.name, json.loads(body)))
+    return deployments

@@ -1,0 +1,289 @@
+"""The local front door: serves the deployed REST API's routes over HTTP, as API Gateway would.
+
+moto stores the REST API (resources, methods, Lambda-proxy integrations) but does not execute it. The routes
+are read back from moto; each request becomes a REST proxy event, the integrated function is invoked through
+moto's Lambda API (so the in-process runtime and its middlewares apply) and the proxy result is mapped back.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import logging
+import re
+import threading
+import time
+import uuid
+from dataclasses import dataclass
+from typing import Any
+
+from werkzeug.exceptions import RequestEntityTooLarge
+from werkzeug.serving import BaseWSGIServer, make_server
+from werkzeug.wrappers import Request, Response
+
+LOG = logging.getLogger("longhaul.local.frontdoor")
+MAX_BODY_BYTES = 10 * 1024 * 1024  # API Gateway's payload limit
+PROBLEM_BASE = "https://longhaul.dev/problems/"
+_FUNCTION_IN_URI = re.compile(r":lambda:path/[^/]+/functions/(?P<arn>.+)/invocations$")
+_TEXT_TYPES = (
+    "text/",
+    "application/json",
+    "application/problem+json",
+    "application/xml",
+    "+json",
+    "+xml",
+    "application/x-www-form-urlencoded",
+    "application/javascript",
+)
+
+
+@dataclass(frozen=True)
+class Route:
+    """One method of one resource, e.g. GET /v1/jobs/{job_id} -> function ARN."""
+
+    resource_id: str
+    resource_path: str
+    method: str
+    function_arn: str
+    pattern: re.Pattern[str]
+
+    @property
+    def literal_segments(self) -> int:
+        return sum(1 for part in self.resource_path.split("/") if part and not part.startswith("{"))
+
+
+def path_pattern(resource_path: str) -> re.Pattern[str]:
+    """`/v1/jobs/{job_id}` -> regex with named groups; `{proxy+}` matches the rest of the path."""
+    parts = []
+    for segment in resource_path.strip("/").split("/"):
+        if segment.startswith("{") and segment.endswith("+}"):
+            parts.append(f"(?P<{_group(segment[1:-2])}>.+)")
+        elif segment.startswith("{") and segment.endswith("}"):
+            parts.append(f"(?P<{_group(segment[1:-1])}>[^/]+)")
+        elif segment:
+            parts.append(re.escape(segment))
+    return re.compile("^/" + "/".join(parts) + "/?$")
+
+
+def _group(name: str) -> str:
+    return re.sub(r"\W", "_", name)
+
+
+def load_routes(apigateway: Any, rest_api_id: str) -> list[Route]:
+    """Every method with a Lambda integration of the REST API, most specific paths first."""
+    routes = []
+    resources = apigateway.get_resources(restApiId=rest_api_id, limit=500, embed=["methods"])["items"]
+    for resource in resources:
+        for method in resource.get("resourceMethods", {}):
+            integration = apigateway.get_integration(
+                restApiId=rest_api_id, resourceId=resource["id"], httpMethod=method
+            )
+            match = _FUNCTION_IN_URI.search(integration.get("uri", ""))
+            if match is None:
+                LOG.warning("skipping %s %s: not a Lambda integration", method, resource["path"])
+                continue
+            routes.append(
+                Route(
+                    resource["id"],
+                    resource["path"],
+                    method.upper(),
+                    match["arn"],
+                    path_pattern(resource["path"]),
+                )
+            )
+    return sorted(routes, key=lambda r: (-r.literal_segments, -len(r.resource_path)))
+
+
+def problem(status: int, kind: str, title: str, detail: str, headers: dict[str, str] | None = None) -> Response:
+    body = {"type": PROBLEM_BASE + kind, "title": title, "status": status, "detail": detail}
+    return Response(json.dumps(body), status, headers=headers, content_type="application/problem+json")
+
+
+def _is_text(content_type: str, binary_types: list[str]) -> bool:
+    media = content_type.split(";")[0].strip().lower()
+    if any(media == t.lower() or (t.endswith("/*") and media.startswith(t[:-1].lower())) for t in binary_types):
+        return False
+    return not media or any(t in media for t in _TEXT_TYPES)
+
+
+def _multi(pairs: list[tuple[str, str]]) -> dict[str, list[str]]:
+    out: dict[str, list[str]] = {}
+    for key, value in pairs:
+        out.setdefault(key, []).append(value)
+    return out
+
+
+def _forwarded(request: Request) -> list[tuple[str, str]]:
+    """The X-Forwarded-* headers API Gateway adds, unless the client sent them (links are built from them)."""
+    present = {k.lower() for k in request.headers}
+    port = str(request.environ.get("SERVER_PORT", ""))
+    candidates = [
+        ("X-Forwarded-For", request.remote_addr or "127.0.0.1"),
+        ("X-Forwarded-Proto", request.scheme),
+        ("X-Forwarded-Port", port),
+    ]
+    return [(k, v) for k, v in candidates if k.lower() not in present]
+
+
+def proxy_event(
+    request: Request, route: Route, params: dict[str, str], stage: str, binary_types: list[str], api_id: str
+) -> dict[str, Any]:
+    """The REST API (v1) Lambda proxy event for `request` matched to `route`."""
+    raw = request.get_data()
+    text = raw and _is_text(request.content_type or "", binary_types)
+    try:
+        body = raw.decode() if text else None
+    except UnicodeDecodeError:
+        body = None
+    encoded = bool(raw) and body is None
+    headers = _multi(list(request.headers.items()) + _forwarded(request))
+    query = _multi(list(request.args.items(multi=True)))
+    request_id = str(uuid.uuid4())
+    now = time.time()
+    return {
+        "resource": route.resource_path,
+        "path": request.path,
+        "httpMethod": request.method,
+        "headers": {k: v[-1] for k, v in headers.items()} or None,
+        "multiValueHeaders": headers or None,
+        "queryStringParameters": {k: v[-1] for k, v in query.items()} or None,
+        "multiValueQueryStringParameters": query or None,
+        "pathParameters": params or None,
+        "stageVariables": None,
+        "requestContext": {
+            "accountId": route.function_arn.split(":")[4],
+            "apiId": api_id,
+            "resourceId": route.resource_id,
+            "resourcePath": route.resource_path,
+            "httpMethod": request.method,
+            "path": request.path,  # as behind a custom domain: the front door serves the stage at the root
+            "stage": stage,
+            "protocol": request.environ.get("SERVER_PROTOCOL", "HTTP/1.1"),
+            "requestId": request_id,
+            "extendedRequestId": request_id,
+            "requestTime": time.strftime("%d/%b/%Y:%H:%M:%S +0000", time.gmtime(now)),
+            "requestTimeEpoch": int(now * 1000),
+            "domainName": request.host,
+            "identity": {
+                "sourceIp": request.remote_addr or "127.0.0.1",
+                "userAgent": request.user_agent.string,
+            },
+        },
+        "body": base64.b64encode(raw).decode() if encoded else (body if raw else None),
+        "isBase64Encoded": encoded,
+    }
+
+
+def proxy_response(payload: dict[str, Any], request_id: str) -> Response:
+    """Map a Lambda proxy result (statusCode, headers, multiValueHeaders, body, isBase64Encoded) to HTTP."""
+    body = payload.get("body") or ""
+    data = base64.b64decode(body) if payload.get("isBase64Encoded") else str(body).encode()
+    response = Response(data, int(payload.get("statusCode", 200)))
+    response.headers.remove("Content-Type")
+    for key, value in (payload.get("headers") or {}).items():
+        response.headers[key] = str(value)
+    for key, values in (payload.get("multiValueHeaders") or {}).items():
+        response.headers.remove(key)
+        for value in values:
+            response.headers.add(key, str(value))
+    response.headers.setdefault("x-amzn-RequestId", request_id)
+    return response
+
+
+class FrontDoor:
+    """A threaded werkzeug server that routes requests to the REST API's Lambda integrations."""
+
+    def __init__(self, apigateway: Any, lambda_client: Any, rest_api_id: str, stage: str) -> None:
+        self.lambda_client = lambda_client
+        self.rest_api_id = rest_api_id
+        self.stage = stage
+        self.routes = load_routes(apigateway, rest_api_id)
+        self.binary_types: list[str] = apigateway.get_rest_api(restApiId=rest_api_id).get("binaryMediaTypes", [])
+        self._server: BaseWSGIServer | None = None
+        self._thread: threading.Thread | None = None
+
+    def match(self, path: str, method: str) -> tuple[Route, dict[str, str]] | Response:
+        allowed: list[str] = []
+        for route in self.routes:
+            found = route.pattern.match(path)
+            if found is None:
+                continue
+            if route.method in (method, "ANY"):
+                return route, {k: v for k, v in found.groupdict().items()}
+            allowed.append(route.method)
+        if allowed:
+            return problem(
+                405,
+                "method-not-allowed",
+                "Method Not Allowed",
+                f"{method} is not allowed on {path}",
+                {"Allow": ", ".join(sorted(set(allowed)))},
+            )
+        return problem(404, "not-found", "Not Found", f"No route for {method} {path}")
+
+    def _params(self, route: Route, groups: dict[str, str]) -> dict[str, str]:
+        names = re.findall(r"\{([^}+]+)\+?\}", route.resource_path)
+        return {name: groups[_group(name)] for name in names}
+
+    def __call__(self, environ: dict[str, Any], start_response: Any) -> Any:
+        request = Request(environ)
+        return self.handle(request)(environ, start_response)
+
+    def handle(self, request: Request) -> Response:
+        request.max_content_length = MAX_BODY_BYTES
+        try:
+            request.get_data()  # cached for `proxy_event`; raises when over the limit, even when chunked
+        except RequestEntityTooLarge:
+            return problem(
+                413,
+                "payload-too-large",
+                "Payload Too Large",
+                f"Request bodies are limited to {MAX_BODY_BYTES} bytes",
+            )
+        matched = self.match(request.path, request.method)
+        if isinstance(matched, Response):
+            return matched
+        route, groups = matched
+        event = proxy_event(
+            request, route, self._params(route, groups), self.stage, self.binary_types, self.rest_api_id
+        )
+        return self._invoke(route, event)
+
+    def _invoke(self, route: Route, event: dict[str, Any]) -> Response:
+        request_id = event["requestContext"]["requestId"]
+        result = self.lambda_client.invoke(FunctionName=route.function_arn, Payload=json.dumps(event).encode())
+        raw = result["Payload"].read()
+        try:
+            payload = json.loads(raw)
+        except ValueError:
+            payload = None
+        if result.get("FunctionError") or not isinstance(payload, dict) or "statusCode" not in payload:
+            LOG.error(
+                "%s %s: malformed Lambda proxy response or error: %s",
+                event["httpMethod"],
+                event["path"],
+                raw[:2000],
+            )
+            return problem(
+                502,
+                "bad-gateway",
+                "Bad Gateway",
+                "The integration failed or returned a malformed proxy response",
+                {"x-amzn-RequestId": request_id},
+            )
+        return proxy_response(payload, request_id)
+
+    def start(self, host: str, port: int) -> int:
+        """Serve in a daemon thread; returns the bound port (`port=0` picks a free one)."""
+        self._server = make_server(host, port, self, threaded=True)
+        self._thread = threading.Thread(target=self._server.serve_forever, name="longhaul-frontdoor", daemon=True)
+        self._thread.start()
+        return int(self._server.server_port)
+
+    def stop(self) -> None:
+        if self._server is not None:
+            self._server.shutdown()
+            self._server.server_close()
+        if self._thread is not None:
+            self._thread.join(timeout=5)
+        self._server = self._thread = None

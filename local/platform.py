@@ -1,0 +1,276 @@
+"""`LocalPlatform`: moto server + patches + synthesized stack + seeded API keys + front door, in one process.
+
+    with LocalPlatform.start(repo_root) as platform:
+        requests.post(platform.api_url + "/v1/jobs", headers=platform.auth_header("alpha"), ...)
+
+moto's backends are process-global, so only one platform runs per process at a time. A test session starts
+it once (session fixture) and calls `reset()` to get an empty, freshly deployed platform without restarting.
+`start()` sets `AWS_ENDPOINT_URL`, dummy credentials, `AWS_DEFAULT_REGION` and `MOTO_PORT` in `os.environ`
+once, so every boto3 client of the process (handlers included) talks to the embedded moto; `stop()` restores
+them.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from types import TracebackType
+from typing import Any, ClassVar, Literal, get_args
+
+from local import lambda_runtime, moto_patches
+from local.deploy import REGION, Deployment, deploy_assembly, synthesize, wait_until
+from local.frontdoor import FrontDoor
+
+REPO_ROOT = Path(__file__).resolve().parent.parent
+HOST = "127.0.0.1"
+KEYS_ENV = "LONGHAUL_LOCAL_KEYS"
+#: tenant -> "key" or "key:role"; printed by `python -m local`, never valid anywhere but here.
+DEFAULT_KEYS: dict[str, str] = {
+    "alpha": "lh_local_alpha_5f3a9c2e7b1d4068",
+    "beta": "lh_local_beta_8e1b6d0c4a2f9357",
+    "ops": "lh_local_ops_2c7e9a41b8d05f63:operator",
+}
+Role = Literal["tenant", "operator"]
+ROLES: tuple[Role, ...] = get_args(Role)
+_ENV_NAMES = (
+    "AWS_ENDPOINT_URL",
+    "AWS_ACCESS_KEY_ID",
+    "AWS_SECRET_ACCESS_KEY",
+    "AWS_SESSION_TOKEN",
+    "AWS_DEFAULT_REGION",
+    "AWS_REGION",
+    "MOTO_PORT",
+)
+
+
+@dataclass(frozen=True)
+class ApiKey:
+    tenant: str
+    key: str
+    role: Role = "tenant"
+
+
+def parse_keys(spec: str | Mapping[str, str]) -> list[ApiKey]:
+    """`"alpha=key1,ops=key3:operator"` or `{"alpha": "key1", "ops": "key3:operator"}` -> keys."""
+    pairs = spec.items() if isinstance(spec, Mapping) else (p.split("=", 1) for p in spec.split(",") if p.strip())
+    keys = []
+    for tenant, value in pairs:
+        key, _, role = value.strip().partition(":")
+        matched = [r for r in ROLES if r == (role or "tenant")]
+        if not matched:
+            raise ValueError(f"unknown role {role!r} for tenant {tenant!r}; expected one of {ROLES}")
+        keys.append(ApiKey(tenant.strip(), key, matched[0]))
+    return keys
+
+
+def seed_api_keys(table: Any, keys: list[ApiKey]) -> None:
+    """Store each key, hashed (`longhaul.auth.api_key_item`), in the boto3 `Table` resource `table`."""
+    lambda_runtime.ensure_code_root_on_path()
+    from longhaul.auth import api_key_item
+
+    for api_key in keys:
+        table.put_item(Item=api_key_item(api_key.key, api_key.tenant, api_key.role))
+
+
+@dataclass
+class _Servers:
+    moto: Any
+    front_door: FrontDoor | None = None
+
+
+@dataclass
+class LocalPlatform:
+    """A running local platform. Create it with `LocalPlatform.start(...)`."""
+
+    repo_root: Path
+    moto_endpoint: str
+    api_url: str | None
+    deployments: list[Deployment]
+    keys: list[ApiKey]
+    timings: dict[str, float] = field(default_factory=dict)
+    _servers: _Servers | None = field(default=None, repr=False)
+    _saved_env: dict[str, str | None] = field(default_factory=dict, repr=False)
+    _cdk_out: Path | None = field(default=None, repr=False)
+
+    _current: ClassVar[LocalPlatform | None] = None  # the running platform
+
+    # --- lifecycle -------------------------------------------------------------------------------------
+
+    @classmethod
+    def start(
+        cls,
+        repo_root: Path | str | None = None,
+        *,
+        moto_port: int = 0,
+        api_port: int = 0,
+        keys: str | Mapping[str, str] | None = None,
+        env_overrides: Mapping[str, str] | None = None,
+        force_synth: bool = False,
+    ) -> LocalPlatform:
+        """Start moto, patch it, synthesize (or re-use cdk.out), deploy, seed keys and serve the API.
+
+        Ports of 0 pick free ones. `keys` maps tenant -> "key" or "key:operator" (default `DEFAULT_KEYS`).
+        `env_overrides` are added to every function's environment.
+        """
+        if cls._current is not None:
+            raise RuntimeError("a LocalPlatform is already running in this process; stop() or reset() it")
+        root = Path(repo_root or REPO_ROOT).resolve()
+        timings: dict[str, float] = {}
+        started = time.monotonic()
+        cdk_out, synthesized = synthesize(root, force=force_synth)
+        timings["synth" if synthesized else "synth_reused"] = time.monotonic() - started
+
+        mark = time.monotonic()
+        moto_patches.apply()
+        lambda_runtime.configure(code_root=root / "lambdas", environment_overrides=env_overrides or {})
+        server = _start_moto(moto_port)
+        endpoint = "http://{}:{}".format(*server.get_host_and_port())
+        platform = cls(root, endpoint, None, [], [], timings, _Servers(server), _cdk_out=cdk_out)
+        platform._saved_env = _set_process_environment(endpoint)
+        timings["moto_start"] = time.monotonic() - mark
+        try:
+            platform._deploy_and_seed(keys)
+            platform._start_front_door(api_port)
+        except BaseException:
+            platform._shutdown()
+            raise
+        timings["total"] = time.monotonic() - started
+        cls._current = platform
+        return platform
+
+    def _deploy_and_seed(self, keys: str | Mapping[str, str] | None) -> None:
+        assert self._cdk_out is not None
+        mark = time.monotonic()
+        self.deployments = deploy_assembly(self._cdk_out, self.moto_endpoint)
+        self.timings["deploy"] = time.monotonic() - mark
+        spec = keys if keys is not None else os.environ.get(KEYS_ENV) or DEFAULT_KEYS
+        self.keys = parse_keys(spec)
+        if self.keys:
+            table = self.client("dynamodb", resource=True).Table(self._table_name())
+            seed_api_keys(table, self.keys)
+
+    def _start_front_door(self, api_port: int) -> None:
+        assert self._servers is not None
+        with_api = [d for d in self.deployments if d.rest_api_id]
+        if not with_api:
+            return
+        target = with_api[0]
+        assert target.rest_api_id is not None
+        door = FrontDoor(
+            self.client("apigateway"),
+            self.client("lambda", read_timeout=900),
+            target.rest_api_id,
+            target.stage_name,
+        )
+        port = door.start(HOST, api_port)
+        self._servers.front_door = door
+        self.api_url = f"http://{HOST}:{port}"
+
+    def reset(self) -> None:
+        """Wipe every moto backend, redeploy the same assembly and re-seed the keys (servers keep running)."""
+        from moto.core.base_backend import BackendDict
+
+        if self._servers and self._servers.front_door:
+            self._servers.front_door.stop()
+            self._servers.front_door = None
+        BackendDict.reset()
+        api_port = int(self.api_url.rsplit(":", 1)[1]) if self.api_url else 0
+        self._deploy_and_seed({k.tenant: f"{k.key}:{k.role}" for k in self.keys})
+        self._start_front_door(api_port)
+
+    def stop(self) -> None:
+        """Stop the front door and moto, restore the process environment."""
+        self._shutdown()
+        if type(self)._current is self:
+            type(self)._current = None
+
+    def _shutdown(self) -> None:
+        if self._servers is not None:
+            if self._servers.front_door is not None:
+                self._servers.front_door.stop()
+            self._servers.moto.stop()
+            self._servers = None
+        for name, value in self._saved_env.items():
+            if value is None:
+                os.environ.pop(name, None)
+            else:
+                os.environ[name] = value
+        self._saved_env = {}
+
+    def __enter__(self) -> LocalPlatform:
+        return self
+
+    def __exit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        self.stop()
+
+    @classmethod
+    def current(cls) -> LocalPlatform | None:
+        return cls._current
+
+    # --- conveniences ----------------------------------------------------------------------------------
+
+    @property
+    def deployment(self) -> Deployment:
+        """The deployed stack (the first one with a table when the assembly has several)."""
+        with_table = [d for d in self.deployments if d.table_name]
+        return (with_table or self.deployments)[0]
+
+    def _table_name(self) -> str:
+        name = self.deployment.table_name
+        if name is None:
+            raise LookupError("no stack has exactly one AWS::DynamoDB::Table to seed API keys into")
+        return name
+
+    def key_for(self, tenant: str) -> str:
+        return next(k.key for k in self.keys if k.tenant == tenant)
+
+    def auth_header(self, tenant: str) -> dict[str, str]:
+        return {"Authorization": f"Bearer {self.key_for(tenant)}"}
+
+    def client(self, service: str, *, resource: bool = False, read_timeout: int = 60) -> Any:
+        """A boto3 client (or resource) bound to the embedded moto."""
+        import boto3
+        from botocore.config import Config
+
+        session = boto3.session.Session(region_name=REGION)
+        config = Config(read_timeout=read_timeout, retries={"max_attempts": 1})
+        factory = session.resource if resource else session.client
+        return factory(service, endpoint_url=self.moto_endpoint, config=config)
+
+    def wait_for_execution(self, execution_arn: str, *, timeout: float = 60) -> dict[str, Any]:
+        """Poll a Step Functions execution until it leaves RUNNING; returns `describe_execution`."""
+        sfn = self.client("stepfunctions")
+
+        def finished() -> dict[str, Any] | None:
+            described: dict[str, Any] = sfn.describe_execution(executionArn=execution_arn)
+            return None if described["status"] == "RUNNING" else described
+
+        return wait_until(finished, timeout=timeout, interval=0.1, what=f"execution {execution_arn}")
+
+
+def _start_moto(port: int) -> Any:
+    from moto.server import ThreadedMotoServer
+
+    server = ThreadedMotoServer(ip_address=HOST, port=port, verbose=False)
+    server.start()
+    return server
+
+
+def _set_process_environment(endpoint: str) -> dict[str, str | None]:
+    """Point every boto3 client of the process at moto, once; returns the previous values."""
+    saved = {name: os.environ.get(name) for name in _ENV_NAMES}
+    os.environ.update(
+        AWS_ENDPOINT_URL=endpoint,
+        AWS_ACCESS_KEY_ID="testing",
+        AWS_SECRET_ACCESS_KEY="testing",
+        AWS_SESSION_TOKEN="testing",
+        AWS_DEFAULT_REGION=REGION,
+        AWS_REGION=REGION,
+        MOTO_PORT=endpoint.rsplit(":", 1)[1],
+    )
+    return saved

@@ -1,0 +1,50 @@
+"""Synthesize the real CDK app once per session (offline, no bundling) and expose the template."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+@pytest.fixture(scope="session")
+def assembly(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    os.environ.setdefault("JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION", "20")
+    from app import build_app
+
+    out = tmp_path_factory.mktemp("cdk.out")
+    os.environ["CDK_OUTDIR"] = str(out)
+    try:
+        build_app().synth()
+    finally:
+        del os.environ["CDK_OUTDIR"]
+    return out
+
+
+@pytest.fixture(scope="session")
+def template(assembly: Path) -> dict[str, Any]:
+    return json.loads(next(assembly.glob("Longhaul-*.template.json")).read_text())
+
+
+def resources(template: dict[str, Any], kind: str) -> dict[str, dict[str, Any]]:
+    return {k: v for k, v in template["Resources"].items() if v["Type"] == kind}
+
+
+def definition(machine: dict[str, Any]) -> dict[str, Any]:
+    """The ASL of a state machine, with CloudFormation intrinsics rendered as `{"Ref": id}` placeholders."""
+    parts = machine["Properties"]["DefinitionString"]["Fn::Join"][1]
+    text = "".join(p if isinstance(p, str) else _placeholder(p) for p in parts)
+    return json.loads(text)
+
+
+def _placeholder(intrinsic: dict[str, Any]) -> str:
+    if "Fn::GetAtt" in intrinsic:
+        return "@" + intrinsic["Fn::GetAtt"][0]
+    if "Ref" in intrinsic:
+        return "@" + intrinsic["Ref"]
+    return "@" + json.dumps(intrinsic, sort_keys=True).replace('"', "'")

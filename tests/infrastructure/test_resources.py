@@ -1,0 +1,96 @@
+"""Properties of the storage, API and functions that a deployment relies on."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+from stacks.api import ROUTES
+
+from tests.infrastructure.conftest import resources
+
+
+def test_jobs_table_is_on_demand_with_pitr_ttl_and_a_tenant_index(template):
+    (table,) = resources(template, "AWS::DynamoDB::Table").values()
+    props = table["Properties"]
+    assert props["BillingMode"] == "PAY_PER_REQUEST"
+    assert props["PointInTimeRecoverySpecification"]["PointInTimeRecoveryEnabled"] is True
+    assert props["TimeToLiveSpecification"] == {"AttributeName": "expires_at", "Enabled": True}
+    (index,) = props["GlobalSecondaryIndexes"]
+    assert [k["AttributeName"] for k in index["KeySchema"]] == ["gsi1pk", "gsi1sk"]
+
+
+def test_buckets_are_encrypted_private_and_tls_only(template):
+    buckets = resources(template, "AWS::S3::Bucket")
+    policies = resources(template, "AWS::S3::BucketPolicy")
+    for logical_id, bucket in buckets.items():
+        props = bucket["Properties"]
+        assert props["BucketEncryption"]["ServerSideEncryptionConfiguration"], logical_id
+        assert all(props["PublicAccessBlockConfiguration"].values()), logical_id
+        tls = [
+            s
+            for p in policies.values()
+            if p["Properties"]["Bucket"] == {"Ref": logical_id}
+            for s in p["Properties"]["PolicyDocument"]["Statement"]
+            if s.get("Condition", {}).get("Bool", {}).get("aws:SecureTransport") == "false"
+        ]
+        assert tls and tls[0]["Effect"] == "Deny", f"{logical_id} does not enforce TLS"
+
+
+def test_artifacts_bucket_expires_intermediate_artifacts_only(template):
+    artifacts = [b for k, b in resources(template, "AWS::S3::Bucket").items() if k.startswith("StorageArtifacts")]
+    rules = artifacts[0]["Properties"]["LifecycleConfiguration"]["Rules"]
+    expiring = {r["Prefix"] for r in rules if "ExpirationInDays" in r}
+    assert expiring == {"work/", "uploads/"}
+
+
+def test_every_api_route_is_a_lambda_proxy_to_the_api_function(template):
+    methods = resources(template, "AWS::ApiGateway::Method")
+    assert len(methods) == len(ROUTES)
+    for method in methods.values():
+        integration = method["Properties"]["Integration"]
+        assert integration["Type"] == "AWS_PROXY"
+    assert {m["Properties"]["HttpMethod"] for m in methods.values()} == {verb for verb, _ in ROUTES}
+
+
+def test_api_function_routes_match_the_gateway_routes():
+    """Every gateway route reaches a resolver route, and the resolver serves nothing the gateway lacks."""
+    from handlers.api import app
+
+    served = [(route.method.upper(), route.rule) for route in app._static_routes + app._dynamic_routes]
+    assert len(served) == len(ROUTES)
+    for verb, path in ROUTES:
+        sample = path.replace("{job_id}", "job_0123")
+        assert any(m == verb and rule.fullmatch(sample) for m, rule in served), (verb, path)
+
+
+def test_functions_are_traced_and_log_to_retained_groups(template):
+    for logical_id, function in resources(template, "AWS::Lambda::Function").items():
+        props = function["Properties"]
+        assert props["TracingConfig"]["Mode"] == "Active", logical_id
+        assert "LoggingConfig" in props, logical_id
+        assert props["Environment"]["Variables"]["LONGHAUL_TABLE"], logical_id
+    for group in resources(template, "AWS::Logs::LogGroup").values():
+        assert group["Properties"].get("RetentionInDays"), group
+
+
+def test_cdk_nag_reports_no_unacknowledged_finding(assembly: Path):
+    report = json.loads((assembly / "validation-report.json").read_text())
+    for plugin in report["pluginReports"]:
+        assert plugin["conclusion"] == "success", [v["ruleName"] for v in plugin["violations"]]
+
+
+def test_cfn_lint_finds_no_error(assembly: Path):
+    template_file = next(assembly.glob("Longhaul-*.template.json"))
+    result = subprocess.run(
+        [sys.executable, "-m", "cfnlint", "--format", "parseable", "--", str(template_file)],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    findings: list[Any] = [line for line in result.stdout.splitlines() if line.strip()]
+    errors = [line for line in findings if ":E" in line or line.split(":")[-2:-1] and line.split(":")[3].startswith("E")]
+    assert not errors, "\n".join(errors)

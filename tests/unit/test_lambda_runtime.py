@@ -1,0 +1,170 @@
+"""The in-process Lambda runtime: AWS-shaped errors, per-invocation environments, context, middlewares."""
+
+from __future__ import annotations
+
+import json
+import os
+import threading
+from collections.abc import Callable, Iterator
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from typing import Any
+
+import boto3
+import pytest
+from moto import mock_aws
+
+from local import lambda_runtime, moto_patches
+
+BARRIER = threading.Barrier(2, timeout=10)
+
+
+class QuotaExceeded(Exception):
+    pass
+
+
+def failing(event: Any, context: Any) -> None:
+    raise QuotaExceeded(f"tenant {event['tenant']} is over budget")
+
+
+def table_after_rendezvous(event: Any, context: Any) -> dict[str, Any]:
+    """Both invocations are inside their handler at the same time before reading their environment."""
+    from longhaul.settings import environ, get_settings
+
+    BARRIER.wait()
+    return {"env": environ().get("LONGHAUL_TABLE"), "settings": get_settings().table_name}
+
+
+def describe_context(event: Any, context: Any) -> dict[str, Any]:
+    return {
+        "name": context.function_name,
+        "arn": context.invoked_function_arn,
+        "memory": context.memory_limit_in_mb,
+        "remaining": context.get_remaining_time_in_millis(),
+        "request_id": context.aws_request_id,
+        "event": event,
+    }
+
+
+@dataclass
+class FakeFunction:
+    """Duck-types the attributes of moto's LambdaFunction that the runtime reads."""
+
+    handler: str
+    function_name: str = "fn"
+    environment_vars: dict[str, str] = field(default_factory=dict)
+    timeout: int = 30
+    memory_size: int = 256
+    version: str = "$LATEST"
+
+    @property
+    def function_arn(self) -> str:
+        return f"arn:aws:lambda:us-east-1:123456789012:function:{self.function_name}"
+
+
+def _fn(handler: Callable[..., Any], **kwargs: Any) -> FakeFunction:
+    return FakeFunction(handler=f"{__name__}.{handler.__name__}", **kwargs)
+
+
+def test_handler_exception_becomes_aws_error_payload() -> None:
+    payload, errored = lambda_runtime.run(_fn(failing), {"tenant": "alpha"})
+
+    assert errored
+    error = json.loads(payload)
+    assert error["errorType"] == "QuotaExceeded"
+    assert error["errorMessage"] == "tenant alpha is over budget"
+    assert any("in failing" in line for line in error["stackTrace"])
+
+
+def test_concurrent_invocations_each_see_their_own_environment() -> None:
+    functions = [
+        _fn(
+            table_after_rendezvous,
+            function_name=name,
+            environment_vars={"LONGHAUL_TABLE": name, "LONGHAUL_BUCKET": "b"},
+        )
+        for name in ("table-a", "table-b")
+    ]
+    before = dict(os.environ)
+
+    with ThreadPoolExecutor(max_workers=2) as pool:
+        results = list(pool.map(lambda f: lambda_runtime.run(f, {}), functions))
+
+    assert [json.loads(payload) for payload, _ in results] == [
+        {"env": "table-a", "settings": "table-a"},
+        {"env": "table-b", "settings": "table-b"},
+    ]
+    assert dict(os.environ) == before
+
+
+def test_context_carries_lambda_attributes() -> None:
+    payload, errored = lambda_runtime.run(
+        _fn(describe_context, function_name="ctx", timeout=5, memory_size=512), {"a": 1}
+    )
+
+    context = json.loads(payload)
+    assert not errored
+    assert context["name"] == "ctx"
+    assert context["arn"].endswith(":function:ctx")
+    assert context["memory"] == 512
+    assert 0 < context["remaining"] <= 5000
+    assert context["request_id"]
+    assert context["event"] == {"a": 1}
+
+
+def test_middleware_sees_the_invocation_and_can_inject_a_fault() -> None:
+    seen: list[tuple[str, str, Any]] = []
+
+    def throttle(invocation: lambda_runtime.Invocation, call_next: Callable[[], Any]) -> Any:
+        seen.append((invocation.function_name, invocation.handler, invocation.event))
+        raise TimeoutError("injected")
+
+    with lambda_runtime.middleware(throttle):
+        payload, errored = lambda_runtime.run(_fn(describe_context, function_name="victim"), {"x": 1})
+    after, after_errored = lambda_runtime.run(_fn(describe_context), {})
+
+    assert errored and json.loads(payload)["errorType"] == "TimeoutError"
+    assert seen == [("victim", f"{__name__}.describe_context", {"x": 1})]
+    assert not after_errored and json.loads(after)["name"] == "fn"
+
+
+def test_environment_overrides_reach_every_function() -> None:
+    lambda_runtime.configure(environment_overrides={"LONGHAUL_MODEL_PROVIDER": "offline"})
+    try:
+        env = lambda_runtime.function_environment(_fn(failing, environment_vars={"LONGHAUL_TABLE": "t"}))
+    finally:
+        lambda_runtime.configure(environment_overrides={})
+
+    assert env["LONGHAUL_TABLE"] == "t"
+    assert env["LONGHAUL_MODEL_PROVIDER"] == "offline"
+    assert env["AWS_LAMBDA_FUNCTION_NAME"] == "fn"
+
+
+@pytest.fixture
+def moto_lambda(monkeypatch: pytest.MonkeyPatch) -> Iterator[Any]:
+    monkeypatch.delenv("AWS_ENDPOINT_URL", raising=False)
+    monkeypatch.setenv("AWS_ACCESS_KEY_ID", "testing")
+    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "testing")
+    was_applied = moto_patches.is_applied()
+    moto_patches.apply()
+    with mock_aws(config=moto_patches.RUNTIME_CONFIG):
+        client = boto3.client("lambda", region_name="us-east-1")
+        iam = boto3.client("iam", region_name="us-east-1")
+        role = iam.create_role(RoleName="r", AssumeRolePolicyDocument="{}")["Role"]["Arn"]
+        client.create_function(
+            FunctionName="failing",
+            Runtime="python3.12",
+            Role=role,
+            Handler=f"{__name__}.failing",
+            Code={"ZipFile": b"PK\x05\x06" + b"\x00" * 18},
+        )
+        yield client
+    if not was_applied:
+        moto_patches.revert()
+
+
+def test_moto_invoke_reports_unhandled_function_error(moto_lambda: Any) -> None:
+    response = moto_lambda.invoke(FunctionName="failing", Payload=json.dumps({"tenant": "beta"}).encode())
+
+    assert response["FunctionError"] == "Unhandled"
+    assert json.loads(response["Payload"].read())["errorType"] == "QuotaExceeded"
