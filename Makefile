@@ -44,7 +44,7 @@ synth: $(BIN)/.installed ## synthesize the CDK app into cdk.out (offline)
 	$(BIN)/python app.py
 
 openapi: $(BIN)/.installed ## regenerate docs/openapi.json from the models
-	$(BIN)/python -m local.openapi > docs/openapi.json
+	PYTHONPATH=lambdas $(BIN)/python -c "from handlers.api import openapi_json; print(openapi_json())" > docs/openapi.json
 
 bench: $(BIN)/.installed ## print submit-to-completed time and transitions per document
 	$(BIN)/python bench/end_to_end.py

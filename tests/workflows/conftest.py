@@ -1,0 +1,112 @@
+"""Whole workflows on the local runtime: the synthesized template deployed into the embedded moto."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import requests
+from longhaul import faults
+
+from local.deploy import wait_until
+from local.platform import LocalPlatform
+
+ROOT = Path(__file__).resolve().parents[2]
+SAMPLES = ROOT / "samples"
+TERMINAL = {"completed", "failed", "cancelled", "expired"}
+
+
+@pytest.fixture(scope="session")
+def platform() -> Iterator[LocalPlatform]:
+    running = LocalPlatform.current() or LocalPlatform.start(ROOT)
+    yield running
+    running.stop()
+
+
+@pytest.fixture(autouse=True)
+def no_faults(platform: LocalPlatform) -> Iterator[None]:
+    """Each scenario starts with no fault and no execution still running from an earlier one."""
+    faults.install(faults.FaultInjector())
+    yield
+    faults.install(faults.FaultInjector())
+    sfn = platform.client("stepfunctions")
+
+    def quiet() -> bool | None:
+        running = [
+            e
+            for arn in platform.deployment.state_machines.values()
+            for e in sfn.list_executions(stateMachineArn=arn, statusFilter="RUNNING")["executions"]
+        ]
+        return True if not running else None
+
+    wait_until(quiet, timeout=120, interval=0.2, what="executions of earlier scenarios to finish")
+
+
+class Client:
+    """A tenant's view of the API, as a client app would use it."""
+
+    def __init__(self, platform: LocalPlatform, tenant: str) -> None:
+        self.base = platform.api_url
+        self.headers = platform.auth_header(tenant)
+
+    def post(self, path: str, body: Any = None, *, data: str | bytes | None = None, **headers: str) -> requests.Response:
+        payload = data if data is not None else json.dumps(body)
+        return requests.post(
+            f"{self.base}{path}",
+            data=payload,
+            headers={**self.headers, "Content-Type": "application/json", **headers},
+            timeout=30,
+        )
+
+    def get(self, path: str, **params: Any) -> requests.Response:
+        return requests.get(f"{self.base}{path}", headers=self.headers, params=params, timeout=30)
+
+    def submit(self, body: Any, **headers: str) -> str:
+        response = self.post("/v1/jobs", body, **headers)
+        assert response.status_code == 202, response.text
+        return str(response.json()["job_id"])
+
+    def wait(self, job_id: str, timeout: float = 120) -> dict[str, Any]:
+        """Poll the job until it finishes (as a client would)."""
+
+        def finished() -> dict[str, Any] | None:
+            job: dict[str, Any] = self.get(f"/v1/jobs/{job_id}").json()
+            return job if job["status"] in TERMINAL else None
+
+        return wait_until(finished, timeout=timeout, interval=0.2, what=f"job {job_id} to finish")
+
+    def events(self, job_id: str) -> list[dict[str, Any]]:
+        events: list[dict[str, Any]] = []
+        cursor = None
+        while True:
+            page = self.get(f"/v1/jobs/{job_id}/events", **({"cursor": cursor} if cursor else {})).json()
+            events.extend(page["events"])
+            cursor = page["next_cursor"]
+            if not cursor:
+                return events
+
+
+@pytest.fixture
+def alpha(platform: LocalPlatform) -> Client:
+    return Client(platform, "alpha")
+
+
+@pytest.fixture
+def beta(platform: LocalPlatform) -> Client:
+    return Client(platform, "beta")
+
+
+@pytest.fixture
+def sample_request() -> dict[str, Any]:
+    return json.loads((SAMPLES / "request.json").read_text())
+
+
+@pytest.fixture
+def inject() -> Callable[[str], None]:
+    def install(spec: str) -> None:
+        faults.install(faults.FaultInjector(spec))
+
+    return install

@@ -1,0 +1,104 @@
+"""Scenario: a client submits documents and a question; the job runs every step and publishes cited answers."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import requests
+from longhaul.documents import parse_document
+from state_machines.document_analysis import STEPS
+
+from tests.workflows.conftest import SAMPLES, Client
+
+
+def _page_text(request: dict[str, Any], document: str, page: int) -> str:
+    doc = next(d for d in request["input"]["documents"] if d["name"] == document)
+    parsed = parse_document(index=0, name=document, data=doc["text"].encode(), media_type=doc["media_type"])
+    return parsed.pages[page - 1].text
+
+
+def test_happy_path_completes_with_verified_citations_and_ordered_step_events(alpha: Client, sample_request):
+    # Given the sample request, When it is submitted
+    response = alpha.post("/v1/jobs", sample_request)
+    assert response.status_code == 202
+    accepted = response.json()
+    assert response.headers["Location"] == accepted["status_url"]
+    assert accepted["status"] == "queued" and accepted["estimated_sla_seconds"] > 0
+
+    # Then it completes
+    job = alpha.wait(accepted["job_id"])
+    assert job["status"] == "completed", job
+    assert job["progress"]["completed"] == job["progress"]["total"] == len(STEPS)
+
+    # And the result answers with citations that resolve to a document, a page and a verbatim quote
+    result = alpha.get(f"/v1/jobs/{accepted['job_id']}/result").json()
+    assert result["answer"]
+    assert result["citations"]
+    names = {d["name"] for d in sample_request["input"]["documents"]}
+    for citation in result["citations"]:
+        assert citation["document"] in names
+        assert citation["quote"] in _page_text(sample_request, citation["document"], citation["page"])
+
+    # And the events list every step's start and finish, in workflow order
+    events = alpha.events(accepted["job_id"])
+    assert [e["seq"] for e in events] == sorted({e["seq"] for e in events})
+    top_level = [(e["type"], e["step"]) for e in events if e["type"].startswith("step_") and e.get("item") is None]
+    expected = [(kind, step) for step in STEPS if step != "extract_evidence" for kind in ("step_started", "step_finished")]
+    assert top_level == expected
+    items = [e for e in events if e.get("step") == "extract_evidence"]
+    assert items and {e["type"] for e in items} == {"step_started", "step_finished"}
+    assert events[0]["type"] == "job_queued" and events[-1]["type"] == "job_completed"
+
+
+def test_uploaded_pdf_is_parsed_and_pages_without_text_are_marked_for_ocr(alpha: Client):
+    pdf = SAMPLES / "documents" / "schedule_3_service_levels_signed.pdf"
+    ticket = alpha.post("/v1/uploads", {"filename": pdf.name, "media_type": "application/pdf"}).json()
+    put = requests.put(ticket["upload_url"], data=pdf.read_bytes(), headers=ticket["headers"], timeout=30)
+    assert put.status_code == 200
+    job_id = alpha.submit(
+        {
+            "workflow": "document-analysis",
+            "input": {
+                "question": "What service levels and service credits apply?",
+                "documents": [{"name": pdf.name, "upload_id": ticket["upload_id"]}],
+            },
+        }
+    )
+    job = alpha.wait(job_id)
+    assert job["status"] == "completed", job
+    result = alpha.get(f"/v1/jobs/{job_id}/result").json()
+    (summary,) = result["documents"]
+    assert summary["media_type"] == "application/pdf" and summary["pages_needing_ocr"] == [2]
+    assert all(c["document"] == pdf.name for c in result["citations"])
+
+
+def test_same_idempotency_key_gives_the_same_job_and_a_different_body_is_rejected(alpha: Client, sample_request):
+    first = alpha.post("/v1/jobs", sample_request, **{"Idempotency-Key": "wf-idem-1"})
+    reordered = json.dumps(dict(reversed(list(sample_request.items()))), indent=2)
+    second = alpha.post("/v1/jobs", data=reordered, **{"Idempotency-Key": "wf-idem-1"})
+    assert first.status_code == second.status_code == 202
+    assert first.json()["job_id"] == second.json()["job_id"]
+
+    changed = {**sample_request, "input": {**sample_request["input"], "question": "Something else entirely?"}}
+    conflict = alpha.post("/v1/jobs", changed, **{"Idempotency-Key": "wf-idem-1"})
+    assert conflict.status_code == 422
+    assert conflict.headers["Content-Type"].startswith("application/problem+json")
+    assert conflict.json()["type"].endswith("/idempotency-key-reused")
+
+
+def test_other_tenants_cannot_see_a_job(alpha: Client, beta: Client, sample_request):
+    job_id = alpha.submit(sample_request)
+    for path in (f"/v1/jobs/{job_id}", f"/v1/jobs/{job_id}/events", f"/v1/jobs/{job_id}/result"):
+        response = beta.get(path)
+        assert response.status_code == 404
+        assert response.headers["Content-Type"].startswith("application/problem+json")
+
+
+def test_bad_requests_get_specific_problems(alpha: Client):
+    malformed = alpha.post("/v1/jobs", data="{not json")
+    assert malformed.status_code == 400 and malformed.json()["type"].endswith("/malformed-json")
+    unknown = alpha.post("/v1/jobs", {"workflow": "poetry", "input": {}})
+    assert unknown.status_code == 422
+    assert "document-analysis" in unknown.json()["allowed_workflows"]
+    assert alpha.post("/v1/jobs", data="x" * 2_000_000).status_code == 413
