@@ -23,7 +23,7 @@ def _quiet_moto() -> None:
     """Silence per-request access logs and moto's notices about resources it does not model."""
     logging.getLogger("werkzeug").setLevel(logging.WARNING)
     logging.getLogger("moto").setLevel(logging.ERROR)
-    logging.getLogger("botocore.credentials").setLevel(logging.WARNING)
+    logging.getLogger("botocore").setLevel(logging.WARNING)
     warnings.filterwarnings("ignore", message="Tried to parse .* but it's not supported", category=UserWarning)
 
 

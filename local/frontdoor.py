@@ -115,7 +115,7 @@ def _multi(pairs: list[tuple[str, str]]) -> dict[str, list[str]]:
 
 def _forwarded(request: Request) -> list[tuple[str, str]]:
     """The X-Forwarded-* headers API Gateway adds, unless the client sent them (links are built from them)."""
-    present = {k.lower() for k in request.headers}
+    present = {k.lower() for k, _ in request.headers.items()}
     port = str(request.environ.get("SERVER_PORT", ""))
     candidates = [
         ("X-Forwarded-For", request.remote_addr or "127.0.0.1"),
@@ -227,7 +227,12 @@ class FrontDoor:
 
     def __call__(self, environ: dict[str, Any], start_response: Any) -> Any:
         request = Request(environ)
-        return self.handle(request)(environ, start_response)
+        try:
+            response = self.handle(request)
+        except Exception:
+            LOG.exception("front door failed on %s %s", request.method, request.path)
+            response = problem(500, "internal", "Internal Server Error", "The local front door failed")
+        return response(environ, start_response)
 
     def handle(self, request: Request) -> Response:
         request.max_content_length = MAX_BODY_BYTES

@@ -5,6 +5,12 @@ code root (the repository's `lambdas/` directory, on `sys.path`) and called with
 The function's environment is given through `longhaul.settings.function_environment` (a context variable):
 `os.environ` is never touched per invocation, since other threads copy it concurrently.
 
+Each function behaves as ONE warm sandbox: its invocations run one at a time (a lock per function, held around
+the handler call only, not around middlewares). Handlers keep per-request state in module globals (Powertools'
+`APIGatewayRestResolver` stores the current event and route on the module-level `app`): concurrent calls of
+one function in one interpreter corrupt each other (seen as `KeyError: '_route'`). Different functions run
+concurrently; a Map over one function is serialized, like a function with reserved concurrency 1.
+
 A handler exception is reported exactly like AWS: header `x-amz-function-error: Unhandled` and a payload
 `{"errorType", "errorMessage", "stackTrace"}`; Step Functions matches Retry/Catch on `errorType`.
 
@@ -128,9 +134,9 @@ def middleware(fn: Middleware) -> Iterator[None]:
         remove()
 
 
-def _lock_for(handler: str) -> threading.Lock:
+def _lock_for(key: str) -> threading.Lock:
     with _RUNTIME.locks_guard:
-        return _RUNTIME.locks.setdefault(handler, threading.Lock())
+        return _RUNTIME.locks.setdefault(key, threading.Lock())
 
 
 def ensure_code_root_on_path() -> None:
@@ -144,7 +150,7 @@ def resolve_handler(handler: str) -> Handler:
     cached = _RUNTIME.handlers.get(handler)
     if cached is not None:
         return cached
-    with _lock_for(handler):
+    with _lock_for("import:" + handler):
         if handler not in _RUNTIME.handlers:
             ensure_code_root_on_path()
             module_name, _, attribute = handler.rpartition(".")
@@ -197,7 +203,7 @@ def _call_chain(invocation: Invocation) -> Any:
 
     def innermost() -> Any:
         handler = resolve_handler(invocation.handler)
-        with use_environment(invocation.environment):
+        with _lock_for("run:" + invocation.context.invoked_function_arn), use_environment(invocation.environment):
             return handler(invocation.event, invocation.context)
 
     call: Callable[[], Any] = innermost

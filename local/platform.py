@@ -13,6 +13,7 @@ them.
 from __future__ import annotations
 
 import os
+import socket
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -124,6 +125,7 @@ class LocalPlatform:
         timings["synth" if synthesized else "synth_reused"] = time.monotonic() - started
 
         mark = time.monotonic()
+        _reset_moto()  # a previous platform of this process may have left stacks behind
         moto_patches.apply()
         lambda_runtime.configure(code_root=root / "lambdas", environment_overrides=env_overrides or {})
         server = _start_moto(moto_port)
@@ -171,12 +173,10 @@ class LocalPlatform:
 
     def reset(self) -> None:
         """Wipe every moto backend, redeploy the same assembly and re-seed the keys (servers keep running)."""
-        from moto.core.base_backend import BackendDict
-
         if self._servers and self._servers.front_door:
             self._servers.front_door.stop()
             self._servers.front_door = None
-        BackendDict.reset()
+        _reset_moto()
         api_port = int(self.api_url.rsplit(":", 1)[1]) if self.api_url else 0
         self._deploy_and_seed({k.tenant: f"{k.key}:{k.role}" for k in self.keys})
         self._start_front_door(api_port)
@@ -253,9 +253,23 @@ class LocalPlatform:
         return wait_until(finished, timeout=timeout, interval=0.1, what=f"execution {execution_arn}")
 
 
+def _reset_moto() -> None:
+    from moto.core.base_backend import BackendDict
+
+    BackendDict.reset()
+
+
+def _check_free(port: int) -> None:
+    """Fail fast: werkzeug exits the server thread on a busy port and `ThreadedMotoServer.start` waits forever."""
+    if port:
+        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
+            probe.bind((HOST, port))
+
+
 def _start_moto(port: int) -> Any:
     from moto.server import ThreadedMotoServer
 
+    _check_free(port)
     server = ThreadedMotoServer(ip_address=HOST, port=port, verbose=False)
     server.start()
     return server

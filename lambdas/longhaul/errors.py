@@ -80,9 +80,7 @@ ERROR_CLASSES: tuple[type[LonghaulError], ...] = (
 )
 BY_KIND: dict[str, type[LonghaulError]] = {cls.kind: cls for cls in ERROR_CLASSES}
 RETRYABLE_ERROR_NAMES: tuple[str, ...] = tuple(cls.__name__ for cls in ERROR_CLASSES if cls.retryable)
-DETERMINISTIC_ERROR_NAMES: tuple[str, ...] = tuple(
-    cls.__name__ for cls in ERROR_CLASSES if not cls.retryable
-)
+DETERMINISTIC_ERROR_NAMES: tuple[str, ...] = tuple(cls.__name__ for cls in ERROR_CLASSES if not cls.retryable)
 
 
 def kind_of(error_name: str) -> str:

@@ -18,6 +18,7 @@ from longhaul import artifacts as keys
 from longhaul.artifacts import ArtifactStore
 from longhaul.auth import Principal
 from longhaul.contracts import (
+    MEDIA_TYPES,
     DocumentAnalysisInput,
     EventPage,
     EventView,
@@ -150,11 +151,11 @@ class JobService:
                     {"loc": ["input", "documents", index], "msg": f"upload exceeds {MAX_UPLOAD_BYTES} bytes"}
                 )
             media_type = doc.media_type or head.get("ContentType", "application/octet-stream").split(";")[0]
-            if media_type not in ("application/pdf", "text/plain", "text/markdown"):
+            if media_type not in MEDIA_TYPES:
                 problems.append(
                     {
                         "loc": ["input", "documents", index, "media_type"],
-                        "msg": f"unsupported media type {media_type!r}; allowed: application/pdf, text/plain, text/markdown",
+                        "msg": f"unsupported media type {media_type!r}; allowed: {', '.join(MEDIA_TYPES)}",
                     }
                 )
             documents.append({"index": index, "name": doc.name, "media_type": media_type, "key": key})

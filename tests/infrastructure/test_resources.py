@@ -9,7 +9,6 @@ from pathlib import Path
 from typing import Any
 
 from stacks.api import ROUTES
-
 from tests.infrastructure.conftest import resources
 
 
@@ -92,5 +91,7 @@ def test_cfn_lint_finds_no_error(assembly: Path):
         check=False,
     )
     findings: list[Any] = [line for line in result.stdout.splitlines() if line.strip()]
-    errors = [line for line in findings if ":E" in line or line.split(":")[-2:-1] and line.split(":")[3].startswith("E")]
+    errors = [
+        line for line in findings if ":E" in line or (line.split(":")[-2:-1] and line.split(":")[3].startswith("E"))
+    ]
     assert not errors, "\n".join(errors)

@@ -6,8 +6,8 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from longhaul.errors import DETERMINISTIC_ERROR_NAMES, RETRYABLE_ERROR_NAMES
 
+from longhaul.errors import DETERMINISTIC_ERROR_NAMES, RETRYABLE_ERROR_NAMES
 from tests.infrastructure.conftest import definition, resources
 
 
@@ -63,7 +63,9 @@ def test_every_task_retries_transient_errors_with_full_jitter_and_a_max_delay(ma
                 assert retry["JitterStrategy"] == "FULL", name
                 assert retry["MaxDelaySeconds"] > 0, name
                 assert retry["BackoffRate"] > 1, name
-                assert not set(DETERMINISTIC_ERROR_NAMES) & set(retry["ErrorEquals"]), f"{name} retries a deterministic error"
+                assert not set(DETERMINISTIC_ERROR_NAMES) & set(retry["ErrorEquals"]), (
+                    f"{name} retries a deterministic error"
+                )
                 assert "States.ALL" not in retry["ErrorEquals"], name
 
 

@@ -168,3 +168,26 @@ def test_moto_invoke_reports_unhandled_function_error(moto_lambda: Any) -> None:
 
     assert response["FunctionError"] == "Unhandled"
     assert json.loads(response["Payload"].read())["errorType"] == "QuotaExceeded"
+
+
+ACTIVE: list[int] = []
+PEAK: list[int] = []
+
+
+def count_overlap(event: Any, context: Any) -> int:
+    ACTIVE.append(1)
+    PEAK.append(len(ACTIVE))
+    for _ in range(20_000):  # keep the handler busy without sleeping
+        pass
+    ACTIVE.pop()
+    return len(PEAK)
+
+
+def test_invocations_of_one_function_do_not_overlap() -> None:
+    fn = _fn(count_overlap, function_name="single-sandbox")
+
+    with ThreadPoolExecutor(max_workers=8) as pool:
+        results = list(pool.map(lambda _: lambda_runtime.run(fn, {}), range(16)))
+
+    assert not any(errored for _, errored in results)
+    assert max(PEAK) == 1

@@ -9,10 +9,10 @@ from typing import Any
 
 import pytest
 import requests
-from longhaul import faults
 
 from local.deploy import wait_until
 from local.platform import LocalPlatform
+from longhaul import faults
 
 ROOT = Path(__file__).resolve().parents[2]
 SAMPLES = ROOT / "samples"
@@ -52,7 +52,9 @@ class Client:
         self.base = platform.api_url
         self.headers = platform.auth_header(tenant)
 
-    def post(self, path: str, body: Any = None, *, data: str | bytes | None = None, **headers: str) -> requests.Response:
+    def post(
+        self, path: str, body: Any = None, *, data: str | bytes | None = None, **headers: str
+    ) -> requests.Response:
         payload = data if data is not None else json.dumps(body)
         return requests.post(
             f"{self.base}{path}",

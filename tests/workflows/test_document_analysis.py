@@ -6,9 +6,9 @@ import json
 from typing import Any
 
 import requests
+
 from longhaul.documents import parse_document
 from state_machines.document_analysis import STEPS
-
 from tests.workflows.conftest import SAMPLES, Client
 
 
@@ -44,7 +44,9 @@ def test_happy_path_completes_with_verified_citations_and_ordered_step_events(al
     events = alpha.events(accepted["job_id"])
     assert [e["seq"] for e in events] == sorted({e["seq"] for e in events})
     top_level = [(e["type"], e["step"]) for e in events if e["type"].startswith("step_") and e.get("item") is None]
-    expected = [(kind, step) for step in STEPS if step != "extract_evidence" for kind in ("step_started", "step_finished")]
+    expected = [
+        (kind, step) for step in STEPS if step != "extract_evidence" for kind in ("step_started", "step_finished")
+    ]
     assert top_level == expected
     items = [e for e in events if e.get("step") == "extract_evidence"]
     assert items and {e["type"] for e in items} == {"step_started", "step_finished"}

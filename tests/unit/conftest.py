@@ -1,0 +1,264 @@
+"""Shared fixtures for the domain and API tests: moto in-process (no network), a fake clock, an API caller.
+
+`aws` starts `mock_aws` with dummy credentials; `table`, `bucket` and `state_machine_arn` create the
+resources the way the storage/workflow constructs describe them (one table pk/sk + GSI `by_tenant`).
+Process-wide caches (boto3 clients, services, settings) are cleared around each test so each test talks to
+its own mock.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import boto3
+import pytest
+from moto import mock_aws
+
+from longhaul import aws as aws_clients
+from longhaul import settings as settings_module
+from longhaul import wiring
+from longhaul.auth import api_key_item
+from longhaul.settings import function_environment
+from longhaul.store import JobStore
+
+REGION = "us-east-1"
+TABLE_NAME = "longhaul-test"
+BUCKET_NAME = "longhaul-test-artifacts"
+TENANT_A = "tenant-a"
+TENANT_B = "tenant-b"
+KEY_A = "key-tenant-a-0123456789"
+KEY_B = "key-tenant-b-0123456789"
+
+
+class FakeClock:
+    """A `longhaul.clock.Clock` that only moves when told to."""
+
+    def __init__(self, start: datetime | None = None) -> None:
+        self.current = start or datetime(2025, 1, 2, 3, 4, 5, tzinfo=UTC)
+
+    def now(self) -> datetime:
+        return self.current
+
+    def advance(self, delta: timedelta) -> None:
+        self.current += delta
+
+
+def _clear_caches() -> None:
+    aws_clients.client.cache_clear()
+    aws_clients.dynamodb_table.cache_clear()
+    wiring._services.cache_clear()
+    wiring._gateway.cache_clear()
+    settings_module._parse.cache_clear()
+
+
+@pytest.fixture
+def aws(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+    for name in ("AWS_ENDPOINT_URL", "AWS_PROFILE", "AWS_SESSION_TOKEN"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("AWS_ACCESS_KEY_ID", "testing")
+    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "testing")
+    monkeypatch.setenv("AWS_DEFAULT_REGION", REGION)
+    monkeypatch.setenv("AWS_REGION", REGION)
+    _clear_caches()
+    with mock_aws():
+        yield
+    _clear_caches()
+
+
+@pytest.fixture
+def table(aws: None) -> Any:
+    dynamodb = boto3.resource("dynamodb", region_name=REGION)
+    created = dynamodb.create_table(
+        TableName=TABLE_NAME,
+        BillingMode="PAY_PER_REQUEST",
+        AttributeDefinitions=[
+            {"AttributeName": name, "AttributeType": "S"} for name in ("pk", "sk", "gsi1pk", "gsi1sk")
+        ],
+        KeySchema=[{"AttributeName": "pk", "KeyType": "HASH"}, {"AttributeName": "sk", "KeyType": "RANGE"}],
+        GlobalSecondaryIndexes=[
+            {
+                "IndexName": "by_tenant",
+                "KeySchema": [
+                    {"AttributeName": "gsi1pk", "KeyType": "HASH"},
+                    {"AttributeName": "gsi1sk", "KeyType": "RANGE"},
+                ],
+                "Projection": {"ProjectionType": "ALL"},
+            }
+        ],
+    )
+    created.wait_until_exists()
+    return created
+
+
+@pytest.fixture
+def bucket(aws: None) -> str:
+    boto3.client("s3", region_name=REGION).create_bucket(Bucket=BUCKET_NAME)
+    return BUCKET_NAME
+
+
+@pytest.fixture
+def s3(aws: None) -> Any:
+    return boto3.client("s3", region_name=REGION)
+
+
+@pytest.fixture
+def sfn(aws: None) -> Any:
+    return boto3.client("stepfunctions", region_name=REGION)
+
+
+@pytest.fixture
+def state_machine_arn(sfn: Any) -> str:
+    definition = {"StartAt": "Done", "States": {"Done": {"Type": "Pass", "End": True}}}
+    return sfn.create_state_machine(
+        name="document-analysis",
+        definition=json.dumps(definition),
+        roleArn="arn:aws:iam::123456789012:role/longhaul-state-machine",
+    )["stateMachineArn"]
+
+
+@pytest.fixture
+def clock() -> FakeClock:
+    return FakeClock()
+
+
+@pytest.fixture
+def store(table: Any, clock: FakeClock) -> JobStore:
+    return JobStore(table, clock=clock)
+
+
+@pytest.fixture
+def settings_env(table: Any, bucket: str, state_machine_arn: str) -> dict[str, str]:
+    return {
+        "LONGHAUL_TABLE": TABLE_NAME,
+        "LONGHAUL_BUCKET": bucket,
+        "LONGHAUL_WORKFLOWS": json.dumps({"document-analysis": state_machine_arn}),
+    }
+
+
+@pytest.fixture
+def api_keys(table: Any) -> dict[str, str]:
+    """Two tenants, one key each: {tenant: key}."""
+    table.put_item(Item=api_key_item(KEY_A, TENANT_A))
+    table.put_item(Item=api_key_item(KEY_B, TENANT_B))
+    return {TENANT_A: KEY_A, TENANT_B: KEY_B}
+
+
+@dataclass
+class LambdaContext:
+    function_name: str = "longhaul-api"
+    memory_limit_in_mb: int = 256
+    invoked_function_arn: str = "arn:aws:lambda:us-east-1:123456789012:function:longhaul-api"
+    aws_request_id: str = "req-0001"
+
+
+@dataclass
+class ApiResponse:
+    status: int
+    headers: dict[str, str]
+    raw_body: str
+
+    @property
+    def body(self) -> Any:
+        return json.loads(self.raw_body) if self.raw_body else None
+
+    @property
+    def content_type(self) -> str:
+        return self.header("Content-Type") or ""
+
+    def header(self, name: str) -> str | None:
+        return {k.lower(): v for k, v in self.headers.items()}.get(name.lower())
+
+
+ROUTES = (
+    ("/v1/jobs/", "/v1/jobs/{job_id}/events", "/events"),
+    ("/v1/jobs/", "/v1/jobs/{job_id}/result", "/result"),
+    ("/v1/jobs/", "/v1/jobs/{job_id}", ""),
+)
+
+
+def _resource_and_params(path: str) -> tuple[str, dict[str, str] | None]:
+    for prefix, resource, suffix in ROUTES:
+        if path.startswith(prefix) and path.endswith(suffix):
+            job_id = path[len(prefix) : len(path) - len(suffix)] if suffix else path[len(prefix) :]
+            if job_id and "/" not in job_id:
+                return resource, {"job_id": job_id}
+    return path, None
+
+
+def rest_event(
+    method: str,
+    path: str,
+    *,
+    body: str | dict[str, Any] | None = None,
+    headers: dict[str, str] | None = None,
+    query: dict[str, str] | None = None,
+    stage: str = "prod",
+) -> dict[str, Any]:
+    """A REST API (proxy integration) event as API Gateway would deliver it."""
+    resource, path_parameters = _resource_and_params(path)
+    text = json.dumps(body) if isinstance(body, dict) else body
+    all_headers = {"Host": "api.example.test", "X-Forwarded-Proto": "https"}
+    if text is not None:
+        all_headers["Content-Type"] = "application/json"
+    all_headers.update(headers or {})
+    return {
+        "resource": resource,
+        "path": path,
+        "httpMethod": method,
+        "headers": all_headers,
+        "multiValueHeaders": {k: [v] for k, v in all_headers.items()},
+        "queryStringParameters": query,
+        "multiValueQueryStringParameters": {k: [v] for k, v in query.items()} if query else None,
+        "pathParameters": path_parameters,
+        "stageVariables": None,
+        "requestContext": {
+            "path": f"/{stage}{path}",
+            "stage": stage,
+            "requestId": "req-0001",
+            "resourcePath": resource,
+            "httpMethod": method,
+            "identity": {"sourceIp": "192.0.2.10"},
+            "accountId": "123456789012",
+            "apiId": "abcdef1234",
+        },
+        "body": text,
+        "isBase64Encoded": False,
+    }
+
+
+CallApi = Callable[..., ApiResponse]
+
+
+@pytest.fixture
+def call_api(settings_env: dict[str, str]) -> CallApi:
+    """Invoke `handlers.api.handler` with a REST event inside the function's environment.
+
+    `key` (a raw API key) becomes `Authorization: Bearer <key>`.
+    """
+    from handlers import api
+
+    def call(
+        method: str,
+        path: str,
+        *,
+        key: str | None = None,
+        body: str | dict[str, Any] | None = None,
+        headers: dict[str, str] | None = None,
+        query: dict[str, str] | None = None,
+    ) -> ApiResponse:
+        all_headers = dict(headers or {})
+        if key is not None:
+            all_headers["Authorization"] = f"Bearer {key}"
+        event = rest_event(method, path, body=body, headers=all_headers, query=query)
+        with function_environment(settings_env):
+            raw = api.handler(event, LambdaContext())
+        merged = dict(raw.get("headers") or {})
+        for name, values in (raw.get("multiValueHeaders") or {}).items():
+            merged.setdefault(name, values[-1] if values else "")
+        return ApiResponse(status=raw["statusCode"], headers=merged, raw_body=raw.get("body") or "")
+
+    return call

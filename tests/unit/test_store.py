@@ -1,0 +1,408 @@
+"""JobStore behaviour against moto's DynamoDB: atomic creation, CAS transitions, idempotency, tenancy, paging."""
+
+from __future__ import annotations
+
+import threading
+from datetime import timedelta
+from typing import Any
+
+import pytest
+from boto3.dynamodb.conditions import Key
+from botocore.exceptions import ClientError
+
+from longhaul.contracts import JobStatus
+from longhaul.store import IdempotencyConflict, JobStore, NewJob, TransitionRejected
+from tests.unit.conftest import FakeClock
+
+S = JobStatus
+
+
+def new_job(
+    job_id: str = "job_1",
+    *,
+    tenant: str = "tenant-a",
+    payload_hash: str = "hash-1",
+    idempotency_key: str | None = None,
+) -> NewJob:
+    return NewJob(
+        job_id=job_id,
+        tenant_id=tenant,
+        workflow="document-analysis",
+        input_key=f"work/{job_id}/input.json",
+        payload_hash=payload_hash,
+        model="offline:test",
+        estimated_sla_seconds=42,
+        idempotency_key=idempotency_key,
+        total_steps=8,
+    )
+
+
+def items_of(table: Any, job_id: str) -> list[dict[str, Any]]:
+    return table.query(KeyConditionExpression=Key("pk").eq(f"JOB#{job_id}"), ConsistentRead=True)["Items"]
+
+
+def events_of(table: Any, job_id: str) -> list[dict[str, Any]]:
+    return [i for i in items_of(table, job_id) if i["sk"].startswith("EVENT#")]
+
+
+def all_items(table: Any) -> list[dict[str, Any]]:
+    return table.scan(ConsistentRead=True)["Items"]
+
+
+# ---------------------------------------------------------------------- create
+
+
+def test_create_job_writes_the_queued_job_and_its_first_event_together(store: JobStore, table: Any) -> None:
+    # Given an empty table / When a job is created
+    job, created = store.create_job(new_job())
+
+    # Then the job is queued at version 1 and exactly one `job_queued` event (seq 1) exists
+    assert created is True
+    assert job["status"] == "queued"
+    assert job["version"] == 1 and job["event_seq"] == 1
+    stored = store.get_job("job_1")
+    assert stored == job
+    assert stored["gsi1pk"] == "TENANT#tenant-a"
+    events = events_of(table, "job_1")
+    assert [(e["seq"], e["type"], e["status"]) for e in events] == [(1, "job_queued", "queued")]
+
+
+def test_create_job_is_listed_under_its_tenant_in_the_by_tenant_index(store: JobStore, table: Any) -> None:
+    store.create_job(new_job("job_1"))
+    store.create_job(new_job("job_2", tenant="tenant-b"))
+
+    listed = table.query(IndexName="by_tenant", KeyConditionExpression=Key("gsi1pk").eq("TENANT#tenant-a"))["Items"]
+
+    assert [i["job_id"] for i in listed] == ["job_1"]
+
+
+def test_creating_an_existing_job_id_fails_and_writes_nothing(store: JobStore, table: Any, clock: FakeClock) -> None:
+    # Given a job
+    store.create_job(new_job())
+    before = all_items(table)
+    clock.advance(timedelta(minutes=5))
+
+    # When the same job id is created again (no idempotency key)
+    with pytest.raises(ClientError) as raised:
+        store.create_job(new_job(payload_hash="other"))
+
+    # Then the transaction is cancelled as a whole: neither the job nor its first event is overwritten
+    assert raised.value.response["Error"]["Code"] == "TransactionCanceledException"
+    assert all_items(table) == before
+
+
+# ---------------------------------------------------------------------- transitions
+
+
+def test_valid_transitions_append_exactly_one_event_each_with_increasing_seq(store: JobStore, table: Any) -> None:
+    # Given a queued job
+    store.create_job(new_job())
+
+    # When it runs, retries, runs again and completes
+    store.transition("job_1", S.RUNNING, event="job_started", step="parse")
+    store.transition("job_1", S.RETRYING, event="job_retrying", step="parse")
+    store.transition("job_1", S.RUNNING, event="job_resumed", step="parse")
+    done = store.transition("job_1", S.COMPLETED, event="job_completed", set_fields={"result_key": "results/x"})
+
+    # Then each transition wrote one event, numbered 2, 3, 4, 5, and the job carries version and timestamps
+    events = events_of(table, "job_1")
+    assert [(e["seq"], e["type"], e.get("status")) for e in events] == [
+        (1, "job_queued", "queued"),
+        (2, "job_started", "running"),
+        (3, "job_retrying", "retrying"),
+        (4, "job_resumed", "running"),
+        (5, "job_completed", "completed"),
+    ]
+    job = store.get_job("job_1")
+    assert job["status"] == "completed"
+    assert job["version"] == 5 and job["event_seq"] == 5
+    assert job["result_key"] == "results/x"
+    assert job["started_at"] and job["finished_at"]
+    assert done["status"] == "completed"
+
+
+@pytest.mark.parametrize(
+    ("path", "rejected"),
+    [
+        ([S.RUNNING, S.COMPLETED], S.RUNNING),
+        ([S.FAILED], S.RUNNING),
+        ([S.CANCELLED], S.RUNNING),
+        ([S.RUNNING, S.COMPLETED], S.FAILED),
+        ([], S.RETRYING),
+        ([], S.COMPLETED),
+        ([S.CANCEL_REQUESTED], S.RUNNING),
+    ],
+    ids=[
+        "completed-to-running",
+        "failed-to-running",
+        "cancelled-to-running",
+        "completed-to-failed",
+        "queued-to-retrying",
+        "queued-to-completed",
+        "cancel_requested-to-running",
+    ],
+)
+def test_invalid_transition_is_rejected_and_writes_nothing(
+    store: JobStore, table: Any, path: list[JobStatus], rejected: JobStatus
+) -> None:
+    # Given a job that went through `path`
+    store.create_job(new_job())
+    for status in path:
+        store.transition("job_1", status, event=f"to_{status.value}")
+    before = all_items(table)
+
+    # When a transition that the state table forbids is attempted
+    with pytest.raises(TransitionRejected):
+        store.transition("job_1", rejected, event="should_not_exist")
+
+    # Then nothing changed
+    assert all_items(table) == before
+
+
+def test_transition_outside_allowed_from_is_rejected(store: JobStore, table: Any) -> None:
+    store.create_job(new_job())
+    before = all_items(table)
+
+    with pytest.raises(TransitionRejected):
+        store.transition("job_1", S.RUNNING, event="job_resumed", allowed_from=[S.RETRYING])
+
+    assert all_items(table) == before
+
+
+def test_transition_of_a_missing_job_is_rejected(store: JobStore, table: Any) -> None:
+    with pytest.raises(TransitionRejected):
+        store.transition("job_missing", S.RUNNING, event="job_started")
+    assert all_items(table) == []
+
+
+def test_a_stale_read_loses_the_compare_and_set(store: JobStore, table: Any, clock: FakeClock) -> None:
+    """Between the read and the write another writer moves the job; the CAS must not apply the stale view."""
+    # Given a queued job, and a rival store that completes a transition right after our read
+    store.create_job(new_job())
+    rival = JobStore(table, clock=clock)
+    real_get_job = store.get_job
+    reads = {"n": 0}
+
+    def get_job_then_race(job_id: str, **kwargs: Any) -> dict[str, Any] | None:
+        snapshot = real_get_job(job_id, **kwargs)
+        reads["n"] += 1
+        if reads["n"] == 1:
+            rival.transition(job_id, S.RUNNING, event="job_started_by_rival")
+        return snapshot
+
+    store.get_job = get_job_then_race  # type: ignore[method-assign]
+
+    # When we try queued → running from our (now stale) snapshot
+    with pytest.raises(TransitionRejected):
+        store.transition("job_1", S.RUNNING, event="job_started_by_us")
+
+    # Then only the rival's transition and event exist, and we re-read before giving up
+    assert reads["n"] == 2
+    assert [(e["seq"], e["type"]) for e in events_of(table, "job_1")] == [
+        (1, "job_queued"),
+        (2, "job_started_by_rival"),
+    ]
+    assert real_get_job("job_1")["version"] == 2
+
+
+def test_a_stale_read_is_retried_when_the_transition_is_still_allowed(
+    store: JobStore, table: Any, clock: FakeClock
+) -> None:
+    # Given a running job and a rival that appends a status-less event between our read and our write
+    store.create_job(new_job())
+    store.transition("job_1", S.RUNNING, event="job_started")
+    rival = JobStore(table, clock=clock)
+    real_get_job = store.get_job
+    reads = {"n": 0}
+
+    def get_job_then_race(job_id: str, **kwargs: Any) -> dict[str, Any] | None:
+        snapshot = real_get_job(job_id, **kwargs)
+        reads["n"] += 1
+        if reads["n"] == 1:
+            rival.append_event(job_id, "step_started", step="parse")
+        return snapshot
+
+    store.get_job = get_job_then_race  # type: ignore[method-assign]
+
+    # When we move it to retrying
+    store.transition("job_1", S.RETRYING, event="job_retrying")
+
+    # Then the event sequence has no gap and no duplicate: our event comes after the rival's
+    assert [(e["seq"], e["type"]) for e in events_of(table, "job_1")] == [
+        (1, "job_queued"),
+        (2, "job_started"),
+        (3, "step_started"),
+        (4, "job_retrying"),
+    ]
+    assert real_get_job("job_1")["event_seq"] == 4
+
+
+class SerializedWrites:
+    """A DynamoDB client whose transactions are serialized, as DynamoDB's are (moto's are not thread-safe)."""
+
+    def __init__(self, client: Any, lock: threading.Lock) -> None:
+        self._client = client
+        self._lock = lock
+
+    def transact_write_items(self, **kwargs: Any) -> Any:
+        with self._lock:
+            return self._client.transact_write_items(**kwargs)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._client, name)
+
+
+def test_two_racing_transitions_from_threads_exactly_one_wins(store: JobStore, table: Any, clock: FakeClock) -> None:
+    # Given a queued job and two writers that read it at the same moment
+    store.create_job(new_job())
+    barrier = threading.Barrier(2, timeout=5)
+    write_lock = threading.Lock()
+    outcomes: dict[str, str] = {}
+
+    def contender(name: str) -> None:
+        contender_store = JobStore(table, clock=clock)
+        contender_store.client = SerializedWrites(contender_store.client, write_lock)
+        real_get_job = contender_store.get_job
+        first = {"read": True}
+
+        def synchronized_get_job(job_id: str, **kwargs: Any) -> dict[str, Any] | None:
+            snapshot = real_get_job(job_id, **kwargs)
+            if first["read"]:
+                first["read"] = False
+                barrier.wait()  # both have read "queued, version 1" before either writes
+            return snapshot
+
+        contender_store.get_job = synchronized_get_job  # type: ignore[method-assign]
+        try:
+            contender_store.transition("job_1", S.RUNNING, event=f"started_by_{name}")
+            outcomes[name] = "won"
+        except TransitionRejected:
+            outcomes[name] = "rejected"
+
+    threads = [threading.Thread(target=contender, args=(n,)) for n in ("a", "b")]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(timeout=10)
+
+    # Then exactly one moved the job to running, with exactly one event
+    assert sorted(outcomes.values()) == ["rejected", "won"]
+    winner = next(n for n, o in outcomes.items() if o == "won")
+    assert [(e["seq"], e["type"]) for e in events_of(table, "job_1")] == [
+        (1, "job_queued"),
+        (2, f"started_by_{winner}"),
+    ]
+    job = store.get_job("job_1")
+    assert job["status"] == "running" and job["version"] == 2
+
+
+# ---------------------------------------------------------------------- idempotency
+
+
+def test_same_idempotency_key_and_payload_returns_the_same_job(store: JobStore, table: Any) -> None:
+    # Given a job created with an idempotency key
+    first, created_first = store.create_job(new_job("job_1", idempotency_key="k-1"))
+
+    # When the same payload is submitted again under the same key (with a fresh job id)
+    second, created_second = store.create_job(new_job("job_2", idempotency_key="k-1"))
+
+    # Then the first job is returned, nothing new is written
+    assert created_first is True and created_second is False
+    assert second["job_id"] == first["job_id"] == "job_1"
+    assert store.get_job("job_2") is None
+    assert items_of(table, "job_2") == []
+
+
+def test_same_idempotency_key_with_a_different_payload_conflicts(store: JobStore, table: Any) -> None:
+    store.create_job(new_job("job_1", idempotency_key="k-1"))
+
+    with pytest.raises(IdempotencyConflict) as raised:
+        store.create_job(new_job("job_2", idempotency_key="k-1", payload_hash="hash-2"))
+
+    assert raised.value.job_id == "job_1"
+    assert items_of(table, "job_2") == []
+
+
+def test_an_expired_idempotency_record_allows_a_new_job(store: JobStore, clock: FakeClock) -> None:
+    # Given a job created under a key, and the record's TTL has passed
+    store.create_job(new_job("job_1", idempotency_key="k-1"))
+    clock.advance(store.idempotency_ttl + timedelta(seconds=2))
+    assert store.find_idempotent("tenant-a", "k-1") is None
+
+    # When the same key is used again
+    job, created = store.create_job(new_job("job_2", idempotency_key="k-1", payload_hash="hash-2"))
+
+    # Then a new job is created and the key now points to it
+    assert created is True and job["job_id"] == "job_2"
+    assert store.find_idempotent("tenant-a", "k-1")["job_id"] == "job_2"
+
+
+def test_an_idempotency_record_within_its_ttl_still_holds(store: JobStore, clock: FakeClock) -> None:
+    store.create_job(new_job("job_1", idempotency_key="k-1"))
+    clock.advance(store.idempotency_ttl - timedelta(seconds=2))
+
+    job, created = store.create_job(new_job("job_2", idempotency_key="k-1"))
+
+    assert created is False and job["job_id"] == "job_1"
+
+
+def test_idempotency_keys_are_scoped_to_the_tenant(store: JobStore) -> None:
+    a, created_a = store.create_job(new_job("job_a", tenant="tenant-a", idempotency_key="shared"))
+    b, created_b = store.create_job(new_job("job_b", tenant="tenant-b", idempotency_key="shared"))
+
+    assert created_a and created_b
+    assert (a["tenant_id"], b["tenant_id"]) == ("tenant-a", "tenant-b")
+    assert store.find_idempotent("tenant-a", "shared")["job_id"] == "job_a"
+    assert store.find_idempotent("tenant-b", "shared")["job_id"] == "job_b"
+
+
+# ---------------------------------------------------------------------- tenancy and reads
+
+
+def test_get_job_for_another_tenant_is_none(store: JobStore) -> None:
+    store.create_job(new_job("job_1", tenant="tenant-a"))
+
+    assert store.get_job("job_1", tenant_id="tenant-b") is None
+    assert store.get_job("job_1", tenant_id="tenant-a")["job_id"] == "job_1"
+    assert store.get_job("job_1")["job_id"] == "job_1"
+
+
+def test_numbers_come_back_as_plain_ints(store: JobStore) -> None:
+    store.create_job(new_job())
+    job = store.get_job("job_1")
+    assert type(job["version"]) is int
+    assert type(job["progress"]["total"]) is int
+
+
+def test_list_events_pages_return_every_event_exactly_once_in_order(store: JobStore) -> None:
+    # Given a job with 11 events (1 from creation, 10 appended)
+    store.create_job(new_job())
+    store.transition("job_1", S.RUNNING, event="job_started")
+    for i in range(9):
+        store.append_event("job_1", "step_started", step=f"s{i}", attempt=1)
+    # and a step record, which shares the partition but is not an event
+    store.put_step("job_1", "s0", None, {"status": "running"})
+
+    # When they are read 4 at a time following the cursor
+    seen: list[int] = []
+    cursor: int | None = 0
+    pages = 0
+    while cursor is not None:
+        page, cursor = store.list_events("job_1", after=cursor, limit=4)
+        seen.extend(e["seq"] for e in page)
+        pages += 1
+        assert pages <= 5, "paging does not terminate"
+
+    # Then every event comes exactly once, oldest first
+    assert seen == list(range(1, 12))
+
+
+def test_list_events_after_a_cursor_starts_after_it(store: JobStore) -> None:
+    store.create_job(new_job())
+    for _ in range(3):
+        store.append_event("job_1", "tick")
+
+    page, cursor = store.list_events("job_1", after=2, limit=100)
+
+    assert [e["seq"] for e in page] == [3, 4]
+    assert cursor is None
