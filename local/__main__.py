@@ -1,7 +1,8 @@
 """`python -m local`: run Longhaul on this machine (in-memory AWS via moto, API on 127.0.0.1:8000).
 
 Environment: LONGHAUL_PORT (API port, default 8000), LONGHAUL_MOTO_PORT (default 8001, 0 = any free port),
-LONGHAUL_LOCAL_KEYS ("alpha=key1,beta=key2,ops=key3:operator"), LONGHAUL_LOG_LEVEL (default INFO).
+LONGHAUL_LOCAL_KEYS ("alpha=key1,beta=key2,ops=key3:operator"), LONGHAUL_LOG_LEVEL (default INFO),
+LONGHAUL_FAULTS (fault injection, e.g. "draft_answer=transientx2,extract_evidence#3=invalid-input").
 """
 
 from __future__ import annotations
@@ -54,11 +55,29 @@ Ctrl-C stops everything (all state is in memory and is lost).
 """
 
 
+def _install_faults(spec: str) -> str:
+    """Parse and install `LONGHAUL_FAULTS` (a test hook of the local runtime only)."""
+    if not spec.strip():
+        return ""
+    from local import lambda_runtime
+
+    lambda_runtime.ensure_code_root_on_path()
+    from longhaul import faults
+
+    faults.install(faults.FaultInjector(spec))
+    return spec
+
+
 def main() -> int:
     logging.basicConfig(level=os.environ.get("LONGHAUL_LOG_LEVEL", "INFO"), format="%(asctime)s %(name)s %(message)s")
     _quiet_moto()
     api_port = int(os.environ.get("LONGHAUL_PORT", DEFAULT_API_PORT))
     moto_port = int(os.environ.get("LONGHAUL_MOTO_PORT", DEFAULT_MOTO_PORT))
+    try:
+        fault_spec = _install_faults(os.environ.get("LONGHAUL_FAULTS", ""))
+    except ValueError as exc:
+        print(f"LONGHAUL_FAULTS: {exc}", file=sys.stderr)
+        return 2
     print("Starting Longhaul locally: synthesizing (or re-using cdk.out) and deploying into moto...", flush=True)
     try:
         platform = LocalPlatform.start(moto_port=moto_port, api_port=api_port)
@@ -68,6 +87,8 @@ def main() -> int:
     stop = threading.Event()
     signal.signal(signal.SIGTERM, lambda *_: stop.set())
     print(banner(platform), flush=True)
+    if fault_spec:
+        print(f"Fault injection is ON: {fault_spec}\n", flush=True)
     try:
         stop.wait()
     except KeyboardInterrupt:

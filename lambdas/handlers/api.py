@@ -6,7 +6,6 @@ import json
 from typing import Annotated, Any
 
 from aws_lambda_powertools.event_handler import APIGatewayRestResolver, Response
-from aws_lambda_powertools.event_handler.middlewares import NextMiddleware
 from aws_lambda_powertools.event_handler.openapi.exceptions import RequestValidationError
 from aws_lambda_powertools.event_handler.openapi.models import HTTPBearer, Server
 from aws_lambda_powertools.event_handler.openapi.params import Body, Header, Path, Query
@@ -30,7 +29,6 @@ from longhaul.problems import ApiProblem, InvalidRequest, MalformedJson, NotFoun
 from longhaul.wiring import services
 
 PROBLEM_JSON = "application/problem+json"
-PUBLIC_PATHS = frozenset()
 app = APIGatewayRestResolver(enable_validation=True)
 
 
@@ -76,19 +74,6 @@ def _base_url() -> str:
 
 
 # ---------------------------------------------------------------------- middleware and errors
-
-
-def authenticate(app: APIGatewayRestResolver, next_middleware: NextMiddleware) -> Response[Any]:
-    token = bearer_token(app.current_event.get_header_value("Authorization"))
-    principal = services().store.principal_for_key(token) if token else None
-    if principal is None:
-        return _problem_response(Unauthorized())
-    app.append_context(principal=principal)
-    logger.append_keys(tenant_id=principal.tenant_id)
-    return next_middleware(app)
-
-
-app.use(middlewares=[authenticate])
 
 
 @app.exception_handler(ApiProblem)
@@ -179,15 +164,35 @@ def openapi_json() -> str:
     )
 
 
+def _raw_problem(problem: ApiProblem, event: dict[str, Any]) -> dict[str, Any]:
+    """A problem answered before routing (the resolver's response helpers need a current event)."""
+    headers = {"Content-Type": PROBLEM_JSON}
+    if problem.status == 401:
+        headers["WWW-Authenticate"] = 'Bearer realm="longhaul"'
+    return {
+        "statusCode": problem.status,
+        "headers": headers,
+        "body": json.dumps(problem.body(instance=event.get("path"))),
+        "isBase64Encoded": False,
+    }
+
+
+def _authenticate(event: dict[str, Any]) -> Principal | None:
+    headers = {k.lower(): v for k, v in (event.get("headers") or {}).items()}
+    token = bearer_token(headers.get("authorization"))
+    return services().store.principal_for_key(token) if token else None
+
+
 @logger.inject_lambda_context(clear_state=True)
 def handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
+    """Size limit, then authentication (before any validation feedback), then the routes."""
+    limit = services().settings.max_body_bytes
     body = event.get("body") or ""
-    if len(body.encode() if isinstance(body, str) else body) > services().settings.max_body_bytes:
-        problem = PayloadTooLarge(f"the limit is {services().settings.max_body_bytes} bytes; upload large documents")
-        return {
-            "statusCode": 413,
-            "headers": {"Content-Type": PROBLEM_JSON},
-            "body": json.dumps(problem.body(instance=event.get("path"))),
-            "isBase64Encoded": False,
-        }
+    if len(body.encode() if isinstance(body, str) else body) > limit:
+        return _raw_problem(PayloadTooLarge(f"the limit is {limit} bytes; upload large documents instead"), event)
+    principal = _authenticate(event)
+    if principal is None:
+        return _raw_problem(Unauthorized(), event)
+    logger.append_keys(tenant_id=principal.tenant_id)
+    app.append_context(principal=principal)
     return app.resolve(event, context)

@@ -160,8 +160,9 @@ def _enter_running(services: Services, job_id: str, status: JobStatus, step: str
     if status == JobStatus.RUNNING:
         return
     event = {JobStatus.QUEUED: "job_started", JobStatus.RETRYING: "job_resumed"}.get(status, "job_running")
+    first_attempt = {"attempts": 1} if status == JobStatus.QUEUED else None
     try:
-        services.store.transition(job_id, JobStatus.RUNNING, event=event, step=step)
+        services.store.transition(job_id, JobStatus.RUNNING, event=event, step=step, set_fields=first_attempt)
     except TransitionRejected:
         # Another item moved it first (a Map), or it was cancelled meanwhile: re-check the latter.
         job = services.store.get_job(job_id)

@@ -15,6 +15,8 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import boto3
+import botocore.loaders
+import botocore.session
 import pytest
 from moto import mock_aws
 
@@ -47,6 +49,31 @@ class FakeClock:
         self.current += delta
 
 
+class _SearchPaths(list[str]):
+    """boto3 appends its data path to the loader on every new Session; keep each path once."""
+
+    def append(self, path: str) -> None:
+        if path not in self:
+            super().append(path)
+
+
+_SHARED_LOADER: botocore.loaders.Loader | None = None
+
+
+def _shared_loader(data_path: str | None = None) -> botocore.loaders.Loader:
+    """One botocore data loader for the whole test run.
+
+    `longhaul.aws` builds a fresh boto3 Session per client, and each one parses botocore's JSON models again
+    (~0.1 s each); sharing the (read-only, instance-cached) loader keeps the suite fast without changing
+    what the product code does.
+    """
+    global _SHARED_LOADER
+    if _SHARED_LOADER is None:
+        _SHARED_LOADER = botocore.loaders.create_loader(data_path)
+        _SHARED_LOADER._search_paths = _SearchPaths(_SHARED_LOADER._search_paths)
+    return _SHARED_LOADER
+
+
 def _clear_caches() -> None:
     aws_clients.client.cache_clear()
     aws_clients.dynamodb_table.cache_clear()
@@ -63,6 +90,7 @@ def aws(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
     monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "testing")
     monkeypatch.setenv("AWS_DEFAULT_REGION", REGION)
     monkeypatch.setenv("AWS_REGION", REGION)
+    # PROBE monkeypatch.setattr(botocore.session, "create_loader", _shared_loader)
     _clear_caches()
     with mock_aws():
         yield
