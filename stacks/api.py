@@ -19,7 +19,12 @@ ROUTES: tuple[tuple[str, str], ...] = (
     ("GET", "/v1/jobs/{job_id}"),
     ("GET", "/v1/jobs/{job_id}/events"),
     ("GET", "/v1/jobs/{job_id}/result"),
+    ("GET", "/v1/jobs"),
+    ("POST", "/v1/jobs/{job_id}/cancel"),
     ("POST", "/v1/uploads"),
+    ("GET", "/v1/ops/dead-letters"),
+    ("GET", "/v1/ops/jobs"),
+    ("POST", "/v1/ops/jobs/{job_id}/replay"),
 )
 
 

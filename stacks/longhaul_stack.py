@@ -12,7 +12,8 @@ from constructs import Construct
 from longhaul.settings import Env
 from stacks.api import Api
 from stacks.bundling import code_asset
-from stacks.nag import acknowledge_data_access, acknowledge_platform_findings
+from stacks.nag import acknowledge_data_access, acknowledge_executions, acknowledge_platform_findings
+from stacks.operations import Operations
 from stacks.storage import Storage
 from stacks.workflows import Workflows
 
@@ -42,24 +43,24 @@ class LonghaulStack(Stack):
             Env.STAGE: stage,
         }
         workflows = Workflows(self, "Workflows", code=code, environment=base_env)
-        api = Api(
-            self,
-            "Api",
-            code=code,
-            stage_name=stage,
-            environment={
-                **base_env,
-                Env.WORKFLOWS: json.dumps(
-                    {name: machine.state_machine_arn for name, machine in workflows.state_machines.items()}
-                ),
-            },
-        )
+        control_env = {
+            **base_env,
+            Env.WORKFLOWS: json.dumps(
+                {name: machine.state_machine_arn for name, machine in workflows.state_machines.items()}
+            ),
+            Env.DEAD_LETTER_QUEUES: workflows.dead_letter_queues_env,
+        }
+        api = Api(self, "Api", code=code, stage_name=stage, environment=control_env)
+        operations = Operations(self, "Operations", code=code, environment=control_env)
 
         # Cross-component grants.
-        for function in (api.function, *workflows.functions):
+        for function in (api.function, operations.sweeper, *workflows.functions):
             storage.grant_data_access(function)
         for machine in workflows.state_machines.values():
             machine.grant_start_execution(api.function)
+            machine.grant_execution(api.function, "states:StopExecution", "states:RedriveExecution")
+            machine.grant_execution(operations.sweeper, "states:StopExecution")
+            acknowledge_executions(self, machine)
         if model_provider == "bedrock":
             bedrock = iam.PolicyStatement(
                 actions=["bedrock:InvokeModel"],

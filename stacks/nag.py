@@ -51,3 +51,17 @@ def acknowledge_data_access(scope: Construct, *, table: IConstruct, bucket: ICon
         f"IAM5[Resource::{arn_ref(bucket)}/*]",
         "Objects are keyed per job and step under one artifacts bucket; access is limited to that bucket.",
     )
+
+
+def acknowledge_executions(scope: Construct, machine: IConstruct) -> None:
+    """`grant_execution` scopes to this state machine's executions (`execution:<name>:*`)."""
+    cfn = machine.node.default_child
+    assert isinstance(cfn, CfnElement)
+    stack = Stack.of(machine)
+    logical_id = stack.resolve(stack.get_logical_id(cfn))
+    name = f'{{"Fn::Select":[6,{{"Fn::Split":[":",{{"Ref":"{logical_id}"}}]}}]}}'
+    acknowledge(
+        scope,
+        f"IAM5[Resource::arn:<AWS::Partition>:states:<AWS::Region>:<AWS::AccountId>:execution:{name}:*]",
+        "Stopping or redriving any execution of this one state machine (cancellation, deadlines, operator redrive).",
+    )

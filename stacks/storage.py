@@ -10,6 +10,7 @@ from constructs import Construct
 
 TTL_ATTRIBUTE = "expires_at"
 TENANT_INDEX = "by_tenant"
+STATE_INDEX = "by_state"  # jobs by status (the sweeper), dead letters by time (operators)
 # Prefixes of intermediate artifacts (expire) and of results (kept); see longhaul.artifacts.
 INTERMEDIATE_PREFIXES = ("work/", "uploads/")
 
@@ -34,6 +35,12 @@ class Storage(Construct):
             index_name=TENANT_INDEX,
             partition_key=dynamodb.Attribute(name="gsi1pk", type=dynamodb.AttributeType.STRING),
             sort_key=dynamodb.Attribute(name="gsi1sk", type=dynamodb.AttributeType.STRING),
+            projection_type=dynamodb.ProjectionType.ALL,
+        )
+        self.table.add_global_secondary_index(
+            index_name=STATE_INDEX,
+            partition_key=dynamodb.Attribute(name="gsi2pk", type=dynamodb.AttributeType.STRING),
+            sort_key=dynamodb.Attribute(name="gsi2sk", type=dynamodb.AttributeType.STRING),
             projection_type=dynamodb.ProjectionType.ALL,
         )
         self.access_logs = s3.Bucket(

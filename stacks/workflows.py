@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping
 
 from aws_cdk import Duration
@@ -9,6 +10,7 @@ from aws_cdk import aws_lambda as lambda_
 from aws_cdk import aws_logs as logs
 from aws_cdk import aws_stepfunctions as sfn
 from constructs import Construct
+from longhaul.settings import Env
 
 from stacks.bundling import ARCHITECTURE, RUNTIME
 from state_machines import document_analysis
@@ -44,6 +46,16 @@ class Workflows(Construct):
             )
             self.builders[workflow] = builder
             self.state_machines[workflow] = module.define(builder)
+        # Each step knows every dead-letter queue of its workflow (a completed replay removes the job's letters).
+        self.dead_letter_queues_env = json.dumps(
+            {w: {step: q.queue_url for step, q in b.dead_letter_queues.items()} for w, b in self.builders.items()}
+        )
+        for builder in self.builders.values():
+            for function in builder.functions.values():
+                assert isinstance(function, lambda_.Function)
+                function.add_environment(Env.DEAD_LETTER_QUEUES, self.dead_letter_queues_env)
+                for queue in builder.dead_letter_queues.values():
+                    queue.grant_consume_messages(function)
 
     @property
     def functions(self) -> list[lambda_.IFunction]:

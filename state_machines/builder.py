@@ -22,7 +22,14 @@ from aws_cdk import aws_stepfunctions_tasks as tasks
 from constructs import Construct
 
 from stacks.nag import acknowledge, arn_ref
-from state_machines.policy import DEFAULT_POLICY, ITEM_FAILED, TIMEOUT_ERRORS, StepPolicy
+from state_machines.policy import (
+    DEFAULT_POLICY,
+    ITEM_FAILED,
+    JOB_STOPPED,
+    STOPPED_ERRORS,
+    TIMEOUT_ERRORS,
+    StepPolicy,
+)
 
 # (construct id, handler, timeout seconds, memory MB) -> function. Provided by the workflow construct, which
 # knows the code asset, the environment and the tracing/logging defaults of the platform's functions.
@@ -58,6 +65,9 @@ class WorkflowBuilder(Construct):
             error="StepFailed",
             cause="The failure is recorded on the job and in the failing step's dead-letter queue.",
         )
+        self._job_stopped = sfn.Fail(
+            self, "Job stopped", error=JOB_STOPPED, cause="The job was cancelled or passed its deadline; see its events."
+        )
 
     # ------------------------------------------------------------------ steps
 
@@ -78,6 +88,7 @@ class WorkflowBuilder(Construct):
             result_path=f"$.steps.{name}",
         )
         self._apply_retries(task)
+        task.add_catch(self._job_stopped, errors=list(STOPPED_ERRORS))
         task.add_catch(self._failure_path(name, job_path="$.job_id", end=self._job_failed), result_path="$.failure")
         return task
 
@@ -113,6 +124,8 @@ class WorkflowBuilder(Construct):
         )
         self._apply_retries(item_task)
         item_failed = sfn.Fail(self, f"{name} item failed", error=ITEM_FAILED, cause="Recorded on the job.")
+        item_stopped = sfn.Fail(self, f"{name} item stopped", error=JOB_STOPPED, cause="The job stopped.")
+        item_task.add_catch(item_stopped, errors=list(STOPPED_ERRORS))
         item_task.add_catch(
             self._failure_path(name, job_path="$.input.job_id", item_path="$.item", end=item_failed),
             result_path="$.failure",
@@ -132,6 +145,7 @@ class WorkflowBuilder(Construct):
         )
         fan_out.item_processor(item_task)
         fan_out.add_catch(self._job_failed, errors=[ITEM_FAILED])
+        fan_out.add_catch(self._job_stopped, errors=[JOB_STOPPED])
         fan_out.add_catch(
             self._failure_path(f"{name} map", job_path="$.job_id", end=self._job_failed, step=name),
             result_path="$.failure",

@@ -8,20 +8,15 @@ from __future__ import annotations
 from aws_cdk import Duration
 from aws_cdk import aws_stepfunctions as sfn
 
+from longhaul.workflows import DOCUMENT_ANALYSIS, MAX_DEADLINE_SECONDS
+from longhaul.workflows import STEPS as WORKFLOW_STEPS
+
 from state_machines.builder import WorkflowBuilder
 
-WORKFLOW = "document-analysis"
-STEPS = (
-    "parse_documents",
-    "chunk_documents",
-    "build_index",
-    "retrieve_passages",
-    "extract_evidence",
-    "draft_answer",
-    "verify_citations",
-    "publish_result",
-)
-DEADLINE = Duration.hours(2)
+WORKFLOW = DOCUMENT_ANALYSIS
+STEPS = WORKFLOW_STEPS[WORKFLOW]
+# Per-job deadlines (default 2 h) are enforced by the steps and the sweeper; this bounds any execution.
+DEADLINE = Duration.seconds(MAX_DEADLINE_SECONDS)
 
 
 def define(b: WorkflowBuilder) -> sfn.StateMachine:

@@ -15,8 +15,13 @@ LAMBDA_SERVICE_ERRORS: tuple[str, ...] = (
     "Lambda.AWSLambdaException",
     "Lambda.SdkClientException",
     "Lambda.TooManyRequestsException",
+    "Runtime.ExitError",  # the function's process died (a crash): the step is idempotent, run it again
 )
-TIMEOUT_ERRORS: tuple[str, ...] = ("States.Timeout",)
+# A Task timeout, or the function's own timeout reported by Lambda.
+TIMEOUT_ERRORS: tuple[str, ...] = ("States.Timeout", "Sandbox.Timedout")
+# Raised by a step of a job that was cancelled or passed its deadline: the execution just ends.
+JOB_STOPPED = "JobStopped"
+STOPPED_ERRORS: tuple[str, ...] = ("CancelledError",)
 # Raised by a fan-out item after it has recorded its own failure and dead letter.
 ITEM_FAILED = "ItemFailed"
 

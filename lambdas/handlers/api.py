@@ -11,21 +11,39 @@ from aws_lambda_powertools.event_handler.openapi.models import HTTPBearer, Serve
 from aws_lambda_powertools.event_handler.openapi.params import Body, Header, Path, Query
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
+from longhaul import operations
 from longhaul.auth import Principal, bearer_token
 from longhaul.contracts import (
     WORKFLOWS,
+    CancelOutcome,
+    DeadLetter,
+    DeadLetterList,
     EventPage,
     JobAccepted,
+    JobList,
     JobRequest,
     JobResult,
+    JobStatus,
     JobView,
     Problem,
+    Progress,
+    ReplayOutcome,
+    ReplayRequest,
     UploadRequest,
     UploadTicket,
 )
-from longhaul.jobs import JobService
+from longhaul.jobs import JobService, to_view
 from longhaul.observability import logger
-from longhaul.problems import ApiProblem, InvalidRequest, MalformedJson, NotFound, PayloadTooLarge, Unauthorized
+from longhaul.problems import (
+    ApiProblem,
+    BadRequest,
+    Forbidden,
+    InvalidRequest,
+    MalformedJson,
+    NotFound,
+    PayloadTooLarge,
+    Unauthorized,
+)
 from longhaul.wiring import services
 
 PROBLEM_JSON = "application/problem+json"
@@ -151,6 +169,89 @@ def get_result(job_id: Annotated[str, Path()]) -> JobResult:
 def create_upload(request: Annotated[UploadRequest, Body()]) -> Response[str]:
     ticket: UploadTicket = _service().create_upload(_principal(), request)
     return Response(status_code=201, content_type="application/json", body=ticket.model_dump_json())
+
+
+@app.get("/v1/jobs", summary="The tenant's jobs, newest first", responses=_problems(401, "Missing or unknown API key"))
+def list_jobs(
+    status: Annotated[JobStatus | None, Query()] = None,
+    limit: Annotated[int, Query(ge=1, le=200)] = 50,
+) -> JobList:
+    return _service().list(_principal(), status, limit, services().store.clock.now())
+
+
+@app.post(
+    "/v1/jobs/<job_id>/cancel",
+    summary="Cancel a job: stop its execution, keep its completed steps",
+    responses={
+        202: {
+            "description": "Cancelled (or already cancelled)",
+            "content": {"application/json": {"model": CancelOutcome}},
+        },
+        **COMMON_PROBLEMS,
+        **_problems(409, "The job already finished"),
+    },
+)
+def cancel_job(job_id: Annotated[str, Path()]) -> Response[str]:
+    outcome = _service().cancel(_principal(), job_id)
+    return Response(status_code=202, content_type="application/json", body=outcome.model_dump_json())
+
+
+# ---------------------------------------------------------------------- operator routes
+
+
+def _operator() -> Principal:
+    principal = _principal()
+    if principal.role != "operator":
+        raise Forbidden("operator routes need a key with the operator role")
+    return principal
+
+
+OPS_PROBLEMS = {**_problems(401, "Missing or unknown API key"), **_problems(403, "Not an operator key")}
+
+
+@app.get("/v1/ops/dead-letters", summary="Dead letters, newest first", responses=OPS_PROBLEMS)
+def list_dead_letters(
+    step: Annotated[str | None, Query()] = None,
+    workflow: Annotated[str | None, Query()] = None,
+    tenant: Annotated[str | None, Query()] = None,
+    limit: Annotated[int, Query(ge=1, le=500)] = 100,
+) -> DeadLetterList:
+    _operator()
+    found = operations.list_dead_letters(services(), step=step, workflow=workflow, tenant=tenant, limit=limit)
+    return DeadLetterList(dead_letters=[DeadLetter.model_validate(d) for d in found])
+
+
+@app.get("/v1/ops/jobs", summary="Jobs of a tenant and/or in a status", responses=OPS_PROBLEMS)
+def ops_list_jobs(
+    tenant: Annotated[str | None, Query()] = None,
+    status: Annotated[JobStatus | None, Query()] = None,
+    limit: Annotated[int, Query(ge=1, le=500)] = 100,
+) -> JobList:
+    _operator()
+    if tenant is None and status is None:
+        raise BadRequest("filter by `tenant`, `status`, or both")
+    jobs = services().store.list_jobs(tenant_id=tenant, status=status, limit=limit)
+    return JobList(jobs=[to_view(j, Progress(**j.get("progress", {}))) for j in jobs])
+
+
+@app.post(
+    "/v1/ops/jobs/<job_id>/replay",
+    summary="Replay a failed job from a step, reusing the checkpoints before it",
+    responses={
+        202: {"description": "Replay started", "content": {"application/json": {"model": ReplayOutcome}}},
+        **OPS_PROBLEMS,
+        **_problems(404, "No such job"),
+        **_problems(409, "The job is not failed, cancelled or expired (or redrive is unavailable)"),
+        **_problems(422, "Unknown step"),
+    },
+)
+def replay_job(job_id: Annotated[str, Path()], request: Annotated[ReplayRequest, Body()]) -> Response[str]:
+    principal = _operator()
+    outcome = operations.replay(
+        services(), principal, job_id, from_step=request.from_step, reason=request.reason, mode=request.mode
+    )
+    body = ReplayOutcome.model_validate(outcome)
+    return Response(status_code=202, content_type="application/json", body=body.model_dump_json())
 
 
 def openapi_json() -> str:

@@ -57,6 +57,16 @@ class DocumentAnalysisInput(Strict):
 class JobRequest(Strict):
     workflow: Literal["document-analysis"]
     input: DocumentAnalysisInput
+    deadline_seconds: Annotated[
+        int | None,
+        Field(default=None, ge=60, le=86_400, description="End the job `expired` after this long (default 7200)."),
+    ]
+
+
+class ReplayRequest(Strict):
+    from_step: Annotated[str, Field(min_length=1, max_length=64, description="The first step to run again.")]
+    reason: Annotated[str, Field(min_length=3, max_length=500, description="Recorded in the job's events.")]
+    mode: Literal["replay", "redrive"] = "replay"
 
 
 class UploadRequest(Strict):
@@ -107,19 +117,69 @@ class JobError(BaseModel):
     message: str
 
 
+class Usage(BaseModel):
+    input_tokens: int = 0
+    output_tokens: int = 0
+
+
 class JobView(BaseModel):
     job_id: str
     workflow: str
     status: JobStatus
     current_step: str | None = None
     progress: Progress
-    attempts: int = 0
+    attempts: int = Field(default=1, description="Executions started for this job (a replay adds one).")
     model: str
+    usage: Usage = Field(default_factory=Usage)
     created_at: datetime
     updated_at: datetime
     started_at: datetime | None = None
     finished_at: datetime | None = None
+    deadline_at: datetime | None = None
     error: JobError | None = None
+
+
+class JobList(BaseModel):
+    jobs: list[JobView]
+
+
+class CancelOutcome(BaseModel):
+    job_id: str
+    status: JobStatus
+    message: str
+    completed_steps: list[str] = Field(default_factory=list, description="Steps whose results were kept.")
+    side_effects: list[str] = Field(default_factory=list, description="What happened before the job stopped.")
+
+
+class DeadLetter(BaseModel):
+    job_id: str
+    tenant_id: str | None = None
+    workflow: str
+    step: str
+    item: int | None = None
+    error: str
+    kind: str
+    message: str
+    attempts: int
+    execution: str | None = None
+    trace_id: str | None = None
+    failed_at: datetime
+    replay: dict[str, object]
+
+
+class DeadLetterList(BaseModel):
+    dead_letters: list[DeadLetter]
+
+
+class ReplayOutcome(BaseModel):
+    job_id: str
+    status: JobStatus
+    attempt: int
+    execution: str
+    from_step: str
+    rerun_steps: list[str]
+    rerun_items: list[int]
+    kept_items: list[int]
 
 
 class EventView(BaseModel):

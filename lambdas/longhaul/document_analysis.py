@@ -18,17 +18,10 @@ from longhaul.documents import Chunk, ParsedDocument, chunk_document, parse_docu
 from longhaul.errors import InvalidInputError
 from longhaul.retrieval import LexicalIndex, group_passages
 from longhaul.runner import StepContext
+from longhaul.workflows import DOCUMENT_ANALYSIS
+from longhaul.workflows import STEPS as WORKFLOW_STEPS
 
-STEPS = (
-    "parse_documents",
-    "chunk_documents",
-    "build_index",
-    "retrieve_passages",
-    "extract_evidence",
-    "draft_answer",
-    "verify_citations",
-    "publish_result",
-)
+STEPS = WORKFLOW_STEPS[DOCUMENT_ANALYSIS]
 TOP_K = 16
 GROUP_SIZE = 4
 MAX_EVIDENCE = 12
@@ -54,11 +47,6 @@ def _input(ctx: StepContext) -> JobInput:
 
 def _chunks(ctx: StepContext) -> list[Chunk]:
     return _CHUNKS.validate_python(ctx.services.artifacts.get_json(ctx.output_of("chunk_documents")["chunks_key"]))
-
-
-def _charge(ctx: StepContext, response: Any) -> None:
-    ctx.services.store.increment(ctx.job_id, "usage_input_tokens", response.usage.input_tokens)
-    ctx.services.store.increment(ctx.job_id, "usage_output_tokens", response.usage.output_tokens)
 
 
 def parse_documents(ctx: StepContext) -> dict[str, Any]:
@@ -114,7 +102,7 @@ def extract_evidence(ctx: StepContext) -> dict[str, Any]:
     store = ctx.services.artifacts
     passages = _CHUNKS.validate_python(store.get_json(str(ctx.event.ref)))
     evidence, response = analysis.extract_evidence(_input(ctx).question, passages, ctx.services.gateway())
-    _charge(ctx, response)
+    ctx.charge(response.usage)
     key = store.put_json(keys.work_key(ctx.job_id, "extract_evidence", f"group-{ctx.event.item:03d}.json"), evidence)
     return {"evidence_key": key, "evidence": len(evidence.evidence)}
 
@@ -130,7 +118,7 @@ def draft_answer(ctx: StepContext) -> dict[str, Any]:
     if not ranked:
         raise InvalidInputError("the documents contain no evidence for this question")
     draft, response = analysis.draft_answer(_input(ctx).question, ranked, ctx.services.gateway())
-    _charge(ctx, response)
+    ctx.charge(response.usage)
     key = store.put_json(keys.work_key(ctx.job_id, "draft_answer", "draft.json"), draft)
     return {"draft_key": key, "claims": len(draft.claims)}
 

@@ -1,7 +1,12 @@
 """Fault injection, a test hook of the local runtime (never configured in AWS).
 
 Spec: `<step>[#<item>]=<kind>[x<times>],…` e.g. `draft_answer=transientx2,extract_evidence#3=invalid-input`.
-`kind` is a failure class name (errors.BY_KIND); without `x<times>` the fault fires on every attempt.
+`kind` is a failure class name (`errors.BY_KIND`), or one of the runtime faults: `crash-after-side-effect` (the
+step's work runs, then the process dies before its checkpoint), `hang` (the invocation outlives its Task timeout),
+`duplicate` (the same event is delivered twice). Without `x<times>` a fault fires on every attempt.
+
+The step runner fires failure classes before the work and `crash-after-side-effect` after it; the local Lambda
+runtime fires `hang` and `duplicate` around the invocation.
 """
 
 from __future__ import annotations
@@ -12,7 +17,18 @@ from dataclasses import dataclass
 
 from longhaul.errors import BY_KIND, LonghaulError
 
-_RULE = re.compile(r"^(?P<step>[a-z_]+)(?:#(?P<item>\d+))?=(?P<kind>[a-z\-]+)(?:x(?P<times>\d+))?$")
+CRASH = "crash-after-side-effect"
+HANG = "hang"
+DUPLICATE = "duplicate"
+RUNTIME_KINDS = (CRASH, HANG, DUPLICATE)
+KINDS = tuple(sorted(BY_KIND)) + RUNTIME_KINDS
+_RULE = re.compile(r"^(?P<step>[a-z_]+)(?:#(?P<item>\d+))?=(?P<kind>[a-z\-]+?)(?:x(?P<times>\d+))?$")
+
+
+class CrashFault(BaseException):
+    """The process dies (like `Runtime.ExitError`): nothing after it runs, nothing is recorded."""
+
+    error_type = "Runtime.ExitError"
 
 
 @dataclass
@@ -26,6 +42,7 @@ class Fault:
 class FaultInjector:
     def __init__(self, spec: str = "") -> None:
         self._lock = threading.Lock()
+        self.spec = spec
         self.faults = self.parse(spec)
 
     @staticmethod
@@ -33,27 +50,37 @@ class FaultInjector:
         faults = []
         for rule in filter(None, (part.strip() for part in spec.split(","))):
             match = _RULE.match(rule)
-            if not match or match["kind"] not in BY_KIND:
-                raise ValueError(
-                    f"bad fault {rule!r}: expected <step>[#<item>]=<kind>[x<times>], kinds: {sorted(BY_KIND)}"
-                )
+            if not match or match["kind"] not in KINDS:
+                raise ValueError(f"bad fault {rule!r}: expected <step>[#<item>]=<kind>[x<times>], kinds: {list(KINDS)}")
             item = int(match["item"]) if match["item"] else None
             times = int(match["times"]) if match["times"] else None
             faults.append(Fault(match["step"], item, match["kind"], times))
         return faults
 
-    def check(self, step: str, item: int | None) -> None:
-        """Raise the configured error for this step (and item), if any remains."""
+    def take(self, step: str, item: int | None, kinds: tuple[str, ...]) -> str | None:
+        """Consume one occurrence of a fault of one of `kinds` for this step (and item); its kind, or None."""
         with self._lock:
             for fault in self.faults:
-                if fault.step != step or (fault.item is not None and fault.item != item):
+                if fault.kind not in kinds or fault.step != step or (fault.item is not None and fault.item != item):
                     continue
                 if fault.remaining is not None:
                     if fault.remaining <= 0:
                         continue
                     fault.remaining -= 1
-                error: type[LonghaulError] = BY_KIND[fault.kind]
-                raise error(f"injected {fault.kind} fault", step=step, item=item)
+                return fault.kind
+        return None
+
+    def check(self, step: str, item: int | None) -> None:
+        """Raise the configured failure class for this step (and item), if one remains."""
+        kind = self.take(step, item, tuple(BY_KIND))
+        if kind is not None:
+            error: type[LonghaulError] = BY_KIND[kind]
+            raise error(f"injected {kind} fault", step=step, item=item)
+
+    def crash_point(self, step: str, item: int | None) -> None:
+        """After the step's side effects, before its checkpoint."""
+        if self.take(step, item, (CRASH,)):
+            raise CrashFault(f"injected crash of {step} after its side effects")
 
 
 _active = FaultInjector()

@@ -9,7 +9,7 @@ import secrets
 import time
 import uuid
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any
 
 from botocore.exceptions import ClientError
@@ -17,13 +17,16 @@ from botocore.exceptions import ClientError
 from longhaul import artifacts as keys
 from longhaul.artifacts import ArtifactStore
 from longhaul.auth import Principal
+from longhaul.clock import iso
 from longhaul.contracts import (
     MEDIA_TYPES,
+    CancelOutcome,
     DocumentAnalysisInput,
     EventPage,
     EventView,
     JobAccepted,
     JobError,
+    JobList,
     JobRequest,
     JobResult,
     JobStatus,
@@ -31,15 +34,24 @@ from longhaul.contracts import (
     Progress,
     UploadRequest,
     UploadTicket,
+    Usage,
 )
-from longhaul.problems import BadRequest, IdempotencyKeyReused, InvalidRequest, NotFound, NotReady, Unavailable
+from longhaul.problems import (
+    ApiProblem,
+    BadRequest,
+    IdempotencyKeyReused,
+    InvalidRequest,
+    NotFound,
+    NotReady,
+    Unavailable,
+)
 from longhaul.settings import Settings
-from longhaul.store import IdempotencyConflict, JobStore, NewJob
+from longhaul.store import ACTIVE, IdempotencyConflict, JobStore, NewJob, TransitionRejected
+from longhaul.workflows import DEFAULT_DEADLINE_SECONDS, STEPS, execution_arn
 
 IDEMPOTENCY_KEY = re.compile(r"^[A-Za-z0-9._:\-]{1,128}$")
 UPLOAD_EXPIRES_SECONDS = 900
 MAX_UPLOAD_BYTES = 50 * 1024 * 1024
-WORKFLOW_STEPS = {"document-analysis": 8}
 
 
 def canonical_hash(request: JobRequest) -> str:
@@ -113,7 +125,10 @@ class JobService:
                     model=f"{self.settings.model_provider}:{self.settings.model_id}",
                     estimated_sla_seconds=estimate_sla_seconds(request.input),
                     idempotency_key=idempotency_key,
-                    total_steps=WORKFLOW_STEPS.get(request.workflow, 0),
+                    total_steps=len(STEPS[request.workflow]),
+                    deadline_at=iso(
+                        self.store.clock.now() + timedelta(seconds=request.deadline_seconds or DEFAULT_DEADLINE_SECONDS)
+                    ),
                 )
             )
         except IdempotencyConflict as conflict:
@@ -219,19 +234,77 @@ class JobService:
         if job.get("started_at") and 0 < progress.completed < progress.total:
             elapsed = (now - datetime.fromisoformat(job["started_at"].replace("Z", "+00:00"))).total_seconds()
             progress.eta_seconds = int(elapsed / progress.completed * (progress.total - progress.completed))
-        return JobView(
+        return to_view(job, progress)
+
+    def list(self, principal: Principal, status: JobStatus | None, limit: int, now: datetime) -> JobList:
+        jobs = self.store.list_jobs(tenant_id=principal.tenant_id, status=status, limit=limit)
+        return JobList(jobs=[to_view(j, Progress(**j.get("progress", {}))) for j in jobs])
+
+    # ------------------------------------------------------------------ cancel
+
+    def cancel(self, principal: Principal, job_id: str) -> CancelOutcome:
+        """Request cancellation, stop the execution, end `cancelled` keeping the completed steps."""
+        job = self._job(principal, job_id)
+        status = JobStatus(job["status"])
+        if status == JobStatus.CANCELLED:
+            return self._cancel_outcome(job, "the job was already cancelled")
+        if status in (JobStatus.COMPLETED, JobStatus.FAILED, JobStatus.EXPIRED):
+            raise AlreadyFinished(
+                f"job {job_id} is already {status.value}; there is nothing to cancel", job_status=status.value
+            )
+        if status != JobStatus.CANCEL_REQUESTED:
+            try:
+                self.store.transition(
+                    job_id,
+                    JobStatus.CANCEL_REQUESTED,
+                    event="cancel_requested",
+                    detail={"by": principal.tenant_id},
+                    allowed_from=[JobStatus.QUEUED, *ACTIVE, JobStatus.WAITING_FOR_REVIEW],
+                )
+            except TransitionRejected:
+                return self.cancel(principal, job_id)  # it moved meanwhile: answer for its new status
+        machine = self.settings.workflows.get(job["workflow"])
+        if machine:
+            try:
+                self.stepfunctions.stop_execution(
+                    executionArn=execution_arn(machine, job["execution_name"]),
+                    error="JobCancelled",
+                    cause=f"cancelled by {principal.tenant_id}",
+                )
+            except ClientError as error:
+                if error.response["Error"]["Code"] not in ("ExecutionDoesNotExist",):
+                    raise
+        outcome = self._cancel_outcome(self.store.get_job(job_id) or job, "cancelled")
+        try:
+            self.store.transition(
+                job_id,
+                JobStatus.CANCELLED,
+                event="job_cancelled",
+                detail={"completed_steps": outcome.completed_steps, "side_effects": outcome.side_effects},
+                set_fields={"current_step": None},
+            )
+        except TransitionRejected:
+            latest = self.store.get_job(job_id) or job
+            return self._cancel_outcome(latest, f"the job ended {latest['status']} before the cancellation took hold")
+        return outcome.model_copy(update={"status": JobStatus.CANCELLED})
+
+    def _cancel_outcome(self, job: dict[str, Any], message: str) -> CancelOutcome:
+        records = self.store.steps(job["job_id"])
+        done = [r for r in records if r.get("status") == "succeeded"]
+        completed = [s for s in STEPS[job["workflow"]] if any(r["step"] == s and r.get("item") is None for r in done)]
+        items = sorted(int(r["item"]) for r in done if r.get("item") is not None)
+        effects = [f"artifacts of {step} kept" for step in completed]
+        if items:
+            effects.append(f"{len(items)} fan-out item(s) committed: {items}")
+        charges = self.store.charges(job["job_id"])
+        if charges:
+            effects.append(f"{len(charges)} model call(s) charged")
+        return CancelOutcome(
             job_id=job["job_id"],
-            workflow=job["workflow"],
             status=JobStatus(job["status"]),
-            current_step=job.get("current_step"),
-            progress=progress,
-            attempts=int(job.get("attempts", 0)),
-            model=job["model"],
-            created_at=job["created_at"],
-            updated_at=job["updated_at"],
-            started_at=job.get("started_at"),
-            finished_at=job.get("finished_at"),
-            error=JobError(**job["error"]) if job.get("error") else None,
+            message=message,
+            completed_steps=completed,
+            side_effects=effects,
         )
 
     def events(self, principal: Principal, job_id: str, cursor: str | None, limit: int) -> EventPage:
@@ -251,3 +324,28 @@ class JobService:
         if job["status"] != JobStatus.COMPLETED.value:
             raise NotReady(f"job {job_id} is {job['status']}", job_status=job["status"])
         return JobResult.model_validate(self.artifacts.get_json(job["result_key"]))
+
+
+class AlreadyFinished(ApiProblem):
+    status, slug, title = 409, "already-finished", "The job has already finished"
+
+
+def to_view(job: dict[str, Any], progress: Progress) -> JobView:
+    return JobView(
+        job_id=job["job_id"],
+        workflow=job["workflow"],
+        status=JobStatus(job["status"]),
+        current_step=job.get("current_step"),
+        progress=progress,
+        attempts=int(job.get("attempts") or 1),
+        model=job["model"],
+        usage=Usage(
+            input_tokens=int(job.get("usage_input_tokens", 0)), output_tokens=int(job.get("usage_output_tokens", 0))
+        ),
+        created_at=job["created_at"],
+        updated_at=job["updated_at"],
+        started_at=job.get("started_at"),
+        finished_at=job.get("finished_at"),
+        deadline_at=job.get("deadline_at"),
+        error=JobError(**job["error"]) if job.get("error") else None,
+    )

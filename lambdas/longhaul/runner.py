@@ -9,16 +9,18 @@ the state machine's Retry and Catch match. Unknown exceptions become `InternalEr
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import json
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
+from datetime import datetime
 from typing import Any
 
 from botocore.exceptions import BotoCoreError, ClientError
 from pydantic import BaseModel, Field
 
-from longhaul import faults
+from longhaul import faults, operations
 from longhaul.clock import iso
 from longhaul.contracts import TERMINAL_STATUSES, JobStatus
 from longhaul.errors import (
@@ -29,12 +31,16 @@ from longhaul.errors import (
     TransientError,
     kind_of,
 )
+from longhaul.faults import CrashFault
+from longhaul.llm.port import Usage
 from longhaul.observability import logger
-from longhaul.store import TransitionRejected
+from longhaul.settings import environ
+from longhaul.store import ACTIVE, TransitionRejected
 from longhaul.wiring import Services
 
 THROTTLING_CODES = {"ThrottlingException", "ProvisionedThroughputExceededException", "RequestLimitExceeded", "SlowDown"}
 MESSAGE_LIMIT = 500
+CHECKPOINT_VERSION = 1
 
 
 class WorkflowState(BaseModel):
@@ -60,6 +66,7 @@ class StepEvent(BaseModel):
 class StepContext:
     event: StepEvent
     services: Services
+    job_attempt: int = 1
 
     @property
     def job_id(self) -> str:
@@ -72,8 +79,29 @@ class StepContext:
     def output_of(self, step: str) -> dict[str, Any]:
         return self.event.input.steps[step]
 
+    def charge(self, usage: Usage) -> None:
+        """Charge a model call to the job once per (job attempt, step, item): retries never charge twice."""
+        item = "" if self.event.item is None else str(self.event.item)
+        self.services.store.charge(
+            self.job_id,
+            f"{self.job_attempt}/{self.event.step}/{item}",
+            {"input_tokens": usage.input_tokens, "output_tokens": usage.output_tokens},
+        )
+
 
 StepWork = Callable[[StepContext], dict[str, Any]]
+
+
+def input_version(event: StepEvent) -> str:
+    """What the step's output depends on: its item reference and every earlier step's output references."""
+    basis = {
+        "step": event.step,
+        "item": event.item,
+        "ref": event.ref,
+        "input_key": event.input.input_key,
+        "steps": event.input.steps,
+    }
+    return hashlib.sha256(json.dumps(basis, sort_keys=True, default=str).encode()).hexdigest()[:32]
 
 
 def run_step(
@@ -81,46 +109,103 @@ def run_step(
 ) -> dict[str, Any]:
     event = StepEvent.model_validate(raw_event)
     store, job_id, step, item = services.store, event.input.job_id, event.step, event.item
-    job = store.get_job(job_id)
-    if job is None:
-        raise InvalidInputError(f"job {job_id} does not exist", step=step, item=item)
-    status = JobStatus(job["status"])
-    if status in TERMINAL_STATUSES or status == JobStatus.CANCEL_REQUESTED:
-        raise CancelledError(f"job {job_id} is {status.value}; step not started", step=step, item=item)
+    job = _live_job(services, job_id, step, item)
+    version = input_version(event)
     checkpoint = store.get_step(job_id, step, item)
-    if checkpoint and checkpoint.get("status") == "succeeded":
-        logger.info("checkpoint found; step skipped", extra={"job_id": job_id, "step": step, "item": item})
-        return dict(checkpoint.get("output") or {})
+    if checkpoint and checkpoint.get("status") == "succeeded" and checkpoint.get("input_version") == version:
+        logger.info("valid checkpoint; step skipped", extra={"job_id": job_id, "step": step, "item": item})
+        output = dict(checkpoint.get("output") or {})
+        if item is None and step == steps[-1]:  # committed, but the job may not have completed (a crash between)
+            _guarded(lambda: _complete(services, job_id, step, output, steps), step=step, item=item)
+        return output
 
-    _enter_running(services, job_id, status, step)
-    store.put_step(job_id, step, item, {"status": "running", "started_at": iso(store.clock.now())})
+    _enter_running(services, job_id, JobStatus(job["status"]), step)
+    store.put_step(
+        job_id, step, item, {"status": "running", "started_at": iso(store.clock.now()), "input_version": version}
+    )
     store.append_event(job_id, "step_started", step=step, item=item, attempt=event.attempt + 1)
     if item is None:
-        store.update_job(job_id, {"current_step": step, "progress": _progress(job, steps, step, done=False)})
+        store.update_job(job_id, {"current_step": step, "progress": _progress(steps, step, done=False)})
     started = time.monotonic()
     try:
         faults.active().check(step, item)
-        output = work(StepContext(event, services))
+        output = work(StepContext(event, services, job_attempt=int(job.get("attempts") or 1)))
+        faults.active().crash_point(step, item)
+        _ensure_still_live(services, job_id, step, item)
+    except CancelledError:
+        raise  # the job was stopped: nothing to record, nothing to commit
     except Exception as error:
         typed = classify(error, step=step, item=item)
         _record_attempt_failure(services, event, typed)
         if typed is error:
             raise
         raise typed from error
-    store.put_step(job_id, step, item, {"status": "succeeded", "finished_at": iso(store.clock.now()), "output": output})
-    store.append_event(
-        job_id,
-        "step_finished",
-        step=step,
-        item=item,
-        attempt=event.attempt + 1,
-        detail={"duration_ms": int((time.monotonic() - started) * 1000)},
-    )
-    if item is None and step == steps[-1]:
-        _complete(services, job_id, step, output, steps)
-    elif item is None:
-        store.update_job(job_id, {"progress": _progress(job, steps, step, done=True)})
+
+    def commit() -> None:
+        store.put_step(
+            job_id,
+            step,
+            item,
+            {
+                "status": "succeeded",
+                "finished_at": iso(store.clock.now()),
+                "output": output,
+                "input_version": version,
+                "checkpoint_version": CHECKPOINT_VERSION,
+                "error": None,
+            },
+        )
+        store.append_event(
+            job_id,
+            "step_finished",
+            step=step,
+            item=item,
+            attempt=event.attempt + 1,
+            detail={"duration_ms": int((time.monotonic() - started) * 1000)},
+        )
+        if item is None and step == steps[-1]:
+            _complete(services, job_id, step, output, steps)
+        elif item is None:
+            store.update_job(job_id, {"progress": _progress(steps, step, done=True)})
+
+    _guarded(commit, step=step, item=item)
     return output
+
+
+def _guarded(action: Callable[[], None], *, step: str, item: int | None) -> None:
+    """Run bookkeeping so that its failures reach the state machine as typed errors."""
+    try:
+        action()
+    except (LonghaulError, CrashFault):
+        raise
+    except Exception as error:
+        raise classify(error, step=step, item=item) from error
+
+
+def _live_job(services: Services, job_id: str, step: str, item: int | None) -> dict[str, Any]:
+    """The job, if a step may start: not finished, not being cancelled, not past its deadline."""
+    job = services.store.get_job(job_id)
+    if job is None:
+        raise InvalidInputError(f"job {job_id} does not exist", step=step, item=item)
+    status = JobStatus(job["status"])
+    if status in TERMINAL_STATUSES or status == JobStatus.CANCEL_REQUESTED:
+        raise CancelledError(f"job {job_id} is {status.value}; step not started", step=step, item=item)
+    deadline = job.get("deadline_at")
+    if deadline and services.store.clock.now() > datetime.fromisoformat(deadline.replace("Z", "+00:00")):
+        with contextlib.suppress(TransitionRejected):
+            services.store.transition(
+                job_id, JobStatus.EXPIRED, event="job_expired", step=step, item=item, detail={"deadline_at": deadline}
+            )
+        raise CancelledError(f"job {job_id} passed its deadline {deadline}", step=step, item=item)
+    return job
+
+
+def _ensure_still_live(services: Services, job_id: str, step: str, item: int | None) -> None:
+    """Checked before committing: a step of a job cancelled meanwhile does not commit."""
+    job = services.store.get_job(job_id)
+    if job is None or JobStatus(job["status"]) not in ACTIVE:
+        status = job["status"] if job else "gone"
+        raise CancelledError(f"job {job_id} is {status}; step result not committed", step=step, item=item)
 
 
 def _complete(services: Services, job_id: str, step: str, output: Mapping[str, Any], steps: Sequence[str]) -> None:
@@ -134,12 +219,15 @@ def _complete(services: Services, job_id: str, step: str, output: Mapping[str, A
             set_fields={
                 "result_key": output["result_key"],
                 "current_step": None,
+                "error": None,
                 "progress": {"completed": len(steps), "total": len(steps), "unit": "steps", "message": "completed"},
             },
             allowed_from=[JobStatus.RUNNING, JobStatus.RETRYING],
         )
     except TransitionRejected as rejected:
         raise CancelledError(f"job {job_id} can no longer complete: {rejected}", step=step) from None
+    if services.store.dead_letters(job_id):
+        operations.purge_dead_letters(services, job_id)
 
 
 def classify(error: Exception, *, step: str, item: int | None) -> LonghaulError:
@@ -160,9 +248,8 @@ def _enter_running(services: Services, job_id: str, status: JobStatus, step: str
     if status == JobStatus.RUNNING:
         return
     event = {JobStatus.QUEUED: "job_started", JobStatus.RETRYING: "job_resumed"}.get(status, "job_running")
-    first_attempt = {"attempts": 1} if status == JobStatus.QUEUED else None
     try:
-        services.store.transition(job_id, JobStatus.RUNNING, event=event, step=step, set_fields=first_attempt)
+        services.store.transition(job_id, JobStatus.RUNNING, event=event, step=step)
     except TransitionRejected:
         # Another item moved it first (a Map), or it was cancelled meanwhile: re-check the latter.
         job = services.store.get_job(job_id)
@@ -196,7 +283,7 @@ def _record_attempt_failure(services: Services, event: StepEvent, error: Longhau
             )
 
 
-def _progress(job: Mapping[str, Any], steps: Sequence[str], step: str, *, done: bool) -> dict[str, Any]:
+def _progress(steps: Sequence[str], step: str, *, done: bool) -> dict[str, Any]:
     index = steps.index(step) if step in steps else 0
     completed = index + 1 if done else index
     message = f"{step} finished" if done else f"{step} running"
@@ -204,8 +291,12 @@ def _progress(job: Mapping[str, Any], steps: Sequence[str], step: str, *, done: 
 
 
 def sanitize(message: str) -> str:
-    """One line, bounded, no stack traces."""
-    line = " ".join(str(message).split())
+    """One line, bounded, no stack traces (a traceback is reduced to its last line)."""
+    text = str(message)
+    if "Traceback (most recent call last)" in text:
+        lines = [ln for ln in text.strip().splitlines() if ln.strip()]
+        text = lines[-1] if lines else ""
+    line = " ".join(text.split())
     return line if len(line) <= MESSAGE_LIMIT else line[: MESSAGE_LIMIT - 1] + "…"
 
 
@@ -262,7 +353,7 @@ def record_failure(raw_event: Mapping[str, Any], services: Services) -> dict[str
         )
     except TransitionRejected:
         logger.warning("job already finished; failure recorded on the step only", extra={"job_id": event.job_id})
-    return {
+    dead_letter = {
         "job_id": event.job_id,
         "tenant_id": job.get("tenant_id"),
         "workflow": event.workflow,
@@ -273,6 +364,13 @@ def record_failure(raw_event: Mapping[str, Any], services: Services) -> dict[str
         "message": message,
         "attempts": attempts,
         "execution": event.execution,
+        "trace_id": environ().get("_X_AMZN_TRACE_ID") or event.execution,
         "failed_at": iso(store.clock.now()),
-        "replay": f"fix the cause, then replay the job from step {event.step!r}",
+        "replay": {
+            "method": "POST",
+            "path": f"/v1/ops/jobs/{event.job_id}/replay",
+            "body": {"from_step": event.step, "reason": "<why the replay will succeed now>"},
+        },
     }
+    store.put_dead_letter(dead_letter)
+    return dead_letter

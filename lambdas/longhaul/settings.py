@@ -29,6 +29,8 @@ class Env:
     MAX_BODY_BYTES = "LONGHAUL_MAX_BODY_BYTES"
     S3_PUBLIC_ENDPOINT = "LONGHAUL_S3_PUBLIC_ENDPOINT"
     STAGE = "LONGHAUL_STAGE"
+    DEAD_LETTER_QUEUES = "LONGHAUL_DEAD_LETTER_QUEUES"
+    STUCK_AFTER_MINUTES = "LONGHAUL_STUCK_AFTER_MINUTES"
 
 
 class Settings(BaseModel):
@@ -42,8 +44,11 @@ class Settings(BaseModel):
     max_body_bytes: int = Field(default=1_048_576, alias=Env.MAX_BODY_BYTES, gt=0)
     s3_public_endpoint: str | None = Field(default=None, alias=Env.S3_PUBLIC_ENDPOINT)
     stage: str = Field(default="dev", alias=Env.STAGE)
+    # {"workflow": {"step": queue URL}}
+    dead_letter_queues: dict[str, dict[str, str]] = Field(default_factory=dict, alias=Env.DEAD_LETTER_QUEUES)
+    stuck_after_minutes: int = Field(default=15, alias=Env.STUCK_AFTER_MINUTES, gt=0)
 
-    @field_validator("workflows", mode="before")
+    @field_validator("workflows", "dead_letter_queues", mode="before")
     @classmethod
     def _parse_json(cls, value: object) -> object:
         return json.loads(value) if isinstance(value, str) else value

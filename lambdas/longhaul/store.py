@@ -3,8 +3,10 @@
 Status changes are conditional writes on the current status and a version number, in one transaction with
 the event that records them, so an invalid or late transition is rejected and never half-written.
 
-Items:  JOB#<id>/JOB  ·  JOB#<id>/STEP#<step>[#<item>]  ·  JOB#<id>/EVENT#<seq>  ·  IDEMP#<tenant>#<key>/IDEMP
-        APIKEY#<sha256>/APIKEY
+Items:  JOB#<id>/JOB  ·  JOB#<id>/STEP#<step>[#<item>]  ·  JOB#<id>/EVENT#<seq>  ·  JOB#<id>/CHARGE#<id>
+        JOB#<id>/DEADLETTER#<step>#<item>  ·  IDEMP#<tenant>#<key>/IDEMP  ·  APIKEY#<sha256>/APIKEY
+Indexes: by_tenant (gsi1pk TENANT#<tenant>, gsi1sk <created_at>#<job>) lists a tenant's jobs by time;
+         by_state (gsi2pk STATUS#<status> | DEADLETTER, gsi2sk <time>) lists jobs by status and dead letters.
 """
 
 from __future__ import annotations
@@ -30,9 +32,10 @@ TRANSITIONS: dict[JobStatus, frozenset[JobStatus]] = {
     S.WAITING_FOR_REVIEW: frozenset({S.RUNNING, S.FAILED, S.CANCEL_REQUESTED, S.EXPIRED}),
     S.CANCEL_REQUESTED: frozenset({S.CANCELLED, S.FAILED, S.COMPLETED}),
     S.COMPLETED: frozenset(),
-    S.FAILED: frozenset(),
-    S.CANCELLED: frozenset(),
-    S.EXPIRED: frozenset(),
+    # Only an operator's replay leaves these: a new attempt of the same job.
+    S.FAILED: frozenset({S.QUEUED}),
+    S.CANCELLED: frozenset({S.QUEUED}),
+    S.EXPIRED: frozenset({S.QUEUED}),
 }
 ACTIVE = frozenset({S.RUNNING, S.RETRYING})
 EVENT_PAGE_MAX = 200
@@ -61,6 +64,7 @@ class NewJob:
     estimated_sla_seconds: int
     idempotency_key: str | None = None
     total_steps: int = 0
+    deadline_at: str | None = None
 
 
 def _plain(value: Any) -> Any:
@@ -71,6 +75,20 @@ def _plain(value: Any) -> Any:
     if isinstance(value, list):
         return [_plain(v) for v in value]
     return value
+
+
+def _update(fields: Mapping[str, Any], *, extra_set: tuple[str, ...] = (), add: str = "") -> dict[str, Any]:
+    """UpdateItem arguments that SET the fields (REMOVE those that are None) plus `extra_set`/`add` clauses."""
+    names = {f"#f{i}": k for i, k in enumerate(fields)}
+    values = {f":f{i}": v for i, v in enumerate(fields.values()) if v is not None}
+    sets = [f"#f{i} = :f{i}" for i, v in enumerate(fields.values()) if v is not None] + list(extra_set)
+    removes = [f"#f{i}" for i, v in enumerate(fields.values()) if v is None]
+    expression = "SET " + ", ".join(sets)
+    if removes:
+        expression += " REMOVE " + ", ".join(removes)
+    if add:
+        expression += f" ADD {add}"
+    return {"UpdateExpression": expression, "ExpressionAttributeNames": names, "ExpressionAttributeValues": values}
 
 
 def _job_key(job_id: str) -> dict[str, str]:
@@ -111,7 +129,7 @@ class JobStore:
             "status": S.QUEUED.value,
             "version": 1,
             "event_seq": 1,
-            "attempts": 0,
+            "attempts": 1,
             "input_key": job.input_key,
             "payload_hash": job.payload_hash,
             "model": job.model,
@@ -121,7 +139,12 @@ class JobStore:
             "updated_at": iso(now),
             "gsi1pk": f"TENANT#{job.tenant_id}",
             "gsi1sk": f"{iso(now)}#{job.job_id}",
+            "gsi2pk": f"STATUS#{S.QUEUED.value}",
+            "gsi2sk": iso(now),
+            "execution_name": job.job_id,
         }
+        if job.deadline_at:
+            item["deadline_at"] = job.deadline_at
         if job.idempotency_key:
             item["idempotency_key"] = job.idempotency_key
         writes: list[dict[str, Any]] = [
@@ -209,14 +232,13 @@ class JobStore:
                 raise TransitionRejected(f"{source.value} → {to.value} is not allowed")
             seq = int(current["event_seq"]) + 1
             now = iso(self.clock.now())
-            fields = {"status": to.value, "updated_at": now, **(set_fields or {})}
+            fields = {"status": to.value, "updated_at": now, "gsi2pk": f"STATUS#{to.value}", "gsi2sk": now}
+            fields.update(set_fields or {})
             if to in TERMINAL_STATUSES:
                 fields["finished_at"] = now
             if to == S.RUNNING and "started_at" not in current:
                 fields["started_at"] = now
-            names = {f"#f{i}": k for i, k in enumerate(fields)}
-            values = {f":f{i}": v for i, v in enumerate(fields.values())}
-            assignments = ", ".join(f"#f{i} = :f{i}" for i in range(len(fields)))
+            update = _update(fields, extra_set=("version = :v1", "event_seq = :seq"))
             try:
                 self.client.transact_write_items(
                     TransactItems=[
@@ -224,14 +246,15 @@ class JobStore:
                             "Update": {
                                 "TableName": self.table.name,
                                 "Key": _job_key(job_id),
-                                "UpdateExpression": f"SET {assignments}, version = :v1, event_seq = :seq",
-                                "ConditionExpression": "version = :v0 AND #status = :from",
-                                "ExpressionAttributeNames": {**names, "#status": "status"},
+                                "UpdateExpression": update["UpdateExpression"],
+                                "ConditionExpression": "version = :v0 AND #status = :from AND event_seq = :seq0",
+                                "ExpressionAttributeNames": {**update["ExpressionAttributeNames"], "#status": "status"},
                                 "ExpressionAttributeValues": {
-                                    **values,
+                                    **update["ExpressionAttributeValues"],
                                     ":v0": current["version"],
                                     ":v1": int(current["version"]) + 1,
                                     ":seq": seq,
+                                    ":seq0": seq - 1,
                                     ":from": source.value,
                                 },
                             }
@@ -255,17 +278,16 @@ class JobStore:
 
     def update_job(self, job_id: str, fields: Mapping[str, Any], *, only_if: Iterable[JobStatus] = ACTIVE) -> bool:
         """Set informational fields (current step, progress) while the job is in one of `only_if`."""
-        fields = {**fields, "updated_at": iso(self.clock.now())}
-        names = {f"#f{i}": k for i, k in enumerate(fields)}
-        values = {f":f{i}": v for i, v in enumerate(fields.values())}
+        now = iso(self.clock.now())
+        update = _update({**fields, "updated_at": now, "gsi2sk": now})
         allowed = {f":s{i}": s.value for i, s in enumerate(only_if)}
         try:
             self.table.update_item(
                 Key=_job_key(job_id),
-                UpdateExpression="SET " + ", ".join(f"#f{i} = :f{i}" for i in range(len(fields))),
+                UpdateExpression=update["UpdateExpression"],
                 ConditionExpression=f"#status IN ({', '.join(allowed)})",
-                ExpressionAttributeNames={**names, "#status": "status"},
-                ExpressionAttributeValues={**values, **allowed},
+                ExpressionAttributeNames={**update["ExpressionAttributeNames"], "#status": "status"},
+                ExpressionAttributeValues={**update["ExpressionAttributeValues"], **allowed},
             )
             return True
         except ClientError as error:
@@ -356,13 +378,137 @@ class JobStore:
         fields = {**fields, "step": step, "updated_at": iso(self.clock.now())}
         if item is not None:
             fields["item"] = item
-        names = {f"#f{i}": k for i, k in enumerate(fields)}
-        values = {f":f{i}": v for i, v in enumerate(fields.values())}
-        self.table.update_item(
-            Key={"pk": f"JOB#{job_id}", "sk": _step_sk(step, item)},
-            UpdateExpression="SET " + ", ".join(f"#f{i} = :f{i}" for i in range(len(fields))) + " ADD attempts :one"
-            if fields.get("status") == "running"
-            else "SET " + ", ".join(f"#f{i} = :f{i}" for i in range(len(fields))),
-            ExpressionAttributeNames=names,
-            ExpressionAttributeValues={**values, **({":one": 1} if fields.get("status") == "running" else {})},
+        starting = fields.get("status") == "running"
+        update = _update(fields, add="attempts :one" if starting else "")
+        if starting:
+            update["ExpressionAttributeValues"][":one"] = 1
+        self.table.update_item(Key={"pk": f"JOB#{job_id}", "sk": _step_sk(step, item)}, **update)
+
+    def steps(self, job_id: str) -> list[dict[str, Any]]:
+        return self._query_prefix(f"JOB#{job_id}", "STEP#")
+
+    def delete_items(self, job_id: str, sort_keys: Iterable[str]) -> None:
+        with self.table.batch_writer() as batch:
+            for sk in sort_keys:
+                batch.delete_item(Key={"pk": f"JOB#{job_id}", "sk": sk})
+
+    def _query_prefix(self, pk: str, prefix: str) -> list[dict[str, Any]]:
+        items: list[dict[str, Any]] = []
+        kwargs: dict[str, Any] = {
+            "KeyConditionExpression": "pk = :pk AND begins_with(sk, :prefix)",
+            "ExpressionAttributeValues": {":pk": pk, ":prefix": prefix},
+            "ConsistentRead": True,
+        }
+        while True:
+            response = self.table.query(**kwargs)
+            items.extend(_plain(i) for i in response.get("Items", []))
+            if "LastEvaluatedKey" not in response:
+                return items
+            kwargs["ExclusiveStartKey"] = response["LastEvaluatedKey"]
+
+    # ------------------------------------------------------------------ charges
+
+    def charge(self, job_id: str, charge_id: str, usage: Mapping[str, int]) -> bool:
+        """Add usage to the job's totals once per `charge_id`; False when already charged."""
+        names = {f"#u{i}": f"usage_{k}" for i, k in enumerate(usage)}
+        values = {f":u{i}": int(v) for i, v in enumerate(usage.values())}
+        try:
+            self.client.transact_write_items(
+                TransactItems=[
+                    {
+                        "Put": {
+                            "TableName": self.table.name,
+                            "Item": {
+                                "pk": f"JOB#{job_id}",
+                                "sk": f"CHARGE#{charge_id}",
+                                "usage": dict(usage),
+                                "at": iso(self.clock.now()),
+                            },
+                            "ConditionExpression": "attribute_not_exists(pk)",
+                        }
+                    },
+                    {
+                        "Update": {
+                            "TableName": self.table.name,
+                            "Key": _job_key(job_id),
+                            "UpdateExpression": "ADD "
+                            + ", ".join(f"{n} {v}" for n, v in zip(names, values, strict=True)),
+                            "ExpressionAttributeNames": names,
+                            "ExpressionAttributeValues": values,
+                        }
+                    },
+                ]
+            )
+            return True
+        except ClientError as error:
+            if error.response["Error"]["Code"] == "TransactionCanceledException":
+                return False
+            raise
+
+    def charges(self, job_id: str) -> list[dict[str, Any]]:
+        return self._query_prefix(f"JOB#{job_id}", "CHARGE#")
+
+    # ------------------------------------------------------------------ listings
+
+    def list_jobs(
+        self, *, tenant_id: str | None = None, status: JobStatus | None = None, limit: int = 50
+    ) -> list[dict[str, Any]]:
+        """A tenant's jobs newest first, or jobs in a status by last update (newest first)."""
+        if tenant_id is not None:
+            kwargs: dict[str, Any] = {
+                "IndexName": "by_tenant",
+                "KeyConditionExpression": "gsi1pk = :pk",
+                "ExpressionAttributeValues": {":pk": f"TENANT#{tenant_id}"},
+            }
+            if status is not None:
+                kwargs["FilterExpression"] = "#status = :status"
+                kwargs["ExpressionAttributeNames"] = {"#status": "status"}
+                kwargs["ExpressionAttributeValues"][":status"] = status.value
+        elif status is not None:
+            kwargs = {
+                "IndexName": "by_state",
+                "KeyConditionExpression": "gsi2pk = :pk",
+                "ExpressionAttributeValues": {":pk": f"STATUS#{status.value}"},
+            }
+        else:
+            raise ValueError("list jobs by tenant, by status, or both")
+        items: list[dict[str, Any]] = []
+        while len(items) < limit:
+            response = self.table.query(ScanIndexForward=False, **kwargs)
+            items.extend(_plain(i) for i in response.get("Items", []))
+            if "LastEvaluatedKey" not in response:
+                break
+            kwargs["ExclusiveStartKey"] = response["LastEvaluatedKey"]
+        return items[:limit]
+
+    # ------------------------------------------------------------------ dead letters
+
+    def put_dead_letter(self, record: Mapping[str, Any]) -> None:
+        item = record.get("item")
+        self.table.put_item(
+            Item={
+                **record,
+                "pk": f"JOB#{record['job_id']}",
+                "sk": f"DEADLETTER#{record['step']}#{'' if item is None else f'{item:06d}'}",
+                "gsi2pk": "DEADLETTER",
+                "gsi2sk": f"{record['failed_at']}#{record['job_id']}",
+            }
         )
+
+    def list_dead_letters(self, *, limit: int = 100) -> list[dict[str, Any]]:
+        response = self.table.query(
+            IndexName="by_state",
+            KeyConditionExpression="gsi2pk = :pk",
+            ExpressionAttributeValues={":pk": "DEADLETTER"},
+            ScanIndexForward=False,
+            Limit=limit,
+        )
+        return [_plain(i) for i in response.get("Items", [])]
+
+    def dead_letters(self, job_id: str) -> list[dict[str, Any]]:
+        return self._query_prefix(f"JOB#{job_id}", "DEADLETTER#")
+
+    def delete_dead_letters(self, job_id: str) -> list[dict[str, Any]]:
+        found = self.dead_letters(job_id)
+        self.delete_items(job_id, [d["sk"] for d in found])
+        return found

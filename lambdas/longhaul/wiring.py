@@ -20,6 +20,7 @@ class Services:
     store: JobStore
     artifacts: ArtifactStore
     stepfunctions: Any
+    sqs: Any
 
     def gateway(self) -> ModelGateway:
         return _gateway(self.settings.model_provider, self.settings.model_id)
@@ -45,4 +46,4 @@ def _services(table: str, bucket: str, public_endpoint: str | None) -> tuple[Job
 def services() -> Services:
     settings = get_settings()
     store, artifacts, sfn = _services(settings.table_name, settings.bucket_name, settings.s3_public_endpoint)
-    return Services(settings=settings, store=store, artifacts=artifacts, stepfunctions=sfn)
+    return Services(settings=settings, store=store, artifacts=artifacts, stepfunctions=sfn, sqs=aws.client("sqs"))

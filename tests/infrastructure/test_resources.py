@@ -12,14 +12,14 @@ from stacks.api import ROUTES
 from tests.infrastructure.conftest import resources
 
 
-def test_jobs_table_is_on_demand_with_pitr_ttl_and_a_tenant_index(template):
+def test_jobs_table_is_on_demand_with_pitr_ttl_and_its_indexes(template):
     (table,) = resources(template, "AWS::DynamoDB::Table").values()
     props = table["Properties"]
     assert props["BillingMode"] == "PAY_PER_REQUEST"
     assert props["PointInTimeRecoverySpecification"]["PointInTimeRecoveryEnabled"] is True
     assert props["TimeToLiveSpecification"] == {"AttributeName": "expires_at", "Enabled": True}
-    (index,) = props["GlobalSecondaryIndexes"]
-    assert [k["AttributeName"] for k in index["KeySchema"]] == ["gsi1pk", "gsi1sk"]
+    indexes = {i["IndexName"]: [k["AttributeName"] for k in i["KeySchema"]] for i in props["GlobalSecondaryIndexes"]}
+    assert indexes == {"by_tenant": ["gsi1pk", "gsi1sk"], "by_state": ["gsi2pk", "gsi2sk"]}
 
 
 def test_buckets_are_encrypted_private_and_tls_only(template):
@@ -64,6 +64,19 @@ def test_api_function_routes_match_the_gateway_routes():
     for verb, path in ROUTES:
         sample = path.replace("{job_id}", "job_0123")
         assert any(m == verb and rule.fullmatch(sample) for m, rule in served), (verb, path)
+
+
+def test_the_sweeper_runs_on_a_schedule(template):
+    rules = resources(template, "AWS::Events::Rule")
+    sweepers = [
+        k
+        for k, f in resources(template, "AWS::Lambda::Function").items()
+        if f["Properties"]["Handler"] == "handlers.ops.sweep"
+    ]
+    assert len(sweepers) == 1
+    (rule,) = rules.values()
+    assert rule["Properties"]["ScheduleExpression"] == "rate(5 minutes)"
+    assert rule["Properties"]["Targets"][0]["Arn"] == {"Fn::GetAtt": [sweepers[0], "Arn"]}
 
 
 def test_functions_are_traced_and_log_to_retained_groups(template):

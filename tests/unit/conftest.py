@@ -90,7 +90,7 @@ def aws(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
     monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "testing")
     monkeypatch.setenv("AWS_DEFAULT_REGION", REGION)
     monkeypatch.setenv("AWS_REGION", REGION)
-    # PROBE monkeypatch.setattr(botocore.session, "create_loader", _shared_loader)
+    monkeypatch.setattr(botocore.session, "create_loader", _shared_loader)
     _clear_caches()
     with mock_aws():
         yield

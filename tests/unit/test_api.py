@@ -150,7 +150,7 @@ def test_submit_without_a_valid_key_is_401_and_stores_nothing(
     response = call_api("POST", "/v1/jobs", body=BODY, headers=headers)
 
     assert_problem(response, 401, "unauthorized")
-    assert response.header("WWW-Authenticate", ) == 'Bearer realm="longhaul"'
+    assert response.header("WWW-Authenticate") == 'Bearer realm="longhaul"'
     nothing_stored()
 
 
@@ -159,14 +159,18 @@ def test_reads_without_a_key_are_401(call_api: CallApi, path: str) -> None:
     assert_problem(call_api("GET", path), 401, "unauthorized")
 
 
-@pytest.mark.xfail(
-    reason="BUG handlers/api.py: Powertools runs the request-validation middleware before the `authenticate` "
-    "middleware, so an unauthenticated caller gets 400/422 contract feedback instead of 401",
-    strict=True,
-)
 @pytest.mark.parametrize("body", ["{not json", json.dumps({"workflow": "nope"})], ids=["malformed", "invalid"])
-def test_an_unauthenticated_request_is_401_before_its_body_is_validated(call_api: CallApi, body: str) -> None:
+def test_an_unauthenticated_request_is_401_before_its_body_is_validated(
+    call_api: CallApi, body: str, nothing_stored: Any
+) -> None:
+    """No contract feedback (400/422) leaks to a caller without a valid key."""
     assert_problem(call_api("POST", "/v1/jobs", body=body), 401, "unauthorized")
+    assert_problem(call_api("POST", "/v1/jobs", body=body, key="unknown-key"), 401, "unauthorized")
+    nothing_stored()
+
+
+def test_an_unknown_route_without_a_key_is_401(call_api: CallApi) -> None:
+    assert_problem(call_api("GET", "/v1/nothing-here"), 401, "unauthorized")
 
 
 def test_malformed_json_is_400_and_stores_nothing(call_api: CallApi, nothing_stored: Any) -> None:
@@ -363,7 +367,9 @@ def test_the_result_of_a_completed_job_is_returned(call_api: CallApi, table: Any
     s3.put_object(Bucket=bucket, Key=f"results/{job_id}/result.json", Body=json.dumps(result).encode())
     store = JobStore(table)
     store.transition(job_id, JobStatus.RUNNING, event="job_started")
-    store.transition(job_id, JobStatus.COMPLETED, event="job_completed", set_fields={"result_key": f"results/{job_id}/result.json"})
+    store.transition(
+        job_id, JobStatus.COMPLETED, event="job_completed", set_fields={"result_key": f"results/{job_id}/result.json"}
+    )
 
     # When its tenant asks for the result
     response = call_api("GET", f"/v1/jobs/{job_id}/result", key=KEY_A)
@@ -410,7 +416,9 @@ def test_an_unknown_route_is_a_404_problem(call_api: CallApi) -> None:
 
 
 def upload_ticket(call_api: CallApi, key: str = KEY_A) -> dict[str, Any]:
-    response = call_api("POST", "/v1/uploads", key=key, body={"filename": "report.pdf", "media_type": "application/pdf"})
+    response = call_api(
+        "POST", "/v1/uploads", key=key, body={"filename": "report.pdf", "media_type": "application/pdf"}
+    )
     assert response.status == 201, response.raw_body
     return response.body
 
@@ -455,7 +463,9 @@ def test_a_job_referencing_an_upload_is_422_until_the_object_exists(
     assert accepted.status == 202, accepted.raw_body
     job_id = accepted.body["job_id"]
     stored_input = json.loads(s3.get_object(Bucket=bucket, Key=f"work/{job_id}/input.json")["Body"].read())
-    assert stored_input["documents"] == [{"index": 0, "name": "report.pdf", "media_type": "application/pdf", "key": key}]
+    assert stored_input["documents"] == [
+        {"index": 0, "name": "report.pdf", "media_type": "application/pdf", "key": key}
+    ]
     assert [e["name"] for e in executions(sfn, state_machine_arn)] == [job_id]
 
 

@@ -252,6 +252,38 @@ class SerializedWrites:
         return getattr(self._client, name)
 
 
+def test_an_append_racing_a_transition_keeps_both_events(store: JobStore, table: Any, clock: FakeClock) -> None:
+    # Given a running job; a rival reads it, then an append increments the event counter,
+    # then the rival's transition writes before the append puts its event
+    store.create_job(new_job())
+    store.transition("job_1", S.RUNNING, event="job_started")
+    stale = store.get_job("job_1")
+    rival = JobStore(table, clock=clock)
+    rival_reads = {"n": 0}
+    real_rival_get = rival.get_job
+
+    def rival_get(job_id: str, **kwargs: Any) -> dict[str, Any] | None:
+        rival_reads["n"] += 1
+        return stale if rival_reads["n"] == 1 else real_rival_get(job_id, **kwargs)
+
+    rival.get_job = rival_get  # type: ignore[method-assign]
+    real_increment = store.increment
+
+    def increment_then_race(job_id: str, field: str, amount: int = 1) -> int:
+        seq = real_increment(job_id, field, amount)
+        rival.transition(job_id, S.CANCEL_REQUESTED, event="cancel_requested")
+        return seq
+
+    store.increment = increment_then_race  # type: ignore[method-assign]
+
+    # When the append completes
+    store.append_event("job_1", "step_started", step="parse")
+
+    # Then both events exist with distinct, gapless sequence numbers
+    assert sorted(e["type"] for e in events_of(table, "job_1")[2:]) == ["cancel_requested", "step_started"]
+    assert [e["seq"] for e in events_of(table, "job_1")] == [1, 2, 3, 4]
+
+
 def test_two_racing_transitions_from_threads_exactly_one_wins(store: JobStore, table: Any, clock: FakeClock) -> None:
     # Given a queued job and two writers that read it at the same moment
     store.create_job(new_job())

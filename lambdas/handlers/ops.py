@@ -1,0 +1,19 @@
+"""Scheduled operator tasks."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from aws_lambda_powertools.utilities.typing import LambdaContext
+
+from longhaul import operations
+from longhaul.observability import logger, metrics
+from longhaul.wiring import services
+
+
+@metrics.log_metrics
+@logger.inject_lambda_context(clear_state=True)
+def sweep(event: dict[str, Any], context: LambdaContext) -> dict[str, int]:
+    """Every few minutes: expire jobs past their deadline, report jobs with no progress (event + metric)."""
+    s = services()
+    return operations.sweep(s, s.store.clock.now())
