@@ -10,8 +10,8 @@ from aws_cdk import aws_lambda as lambda_
 from aws_cdk import aws_logs as logs
 from aws_cdk import aws_stepfunctions as sfn
 from constructs import Construct
-from longhaul.settings import Env
 
+from longhaul.settings import Env
 from stacks.bundling import ARCHITECTURE, RUNTIME
 from state_machines import document_analysis
 from state_machines.builder import WorkflowBuilder

@@ -21,10 +21,10 @@ from aws_cdk import aws_stepfunctions as sfn
 from aws_cdk import aws_stepfunctions_tasks as tasks
 from constructs import Construct
 
+from longhaul.errors import ITEMS_FAILED
 from stacks.nag import acknowledge, arn_ref
 from state_machines.policy import (
     DEFAULT_POLICY,
-    ITEM_FAILED,
     JOB_STOPPED,
     STOPPED_ERRORS,
     TIMEOUT_ERRORS,
@@ -66,7 +66,10 @@ class WorkflowBuilder(Construct):
             cause="The failure is recorded on the job and in the failing step's dead-letter queue.",
         )
         self._job_stopped = sfn.Fail(
-            self, "Job stopped", error=JOB_STOPPED, cause="The job was cancelled or passed its deadline; see its events."
+            self,
+            "Job stopped",
+            error=JOB_STOPPED,
+            cause="The job was cancelled or passed its deadline; see its events.",
         )
 
     # ------------------------------------------------------------------ steps
@@ -100,11 +103,12 @@ class WorkflowBuilder(Construct):
         timeout_seconds: int | None = None,
         memory_mb: int | None = None,
         max_concurrency: int | None = None,
-    ) -> sfn.Map:
+    ) -> sfn.Chain:
         """A Map over a list of references: each item runs `handlers.steps.<name>` with `{item, ref, input}`.
 
-        An item that fails records its own failure and dead letter; the Map then fails the job without a
-        second dead letter. Anything else failing the Map is recorded against the step as a whole.
+        Every item runs even when some fail: a failing item records its failure and sends its own dead letter,
+        and yields `true` (a success yields `false`). After the Map, if any item failed, the job fails once with
+        a summary of the failed items and no further dead letter; a replay then reruns only those items.
         """
         timeout = timeout_seconds or self.policy.lambda_timeout
         function = self._function(name, timeout, memory_mb or self.policy.memory_mb)
@@ -123,13 +127,15 @@ class WorkflowBuilder(Construct):
             result_path=sfn.JsonPath.DISCARD,
         )
         self._apply_retries(item_task)
-        item_failed = sfn.Fail(self, f"{name} item failed", error=ITEM_FAILED, cause="Recorded on the job.")
+        item_done = sfn.Pass(self, f"{name} item done", result=sfn.Result.from_boolean(False))
+        item_failed = sfn.Pass(self, f"{name} item failed", result=sfn.Result.from_boolean(True))
         item_stopped = sfn.Fail(self, f"{name} item stopped", error=JOB_STOPPED, cause="The job stopped.")
         item_task.add_catch(item_stopped, errors=list(STOPPED_ERRORS))
         item_task.add_catch(
             self._failure_path(name, job_path="$.input.job_id", item_path="$.item", end=item_failed),
             result_path="$.failure",
         )
+        results = f"$.fanout.{name}"
         fan_out = sfn.Map(
             self,
             name,
@@ -140,17 +146,37 @@ class WorkflowBuilder(Construct):
                 "input.$": "$",
             },
             max_concurrency=max_concurrency or self.policy.map_max_concurrency,
-            result_path=sfn.JsonPath.DISCARD,
+            result_path=results,
             comment=f"Fan-out of {name} over {items_path}",
         )
-        fan_out.item_processor(item_task)
-        fan_out.add_catch(self._job_failed, errors=[ITEM_FAILED])
+        fan_out.item_processor(item_task.next(item_done))
         fan_out.add_catch(self._job_stopped, errors=[JOB_STOPPED])
         fan_out.add_catch(
             self._failure_path(f"{name} map", job_path="$.job_id", end=self._job_failed, step=name),
             result_path="$.failure",
         )
-        return fan_out
+        tally = sfn.Pass(
+            self,
+            f"{name}: tally items",
+            parameters={"any_failed.$": f"States.ArrayContains({results}, true)"},
+            result_path=f"$.fanout_tally.{name}",
+        )
+        all_done = sfn.Pass(self, f"{name}: all items done", result_path=sfn.JsonPath.DISCARD)
+        items_failed = self._failure_path(
+            f"{name} items",
+            job_path="$.job_id",
+            end=self._job_failed,
+            step=name,
+            error=ITEMS_FAILED,
+            dead_letter=False,
+        )
+        verdict = (
+            sfn.Choice(self, f"{name}: any item failed?")
+            .when(sfn.Condition.boolean_equals(f"$.fanout_tally.{name}.any_failed", True), items_failed)
+            .otherwise(all_done)
+        )
+        fan_out.next(tally).next(verdict)
+        return sfn.Chain.custom(fan_out, [all_done], all_done)
 
     def state_machine(self, definition: sfn.IChainable, *, timeout: Duration) -> sfn.StateMachine:
         """The Standard state machine, with full logging and X-Ray tracing."""
@@ -260,17 +286,22 @@ class WorkflowBuilder(Construct):
         end: sfn.IChainable,
         item_path: str | None = None,
         step: str | None = None,
+        error: str | None = None,
+        dead_letter: bool = True,
     ) -> sfn.IChainable:
-        """record failure on job and step → dead letter to the step's queue → fail."""
+        """record failure (job and step) → dead letter to the step's own queue → `end`."""
         step = step or state_prefix
         payload: dict[str, Any] = {
             "step": step,
             "workflow": self.workflow,
             "job_id.$": job_path,
-            "error.$": "$.failure.Error",
-            "cause.$": "$.failure.Cause",
             "execution.$": "$$.Execution.Id",
         }
+        if error:
+            payload["error"] = error
+        else:
+            payload["error.$"] = "$.failure.Error"
+            payload["cause.$"] = "$.failure.Cause"
         if item_path:
             payload["item.$"] = item_path
         record = tasks.LambdaInvoke(
@@ -284,6 +315,8 @@ class WorkflowBuilder(Construct):
             task_timeout=sfn.Timeout.duration(Duration.seconds(self.policy.task_timeout())),
         )
         self._apply_retries(record)
+        if not dead_letter:
+            return record.next(end)
         send = tasks.SqsSendMessage(
             self,
             f"{state_prefix}: dead letter",

@@ -10,7 +10,6 @@ from aws_cdk import aws_stepfunctions as sfn
 
 from longhaul.workflows import DOCUMENT_ANALYSIS, MAX_DEADLINE_SECONDS
 from longhaul.workflows import STEPS as WORKFLOW_STEPS
-
 from state_machines.builder import WorkflowBuilder
 
 WORKFLOW = DOCUMENT_ANALYSIS

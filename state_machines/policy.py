@@ -22,8 +22,6 @@ TIMEOUT_ERRORS: tuple[str, ...] = ("States.Timeout", "Sandbox.Timedout")
 # Raised by a step of a job that was cancelled or passed its deadline: the execution just ends.
 JOB_STOPPED = "JobStopped"
 STOPPED_ERRORS: tuple[str, ...] = ("CancelledError",)
-# Raised by a fan-out item after it has recorded its own failure and dead letter.
-ITEM_FAILED = "ItemFailed"
 
 
 @dataclass(frozen=True)

@@ -45,6 +45,10 @@ class DocumentInput(Strict):
 class DocumentAnalysisInput(Strict):
     question: Annotated[str, Field(min_length=3, max_length=2000)]
     documents: Annotated[list[DocumentInput], Field(min_length=1, max_length=50)]
+    max_passages: Annotated[int, Field(ge=1, le=100, description="Passages retrieved for the question.")] = 16
+    passages_per_group: Annotated[
+        int, Field(ge=1, le=20, description="Passages per evidence-extraction item of the fan-out.")
+    ] = 4
 
     @model_validator(mode="after")
     def _unique_names(self) -> DocumentAnalysisInput:

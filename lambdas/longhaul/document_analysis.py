@@ -39,6 +39,8 @@ class JobInput(BaseModel):
     workflow: str
     question: str
     documents: list[JobInputDocument]
+    max_passages: int = TOP_K
+    passages_per_group: int = GROUP_SIZE
 
 
 def _input(ctx: StepContext) -> JobInput:
@@ -85,14 +87,14 @@ def build_index(ctx: StepContext) -> dict[str, Any]:
 
 def retrieve_passages(ctx: StepContext) -> dict[str, Any]:
     store = ctx.services.artifacts
-    question = _input(ctx).question
+    job_input = _input(ctx)
     index = LexicalIndex.from_bytes(store.get_bytes(ctx.output_of("build_index")["index_key"]))
     chunks = {c.chunk_id: c for c in _chunks(ctx)}
-    hits = [chunk_id for chunk_id, _ in index.search(question, TOP_K)]
+    hits = [chunk_id for chunk_id, _ in index.search(job_input.question, job_input.max_passages)]
     if not hits:  # no lexical match: let the model look at the beginning of the documents
-        hits = list(chunks)[:GROUP_SIZE]
+        hits = list(chunks)[: job_input.passages_per_group]
     groups = []
-    for number, group in enumerate(group_passages(hits, GROUP_SIZE)):
+    for number, group in enumerate(group_passages(hits, job_input.passages_per_group)):
         key = keys.work_key(ctx.job_id, "retrieve_passages", f"group-{number:03d}.json")
         groups.append(store.put_bytes(key, _CHUNKS.dump_json([chunks[i] for i in group]), "application/json"))
     return {"groups": groups, "passages": len(hits)}

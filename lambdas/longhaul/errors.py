@@ -91,3 +91,7 @@ def kind_of(error_name: str) -> str:
     if error_name == "States.Timeout":
         return "timeout"
     return "internal"
+
+
+# The state machine's summary error of a fan-out whose items failed (each item sent its own dead letter).
+ITEMS_FAILED = "ItemsFailed"

@@ -112,7 +112,13 @@ class JobService:
                 )
         input_key = self.artifacts.put_json(
             keys.input_key(job_id),
-            {"workflow": request.workflow, "question": request.input.question, "documents": documents},
+            {
+                "workflow": request.workflow,
+                "question": request.input.question,
+                "documents": documents,
+                "max_passages": request.input.max_passages,
+                "passages_per_group": request.input.passages_per_group,
+            },
         )
         try:
             job, created = self.store.create_job(

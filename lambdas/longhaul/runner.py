@@ -24,6 +24,7 @@ from longhaul import faults, operations
 from longhaul.clock import iso
 from longhaul.contracts import TERMINAL_STATUSES, JobStatus
 from longhaul.errors import (
+    ITEMS_FAILED,
     CancelledError,
     InternalError,
     InvalidInputError,
@@ -326,42 +327,46 @@ def _cause_message(cause: str | None) -> str:
 
 
 def record_failure(raw_event: Mapping[str, Any], services: Services) -> dict[str, Any]:
-    """Mark the step and job failed (with a sanitized error) and return the dead-letter message."""
+    """Record a failure and return the dead-letter message (also kept in the table for operators).
+
+    A fan-out item's failure marks only the item (the other items go on); the job fails once after the fan-out,
+    with `ItemsFailed` summarising its failed items. Any other failure marks the step and the job failed.
+    """
     event = FailureEvent.model_validate(raw_event)
     store = services.store
-    message = _cause_message(event.cause) or event.error
-    error = {
-        "kind": kind_of(event.error),
-        "error": event.error,
-        "step": event.step,
-        "item": event.item,
-        "message": message,
-    }
-    step_record = store.get_step(event.job_id, event.step, event.item) or {}
-    attempts = int(step_record.get("attempts", 0))
-    store.put_step(event.job_id, event.step, event.item, {"status": "failed", "error": error})
+    if event.error == ITEMS_FAILED:
+        error, attempts = _items_failed(services, event)
+    else:
+        message = _cause_message(event.cause) or event.error
+        error = {"kind": kind_of(event.error), "error": event.error, "step": event.step, "item": event.item}
+        error["message"] = message
+        attempts = int((store.get_step(event.job_id, event.step, event.item) or {}).get("attempts", 0))
+        store.put_step(event.job_id, event.step, event.item, {"status": "failed", "error": error})
     job = store.get_job(event.job_id) or {}
-    try:
-        store.transition(
-            event.job_id,
-            JobStatus.FAILED,
-            event="job_failed",
-            step=event.step,
-            item=event.item,
-            detail={**error, "attempts": attempts},
-            set_fields={"error": error, "current_step": event.step},
-        )
-    except TransitionRejected:
-        logger.warning("job already finished; failure recorded on the step only", extra={"job_id": event.job_id})
+    if event.item is not None:
+        store.append_event(event.job_id, "item_failed", step=event.step, item=event.item, detail=error)
+    else:
+        try:
+            store.transition(
+                event.job_id,
+                JobStatus.FAILED,
+                event="job_failed",
+                step=event.step,
+                item=error.get("item"),
+                detail={**error, "attempts": attempts},
+                set_fields={"error": error, "current_step": event.step},
+            )
+        except TransitionRejected:
+            logger.warning("job already finished; failure recorded on the step only", extra={"job_id": event.job_id})
     dead_letter = {
         "job_id": event.job_id,
         "tenant_id": job.get("tenant_id"),
         "workflow": event.workflow,
         "step": event.step,
         "item": event.item,
-        "error": event.error,
+        "error": error["error"],
         "kind": error["kind"],
-        "message": message,
+        "message": error["message"],
         "attempts": attempts,
         "execution": event.execution,
         "trace_id": environ().get("_X_AMZN_TRACE_ID") or event.execution,
@@ -372,5 +377,24 @@ def record_failure(raw_event: Mapping[str, Any], services: Services) -> dict[str
             "body": {"from_step": event.step, "reason": "<why the replay will succeed now>"},
         },
     }
-    store.put_dead_letter(dead_letter)
+    if event.error != ITEMS_FAILED:  # the summary of a fan-out sends no dead letter of its own
+        store.put_dead_letter(dead_letter)
     return dead_letter
+
+
+def _items_failed(services: Services, event: FailureEvent) -> tuple[dict[str, Any], int]:
+    items = [r for r in services.store.steps(event.job_id) if r["step"] == event.step and r.get("item") is not None]
+    failed = sorted((r for r in items if r.get("status") == "failed"), key=lambda r: int(r["item"]))
+    first = (failed[0].get("error") if failed else None) or {}
+    numbers = [int(r["item"]) for r in failed]
+    error = {
+        "kind": first.get("kind", "internal"),
+        "error": first.get("error", ITEMS_FAILED),
+        "step": event.step,
+        "item": numbers[0] if numbers else None,
+        "items": numbers,
+        "message": sanitize(
+            f"{len(failed)} of {len(items)} items failed (items {numbers}); first: {first.get('message', 'unknown')}"
+        ),
+    }
+    return error, max((int(r.get("attempts", 0)) for r in failed), default=0)

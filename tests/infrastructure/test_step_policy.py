@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterator
 from typing import Any
 
@@ -91,7 +92,8 @@ def test_every_step_catches_all_into_record_failure_then_its_own_dead_letter_que
             queue_url = send["Parameters"]["QueueUrl"].lstrip("@")
             assert queue_url in queues, f"{name} dead letters go to an unknown queue"
             assert dlq_by_step.setdefault(step, queue_url) == queue_url
-            assert scope[send["Next"]]["Type"] == "Fail", name
+            end = scope[send["Next"]]
+            assert end["Type"] == "Fail" or (name.endswith(" item") and end["Type"] == "Pass"), name
         assert len(set(dlq_by_step.values())) == len(dlq_by_step), "steps share a dead-letter queue"
 
 
@@ -128,5 +130,23 @@ def test_only_references_travel_between_states(machines):
         maps = [s for _, s, _ in all_states(machine["States"]) if s["Type"] == "Map"]
         for fan_out in maps:
             assert set(fan_out["ItemSelector"]) == {"item.$", "ref.$", "input.$"}
-            assert fan_out["ResultPath"] is None
+            assert fan_out["ResultPath"].startswith("$.fanout."), "a fan-out keeps only one boolean per item"
             assert fan_out.get("MaxConcurrency", 0) > 0
+            ends = [s for s in fan_out["ItemProcessor"]["States"].values() if s.get("End")]
+            assert all(s["Type"] == "Fail" or isinstance(s.get("Result"), bool) for s in ends)
+
+
+def test_a_fan_out_fails_the_job_once_after_all_items_ran(machines):
+    """Failed items do not stop the others; a Choice after the Map fails the job without another dead letter."""
+    for machine in machines.values():
+        states = machine["States"]
+        for _name, state, _ in all_states(states):
+            if state["Type"] != "Map":
+                continue
+            tally = states[state["Next"]]
+            assert "States.ArrayContains" in json.dumps(tally["Parameters"])
+            verdict = states[tally["Next"]]
+            assert verdict["Type"] == "Choice"
+            record = states[verdict["Choices"][0]["Next"]]
+            assert record["Parameters"]["error"] == "ItemsFailed"
+            assert states[record["Next"]]["Type"] == "Fail", "the summary must not send a second dead letter"
