@@ -118,6 +118,7 @@ class JobError(BaseModel):
     error: str = Field(description="The ASL error name.")
     step: str | None = None
     item: int | None = None
+    items: list[int] | None = Field(default=None, description="For a fan-out: every item that failed.")
     message: str
 
 

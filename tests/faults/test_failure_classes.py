@@ -1,4 +1,4 @@
-"""Scenarios: transient failures are retried; deterministic ones fail the job and leave one dead letter."""
+"""Failure classes: transient failures are retried; deterministic ones fail the job at once with one dead letter."""
 
 from __future__ import annotations
 

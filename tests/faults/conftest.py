@@ -1,0 +1,11 @@
+"""Fault-injection scenarios run on the same local platform as the workflow scenarios."""
+
+from tests.workflows.conftest import (  # noqa: F401 - fixtures shared with the workflow scenarios
+    Client,
+    alpha,
+    beta,
+    inject,
+    no_faults,
+    platform,
+    sample_request,
+)

@@ -1,0 +1,134 @@
+"""Fix-and-replay: an operator replays a failed job from a step; finished work is reused, not redone."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from local.platform import LocalPlatform
+from tests.faults.helpers import artifacts, assert_consistent, charges, dead_letters
+from tests.workflows.conftest import Client
+
+STEPS_BEFORE_VERIFY = ("parse_documents", "chunk_documents", "build_index", "retrieve_passages", "draft_answer")
+
+
+@pytest.fixture
+def ops(platform: LocalPlatform) -> Client:
+    return Client(platform, "ops")
+
+
+def _events_after_replay(events: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    at = max(i for i, e in enumerate(events) if e["type"] == "job_replayed")
+    return events[at + 1 :]
+
+
+def test_a_job_failing_at_a_late_step_is_replayed_from_it_without_redoing_earlier_steps(
+    platform: LocalPlatform, alpha: Client, ops: Client, sample_request, inject
+):
+    # Given a job that fails deterministically at verify_citations
+    inject("verify_citations=invalid-input")
+    job_id = alpha.submit(sample_request)
+    assert alpha.wait(job_id)["status"] == "failed"
+    assert len(dead_letters(platform, "verify_citations", job_id)) == 1
+    listed = ops.get("/v1/ops/dead-letters", step="verify_citations").json()["dead_letters"]
+    assert [d["job_id"] for d in listed].count(job_id) == 1
+    before_artifacts, before_charges = artifacts(platform, job_id), charges(platform, job_id)
+
+    # When the cause is fixed and an operator replays from that step
+    inject("")
+    response = ops.post(f"/v1/ops/jobs/{job_id}/replay", {"from_step": "verify_citations", "reason": "fixed rule"})
+    assert response.status_code == 202, response.text
+    assert response.json()["attempt"] == 2
+
+    # Then the job completes without re-running the earlier steps
+    job = alpha.wait(job_id)
+    assert job["status"] == "completed" and job["attempts"] == 2 and job["error"] is None
+    events = alpha.events(job_id)
+    assert_consistent(events)
+    rerun = {e["step"] for e in _events_after_replay(events) if e["type"] == "step_started"}
+    assert rerun == {"verify_citations", "publish_result"}
+    replayed = next(e for e in events if e["type"] == "job_replayed")
+    assert replayed["detail"]["by"] == "ops" and replayed["detail"]["reason"] == "fixed rule"
+    # their artifacts untouched and no new model calls charged
+    after = artifacts(platform, job_id)
+    for key, stamp in before_artifacts.items():
+        if any(f"/{step}/" in key for step in STEPS_BEFORE_VERIFY) or "/extract_evidence/" in key:
+            assert after[key] == stamp, f"{key} was rewritten"
+    assert len(charges(platform, job_id)) == len(before_charges)
+    # and the dead letter is gone once the replay succeeded
+    assert dead_letters(platform, "verify_citations", job_id) == []
+    listed = ops.get("/v1/ops/dead-letters").json()["dead_letters"]
+    assert job_id not in [d["job_id"] for d in listed]
+
+
+def test_in_a_fan_out_of_20_items_only_the_3_failed_items_rerun(
+    platform: LocalPlatform, alpha: Client, ops: Client, inject
+):
+    filler = "This clause is read together with the schedules and survives termination of the agreement. " * 8
+    paragraphs = [
+        f"Clause {n}. The supplier liability cap for service {n} is {n} million euros. {filler}" for n in range(30)
+    ]
+    body = {
+        "workflow": "document-analysis",
+        "input": {
+            "question": "What is the supplier liability cap for each service?",
+            "documents": [{"name": "caps.txt", "text": "\n\n".join(paragraphs)}],
+            "max_passages": 20,
+            "passages_per_group": 1,
+        },
+    }
+    inject(",".join(f"extract_evidence#{n}=invalid-input" for n in (3, 7, 11)))
+    job_id = alpha.submit(body)
+    job = alpha.wait(job_id)
+    assert job["status"] == "failed"
+    assert job["error"]["step"] == "extract_evidence" and job["error"]["items"] == [3, 7, 11]
+    assert job["error"]["kind"] == "invalid-input"
+    assert sorted(m["item"] for m in dead_letters(platform, "extract_evidence", job_id)) == [3, 7, 11]
+    first = alpha.events(job_id)
+    finished_items = {e["item"] for e in first if e["type"] == "step_finished" and e["step"] == "extract_evidence"}
+    assert len(finished_items) == 17, "the other items must run to the end"
+
+    inject("")
+    response = ops.post(f"/v1/ops/jobs/{job_id}/replay", {"from_step": "extract_evidence", "reason": "fixed items"})
+    assert response.status_code == 202, response.text
+    assert response.json()["rerun_items"] == [3, 7, 11] and len(response.json()["kept_items"]) == 17
+
+    assert alpha.wait(job_id)["status"] == "completed"
+    events = alpha.events(job_id)
+    assert_consistent(events)
+    rerun = [
+        e["item"]
+        for e in _events_after_replay(events)
+        if e["type"] == "step_started" and e["step"] == "extract_evidence"
+    ]
+    assert sorted(rerun) == [3, 7, 11]
+    assert dead_letters(platform, "extract_evidence", job_id) == []
+
+
+def test_replaying_is_for_operators_and_only_for_jobs_that_did_not_complete(
+    platform: LocalPlatform, alpha: Client, ops: Client, sample_request
+):
+    job_id = alpha.submit(sample_request)
+    assert alpha.wait(job_id)["status"] == "completed"
+    forbidden = alpha.post(f"/v1/ops/jobs/{job_id}/replay", {"from_step": "draft_answer", "reason": "please"})
+    assert forbidden.status_code == 403
+    assert forbidden.json()["type"].endswith("/forbidden")
+    refused = ops.post(f"/v1/ops/jobs/{job_id}/replay", {"from_step": "draft_answer", "reason": "again"})
+    assert refused.status_code == 409 and refused.json()["type"].endswith("/not-replayable")
+    unknown = ops.post(f"/v1/ops/jobs/{job_id}/replay", {"from_step": "nope", "reason": "typo"})
+    assert unknown.status_code in (409, 422)
+
+
+def test_replaying_twice_is_safe(platform: LocalPlatform, alpha: Client, ops: Client, sample_request, inject):
+    inject("publish_result=invalid-inputx1")
+    job_id = alpha.submit(sample_request)
+    assert alpha.wait(job_id)["status"] == "failed"
+    first = ops.post(f"/v1/ops/jobs/{job_id}/replay", {"from_step": "publish_result", "reason": "first"})
+    second = ops.post(f"/v1/ops/jobs/{job_id}/replay", {"from_step": "publish_result", "reason": "second"})
+    assert first.status_code == 202
+    assert second.status_code == 409, "a replay of a job that is already running again is refused"
+    assert alpha.wait(job_id)["status"] == "completed"
+    events = alpha.events(job_id)
+    assert [e["type"] for e in events].count("job_replayed") == 1
+    assert_consistent(events)
