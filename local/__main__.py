@@ -2,7 +2,9 @@
 
 Environment: LONGHAUL_PORT (API port, default 8000), LONGHAUL_MOTO_PORT (default 8001, 0 = any free port),
 LONGHAUL_LOCAL_KEYS ("alpha=key1,beta=key2,ops=key3:operator"), LONGHAUL_LOG_LEVEL (default INFO),
-LONGHAUL_FAULTS (fault injection, e.g. "draft_answer=transientx2,extract_evidence#3=invalid-input").
+LONGHAUL_FAULTS (fault injection, e.g. "draft_answer=transientx2,extract_evidence#3=invalid-input", or the runtime
+kinds `hang`, `duplicate`, `crash-after-side-effect`), LONGHAUL_TIME_SCALE (default 1; e.g. 0.01 makes the local
+Step Functions interpreter's Retry backoffs, Task timeouts and Wait states 100x shorter).
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ from local.platform import LocalPlatform
 
 DEFAULT_API_PORT = 8000
 DEFAULT_MOTO_PORT = 8001
+TIME_SCALE_ENV = "LONGHAUL_TIME_SCALE"
 
 
 def _quiet_moto() -> None:
@@ -34,12 +37,18 @@ def banner(platform: LocalPlatform) -> str:
     keys = "\n".join(f"    {k.tenant:<8} {k.role:<9} {k.key}" for k in platform.keys) or "    (none)"
     timings = ", ".join(f"{name} {seconds:.1f}s" for name, seconds in platform.timings.items())
     d = platform.deployment
+    scale = platform.time_scale
+    scaled = (
+        ""
+        if scale == 1
+        else f"  Time scale       {scale:g}   (Retry backoffs, Task timeouts/heartbeats, Wait states: x{scale:g})\n"
+    )
     return f"""
 Longhaul is running locally ({timings}).
 
   API              {api}
   In-memory AWS    {platform.moto_endpoint}   (stack {d.stack_name}; table {d.table_name}; bucket {d.bucket_name})
-  API keys (tenant, role, key):
+{scaled}  API keys (tenant, role, key):
 {keys}
 
 Submit the sample job:
@@ -68,6 +77,19 @@ def _install_faults(spec: str) -> str:
     return spec
 
 
+def parse_time_scale(value: str) -> float:
+    """`LONGHAUL_TIME_SCALE`: a positive number; empty means 1."""
+    if not value.strip():
+        return 1.0
+    try:
+        scale = float(value)
+    except ValueError:
+        raise ValueError(f"expected a positive number, got {value!r}") from None
+    if not 0 < scale < float("inf"):
+        raise ValueError(f"expected a positive number, got {value!r}")
+    return scale
+
+
 def main() -> int:
     logging.basicConfig(level=os.environ.get("LONGHAUL_LOG_LEVEL", "INFO"), format="%(asctime)s %(name)s %(message)s")
     _quiet_moto()
@@ -78,9 +100,14 @@ def main() -> int:
     except ValueError as exc:
         print(f"LONGHAUL_FAULTS: {exc}", file=sys.stderr)
         return 2
+    try:
+        time_scale = parse_time_scale(os.environ.get(TIME_SCALE_ENV, ""))
+    except ValueError as exc:
+        print(f"{TIME_SCALE_ENV}: {exc}", file=sys.stderr)
+        return 2
     print("Starting Longhaul locally: synthesizing (or re-using cdk.out) and deploying into moto...", flush=True)
     try:
-        platform = LocalPlatform.start(moto_port=moto_port, api_port=api_port)
+        platform = LocalPlatform.start(moto_port=moto_port, api_port=api_port, time_scale=time_scale)
     except OSError as exc:
         print(f"Could not start: {exc} (set LONGHAUL_PORT / LONGHAUL_MOTO_PORT to free ports)", file=sys.stderr)
         return 1

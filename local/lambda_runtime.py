@@ -14,17 +14,29 @@ concurrently; a Map over one function is serialized, like a function with reserv
 A handler exception is reported exactly like AWS: header `x-amz-function-error: Unhandled` and a payload
 `{"errorType", "errorMessage", "stackTrace"}`; Step Functions matches Retry/Catch on `errorType`.
 
+An exception carrying a string `error_type` attribute is reported with that `errorType` (e.g. `CrashFault`, a
+`BaseException` simulating the process dying, becomes `Runtime.ExitError`; a simulated timeout `Sandbox.Timedout`);
+other `BaseException`s (KeyboardInterrupt, SystemExit) still propagate.
+
 Fault injection: `add_middleware(fn)` registers `fn(invocation, call_next)`, called around every invocation
 (outermost first). It may inspect or replace `invocation.event`, raise (the exception becomes the function
-error), delay, or return a result without calling `call_next`.
+error), delay, or return a result without calling `call_next`. `runtime_faults` is the built-in one (installed by
+`LocalPlatform`): it fires the `hang` and `duplicate` kinds of `longhaul.faults` for step invocations.
+
+Time scale: `time_scale()` is the factor every local wait is multiplied by (the Step Functions interpreter's Retry
+backoffs, Task timeouts and heartbeats, Wait states, see `moto_patches.scale_interpreter_waits`; and the `hang`
+fault). `scaled_wait` is the one primitive they share: it re-reads the scale while it waits, so
+`set_time_scale` also shortens waits already in progress, and it returns early when told to stop.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import importlib
 import json
 import logging
+import math
 import sys
 import threading
 import time
@@ -72,6 +84,7 @@ class Invocation:
     context: LambdaContext
     environment: Mapping[str, str]
     invocation_type: str = "RequestResponse"
+    timeout: float = 3.0  # the function's configured timeout, seconds
 
 
 class Middleware(Protocol):
@@ -105,9 +118,66 @@ class _Runtime:
         self.handlers: dict[str, Handler] = {}
         self.locks: dict[str, threading.Lock] = {}
         self.locks_guard = threading.Lock()
+        self.time_scale = 1.0
+        self.interrupt = threading.Event()  # set (and replaced) by `interrupt_waits`
+        self.hanging: dict[str, str] = {}  # request id -> function name, while a `hang` fault waits
 
 
 _RUNTIME = _Runtime()
+#: Longest real-time slice `scaled_wait` blocks for before re-checking the scale and its stop condition.
+WAIT_SLICE_SECONDS = 0.05
+
+
+# --- time scale ----------------------------------------------------------------------------------------------
+
+
+def time_scale() -> float:
+    """The factor local waits are multiplied by (1.0 = real time; 0.01 = a 60 s timeout fires after 0.6 s)."""
+    return _RUNTIME.time_scale
+
+
+def set_time_scale(scale: float) -> None:
+    """Change the time scale (takes effect at once, also for waits in progress)."""
+    scale = float(scale)
+    if not math.isfinite(scale) or scale <= 0:
+        raise ValueError(f"time scale must be a positive finite number, got {scale!r}")
+    _RUNTIME.time_scale = scale
+
+
+def scaled_wait(
+    seconds: float | None,
+    *,
+    event: threading.Event | None = None,
+    stop: Callable[[], bool] | None = None,
+) -> bool:
+    """Wait `seconds` of local time (real time x `time_scale()`, re-read every slice); None waits without limit.
+
+    Returns True as soon as `event` is set, False when the time is up or `stop()` becomes true (checked at least
+    every `WAIT_SLICE_SECONDS`).
+    """
+    remaining = math.inf if seconds is None else float(seconds)
+    waker = event if event is not None else threading.Event()  # never set: a sleep that can be sliced
+    while True:
+        if event is not None and event.is_set():
+            return True
+        if remaining <= 0 or (stop is not None and stop()):
+            return False
+        scale = _RUNTIME.time_scale
+        started = time.monotonic()
+        if waker.wait(min(remaining * scale, WAIT_SLICE_SECONDS)):
+            return True
+        remaining -= (time.monotonic() - started) / scale
+
+
+def interrupt_waits() -> None:
+    """Release every `hang` fault waiting now (platform stop/reset); later waits are unaffected."""
+    interrupt, _RUNTIME.interrupt = _RUNTIME.interrupt, threading.Event()
+    interrupt.set()
+
+
+def hanging() -> list[str]:
+    """Names of the functions whose invocations a `hang` fault is holding right now."""
+    return list(_RUNTIME.hanging.values())
 
 
 def configure(*, code_root: Path | None = None, environment_overrides: Mapping[str, str] | None = None) -> None:
@@ -188,10 +258,16 @@ def make_context(fn: FunctionSpec) -> LambdaContext:
     )
 
 
+def error_type(exc: BaseException) -> str:
+    """The `errorType` AWS reports: the exception's `error_type` attribute when it has one, else its class name."""
+    declared = getattr(exc, "error_type", None)
+    return declared if isinstance(declared, str) and declared else type(exc).__name__
+
+
 def error_payload(exc: BaseException) -> dict[str, Any]:
     """The payload AWS's Python runtime returns for an unhandled exception."""
     return {
-        "errorType": type(exc).__name__,
+        "errorType": error_type(exc),
         "errorMessage": str(exc),
         "stackTrace": traceback.format_list(traceback.extract_tb(exc.__traceback__)),
     }
@@ -223,12 +299,15 @@ def run(fn: FunctionSpec, event: Any, invocation_type: str = "RequestResponse") 
         context=make_context(fn),
         environment=function_environment(fn),
         invocation_type=invocation_type,
+        timeout=float(fn.timeout or 3),
     )
     started = time.monotonic()
     try:
         result = _call_chain(invocation)
-    except Exception as exc:  # every handler failure becomes a function error, as in AWS
-        LOG.info("%s failed after %.0f ms: %s: %s", fn.function_name, _ms(started), type(exc).__name__, exc)
+    except BaseException as exc:  # every handler failure becomes a function error, as in AWS
+        if not isinstance(exc, Exception) and getattr(exc, "error_type", None) is None:
+            raise  # KeyboardInterrupt, SystemExit, ...: not a function error
+        LOG.info("%s failed after %.0f ms: %s: %s", fn.function_name, _ms(started), error_type(exc), exc)
         return json.dumps(error_payload(exc)).encode(), True
     LOG.debug("%s returned after %.0f ms", fn.function_name, _ms(started))
     return json.dumps(result, default=str).encode(), False
@@ -267,6 +346,68 @@ def invoke(
         response_headers["x-amz-function-error"] = "Unhandled"
     response_headers["Content-Length"] = str(len(payload))
     return payload
+
+
+# --- runtime faults -----------------------------------------------------------------------------------------
+
+#: A `hang` outlives the function's own timeout by this much (local seconds): the house policy sets a Task's
+#: `TimeoutSeconds` to the function's timeout + 15 s, so the interpreter times the Task out first.
+HANG_MARGIN_SECONDS = 30.0
+
+
+class FunctionTimedOut(Exception):
+    """What AWS reports when an invocation outlives its function's timeout."""
+
+    error_type = "Sandbox.Timedout"
+
+
+def is_step_event(event: Any) -> bool:
+    """A step invocation's payload (`runner.StepEvent`: "step" and "input"); a failure record has no "input"."""
+    return isinstance(event, Mapping) and isinstance(event.get("step"), str) and "input" in event
+
+
+def runtime_faults(invocation: Invocation, call_next: Callable[[], Any]) -> Any:
+    """The built-in middleware firing the runtime fault kinds of `longhaul.faults` for step invocations.
+
+    `duplicate`: the event is delivered twice (the handler runs twice, one after the other, each with its own
+    request id); the second result is returned, as an at-least-once redelivery would. `hang`: the handler is not
+    called; the invocation blocks for the function's timeout + `HANG_MARGIN_SECONDS` (scaled, released by
+    `interrupt_waits`), then fails with `Sandbox.Timedout`; by then the interpreter has timed the Task out.
+    """
+    event = invocation.event
+    if not is_step_event(event):
+        return call_next()
+    ensure_code_root_on_path()
+    from longhaul import faults
+
+    item = event.get("item")
+    kind = faults.active().take(event["step"], item if isinstance(item, int) else None, (faults.HANG, faults.DUPLICATE))
+    if kind == faults.DUPLICATE:
+        try:
+            call_next()
+        except Exception as exc:  # the first delivery's outcome is lost, like a redelivered message's
+            LOG.info("%s: first of a duplicate delivery failed: %s: %s", invocation.function_name, error_type(exc), exc)
+        context = invocation.context
+        invocation.context = dataclasses.replace(
+            context, aws_request_id=str(uuid.uuid4()), deadline=time.monotonic() + invocation.timeout
+        )
+        return call_next()
+    if kind == faults.HANG:
+        request_id = invocation.context.aws_request_id
+        _RUNTIME.hanging[request_id] = invocation.function_name
+        try:
+            scaled_wait(invocation.timeout + HANG_MARGIN_SECONDS, event=_RUNTIME.interrupt)
+        finally:
+            _RUNTIME.hanging.pop(request_id, None)
+        raise FunctionTimedOut(f"Task timed out after {invocation.timeout:.2f} seconds")
+    return call_next()
+
+
+def install_runtime_faults() -> Callable[[], None]:
+    """Install `runtime_faults` as the outermost middleware (idempotent); returns a function that removes it."""
+    if runtime_faults not in _RUNTIME.middlewares:
+        _RUNTIME.middlewares.insert(0, runtime_faults)
+    return lambda: _RUNTIME.middlewares.remove(runtime_faults) if runtime_faults in _RUNTIME.middlewares else None
 
 
 def forget_handlers() -> None:

@@ -8,15 +8,24 @@ it once (session fixture) and calls `reset()` to get an empty, freshly deployed 
 `start()` sets `AWS_ENDPOINT_URL`, dummy credentials, `AWS_DEFAULT_REGION` and `MOTO_PORT` in `os.environ`
 once, so every boto3 client of the process (handlers included) talks to the embedded moto; `stop()` restores
 them.
+
+`time_scale` (default 1.0) multiplies every wait of the local Step Functions interpreter (Retry backoffs, Task
+timeouts and heartbeats, Wait states, the state machine's timeout) and of the `hang` fault: at 0.01 a Task's 75 s
+timeout fires after 0.75 s. The definitions are untouched; only local waits shrink (the work itself does not, so
+a scale that makes a Task's timeout shorter than its real work times it out). `set_time_scale` changes it on a
+running platform; `reset()` restores the value given to `start()`. The runtime fault middleware
+(`lambda_runtime.runtime_faults`: `hang`, `duplicate`) is always installed while a platform runs.
 """
 
 from __future__ import annotations
 
+import logging
 import os
 import socket
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from pathlib import Path
 from types import TracebackType
 from typing import Any, ClassVar, Literal, get_args
@@ -25,6 +34,7 @@ from local import lambda_runtime, moto_patches
 from local.deploy import REGION, Deployment, deploy_assembly, synthesize, wait_until
 from local.frontdoor import FrontDoor
 
+LOG = logging.getLogger("longhaul.local")
 REPO_ROOT = Path(__file__).resolve().parent.parent
 HOST = "127.0.0.1"
 KEYS_ENV = "LONGHAUL_LOCAL_KEYS"
@@ -95,6 +105,8 @@ class LocalPlatform:
     _servers: _Servers | None = field(default=None, repr=False)
     _saved_env: dict[str, str | None] = field(default_factory=dict, repr=False)
     _cdk_out: Path | None = field(default=None, repr=False)
+    _initial_time_scale: float = field(default=1.0, repr=False)
+    _remove_fault_middleware: Any = field(default=None, repr=False)
 
     _current: ClassVar[LocalPlatform | None] = None  # the running platform
 
@@ -110,14 +122,17 @@ class LocalPlatform:
         keys: str | Mapping[str, str] | None = None,
         env_overrides: Mapping[str, str] | None = None,
         force_synth: bool = False,
+        time_scale: float = 1.0,
     ) -> LocalPlatform:
         """Start moto, patch it, synthesize (or re-use cdk.out), deploy, seed keys and serve the API.
 
         Ports of 0 pick free ones. `keys` maps tenant -> "key" or "key:operator" (default `DEFAULT_KEYS`).
-        `env_overrides` are added to every function's environment.
+        `env_overrides` are added to every function's environment. `time_scale` multiplies the local waits
+        (see the module docstring; must be > 0).
         """
         if cls._current is not None:
             raise RuntimeError("a LocalPlatform is already running in this process; stop() or reset() it")
+        lambda_runtime.set_time_scale(time_scale)  # validates before anything starts
         root = Path(repo_root or REPO_ROOT).resolve()
         timings: dict[str, float] = {}
         started = time.monotonic()
@@ -130,7 +145,10 @@ class LocalPlatform:
         lambda_runtime.configure(code_root=root / "lambdas", environment_overrides=env_overrides or {})
         server = _start_moto(moto_port)
         endpoint = "http://{}:{}".format(*server.get_host_and_port())
-        platform = cls(root, endpoint, None, [], [], timings, _Servers(server), _cdk_out=cdk_out)
+        platform = cls(
+            root, endpoint, None, [], [], timings, _Servers(server), _cdk_out=cdk_out, _initial_time_scale=time_scale
+        )
+        platform._remove_fault_middleware = lambda_runtime.install_runtime_faults()
         platform._saved_env = _set_process_environment(endpoint)
         timings["moto_start"] = time.monotonic() - mark
         try:
@@ -171,11 +189,26 @@ class LocalPlatform:
         self._servers.front_door = door
         self.api_url = f"http://{HOST}:{port}"
 
+    @property
+    def time_scale(self) -> float:
+        return lambda_runtime.time_scale()
+
+    def set_time_scale(self, scale: float) -> None:
+        """Change the time scale now (waits already in progress follow it)."""
+        lambda_runtime.set_time_scale(scale)
+
     def reset(self) -> None:
-        """Wipe every moto backend, redeploy the same assembly and re-seed the keys (servers keep running)."""
+        """Wipe every moto backend, redeploy the same assembly and re-seed the keys (servers keep running).
+
+        Running executions are stopped first (so none of them goes on into the fresh deployment), `hang` faults
+        are released and the time scale goes back to the one given to `start()`.
+        """
         if self._servers and self._servers.front_door:
             self._servers.front_door.stop()
             self._servers.front_door = None
+        stop_running_executions()
+        lambda_runtime.interrupt_waits()
+        lambda_runtime.set_time_scale(self._initial_time_scale)
         _reset_moto()
         api_port = int(self.api_url.rsplit(":", 1)[1]) if self.api_url else 0
         self._deploy_and_seed({k.tenant: f"{k.key}:{k.role}" for k in self.keys})
@@ -191,8 +224,14 @@ class LocalPlatform:
         if self._servers is not None:
             if self._servers.front_door is not None:
                 self._servers.front_door.stop()
+            stop_running_executions()
             self._servers.moto.stop()
             self._servers = None
+        lambda_runtime.interrupt_waits()
+        lambda_runtime.set_time_scale(1.0)
+        if self._remove_fault_middleware is not None:
+            self._remove_fault_middleware()
+            self._remove_fault_middleware = None
         for name, value in self._saved_env.items():
             if value is None:
                 os.environ.pop(name, None)
@@ -251,6 +290,26 @@ class LocalPlatform:
             return None if described["status"] == "RUNNING" else described
 
         return wait_until(finished, timeout=timeout, interval=0.1, what=f"execution {execution_arn}")
+
+
+def stop_running_executions() -> int:
+    """Stop (abort) every RUNNING execution of the executing Step Functions backend; returns how many."""
+    from moto.stepfunctions.parser.models import stepfunctions_parser_backends
+
+    stopped = 0
+    for account in list(stepfunctions_parser_backends.values()):
+        for backend in list(account.values()):
+            for machine in list(backend.state_machines):
+                for execution in list(machine.executions):
+                    status = getattr(execution, "exec_status", None)
+                    if getattr(status, "value", status) != "RUNNING":
+                        continue
+                    try:
+                        execution.stop(stop_date=datetime.now(UTC), error="Longhaul.PlatformReset", cause="")
+                        stopped += 1
+                    except Exception:  # never block a reset or a shutdown
+                        LOG.warning("could not stop %s", getattr(execution, "exec_arn", execution), exc_info=True)
+    return stopped
 
 
 def _reset_moto() -> None:

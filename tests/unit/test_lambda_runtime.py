@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 import threading
+import time
 from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -15,6 +16,7 @@ import pytest
 from moto import mock_aws
 
 from local import lambda_runtime, moto_patches
+from local.deploy import wait_until
 
 BARRIER = threading.Barrier(2, timeout=10)
 
@@ -191,3 +193,145 @@ def test_invocations_of_one_function_do_not_overlap() -> None:
 
     assert not any(errored for _, errored in results)
     assert max(PEAK) == 1
+
+
+# --- error types ----------------------------------------------------------------------------------------------
+
+
+class OutOfQuota(Exception):
+    error_type = "Custom.OutOfQuota"
+
+
+class Abandon(BaseException):
+    """A BaseException without `error_type`: not a function error, it propagates."""
+
+
+def crashes(event: Any, context: Any) -> None:
+    from longhaul.faults import CrashFault
+
+    raise CrashFault("died after its side effects")
+
+
+def declares_error_type(event: Any, context: Any) -> None:
+    raise OutOfQuota("over")
+
+
+def abandons(event: Any, context: Any) -> None:
+    raise Abandon()
+
+
+def test_crash_fault_becomes_a_runtime_exit_error_instead_of_escaping() -> None:
+    payload, errored = lambda_runtime.run(_fn(crashes), {})
+
+    assert errored
+    assert json.loads(payload)["errorType"] == "Runtime.ExitError"
+    assert json.loads(payload)["errorMessage"] == "died after its side effects"
+
+
+def test_an_exception_declaring_error_type_is_reported_with_it() -> None:
+    payload, errored = lambda_runtime.run(_fn(declares_error_type), {})
+
+    assert errored and json.loads(payload)["errorType"] == "Custom.OutOfQuota"
+
+
+def test_other_base_exceptions_still_propagate() -> None:
+    with pytest.raises(Abandon):
+        lambda_runtime.run(_fn(abandons), {})
+
+
+# --- runtime faults (the built-in middleware) -------------------------------------------------------------------
+
+DELIVERIES: list[tuple[Any, str]] = []
+
+
+def records_delivery(event: Any, context: Any) -> dict[str, Any]:
+    DELIVERIES.append((event, context.aws_request_id))
+    return {"delivery": len(DELIVERIES)}
+
+
+def _step_event(step: str, item: int | None = None) -> dict[str, Any]:
+    return {"step": step, "item": item, "attempt": 0, "input": {"job_id": "job_1"}}
+
+
+@pytest.fixture
+def faults_spec() -> Iterator[Callable[[str], None]]:
+    from longhaul import faults
+
+    DELIVERIES.clear()
+    remove = lambda_runtime.install_runtime_faults()
+    yield lambda spec: faults.install(faults.FaultInjector(spec))
+    remove()
+    faults.install(faults.FaultInjector())
+    lambda_runtime.set_time_scale(1.0)
+
+
+def test_install_runtime_faults_is_idempotent_and_outermost(faults_spec: Callable[[str], None]) -> None:
+    def other(invocation: lambda_runtime.Invocation, call_next: Callable[[], Any]) -> Any:
+        return call_next()
+
+    with lambda_runtime.middleware(other):
+        remove = lambda_runtime.install_runtime_faults()
+        assert lambda_runtime._RUNTIME.middlewares == [lambda_runtime.runtime_faults, other]
+    remove()
+    assert lambda_runtime.runtime_faults not in lambda_runtime._RUNTIME.middlewares
+
+
+def test_duplicate_delivers_the_event_twice_and_returns_the_second_result(
+    faults_spec: Callable[[str], None],
+) -> None:
+    faults_spec("parse_documents=duplicatex1")
+    fn = _fn(records_delivery)
+
+    payload, errored = lambda_runtime.run(fn, _step_event("parse_documents"))
+    again, _ = lambda_runtime.run(fn, _step_event("parse_documents"))
+
+    assert not errored and json.loads(payload) == {"delivery": 2}
+    assert [event for event, _ in DELIVERIES[:2]] == [_step_event("parse_documents")] * 2
+    assert DELIVERIES[0][1] != DELIVERIES[1][1]  # each delivery has its own request id
+    assert json.loads(again) == {"delivery": 3}  # x1: consumed
+
+
+def test_faults_fire_only_for_their_step_and_item(faults_spec: Callable[[str], None]) -> None:
+    faults_spec("extract_evidence#2=duplicate,chunk_documents=hang")
+    fn = _fn(records_delivery)
+
+    lambda_runtime.run(fn, _step_event("extract_evidence", 1))
+    lambda_runtime.run(fn, _step_event("extract_evidence", 2))
+    lambda_runtime.run(fn, {"step": "chunk_documents", "job_id": "job_1", "error": "X"})  # a failure record
+    lambda_runtime.run(fn, {"no": "step"})
+
+    assert [event.get("item") for event, _ in DELIVERIES] == [1, 2, 2, None, None]
+
+
+def test_hang_outlives_the_function_timeout_then_reports_sandbox_timedout(
+    faults_spec: Callable[[str], None],
+) -> None:
+    faults_spec("draft_answer=hangx1")
+    lambda_runtime.set_time_scale(0.01)
+    fn = _fn(records_delivery, timeout=10)
+
+    started = time.monotonic()
+    payload, errored = lambda_runtime.run(fn, _step_event("draft_answer"))
+    took = time.monotonic() - started
+
+    error = json.loads(payload)
+    assert errored and error["errorType"] == "Sandbox.Timedout"
+    assert error["errorMessage"] == "Task timed out after 10.00 seconds"
+    assert (10 + lambda_runtime.HANG_MARGIN_SECONDS) * 0.01 <= took < 3
+    assert DELIVERIES == []  # the handler never ran
+
+
+def test_a_hang_is_released_by_interrupt_waits(faults_spec: Callable[[str], None]) -> None:
+    faults_spec("draft_answer=hang")
+    fn = _fn(records_delivery, function_name="stuck", timeout=900)
+    results: list[tuple[bytes, bool]] = []
+    worker = threading.Thread(target=lambda: results.append(lambda_runtime.run(fn, _step_event("draft_answer"))))
+    worker.start()
+    wait_until(lambda: lambda_runtime.hanging() or None, timeout=5, what="the hang")
+    assert lambda_runtime.hanging() == ["stuck"]
+
+    lambda_runtime.interrupt_waits()
+
+    wait_until(lambda: results or None, timeout=5, what="the released invocation")
+    assert json.loads(results[0][0])["errorType"] == "Sandbox.Timedout"
+    assert lambda_runtime.hanging() == []

@@ -262,3 +262,162 @@ def test_apply_and_revert_are_idempotent() -> None:
     finally:
         if was_applied:
             moto_patches.apply()
+
+
+# --- stop_executions_promptly (with scale_interpreter_waits: the waits it releases) ---------------------------
+
+ROLE_ARN = "arn:aws:iam::123456789012:role/sfn"
+FAILURES: list[Any] = []
+
+
+class StillBroken(Exception):
+    """Raised by `always_fails`; the state machine retries it after a long backoff."""
+
+
+def always_fails(event: dict[str, Any], context: Any) -> None:
+    FAILURES.append(event)
+    raise StillBroken("no luck")
+
+
+def _token_machine(sqs_queue_url: str) -> str:
+    """Sends its task token to SQS and waits for it (no timeout), then a Pass state that must never run."""
+    definition = {
+        "StartAt": "Await",
+        "States": {
+            "Await": {
+                "Type": "Task",
+                "Resource": "arn:aws:states:::sqs:sendMessage.waitForTaskToken",
+                "Parameters": {"QueueUrl": sqs_queue_url, "MessageBody.$": "$$.Task.Token"},
+                "Next": "After",
+            },
+            "After": {"Type": "Pass", "End": True},
+        },
+    }
+    return _create_machine("awaits-token", definition)
+
+
+def _create_machine(name: str, definition: dict[str, Any]) -> str:
+    sfn = boto3.client("stepfunctions", region_name=REGION)
+    arn: str = sfn.create_state_machine(name=name, definition=json.dumps(definition), roleArn=ROLE_ARN)[
+        "stateMachineArn"
+    ]
+    return arn
+
+
+def _start_waiting_for_token() -> tuple[str, str]:
+    """Start `_token_machine`; returns (execution ARN, the token it waits for) once it waits."""
+    sqs = boto3.client("sqs", region_name=REGION)
+    queue = sqs.create_queue(QueueName="tokens")["QueueUrl"]
+    sfn = boto3.client("stepfunctions", region_name=REGION)
+    execution = sfn.start_execution(stateMachineArn=_token_machine(queue), input="{}")["executionArn"]
+
+    def token() -> str | None:
+        messages = sqs.receive_message(QueueUrl=queue, WaitTimeSeconds=1).get("Messages", [])
+        return messages[0]["Body"] if messages else None
+
+    return execution, wait_until(token, timeout=10, what="the task token in SQS")
+
+
+def _history(arn: str) -> list[dict[str, Any]]:
+    events: list[dict[str, Any]] = boto3.client("stepfunctions", region_name=REGION).get_execution_history(
+        executionArn=arn
+    )["events"]
+    return events
+
+
+def _aborted_history(arn: str) -> list[str]:
+    """The history's event types, once the execution's thread has ended (its last event is ExecutionAborted)."""
+
+    def ended() -> list[str] | None:
+        types = [e["type"] for e in _history(arn)]
+        return types if types and types[-1] == "ExecutionAborted" else None
+
+    return wait_until(ended, timeout=2, what=f"ExecutionAborted of {arn}")
+
+
+@pytest.mark.usefixtures("unpatched")
+def test_stop_leaves_a_token_wait_running_without_the_patch() -> None:
+    sfn = boto3.client("stepfunctions", region_name=REGION)
+    execution, token = _start_waiting_for_token()
+
+    stopped = sfn.stop_execution(executionArn=execution)
+
+    assert "stopDate" not in stopped  # upstream answers a null stop date
+    assert sfn.describe_execution(executionArn=execution)["status"] == "RUNNING"
+    # Only the token releases the waiting thread; it then records the Task's success after the stop.
+    sfn.send_task_success(taskToken=token, output="{}")
+    assert _aborted_history(execution)[-2:] == ["TaskSucceeded", "ExecutionAborted"]
+
+
+@pytest.mark.usefixtures("patched")
+def test_stop_aborts_a_token_wait_at_once_with_the_patch() -> None:
+    sfn = boto3.client("stepfunctions", region_name=REGION)
+    execution, token = _start_waiting_for_token()
+
+    stopped = sfn.stop_execution(executionArn=execution, error="Operator", cause="cancelled")
+
+    described = sfn.describe_execution(executionArn=execution)
+    assert described["status"] == "ABORTED"
+    # upstream stamps its own stop date again when the thread ends, a moment later
+    assert abs((described["stopDate"] - stopped["stopDate"]).total_seconds()) < 1
+    history = _aborted_history(execution)  # the waiting thread was released and ended the execution
+    assert "TaskSucceeded" not in history and "TaskTimedOut" not in history and "TaskFailed" not in history
+    assert "PassStateEntered" not in history  # nothing after the waiting state ran
+    with pytest.raises(ClientError):  # the token is no longer awaited
+        sfn.send_task_success(taskToken=token, output="{}")
+
+
+@pytest.mark.usefixtures("patched")
+def test_stop_during_a_retry_backoff_aborts_at_once_with_the_patch() -> None:
+    _upload_code()
+    role = boto3.client("iam", region_name=REGION).create_role(RoleName="fn", AssumeRolePolicyDocument="{}")
+    function = boto3.client("lambda", region_name=REGION).create_function(
+        FunctionName="always-fails",
+        Runtime="python3.12",
+        Role=role["Role"]["Arn"],
+        Handler=f"{__name__}.always_fails",
+        Code={"S3Bucket": CODE_BUCKET, "S3Key": CODE_KEY},
+    )["FunctionArn"]
+    definition = {
+        "StartAt": "Call",
+        "States": {
+            "Call": {
+                "Type": "Task",
+                "Resource": function,
+                "Retry": [{"ErrorEquals": ["StillBroken"], "IntervalSeconds": 600, "MaxAttempts": 3}],
+                "Next": "After",
+            },
+            "After": {"Type": "Pass", "End": True},
+        },
+    }
+    sfn = boto3.client("stepfunctions", region_name=REGION)
+    FAILURES.clear()
+    execution = sfn.start_execution(stateMachineArn=_create_machine("backs-off", definition))["executionArn"]
+    wait_until(lambda: FAILURES or None, timeout=10, what="the first attempt")
+
+    sfn.stop_execution(executionArn=execution)
+
+    assert sfn.describe_execution(executionArn=execution)["status"] == "ABORTED"
+    history = _aborted_history(execution)  # the 600 s backoff sleep was cut short
+    assert "PassStateEntered" not in history
+    assert len(FAILURES) == 1  # no further attempt after the stop
+
+
+@pytest.mark.usefixtures("patched")
+def test_stop_during_a_wait_state_aborts_at_once_with_the_patch() -> None:
+    definition = {
+        "StartAt": "Nap",
+        "States": {"Nap": {"Type": "Wait", "Seconds": 3600, "Next": "After"}, "After": {"Type": "Pass", "End": True}},
+    }
+    sfn = boto3.client("stepfunctions", region_name=REGION)
+    execution = sfn.start_execution(stateMachineArn=_create_machine("naps", definition))["executionArn"]
+    wait_until(
+        lambda: any(e["type"] == "WaitStateEntered" for e in _history(execution)) or None,
+        timeout=10,
+        what="the Wait state",
+    )
+
+    sfn.stop_execution(executionArn=execution)
+
+    assert sfn.describe_execution(executionArn=execution)["status"] == "ABORTED"
+    assert "PassStateEntered" not in _aborted_history(execution)
