@@ -42,7 +42,10 @@ def _pdf_request(platform: LocalPlatform, headers: dict[str, str]) -> dict[str, 
         documents.append({"name": pdf.name, "upload_id": ticket["upload_id"]})
     return {
         "workflow": "document-analysis",
-        "input": {"question": "What are the liability caps, service credits and termination rights?", "documents": documents},
+        "input": {
+            "question": "What are the liability caps, service credits and termination rights?",
+            "documents": documents,
+        },
     }
 
 
@@ -81,7 +84,9 @@ def main() -> None:
     warnings.filterwarnings("ignore")
     boot = time.perf_counter()
     platform = LocalPlatform.start(ROOT)
-    print(f"platform start: {time.perf_counter() - boot:.1f}s ({', '.join(f'{k} {v:.1f}s' for k, v in platform.timings.items())})")
+    print(
+        f"platform start: {time.perf_counter() - boot:.1f}s ({', '.join(f'{k} {v:.1f}s' for k, v in platform.timings.items())})"
+    )
     headers = platform.auth_header(platform.keys[0].tenant)
     try:
         scenarios = {

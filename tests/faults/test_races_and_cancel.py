@@ -1,0 +1,116 @@
+"""Races (concurrent submissions) and cancellation."""
+
+from __future__ import annotations
+
+import threading
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any
+
+from local import lambda_runtime
+from local.deploy import wait_until
+from local.platform import LocalPlatform
+from tests.faults.helpers import assert_consistent
+from tests.workflows.conftest import Client
+
+
+def _executions(platform: LocalPlatform, job_id: str) -> list[dict[str, Any]]:
+    sfn = platform.client("stepfunctions")
+    machine = next(iter(platform.deployment.state_machines.values()))
+    found = sfn.list_executions(stateMachineArn=machine, maxResults=1000)["executions"]
+    return [e for e in found if e["name"].startswith(job_id)]
+
+
+def test_fifty_concurrent_identical_submissions_make_one_job_and_one_execution(
+    platform: LocalPlatform, alpha: Client, sample_request
+):
+    with ThreadPoolExecutor(max_workers=50) as pool:
+        responses = list(
+            pool.map(lambda _: alpha.post("/v1/jobs", sample_request, **{"Idempotency-Key": "race-50"}), range(50))
+        )
+    assert {r.status_code for r in responses} == {202}
+    job_ids = {r.json()["job_id"] for r in responses}
+    assert len(job_ids) == 1
+    (job_id,) = job_ids
+    assert alpha.wait(job_id)["status"] == "completed"
+    assert len(_executions(platform, job_id)) == 1
+    events = alpha.events(job_id)
+    assert [e["type"] for e in events].count("job_queued") == 1
+    assert_consistent(events)
+    listed = Client(platform, "ops").get("/v1/ops/jobs", tenant="alpha", limit=500).json()["jobs"]
+    assert [j["job_id"] for j in listed].count(job_id) == 1
+    assert job_id in [j["job_id"] for j in alpha.get("/v1/jobs", limit=200).json()["jobs"]]
+
+
+def test_concurrent_different_payloads_under_one_key_make_one_job_and_422s(alpha: Client, sample_request):
+    def submit(n: int) -> Any:
+        body = {**sample_request, "input": {**sample_request["input"], "question": f"Variant question {n}?"}}
+        return alpha.post("/v1/jobs", body, **{"Idempotency-Key": "race-different"})
+
+    with ThreadPoolExecutor(max_workers=10) as pool:
+        responses = list(pool.map(submit, range(10)))
+    accepted = [r for r in responses if r.status_code == 202]
+    assert len(accepted) == 1
+    rejected = [r for r in responses if r.status_code == 422]
+    assert len(rejected) == 9
+    assert all(r.json()["job_id"] == accepted[0].json()["job_id"] for r in rejected)
+
+
+def test_cancel_during_a_fan_out_stops_the_job_within_seconds_and_no_item_commits_afterwards(
+    platform: LocalPlatform, alpha: Client
+):
+    filler = "This clause is read together with the schedules and survives termination of the agreement. " * 8
+    text = "\n\n".join(f"Clause {n}. The liability cap for service {n} is {n} million. {filler}" for n in range(30))
+    body = {
+        "workflow": "document-analysis",
+        "input": {
+            "question": "What is the liability cap for each service?",
+            "documents": [{"name": "caps.txt", "text": text}],
+            "max_passages": 20,
+            "passages_per_group": 1,
+        },
+    }
+    first_item_done = threading.Event()
+    slow = threading.Event()
+
+    def slow_items(invocation: Any, call_next: Any) -> Any:
+        result = call_next()
+        if isinstance(invocation.event, dict) and invocation.event.get("step") == "extract_evidence":
+            first_item_done.set()
+            slow.wait(0.3)  # each item takes a while, so the fan-out is still going when the cancel lands
+        return result
+
+    with lambda_runtime.middleware(slow_items):
+        job_id = alpha.submit(body)
+        assert first_item_done.wait(60)
+        response = alpha.post(f"/v1/jobs/{job_id}/cancel")
+        assert response.status_code == 202, response.text
+        outcome = response.json()
+        assert outcome["status"] == "cancelled"
+        assert "retrieve_passages" in outcome["completed_steps"]
+        assert any("fan-out item" in effect for effect in outcome["side_effects"])
+
+        execution = _executions(platform, job_id)[0]["executionArn"]
+        sfn = platform.client("stepfunctions")
+        wait_until(
+            lambda: True if sfn.describe_execution(executionArn=execution)["status"] != "RUNNING" else None,
+            timeout=10,
+            what="the execution to stop",
+        )
+    assert sfn.describe_execution(executionArn=execution)["status"] == "ABORTED"
+    events = alpha.events(job_id)
+    cancelled_at = next(e["seq"] for e in events if e["type"] == "job_cancelled")
+    assert not [e for e in events if e["seq"] > cancelled_at and e["type"] == "step_finished"]
+    assert alpha.get(f"/v1/jobs/{job_id}").json()["status"] == "cancelled"
+    assert_consistent(events)
+
+    again = alpha.post(f"/v1/jobs/{job_id}/cancel")
+    assert again.status_code == 202 and again.json()["message"] == "the job was already cancelled"
+
+
+def test_cancelling_a_finished_job_is_a_clear_conflict(alpha: Client, beta: Client, sample_request):
+    job_id = alpha.submit(sample_request)
+    assert alpha.wait(job_id)["status"] == "completed"
+    response = alpha.post(f"/v1/jobs/{job_id}/cancel")
+    assert response.status_code == 409
+    assert response.json()["type"].endswith("/already-finished")
+    assert beta.post(f"/v1/jobs/{job_id}/cancel").status_code == 404
