@@ -84,9 +84,8 @@ def main() -> None:
     warnings.filterwarnings("ignore")
     boot = time.perf_counter()
     platform = LocalPlatform.start(ROOT)
-    print(
-        f"platform start: {time.perf_counter() - boot:.1f}s ({', '.join(f'{k} {v:.1f}s' for k, v in platform.timings.items())})"
-    )
+    phases = ", ".join(f"{k} {v:.1f}s" for k, v in platform.timings.items())
+    print(f"platform start: {time.perf_counter() - boot:.1f}s ({phases})")
     headers = platform.auth_header(platform.keys[0].tenant)
     try:
         scenarios = {
