@@ -88,7 +88,7 @@ def kind_of(error_name: str) -> str:
     for cls in ERROR_CLASSES:
         if cls.__name__ == error_name:
             return cls.kind
-    if error_name == "States.Timeout":
+    if error_name in ("States.Timeout", "Sandbox.Timedout"):
         return "timeout"
     return "internal"
 

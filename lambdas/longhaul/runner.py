@@ -127,6 +127,8 @@ def run_step(
     store.append_event(job_id, "step_started", step=step, item=item, attempt=event.attempt + 1)
     if item is None:
         store.update_job(job_id, {"current_step": step, "progress": _progress(steps, step, done=False)})
+    else:
+        store.update_job(job_id, {"current_step": step})
     started = time.monotonic()
     try:
         faults.active().check(step, item)

@@ -17,11 +17,13 @@ from longhaul import faults
 ROOT = Path(__file__).resolve().parents[2]
 SAMPLES = ROOT / "samples"
 TERMINAL = {"completed", "failed", "cancelled", "expired"}
+TIME_SCALE = 0.1
 
 
 @pytest.fixture(scope="session")
 def platform() -> Iterator[LocalPlatform]:
-    running = LocalPlatform.current() or LocalPlatform.start(ROOT)
+    # Interpreter waits (retry backoff, Task timeouts) run at a tenth of their real length: time-skipping.
+    running = LocalPlatform.current() or LocalPlatform.start(ROOT, time_scale=TIME_SCALE)
     yield running
     running.stop()
 

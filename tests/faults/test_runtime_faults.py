@@ -1,0 +1,74 @@
+"""Runtime faults: a crash after a side effect, a hang past the Task timeout, a duplicate delivery."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import pytest
+
+from local.platform import LocalPlatform
+from tests.faults.helpers import artifacts, assert_consistent, charges
+from tests.workflows.conftest import Client
+
+
+@pytest.fixture
+def fast_timeouts(platform: LocalPlatform) -> Iterator[None]:
+    """A hang ends at the Task timeout: scale the interpreter's waits further down for this scenario."""
+    before = platform.time_scale
+    platform.set_time_scale(0.03)
+    yield
+    platform.set_time_scale(before)
+
+
+def _step_events(events: list[dict], step: str, kind: str) -> list[dict]:
+    return [e for e in events if e.get("step") == step and e["type"] == kind]
+
+
+def test_a_crash_after_the_side_effect_and_before_the_checkpoint_leaves_exactly_one_artifact(
+    platform: LocalPlatform, alpha: Client, sample_request, inject
+):
+    inject("draft_answer=crash-after-side-effectx1")
+    job_id = alpha.submit(sample_request)
+    assert alpha.wait(job_id)["status"] == "completed"
+    drafts = [k for k in artifacts(platform, job_id) if "/draft_answer/" in k]
+    assert drafts == [f"work/{job_id}/draft_answer/draft.json"]
+    events = alpha.events(job_id)
+    assert len(_step_events(events, "draft_answer", "step_started")) == 2, "the crashed attempt was retried"
+    assert len(_step_events(events, "draft_answer", "step_finished")) == 1
+    assert not _step_events(events, "draft_answer", "step_attempt_failed"), "a crash records nothing"
+    assert len([c for c in charges(platform, job_id) if "/draft_answer/" in c["sk"]]) == 1, "charged once"
+    assert_consistent(events)
+
+
+def test_a_duplicate_delivery_commits_once(platform: LocalPlatform, alpha: Client, sample_request, inject):
+    inject("extract_evidence#0=duplicate,publish_result=duplicate")
+    job_id = alpha.submit(sample_request)
+    assert alpha.wait(job_id)["status"] == "completed"
+    events = alpha.events(job_id)
+    assert len([e for e in _step_events(events, "extract_evidence", "step_finished") if e["item"] == 0]) == 1
+    assert len(_step_events(events, "publish_result", "step_finished")) == 1
+    assert [e["type"] for e in events].count("job_completed") == 1
+    assert len([c for c in charges(platform, job_id) if c["sk"].endswith("/extract_evidence/0")]) == 1
+    assert_consistent(events)
+
+
+def test_a_step_hanging_past_its_timeout_is_retried_once_and_the_job_completes(
+    platform: LocalPlatform, alpha: Client, sample_request, inject, fast_timeouts
+):
+    inject("verify_citations=hangx1")
+    job_id = alpha.submit(sample_request)
+    assert alpha.wait(job_id)["status"] == "completed"
+    events = alpha.events(job_id)
+    assert len(_step_events(events, "verify_citations", "step_finished")) == 1
+    assert_consistent(events)
+
+
+def test_a_step_that_always_hangs_fails_the_job_with_a_timeout(
+    platform: LocalPlatform, alpha: Client, sample_request, inject, fast_timeouts
+):
+    inject("verify_citations=hang")
+    job_id = alpha.submit(sample_request)
+    job = alpha.wait(job_id)
+    assert job["status"] == "failed"
+    assert job["error"]["kind"] == "timeout" and job["error"]["step"] == "verify_citations"
+    assert_consistent(alpha.events(job_id))
