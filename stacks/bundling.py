@@ -19,7 +19,12 @@ from aws_cdk import aws_lambda as lambda_
 LAMBDAS_DIR = Path(__file__).resolve().parent.parent / "lambdas"
 RUNTIME = lambda_.Runtime.PYTHON_3_14
 ARCHITECTURE = lambda_.Architecture.ARM_64
-_PLATFORM = {"arm64": "manylinux2014_aarch64", "x86_64": "manylinux2014_x86_64"}
+# Wheels for the Lambda platform (Amazon Linux 2023, glibc 2.34): any manylinux tag up to that.
+_PLATFORMS = {
+    arch: [f"--platform=manylinux{tag}_{machine}" for tag in ("2014", "_2_28", "_2_34")]
+    for arch, machine in (("arm64", "aarch64"), ("x86_64", "x86_64"))
+}
+CONSTRAINTS = LAMBDAS_DIR.parent / "constraints.txt"
 EXCLUDE = ["**/__pycache__", "**/*.pyc", "tests", ".mypy_cache"]
 
 
@@ -39,13 +44,15 @@ class PipBundling:
                 "--quiet",
                 "--no-compile",
                 "--only-binary=:all:",
-                f"--platform={_PLATFORM[ARCHITECTURE.name]}",
+                *_PLATFORMS[ARCHITECTURE.name],
                 f"--python-version={python_version}",
                 "--implementation=cp",
                 "--target",
                 str(out),
                 "-r",
                 str(LAMBDAS_DIR / "requirements.txt"),
+                "-c",
+                str(CONSTRAINTS),
             ],
             check=True,
         )

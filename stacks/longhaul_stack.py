@@ -12,10 +12,14 @@ from constructs import Construct
 from longhaul.settings import Env
 from stacks.api import Api
 from stacks.bundling import code_asset
-from stacks.nag import acknowledge_data_access, acknowledge_executions, acknowledge_platform_findings
+from stacks.nag import acknowledge, acknowledge_data_access, acknowledge_executions, acknowledge_platform_findings
 from stacks.operations import Operations
 from stacks.storage import Storage
 from stacks.workflows import Workflows
+from state_machines import document_analysis
+
+# The steps that call the model.
+MODEL_STEPS = ("extract_evidence", "draft_answer")
 
 
 class LonghaulStack(Stack):
@@ -62,18 +66,31 @@ class LonghaulStack(Stack):
             machine.grant_execution(operations.sweeper, "states:StopExecution")
             acknowledge_executions(self, machine)
         if model_provider == "bedrock":
-            bedrock = iam.PolicyStatement(
-                actions=["bedrock:InvokeModel"],
-                resources=[
-                    f"arn:{Aws.PARTITION}:bedrock:{Aws.REGION}::foundation-model/*",
-                    f"arn:{Aws.PARTITION}:bedrock:{Aws.REGION}:{Aws.ACCOUNT_ID}:inference-profile/*",
-                ],
-            )
-            for function in workflows.functions:
-                function.add_to_role_policy(bedrock)
+            self._grant_model(workflows, model_id)
 
         self.storage, self.api, self.workflows = storage, api, workflows
         Tags.of(self).add("project", "longhaul")
         Tags.of(self).add("stage", stage)
         acknowledge_platform_findings(self)
         acknowledge_data_access(self, table=storage.table, bucket=storage.artifacts)
+
+    def _grant_model(self, workflows: Workflows, model_id: str) -> None:
+        """bedrock:InvokeModel on the configured model only, for the steps that call it.
+
+        A cross-region inference profile (`us.…`, `eu.…`) routes to the base model in several regions, so the
+        foundation-model ARN has a region wildcard; nothing else is wildcarded.
+        """
+        profile = model_id.split(".", 1)[0] in ("us", "eu", "apac", "global", "us-gov", "ca", "jp", "au")
+        base_model = model_id.split(".", 1)[1] if profile else model_id
+        foundation = f"arn:{Aws.PARTITION}:bedrock:*::foundation-model/{base_model}"
+        resources = [foundation]
+        if profile:
+            resources.append(f"arn:{Aws.PARTITION}:bedrock:{Aws.REGION}:{Aws.ACCOUNT_ID}:inference-profile/{model_id}")
+        statement = iam.PolicyStatement(actions=["bedrock:InvokeModel"], resources=resources)
+        for name in MODEL_STEPS:
+            workflows.builders[document_analysis.WORKFLOW].functions[name].add_to_role_policy(statement)
+        acknowledge(
+            self,
+            f"IAM5[Resource::arn:<AWS::Partition>:bedrock:*::foundation-model/{base_model}]",
+            "Cross-region inference profiles invoke the configured model in whichever region they route to.",
+        )

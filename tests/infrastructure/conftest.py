@@ -12,18 +12,30 @@ import pytest
 ROOT = Path(__file__).resolve().parents[2]
 
 
-@pytest.fixture(scope="session")
-def assembly(tmp_path_factory: pytest.TempPathFactory) -> Path:
+def synthesize(out: Path, context: dict[str, Any] | None = None) -> Path:
     os.environ.setdefault("JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION", "20")
     from app import build_app
 
-    out = tmp_path_factory.mktemp("cdk.out")
     os.environ["CDK_OUTDIR"] = str(out)
     try:
-        build_app().synth()
+        build_app(context).synth()
     finally:
         del os.environ["CDK_OUTDIR"]
     return out
+
+
+@pytest.fixture(scope="session")
+def assembly(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The app as tests and the local runtime synthesize it (offline model, no bundling)."""
+    return synthesize(tmp_path_factory.mktemp("cdk.out"))
+
+
+@pytest.fixture(scope="session")
+def bedrock_assembly(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The app as `cdk deploy` configures it (Bedrock model), without bundling."""
+    return synthesize(
+        tmp_path_factory.mktemp("cdk.out.bedrock"), {"longhaul:model_provider": "bedrock", "longhaul:stage": "prod"}
+    )
 
 
 @pytest.fixture(scope="session")

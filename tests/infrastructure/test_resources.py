@@ -108,3 +108,18 @@ def test_cfn_lint_finds_no_error(assembly: Path):
         line for line in findings if ":E" in line or (line.split(":")[-2:-1] and line.split(":")[3].startswith("E"))
     ]
     assert not errors, "\n".join(errors)
+
+
+def test_the_aws_configuration_passes_cdk_nag_and_grants_the_model_to_the_model_steps_only(bedrock_assembly: Path):
+    report = json.loads((bedrock_assembly / "validation-report.json").read_text())
+    assert all(p["conclusion"] == "success" for p in report["pluginReports"])
+    template = json.loads(next(bedrock_assembly.glob("Longhaul-prod.template.json")).read_text())
+    granted = {
+        logical_id
+        for logical_id, policy in resources(template, "AWS::IAM::Policy").items()
+        for statement in policy["Properties"]["PolicyDocument"]["Statement"]
+        if statement["Action"] == "bedrock:InvokeModel"
+    }
+    assert len(granted) == 2 and all("extractevidence" in g or "draftanswer" in g for g in granted)
+    for function in resources(template, "AWS::Lambda::Function").values():
+        assert function["Properties"]["Environment"]["Variables"]["LONGHAUL_MODEL_PROVIDER"] == "bedrock"
