@@ -4,13 +4,12 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 
-from aws_cdk import Duration
 from aws_cdk import aws_apigateway as apigw
 from aws_cdk import aws_lambda as lambda_
 from aws_cdk import aws_logs as logs
 from constructs import Construct
 
-from stacks.bundling import ARCHITECTURE, RUNTIME
+from stacks.functions import LOG_RETENTION, platform_function
 from stacks.nag import acknowledge
 
 # Every route the API function serves; a test checks this list against the function's resolver.
@@ -40,21 +39,18 @@ class Api(Construct):
         routes: Sequence[tuple[str, str]] = ROUTES,
     ) -> None:
         super().__init__(scope, construct_id)
-        self.function = lambda_.Function(
+        self.function = platform_function(
             self,
             "Handler",
             code=code,
             handler="handlers.api.handler",
-            runtime=RUNTIME,
-            architecture=ARCHITECTURE,
-            timeout=Duration.seconds(29),
-            memory_size=1024,
-            environment={**environment, "POWERTOOLS_SERVICE_NAME": "longhaul-api"},
-            tracing=lambda_.Tracing.ACTIVE,
-            log_group=logs.LogGroup(self, "HandlerLogs", retention=logs.RetentionDays.ONE_MONTH),
+            service="longhaul-api",
+            environment=environment,
+            timeout_seconds=29,
+            memory_mb=1024,
             description="Longhaul HTTPS API v1",
         )
-        access_logs = logs.LogGroup(self, "AccessLogs", retention=logs.RetentionDays.ONE_MONTH)
+        access_logs = logs.LogGroup(self, "AccessLogs", retention=LOG_RETENTION)
         self.rest_api = apigw.RestApi(
             self,
             "RestApi",

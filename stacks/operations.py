@@ -8,10 +8,9 @@ from aws_cdk import Duration
 from aws_cdk import aws_events as events
 from aws_cdk import aws_events_targets as targets
 from aws_cdk import aws_lambda as lambda_
-from aws_cdk import aws_logs as logs
 from constructs import Construct
 
-from stacks.bundling import ARCHITECTURE, RUNTIME
+from stacks.functions import platform_function
 
 SWEEP_EVERY = Duration.minutes(5)
 
@@ -21,18 +20,15 @@ class Operations(Construct):
         self, scope: Construct, construct_id: str, *, code: lambda_.Code, environment: Mapping[str, str]
     ) -> None:
         super().__init__(scope, construct_id)
-        self.sweeper = lambda_.Function(
+        self.sweeper = platform_function(
             self,
             "Sweeper",
             code=code,
             handler="handlers.ops.sweep",
-            runtime=RUNTIME,
-            architecture=ARCHITECTURE,
-            timeout=Duration.minutes(2),
-            memory_size=512,
-            environment={**environment, "POWERTOOLS_SERVICE_NAME": "longhaul-sweeper"},
-            tracing=lambda_.Tracing.ACTIVE,
-            log_group=logs.LogGroup(self, "SweeperLogs", retention=logs.RetentionDays.ONE_MONTH),
+            service="longhaul-sweeper",
+            environment=environment,
+            timeout_seconds=120,
+            memory_mb=512,
             description="Longhaul: expire jobs past their deadline, report jobs with no progress",
         )
         self.schedule = events.Rule(

@@ -5,14 +5,12 @@ from __future__ import annotations
 import json
 from collections.abc import Mapping
 
-from aws_cdk import Duration
 from aws_cdk import aws_lambda as lambda_
-from aws_cdk import aws_logs as logs
 from aws_cdk import aws_stepfunctions as sfn
 from constructs import Construct
 
 from longhaul.settings import Env
-from stacks.bundling import ARCHITECTURE, RUNTIME
+from stacks.functions import platform_function
 from state_machines import document_analysis
 from state_machines.builder import WorkflowBuilder
 from state_machines.policy import DEFAULT_POLICY, StepPolicy
@@ -63,19 +61,15 @@ class Workflows(Construct):
 
     def _function_factory(self, prefix: str):
         def make(name: str, handler: str, timeout: int, memory_mb: int) -> lambda_.IFunction:
-            function_id = f"{prefix}-{name}"
-            return lambda_.Function(
+            return platform_function(
                 self,
-                function_id,
+                f"{prefix}-{name}",
                 code=self._code,
                 handler=handler,
-                runtime=RUNTIME,
-                architecture=ARCHITECTURE,
-                timeout=Duration.seconds(timeout),
-                memory_size=memory_mb,
-                environment={**self._environment, "POWERTOOLS_SERVICE_NAME": f"longhaul-{name}"},
-                tracing=lambda_.Tracing.ACTIVE,
-                log_group=logs.LogGroup(self, f"{function_id}-logs", retention=logs.RetentionDays.ONE_MONTH),
+                service=f"longhaul-{name}",
+                environment=self._environment,
+                timeout_seconds=timeout,
+                memory_mb=memory_mb,
                 description=f"Longhaul step {name} ({prefix})",
             )
 

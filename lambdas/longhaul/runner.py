@@ -22,7 +22,7 @@ from pydantic import BaseModel, Field
 
 from longhaul import faults, operations
 from longhaul.clock import iso
-from longhaul.contracts import TERMINAL_STATUSES, JobStatus
+from longhaul.contracts import TERMINAL_STATUSES, DeadLetter, JobStatus
 from longhaul.errors import (
     ITEMS_FAILED,
     CancelledError,
@@ -360,25 +360,25 @@ def record_failure(raw_event: Mapping[str, Any], services: Services) -> dict[str
             )
         except TransitionRejected:
             logger.warning("job already finished; failure recorded on the step only", extra={"job_id": event.job_id})
-    dead_letter = {
-        "job_id": event.job_id,
-        "tenant_id": job.get("tenant_id"),
-        "workflow": event.workflow,
-        "step": event.step,
-        "item": event.item,
-        "error": error["error"],
-        "kind": error["kind"],
-        "message": error["message"],
-        "attempts": attempts,
-        "execution": event.execution,
-        "trace_id": environ().get("_X_AMZN_TRACE_ID") or event.execution,
-        "failed_at": iso(store.clock.now()),
-        "replay": {
+    dead_letter = DeadLetter(
+        job_id=event.job_id,
+        tenant_id=job.get("tenant_id"),
+        workflow=event.workflow,
+        step=event.step,
+        item=event.item,
+        error=error["error"],
+        kind=error["kind"],
+        message=error["message"],
+        attempts=attempts,
+        execution=event.execution,
+        trace_id=environ().get("_X_AMZN_TRACE_ID") or event.execution,
+        failed_at=store.clock.now(),
+        replay={
             "method": "POST",
             "path": f"/v1/ops/jobs/{event.job_id}/replay",
             "body": {"from_step": event.step, "reason": "<why the replay will succeed now>"},
         },
-    }
+    ).model_dump(mode="json")
     if event.error != ITEMS_FAILED:  # the summary of a fan-out sends no dead letter of its own
         store.put_dead_letter(dead_letter)
     return dead_letter

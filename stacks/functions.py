@@ -1,0 +1,42 @@
+"""The platform's Lambda defaults, in one place: runtime, architecture, tracing, retained logs, service name."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+from aws_cdk import Duration
+from aws_cdk import aws_lambda as lambda_
+from aws_cdk import aws_logs as logs
+from constructs import Construct
+
+from stacks.bundling import ARCHITECTURE, RUNTIME
+
+LOG_RETENTION = logs.RetentionDays.ONE_MONTH
+
+
+def platform_function(
+    scope: Construct,
+    construct_id: str,
+    *,
+    code: lambda_.Code,
+    handler: str,
+    service: str,
+    environment: Mapping[str, str],
+    timeout_seconds: int,
+    memory_mb: int,
+    description: str,
+) -> lambda_.Function:
+    return lambda_.Function(
+        scope,
+        construct_id,
+        code=code,
+        handler=handler,
+        runtime=RUNTIME,
+        architecture=ARCHITECTURE,
+        timeout=Duration.seconds(timeout_seconds),
+        memory_size=memory_mb,
+        environment={**environment, "POWERTOOLS_SERVICE_NAME": service},
+        tracing=lambda_.Tracing.ACTIVE,
+        log_group=logs.LogGroup(scope, f"{construct_id}-logs", retention=LOG_RETENTION),
+        description=description,
+    )
