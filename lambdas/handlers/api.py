@@ -14,6 +14,7 @@ from aws_lambda_powertools.utilities.typing import LambdaContext
 from longhaul import operations
 from longhaul.auth import Principal, bearer_token
 from longhaul.contracts import (
+    TERMINAL_STATUSES,
     WORKFLOWS,
     CancelOutcome,
     DeadLetter,
@@ -47,6 +48,9 @@ from longhaul.problems import (
 from longhaul.wiring import services
 
 PROBLEM_JSON = "application/problem+json"
+SSE = "text/event-stream"
+MARKDOWN = "text/markdown"
+SSE_RETRY_MS = 2000
 app = APIGatewayRestResolver(enable_validation=True)
 
 
@@ -147,22 +151,55 @@ def get_job(job_id: Annotated[str, Path()]) -> JobView:
     return _service().view(_principal(), job_id, services().store.clock.now())
 
 
-@app.get("/v1/jobs/<job_id>/events", summary="The job's append-only event log", responses=COMMON_PROBLEMS)
+@app.get(
+    "/v1/jobs/<job_id>/events",
+    summary="The job's append-only event log (JSON pages, or Server-Sent Events with Accept: text/event-stream)",
+    responses={
+        200: {
+            "description": "A page of events",
+            "content": {"application/json": {"model": EventPage}, SSE: {"schema": {"type": "string"}}},
+        },
+        **COMMON_PROBLEMS,
+    },
+)
 def get_events(
     job_id: Annotated[str, Path()],
     cursor: Annotated[str | None, Query()] = None,
     limit: Annotated[int, Query(ge=1, le=200)] = 100,
-) -> EventPage:
-    return _service().events(_principal(), job_id, cursor, limit)
+) -> Response[str]:
+    service, principal = _service(), _principal()
+    if SSE not in (app.current_event.get_header_value("Accept") or ""):
+        page = service.events(principal, job_id, cursor, limit)
+        return Response(status_code=200, content_type="application/json", body=page.model_dump_json())
+    # Server-Sent Events: what is new since Last-Event-ID, then the client reconnects (EventSource does).
+    after = app.current_event.get_header_value("Last-Event-ID") or cursor
+    page = service.events(principal, job_id, after, limit)
+    frames = [f"id: {e.seq}\nevent: {e.type}\ndata: {e.model_dump_json()}\n\n" for e in page.events]
+    job = service.view(principal, job_id, services().store.clock.now())
+    if job.status in TERMINAL_STATUSES and page.next_cursor is None:
+        frames.append(f"event: end\ndata: {json.dumps({'status': job.status.value})}\n\n")
+    body = f"retry: {SSE_RETRY_MS}\n\n" + "".join(frames)
+    return Response(status_code=200, content_type=SSE, body=body, headers={"Cache-Control": "no-cache"})
 
 
 @app.get(
     "/v1/jobs/<job_id>/result",
-    summary="The job's result",
-    responses={**COMMON_PROBLEMS, **_problems(409, "Not completed yet")},
+    summary="The job's result (JSON, or its Markdown rendering with Accept: text/markdown)",
+    responses={
+        200: {
+            "description": "The result",
+            "content": {"application/json": {"model": JobResult}, MARKDOWN: {"schema": {"type": "string"}}},
+        },
+        **COMMON_PROBLEMS,
+        **_problems(409, "Not completed yet"),
+    },
 )
-def get_result(job_id: Annotated[str, Path()]) -> JobResult:
-    return _service().result(_principal(), job_id)
+def get_result(job_id: Annotated[str, Path()]) -> Response[str]:
+    result = _service().result(_principal(), job_id)
+    if MARKDOWN in (app.current_event.get_header_value("Accept") or "") and result.markdown_key:
+        markdown = services().artifacts.get_bytes(result.markdown_key).decode()
+        return Response(status_code=200, content_type=f"{MARKDOWN}; charset=utf-8", body=markdown)
+    return Response(status_code=200, content_type="application/json", body=result.model_dump_json())
 
 
 @app.post("/v1/uploads", summary="Get a presigned URL to upload a document", responses=_problems(422, "Invalid"))

@@ -104,3 +104,29 @@ def test_bad_requests_get_specific_problems(alpha: Client):
     assert unknown.status_code == 422
     assert "document-analysis" in unknown.json()["allowed_workflows"]
     assert alpha.post("/v1/jobs", data="x" * 2_000_000).status_code == 413
+
+
+def test_events_stream_as_sse_from_the_last_event_id_and_the_result_renders_as_markdown(
+    alpha: Client, sample_request
+):
+    job_id = alpha.submit(sample_request)
+    assert alpha.wait(job_id)["status"] == "completed"
+    events = alpha.events(job_id)
+    resume_after = events[3]["seq"]
+    stream = requests.get(
+        f"{alpha.base}/v1/jobs/{job_id}/events",
+        headers={**alpha.headers, "Accept": "text/event-stream", "Last-Event-ID": str(resume_after)},
+        timeout=30,
+    )
+    assert stream.status_code == 200 and stream.headers["Content-Type"].startswith("text/event-stream")
+    ids = [int(line[4:]) for line in stream.text.splitlines() if line.startswith("id: ")]
+    assert ids == [e["seq"] for e in events if e["seq"] > resume_after]
+    assert stream.text.rstrip().endswith('data: {"status": "completed"}')
+
+    markdown = requests.get(
+        f"{alpha.base}/v1/jobs/{job_id}/result", headers={**alpha.headers, "Accept": "text/markdown"}, timeout=30
+    )
+    assert markdown.headers["Content-Type"].startswith("text/markdown")
+    assert sample_request["input"]["question"] in markdown.text
+    result = alpha.get(f"/v1/jobs/{job_id}/result").json()
+    assert all(c["quote"] in markdown.text for c in result["citations"])

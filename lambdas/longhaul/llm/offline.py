@@ -21,6 +21,8 @@ DEFAULT_MODEL_ID = "longhaul-offline-extractive-1"
 MAX_QUOTE_CHARS = 400
 QUOTES_PER_PASSAGE = 2
 MAX_CLAIMS = 6
+MIN_STATEMENT_WORDS = 5
+ANSWER_QUOTES = 3
 
 
 class _Passage(BaseModel):
@@ -58,8 +60,15 @@ def _overlap(text: str, question_terms: frozenset[str]) -> float:
     return len(question_terms.intersection(terms(text))) / len(question_terms) if question_terms else 0.0
 
 
+def _is_statement(sentence: str) -> bool:
+    """A sentence worth quoting as evidence: not a heading, not a fragment of a few words."""
+    stripped = sentence.strip()
+    return not stripped.startswith(("#", "|")) and len(stripped.split()) >= MIN_STATEMENT_WORDS
+
+
 def _passage_evidence(passage: _Passage, question_terms: frozenset[str]) -> list[dict[str, Any]]:
-    sentences = [_fragment(passage.text[start:end]) for start, end in sentence_spans(passage.text)]
+    spans = sentence_spans(passage.text)
+    sentences = [s for s in (_fragment(passage.text[start:end]) for start, end in spans) if _is_statement(s)]
     scored = [(_overlap(sentence, question_terms), i, sentence) for i, sentence in enumerate(sentences)]
     best = sorted((item for item in scored if item[0] > 0), key=lambda item: (-item[0], item[1]))
     return [
@@ -93,10 +102,14 @@ def _answer(model_id: str, question: str, items: list[_EvidenceItem]) -> str:
             f"no passage in the documents shares terms with the question {question!r}."
         )
     documents = ", ".join(dict.fromkeys(item.document for item in items))
+    highlights = "; ".join(
+        f"{item.document} p.{item.page}: \u201c{' '.join(item.quote.split())}\u201d" for item in items[:ANSWER_QUOTES]
+    )
     return (
-        f"Offline extractive answer ({model_id}; no language model was used, nothing was paraphrased): "
-        f"the {len(items)} passages below best match the question by term overlap and are quoted verbatim "
-        f"from {documents}. Read them as evidence to review, not as a reasoned conclusion."
+        f"Offline extractive answer ({model_id}; no language model was used, nothing was paraphrased). "
+        f"The passages that best match the question by term overlap say: {highlights}. "
+        f"All {len(items)} claims below quote {documents} verbatim; read them as evidence to review, "
+        "not as a reasoned conclusion."
     )
 
 
