@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import pytest
+
 from longhaul.errors import InvalidInputError, TransientError
 from longhaul.faults import CrashFault, FaultInjector
 

@@ -106,9 +106,7 @@ def test_bad_requests_get_specific_problems(alpha: Client):
     assert alpha.post("/v1/jobs", data="x" * 2_000_000).status_code == 413
 
 
-def test_events_stream_as_sse_from_the_last_event_id_and_the_result_renders_as_markdown(
-    alpha: Client, sample_request
-):
+def test_events_stream_as_sse_from_the_last_event_id_and_the_result_renders_as_markdown(alpha: Client, sample_request):
     job_id = alpha.submit(sample_request)
     assert alpha.wait(job_id)["status"] == "completed"
     events = alpha.events(job_id)
