@@ -54,6 +54,7 @@ _ENV_NAMES = (
     "AWS_DEFAULT_REGION",
     "AWS_REGION",
     "MOTO_PORT",
+    "POWERTOOLS_METRICS_DISABLED",
 )
 
 
@@ -345,5 +346,7 @@ def _set_process_environment(endpoint: str) -> dict[str, str | None]:
         AWS_DEFAULT_REGION=REGION,
         AWS_REGION=REGION,
         MOTO_PORT=endpoint.rsplit(":", 1)[1],
+        # CloudWatch metrics (EMF lines on stdout) have nowhere to go locally.
+        POWERTOOLS_METRICS_DISABLED="true",
     )
     return saved

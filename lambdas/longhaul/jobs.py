@@ -36,6 +36,7 @@ from longhaul.contracts import (
     UploadTicket,
     Usage,
 )
+from longhaul.observability import emit
 from longhaul.problems import (
     ApiProblem,
     BadRequest,
@@ -140,6 +141,8 @@ class JobService:
         except IdempotencyConflict as conflict:
             raise IdempotencyKeyReused(job_id=conflict.job_id) from None
         self._ensure_started(job, machine)
+        if created:
+            emit("JobsSubmitted", workflow=request.workflow)
         return self._accepted(job, base_url), created
 
     def _resolve_documents(self, principal: Principal, job_input: DocumentAnalysisInput) -> list[dict[str, Any]]:

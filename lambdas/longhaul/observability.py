@@ -5,13 +5,15 @@ from __future__ import annotations
 from functools import cache
 from typing import TYPE_CHECKING
 
-from aws_lambda_powertools import Logger, Metrics
+from aws_lambda_powertools import Logger, Metrics, single_metric
+from aws_lambda_powertools.metrics import MetricUnit
 
 if TYPE_CHECKING:
     from aws_lambda_powertools import Tracer
 
 logger = Logger(service="longhaul")
-metrics = Metrics(namespace="Longhaul", service="longhaul")
+NAMESPACE = "Longhaul"
+metrics = Metrics(namespace=NAMESPACE, service="longhaul")
 
 
 @cache
@@ -19,3 +21,10 @@ def tracer() -> Tracer:
     from aws_lambda_powertools import Tracer
 
     return Tracer(service="longhaul")
+
+
+def emit(name: str, value: float = 1, unit: MetricUnit = MetricUnit.Count, **dimensions: str) -> None:
+    """One CloudWatch metric (EMF) with its own dimensions, written at once."""
+    with single_metric(name=name, unit=unit, value=value, namespace=NAMESPACE) as metric:
+        for key, dimension in dimensions.items():
+            metric.add_dimension(name=key, value=dimension)

@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
+from aws_lambda_powertools.metrics import MetricUnit
 from botocore.exceptions import BotoCoreError, ClientError
 from pydantic import BaseModel, Field
 
@@ -34,7 +35,7 @@ from longhaul.errors import (
 )
 from longhaul.faults import CrashFault
 from longhaul.llm.port import Usage
-from longhaul.observability import logger
+from longhaul.observability import emit, logger
 from longhaul.settings import environ
 from longhaul.store import ACTIVE, TransitionRejected
 from longhaul.wiring import Services
@@ -117,7 +118,9 @@ def run_step(
         logger.info("valid checkpoint; step skipped", extra={"job_id": job_id, "step": step, "item": item})
         output = dict(checkpoint.get("output") or {})
         if item is None and step == steps[-1]:  # committed, but the job may not have completed (a crash between)
-            _guarded(lambda: _complete(services, job_id, step, output, steps), step=step, item=item)
+            _guarded(
+                lambda: _complete(services, event.input.workflow, job_id, step, output, steps), step=step, item=item
+            )
         return output
 
     _enter_running(services, job_id, JobStatus(job["status"]), step)
@@ -158,16 +161,18 @@ def run_step(
                 "error": None,
             },
         )
+        duration_ms = int((time.monotonic() - started) * 1000)
         store.append_event(
             job_id,
             "step_finished",
             step=step,
             item=item,
             attempt=event.attempt + 1,
-            detail={"duration_ms": int((time.monotonic() - started) * 1000)},
+            detail={"duration_ms": duration_ms},
         )
+        emit("StepDuration", duration_ms, MetricUnit.Milliseconds, workflow=event.input.workflow, step=step)
         if item is None and step == steps[-1]:
-            _complete(services, job_id, step, output, steps)
+            _complete(services, event.input.workflow, job_id, step, output, steps)
         elif item is None:
             store.update_job(job_id, {"progress": _progress(steps, step, done=True)})
 
@@ -211,7 +216,9 @@ def _ensure_still_live(services: Services, job_id: str, step: str, item: int | N
         raise CancelledError(f"job {job_id} is {status}; step result not committed", step=step, item=item)
 
 
-def _complete(services: Services, job_id: str, step: str, output: Mapping[str, Any], steps: Sequence[str]) -> None:
+def _complete(
+    services: Services, workflow: str, job_id: str, step: str, output: Mapping[str, Any], steps: Sequence[str]
+) -> None:
     """The last step's output carries the result reference; the job completes with it."""
     try:
         services.store.transition(
@@ -229,6 +236,7 @@ def _complete(services: Services, job_id: str, step: str, output: Mapping[str, A
         )
     except TransitionRejected as rejected:
         raise CancelledError(f"job {job_id} can no longer complete: {rejected}", step=step) from None
+    emit("JobsCompleted", workflow=workflow)
     if services.store.dead_letters(job_id):
         operations.purge_dead_letters(services, job_id)
 
@@ -274,6 +282,7 @@ def _record_attempt_failure(services: Services, event: StepEvent, error: Longhau
     store.append_event(
         job_id, "step_attempt_failed", step=event.step, item=event.item, attempt=event.attempt + 1, detail=detail
     )
+    emit("StepAttemptFailed", workflow=event.input.workflow, step=event.step, kind=error.kind)
     if error.retryable:
         with contextlib.suppress(TransitionRejected):
             store.transition(
@@ -358,6 +367,7 @@ def record_failure(raw_event: Mapping[str, Any], services: Services) -> dict[str
                 detail={**error, "attempts": attempts},
                 set_fields={"error": error, "current_step": event.step},
             )
+            emit("JobsFailed", workflow=event.workflow, step=event.step, kind=str(error["kind"]))
         except TransitionRejected:
             logger.warning("job already finished; failure recorded on the step only", extra={"job_id": event.job_id})
     dead_letter = DeadLetter(
