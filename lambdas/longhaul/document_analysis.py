@@ -13,7 +13,7 @@ from pydantic import BaseModel, TypeAdapter
 from longhaul import analysis
 from longhaul import artifacts as keys
 from longhaul.analysis import Draft, Evidence, EvidenceSet
-from longhaul.contracts import Claim, DocumentSummary, JobResult
+from longhaul.contracts import Claim, DocumentSummary, JobResult, Verification
 from longhaul.documents import Chunk, ParsedDocument, chunk_document, parse_document
 from longhaul.errors import InvalidInputError
 from longhaul.retrieval import LexicalIndex, group_passages
@@ -25,6 +25,7 @@ STEPS = WORKFLOW_STEPS[DOCUMENT_ANALYSIS]
 TOP_K = 16
 GROUP_SIZE = 4
 MAX_EVIDENCE = 12
+NO_EVIDENCE = "The documents contain no passage that bears on this question, so there is nothing to cite."
 _CHUNKS = TypeAdapter(list[Chunk])
 
 
@@ -117,10 +118,11 @@ def draft_answer(ctx: StepContext) -> dict[str, Any]:
         key = keys.work_key(ctx.job_id, "extract_evidence", f"group-{number:03d}.json")
         evidence.extend(EvidenceSet.model_validate(store.get_json(key)).evidence)
     ranked = analysis.rank_evidence(evidence, chunks, limit=MAX_EVIDENCE)
-    if not ranked:
-        raise InvalidInputError("the documents contain no evidence for this question")
-    draft, response = analysis.draft_answer(_input(ctx).question, ranked, ctx.services.gateway())
-    ctx.charge(response.usage)
+    if ranked:
+        draft, response = analysis.draft_answer(_input(ctx).question, ranked, ctx.services.gateway())
+        ctx.charge(response.usage)
+    else:  # nothing to cite: say so, without a model call
+        draft = Draft(answer=NO_EVIDENCE, claims=[])
     key = store.put_json(keys.work_key(ctx.job_id, "draft_answer", "draft.json"), draft)
     return {"draft_key": key, "claims": len(draft.claims)}
 
@@ -128,7 +130,13 @@ def draft_answer(ctx: StepContext) -> dict[str, Any]:
 def verify_citations(ctx: StepContext) -> dict[str, Any]:
     store = ctx.services.artifacts
     draft = Draft.model_validate(store.get_json(ctx.output_of("draft_answer")["draft_key"]))
-    claims, verification = analysis.verify_citations(draft, {c.chunk_id: c for c in _chunks(ctx)})
+    if draft.claims:
+        claims, verification = analysis.verify_citations(draft, {c.chunk_id: c for c in _chunks(ctx)})
+    else:
+        claims, verification = (
+            [],
+            Verification(citations_checked=0, citations_verified=0, citations_dropped=0, claims_dropped=0),
+        )
     key = store.put_json(
         keys.work_key(ctx.job_id, "verify_citations", "verified.json"),
         {"answer": draft.answer, "claims": [c.model_dump() for c in claims], "verification": verification.model_dump()},

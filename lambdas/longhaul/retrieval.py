@@ -21,7 +21,7 @@ from longhaul.errors import InternalError
 _FORMAT = "longhaul-bm25s-1"
 _MANIFEST = "longhaul.json"
 _ZIP_DATE = (1980, 1, 1, 0, 0, 0)
-_WORD = re.compile(r"[a-z0-9]+")
+_WORD = re.compile(r"[^\W_]+")  # letters and digits of any script
 _STOPWORDS = frozenset(STOPWORDS_EN_PLUS)
 _DOUBLED = re.compile(r"([b-df-hj-kmnp-rtv-y])\1$")
 # Light suffix stripping, longest first; a stem keeps at least three letters.

@@ -128,3 +128,14 @@ def test_events_stream_as_sse_from_the_last_event_id_and_the_result_renders_as_m
     assert sample_request["input"]["question"] in markdown.text
     result = alpha.get(f"/v1/jobs/{job_id}/result").json()
     assert all(c["quote"] in markdown.text for c in result["citations"])
+
+
+def test_a_question_the_documents_do_not_address_completes_with_an_honest_answer_and_no_citations(
+    alpha: Client, sample_request
+):
+    body = {**sample_request, "input": {**sample_request["input"], "question": "Quelle météo fera-t-il à Zanzibar?"}}
+    job_id = alpha.submit(body)
+    assert alpha.wait(job_id)["status"] == "completed"
+    result = alpha.get(f"/v1/jobs/{job_id}/result").json()
+    assert result["citations"] == [] and result["claims"] == []
+    assert "no passage" in result["answer"]
