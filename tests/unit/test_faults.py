@@ -39,3 +39,10 @@ def test_runtime_kinds_are_taken_by_the_runtime_not_raised_by_check():
 def test_a_bad_spec_is_rejected_with_the_expected_form(spec):
     with pytest.raises(ValueError, match=r"<step>\[#<item>\]=<kind>"):
         FaultInjector(spec)
+
+
+def test_an_unknown_step_or_an_item_of_a_step_without_items_is_rejected():
+    with pytest.raises(ValueError, match="unknown step 'draft_answers'.*draft_answer"):
+        FaultInjector("draft_answers=transient")
+    with pytest.raises(ValueError, match="only fan-out steps have items"):
+        FaultInjector("build_index#2=transient")
