@@ -42,7 +42,7 @@ def test_a_bad_spec_is_rejected_with_the_expected_form(spec):
 
 
 def test_an_unknown_step_or_an_item_of_a_step_without_items_is_rejected():
-    with pytest.raises(ValueError, match="unknown step 'draft_answers'.*draft_answer"):
+    with pytest.raises(ValueError, match=r"unknown step 'draft_answers'.*draft_answer"):
         FaultInjector("draft_answers=transient")
     with pytest.raises(ValueError, match="only fan-out steps have items"):
         FaultInjector("build_index#2=transient")
