@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING
 
 from aws_lambda_powertools import Logger, Metrics, single_metric
 from aws_lambda_powertools.metrics import MetricUnit
+from aws_lambda_powertools.metrics.functions import is_metrics_disabled
 
 if TYPE_CHECKING:
     from aws_lambda_powertools import Tracer
@@ -24,7 +25,9 @@ def tracer() -> Tracer:
 
 
 def emit(name: str, value: float = 1, unit: MetricUnit = MetricUnit.Count, **dimensions: str) -> None:
-    """One CloudWatch metric (EMF) with its own dimensions, written at once."""
+    """One CloudWatch metric (EMF) with its own dimensions, written at once (unless metrics are disabled)."""
+    if is_metrics_disabled():  # single_metric itself does not look
+        return
     with single_metric(name=name, unit=unit, value=value, namespace=NAMESPACE) as metric:
         for key, dimension in dimensions.items():
             metric.add_dimension(name=key, value=dimension)

@@ -1,0 +1,24 @@
+"""Metrics are EMF lines with their own dimensions, and nothing at all where metrics are disabled."""
+
+from __future__ import annotations
+
+import json
+
+from longhaul.observability import emit
+
+
+def test_a_metric_is_one_emf_line_with_its_dimensions(monkeypatch, capsys):
+    monkeypatch.delenv("POWERTOOLS_METRICS_DISABLED", raising=False)
+    monkeypatch.delenv("POWERTOOLS_DEV", raising=False)
+    emit("StepAttemptFailed", workflow="document-analysis", step="draft_answer", kind="transient")
+    (line,) = capsys.readouterr().out.strip().splitlines()
+    record = json.loads(line)
+    assert record["StepAttemptFailed"] == [1.0]
+    assert record["_aws"]["CloudWatchMetrics"][0]["Dimensions"] == [["workflow", "step", "kind"]]
+    assert record["step"] == "draft_answer"
+
+
+def test_disabled_metrics_print_nothing(monkeypatch, capsys):
+    monkeypatch.setenv("POWERTOOLS_METRICS_DISABLED", "true")
+    emit("JobsCompleted", workflow="document-analysis")
+    assert capsys.readouterr().out == ""
