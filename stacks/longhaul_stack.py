@@ -10,9 +10,11 @@ from aws_cdk import aws_iam as iam
 from constructs import Construct
 
 from longhaul.settings import Env
+from longhaul.workflows import STEPS
 from stacks.api import Api
 from stacks.bundling import code_asset
 from stacks.nag import acknowledge, acknowledge_data_access, acknowledge_executions, acknowledge_platform_findings
+from stacks.observability import Observability
 from stacks.operations import Operations
 from stacks.storage import Storage
 from stacks.workflows import Workflows
@@ -65,6 +67,13 @@ class LonghaulStack(Stack):
             machine.grant_execution(api.function, "states:StopExecution", "states:RedriveExecution")
             machine.grant_execution(operations.sweeper, "states:StopExecution")
             acknowledge_executions(self, machine)
+        Observability(
+            self,
+            "Observability",
+            state_machines=workflows.state_machines,
+            steps=STEPS,
+            dead_letter_queues={w: b.dead_letter_queues for w, b in workflows.builders.items()},
+        )
         if model_provider == "bedrock":
             self._grant_model(workflows, model_id)
 

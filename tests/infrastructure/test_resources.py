@@ -123,3 +123,10 @@ def test_the_aws_configuration_passes_cdk_nag_and_grants_the_model_to_the_model_
     assert len(granted) == 2 and all("extractevidence" in g or "draftanswer" in g for g in granted)
     for function in resources(template, "AWS::Lambda::Function").values():
         assert function["Properties"]["Environment"]["Variables"]["LONGHAUL_MODEL_PROVIDER"] == "bedrock"
+
+
+def test_operators_get_a_dashboard_of_jobs_executions_dead_letters_and_step_durations(template):
+    (dashboard,) = resources(template, "AWS::CloudWatch::Dashboard").values()
+    body = json.dumps(dashboard["Properties"]["DashboardBody"])
+    for needle in ("JobsSubmitted", "ExecutionsFailed", "ApproximateNumberOfMessagesVisible", "StepDuration"):
+        assert needle in body, needle
