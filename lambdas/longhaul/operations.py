@@ -22,6 +22,8 @@ if TYPE_CHECKING:
     from longhaul.wiring import Services
 
 REPLAYABLE = frozenset({JobStatus.FAILED, JobStatus.CANCELLED, JobStatus.EXPIRED})
+# Fail states of the house policy: the failure was recorded, the job failed or stopped.
+ENDED_BY_FAILURE_PATH = frozenset({"StepFailed", "JobStopped"})
 SWEPT = (JobStatus.QUEUED, JobStatus.RUNNING, JobStatus.RETRYING, JobStatus.WAITING_FOR_REVIEW)
 
 
@@ -90,6 +92,7 @@ class ReplayPlan:
     rerun_steps: list[str]
     kept_items: list[int]
     rerun_items: list[int]
+    drop: list[str]
 
 
 def replay(
@@ -117,14 +120,11 @@ def replay(
     if from_step not in steps:
         raise InvalidRequest(f"unknown step {from_step!r}", allowed_steps=list(steps))
     machine = services.settings.workflows[job["workflow"]]
-    plan = _invalidate_from(services, job_id, job["workflow"], from_step)
     attempt = int(job.get("attempts") or 1) + 1
     name = job["execution_name"] if mode == "redrive" else f"{job_id}-r{attempt}"
     if mode == "redrive":
-        try:
-            services.stepfunctions.redrive_execution(executionArn=execution_arn(machine, name))
-        except ClientError as error:
-            raise RedriveUnavailable(f"{error.response['Error'].get('Message', error)}; use mode=replay") from None
+        _ensure_redrivable(services, execution_arn(machine, name))
+    plan = _plan(services, job_id, job["workflow"], from_step, mode)
     detail = {
         "by": principal.tenant_id,
         "role": principal.role,
@@ -137,7 +137,7 @@ def replay(
         "rerun_items": plan.rerun_items,
         "kept_items": plan.kept_items,
     }
-    try:
+    try:  # the compare-and-set makes concurrent replays safe: one wins, the others get a 409
         store.transition(
             job_id,
             JobStatus.QUEUED,
@@ -148,15 +148,44 @@ def replay(
         )
     except TransitionRejected as rejected:
         raise NotReplayable(f"job {job_id} changed meanwhile: {rejected}") from None
+    store.delete_items(job_id, plan.drop)  # no execution of the job runs now: nobody reads these checkpoints
     if mode == "replay":
         state = {k: job[k] for k in ("job_id", "tenant_id", "workflow", "input_key")}
         services.stepfunctions.start_execution(stateMachineArn=machine, name=name, input=json.dumps(state))
+    else:
+        _redrive(services, job_id, execution_arn(machine, name), status)
     logger.info("job replayed", extra={"job_id": job_id, **detail})
     return {"job_id": job_id, "status": JobStatus.QUEUED.value, **detail}
 
 
-def _invalidate_from(services: Services, job_id: str, workflow: str, from_step: str) -> ReplayPlan:
-    """Drop the checkpoints of `from_step` and later steps (for a fan-out step: only its unfinished items)."""
+def _ensure_redrivable(services: Services, arn: str) -> None:
+    """RedriveExecution applies to an execution that stopped outside its failure path (timed out, aborted, or the
+    recorder itself failed); one that ended through it would only reach its Fail state again."""
+    try:
+        described = services.stepfunctions.describe_execution(executionArn=arn)
+    except ClientError as error:
+        raise RedriveUnavailable(f"{error.response['Error'].get('Message', error)}; use mode=replay") from None
+    if described.get("error") in ENDED_BY_FAILURE_PATH:
+        raise RedriveUnavailable(
+            f"the execution ended through its failure path ({described['error']}), where a redrive would end "
+            "again; use mode=replay"
+        )
+
+
+def _redrive(services: Services, job_id: str, arn: str, previous: JobStatus) -> None:
+    try:
+        services.stepfunctions.redrive_execution(executionArn=arn)
+    except ClientError as error:
+        with contextlib.suppress(TransitionRejected):
+            services.store.transition(
+                job_id, previous, event="redrive_refused", detail={"error": str(error)}, allowed_from=[JobStatus.QUEUED]
+            )
+        raise RedriveUnavailable(f"{error.response['Error'].get('Message', error)}; use mode=replay") from None
+
+
+def _plan(services: Services, job_id: str, workflow: str, from_step: str, mode: str) -> ReplayPlan:
+    """The checkpoints to drop: `from_step` and later steps (for a fan-out step: only its unfinished items).
+    A redrive keeps them all: Step Functions resumes the execution itself."""
     steps = STEPS[workflow]
     later = set(steps[steps.index(from_step) :])
     fan_out = FAN_OUT_STEPS.get(workflow, frozenset())
@@ -172,8 +201,9 @@ def _invalidate_from(services: Services, job_id: str, workflow: str, from_step: 
             if record.get("status") == "succeeded":
                 continue
         drop.append(record["sk"])
-    services.store.delete_items(job_id, drop)
-    return ReplayPlan(from_step, [s for s in steps if s in later], sorted(kept), sorted(rerun))
+    if mode == "redrive":
+        return ReplayPlan(from_step, [], sorted(kept), sorted(rerun), [])
+    return ReplayPlan(from_step, [s for s in steps if s in later], sorted(kept), sorted(rerun), drop)
 
 
 # ---------------------------------------------------------------------- sweep

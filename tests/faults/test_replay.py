@@ -132,3 +132,19 @@ def test_replaying_twice_is_safe(platform: LocalPlatform, alpha: Client, ops: Cl
     events = alpha.events(job_id)
     assert [e["type"] for e in events].count("job_replayed") == 1
     assert_consistent(events)
+
+
+def test_redrive_is_refused_with_a_reason_when_the_execution_ended_through_its_failure_path(
+    platform: LocalPlatform, alpha: Client, ops: Client, sample_request, inject
+):
+    inject("chunk_documents=internal")
+    job_id = alpha.submit(sample_request)
+    assert alpha.wait(job_id)["status"] == "failed"
+    events_before = alpha.events(job_id)
+    response = ops.post(
+        f"/v1/ops/jobs/{job_id}/replay", {"from_step": "chunk_documents", "reason": "try redrive", "mode": "redrive"}
+    )
+    assert response.status_code == 409
+    assert response.json()["type"].endswith("/redrive-unavailable") and "mode=replay" in response.json()["detail"]
+    assert alpha.get(f"/v1/jobs/{job_id}").json()["status"] == "failed"
+    assert alpha.events(job_id) == events_before, "a refused redrive changes nothing"
