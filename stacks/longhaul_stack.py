@@ -64,8 +64,10 @@ class LonghaulStack(Stack):
             storage.grant_data_access(function)
         for machine in workflows.state_machines.values():
             machine.grant_start_execution(api.function)
-            machine.grant_execution(api.function, "states:StopExecution", "states:RedriveExecution")
-            machine.grant_execution(operations.sweeper, "states:StopExecution")
+            machine.grant_execution(
+                api.function, "states:DescribeExecution", "states:StopExecution", "states:RedriveExecution"
+            )
+            machine.grant_execution(operations.sweeper, "states:DescribeExecution", "states:StopExecution")
             acknowledge_executions(self, machine)
         Observability(
             self,

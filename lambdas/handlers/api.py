@@ -39,6 +39,7 @@ from longhaul.problems import (
     ApiProblem,
     BadRequest,
     Forbidden,
+    InternalProblem,
     InvalidRequest,
     MalformedJson,
     NotFound,
@@ -101,6 +102,13 @@ def _base_url() -> str:
 @app.exception_handler(ApiProblem)
 def _api_problem(problem: ApiProblem) -> Response[str]:
     return _problem_response(problem)
+
+
+@app.exception_handler(Exception)
+def _unexpected(error: Exception) -> Response[str]:
+    """Anything unforeseen is a 500 problem (logged with its trace), never a bare gateway error."""
+    logger.exception("unhandled error in the API")
+    return _problem_response(InternalProblem("an unexpected error occurred; it has been logged"))
 
 
 @app.exception_handler(RequestValidationError)
@@ -173,9 +181,9 @@ def get_events(
         return Response(status_code=200, content_type="application/json", body=page.model_dump_json())
     # Server-Sent Events: what is new since Last-Event-ID, then the client reconnects (EventSource does).
     after = app.current_event.get_header_value("Last-Event-ID") or cursor
+    job = service.view(principal, job_id, services().store.clock.now())  # before the events: no missed last event
     page = service.events(principal, job_id, after, limit)
     frames = [f"id: {e.seq}\nevent: {e.type}\ndata: {e.model_dump_json()}\n\n" for e in page.events]
-    job = service.view(principal, job_id, services().store.clock.now())
     if job.status in TERMINAL_STATUSES and page.next_cursor is None:
         frames.append(f"event: end\ndata: {json.dumps({'status': job.status.value})}\n\n")
     body = f"retry: {SSE_RETRY_MS}\n\n" + "".join(frames)
@@ -331,6 +339,8 @@ def handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
     principal = _authenticate(event)
     if principal is None:
         return _raw_problem(Unauthorized(), event)
+    if str(event.get("path", "")).startswith("/v1/ops/") and principal.role != "operator":
+        return _raw_problem(Forbidden("operator routes need a key with the operator role"), event)
     logger.append_keys(tenant_id=principal.tenant_id)
     app.append_context(principal=principal)
     return app.resolve(event, context)

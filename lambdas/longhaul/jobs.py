@@ -36,6 +36,7 @@ from longhaul.contracts import (
     UploadTicket,
     Usage,
 )
+from longhaul.errors import TransientError
 from longhaul.observability import emit
 from longhaul.problems import (
     ApiProblem,
@@ -51,6 +52,7 @@ from longhaul.store import ACTIVE, IdempotencyConflict, JobStore, NewJob, Transi
 from longhaul.workflows import DEFAULT_DEADLINE_SECONDS, STEPS, execution_arn
 
 IDEMPOTENCY_KEY = re.compile(r"^[A-Za-z0-9._:\-]{1,128}$")
+JOB_ID = re.compile(r"^job_[0-9a-f]{28}$")
 UPLOAD_EXPIRES_SECONDS = 900
 MAX_UPLOAD_BYTES = 50 * 1024 * 1024
 
@@ -102,6 +104,7 @@ class JobService:
                     self._ensure_started(job, machine)
                     return self._accepted(job, base_url), False
         documents = self._resolve_documents(principal, request.input)
+        deadline = request.deadline_seconds or DEFAULT_DEADLINE_SECONDS
         job_id = new_job_id()
         for document in documents:
             if "text" in document:
@@ -133,14 +136,20 @@ class JobService:
                     estimated_sla_seconds=estimate_sla_seconds(request.input),
                     idempotency_key=idempotency_key,
                     total_steps=len(STEPS[request.workflow]),
-                    deadline_at=iso(
-                        self.store.clock.now() + timedelta(seconds=request.deadline_seconds or DEFAULT_DEADLINE_SECONDS)
-                    ),
+                    deadline_at=iso(self.store.clock.now() + timedelta(seconds=deadline)),
+                    deadline_seconds=deadline,
                 )
             )
         except IdempotencyConflict as conflict:
             raise IdempotencyKeyReused(job_id=conflict.job_id) from None
-        self._ensure_started(job, machine)
+        except TransientError as contended:
+            raise Unavailable(f"{contended}; retry with the same Idempotency-Key") from None
+        try:
+            self._ensure_started(job, machine)
+        except Unavailable:
+            if created:  # nothing is kept of a job that could not start
+                self.store.discard_new_job(job)
+            raise
         if created:
             emit("JobsSubmitted", workflow=request.workflow)
         return self._accepted(job, base_url), created
@@ -232,7 +241,7 @@ class JobService:
     # ------------------------------------------------------------------ reads
 
     def _job(self, principal: Principal, job_id: str) -> dict[str, Any]:
-        job = self.store.get_job(job_id, tenant_id=principal.tenant_id)
+        job = self.store.get_job(job_id, tenant_id=principal.tenant_id) if JOB_ID.match(job_id) else None
         if job is None:
             raise NotFound(f"no job {job_id!r}")
         return job
@@ -281,8 +290,11 @@ class JobService:
                     cause=f"cancelled by {principal.tenant_id}",
                 )
             except ClientError as error:
-                if error.response["Error"]["Code"] not in ("ExecutionDoesNotExist",):
-                    raise
+                if error.response["Error"]["Code"] != "ExecutionDoesNotExist":
+                    raise Unavailable(
+                        "the cancellation is recorded but the execution could not be stopped yet; "
+                        "the sweep will finish it, or cancel again"
+                    ) from error
         outcome = self._cancel_outcome(self.store.get_job(job_id) or job, "cancelled")
         try:
             self.store.transition(

@@ -13,10 +13,11 @@ from botocore.exceptions import ClientError
 from longhaul.auth import Principal
 from longhaul.clock import iso
 from longhaul.contracts import JobStatus
+from longhaul.jobs import JOB_ID
 from longhaul.observability import logger, metrics
-from longhaul.problems import ApiProblem, InvalidRequest, NotFound
+from longhaul.problems import ApiProblem, InvalidRequest, NotFound, Unavailable
 from longhaul.store import ACTIVE, TransitionRejected
-from longhaul.workflows import FAN_OUT_STEPS, STEPS, execution_arn
+from longhaul.workflows import DEFAULT_DEADLINE_SECONDS, FAN_OUT_STEPS, STEPS, execution_arn
 
 if TYPE_CHECKING:
     from longhaul.wiring import Services
@@ -24,6 +25,7 @@ if TYPE_CHECKING:
 REPLAYABLE = frozenset({JobStatus.FAILED, JobStatus.CANCELLED, JobStatus.EXPIRED})
 # Fail states of the house policy: the failure was recorded, the job failed or stopped.
 ENDED_BY_FAILURE_PATH = frozenset({"StepFailed", "JobStopped"})
+START_GRACE = timedelta(minutes=5)  # a queued job may wait this long for its execution to appear
 SWEPT = (JobStatus.QUEUED, JobStatus.RUNNING, JobStatus.RETRYING, JobStatus.WAITING_FOR_REVIEW)
 
 
@@ -54,20 +56,26 @@ def list_dead_letters(
 def purge_dead_letters(services: Services, job_id: str) -> int:
     """Remove a job's dead letters (index records and queue messages) once it has completed; returns how many."""
     records = services.store.delete_dead_letters(job_id)
-    queues = {services.settings.dead_letter_queues.get(r["workflow"], {}).get(r["step"]) for r in records} - {None}
-    removed = 0
-    for queue in queues:
-        removed += _delete_messages(services, str(queue), job_id)
+    expected: dict[str, int] = {}
+    for record in records:
+        queue = services.settings.dead_letter_queues.get(record["workflow"], {}).get(record["step"])
+        if queue:
+            expected[queue] = expected.get(queue, 0) + 1
+    removed = sum(_delete_messages(services, queue, job_id, count) for queue, count in expected.items())
     services.store.append_event(job_id, "dead_letters_removed", detail={"records": len(records), "messages": removed})
     return removed
 
 
-def _delete_messages(services: Services, queue: str, job_id: str, *, rounds: int = 20) -> int:
+def _delete_messages(services: Services, queue: str, job_id: str, expected: int, *, rounds: int = 10) -> int:
+    """Delete the job's messages from a queue; others are made visible again at once. SQS may answer a receive
+    with nothing while messages exist, so an empty answer is retried with long polling, within `rounds`."""
     sqs, removed = services.sqs, 0
-    for _ in range(rounds):
-        messages = sqs.receive_message(QueueUrl=queue, MaxNumberOfMessages=10, VisibilityTimeout=30).get("Messages", [])
-        if not messages:
+    for attempt in range(rounds):
+        if removed >= expected:
             break
+        messages = sqs.receive_message(
+            QueueUrl=queue, MaxNumberOfMessages=10, VisibilityTimeout=30, WaitTimeSeconds=1 if attempt else 0
+        ).get("Messages", [])
         for message in messages:
             try:
                 body = json.loads(message["Body"])
@@ -76,7 +84,7 @@ def _delete_messages(services: Services, queue: str, job_id: str, *, rounds: int
             if body.get("job_id") == job_id:
                 sqs.delete_message(QueueUrl=queue, ReceiptHandle=message["ReceiptHandle"])
                 removed += 1
-            else:  # not ours: make it visible again at once
+            else:
                 sqs.change_message_visibility(
                     QueueUrl=queue, ReceiptHandle=message["ReceiptHandle"], VisibilityTimeout=0
                 )
@@ -110,15 +118,19 @@ def replay(
     failed execution instead (AWS only). Who replayed what and why goes into the job's events.
     """
     store = services.store
-    job = store.get_job(job_id)
+    job = store.get_job(job_id) if JOB_ID.match(job_id) else None
     if job is None:
         raise NotFound(f"no job {job_id!r}")
-    status = JobStatus(job["status"])
-    if status not in REPLAYABLE:
-        raise NotReplayable(f"job {job_id} is {status.value}; only failed, cancelled or expired jobs are replayed")
     steps = STEPS[job["workflow"]]
     if from_step not in steps:
         raise InvalidRequest(f"unknown step {from_step!r}", allowed_steps=list(steps))
+    if JobStatus(job["status"]) not in REPLAYABLE:  # an execution that ended without saying so frees the job
+        job = reconcile(services, job) or job
+    status = JobStatus(job["status"])
+    if status not in REPLAYABLE:
+        raise NotReplayable(f"job {job_id} is {status.value}; only failed, cancelled or expired jobs are replayed")
+    if services.artifacts.head(job["input_key"]) is None:
+        raise NotReplayable(f"job {job_id}'s intermediate artifacts have expired; submit it again")
     machine = services.settings.workflows[job["workflow"]]
     attempt = int(job.get("attempts") or 1) + 1
     name = job["execution_name"] if mode == "redrive" else f"{job_id}-r{attempt}"
@@ -143,7 +155,14 @@ def replay(
             JobStatus.QUEUED,
             event="job_replayed",
             detail=detail,
-            set_fields={"attempts": attempt, "execution_name": name, "error": None, "current_step": from_step},
+            set_fields={
+                "attempts": attempt,
+                "execution_name": name,
+                "error": None,
+                "current_step": from_step,
+                # a new attempt gets the job's full time again
+                "deadline_at": iso(store.clock.now() + timedelta(seconds=_deadline_seconds(job))),
+            },
             allowed_from=REPLAYABLE,
         )
     except TransitionRejected as rejected:
@@ -151,7 +170,12 @@ def replay(
     store.delete_items(job_id, plan.drop)  # no execution of the job runs now: nobody reads these checkpoints
     if mode == "replay":
         state = {k: job[k] for k in ("job_id", "tenant_id", "workflow", "input_key")}
-        services.stepfunctions.start_execution(stateMachineArn=machine, name=name, input=json.dumps(state))
+        try:
+            services.stepfunctions.start_execution(stateMachineArn=machine, name=name, input=json.dumps(state))
+        except ClientError as error:
+            with contextlib.suppress(TransitionRejected):
+                store.transition(job_id, status, event="replay_not_started", detail={"error": str(error)})
+            raise Unavailable("the workflow engine did not start the replay; replay again") from error
     else:
         _redrive(services, job_id, execution_arn(machine, name), status)
     logger.info("job replayed", extra={"job_id": job_id, **detail})
@@ -210,26 +234,86 @@ def _plan(services: Services, job_id: str, workflow: str, from_step: str, mode: 
 
 
 def sweep(services: Services, now: datetime, *, stuck_after: timedelta | None = None) -> dict[str, int]:
-    """Expire jobs past their deadline (stopping their execution); report jobs with no progress for a while."""
+    """Every few minutes, oldest first: finish cancellations, expire jobs past their deadline (stopping their
+    execution), fail jobs whose execution ended without saying so, and report jobs with no progress for a while."""
     store = services.store
     stuck_after = stuck_after or timedelta(minutes=services.settings.stuck_after_minutes)
-    checked = expired = stuck = 0
-    for status in SWEPT:
-        for job in store.list_jobs(status=status, limit=1000):
-            checked += 1
+    counts = {"checked": 0, "expired": 0, "stuck": 0, "reconciled": 0, "cancelled": 0}
+    for status in (*SWEPT, JobStatus.CANCEL_REQUESTED):
+        for job in store.list_jobs(status=status, limit=None, oldest_first=True):
+            counts["checked"] += 1
             deadline = job.get("deadline_at")
-            if deadline and now > _parse(deadline):
-                expired += _expire(services, job, deadline)
+            if status == JobStatus.CANCEL_REQUESTED:
+                counts["cancelled"] += _finish_cancel(services, job)
+            elif deadline and now > _parse(deadline):
+                counts["expired"] += _expire(services, job, deadline)
+            elif reconcile(services, job, now=now):
+                counts["reconciled"] += 1
             elif _parse(job["updated_at"]) < now - stuck_after and not _recently_reported(job, now, stuck_after):
                 idle = int((now - _parse(job["updated_at"])).total_seconds())
                 store.append_event(
                     job["job_id"], "job_stuck", step=job.get("current_step"), detail={"idle_seconds": idle}
                 )
-                store.update_job(job["job_id"], {"stuck_reported_at": iso(now)}, only_if=SWEPT)
-                stuck += 1
-    metrics.add_metric(name="StuckJobs", unit="Count", value=stuck)
-    metrics.add_metric(name="ExpiredJobs", unit="Count", value=expired)
-    return {"checked": checked, "expired": expired, "stuck": stuck}
+                store.mark_stuck(job["job_id"], iso(now))
+                counts["stuck"] += 1
+    metrics.add_metric(name="StuckJobs", unit="Count", value=counts["stuck"])
+    metrics.add_metric(name="ExpiredJobs", unit="Count", value=counts["expired"])
+    return counts
+
+
+def reconcile(services: Services, job: dict[str, Any], *, now: datetime | None = None) -> dict[str, Any] | None:
+    """A live job whose execution has ended without recording it (aborted from the console, timed out, the failure
+    recorder failed) or never started is marked failed (cancelled, if a cancel was asked). The job, or None."""
+    machine = services.settings.workflows.get(job["workflow"])
+    if machine is None:
+        return None
+    try:
+        described = services.stepfunctions.describe_execution(
+            executionArn=execution_arn(machine, job["execution_name"])
+        )
+        ended = described["status"]
+    except ClientError as error:
+        if error.response["Error"]["Code"] != "ExecutionDoesNotExist":
+            raise
+        ended = "NOT_STARTED"
+    now = now or services.store.clock.now()
+    if ended == "RUNNING" or (ended == "NOT_STARTED" and _parse(job["updated_at"]) > now - START_GRACE):
+        return None
+    if JobStatus(job["status"]) == JobStatus.CANCEL_REQUESTED:
+        return _transition_or_none(services, job, JobStatus.CANCELLED, "job_cancelled", {"execution": ended})
+    failure = {
+        "kind": "timeout" if ended == "TIMED_OUT" else "internal",
+        "error": f"Execution{ended.title().replace('_', '')}",
+        "step": job.get("current_step"),
+        "item": None,
+        "message": f"the execution ended {ended} without recording a failure",
+    }
+    return _transition_or_none(services, job, JobStatus.FAILED, "job_failed", failure, set_fields={"error": failure})
+
+
+def _transition_or_none(
+    services: Services,
+    job: dict[str, Any],
+    to: JobStatus,
+    event: str,
+    detail: dict[str, Any],
+    set_fields: dict[str, Any] | None = None,
+) -> dict[str, Any] | None:
+    try:
+        return services.store.transition(job["job_id"], to, event=event, detail=detail, set_fields=set_fields)
+    except TransitionRejected:
+        return None
+
+
+def _finish_cancel(services: Services, job: dict[str, Any]) -> int:
+    """A cancellation whose execution could not be stopped at the time: stop it now and end the job."""
+    machine = services.settings.workflows.get(job["workflow"])
+    if machine:
+        with contextlib.suppress(ClientError):
+            services.stepfunctions.stop_execution(
+                executionArn=execution_arn(machine, job["execution_name"]), error="JobCancelled"
+            )
+    return int(_transition_or_none(services, job, JobStatus.CANCELLED, "job_cancelled", {"by": "sweep"}) is not None)
 
 
 def _recently_reported(job: dict[str, Any], now: datetime, window: timedelta) -> bool:
@@ -257,3 +341,7 @@ def _expire(services: Services, job: dict[str, Any], deadline: str) -> int:
         return 1
     except TransitionRejected:
         return 0
+
+
+def _deadline_seconds(job: dict[str, Any]) -> int:
+    return int(job.get("deadline_seconds") or DEFAULT_DEADLINE_SECONDS)

@@ -72,3 +72,7 @@ class IdempotencyKeyReused(ApiProblem):
 
 class Unavailable(ApiProblem):
     status, slug, title = 503, "unavailable", "The platform could not accept the job right now; retry later"
+
+
+class InternalProblem(ApiProblem):
+    status, slug, title = 500, "internal", "Internal error"

@@ -37,10 +37,19 @@ from longhaul.faults import CrashFault
 from longhaul.llm.port import Usage
 from longhaul.observability import emit, logger
 from longhaul.settings import environ
-from longhaul.store import ACTIVE, TransitionRejected
+from longhaul.store import TransitionRejected
 from longhaul.wiring import Services
 
-THROTTLING_CODES = {"ThrottlingException", "ProvisionedThroughputExceededException", "RequestLimitExceeded", "SlowDown"}
+# AWS error codes worth another attempt: throttling, and DynamoDB transactions that met a concurrent writer.
+TRANSIENT_CODES = {
+    "ThrottlingException",
+    "ProvisionedThroughputExceededException",
+    "RequestLimitExceeded",
+    "SlowDown",
+    "TransactionConflictException",
+    "TransactionInProgressException",
+    "TransactionCanceledException",
+}
 MESSAGE_LIMIT = 500
 CHECKPOINT_VERSION = 1
 
@@ -123,21 +132,21 @@ def run_step(
             )
         return output
 
-    _enter_running(services, job_id, JobStatus(job["status"]), step)
-    store.put_step(
-        job_id, step, item, {"status": "running", "started_at": iso(store.clock.now()), "input_version": version}
-    )
-    store.append_event(job_id, "step_started", step=step, item=item, attempt=event.attempt + 1)
-    if item is None:
-        store.update_job(job_id, {"current_step": step, "progress": _progress(steps, step, done=False)})
-    else:
-        store.update_job(job_id, {"current_step": step})
+    def begin() -> None:
+        _enter_running(services, job_id, JobStatus(job["status"]), step)
+        store.put_step(
+            job_id, step, item, {"status": "running", "started_at": iso(store.clock.now()), "input_version": version}
+        )
+        store.append_event(job_id, "step_started", step=step, item=item, attempt=event.attempt + 1)
+        progress = {"progress": _progress(steps, step, done=False)} if item is None else {}
+        store.update_job(job_id, {"current_step": step, **progress})
+
+    _guarded(begin, step=step, item=item)
     started = time.monotonic()
     try:
         faults.active().check(step, item)
         output = work(StepContext(event, services, job_attempt=int(job.get("attempts") or 1)))
         faults.active().crash_point(step, item)
-        _ensure_still_live(services, job_id, step, item)
     except CancelledError:
         raise  # the job was stopped: nothing to record, nothing to commit
     except Exception as error:
@@ -148,19 +157,18 @@ def run_step(
         raise typed from error
 
     def commit() -> None:
-        store.put_step(
-            job_id,
-            step,
-            item,
-            {
-                "status": "succeeded",
-                "finished_at": iso(store.clock.now()),
-                "output": output,
-                "input_version": version,
-                "checkpoint_version": CHECKPOINT_VERSION,
-                "error": None,
-            },
-        )
+        checkpoint = {
+            "status": "succeeded",
+            "finished_at": iso(store.clock.now()),
+            "output": output,
+            "input_version": version,
+            "checkpoint_version": CHECKPOINT_VERSION,
+            "error": None,
+        }
+        try:  # conditional on the job still running: a step of a cancelled job never commits
+            store.commit_step(job_id, step, item, checkpoint)
+        except TransitionRejected as stopped:
+            raise CancelledError(str(stopped), step=step, item=item) from None
         duration_ms = int((time.monotonic() - started) * 1000)
         store.append_event(
             job_id,
@@ -208,14 +216,6 @@ def _live_job(services: Services, job_id: str, step: str, item: int | None) -> d
     return job
 
 
-def _ensure_still_live(services: Services, job_id: str, step: str, item: int | None) -> None:
-    """Checked before committing: a step of a job cancelled meanwhile does not commit."""
-    job = services.store.get_job(job_id)
-    if job is None or JobStatus(job["status"]) not in ACTIVE:
-        status = job["status"] if job else "gone"
-        raise CancelledError(f"job {job_id} is {status}; step result not committed", step=step, item=item)
-
-
 def _complete(
     services: Services, workflow: str, job_id: str, step: str, output: Mapping[str, Any], steps: Sequence[str]
 ) -> None:
@@ -238,7 +238,10 @@ def _complete(
         raise CancelledError(f"job {job_id} can no longer complete: {rejected}", step=step) from None
     emit("JobsCompleted", workflow=workflow)
     if services.store.dead_letters(job_id):
-        operations.purge_dead_letters(services, job_id)
+        try:  # best effort: the job has completed whatever happens here
+            operations.purge_dead_letters(services, job_id)
+        except Exception:
+            logger.exception("dead letters of a completed job were not all removed", extra={"job_id": job_id})
 
 
 def classify(error: Exception, *, step: str, item: int | None) -> LonghaulError:
@@ -246,7 +249,7 @@ def classify(error: Exception, *, step: str, item: int | None) -> LonghaulError:
         return error
     if isinstance(error, ClientError):
         code = error.response.get("Error", {}).get("Code", "")
-        if code in THROTTLING_CODES or error.response.get("ResponseMetadata", {}).get("HTTPStatusCode", 0) >= 500:
+        if code in TRANSIENT_CODES or error.response.get("ResponseMetadata", {}).get("HTTPStatusCode", 0) >= 500:
             return TransientError(f"AWS {code}: retryable", step=step, item=item)
         return InternalError(f"AWS {code}", step=step, item=item)
     if isinstance(error, BotoCoreError):

@@ -11,6 +11,8 @@ Indexes: by_tenant (gsi1pk TENANT#<tenant>, gsi1sk <created_at>#<job>) lists a t
 
 from __future__ import annotations
 
+import random
+import time
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from datetime import timedelta
@@ -22,6 +24,7 @@ from botocore.exceptions import ClientError
 from longhaul.auth import Principal, key_hash
 from longhaul.clock import Clock, SystemClock, iso
 from longhaul.contracts import TERMINAL_STATUSES, JobStatus
+from longhaul.errors import TransientError
 
 S = JobStatus
 # Which statuses a job may move to from each status. Anything else is rejected.
@@ -39,6 +42,7 @@ TRANSITIONS: dict[JobStatus, frozenset[JobStatus]] = {
 }
 ACTIVE = frozenset({S.RUNNING, S.RETRYING})
 EVENT_PAGE_MAX = 200
+APPEND_TRIES = 25
 
 
 class TransitionRejected(Exception):
@@ -65,6 +69,7 @@ class NewJob:
     idempotency_key: str | None = None
     total_steps: int = 0
     deadline_at: str | None = None
+    deadline_seconds: int | None = None
 
 
 def _plain(value: Any) -> Any:
@@ -145,6 +150,7 @@ class JobStore:
         }
         if job.deadline_at:
             item["deadline_at"] = job.deadline_at
+            item["deadline_seconds"] = job.deadline_seconds
         if job.idempotency_key:
             item["idempotency_key"] = job.idempotency_key
         writes: list[dict[str, Any]] = [
@@ -180,14 +186,19 @@ class JobStore:
         except ClientError as error:
             if error.response["Error"]["Code"] != "TransactionCanceledException" or not job.idempotency_key:
                 raise
-        existing = self.find_idempotent(job.tenant_id, job.idempotency_key)
-        if existing is None:  # lost the race to an expiring record; the caller may retry
-            raise TransitionRejected("idempotency record changed concurrently")
+        existing = None
+        for tries in range(APPEND_TRIES):  # the winner's transaction may still be committing
+            existing = self.find_idempotent(job.tenant_id, job.idempotency_key)
+            if existing is not None:
+                break
+            time.sleep(random.uniform(0, 0.005 * 2 ** min(tries, 6)))
+        if existing is None:
+            raise TransientError("a concurrent submission with this Idempotency-Key is still being written; retry")
         if existing["payload_hash"] != job.payload_hash:
             raise IdempotencyConflict(existing["job_id"])
         found = self.get_job(existing["job_id"])
         if found is None:
-            raise TransitionRejected("idempotent job is not visible yet")
+            raise TransientError("the job of this Idempotency-Key is not visible yet; retry")
         return found, False
 
     def find_idempotent(self, tenant_id: str, key: str) -> dict[str, Any] | None:
@@ -295,17 +306,6 @@ class JobStore:
                 return False
             raise
 
-    def increment(self, job_id: str, field: str, amount: int = 1) -> int:
-        response = self.table.update_item(
-            Key=_job_key(job_id),
-            UpdateExpression="ADD #f :n",
-            ConditionExpression="attribute_exists(pk)",
-            ExpressionAttributeNames={"#f": field},
-            ExpressionAttributeValues={":n": amount},
-            ReturnValues="UPDATED_NEW",
-        )
-        return int(response["Attributes"][field])
-
     # ------------------------------------------------------------------ events
 
     def append_event(
@@ -318,13 +318,42 @@ class JobStore:
         attempt: int | None = None,
         detail: Mapping[str, Any] | None = None,
     ) -> int:
-        """Append an event that changes no status. The sequence number comes from the job's counter."""
-        seq = self.increment(job_id, "event_seq")
-        self.table.put_item(
-            Item=self._event_item(job_id, seq, event, step=step, item=item, attempt=attempt, detail=detail),
-            ConditionExpression="attribute_not_exists(pk)",
-        )
-        return seq
+        """Append an event that changes no status: the job's counter and the event are written together, so a
+        reader never sees seq N+1 before N."""
+        for tries in range(APPEND_TRIES):
+            current = self.get_job(job_id)
+            if current is None:
+                raise TransitionRejected(f"job {job_id} does not exist")
+            seq = int(current["event_seq"]) + 1
+            try:
+                self.client.transact_write_items(
+                    TransactItems=[
+                        {
+                            "Update": {
+                                "TableName": self.table.name,
+                                "Key": _job_key(job_id),
+                                "UpdateExpression": "SET event_seq = :seq",
+                                "ConditionExpression": "event_seq = :previous",
+                                "ExpressionAttributeValues": {":seq": seq, ":previous": seq - 1},
+                            }
+                        },
+                        {
+                            "Put": {
+                                "TableName": self.table.name,
+                                "Item": self._event_item(
+                                    job_id, seq, event, step=step, item=item, attempt=attempt, detail=detail
+                                ),
+                                "ConditionExpression": "attribute_not_exists(pk)",
+                            }
+                        },
+                    ]
+                )
+                return seq
+            except ClientError as error:
+                if error.response["Error"]["Code"] != "TransactionCanceledException":
+                    raise
+                time.sleep(random.uniform(0, 0.005 * 2 ** min(tries, 6)))  # another writer got that seq: retry
+        raise TransientError(f"the event log of job {job_id} stayed contended; retry")
 
     def list_events(self, job_id: str, *, after: int = 0, limit: int = 100) -> tuple[list[dict[str, Any]], int | None]:
         """Events with seq > after, oldest first; returns (events, next cursor or None)."""
@@ -441,9 +470,12 @@ class JobStore:
             )
             return True
         except ClientError as error:
-            if error.response["Error"]["Code"] == "TransactionCanceledException":
-                return False
-            raise
+            if error.response["Error"]["Code"] != "TransactionCanceledException":
+                raise
+            codes = [r.get("Code") for r in error.response.get("CancellationReasons", [])]
+            if not codes or codes[0] == "ConditionalCheckFailed":
+                return False  # this charge was already made
+            raise TransientError(f"charging job {job_id} conflicted with another write ({codes}); retry") from None
 
     def charges(self, job_id: str) -> list[dict[str, Any]]:
         return self._query_prefix(f"JOB#{job_id}", "CHARGE#")
@@ -451,9 +483,15 @@ class JobStore:
     # ------------------------------------------------------------------ listings
 
     def list_jobs(
-        self, *, tenant_id: str | None = None, status: JobStatus | None = None, limit: int = 50
+        self,
+        *,
+        tenant_id: str | None = None,
+        status: JobStatus | None = None,
+        limit: int | None = 50,
+        oldest_first: bool = False,
     ) -> list[dict[str, Any]]:
-        """A tenant's jobs newest first, or jobs in a status by last update (newest first)."""
+        """A tenant's jobs by creation, or jobs in a status by last update; newest first unless `oldest_first`.
+        `limit=None` reads them all."""
         if tenant_id is not None:
             kwargs: dict[str, Any] = {
                 "IndexName": "by_tenant",
@@ -473,13 +511,13 @@ class JobStore:
         else:
             raise ValueError("list jobs by tenant, by status, or both")
         items: list[dict[str, Any]] = []
-        while len(items) < limit:
-            response = self.table.query(ScanIndexForward=False, **kwargs)
+        while limit is None or len(items) < limit:
+            response = self.table.query(ScanIndexForward=oldest_first, **kwargs)
             items.extend(_plain(i) for i in response.get("Items", []))
             if "LastEvaluatedKey" not in response:
                 break
             kwargs["ExclusiveStartKey"] = response["LastEvaluatedKey"]
-        return items[:limit]
+        return items if limit is None else items[:limit]
 
     # ------------------------------------------------------------------ dead letters
 
@@ -512,3 +550,75 @@ class JobStore:
         found = self.dead_letters(job_id)
         self.delete_items(job_id, [d["sk"] for d in found])
         return found
+
+    def commit_step(self, job_id: str, step: str, item: int | None, fields: Mapping[str, Any]) -> None:
+        """Write a step's checkpoint only while the job runs: a step of a job cancelled meanwhile never commits."""
+        fields = {**fields, "step": step, "updated_at": iso(self.clock.now())}
+        if item is not None:
+            fields["item"] = item
+        update = _update(fields)
+        live = {f":s{i}": s.value for i, s in enumerate(ACTIVE)}
+        try:
+            self.client.transact_write_items(
+                TransactItems=[
+                    {
+                        "ConditionCheck": {
+                            "TableName": self.table.name,
+                            "Key": _job_key(job_id),
+                            "ConditionExpression": f"#status IN ({', '.join(live)})",
+                            "ExpressionAttributeNames": {"#status": "status"},
+                            "ExpressionAttributeValues": live,
+                        }
+                    },
+                    {
+                        "Update": {
+                            "TableName": self.table.name,
+                            "Key": {"pk": f"JOB#{job_id}", "sk": _step_sk(step, item)},
+                            **update,
+                        }
+                    },
+                ]
+            )
+        except ClientError as error:
+            if error.response["Error"]["Code"] != "TransactionCanceledException":
+                raise
+            codes = [r.get("Code") for r in error.response.get("CancellationReasons", [])]
+            if not codes or codes[0] == "ConditionalCheckFailed":
+                raise TransitionRejected(f"job {job_id} is no longer running; {step} not committed") from None
+            raise TransientError(f"committing {step} conflicted with another write ({codes}); retry") from None
+
+    def mark_stuck(self, job_id: str, at: str) -> None:
+        """Remember when a job was reported stuck, without making it look updated."""
+        self.table.update_item(
+            Key=_job_key(job_id),
+            UpdateExpression="SET stuck_reported_at = :at",
+            ConditionExpression="attribute_exists(pk)",
+            ExpressionAttributeValues={":at": at},
+        )
+
+    def discard_new_job(self, job: Mapping[str, Any]) -> None:
+        """Undo `create_job` for a job whose execution could not be started (nothing stays of a rejected job)."""
+        deletes: list[dict[str, Any]] = [
+            {
+                "Delete": {
+                    "TableName": self.table.name,
+                    "Key": _job_key(job["job_id"]),
+                    "ConditionExpression": "#status = :queued",
+                    "ExpressionAttributeNames": {"#status": "status"},
+                    "ExpressionAttributeValues": {":queued": S.QUEUED.value},
+                }
+            },
+            {"Delete": {"TableName": self.table.name, "Key": {"pk": f"JOB#{job['job_id']}", "sk": f"EVENT#{1:010d}"}}},
+        ]
+        if job.get("idempotency_key"):
+            deletes.append(
+                {
+                    "Delete": {
+                        "TableName": self.table.name,
+                        "Key": {"pk": f"IDEMP#{job['tenant_id']}#{job['idempotency_key']}", "sk": "IDEMP"},
+                        "ConditionExpression": "job_id = :job",
+                        "ExpressionAttributeValues": {":job": job["job_id"]},
+                    }
+                }
+            )
+        self.client.transact_write_items(TransactItems=deletes)

@@ -6,6 +6,7 @@ import json
 from collections import Counter
 from typing import Any
 
+from local.deploy import wait_until
 from local.platform import LocalPlatform
 
 TERMINAL = {"completed", "failed", "cancelled", "expired"}
@@ -34,8 +35,16 @@ def assert_consistent(events: list[dict[str, Any]]) -> None:
     assert not repeated, f"steps committed twice: {repeated}"
 
 
-def dead_letters(platform: LocalPlatform, step: str, job_id: str) -> list[dict[str, Any]]:
-    """The messages for `job_id` in `step`'s dead-letter queue (left visible for other readers)."""
+def dead_letters(platform: LocalPlatform, step: str, job_id: str, *, expect: int = 0) -> list[dict[str, Any]]:
+    """The messages for `job_id` in `step`'s dead-letter queue (left visible for other readers).
+
+    The job is marked failed a moment before its dead letter is sent: with `expect`, wait for that many."""
+    if expect:
+        wait_until(lambda: True if len(_read(platform, step, job_id)) >= expect else None, timeout=15)
+    return _read(platform, step, job_id)
+
+
+def _read(platform: LocalPlatform, step: str, job_id: str) -> list[dict[str, Any]]:
     sqs = platform.client("sqs")
     fragment = step.replace("_", "") + "dlq"
     queue = next(url for lid, url in platform.deployment.queues.items() if fragment in lid.lower())

@@ -2,9 +2,8 @@
 
 from __future__ import annotations
 
-import json
-
 from local.platform import LocalPlatform
+from tests.faults.helpers import dead_letters
 from tests.workflows.conftest import Client
 
 
@@ -37,10 +36,7 @@ def test_deterministic_failure_fails_the_job_once_with_one_dead_letter(
     starts = [e for e in alpha.events(job_id) if e["type"] == "step_started" and e["step"] == "verify_citations"]
     assert len(starts) == 1, "a deterministic error must not be retried"
     # And the step's dead-letter queue holds one message naming job, step and error
-    sqs = platform.client("sqs")
-    queue = next(url for lid, url in platform.deployment.queues.items() if "verifycitationsdlq" in lid.lower())
-    messages = sqs.receive_message(QueueUrl=queue, MaxNumberOfMessages=10, WaitTimeSeconds=1).get("Messages", [])
-    ours = [json.loads(m["Body"]) for m in messages if json.loads(m["Body"])["job_id"] == job_id]
+    ours = dead_letters(platform, "verify_citations", job_id, expect=1)
     assert len(ours) == 1
     assert ours[0]["step"] == "verify_citations" and ours[0]["error"] == "InvalidInputError"
 
@@ -53,7 +49,7 @@ def test_a_failing_fan_out_item_fails_the_job_with_one_dead_letter(
     job = alpha.wait(job_id)
     assert job["status"] == "failed"
     assert job["error"]["step"] == "extract_evidence" and job["error"]["item"] == 0
-    sqs = platform.client("sqs")
-    queue = next(url for lid, url in platform.deployment.queues.items() if "extractevidencedlq" in lid.lower())
-    messages = sqs.receive_message(QueueUrl=queue, MaxNumberOfMessages=10, WaitTimeSeconds=1).get("Messages", [])
-    assert len([m for m in messages if json.loads(m["Body"])["job_id"] == job_id]) == 1
+    (letter,) = dead_letters(platform, "extract_evidence", job_id, expect=1)
+    assert letter["item"] == 0 and letter["kind"] == "output-invalid"
+    for field in ("job_id", "tenant_id", "workflow", "trace_id", "message", "attempts", "replay"):
+        assert letter[field] is not None, field

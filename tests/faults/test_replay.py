@@ -6,6 +6,8 @@ from typing import Any
 
 import pytest
 
+from local import lambda_runtime
+from local.deploy import wait_until
 from local.platform import LocalPlatform
 from tests.faults.helpers import artifacts, assert_consistent, charges, dead_letters
 from tests.workflows.conftest import Client
@@ -30,7 +32,7 @@ def test_a_job_failing_at_a_late_step_is_replayed_from_it_without_redoing_earlie
     inject("verify_citations=invalid-input")
     job_id = alpha.submit(sample_request)
     assert alpha.wait(job_id)["status"] == "failed"
-    assert len(dead_letters(platform, "verify_citations", job_id)) == 1
+    assert len(dead_letters(platform, "verify_citations", job_id, expect=1)) == 1
     listed = ops.get("/v1/ops/dead-letters", step="verify_citations").json()["dead_letters"]
     assert [d["job_id"] for d in listed].count(job_id) == 1
     before_artifacts, before_charges = artifacts(platform, job_id), charges(platform, job_id)
@@ -84,7 +86,7 @@ def test_in_a_fan_out_of_20_items_only_the_3_failed_items_rerun(
     assert job["status"] == "failed"
     assert job["error"]["step"] == "extract_evidence" and job["error"]["items"] == [3, 7, 11]
     assert job["error"]["kind"] == "invalid-input"
-    assert sorted(m["item"] for m in dead_letters(platform, "extract_evidence", job_id)) == [3, 7, 11]
+    assert sorted(m["item"] for m in dead_letters(platform, "extract_evidence", job_id, expect=3)) == [3, 7, 11]
     first = alpha.events(job_id)
     finished_items = {e["item"] for e in first if e["type"] == "step_finished" and e["step"] == "extract_evidence"}
     assert len(finished_items) == 17, "the other items must run to the end"
@@ -148,3 +150,54 @@ def test_redrive_is_refused_with_a_reason_when_the_execution_ended_through_its_f
     assert response.json()["type"].endswith("/redrive-unavailable") and "mode=replay" in response.json()["detail"]
     assert alpha.get(f"/v1/jobs/{job_id}").json()["status"] == "failed"
     assert alpha.events(job_id) == events_before, "a refused redrive changes nothing"
+
+
+def test_a_job_whose_execution_was_aborted_outside_longhaul_is_replayed(
+    platform: LocalPlatform, alpha: Client, ops: Client, sample_request, inject
+):
+    # Given a job whose execution an operator aborted in the console while a step hung
+    before = platform.time_scale
+    platform.set_time_scale(1.0)
+    try:
+        inject("draft_answer=hang")
+        job_id = alpha.submit(sample_request)
+        sfn = platform.client("stepfunctions")
+        machine = next(iter(platform.deployment.state_machines.values()))
+        arn = machine.replace(":stateMachine:", ":execution:") + f":{job_id}"
+        wait_until(
+            lambda: any("draftanswer" in n.lower() for n in lambda_runtime.hanging()) or None, timeout=30, what="hang"
+        )
+        sfn.stop_execution(executionArn=arn, error="Operator", cause="aborted in the console")
+        lambda_runtime.interrupt_waits()
+        assert alpha.get(f"/v1/jobs/{job_id}").json()["status"] in ("running", "retrying")
+    finally:
+        platform.set_time_scale(before)
+    # When an operator replays it
+    inject("")
+    response = ops.post(f"/v1/ops/jobs/{job_id}/replay", {"from_step": "draft_answer", "reason": "aborted by hand"})
+    assert response.status_code == 202, response.text
+    # Then the lost execution is recorded as a failure and the replay completes the job
+    assert alpha.wait(job_id)["status"] == "completed"
+    events = alpha.events(job_id)
+    failed = next(e for e in events if e["type"] == "job_failed")
+    assert failed["detail"]["error"] == "ExecutionAborted"
+    assert_consistent(events)
+
+
+def test_a_replay_gets_the_full_deadline_again(
+    platform: LocalPlatform, alpha: Client, ops: Client, sample_request, inject
+):
+    inject("verify_citations=invalid-inputx1")
+    job_id = alpha.submit({**sample_request, "deadline_seconds": 120})
+    assert alpha.wait(job_id)["status"] == "failed"
+    table = platform.client("dynamodb", resource=True).Table(platform.deployment.table_name)
+    table.update_item(  # as if it had failed long ago
+        Key={"pk": f"JOB#{job_id}", "sk": "JOB"},
+        UpdateExpression="SET deadline_at = :past",
+        ExpressionAttributeValues={":past": "2020-01-01T00:00:00.000Z"},
+    )
+    response = ops.post(f"/v1/ops/jobs/{job_id}/replay", {"from_step": "verify_citations", "reason": "much later"})
+    assert response.status_code == 202
+    job = alpha.wait(job_id)
+    assert job["status"] == "completed"
+    assert job["deadline_at"] > job["created_at"]

@@ -10,6 +10,7 @@ from typing import Any
 import pytest
 import requests
 
+from local import lambda_runtime
 from local.deploy import wait_until
 from local.platform import LocalPlatform
 from longhaul import faults
@@ -25,6 +26,8 @@ def platform() -> Iterator[LocalPlatform]:
     # Interpreter waits (retry backoff, Task timeouts) run at a tenth of their real length: time-skipping.
     running = LocalPlatform.current() or LocalPlatform.start(ROOT, time_scale=TIME_SCALE)
     yield running
+    lambda_runtime.interrupt_waits()  # let hung invocations end (and log) before the session reports
+    wait_until(lambda: not lambda_runtime.hanging() or None, timeout=30, what="hung invocations to end")
     running.stop()
 
 
