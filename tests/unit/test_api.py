@@ -485,3 +485,20 @@ def test_an_upload_of_an_unsupported_type_is_422(call_api: CallApi, s3: Any, buc
 
     assert problem["errors"][0]["loc"] == ["input", "documents", 0, "media_type"]
     assert job_items(table) == []
+
+
+def test_a_tenant_key_on_an_operator_route_is_403_before_any_validation(call_api: CallApi) -> None:
+    response = call_api("POST", "/v1/ops/jobs/job_x/replay", key=KEY_A, body="{not json")
+    assert_problem(response, 403, "forbidden")
+
+
+def test_an_unforeseen_error_is_a_500_problem(call_api: CallApi, monkeypatch: Any) -> None:
+    from longhaul.jobs import JobService
+
+    def explode(*_: Any, **__: Any) -> Any:
+        raise RuntimeError("boom")
+
+    monkeypatch.setattr(JobService, "list", explode)
+    response = call_api("GET", "/v1/jobs", key=KEY_A)
+    problem = assert_problem(response, 500, "internal")
+    assert "boom" not in json.dumps(problem)
