@@ -376,6 +376,132 @@ def unstop_executions() -> None:
     _restore(_parser_execution_class(), "stop")
 
 
+# --- DynamoDB transactions: back up the items a transaction touches, not its tables ---------------------------
+
+_TRANSACTION = threading.local()  # .active: a `_transact_write_items` runs on this thread
+
+
+def _dynamodb_models() -> types.ModuleType:
+    import moto.dynamodb.models
+
+    return moto.dynamodb.models
+
+
+class _CopyWithoutTableBackups(types.ModuleType):
+    """Stands in for `copy` in `moto.dynamodb.models`: during `_transact_write_items`, a table "copy" is the table.
+
+    Upstream's backup (`copy.deepcopy(self.tables[name])`) becomes the table itself and its rollback
+    (`self.tables[name] = backup`) a no-op: `_transact_write_items` restores the touched items instead. Any other
+    copy, or a table copied on another thread or outside a transaction, is `copy`'s own.
+    """
+
+    @staticmethod
+    def deepcopy(value: Any, *args: Any, **kwargs: Any) -> Any:
+        from moto.dynamodb.models.table import Table
+
+        if getattr(_TRANSACTION, "active", False) and isinstance(value, Table):
+            return value
+        return copy.deepcopy(value, *args, **kwargs)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(copy, name)
+
+
+#: (table, hash key, range key or None, deep copy of the item or None: absent, the item's partition existed)
+_ItemBackup = tuple[Any, Any, Any, Any, bool]
+
+
+def _back_up_items(backend: Any, transact_items: list[dict[str, Any]]) -> tuple[list[_ItemBackup], list[Any]]:
+    """The backups of the items the operations address, and each touched stream's (shard, records, length).
+
+    An operation whose table or key moto cannot resolve is skipped: upstream fails it before it writes anything.
+    """
+    backups: dict[tuple[int, Any, Any], _ItemBackup] = {}
+    streams: dict[int, tuple[Any, list[Any], int]] = {}
+    for entry in transact_items:
+        try:
+            op_type, op = next(iter(entry.items()))
+            table = backend.get_table(op["TableName"])
+            hash_key, range_key = backend.get_keys_value(table, op["Item"] if op_type == "Put" else op["Key"])
+        except Exception:  # upstream reports it, and writes nothing for this operation
+            continue
+        if (id(table), hash_key, range_key) in backups:
+            continue  # the same item twice: upstream raises MultipleTransactionsException
+        if table.range_key_attr is None:
+            partition_existed, item = True, table.items.get(hash_key)
+        else:  # items[hash][range]; a plain lookup, not moto's (which creates the partition)
+            partition = table.items.get(hash_key)
+            partition_existed, item = partition is not None, (partition or {}).get(range_key)
+        copied = None if item is None else copy.deepcopy(item)
+        backups[(id(table), hash_key, range_key)] = (table, hash_key, range_key, copied, partition_existed)
+        shard = table.stream_shard
+        if shard is not None:
+            streams.setdefault(id(shard), (shard, shard.items, len(shard.items)))
+    return list(backups.values()), list(streams.values())
+
+
+def _restore_items(backups: list[_ItemBackup], streams: list[Any]) -> None:
+    for table, hash_key, range_key, item, partition_existed in backups:
+        if table.range_key_attr is None:
+            if item is None:
+                table.items.pop(hash_key, None)
+            else:
+                table.items[hash_key] = item
+            continue
+        partition = table.items[hash_key]
+        if item is None:
+            partition.pop(range_key, None)
+        else:
+            partition[range_key] = item
+        if not partition_existed and not partition:
+            del table.items[hash_key]
+    for shard, records, length in streams:
+        del records[length:]  # the records the transaction added (`StreamShard.add` may have swapped the list)
+        shard.items = records
+
+
+def _transact_write_items(self: Any, transact_items: list[dict[str, Any]]) -> None:
+    """`DynamoDBBackend.transact_write_items`, its rollback backup limited to the items the transaction addresses."""
+    from moto.dynamodb.models import DynamoDBBackend
+
+    backups, streams = _back_up_items(self, transact_items)
+    was_active = getattr(_TRANSACTION, "active", False)
+    _TRANSACTION.active = True
+    try:
+        _original(DynamoDBBackend, "transact_write_items")(self, transact_items)
+    except BaseException:
+        _restore_items(backups, streams)
+        raise
+    finally:
+        _TRANSACTION.active = was_active
+
+
+def backup_only_touched_items() -> None:
+    """Make a DynamoDB transaction's rollback backup proportional to the transaction, not to its tables.
+
+    Upstream deep-copies the whole table once per operation before a `TransactWriteItems` (and puts the copy back
+    on failure): with Longhaul's single table, every transaction costs O(table size). Now only the items the
+    operations address (TableName + Key, for a Put the key of its Item) are deep-copied (or noted absent), and on
+    any failure exactly those are put back (the absent ones deleted), with the stream records the transaction
+    added; moto's own code still runs the transaction and raises its errors (TransactionCanceledException with
+    its CancellationReasons...). Secondary indexes are computed from the items at query time, and query/scan
+    results are sorted by key, so nothing else needs restoring. Differences, all closer to AWS: a rollback keeps
+    the table object (references stay valid), also happens on errors upstream leaves half-applied (an operation
+    with two actions), and covers a table named by its ARN (upstream backs up tables by name only).
+    """
+    from moto.dynamodb.models import DynamoDBBackend
+
+    _replace(_dynamodb_models(), "copy", _CopyWithoutTableBackups("copy"))
+    _replace(DynamoDBBackend, "transact_write_items", _transact_write_items)
+
+
+def back_up_whole_tables() -> None:
+    from moto.dynamodb.models import DynamoDBBackend
+
+    _restore(DynamoDBBackend, "transact_write_items")
+    _restore(_dynamodb_models(), "copy")
+
+
 def apply() -> None:
     """Install every patch (idempotent)."""
     enable_execution()
@@ -384,10 +510,12 @@ def apply() -> None:
     run_lambdas_in_process()
     scale_interpreter_waits()
     stop_executions_promptly()
+    backup_only_touched_items()
 
 
 def revert() -> None:
     """Restore moto's own behaviour (idempotent)."""
+    back_up_whole_tables()
     unstop_executions()
     unscale_interpreter_waits()
     stop_running_lambdas_in_process()
