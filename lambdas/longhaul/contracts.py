@@ -39,6 +39,8 @@ class DocumentInput(Strict):
     def _one_source(self) -> DocumentInput:
         if (self.text is None) == (self.upload_id is None):
             raise ValueError("give exactly one of `text` or `upload_id`")
+        if self.text is not None and not self.text.strip():
+            raise ValueError("`text` is blank")
         return self
 
 

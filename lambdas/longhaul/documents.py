@@ -95,11 +95,23 @@ def _normalise_newlines(text: str) -> str:
     return text.replace("\r\n", "\n").replace("\r", "\n")
 
 
-def _text_pages(name: str, data: bytes) -> list[ParsedPage]:
+def _decode(name: str, data: bytes) -> str:
+    """UTF-8 (with or without BOM); failing that, Windows-1252, the usual legacy encoding of text files."""
+    if b"\x00" in data:
+        raise InvalidInputError(f"document '{name}' looks binary, not text; upload it as application/pdf if it is one")
     try:
-        text = data.decode("utf-8-sig")
+        return data.decode("utf-8-sig")
     except UnicodeDecodeError as error:
-        raise InvalidInputError(f"document '{name}' is not valid UTF-8 text (byte {error.start})") from error
+        try:
+            return data.decode("cp1252")
+        except UnicodeDecodeError:
+            raise InvalidInputError(
+                f"document '{name}' is neither UTF-8 nor Windows-1252 text (byte {error.start})"
+            ) from error
+
+
+def _text_pages(name: str, data: bytes) -> list[ParsedPage]:
+    text = _decode(name, data)
     parts = _normalise_newlines(text).split("\f")
     return [ParsedPage(number=i, text=part, needs_ocr=False) for i, part in enumerate(parts, start=1)]
 

@@ -215,10 +215,19 @@ def test_a_known_but_undeployed_workflow_is_422_listing_the_deployed_ones(
             ["body", "input", "documents", 0],
         ),
         (body_with(documents=[{"name": "a.txt"}]), ["body", "input", "documents", 0]),
+        (body_with(documents=[{"name": "a.txt", "text": "  \n "}]), ["body", "input", "documents", 0]),
         (body_with(question="?"), ["body", "input", "question"]),
         ({**BODY, "extra": True}, ["body", "extra"]),
     ],
-    ids=["empty-documents", "duplicate-names", "text-and-upload", "neither-text-nor-upload", "short-question", "extra"],
+    ids=[
+        "empty-documents",
+        "duplicate-names",
+        "text-and-upload",
+        "neither-text-nor-upload",
+        "blank-text",
+        "short-question",
+        "extra",
+    ],
 )
 def test_invalid_input_is_422_listing_errors_and_stores_nothing(
     call_api: CallApi, nothing_stored: Any, body: dict[str, Any], where: list[Any]

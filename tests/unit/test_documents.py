@@ -82,9 +82,17 @@ def test_a_form_feed_starts_a_new_page() -> None:
     assert doc.pages_needing_ocr == []
 
 
-def test_undecodable_text_is_invalid_input_naming_the_document() -> None:
+def test_legacy_windows_1252_text_is_decoded() -> None:
+    doc = parse_document(
+        index=0, name="latin.txt", data="Haftung für Schäden – 5 €".encode("cp1252"), media_type="text/plain"
+    )
+    assert doc.pages[0].text == "Haftung für Schäden – 5 €"
+
+
+@pytest.mark.parametrize("data", [b"\x00\x01binary", b"caf\x81\x8d"], ids=["binary", "undecodable"])
+def test_undecodable_text_is_invalid_input_naming_the_document(data: bytes) -> None:
     with pytest.raises(InvalidInputError, match=r"latin\.txt"):
-        parse_document(index=0, name="latin.txt", data="café".encode("latin-1"), media_type="text/plain")
+        parse_document(index=0, name="latin.txt", data=data, media_type="text/plain")
 
 
 def test_an_empty_document_is_invalid_input() -> None:
