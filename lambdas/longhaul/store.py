@@ -96,6 +96,11 @@ def _update(fields: Mapping[str, Any], *, extra_set: tuple[str, ...] = (), add: 
     return {"UpdateExpression": expression, "ExpressionAttributeNames": names, "ExpressionAttributeValues": values}
 
 
+def _backoff(tries: int) -> None:
+    """Full-jitter exponential backoff between optimistic retries (5 ms doubling, capped at 320 ms)."""
+    time.sleep(random.uniform(0, 0.005 * 2 ** min(tries, 6)))
+
+
 def _job_key(job_id: str) -> dict[str, str]:
     return {"pk": f"JOB#{job_id}", "sk": "JOB"}
 
@@ -191,7 +196,7 @@ class JobStore:
             existing = self.find_idempotent(job.tenant_id, job.idempotency_key)
             if existing is not None:
                 break
-            time.sleep(random.uniform(0, 0.005 * 2 ** min(tries, 6)))
+            _backoff(tries)
         if existing is None:
             raise TransientError("a concurrent submission with this Idempotency-Key is still being written; retry")
         if existing["payload_hash"] != job.payload_hash:
@@ -352,7 +357,7 @@ class JobStore:
             except ClientError as error:
                 if error.response["Error"]["Code"] != "TransactionCanceledException":
                     raise
-                time.sleep(random.uniform(0, 0.005 * 2 ** min(tries, 6)))  # another writer got that seq: retry
+                _backoff(tries)  # another writer took that seq: read again
         raise TransientError(f"the event log of job {job_id} stayed contended; retry")
 
     def list_events(self, job_id: str, *, after: int = 0, limit: int = 100) -> tuple[list[dict[str, Any]], int | None]:
