@@ -60,7 +60,8 @@ Then poll it (job_id from the response):
   curl -sS {api}/v1/jobs/<job_id>/events  -H "Authorization: Bearer {first}"
   curl -sS {api}/v1/jobs/<job_id>/result  -H "Authorization: Bearer {first}"
 
-Ctrl-C stops everything (all state is in memory and is lost).
+This is one process with an in-memory AWS, for development, demos and tests: each function runs one invocation
+at a time, and Ctrl-C stops everything (all state is in memory and is lost).
 """
 
 
