@@ -27,17 +27,15 @@ from longhaul.contracts import (
     JobStatus,
     JobView,
     Problem,
-    Progress,
     ReplayOutcome,
     ReplayRequest,
     UploadRequest,
     UploadTicket,
 )
-from longhaul.jobs import JobService, to_view
+from longhaul.jobs import JobService
 from longhaul.observability import logger
 from longhaul.problems import (
     ApiProblem,
-    BadRequest,
     Forbidden,
     InternalProblem,
     InvalidRequest,
@@ -273,10 +271,7 @@ def ops_list_jobs(
     limit: Annotated[int, Query(ge=1, le=500)] = 100,
 ) -> JobList:
     _operator()
-    if tenant is None and status is None:
-        raise BadRequest("filter by `tenant`, `status`, or both")
-    jobs = services().store.list_jobs(tenant_id=tenant, status=status, limit=limit)
-    return JobList(jobs=[to_view(j, Progress(**j.get("progress", {}))) for j in jobs])
+    return operations.list_jobs(services(), tenant=tenant, status=status, limit=limit)
 
 
 @app.post(

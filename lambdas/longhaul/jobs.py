@@ -256,7 +256,7 @@ class JobService:
 
     def list(self, principal: Principal, status: JobStatus | None, limit: int, now: datetime) -> JobList:
         jobs = self.store.list_jobs(tenant_id=principal.tenant_id, status=status, limit=limit)
-        return JobList(jobs=[to_view(j, Progress(**j.get("progress", {}))) for j in jobs])
+        return JobList(jobs=[to_view(j) for j in jobs])
 
     # ------------------------------------------------------------------ cancel
 
@@ -351,13 +351,13 @@ class AlreadyFinished(ApiProblem):
     status, slug, title = 409, "already-finished", "The job has already finished"
 
 
-def to_view(job: dict[str, Any], progress: Progress) -> JobView:
+def to_view(job: dict[str, Any], progress: Progress | None = None) -> JobView:
     return JobView(
         job_id=job["job_id"],
         workflow=job["workflow"],
         status=JobStatus(job["status"]),
         current_step=job.get("current_step"),
-        progress=progress,
+        progress=progress or Progress(**job.get("progress", {})),
         attempts=int(job.get("attempts") or 1),
         model=job["model"],
         usage=Usage(

@@ -12,10 +12,10 @@ from botocore.exceptions import ClientError
 
 from longhaul.auth import Principal
 from longhaul.clock import iso
-from longhaul.contracts import JobStatus
-from longhaul.jobs import JOB_ID
+from longhaul.contracts import JobList, JobStatus
+from longhaul.jobs import JOB_ID, to_view
 from longhaul.observability import logger, metrics
-from longhaul.problems import ApiProblem, InvalidRequest, NotFound, Unavailable
+from longhaul.problems import ApiProblem, BadRequest, InvalidRequest, NotFound, Unavailable
 from longhaul.store import ACTIVE, TransitionRejected
 from longhaul.workflows import DEFAULT_DEADLINE_SECONDS, FAN_OUT_STEPS, STEPS, execution_arn
 
@@ -89,6 +89,14 @@ def _delete_messages(services: Services, queue: str, job_id: str, expected: int,
                     QueueUrl=queue, ReceiptHandle=message["ReceiptHandle"], VisibilityTimeout=0
                 )
     return removed
+
+
+def list_jobs(services: Services, *, tenant: str | None, status: JobStatus | None, limit: int) -> JobList:
+    """Any tenant's jobs, for operators: by tenant (newest first), by status (latest update first), or both."""
+    if tenant is None and status is None:
+        raise BadRequest("filter by `tenant`, `status`, or both")
+    jobs = services.store.list_jobs(tenant_id=tenant, status=status, limit=limit)
+    return JobList(jobs=[to_view(j) for j in jobs])
 
 
 # ---------------------------------------------------------------------- replay
