@@ -26,8 +26,8 @@ from longhaul import wiring
 from longhaul.auth import api_key_item
 from longhaul.settings import function_environment
 from longhaul.store import JobStore
+from tests.unit.aws_env import REGION, offline_credentials
 
-REGION = "us-east-1"
 TABLE_NAME = "longhaul-test"
 BUCKET_NAME = "longhaul-test-artifacts"
 TENANT_A = "tenant-a"
@@ -84,12 +84,7 @@ def _clear_caches() -> None:
 
 @pytest.fixture
 def aws(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
-    for name in ("AWS_ENDPOINT_URL", "AWS_PROFILE", "AWS_SESSION_TOKEN"):
-        monkeypatch.delenv(name, raising=False)
-    monkeypatch.setenv("AWS_ACCESS_KEY_ID", "testing")
-    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "testing")
-    monkeypatch.setenv("AWS_DEFAULT_REGION", REGION)
-    monkeypatch.setenv("AWS_REGION", REGION)
+    offline_credentials(monkeypatch)
     monkeypatch.setattr(botocore.session, "create_loader", _shared_loader)
     _clear_caches()
     with mock_aws():

@@ -19,8 +19,8 @@ from moto import mock_aws
 
 from local import moto_patches
 from local.deploy import wait_until
+from tests.unit.aws_env import REGION, offline_credentials
 
-REGION = "us-east-1"
 CODE_BUCKET = "code-bucket"
 CODE_KEY = "code.zip"
 HANDLER = f"{__name__}.flaky"
@@ -40,11 +40,7 @@ def flaky(event: dict[str, Any], context: Any) -> dict[str, Any]:
 
 @pytest.fixture(autouse=True)
 def _aws_env(monkeypatch: pytest.MonkeyPatch) -> None:
-    for name in ("AWS_ENDPOINT_URL", "AWS_PROFILE"):
-        monkeypatch.delenv(name, raising=False)
-    monkeypatch.setenv("AWS_ACCESS_KEY_ID", "testing")
-    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "testing")
-    monkeypatch.setenv("AWS_DEFAULT_REGION", REGION)
+    offline_credentials(monkeypatch)
     CALLS.clear()
 
 

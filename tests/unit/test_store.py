@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import threading
+from collections.abc import Callable
 from datetime import timedelta
 from typing import Any
 
@@ -50,6 +51,23 @@ def all_items(table: Any) -> list[dict[str, Any]]:
 
 
 # ---------------------------------------------------------------------- create
+
+
+def after_first_read(store: JobStore, race: Callable[[str], Any]) -> dict[str, int]:
+    """Make `race(job_id)` happen right after the store's first read of the job: its snapshot is then stale.
+    Returns the read counter."""
+    real_get_job = store.get_job
+    reads = {"n": 0}
+
+    def read_then_race(job_id: str, **kwargs: Any) -> dict[str, Any] | None:
+        snapshot = real_get_job(job_id, **kwargs)
+        reads["n"] += 1
+        if reads["n"] == 1:
+            race(job_id)
+        return snapshot
+
+    store.get_job = read_then_race  # type: ignore[method-assign]
+    return reads
 
 
 def test_create_job_writes_the_queued_job_and_its_first_event_together(store: JobStore, table: Any) -> None:
@@ -180,17 +198,7 @@ def test_a_stale_read_loses_the_compare_and_set(store: JobStore, table: Any, clo
     # Given a queued job, and a rival store that completes a transition right after our read
     store.create_job(new_job())
     rival = JobStore(table, clock=clock)
-    real_get_job = store.get_job
-    reads = {"n": 0}
-
-    def get_job_then_race(job_id: str, **kwargs: Any) -> dict[str, Any] | None:
-        snapshot = real_get_job(job_id, **kwargs)
-        reads["n"] += 1
-        if reads["n"] == 1:
-            rival.transition(job_id, S.RUNNING, event="job_started_by_rival")
-        return snapshot
-
-    store.get_job = get_job_then_race  # type: ignore[method-assign]
+    reads = after_first_read(store, lambda job_id: rival.transition(job_id, S.RUNNING, event="job_started_by_rival"))
 
     # When we try queued → running from our (now stale) snapshot
     with pytest.raises(TransitionRejected):
@@ -202,7 +210,7 @@ def test_a_stale_read_loses_the_compare_and_set(store: JobStore, table: Any, clo
         (1, "job_queued"),
         (2, "job_started_by_rival"),
     ]
-    assert real_get_job("job_1")["version"] == 2
+    assert rival.get_job("job_1")["version"] == 2
 
 
 def test_a_stale_read_is_retried_when_the_transition_is_still_allowed(
@@ -257,17 +265,7 @@ def test_an_append_racing_a_transition_keeps_both_events(store: JobStore, table:
     store.create_job(new_job())
     store.transition("job_1", S.RUNNING, event="job_started")
     rival = JobStore(table, clock=clock)
-    real_get_job = store.get_job
-    reads = {"n": 0}
-
-    def read_then_race(job_id: str, **kwargs: Any) -> dict[str, Any] | None:
-        job = real_get_job(job_id, **kwargs)
-        reads["n"] += 1
-        if reads["n"] == 1:
-            rival.transition(job_id, S.CANCEL_REQUESTED, event="cancel_requested")
-        return job
-
-    store.get_job = read_then_race  # type: ignore[method-assign]
+    after_first_read(store, lambda job_id: rival.transition(job_id, S.CANCEL_REQUESTED, event="cancel_requested"))
 
     # When the append completes
     store.append_event("job_1", "step_started", step="parse")

@@ -23,8 +23,8 @@ from moto import mock_aws
 
 from local import lambda_runtime, moto_patches
 from local.deploy import wait_until
+from tests.unit.aws_env import REGION, offline_credentials
 
-REGION = "us-east-1"
 ROLE_ARN = "arn:aws:iam::123456789012:role/sfn"
 SCALE = 0.01
 RELEASE = threading.Event()
@@ -143,11 +143,7 @@ class TransientTrouble(Exception):
 
 @pytest.fixture
 def scaled(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
-    for name in ("AWS_ENDPOINT_URL", "AWS_PROFILE"):
-        monkeypatch.delenv(name, raising=False)
-    monkeypatch.setenv("AWS_ACCESS_KEY_ID", "testing")
-    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "testing")
-    monkeypatch.setenv("AWS_DEFAULT_REGION", REGION)
+    offline_credentials(monkeypatch)
     CALLS.clear()
     RELEASE.clear()
     was_applied = moto_patches.is_applied()
