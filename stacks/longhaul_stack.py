@@ -10,7 +10,7 @@ from aws_cdk import aws_iam as iam
 from constructs import Construct
 
 from longhaul.settings import Env
-from longhaul.workflows import STEPS
+from longhaul.workflows import REGISTRY
 from stacks.api import Api
 from stacks.bundling import code_asset
 from stacks.nag import acknowledge, acknowledge_data_access, acknowledge_executions, acknowledge_platform_findings
@@ -18,10 +18,6 @@ from stacks.observability import Observability
 from stacks.operations import Operations
 from stacks.storage import Storage
 from stacks.workflows import Workflows
-from state_machines import document_analysis
-
-# The steps that call the model.
-MODEL_STEPS = ("extract_evidence", "draft_answer")
 
 
 class LonghaulStack(Stack):
@@ -73,7 +69,7 @@ class LonghaulStack(Stack):
             self,
             "Observability",
             state_machines=workflows.state_machines,
-            steps=STEPS,
+            steps={name: spec.step_names for name, spec in REGISTRY.items()},
             dead_letter_queues={w: b.dead_letter_queues for w, b in workflows.builders.items()},
         )
         if model_provider == "bedrock":
@@ -98,8 +94,8 @@ class LonghaulStack(Stack):
         if profile:
             resources.append(f"arn:{Aws.PARTITION}:bedrock:{Aws.REGION}:{Aws.ACCOUNT_ID}:inference-profile/{model_id}")
         statement = iam.PolicyStatement(actions=["bedrock:InvokeModel"], resources=resources)
-        for name in MODEL_STEPS:
-            workflows.builders[document_analysis.WORKFLOW].functions[name].add_to_role_policy(statement)
+        for function in workflows.model_functions():
+            function.add_to_role_policy(statement)
         acknowledge(
             self,
             f"IAM5[Resource::arn:<AWS::Partition>:bedrock:*::foundation-model/{base_model}]",

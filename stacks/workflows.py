@@ -1,21 +1,34 @@
-"""Workflows: the step functions (one shared code asset) and one Standard state machine per workflow type."""
+"""Workflows: one Standard state machine per registered workflow, its step functions (one shared code asset), its
+dead-letter queues and alarms. The workflow's state-machine module is `state_machines.<name with underscores>`."""
 
 from __future__ import annotations
 
+import importlib
 import json
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 
+from aws_cdk import Duration
 from aws_cdk import aws_lambda as lambda_
 from aws_cdk import aws_stepfunctions as sfn
 from constructs import Construct
 
+from longhaul.contracts import MAX_DEADLINE_SECONDS
 from longhaul.settings import Env
+from longhaul.workflows import REGISTRY, WorkflowSpec
 from stacks.functions import platform_function
-from state_machines import document_analysis
-from state_machines.builder import WorkflowBuilder
+from stacks.nag import acknowledge, arn_ref
+from state_machines.builder import FunctionFactory, WorkflowBuilder
 from state_machines.policy import DEFAULT_POLICY, StepPolicy
 
-WORKFLOW_MODULES = {document_analysis.WORKFLOW: document_analysis}
+# Per-job deadlines are enforced by the steps and the sweep; this bounds any execution.
+EXECUTION_TIMEOUT = Duration.seconds(MAX_DEADLINE_SECONDS)
+
+
+def state_machine_module(spec: WorkflowSpec) -> Callable[..., sfn.StateMachine]:
+    define: Callable[..., sfn.StateMachine] = importlib.import_module(
+        f"state_machines.{spec.name.replace('-', '_')}"
+    ).define
+    return define
 
 
 class Workflows(Construct):
@@ -33,17 +46,26 @@ class Workflows(Construct):
         self._environment = dict(environment)
         self.state_machines: dict[str, sfn.StateMachine] = {}
         self.builders: dict[str, WorkflowBuilder] = {}
-        for workflow, module in WORKFLOW_MODULES.items():
-            scope_id = workflow.title().replace("-", "")
+        for spec in REGISTRY.values():
+            scope_id = spec.name.title().replace("-", "")
             builder = WorkflowBuilder(
-                self,
-                scope_id,
-                workflow=workflow,
-                make_function=self._function_factory(scope_id),
-                policy=policy,
+                self, scope_id, spec=spec, make_function=self._function_factory(scope_id), policy=policy
             )
-            self.builders[workflow] = builder
-            self.state_machines[workflow] = module.define(builder)
+            self.builders[spec.name] = builder
+            machine = state_machine_module(spec)(builder, timeout=EXECUTION_TIMEOUT)
+            self.state_machines[spec.name] = machine
+            for function in builder.functions.values():
+                acknowledge(
+                    machine,
+                    f"IAM5[Resource::{arn_ref(function)}:*]",
+                    "Invoking any version or alias of this workflow's own step function.",
+                )
+            for queue in builder.dead_letter_queues.values():
+                acknowledge(
+                    queue,
+                    "SQS3",
+                    "This queue is the step's dead-letter queue; a dead-letter queue of its own would add nothing.",
+                )
         # Each step knows every dead-letter queue of its workflow (a completed replay removes the job's letters).
         self.dead_letter_queues_env = json.dumps(
             {w: {step: q.queue_url for step, q in b.dead_letter_queues.items()} for w, b in self.builders.items()}
@@ -59,7 +81,11 @@ class Workflows(Construct):
     def functions(self) -> list[lambda_.IFunction]:
         return [f for b in self.builders.values() for f in b.functions.values()]
 
-    def _function_factory(self, prefix: str):
+    def model_functions(self) -> list[lambda_.IFunction]:
+        """The functions of the steps that call a model (their specs say so)."""
+        return [b.functions[name] for b in self.builders.values() for name in b.spec.model_steps]
+
+    def _function_factory(self, prefix: str) -> FunctionFactory:
         def make(name: str, handler: str, timeout: int, memory_mb: int) -> lambda_.IFunction:
             return platform_function(
                 self,

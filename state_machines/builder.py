@@ -1,6 +1,8 @@
 """A small builder over `aws_stepfunctions` that owns the house step policy.
 
-Workflow modules chain named steps (`step`, `fan_out`); every Task they get has a timeout, the retry classes
+It builds one workflow from its spec (`longhaul.workflows.WorkflowSpec`): the workflow's module chains the spec's
+steps by name (`step`, `fan_out`) and the builder takes each step's timeout, memory and fan-out source from the spec,
+and checks at synthesis that the chain visits the spec's steps in order. Every Task gets a timeout, the retry classes
 of the policy (exponential backoff, full jitter, a max delay; deterministic errors fail fast) and a catch-all
 that records the failure on the job and step, sends a dead letter to that step's own SQS queue and fails the
 execution. Only references travel between states: each step receives the (small) state document and returns
@@ -21,21 +23,17 @@ from aws_cdk import aws_stepfunctions as sfn
 from aws_cdk import aws_stepfunctions_tasks as tasks
 from constructs import Construct
 
-from longhaul.errors import ITEMS_FAILED
-from stacks.nag import acknowledge, arn_ref
-from state_machines.policy import (
-    DEFAULT_POLICY,
-    JOB_STOPPED,
-    STOPPED_ERRORS,
-    TIMEOUT_ERRORS,
-    StepPolicy,
-)
+from longhaul.errors import ITEMS_FAILED, JOB_STOPPED
+from longhaul.step_events import FailureEvent, StepEvent, payload
+from longhaul.workflows import StepKind, WorkflowSpec
+from state_machines.policy import DEFAULT_POLICY, STOPPED_ERRORS, TIMEOUT_ERRORS, StepPolicy
 
 # (construct id, handler, timeout seconds, memory MB) -> function. Provided by the workflow construct, which
 # knows the code asset, the environment and the tracing/logging defaults of the platform's functions.
 FunctionFactory = Callable[[str, str, int, int], lambda_.IFunction]
 
-HANDLER_MODULE = "handlers.steps"
+STEP_HANDLER = "handlers.steps.handler"  # dispatches on the event's (workflow, step)
+RECORDER_HANDLER = "handlers.steps.record_failure"
 RECORD_FAILURE = "record_failure"
 
 
@@ -47,47 +45,56 @@ class WorkflowBuilder(Construct):
         scope: Construct,
         construct_id: str,
         *,
-        workflow: str,
+        spec: WorkflowSpec,
         make_function: FunctionFactory,
         policy: StepPolicy = DEFAULT_POLICY,
     ) -> None:
         super().__init__(scope, construct_id)
-        self.workflow = workflow
+        self.spec = spec
+        self.workflow = spec.name
         self.policy = policy
         self._make_function = make_function
         self.functions: dict[str, lambda_.IFunction] = {}
         self.dead_letter_queues: dict[str, sqs.Queue] = {}
         self.alarms: list[cloudwatch.Alarm] = []
-        self._recorder = self._function(RECORD_FAILURE, self.policy.lambda_timeout, 256)
+        self.visited: list[str] = []  # the spec's steps in the order the definition chains them
+        self._recorder = self._function(
+            RECORD_FAILURE, RECORDER_HANDLER, self.policy.lambda_timeout, self.policy.recorder_memory_mb
+        )
         self._job_failed = sfn.Fail(
             self,
-            "Job failed",
-            error="StepFailed",
+            self.policy.job_failed_state,
+            error=self.policy.job_failed_error,
             cause="The failure is recorded on the job and in the failing step's dead-letter queue.",
         )
         self._job_stopped = sfn.Fail(
             self,
-            "Job stopped",
+            self.policy.job_stopped_state,
             error=JOB_STOPPED,
             cause="The job was cancelled or passed its deadline; see its events.",
         )
 
     # ------------------------------------------------------------------ steps
 
-    def step(self, name: str, *, timeout_seconds: int | None = None, memory_mb: int | None = None) -> sfn.TaskStateBase:
-        """A Lambda step `handlers.steps.<name>` applied to the whole state; its output lands in `$.steps.<name>`."""
-        timeout = timeout_seconds or self.policy.lambda_timeout
-        function = self._function(name, timeout, memory_mb or self.policy.memory_mb)
+    def _visit(self, name: str, kind: StepKind) -> tuple[int, int]:
+        """Record that the chain visits `name`; its (Lambda timeout, memory) from the spec."""
+        spec = self.spec.step(name)
+        if spec.kind != kind:
+            raise ValueError(f"{self.workflow}: {name} is a {spec.kind} in the spec, chained as a {kind}")
+        self.visited.append(name)
+        return spec.timeout_seconds or self.policy.lambda_timeout, spec.memory_mb or self.policy.memory_mb
+
+    def step(self, name: str) -> sfn.TaskStateBase:
+        """The spec's step `name` as a Lambda Task over the whole state; its output lands in `$.steps.<name>`."""
+        timeout, memory = self._visit(name, StepKind.STEP)
+        function = self._function(name, STEP_HANDLER, timeout, memory)
         task = self._lambda_task(
             name,
             function,
             timeout,
-            payload={
-                "step": name,
-                "attempt.$": "$$.State.RetryCount",
-                "execution.$": "$$.Execution.Id",
-                "input.$": "$",
-            },
+            payload=payload(
+                StepEvent, step=name, attempt="$$.State.RetryCount", execution="$$.Execution.Id", input="$"
+            ),
             result_path=f"$.steps.{name}",
         )
         self._apply_retries(task)
@@ -95,35 +102,30 @@ class WorkflowBuilder(Construct):
         task.add_catch(self._failure_path(name, job_path="$.job_id", end=self._job_failed), result_path="$.failure")
         return task
 
-    def fan_out(
-        self,
-        name: str,
-        *,
-        items_path: str,
-        timeout_seconds: int | None = None,
-        memory_mb: int | None = None,
-        max_concurrency: int | None = None,
-    ) -> sfn.Chain:
-        """A Map over a list of references: each item runs `handlers.steps.<name>` with `{item, ref, input}`.
+    def fan_out(self, name: str, *, max_concurrency: int | None = None) -> sfn.Chain:
+        """The spec's fan-out `name`: a Map over the list its spec names (`over`, an earlier step's output field);
+        each item runs the step with `{item, ref, input}`.
 
         Every item runs even when some fail: a failing item records its failure and sends its own dead letter,
         and yields `true` (a success yields `false`). After the Map, if any item failed, the job fails once with
         a summary of the failed items and no further dead letter; a replay then reruns only those items.
         """
-        timeout = timeout_seconds or self.policy.lambda_timeout
-        function = self._function(name, timeout, memory_mb or self.policy.memory_mb)
+        timeout, memory = self._visit(name, StepKind.FAN_OUT)
+        items_path = f"$.steps.{self.spec.step(name).over}"
+        function = self._function(name, STEP_HANDLER, timeout, memory)
         item_task = self._lambda_task(
             f"{name} item",
             function,
             timeout,
-            payload={
-                "step": name,
-                "item.$": "$.item",
-                "ref.$": "$.ref",
-                "attempt.$": "$$.State.RetryCount",
-                "execution.$": "$$.Execution.Id",
-                "input.$": "$.input",
-            },
+            payload=payload(
+                StepEvent,
+                step=name,
+                item="$.item",
+                ref="$.ref",
+                attempt="$$.State.RetryCount",
+                execution="$$.Execution.Id",
+                input="$.input",
+            ),
             result_path=sfn.JsonPath.DISCARD,
         )
         self._apply_retries(item_task)
@@ -179,8 +181,13 @@ class WorkflowBuilder(Construct):
         return sfn.Chain.custom(fan_out, [all_done], all_done)
 
     def state_machine(self, definition: sfn.IChainable, *, timeout: Duration) -> sfn.StateMachine:
-        """The Standard state machine, with full logging and X-Ray tracing."""
-        log_group = logs.LogGroup(self, "ExecutionLogs", retention=logs.RetentionDays.ONE_MONTH)
+        """The Standard state machine, with full logging and X-Ray tracing; its chain must visit the spec's steps
+        in the spec's order."""
+        if tuple(self.visited) != self.spec.step_names:
+            raise ValueError(
+                f"{self.workflow}: the definition visits {self.visited}, the spec lists {list(self.spec.step_names)}"
+            )
+        log_group = logs.LogGroup(self, "ExecutionLogs", retention=self.policy.log_retention)
         machine = sfn.StateMachine(
             self,
             "StateMachine",
@@ -191,17 +198,11 @@ class WorkflowBuilder(Construct):
             logs=sfn.LogOptions(destination=log_group, level=sfn.LogLevel.ALL, include_execution_data=False),
             comment=f"Longhaul workflow {self.workflow}",
         )
-        for function in self.functions.values():
-            acknowledge(
-                machine,
-                f"IAM5[Resource::{arn_ref(function)}:*]",
-                "Invoking any version or alias of this workflow's own step function.",
-            )
         self.alarms.append(
             cloudwatch.Alarm(
                 self,
                 "ExecutionsFailed",
-                metric=machine.metric_failed(period=Duration.minutes(5)),
+                metric=machine.metric_failed(period=Duration.minutes(self.policy.alarm_period_minutes)),
                 threshold=1,
                 evaluation_periods=1,
                 treat_missing_data=cloudwatch.TreatMissingData.NOT_BREACHING,
@@ -212,8 +213,8 @@ class WorkflowBuilder(Construct):
 
     # ------------------------------------------------------------------ policy
 
-    def _function(self, name: str, timeout: int, memory_mb: int) -> lambda_.IFunction:
-        function = self._make_function(name, f"{HANDLER_MODULE}.{name}", timeout, memory_mb)
+    def _function(self, name: str, handler: str, timeout: int, memory_mb: int) -> lambda_.IFunction:
+        function = self._make_function(name, handler, timeout, memory_mb)
         self.functions[name] = function
         return function
 
@@ -260,16 +261,13 @@ class WorkflowBuilder(Construct):
                 retention_period=Duration.days(self.policy.dlq_retention_days),
             )
             self.dead_letter_queues[step] = queue
-            acknowledge(
-                queue,
-                "SQS3",
-                "This queue is the step's dead-letter queue; a dead-letter queue of its own would add nothing.",
-            )
             self.alarms.append(
                 cloudwatch.Alarm(
                     self,
                     f"{step}-dlq-alarm",
-                    metric=queue.metric_approximate_number_of_messages_visible(period=Duration.minutes(1)),
+                    metric=queue.metric_approximate_number_of_messages_visible(
+                        period=Duration.minutes(self.policy.dead_letter_alarm_period_minutes)
+                    ),
                     threshold=1,
                     evaluation_periods=1,
                     treat_missing_data=cloudwatch.TreatMissingData.NOT_BREACHING,
@@ -291,24 +289,20 @@ class WorkflowBuilder(Construct):
     ) -> sfn.IChainable:
         """record failure (job and step) → dead letter to the step's own queue → `end`."""
         step = step or state_prefix
-        payload: dict[str, Any] = {
+        fields: dict[str, Any] = {
             "step": step,
             "workflow": self.workflow,
-            "job_id.$": job_path,
-            "execution.$": "$$.Execution.Id",
+            "job_id": job_path,
+            "execution": "$$.Execution.Id",
         }
-        if error:
-            payload["error"] = error
-        else:
-            payload["error.$"] = "$.failure.Error"
-            payload["cause.$"] = "$.failure.Cause"
+        fields.update({"error": error} if error else {"error": "$.failure.Error", "cause": "$.failure.Cause"})
         if item_path:
-            payload["item.$"] = item_path
+            fields["item"] = item_path
         record = tasks.LambdaInvoke(
             self,
             f"{state_prefix}: record failure",
             lambda_function=self._recorder,
-            payload=sfn.TaskInput.from_object(payload),
+            payload=sfn.TaskInput.from_object(payload(FailureEvent, **fields)),
             payload_response_only=True,
             retry_on_service_exceptions=False,
             result_path="$.dead_letter",
@@ -323,7 +317,7 @@ class WorkflowBuilder(Construct):
             queue=self._dead_letter_queue(step),
             message_body=sfn.TaskInput.from_text(sfn.JsonPath.json_to_string(sfn.JsonPath.object_at("$.dead_letter"))),
             result_path=sfn.JsonPath.DISCARD,
-            task_timeout=sfn.Timeout.duration(Duration.seconds(30)),
+            task_timeout=sfn.Timeout.duration(Duration.seconds(self.policy.send_timeout)),
         )
         self._apply_retries(send)
         return record.next(send).next(end)

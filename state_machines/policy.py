@@ -7,7 +7,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from longhaul.errors import DETERMINISTIC_ERROR_NAMES, RETRYABLE_ERROR_NAMES
+from aws_cdk import aws_logs as logs
+
+from longhaul.errors import JOB_STOPPED, RETRYABLE_ERROR_NAMES, STEP_FAILED
 
 # Lambda service-side failures that are worth retrying (AWS's own recommendation for Lambda tasks).
 LAMBDA_SERVICE_ERRORS: tuple[str, ...] = (
@@ -20,7 +22,6 @@ LAMBDA_SERVICE_ERRORS: tuple[str, ...] = (
 # A Task timeout, or the function's own timeout reported by Lambda.
 TIMEOUT_ERRORS: tuple[str, ...] = ("States.Timeout", "Sandbox.Timedout")
 # Raised by a step of a job that was cancelled or passed its deadline: the execution just ends.
-JOB_STOPPED = "JobStopped"
 STOPPED_ERRORS: tuple[str, ...] = ("CancelledError",)
 
 
@@ -32,7 +33,6 @@ class StepPolicy:
     task_timeout_margin: int = 15
     memory_mb: int = 1024
     transient_errors: tuple[str, ...] = RETRYABLE_ERROR_NAMES + LAMBDA_SERVICE_ERRORS
-    deterministic_errors: tuple[str, ...] = DETERMINISTIC_ERROR_NAMES
     retry_interval: int = 1
     retry_backoff_rate: float = 2.0
     retry_max_attempts: int = 3
@@ -41,6 +41,14 @@ class StepPolicy:
     timeout_max_attempts: int = 1
     map_max_concurrency: int = 8
     dlq_retention_days: int = 14
+    recorder_memory_mb: int = 256
+    send_timeout: int = 30  # the dead letter's SendMessage Task
+    log_retention: logs.RetentionDays = logs.RetentionDays.ONE_MONTH
+    alarm_period_minutes: int = 5  # failed executions
+    dead_letter_alarm_period_minutes: int = 1
+    job_failed_state: str = "Job failed"
+    job_failed_error: str = STEP_FAILED
+    job_stopped_state: str = "Job stopped"
 
     def task_timeout(self, lambda_timeout: int | None = None) -> int:
         """TimeoutSeconds of a Task: never below the Lambda's own timeout."""

@@ -15,15 +15,11 @@ from longhaul import operations
 from longhaul.auth import Principal, bearer_token
 from longhaul.contracts import (
     TERMINAL_STATUSES,
-    WORKFLOWS,
     CancelOutcome,
-    DeadLetter,
     DeadLetterList,
     EventPage,
     JobAccepted,
     JobList,
-    JobRequest,
-    JobResult,
     JobStatus,
     JobView,
     Problem,
@@ -45,6 +41,7 @@ from longhaul.problems import (
     Unauthorized,
 )
 from longhaul.wiring import services
+from longhaul.workflows import REGISTRY, JobRequest
 
 PROBLEM_JSON = "application/problem+json"
 SSE = "text/event-stream"
@@ -74,8 +71,7 @@ COMMON_PROBLEMS = {
 
 
 def _service() -> JobService:
-    s = services()
-    return JobService(store=s.store, artifacts=s.artifacts, stepfunctions=s.stepfunctions, settings=s.settings)
+    return JobService(services())
 
 
 def _principal() -> Principal:
@@ -117,7 +113,7 @@ def _validation_problem(error: RequestValidationError) -> Response[str]:
     details = [{"loc": list(e.get("loc", ())), "msg": e.get("msg", ""), "type": e.get("type", "")} for e in errors]
     extra: dict[str, Any] = {}
     if any(tuple(e["loc"][:2]) == ("body", "workflow") for e in details):
-        extra["allowed_workflows"] = list(WORKFLOWS)
+        extra["allowed_workflows"] = list(REGISTRY)
     return _problem_response(InvalidRequest("see `errors` for what is not allowed", errors=details, **extra))
 
 
@@ -140,7 +136,7 @@ def _not_found(_: Exception) -> Response[str]:
     },
 )
 def submit_job(
-    request: Annotated[JobRequest, Body()],
+    request: Annotated[JobRequest, Body()],  # one model per workflow, discriminated on `workflow`
     idempotency_key: Annotated[str | None, Header(alias="Idempotency-Key")] = None,
 ) -> Response[str]:
     accepted, _ = _service().submit(_principal(), request, idempotency_key, _base_url())
@@ -154,7 +150,7 @@ def submit_job(
 
 @app.get("/v1/jobs/<job_id>", summary="Job status and progress", responses=COMMON_PROBLEMS)
 def get_job(job_id: Annotated[str, Path()]) -> JobView:
-    return _service().view(_principal(), job_id, services().store.clock.now())
+    return _service().view(_principal(), job_id)
 
 
 @app.get(
@@ -179,7 +175,7 @@ def get_events(
         return Response(status_code=200, content_type="application/json", body=page.model_dump_json())
     # Server-Sent Events: what is new since Last-Event-ID, then the client reconnects (EventSource does).
     after = app.current_event.get_header_value("Last-Event-ID") or cursor
-    job = service.view(principal, job_id, services().store.clock.now())  # before the events: no missed last event
+    job = service.view(principal, job_id)  # before the events: no missed last event
     page = service.events(principal, job_id, after, limit)
     frames = [f"id: {e.seq}\nevent: {e.type}\ndata: {e.model_dump_json()}\n\n" for e in page.events]
     if job.status in TERMINAL_STATUSES and page.next_cursor is None:
@@ -194,7 +190,12 @@ def get_events(
     responses={
         200: {
             "description": "The result",
-            "content": {"application/json": {"model": JobResult}, MARKDOWN: {"schema": {"type": "string"}}},
+            "content": {
+                "application/json": {
+                    "schema": {"oneOf": [s.result_model.model_json_schema() for s in REGISTRY.values()]}
+                },
+                MARKDOWN: {"schema": {"type": "string"}},
+            },
         },
         **COMMON_PROBLEMS,
         **_problems(409, "Not completed yet"),
@@ -202,8 +203,9 @@ def get_events(
 )
 def get_result(job_id: Annotated[str, Path()]) -> Response[str]:
     result = _service().result(_principal(), job_id)
-    if MARKDOWN in (app.current_event.get_header_value("Accept") or "") and result.markdown_key:
-        markdown = services().artifacts.get_bytes(result.markdown_key).decode()
+    markdown_key = getattr(result, "markdown_key", None)
+    if MARKDOWN in (app.current_event.get_header_value("Accept") or "") and isinstance(markdown_key, str):
+        markdown = services().artifacts.get_bytes(markdown_key).decode()
         return Response(status_code=200, content_type=f"{MARKDOWN}; charset=utf-8", body=markdown)
     return Response(status_code=200, content_type="application/json", body=result.model_dump_json())
 
@@ -219,7 +221,7 @@ def list_jobs(
     status: Annotated[JobStatus | None, Query()] = None,
     limit: Annotated[int, Query(ge=1, le=200)] = 50,
 ) -> JobList:
-    return _service().list(_principal(), status, limit, services().store.clock.now())
+    return _service().list(_principal(), status, limit)
 
 
 @app.post(
@@ -261,7 +263,7 @@ def list_dead_letters(
 ) -> DeadLetterList:
     _operator()
     found = operations.list_dead_letters(services(), step=step, workflow=workflow, tenant=tenant, limit=limit)
-    return DeadLetterList(dead_letters=[DeadLetter.model_validate(d) for d in found])
+    return DeadLetterList(dead_letters=found)
 
 
 @app.get("/v1/ops/jobs", summary="Jobs of a tenant and/or in a status", responses=OPS_PROBLEMS)
@@ -290,8 +292,7 @@ def replay_job(job_id: Annotated[str, Path()], request: Annotated[ReplayRequest,
     outcome = operations.replay(
         services(), principal, job_id, from_step=request.from_step, reason=request.reason, mode=request.mode
     )
-    body = ReplayOutcome.model_validate(outcome)
-    return Response(status_code=202, content_type="application/json", body=body.model_dump_json())
+    return Response(status_code=202, content_type="application/json", body=outcome.model_dump_json())
 
 
 def openapi_json() -> str:
@@ -321,7 +322,7 @@ def _raw_problem(problem: ApiProblem, event: dict[str, Any]) -> dict[str, Any]:
 def _authenticate(event: dict[str, Any]) -> Principal | None:
     headers = {k.lower(): v for k, v in (event.get("headers") or {}).items()}
     token = bearer_token(headers.get("authorization"))
-    return services().store.principal_for_key(token) if token else None
+    return services().jobs.principal_for_key(token) if token else None
 
 
 @logger.inject_lambda_context(clear_state=True)

@@ -11,8 +11,10 @@ from typing import Annotated, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-WORKFLOWS = ("document-analysis",)
 MEDIA_TYPES = ("application/pdf", "text/plain", "text/markdown")
+MIN_DEADLINE_SECONDS = 60
+MAX_DEADLINE_SECONDS = 24 * 3600
+DEFAULT_DEADLINE_SECONDS = 2 * 3600
 
 
 class Strict(BaseModel):
@@ -60,12 +62,20 @@ class DocumentAnalysisInput(Strict):
         return self
 
 
-class JobRequest(Strict):
-    workflow: Literal["document-analysis"]
-    input: DocumentAnalysisInput
+class JobRequestBase(Strict):
+    """What every job request has; each workflow's request (`longhaul.workflows.JobRequest`, a union on `workflow`)
+    adds its `workflow` name and its `input` model."""
+
+    workflow: str
+    input: BaseModel
     deadline_seconds: Annotated[
         int | None,
-        Field(default=None, ge=60, le=86_400, description="End the job `expired` after this long (default 7200)."),
+        Field(
+            default=None,
+            ge=MIN_DEADLINE_SECONDS,
+            le=MAX_DEADLINE_SECONDS,
+            description=f"End the job `expired` after this long (default {DEFAULT_DEADLINE_SECONDS}).",
+        ),
     ]
 
 

@@ -95,3 +95,6 @@ def kind_of(error_name: str) -> str:
 
 # The state machine's summary error of a fan-out whose items failed (each item sent its own dead letter).
 ITEMS_FAILED = "ItemsFailed"
+# The errors of the state machines' Fail states: the failure was recorded (the job failed), or the job stopped.
+STEP_FAILED = "StepFailed"
+JOB_STOPPED = "JobStopped"

@@ -16,7 +16,7 @@ import threading
 from dataclasses import dataclass
 
 from longhaul.errors import BY_KIND, LonghaulError
-from longhaul.workflows import FAN_OUT_STEPS, STEPS
+from longhaul.workflows import REGISTRY
 
 CRASH = "crash-after-side-effect"
 HANG = "hang"
@@ -53,11 +53,11 @@ class FaultInjector:
             match = _RULE.match(rule)
             if not match or match["kind"] not in KINDS:
                 raise ValueError(f"bad fault {rule!r}: expected <step>[#<item>]=<kind>[x<times>], kinds: {list(KINDS)}")
-            known = sorted({step for steps in STEPS.values() for step in steps})
+            known = sorted(REGISTRY.all_steps)
             if match["step"] not in known:
                 raise ValueError(f"bad fault {rule!r}: unknown step {match['step']!r}; steps: {known}")
             item = int(match["item"]) if match["item"] else None
-            if item is not None and not any(match["step"] in steps for steps in FAN_OUT_STEPS.values()):
+            if item is not None and match["step"] not in REGISTRY.all_fan_out_steps:
                 raise ValueError(f"bad fault {rule!r}: only fan-out steps have items")
             times = int(match["times"]) if match["times"] else None
             faults.append(Fault(match["step"], item, match["kind"], times))

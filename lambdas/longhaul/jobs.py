@@ -1,4 +1,8 @@
-"""The API's use cases: submit a job, create an upload, read status, events and result. Tenant-scoped."""
+"""The API's use cases: submit a job, create an upload, read status, events and result, cancel. Tenant-scoped.
+
+Submission is the workflow's own (`WorkflowSpec.prepare`: checks, document resolution, SLA estimate); this module
+does what every workflow shares: idempotency, the job record, starting its execution through the engine port.
+"""
 
 from __future__ import annotations
 
@@ -9,35 +13,28 @@ import secrets
 import time
 import uuid
 from dataclasses import dataclass
-from datetime import datetime, timedelta
-from typing import Any
+from datetime import timedelta
 
-from botocore.exceptions import ClientError
+from pydantic import BaseModel
 
 from longhaul import artifacts as keys
-from longhaul.artifacts import ArtifactStore
 from longhaul.auth import Principal
 from longhaul.clock import iso
 from longhaul.contracts import (
-    MEDIA_TYPES,
+    DEFAULT_DEADLINE_SECONDS,
     CancelOutcome,
-    DocumentAnalysisInput,
     EventPage,
-    EventView,
     JobAccepted,
-    JobError,
     JobList,
-    JobRequest,
-    JobResult,
+    JobRequestBase,
     JobStatus,
     JobView,
-    Progress,
     UploadRequest,
     UploadTicket,
-    Usage,
 )
 from longhaul.errors import TransientError
 from longhaul.observability import emit
+from longhaul.ports import EngineUnavailable
 from longhaul.problems import (
     ApiProblem,
     BadRequest,
@@ -47,17 +44,21 @@ from longhaul.problems import (
     NotReady,
     Unavailable,
 )
-from longhaul.settings import Settings
-from longhaul.store import ACTIVE, IdempotencyConflict, JobStore, NewJob, TransitionRejected
-from longhaul.workflows import DEFAULT_DEADLINE_SECONDS, STEPS, execution_arn
+from longhaul.records import JOB_ID, Job
+from longhaul.storage.jobs import ACTIVE, IdempotencyConflict, NewJob, TransitionRejected
+from longhaul.submission import Intake
+from longhaul.wiring import Services
+from longhaul.workflows import REGISTRY
 
 IDEMPOTENCY_KEY = re.compile(r"^[A-Za-z0-9._:\-]{1,128}$")
-JOB_ID = re.compile(r"^job_[0-9a-f]{28}$")
 UPLOAD_EXPIRES_SECONDS = 900
-MAX_UPLOAD_BYTES = 50 * 1024 * 1024
 
 
-def canonical_hash(request: JobRequest) -> str:
+class AlreadyFinished(ApiProblem):
+    status, slug, title = 409, "already-finished", "The job has already finished"
+
+
+def canonical_hash(request: BaseModel) -> str:
     """Hash of the validated payload: key order and whitespace do not matter."""
     canonical = json.dumps(request.model_dump(mode="json"), sort_keys=True, separators=(",", ":"), ensure_ascii=False)
     return hashlib.sha256(canonical.encode()).hexdigest()
@@ -68,75 +69,51 @@ def new_job_id() -> str:
     return f"job_{int(time.time() * 1000):012x}{secrets.token_hex(8)}"
 
 
-def estimate_sla_seconds(job_input: DocumentAnalysisInput) -> int:
-    inline_chars = sum(len(d.text or "") for d in job_input.documents)
-    uploads = sum(1 for d in job_input.documents if d.upload_id)
-    return 30 + 5 * len(job_input.documents) + 20 * uploads + inline_chars // 20_000
-
-
 @dataclass
 class JobService:
-    store: JobStore
-    artifacts: ArtifactStore
-    stepfunctions: Any
-    settings: Settings
+    services: Services
 
     # ------------------------------------------------------------------ submit
 
     def submit(
-        self, principal: Principal, request: JobRequest, idempotency_key: str | None, base_url: str
+        self, principal: Principal, request: JobRequestBase, idempotency_key: str | None, base_url: str
     ) -> tuple[JobAccepted, bool]:
+        s = self.services
         if idempotency_key is not None and not IDEMPOTENCY_KEY.match(idempotency_key):
             raise BadRequest("Idempotency-Key must be 1-128 characters of A-Z a-z 0-9 . _ : -")
-        machine = self.settings.workflows.get(request.workflow)
-        if machine is None:
+        if request.workflow not in s.settings.workflows or request.workflow not in REGISTRY:
             raise InvalidRequest(
-                f"workflow {request.workflow!r} is not deployed", allowed_workflows=sorted(self.settings.workflows)
+                f"workflow {request.workflow!r} is not deployed", allowed_workflows=sorted(s.settings.workflows)
             )
+        spec = REGISTRY[request.workflow]
         payload_hash = canonical_hash(request)
         if idempotency_key:
-            existing = self.store.find_idempotent(principal.tenant_id, idempotency_key)
+            existing = s.jobs.find_idempotent(principal.tenant_id, idempotency_key)
             if existing is not None:
-                if existing["payload_hash"] != payload_hash:
-                    raise IdempotencyKeyReused(job_id=existing["job_id"])
-                job = self.store.get_job(existing["job_id"])
-                if job is not None:
-                    self._ensure_started(job, machine)
-                    return self._accepted(job, base_url), False
-        documents = self._resolve_documents(principal, request.input)
-        deadline = request.deadline_seconds or DEFAULT_DEADLINE_SECONDS
+                if existing.payload_hash != payload_hash:
+                    raise IdempotencyKeyReused(job_id=existing.job_id)
+                found = s.jobs.get_job(existing.job_id)
+                if found is not None:
+                    self._ensure_started(found)
+                    return self._accepted(found, base_url), False
         job_id = new_job_id()
-        for document in documents:
-            if "text" in document:
-                text = document.pop("text")
-                document["key"] = self.artifacts.put_bytes(
-                    keys.work_key(job_id, "source", f"{document['index']:03d}"),
-                    text.encode(),
-                    document["media_type"],
-                )
-        input_key = self.artifacts.put_json(
-            keys.input_key(job_id),
-            {
-                "workflow": request.workflow,
-                "question": request.input.question,
-                "documents": documents,
-                "max_passages": request.input.max_passages,
-                "passages_per_group": request.input.passages_per_group,
-            },
-        )
+        intake = Intake(job_id=job_id, tenant_id=principal.tenant_id, artifacts=s.artifacts)
+        prepared = spec.prepare()(intake, request.input)
+        input_key = intake.store(prepared)  # raises the problems `prepare` found; writes only when there are none
+        deadline = request.deadline_seconds or spec.deadline_default_seconds or DEFAULT_DEADLINE_SECONDS
         try:
-            job, created = self.store.create_job(
+            job, created = s.jobs.create_job(
                 NewJob(
                     job_id=job_id,
                     tenant_id=principal.tenant_id,
-                    workflow=request.workflow,
+                    workflow=spec.name,
                     input_key=input_key,
                     payload_hash=payload_hash,
-                    model=f"{self.settings.model_provider}:{self.settings.model_id}",
-                    estimated_sla_seconds=estimate_sla_seconds(request.input),
+                    model=f"{s.settings.model_provider}:{s.settings.model_id}",
+                    estimated_sla_seconds=prepared.estimated_sla_seconds,
                     idempotency_key=idempotency_key,
-                    total_steps=len(STEPS[request.workflow]),
-                    deadline_at=iso(self.store.clock.now() + timedelta(seconds=deadline)),
+                    total_steps=len(spec.steps),
+                    deadline_at=iso(s.now() + timedelta(seconds=deadline)),
                     deadline_seconds=deadline,
                 )
             )
@@ -145,90 +122,41 @@ class JobService:
         except TransientError as contended:
             raise Unavailable(f"{contended}; retry with the same Idempotency-Key") from None
         try:
-            self._ensure_started(job, machine)
+            self._ensure_started(job)
         except Unavailable:
             if created:  # nothing is kept of a job that could not start
-                self.store.discard_new_job(job)
+                s.jobs.discard_new_job(job)
             raise
         if created:
-            emit("JobsSubmitted", workflow=request.workflow)
+            emit("JobsSubmitted", workflow=spec.name)
         return self._accepted(job, base_url), created
 
-    def _resolve_documents(self, principal: Principal, job_input: DocumentAnalysisInput) -> list[dict[str, Any]]:
-        documents: list[dict[str, Any]] = []
-        problems: list[dict[str, Any]] = []
-        for index, doc in enumerate(job_input.documents):
-            if doc.text is not None:
-                media_type = doc.media_type or (
-                    "text/markdown" if doc.name.endswith((".md", ".markdown")) else "text/plain"
-                )
-                if media_type == "application/pdf":
-                    problems.append(
-                        {
-                            "loc": ["input", "documents", index, "media_type"],
-                            "msg": "inline text cannot be a PDF; upload it",
-                        }
-                    )
-                documents.append({"index": index, "name": doc.name, "media_type": media_type, "text": doc.text})
-                continue
-            assert doc.upload_id is not None
-            key = keys.upload_key(principal.tenant_id, doc.upload_id)
-            head = self.artifacts.head(key)
-            if head is None:
-                problems.append(
-                    {"loc": ["input", "documents", index, "upload_id"], "msg": "no such upload (or not uploaded yet)"}
-                )
-                continue
-            if head.get("ContentLength", 0) > MAX_UPLOAD_BYTES:
-                problems.append(
-                    {"loc": ["input", "documents", index], "msg": f"upload exceeds {MAX_UPLOAD_BYTES} bytes"}
-                )
-            media_type = doc.media_type or head.get("ContentType", "application/octet-stream").split(";")[0]
-            if media_type not in MEDIA_TYPES:
-                problems.append(
-                    {
-                        "loc": ["input", "documents", index, "media_type"],
-                        "msg": f"unsupported media type {media_type!r}; allowed: {', '.join(MEDIA_TYPES)}",
-                    }
-                )
-            documents.append({"index": index, "name": doc.name, "media_type": media_type, "key": key})
-        if problems:
-            raise InvalidRequest("some documents cannot be used", errors=problems)
-        return documents
-
-    def _ensure_started(self, job: dict[str, Any], machine: str) -> None:
-        if job["status"] != JobStatus.QUEUED.value:
+    def _ensure_started(self, job: Job) -> None:
+        if job.status != JobStatus.QUEUED:
             return
-        state = {
-            "job_id": job["job_id"],
-            "tenant_id": job["tenant_id"],
-            "workflow": job["workflow"],
-            "input_key": job["input_key"],
-        }
         try:
-            self.stepfunctions.start_execution(stateMachineArn=machine, name=job["job_id"], input=json.dumps(state))
-        except ClientError as error:
-            if error.response["Error"]["Code"] != "ExecutionAlreadyExists":
-                raise Unavailable(
-                    "the workflow engine did not accept the job; retry with the same Idempotency-Key"
-                ) from error
+            self.services.engine.start(job.workflow, job.execution_name, job.initial_state().model_dump())
+        except EngineUnavailable as error:
+            raise Unavailable("the workflow engine did not accept the job; retry with the same Idempotency-Key") from (
+                error
+            )
 
-    def _accepted(self, job: dict[str, Any], base_url: str) -> JobAccepted:
-        url = f"{base_url}/v1/jobs/{job['job_id']}"
+    def _accepted(self, job: Job, base_url: str) -> JobAccepted:
+        url = f"{base_url}/v1/jobs/{job.job_id}"
         return JobAccepted(
-            job_id=job["job_id"],
-            status=JobStatus(job["status"]),
+            job_id=job.job_id,
+            status=job.status,
             status_url=url,
             events_url=f"{url}/events",
             result_url=f"{url}/result",
-            estimated_sla_seconds=int(job["estimated_sla_seconds"]),
+            estimated_sla_seconds=job.estimated_sla_seconds,
         )
 
     # ------------------------------------------------------------------ uploads
 
     def create_upload(self, principal: Principal, request: UploadRequest) -> UploadTicket:
         upload_id = f"up_{uuid.uuid4().hex}"
-        url = self.artifacts.presigned_put(
+        url = self.services.artifacts.presigned_put(
             keys.upload_key(principal.tenant_id, upload_id), request.media_type, UPLOAD_EXPIRES_SECONDS
         )
         return UploadTicket(
@@ -240,64 +168,71 @@ class JobService:
 
     # ------------------------------------------------------------------ reads
 
-    def _job(self, principal: Principal, job_id: str) -> dict[str, Any]:
-        job = self.store.get_job(job_id, tenant_id=principal.tenant_id) if JOB_ID.match(job_id) else None
+    def job(self, principal: Principal | None, job_id: str) -> Job:
+        """The job (of the principal's tenant; any tenant's with `principal=None`), else 404."""
+        tenant = principal.tenant_id if principal else None
+        job = self.services.jobs.get_job(job_id, tenant_id=tenant) if JOB_ID.match(job_id) else None
         if job is None:
             raise NotFound(f"no job {job_id!r}")
         return job
 
-    def view(self, principal: Principal, job_id: str, now: datetime) -> JobView:
-        job = self._job(principal, job_id)
-        progress = Progress(**job.get("progress", {}))
-        if job.get("started_at") and 0 < progress.completed < progress.total:
-            elapsed = (now - datetime.fromisoformat(job["started_at"].replace("Z", "+00:00"))).total_seconds()
-            progress.eta_seconds = int(elapsed / progress.completed * (progress.total - progress.completed))
-        return to_view(job, progress)
+    def view(self, principal: Principal | None, job_id: str) -> JobView:
+        return self.job(principal, job_id).view(now=self.services.now())
 
-    def list(self, principal: Principal, status: JobStatus | None, limit: int, now: datetime) -> JobList:
-        jobs = self.store.list_jobs(tenant_id=principal.tenant_id, status=status, limit=limit)
-        return JobList(jobs=[to_view(j) for j in jobs])
+    def list(self, principal: Principal, status: JobStatus | None, limit: int) -> JobList:
+        jobs = self.services.jobs.list_jobs(tenant_id=principal.tenant_id, status=status, limit=limit)
+        return JobList(jobs=[j.view() for j in jobs])
+
+    def events(self, principal: Principal | None, job_id: str, cursor: str | None, limit: int) -> EventPage:
+        self.job(principal, job_id)
+        try:
+            after = int(cursor) if cursor else 0
+        except ValueError:
+            raise BadRequest("cursor must be a value returned as next_cursor") from None
+        events, next_seq = self.services.jobs.list_events(job_id, after=after, limit=limit)
+        return EventPage(events=events, next_cursor=str(next_seq) if next_seq is not None else None)
+
+    def result(self, principal: Principal, job_id: str) -> BaseModel:
+        job = self.job(principal, job_id)
+        if job.status != JobStatus.COMPLETED or job.result_key is None:
+            raise NotReady(f"job {job_id} is {job.status.value}", job_status=job.status.value)
+        return REGISTRY[job.workflow].result_model.model_validate(self.services.artifacts.get_json(job.result_key))
 
     # ------------------------------------------------------------------ cancel
 
-    def cancel(self, principal: Principal, job_id: str) -> CancelOutcome:
+    def cancel(self, principal: Principal, job_id: str, *, any_tenant: bool = False) -> CancelOutcome:
         """Request cancellation, stop the execution, end `cancelled` keeping the completed steps."""
-        job = self._job(principal, job_id)
-        status = JobStatus(job["status"])
-        if status == JobStatus.CANCELLED:
+        s = self.services
+        job = self.job(None if any_tenant else principal, job_id)
+        if job.status == JobStatus.CANCELLED:
             return self._cancel_outcome(job, "the job was already cancelled")
-        if status in (JobStatus.COMPLETED, JobStatus.FAILED, JobStatus.EXPIRED):
+        if job.status in (JobStatus.COMPLETED, JobStatus.FAILED, JobStatus.EXPIRED):
             raise AlreadyFinished(
-                f"job {job_id} is already {status.value}; there is nothing to cancel", job_status=status.value
+                f"job {job_id} is already {job.status.value}; there is nothing to cancel", job_status=job.status.value
             )
-        if status != JobStatus.CANCEL_REQUESTED:
+        if job.status != JobStatus.CANCEL_REQUESTED:
             try:
-                self.store.transition(
+                s.jobs.transition(
                     job_id,
                     JobStatus.CANCEL_REQUESTED,
                     event="cancel_requested",
-                    detail={"by": principal.tenant_id},
+                    detail={"by": principal.tenant_id, "role": principal.role},
                     allowed_from=[JobStatus.QUEUED, *ACTIVE, JobStatus.WAITING_FOR_REVIEW],
                 )
             except TransitionRejected:
-                return self.cancel(principal, job_id)  # it moved meanwhile: answer for its new status
-        machine = self.settings.workflows.get(job["workflow"])
-        if machine:
-            try:
-                self.stepfunctions.stop_execution(
-                    executionArn=execution_arn(machine, job["execution_name"]),
-                    error="JobCancelled",
-                    cause=f"cancelled by {principal.tenant_id}",
-                )
-            except ClientError as error:
-                if error.response["Error"]["Code"] != "ExecutionDoesNotExist":
-                    raise Unavailable(
-                        "the cancellation is recorded but the execution could not be stopped yet; "
-                        "the sweep will finish it, or cancel again"
-                    ) from error
-        outcome = self._cancel_outcome(self.store.get_job(job_id) or job, "cancelled")
+                return self.cancel(principal, job_id, any_tenant=any_tenant)  # it moved meanwhile: answer anew
         try:
-            self.store.transition(
+            s.engine.stop(
+                job.workflow, job.execution_name, error="JobCancelled", cause=f"cancelled by {principal.tenant_id}"
+            )
+        except EngineUnavailable:
+            raise Unavailable(
+                "the cancellation is recorded but the execution could not be stopped yet; "
+                "the sweep will finish it, or cancel again"
+            ) from None
+        outcome = self._cancel_outcome(s.jobs.get_job(job_id) or job, "cancelled")
+        try:
+            s.jobs.transition(
                 job_id,
                 JobStatus.CANCELLED,
                 event="job_cancelled",
@@ -305,68 +240,23 @@ class JobService:
                 set_fields={"current_step": None},
             )
         except TransitionRejected:
-            latest = self.store.get_job(job_id) or job
-            return self._cancel_outcome(latest, f"the job ended {latest['status']} before the cancellation took hold")
+            latest = s.jobs.get_job(job_id) or job
+            return self._cancel_outcome(
+                latest, f"the job ended {latest.status.value} before the cancellation took hold"
+            )
         return outcome.model_copy(update={"status": JobStatus.CANCELLED})
 
-    def _cancel_outcome(self, job: dict[str, Any], message: str) -> CancelOutcome:
-        records = self.store.steps(job["job_id"])
-        done = [r for r in records if r.get("status") == "succeeded"]
-        completed = [s for s in STEPS[job["workflow"]] if any(r["step"] == s and r.get("item") is None for r in done)]
-        items = sorted(int(r["item"]) for r in done if r.get("item") is not None)
+    def _cancel_outcome(self, job: Job, message: str) -> CancelOutcome:
+        done = [r for r in self.services.checkpoints.steps(job.job_id) if r.succeeded]
+        names = REGISTRY[job.workflow].step_names
+        completed = [n for n in names if any(r.step == n and r.item is None for r in done)]
+        items = sorted(r.item for r in done if r.item is not None)
         effects = [f"artifacts of {step} kept" for step in completed]
         if items:
             effects.append(f"{len(items)} fan-out item(s) committed: {items}")
-        charges = self.store.charges(job["job_id"])
+        charges = self.services.checkpoints.charges(job.job_id)
         if charges:
             effects.append(f"{len(charges)} model call(s) charged")
         return CancelOutcome(
-            job_id=job["job_id"],
-            status=JobStatus(job["status"]),
-            message=message,
-            completed_steps=completed,
-            side_effects=effects,
+            job_id=job.job_id, status=job.status, message=message, completed_steps=completed, side_effects=effects
         )
-
-    def events(self, principal: Principal, job_id: str, cursor: str | None, limit: int) -> EventPage:
-        self._job(principal, job_id)
-        try:
-            after = int(cursor) if cursor else 0
-        except ValueError:
-            raise BadRequest("cursor must be a value returned as next_cursor") from None
-        items, next_seq = self.store.list_events(job_id, after=after, limit=limit)
-        return EventPage(
-            events=[EventView.model_validate(i) for i in items],
-            next_cursor=str(next_seq) if next_seq is not None else None,
-        )
-
-    def result(self, principal: Principal, job_id: str) -> JobResult:
-        job = self._job(principal, job_id)
-        if job["status"] != JobStatus.COMPLETED.value:
-            raise NotReady(f"job {job_id} is {job['status']}", job_status=job["status"])
-        return JobResult.model_validate(self.artifacts.get_json(job["result_key"]))
-
-
-class AlreadyFinished(ApiProblem):
-    status, slug, title = 409, "already-finished", "The job has already finished"
-
-
-def to_view(job: dict[str, Any], progress: Progress | None = None) -> JobView:
-    return JobView(
-        job_id=job["job_id"],
-        workflow=job["workflow"],
-        status=JobStatus(job["status"]),
-        current_step=job.get("current_step"),
-        progress=progress or Progress(**job.get("progress", {})),
-        attempts=int(job.get("attempts") or 1),
-        model=job["model"],
-        usage=Usage(
-            input_tokens=int(job.get("usage_input_tokens", 0)), output_tokens=int(job.get("usage_output_tokens", 0))
-        ),
-        created_at=job["created_at"],
-        updated_at=job["updated_at"],
-        started_at=job.get("started_at"),
-        finished_at=job.get("finished_at"),
-        deadline_at=job.get("deadline_at"),
-        error=JobError(**job["error"]) if job.get("error") else None,
-    )

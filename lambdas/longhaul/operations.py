@@ -1,30 +1,30 @@
-"""Operator use cases: dead letters, replay from a step, the sweep for expired and stuck jobs."""
+"""Operator use cases: dead letters, replay from a step, the sweep for expired and stuck jobs.
+
+They reach AWS through the ports only (the engine, dead letters, the stores), so each is unit-tested with fakes.
+"""
 
 from __future__ import annotations
 
 import contextlib
-import json
 from dataclasses import dataclass
 from datetime import datetime, timedelta
-from typing import TYPE_CHECKING, Any, Literal
-
-from botocore.exceptions import ClientError
+from typing import Any, Literal
 
 from longhaul.auth import Principal
 from longhaul.clock import iso
-from longhaul.contracts import JobList, JobStatus
-from longhaul.jobs import JOB_ID, to_view
+from longhaul.contracts import DEFAULT_DEADLINE_SECONDS, DeadLetter, JobList, JobStatus, ReplayOutcome
+from longhaul.errors import JOB_STOPPED, STEP_FAILED
 from longhaul.observability import logger, metrics
+from longhaul.ports import EngineUnavailable, ExecutionStatus, RedriveRefused
 from longhaul.problems import ApiProblem, BadRequest, InvalidRequest, NotFound, Unavailable
-from longhaul.store import ACTIVE, TransitionRejected
-from longhaul.workflows import DEFAULT_DEADLINE_SECONDS, FAN_OUT_STEPS, STEPS, execution_arn
-
-if TYPE_CHECKING:
-    from longhaul.wiring import Services
+from longhaul.records import JOB_ID, Job
+from longhaul.storage.jobs import ACTIVE, TransitionRejected
+from longhaul.wiring import Services
+from longhaul.workflows import REGISTRY
 
 REPLAYABLE = frozenset({JobStatus.FAILED, JobStatus.CANCELLED, JobStatus.EXPIRED})
 # Fail states of the house policy: the failure was recorded, the job failed or stopped.
-ENDED_BY_FAILURE_PATH = frozenset({"StepFailed", "JobStopped"})
+ENDED_BY_FAILURE_PATH = frozenset({STEP_FAILED, JOB_STOPPED})
 START_GRACE = timedelta(minutes=5)  # a queued job may wait this long for its execution to appear
 SWEPT = (JobStatus.QUEUED, JobStatus.RUNNING, JobStatus.RETRYING, JobStatus.WAITING_FOR_REVIEW)
 
@@ -37,66 +37,21 @@ class RedriveUnavailable(ApiProblem):
     status, slug, title = 409, "redrive-unavailable", "Step Functions did not accept the redrive"
 
 
-def _parse(moment: str) -> datetime:
-    return datetime.fromisoformat(moment.replace("Z", "+00:00"))
-
-
-# ---------------------------------------------------------------------- dead letters
+# ---------------------------------------------------------------------- listings
 
 
 def list_dead_letters(
     services: Services, *, step: str | None, workflow: str | None, tenant: str | None, limit: int
-) -> list[dict[str, Any]]:
-    wanted = {"step": step, "workflow": workflow, "tenant_id": tenant}
-    records = services.store.list_dead_letters(limit=1000)
-    matching = [r for r in records if all(v is None or r.get(k) == v for k, v in wanted.items())]
-    return [{k: v for k, v in r.items() if not k.startswith(("pk", "sk", "gsi"))} for r in matching[:limit]]
-
-
-def purge_dead_letters(services: Services, job_id: str) -> int:
-    """Remove a job's dead letters (index records and queue messages) once it has completed; returns how many."""
-    records = services.store.delete_dead_letters(job_id)
-    expected: dict[str, int] = {}
-    for record in records:
-        queue = services.settings.dead_letter_queues.get(record["workflow"], {}).get(record["step"])
-        if queue:
-            expected[queue] = expected.get(queue, 0) + 1
-    removed = sum(_delete_messages(services, queue, job_id, count) for queue, count in expected.items())
-    services.store.append_event(job_id, "dead_letters_removed", detail={"records": len(records), "messages": removed})
-    return removed
-
-
-def _delete_messages(services: Services, queue: str, job_id: str, expected: int, *, rounds: int = 10) -> int:
-    """Delete the job's messages from a queue; others are made visible again at once. SQS may answer a receive
-    with nothing while messages exist, so an empty answer is retried with long polling, within `rounds`."""
-    sqs, removed = services.sqs, 0
-    for attempt in range(rounds):
-        if removed >= expected:
-            break
-        messages = sqs.receive_message(
-            QueueUrl=queue, MaxNumberOfMessages=10, VisibilityTimeout=30, WaitTimeSeconds=1 if attempt else 0
-        ).get("Messages", [])
-        for message in messages:
-            try:
-                body = json.loads(message["Body"])
-            except ValueError:
-                body = {}
-            if body.get("job_id") == job_id:
-                sqs.delete_message(QueueUrl=queue, ReceiptHandle=message["ReceiptHandle"])
-                removed += 1
-            else:
-                sqs.change_message_visibility(
-                    QueueUrl=queue, ReceiptHandle=message["ReceiptHandle"], VisibilityTimeout=0
-                )
-    return removed
+) -> list[DeadLetter]:
+    return services.dead_letters.find(step=step, workflow=workflow, tenant=tenant, limit=limit)
 
 
 def list_jobs(services: Services, *, tenant: str | None, status: JobStatus | None, limit: int) -> JobList:
     """Any tenant's jobs, for operators: by tenant (newest first), by status (latest update first), or both."""
     if tenant is None and status is None:
         raise BadRequest("filter by `tenant`, `status`, or both")
-    jobs = services.store.list_jobs(tenant_id=tenant, status=status, limit=limit)
-    return JobList(jobs=[to_view(j) for j in jobs])
+    jobs = services.jobs.list_jobs(tenant_id=tenant, status=status, limit=limit)
+    return JobList(jobs=[j.view() for j in jobs])
 
 
 # ---------------------------------------------------------------------- replay
@@ -108,7 +63,7 @@ class ReplayPlan:
     rerun_steps: list[str]
     kept_items: list[int]
     rerun_items: list[int]
-    drop: list[str]
+    drop: list[tuple[str, int | None]]
 
 
 def replay(
@@ -119,33 +74,32 @@ def replay(
     from_step: str,
     reason: str,
     mode: Literal["replay", "redrive"] = "replay",
-) -> dict[str, Any]:
+) -> ReplayOutcome:
     """A new attempt of a failed (or cancelled, expired) job that reuses every checkpoint before `from_step`.
 
-    Inside a fan-out, only the items without a valid checkpoint rerun. `redrive` asks Step Functions to redrive the
+    Inside a fan-out, only the items without a valid checkpoint rerun. `redrive` asks the engine to redrive the
     failed execution instead (AWS only). Who replayed what and why goes into the job's events.
     """
-    store = services.store
-    job = store.get_job(job_id) if JOB_ID.match(job_id) else None
+    jobs = services.jobs
+    job = jobs.get_job(job_id) if JOB_ID.match(job_id) else None
     if job is None:
         raise NotFound(f"no job {job_id!r}")
-    steps = STEPS[job["workflow"]]
+    steps = REGISTRY[job.workflow].step_names
     if from_step not in steps:
         raise InvalidRequest(f"unknown step {from_step!r}", allowed_steps=list(steps))
-    if JobStatus(job["status"]) not in REPLAYABLE:  # an execution that ended without saying so frees the job
+    if job.status not in REPLAYABLE:  # an execution that ended without saying so frees the job
         job = reconcile(services, job) or job
-    status = JobStatus(job["status"])
+    status = job.status
     if status not in REPLAYABLE:
         raise NotReplayable(f"job {job_id} is {status.value}; only failed, cancelled or expired jobs are replayed")
-    if services.artifacts.head(job["input_key"]) is None:
+    if services.artifacts.head(job.input_key) is None:
         raise NotReplayable(f"job {job_id}'s intermediate artifacts have expired; submit it again")
-    machine = services.settings.workflows[job["workflow"]]
-    attempt = int(job.get("attempts") or 1) + 1
-    name = job["execution_name"] if mode == "redrive" else f"{job_id}-r{attempt}"
+    attempt = job.attempts + 1
+    name = job.execution_name if mode == "redrive" else f"{job_id}-r{attempt}"
     if mode == "redrive":
-        _ensure_redrivable(services, execution_arn(machine, name))
-    plan = _plan(services, job_id, job["workflow"], from_step, mode)
-    detail = {
+        _ensure_redrivable(services, job)
+    plan = _plan(services, job, from_step, mode)
+    detail: dict[str, Any] = {
         "by": principal.tenant_id,
         "role": principal.role,
         "reason": reason,
@@ -158,7 +112,7 @@ def replay(
         "kept_items": plan.kept_items,
     }
     try:  # the compare-and-set makes concurrent replays safe: one wins, the others get a 409
-        store.transition(
+        jobs.transition(
             job_id,
             JobStatus.QUEUED,
             event="job_replayed",
@@ -169,70 +123,71 @@ def replay(
                 "error": None,
                 "current_step": from_step,
                 # a new attempt gets the job's full time again
-                "deadline_at": iso(store.clock.now() + timedelta(seconds=_deadline_seconds(job))),
+                "deadline_at": iso(services.now() + timedelta(seconds=_deadline_seconds(job))),
             },
             allowed_from=REPLAYABLE,
         )
     except TransitionRejected as rejected:
         raise NotReplayable(f"job {job_id} changed meanwhile: {rejected}") from None
-    store.delete_items(job_id, plan.drop)  # no execution of the job runs now: nobody reads these checkpoints
+    services.checkpoints.delete_steps(job_id, plan.drop)  # no execution of the job runs now: nobody reads these
     if mode == "replay":
-        state = {k: job[k] for k in ("job_id", "tenant_id", "workflow", "input_key")}
         try:
-            services.stepfunctions.start_execution(stateMachineArn=machine, name=name, input=json.dumps(state))
-        except ClientError as error:
+            services.engine.start(job.workflow, name, job.initial_state().model_dump())
+        except EngineUnavailable as error:
             with contextlib.suppress(TransitionRejected):
-                store.transition(job_id, status, event="replay_not_started", detail={"error": str(error)})
+                jobs.transition(job_id, status, event="replay_not_started", detail={"error": str(error)})
             raise Unavailable("the workflow engine did not start the replay; replay again") from error
     else:
-        _redrive(services, job_id, execution_arn(machine, name), status)
+        _redrive(services, job, status)
     logger.info("job replayed", extra={"job_id": job_id, **detail})
-    return {"job_id": job_id, "status": JobStatus.QUEUED.value, **detail}
+    return ReplayOutcome.model_validate({"job_id": job_id, "status": JobStatus.QUEUED.value, **detail})
 
 
-def _ensure_redrivable(services: Services, arn: str) -> None:
-    """RedriveExecution applies to an execution that stopped outside its failure path (timed out, aborted, or the
-    recorder itself failed); one that ended through it would only reach its Fail state again."""
-    try:
-        described = services.stepfunctions.describe_execution(executionArn=arn)
-    except ClientError as error:
-        raise RedriveUnavailable(f"{error.response['Error'].get('Message', error)}; use mode=replay") from None
-    if described.get("error") in ENDED_BY_FAILURE_PATH:
+def _ensure_redrivable(services: Services, job: Job) -> None:
+    """A redrive applies to an execution that stopped outside its failure path (timed out, aborted, or the recorder
+    itself failed); one that ended through it would only reach its Fail state again."""
+    execution = services.engine.describe(job.workflow, job.execution_name)
+    if execution.status == ExecutionStatus.NOT_STARTED:
+        raise RedriveUnavailable(f"execution {job.execution_name} does not exist; use mode=replay")
+    if execution.error in ENDED_BY_FAILURE_PATH:
         raise RedriveUnavailable(
-            f"the execution ended through its failure path ({described['error']}), where a redrive would end "
+            f"the execution ended through its failure path ({execution.error}), where a redrive would end "
             "again; use mode=replay"
         )
 
 
-def _redrive(services: Services, job_id: str, arn: str, previous: JobStatus) -> None:
+def _redrive(services: Services, job: Job, previous: JobStatus) -> None:
     try:
-        services.stepfunctions.redrive_execution(executionArn=arn)
-    except ClientError as error:
+        services.engine.redrive(job.workflow, job.execution_name)
+    except RedriveRefused as refused:
         with contextlib.suppress(TransitionRejected):
-            services.store.transition(
-                job_id, previous, event="redrive_refused", detail={"error": str(error)}, allowed_from=[JobStatus.QUEUED]
+            services.jobs.transition(
+                job.job_id,
+                previous,
+                event="redrive_refused",
+                detail={"error": str(refused)},
+                allowed_from=[JobStatus.QUEUED],
             )
-        raise RedriveUnavailable(f"{error.response['Error'].get('Message', error)}; use mode=replay") from None
+        raise RedriveUnavailable(f"{refused}; use mode=replay") from None
 
 
-def _plan(services: Services, job_id: str, workflow: str, from_step: str, mode: str) -> ReplayPlan:
+def _plan(services: Services, job: Job, from_step: str, mode: str) -> ReplayPlan:
     """The checkpoints to drop: `from_step` and later steps (for a fan-out step: only its unfinished items).
-    A redrive keeps them all: Step Functions resumes the execution itself."""
-    steps = STEPS[workflow]
+    A redrive keeps them all: the engine resumes the execution itself."""
+    spec = REGISTRY[job.workflow]
+    steps = spec.step_names
     later = set(steps[steps.index(from_step) :])
-    fan_out = FAN_OUT_STEPS.get(workflow, frozenset())
-    drop: list[str] = []
+    drop: list[tuple[str, int | None]] = []
     kept: list[int] = []
     rerun: list[int] = []
-    for record in services.store.steps(job_id):
-        step, item = record["step"], record.get("item")
-        if step not in later:
+    for record in services.checkpoints.steps(job.job_id):
+        if record.step not in later:
             continue
-        if step == from_step and step in fan_out and item is not None:
-            (kept if record.get("status") == "succeeded" else rerun).append(int(item))
-            if record.get("status") == "succeeded":
+        if record.step == from_step and record.step in spec.fan_out_steps and record.item is not None:
+            (kept if record.succeeded else rerun).append(record.item)
+            if record.succeeded:
                 continue
-        drop.append(record["sk"])
+        drop.append((record.step, record.item))
     if mode == "redrive":
         return ReplayPlan(from_step, [], sorted(kept), sorted(rerun), [])
     return ReplayPlan(from_step, [s for s in steps if s in later], sorted(kept), sorted(rerun), drop)
@@ -244,106 +199,90 @@ def _plan(services: Services, job_id: str, workflow: str, from_step: str, mode: 
 def sweep(services: Services, now: datetime, *, stuck_after: timedelta | None = None) -> dict[str, int]:
     """Every few minutes, oldest first: finish cancellations, expire jobs past their deadline (stopping their
     execution), fail jobs whose execution ended without saying so, and report jobs with no progress for a while."""
-    store = services.store
+    jobs = services.jobs
     stuck_after = stuck_after or timedelta(minutes=services.settings.stuck_after_minutes)
     counts = {"checked": 0, "expired": 0, "stuck": 0, "reconciled": 0, "cancelled": 0}
     for status in (*SWEPT, JobStatus.CANCEL_REQUESTED):
-        for job in store.list_jobs(status=status, limit=None, oldest_first=True):
+        for job in jobs.list_jobs(status=status, limit=None, oldest_first=True):
             counts["checked"] += 1
-            deadline = job.get("deadline_at")
             if status == JobStatus.CANCEL_REQUESTED:
                 counts["cancelled"] += _finish_cancel(services, job)
-            elif deadline and now > _parse(deadline):
-                counts["expired"] += _expire(services, job, deadline)
+            elif job.deadline_at and now > job.deadline_at:
+                counts["expired"] += _expire(services, job, job.deadline_at)
             elif reconcile(services, job, now=now):
                 counts["reconciled"] += 1
-            elif _parse(job["updated_at"]) < now - stuck_after and not _recently_reported(job, now, stuck_after):
-                idle = int((now - _parse(job["updated_at"])).total_seconds())
-                store.append_event(
-                    job["job_id"], "job_stuck", step=job.get("current_step"), detail={"idle_seconds": idle}
-                )
-                store.mark_stuck(job["job_id"], iso(now))
+            elif job.updated_at < now - stuck_after and not _recently_reported(job, now, stuck_after):
+                idle = int((now - job.updated_at).total_seconds())
+                jobs.append_event(job.job_id, "job_stuck", step=job.current_step, detail={"idle_seconds": idle})
+                jobs.mark_stuck(job.job_id, iso(now))
                 counts["stuck"] += 1
     metrics.add_metric(name="StuckJobs", unit="Count", value=counts["stuck"])
     metrics.add_metric(name="ExpiredJobs", unit="Count", value=counts["expired"])
     return counts
 
 
-def reconcile(services: Services, job: dict[str, Any], *, now: datetime | None = None) -> dict[str, Any] | None:
+def reconcile(services: Services, job: Job, *, now: datetime | None = None) -> Job | None:
     """A live job whose execution has ended without recording it (aborted from the console, timed out, the failure
     recorder failed) or never started is marked failed (cancelled, if a cancel was asked). The job, or None."""
-    machine = services.settings.workflows.get(job["workflow"])
-    if machine is None:
+    if job.workflow not in services.settings.workflows:
         return None
-    try:
-        described = services.stepfunctions.describe_execution(
-            executionArn=execution_arn(machine, job["execution_name"])
-        )
-        ended = described["status"]
-    except ClientError as error:
-        if error.response["Error"]["Code"] != "ExecutionDoesNotExist":
-            raise
-        ended = "NOT_STARTED"
-    now = now or services.store.clock.now()
-    if ended == "RUNNING" or (ended == "NOT_STARTED" and _parse(job["updated_at"]) > now - START_GRACE):
+    ended = services.engine.describe(job.workflow, job.execution_name).status
+    now = now or services.now()
+    if ended == ExecutionStatus.RUNNING or (
+        ended == ExecutionStatus.NOT_STARTED and job.updated_at > now - START_GRACE
+    ):
         return None
-    if JobStatus(job["status"]) == JobStatus.CANCEL_REQUESTED:
-        return _transition_or_none(services, job, JobStatus.CANCELLED, "job_cancelled", {"execution": ended})
+    if job.status == JobStatus.CANCEL_REQUESTED:
+        return _transition_or_none(services, job, JobStatus.CANCELLED, "job_cancelled", {"execution": ended.value})
     failure = {
-        "kind": "timeout" if ended == "TIMED_OUT" else "internal",
-        "error": f"Execution{ended.title().replace('_', '')}",
-        "step": job.get("current_step"),
+        "kind": "timeout" if ended == ExecutionStatus.TIMED_OUT else "internal",
+        "error": f"Execution{ended.value.title().replace('_', '')}",
+        "step": job.current_step,
         "item": None,
-        "message": f"the execution ended {ended} without recording a failure",
+        "message": f"the execution ended {ended.value} without recording a failure",
     }
     return _transition_or_none(services, job, JobStatus.FAILED, "job_failed", failure, set_fields={"error": failure})
 
 
 def _transition_or_none(
     services: Services,
-    job: dict[str, Any],
+    job: Job,
     to: JobStatus,
     event: str,
     detail: dict[str, Any],
     set_fields: dict[str, Any] | None = None,
-) -> dict[str, Any] | None:
+) -> Job | None:
     try:
-        return services.store.transition(job["job_id"], to, event=event, detail=detail, set_fields=set_fields)
+        return services.jobs.transition(job.job_id, to, event=event, detail=detail, set_fields=set_fields)
     except TransitionRejected:
         return None
 
 
-def _finish_cancel(services: Services, job: dict[str, Any]) -> int:
+def _stop(services: Services, job: Job, *, error: str, cause: str = "") -> None:
+    """Best effort: the sweep comes back if the engine did not answer."""
+    if job.workflow in services.settings.workflows:
+        with contextlib.suppress(EngineUnavailable):
+            services.engine.stop(job.workflow, job.execution_name, error=error, cause=cause)
+
+
+def _finish_cancel(services: Services, job: Job) -> int:
     """A cancellation whose execution could not be stopped at the time: stop it now and end the job."""
-    machine = services.settings.workflows.get(job["workflow"])
-    if machine:
-        with contextlib.suppress(ClientError):
-            services.stepfunctions.stop_execution(
-                executionArn=execution_arn(machine, job["execution_name"]), error="JobCancelled"
-            )
+    _stop(services, job, error="JobCancelled")
     return int(_transition_or_none(services, job, JobStatus.CANCELLED, "job_cancelled", {"by": "sweep"}) is not None)
 
 
-def _recently_reported(job: dict[str, Any], now: datetime, window: timedelta) -> bool:
-    reported = job.get("stuck_reported_at")
-    return isinstance(reported, str) and _parse(reported) > now - window
+def _recently_reported(job: Job, now: datetime, window: timedelta) -> bool:
+    return job.stuck_reported_at is not None and job.stuck_reported_at > now - window
 
 
-def _expire(services: Services, job: dict[str, Any], deadline: str) -> int:
-    machine = services.settings.workflows.get(job["workflow"])
-    if machine:
-        with contextlib.suppress(ClientError):
-            services.stepfunctions.stop_execution(
-                executionArn=execution_arn(machine, job["execution_name"]),
-                error="JobExpired",
-                cause=f"deadline {deadline} passed",
-            )
+def _expire(services: Services, job: Job, deadline: datetime) -> int:
+    _stop(services, job, error="JobExpired", cause=f"deadline {iso(deadline)} passed")
     try:
-        services.store.transition(
-            job["job_id"],
+        services.jobs.transition(
+            job.job_id,
             JobStatus.EXPIRED,
             event="job_expired",
-            detail={"deadline_at": deadline},
+            detail={"deadline_at": iso(deadline)},
             allowed_from=[*ACTIVE, JobStatus.QUEUED, JobStatus.WAITING_FOR_REVIEW],
         )
         return 1
@@ -351,5 +290,5 @@ def _expire(services: Services, job: dict[str, Any], deadline: str) -> int:
         return 0
 
 
-def _deadline_seconds(job: dict[str, Any]) -> int:
-    return int(job.get("deadline_seconds") or DEFAULT_DEADLINE_SECONDS)
+def _deadline_seconds(job: Job) -> int:
+    return job.deadline_seconds or REGISTRY[job.workflow].deadline_default_seconds or DEFAULT_DEADLINE_SECONDS

@@ -12,18 +12,16 @@ import contextlib
 import hashlib
 import json
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from datetime import datetime
 from typing import Any
 
 from aws_lambda_powertools.metrics import MetricUnit
 from botocore.exceptions import BotoCoreError, ClientError
-from pydantic import BaseModel, Field
 
-from longhaul import faults, operations
+from longhaul import faults
 from longhaul.clock import iso
-from longhaul.contracts import TERMINAL_STATUSES, DeadLetter, JobStatus
+from longhaul.contracts import TERMINAL_STATUSES, DeadLetter, JobError, JobStatus
 from longhaul.errors import (
     ITEMS_FAILED,
     CancelledError,
@@ -36,9 +34,12 @@ from longhaul.errors import (
 from longhaul.faults import CrashFault
 from longhaul.llm.port import Usage
 from longhaul.observability import emit, logger
+from longhaul.records import Job, StepError
 from longhaul.settings import environ
-from longhaul.store import TransitionRejected
+from longhaul.step_events import FailureEvent, StepEvent, WorkflowState
+from longhaul.storage.jobs import TransitionRejected
 from longhaul.wiring import Services
+from longhaul.workflows import REGISTRY, WorkflowSpec
 
 # AWS error codes worth another attempt: throttling, and DynamoDB transactions that met a concurrent writer.
 TRANSIENT_CODES = {
@@ -52,25 +53,6 @@ TRANSIENT_CODES = {
 }
 MESSAGE_LIMIT = 500
 CHECKPOINT_VERSION = 1
-
-
-class WorkflowState(BaseModel):
-    """The state document that travels between states: references only."""
-
-    job_id: str
-    tenant_id: str
-    workflow: str
-    input_key: str
-    steps: dict[str, Any] = Field(default_factory=dict)
-
-
-class StepEvent(BaseModel):
-    step: str
-    attempt: int = 0
-    execution: str | None = None
-    item: int | None = None
-    ref: Any = None
-    input: WorkflowState
 
 
 @dataclass
@@ -93,10 +75,11 @@ class StepContext:
     def charge(self, usage: Usage) -> None:
         """Charge a model call to the job once per (job attempt, step, item): retries never charge twice."""
         item = "" if self.event.item is None else str(self.event.item)
-        self.services.store.charge(
+        self.services.checkpoints.charge(
             self.job_id,
             f"{self.job_attempt}/{self.event.step}/{item}",
-            {"input_tokens": usage.input_tokens, "output_tokens": usage.output_tokens},
+            input_tokens=usage.input_tokens,
+            output_tokens=usage.output_tokens,
         )
 
 
@@ -116,36 +99,43 @@ def input_version(event: StepEvent) -> str:
 
 
 def run_step(
-    raw_event: Mapping[str, Any], work: StepWork, services: Services, *, steps: Sequence[str]
+    raw_event: Mapping[str, Any],
+    services: Services,
+    *,
+    work: StepWork | None = None,
+    spec: WorkflowSpec | None = None,
 ) -> dict[str, Any]:
+    """Run one step (or fan-out item) of the event's own workflow (`spec` defaults to the registry's) with its domain
+    function (`work` defaults to the spec's)."""
     event = StepEvent.model_validate(raw_event)
-    store, job_id, step, item = services.store, event.input.job_id, event.step, event.item
+    spec = spec or REGISTRY[event.input.workflow]
+    work = work or spec.work(event.step)
+    jobs, checkpoints = services.jobs, services.checkpoints
+    job_id, step, item = event.input.job_id, event.step, event.item
     job = _live_job(services, job_id, step, item)
     version = input_version(event)
-    checkpoint = store.get_step(job_id, step, item)
-    if checkpoint and checkpoint.get("status") == "succeeded" and checkpoint.get("input_version") == version:
+    checkpoint = checkpoints.get_step(job_id, step, item)
+    if checkpoint and checkpoint.succeeded and checkpoint.input_version == version:
         logger.info("valid checkpoint; step skipped", extra={"job_id": job_id, "step": step, "item": item})
-        output = dict(checkpoint.get("output") or {})
-        if item is None and step == steps[-1]:  # committed, but the job may not have completed (a crash between)
-            _guarded(
-                lambda: _complete(services, event.input.workflow, job_id, step, output, steps), step=step, item=item
-            )
+        output = dict(checkpoint.output or {})
+        if item is None and step == spec.last_step:  # committed, but the job may not have completed (crash between)
+            _guarded(lambda: _complete(services, spec, job_id, step, output), step=step, item=item)
         return output
 
     def begin() -> None:
-        _enter_running(services, job_id, JobStatus(job["status"]), step)
-        store.put_step(
-            job_id, step, item, {"status": "running", "started_at": iso(store.clock.now()), "input_version": version}
+        _enter_running(services, job_id, job.status, step)
+        checkpoints.put_step(
+            job_id, step, item, {"status": "running", "started_at": iso(services.now()), "input_version": version}
         )
-        store.append_event(job_id, "step_started", step=step, item=item, attempt=event.attempt + 1)
-        progress = {"progress": _progress(steps, step, done=False)} if item is None else {}
-        store.update_job(job_id, {"current_step": step, **progress})
+        jobs.append_event(job_id, "step_started", step=step, item=item, attempt=event.attempt + 1)
+        progress = {"progress": _progress(spec, step, done=False)} if item is None else {}
+        jobs.update_job(job_id, {"current_step": step, **progress})
 
     _guarded(begin, step=step, item=item)
     started = time.monotonic()
     try:
         faults.active().check(step, item)
-        output = work(StepContext(event, services, job_attempt=int(job.get("attempts") or 1)))
+        output = work(StepContext(event, services, job_attempt=job.attempts))
         faults.active().crash_point(step, item)
     except CancelledError:
         raise  # the job was stopped: nothing to record, nothing to commit
@@ -159,18 +149,18 @@ def run_step(
     def commit() -> None:
         checkpoint = {
             "status": "succeeded",
-            "finished_at": iso(store.clock.now()),
+            "finished_at": iso(services.now()),
             "output": output,
             "input_version": version,
             "checkpoint_version": CHECKPOINT_VERSION,
             "error": None,
         }
         try:  # conditional on the job still running: a step of a cancelled job never commits
-            store.commit_step(job_id, step, item, checkpoint)
+            checkpoints.commit_step(job_id, step, item, checkpoint)
         except TransitionRejected as stopped:
             raise CancelledError(str(stopped), step=step, item=item) from None
         duration_ms = int((time.monotonic() - started) * 1000)
-        store.append_event(
+        jobs.append_event(
             job_id,
             "step_finished",
             step=step,
@@ -179,10 +169,10 @@ def run_step(
             detail={"duration_ms": duration_ms},
         )
         emit("StepDuration", duration_ms, MetricUnit.Milliseconds, workflow=event.input.workflow, step=step)
-        if item is None and step == steps[-1]:
-            _complete(services, event.input.workflow, job_id, step, output, steps)
+        if item is None and step == spec.last_step:
+            _complete(services, spec, job_id, step, output)
         elif item is None:
-            store.update_job(job_id, {"progress": _progress(steps, step, done=True)})
+            jobs.update_job(job_id, {"progress": _progress(spec, step, done=True)})
 
     _guarded(commit, step=step, item=item)
     return output
@@ -198,30 +188,28 @@ def _guarded(action: Callable[[], None], *, step: str, item: int | None) -> None
         raise classify(error, step=step, item=item) from error
 
 
-def _live_job(services: Services, job_id: str, step: str, item: int | None) -> dict[str, Any]:
+def _live_job(services: Services, job_id: str, step: str, item: int | None) -> Job:
     """The job, if a step may start: not finished, not being cancelled, not past its deadline."""
-    job = services.store.get_job(job_id)
+    job = services.jobs.get_job(job_id)
     if job is None:
         raise InvalidInputError(f"job {job_id} does not exist", step=step, item=item)
-    status = JobStatus(job["status"])
-    if status in TERMINAL_STATUSES or status == JobStatus.CANCEL_REQUESTED:
-        raise CancelledError(f"job {job_id} is {status.value}; step not started", step=step, item=item)
-    deadline = job.get("deadline_at")
-    if deadline and services.store.clock.now() > datetime.fromisoformat(deadline.replace("Z", "+00:00")):
+    if job.status in TERMINAL_STATUSES or job.status == JobStatus.CANCEL_REQUESTED:
+        raise CancelledError(f"job {job_id} is {job.status.value}; step not started", step=step, item=item)
+    if job.deadline_at and services.now() > job.deadline_at:
+        deadline = iso(job.deadline_at)
         with contextlib.suppress(TransitionRejected):
-            services.store.transition(
+            services.jobs.transition(
                 job_id, JobStatus.EXPIRED, event="job_expired", step=step, item=item, detail={"deadline_at": deadline}
             )
         raise CancelledError(f"job {job_id} passed its deadline {deadline}", step=step, item=item)
     return job
 
 
-def _complete(
-    services: Services, workflow: str, job_id: str, step: str, output: Mapping[str, Any], steps: Sequence[str]
-) -> None:
+def _complete(services: Services, spec: WorkflowSpec, job_id: str, step: str, output: Mapping[str, Any]) -> None:
     """The last step's output carries the result reference; the job completes with it."""
+    total = len(spec.steps)
     try:
-        services.store.transition(
+        services.jobs.transition(
             job_id,
             JobStatus.COMPLETED,
             event="job_completed",
@@ -230,16 +218,17 @@ def _complete(
                 "result_key": output["result_key"],
                 "current_step": None,
                 "error": None,
-                "progress": {"completed": len(steps), "total": len(steps), "unit": "steps", "message": "completed"},
+                "progress": {"completed": total, "total": total, "unit": "steps", "message": "completed"},
             },
             allowed_from=[JobStatus.RUNNING, JobStatus.RETRYING],
         )
     except TransitionRejected as rejected:
         raise CancelledError(f"job {job_id} can no longer complete: {rejected}", step=step) from None
-    emit("JobsCompleted", workflow=workflow)
-    if services.store.dead_letters(job_id):
+    emit("JobsCompleted", workflow=spec.name)
+    if services.dead_letters.of_job(job_id):
         try:  # best effort: the job has completed whatever happens here
-            operations.purge_dead_letters(services, job_id)
+            removed = services.dead_letters.purge(job_id)
+            services.jobs.append_event(job_id, "dead_letters_removed", detail={"messages": removed})
         except Exception:
             logger.exception("dead letters of a completed job were not all removed", extra={"job_id": job_id})
 
@@ -263,32 +252,32 @@ def _enter_running(services: Services, job_id: str, status: JobStatus, step: str
         return
     event = {JobStatus.QUEUED: "job_started", JobStatus.RETRYING: "job_resumed"}.get(status, "job_running")
     try:
-        services.store.transition(job_id, JobStatus.RUNNING, event=event, step=step)
+        services.jobs.transition(job_id, JobStatus.RUNNING, event=event, step=step)
     except TransitionRejected:
         # Another item moved it first (a Map), or it was cancelled meanwhile: re-check the latter.
-        job = services.store.get_job(job_id)
-        if job is None or JobStatus(job["status"]) not in (JobStatus.RUNNING, JobStatus.RETRYING):
+        job = services.jobs.get_job(job_id)
+        if job is None or job.status not in (JobStatus.RUNNING, JobStatus.RETRYING):
             raise CancelledError(f"job {job_id} is no longer running", step=step) from None
 
 
 def _record_attempt_failure(services: Services, event: StepEvent, error: LonghaulError) -> None:
-    store, job_id = services.store, event.input.job_id
+    jobs, job_id = services.jobs, event.input.job_id
     detail = {
         "error": type(error).__name__,
         "kind": error.kind,
         "message": sanitize(error.message),
         "will_retry": error.retryable,
     }
-    store.put_step(
+    services.checkpoints.put_step(
         job_id, event.step, event.item, {"status": "retrying" if error.retryable else "failed", "error": detail}
     )
-    store.append_event(
+    jobs.append_event(
         job_id, "step_attempt_failed", step=event.step, item=event.item, attempt=event.attempt + 1, detail=detail
     )
     emit("StepAttemptFailed", workflow=event.input.workflow, step=event.step, kind=error.kind)
     if error.retryable:
         with contextlib.suppress(TransitionRejected):
-            store.transition(
+            jobs.transition(
                 job_id,
                 JobStatus.RETRYING,
                 event="job_retrying",
@@ -298,11 +287,12 @@ def _record_attempt_failure(services: Services, event: StepEvent, error: Longhau
             )
 
 
-def _progress(steps: Sequence[str], step: str, *, done: bool) -> dict[str, Any]:
-    index = steps.index(step) if step in steps else 0
+def _progress(spec: WorkflowSpec, step: str, *, done: bool) -> dict[str, Any]:
+    names = spec.step_names
+    index = names.index(step) if step in names else 0
     completed = index + 1 if done else index
     message = f"{step} finished" if done else f"{step} running"
-    return {"completed": completed, "total": len(steps), "unit": "steps", "message": message}
+    return {"completed": completed, "total": len(names), "unit": "steps", "message": message}
 
 
 def sanitize(message: str) -> str:
@@ -316,16 +306,6 @@ def sanitize(message: str) -> str:
 
 
 # ---------------------------------------------------------------------- failure recorder
-
-
-class FailureEvent(BaseModel):
-    job_id: str
-    step: str
-    workflow: str
-    error: str
-    cause: str | None = None
-    execution: str | None = None
-    item: int | None = None
 
 
 def _cause_message(cause: str | None) -> str:
@@ -347,69 +327,73 @@ def record_failure(raw_event: Mapping[str, Any], services: Services) -> dict[str
     with `ItemsFailed` summarising its failed items. Any other failure marks the step and the job failed.
     """
     event = FailureEvent.model_validate(raw_event)
-    store = services.store
+    jobs, checkpoints = services.jobs, services.checkpoints
     if event.error == ITEMS_FAILED:
         error, attempts = _items_failed(services, event)
     else:
         message = _cause_message(event.cause) or event.error
-        error = {"kind": kind_of(event.error), "error": event.error, "step": event.step, "item": event.item}
-        error["message"] = message
-        attempts = int((store.get_step(event.job_id, event.step, event.item) or {}).get("attempts", 0))
-        store.put_step(event.job_id, event.step, event.item, {"status": "failed", "error": error})
-    job = store.get_job(event.job_id) or {}
+        error = JobError(
+            kind=kind_of(event.error), error=event.error, step=event.step, item=event.item, message=message
+        )
+        record = checkpoints.get_step(event.job_id, event.step, event.item)
+        attempts = record.attempts if record else 0
+        checkpoints.put_step(
+            event.job_id, event.step, event.item, {"status": "failed", "error": error.model_dump(exclude_none=True)}
+        )
+    stored_error = error.model_dump(exclude_none=True)
+    job = jobs.get_job(event.job_id)
     if event.item is not None:
-        store.append_event(event.job_id, "item_failed", step=event.step, item=event.item, detail=error)
+        jobs.append_event(event.job_id, "item_failed", step=event.step, item=event.item, detail=stored_error)
     else:
         try:
-            store.transition(
+            jobs.transition(
                 event.job_id,
                 JobStatus.FAILED,
                 event="job_failed",
                 step=event.step,
-                item=error.get("item"),
-                detail={**error, "attempts": attempts},
-                set_fields={"error": error, "current_step": event.step},
+                item=error.item,
+                detail={**stored_error, "attempts": attempts},
+                set_fields={"error": stored_error, "current_step": event.step},
             )
-            emit("JobsFailed", workflow=event.workflow, step=event.step, kind=str(error["kind"]))
+            emit("JobsFailed", workflow=event.workflow, step=event.step, kind=error.kind)
         except TransitionRejected:
             logger.warning("job already finished; failure recorded on the step only", extra={"job_id": event.job_id})
     dead_letter = DeadLetter(
         job_id=event.job_id,
-        tenant_id=job.get("tenant_id"),
+        tenant_id=job.tenant_id if job else None,
         workflow=event.workflow,
         step=event.step,
         item=event.item,
-        error=error["error"],
-        kind=error["kind"],
-        message=error["message"],
+        error=error.error,
+        kind=error.kind,
+        message=error.message,
         attempts=attempts,
         execution=event.execution,
         trace_id=environ().get("_X_AMZN_TRACE_ID") or event.execution,
-        failed_at=store.clock.now(),
+        failed_at=services.now(),
         replay={
             "method": "POST",
             "path": f"/v1/ops/jobs/{event.job_id}/replay",
             "body": {"from_step": event.step, "reason": "<why the replay will succeed now>"},
         },
-    ).model_dump(mode="json")
+    )
     if event.error != ITEMS_FAILED:  # the summary of a fan-out sends no dead letter of its own
-        store.put_dead_letter(dead_letter)
-    return dead_letter
+        services.dead_letters.record(dead_letter)
+    return dead_letter.model_dump(mode="json")
 
 
-def _items_failed(services: Services, event: FailureEvent) -> tuple[dict[str, Any], int]:
-    items = [r for r in services.store.steps(event.job_id) if r["step"] == event.step and r.get("item") is not None]
-    failed = sorted((r for r in items if r.get("status") == "failed"), key=lambda r: int(r["item"]))
-    first = (failed[0].get("error") if failed else None) or {}
-    numbers = [int(r["item"]) for r in failed]
-    error = {
-        "kind": first.get("kind", "internal"),
-        "error": first.get("error", ITEMS_FAILED),
-        "step": event.step,
-        "item": numbers[0] if numbers else None,
-        "items": numbers,
-        "message": sanitize(
-            f"{len(failed)} of {len(items)} items failed (items {numbers}); first: {first.get('message', 'unknown')}"
-        ),
-    }
-    return error, max((int(r.get("attempts", 0)) for r in failed), default=0)
+def _items_failed(services: Services, event: FailureEvent) -> tuple[JobError, int]:
+    items = [r for r in services.checkpoints.steps(event.job_id) if r.step == event.step and r.item is not None]
+    failed = sorted((r for r in items if r.status == "failed"), key=lambda r: r.item or 0)
+    first: StepError | None = failed[0].error if failed else None
+    numbers = [r.item for r in failed if r.item is not None]
+    first_message = first.message if first else "unknown"
+    error = JobError(
+        kind=first.kind if first else "internal",
+        error=first.error if first else ITEMS_FAILED,
+        step=event.step,
+        item=numbers[0] if numbers else None,
+        items=numbers,
+        message=sanitize(f"{len(failed)} of {len(items)} items failed (items {numbers}); first: {first_message}"),
+    )
+    return error, max((r.attempts for r in failed), default=0)

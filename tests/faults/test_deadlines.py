@@ -13,7 +13,7 @@ from local.deploy import wait_until
 from local.platform import LocalPlatform
 from longhaul import operations
 from longhaul.settings import function_environment
-from longhaul.store import JobStore
+from longhaul.storage.jobs import JobStore
 from longhaul.wiring import Services, services
 from tests.faults.helpers import assert_consistent
 from tests.workflows.conftest import Client

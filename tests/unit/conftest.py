@@ -25,7 +25,8 @@ from longhaul import settings as settings_module
 from longhaul import wiring
 from longhaul.auth import api_key_item
 from longhaul.settings import function_environment
-from longhaul.store import JobStore
+from longhaul.storage.checkpoints import CheckpointStore
+from longhaul.storage.jobs import JobStore
 from tests.unit.aws_env import REGION, offline_credentials
 
 TABLE_NAME = "longhaul-test"
@@ -77,8 +78,7 @@ def _shared_loader(data_path: str | None = None) -> botocore.loaders.Loader:
 def _clear_caches() -> None:
     aws_clients.client.cache_clear()
     aws_clients.dynamodb_table.cache_clear()
-    wiring._services.cache_clear()
-    wiring._gateway.cache_clear()
+    wiring.clear()
     settings_module._parse.cache_clear()
 
 
@@ -92,27 +92,33 @@ def aws(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
     _clear_caches()
 
 
+@pytest.fixture(scope="session")
+def table_definition() -> dict[str, Any]:
+    """CreateTable arguments taken from the storage construct's synthesized template, so tests cannot drift."""
+    import aws_cdk as cdk
+    from aws_cdk import RemovalPolicy
+
+    from stacks.storage import Storage
+
+    app = cdk.App()
+    stack = cdk.Stack(app, "StorageOnly")
+    Storage(stack, "Storage", removal_policy=RemovalPolicy.DESTROY)
+    template = app.synth().get_stack_by_name("StorageOnly").template
+    (properties,) = [r["Properties"] for r in template["Resources"].values() if r["Type"] == "AWS::DynamoDB::Table"]
+    return {
+        "AttributeDefinitions": properties["AttributeDefinitions"],
+        "KeySchema": properties["KeySchema"],
+        "GlobalSecondaryIndexes": [
+            {k: v for k, v in index.items() if k in ("IndexName", "KeySchema", "Projection")}
+            for index in properties.get("GlobalSecondaryIndexes", [])
+        ],
+    }
+
+
 @pytest.fixture
-def table(aws: None) -> Any:
+def table(aws: None, table_definition: dict[str, Any]) -> Any:
     dynamodb = boto3.resource("dynamodb", region_name=REGION)
-    created = dynamodb.create_table(
-        TableName=TABLE_NAME,
-        BillingMode="PAY_PER_REQUEST",
-        AttributeDefinitions=[
-            {"AttributeName": name, "AttributeType": "S"} for name in ("pk", "sk", "gsi1pk", "gsi1sk")
-        ],
-        KeySchema=[{"AttributeName": "pk", "KeyType": "HASH"}, {"AttributeName": "sk", "KeyType": "RANGE"}],
-        GlobalSecondaryIndexes=[
-            {
-                "IndexName": "by_tenant",
-                "KeySchema": [
-                    {"AttributeName": "gsi1pk", "KeyType": "HASH"},
-                    {"AttributeName": "gsi1sk", "KeyType": "RANGE"},
-                ],
-                "Projection": {"ProjectionType": "ALL"},
-            }
-        ],
-    )
+    created = dynamodb.create_table(TableName=TABLE_NAME, BillingMode="PAY_PER_REQUEST", **table_definition)
     created.wait_until_exists()
     return created
 
@@ -151,6 +157,11 @@ def clock() -> FakeClock:
 @pytest.fixture
 def store(table: Any, clock: FakeClock) -> JobStore:
     return JobStore(table, clock=clock)
+
+
+@pytest.fixture
+def checkpoints(table: Any, clock: FakeClock) -> CheckpointStore:
+    return CheckpointStore(table, clock=clock)
 
 
 @pytest.fixture

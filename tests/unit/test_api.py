@@ -10,7 +10,7 @@ import pytest
 from boto3.dynamodb.conditions import Attr
 
 from longhaul.contracts import JobStatus
-from longhaul.store import JobStore
+from longhaul.storage.jobs import JobStore
 from tests.unit.conftest import KEY_A, KEY_B, TENANT_A, ApiResponse, CallApi
 
 pytestmark = pytest.mark.usefixtures("api_keys")

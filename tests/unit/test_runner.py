@@ -15,7 +15,7 @@ from longhaul.contracts import JobStatus
 from longhaul.errors import CancelledError, InternalError, InvalidInputError, LonghaulError, TransientError
 from longhaul.runner import MESSAGE_LIMIT, StepContext, record_failure, run_step
 from longhaul.settings import Settings
-from longhaul.store import JobStore, NewJob
+from longhaul.storage.jobs import JobStore, NewJob
 from longhaul.wiring import Services
 from tests.unit.conftest import TABLE_NAME
 

@@ -12,7 +12,7 @@ from boto3.dynamodb.conditions import Key
 from botocore.exceptions import ClientError
 
 from longhaul.contracts import JobStatus
-from longhaul.store import IdempotencyConflict, JobStore, NewJob, TransitionRejected
+from longhaul.storage.jobs import IdempotencyConflict, JobStore, NewJob, TransitionRejected
 from tests.unit.conftest import FakeClock
 
 S = JobStatus

@@ -1,7 +1,7 @@
-"""Workflow `document-analysis`, the domain side of each step. Steps exchange S3 keys, never text.
+"""Workflow `document-analysis`, its domain: the submission logic and one function per step of its spec.
 
-parse_documents → chunk_documents → build_index → retrieve_passages → extract_evidence (per passage group)
-→ draft_answer → verify_citations → publish_result.
+Steps exchange S3 keys, never text: parse_documents → chunk_documents → build_index → retrieve_passages →
+extract_evidence (per passage group) → draft_answer → verify_citations → publish_result.
 """
 
 from __future__ import annotations
@@ -13,15 +13,13 @@ from pydantic import BaseModel, TypeAdapter
 from longhaul import analysis
 from longhaul import artifacts as keys
 from longhaul.analysis import Draft, Evidence, EvidenceSet
-from longhaul.contracts import Claim, DocumentSummary, JobResult, Verification
+from longhaul.contracts import Claim, DocumentAnalysisInput, DocumentSummary, JobResult, Verification
 from longhaul.documents import Chunk, ParsedDocument, chunk_document, parse_document
 from longhaul.errors import InvalidInputError
 from longhaul.retrieval import LexicalIndex, group_passages
 from longhaul.runner import StepContext
-from longhaul.workflows import DOCUMENT_ANALYSIS
-from longhaul.workflows import STEPS as WORKFLOW_STEPS
+from longhaul.submission import Intake, PreparedInput, StoredDocument
 
-STEPS = WORKFLOW_STEPS[DOCUMENT_ANALYSIS]
 TOP_K = 16
 GROUP_SIZE = 4
 MAX_EVIDENCE = 12
@@ -29,19 +27,32 @@ NO_EVIDENCE = "The documents contain no passage that bears on this question, so 
 _CHUNKS = TypeAdapter(list[Chunk])
 
 
-class JobInputDocument(BaseModel):
-    index: int
-    name: str
-    media_type: str
-    key: str
-
-
 class JobInput(BaseModel):
+    """The accepted input, as stored for the steps (documents by reference)."""
+
     workflow: str
     question: str
-    documents: list[JobInputDocument]
+    documents: list[StoredDocument]
     max_passages: int = TOP_K
     passages_per_group: int = GROUP_SIZE
+
+
+def prepare(intake: Intake, job_input: DocumentAnalysisInput) -> PreparedInput:
+    documents = intake.documents(job_input.documents, loc=["documents"])
+    payload = JobInput(
+        workflow="document-analysis",
+        question=job_input.question,
+        documents=documents,
+        max_passages=job_input.max_passages,
+        passages_per_group=job_input.passages_per_group,
+    )
+    return PreparedInput(payload=payload, estimated_sla_seconds=estimate_sla_seconds(job_input))
+
+
+def estimate_sla_seconds(job_input: DocumentAnalysisInput) -> int:
+    inline_chars = sum(len(d.text or "") for d in job_input.documents)
+    uploads = sum(1 for d in job_input.documents if d.upload_id)
+    return 30 + 5 * len(job_input.documents) + 20 * uploads + inline_chars // 20_000
 
 
 def _input(ctx: StepContext) -> JobInput:
@@ -151,7 +162,7 @@ def publish_result(ctx: StepContext) -> dict[str, Any]:
     documents = [
         ParsedDocument.model_validate(store.get_json(k)) for k in ctx.output_of("parse_documents")["parsed_keys"]
     ]
-    job = services.store.get_job(ctx.job_id) or {}
+    job = services.jobs.get_job(ctx.job_id)
     result = JobResult(
         job_id=ctx.job_id,
         question=_input(ctx).question,
@@ -159,7 +170,7 @@ def publish_result(ctx: StepContext) -> dict[str, Any]:
         claims=claims,
         citations=analysis.unique_citations(claims),
         verification=verified["verification"],
-        model=str(job.get("model", "")),
+        model=job.model if job else "",
         documents=[
             DocumentSummary(
                 name=d.name, media_type=d.media_type, pages=len(d.pages), pages_needing_ocr=d.pages_needing_ocr

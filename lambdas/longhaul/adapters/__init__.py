@@ -1,0 +1,1 @@
+"""Adapters of the ports (`longhaul.ports`) to AWS services."""

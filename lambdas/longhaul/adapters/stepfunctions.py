@@ -1,0 +1,72 @@
+"""The workflow engine on AWS Step Functions: execution names → ARNs, and its error codes → the port's errors."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from typing import Any
+
+from botocore.exceptions import BotoCoreError, ClientError
+
+from longhaul.ports import EngineUnavailable, Execution, ExecutionStatus, RedriveRefused
+
+
+def execution_arn(state_machine_arn: str, execution_name: str) -> str:
+    return state_machine_arn.replace(":stateMachine:", ":execution:") + f":{execution_name}"
+
+
+def _code(error: ClientError) -> str:
+    return str(error.response.get("Error", {}).get("Code", ""))
+
+
+class StepFunctionsEngine:
+    def __init__(self, client: Any, state_machines: Mapping[str, str]) -> None:
+        self._client = client
+        self._machines = dict(state_machines)
+
+    def _machine(self, workflow: str) -> str:
+        try:
+            return self._machines[workflow]
+        except KeyError:
+            raise EngineUnavailable(f"workflow {workflow!r} is not deployed") from None
+
+    def start(self, workflow: str, execution: str, state: Mapping[str, Any]) -> None:
+        try:
+            self._client.start_execution(
+                stateMachineArn=self._machine(workflow), name=execution, input=json.dumps(dict(state))
+            )
+        except ClientError as error:
+            if _code(error) != "ExecutionAlreadyExists":
+                raise EngineUnavailable(f"StartExecution: {_code(error)}") from error
+        except BotoCoreError as error:
+            raise EngineUnavailable(f"StartExecution: {type(error).__name__}") from error
+
+    def stop(self, workflow: str, execution: str, *, error: str, cause: str = "") -> None:
+        arn = execution_arn(self._machine(workflow), execution)
+        try:
+            self._client.stop_execution(executionArn=arn, error=error, cause=cause)
+        except ClientError as failure:
+            if _code(failure) != "ExecutionDoesNotExist":
+                raise EngineUnavailable(f"StopExecution: {_code(failure)}") from failure
+        except BotoCoreError as failure:
+            raise EngineUnavailable(f"StopExecution: {type(failure).__name__}") from failure
+
+    def describe(self, workflow: str, execution: str) -> Execution:
+        arn = execution_arn(self._machine(workflow), execution)
+        try:
+            described = self._client.describe_execution(executionArn=arn)
+        except ClientError as error:
+            if _code(error) == "ExecutionDoesNotExist":
+                return Execution(ExecutionStatus.NOT_STARTED)
+            raise EngineUnavailable(f"DescribeExecution: {_code(error)}") from error
+        return Execution(ExecutionStatus(described["status"]), described.get("error"))
+
+    def redrive(self, workflow: str, execution: str) -> None:
+        arn = execution_arn(self._machine(workflow), execution)
+        try:
+            self._client.redrive_execution(executionArn=arn)
+        except ClientError as error:
+            message = error.response.get("Error", {}).get("Message") or _code(error)
+            raise RedriveRefused(str(message)) from None
+        except (BotoCoreError, AttributeError, NotImplementedError) as error:
+            raise RedriveRefused(f"redrive is not available here ({type(error).__name__})") from None

@@ -1,0 +1,68 @@
+"""Ports: the AWS services a use case needs, as small interfaces. Adapters live in `longhaul.adapters`; tests use
+in-memory fakes, so each use case (submission, the runner, replay, the sweep) is tested at the lowest layer.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from enum import StrEnum
+from typing import Any, Protocol
+
+from longhaul.contracts import DeadLetter
+
+
+class EngineUnavailable(Exception):
+    """The workflow engine did not accept a call (throttled, unreachable, refused): the caller may try again."""
+
+
+class RedriveRefused(Exception):
+    """The engine will not redrive this execution; the message says why."""
+
+
+class ExecutionStatus(StrEnum):
+    RUNNING = "RUNNING"
+    SUCCEEDED = "SUCCEEDED"
+    FAILED = "FAILED"
+    TIMED_OUT = "TIMED_OUT"
+    ABORTED = "ABORTED"
+    PENDING_REDRIVE = "PENDING_REDRIVE"
+    NOT_STARTED = "NOT_STARTED"  # no execution of that name exists (yet)
+
+
+@dataclass(frozen=True)
+class Execution:
+    status: ExecutionStatus
+    error: str | None = None  # the error the execution ended with (e.g. a Fail state's error name)
+
+
+class WorkflowEngine(Protocol):
+    """Runs one execution per job attempt, named by the job (`<job id>` then `<job id>-r<n>` for replays)."""
+
+    def start(self, workflow: str, execution: str, state: Mapping[str, Any]) -> None:
+        """Start it; an execution of that name that already exists counts as started. `EngineUnavailable`."""
+
+    def stop(self, workflow: str, execution: str, *, error: str, cause: str = "") -> None:
+        """Stop it if it runs; one that does not exist or has ended is fine. `EngineUnavailable`."""
+
+    def describe(self, workflow: str, execution: str) -> Execution:
+        """Its status (`NOT_STARTED` when there is none)."""
+
+    def redrive(self, workflow: str, execution: str) -> None:
+        """Redrive a failed execution from where it stopped. `RedriveRefused` with the engine's reason."""
+
+
+class DeadLetters(Protocol):
+    """Failed steps for operators: the state machine sends each one to its step's queue; this port indexes, lists
+    and removes them."""
+
+    def record(self, letter: DeadLetter) -> None: ...
+
+    def find(
+        self, *, step: str | None = None, workflow: str | None = None, tenant: str | None = None, limit: int = 100
+    ) -> list[DeadLetter]: ...
+
+    def of_job(self, job_id: str) -> list[DeadLetter]: ...
+
+    def purge(self, job_id: str) -> int:
+        """Remove the job's letters from the index and its messages from the queues; the number of messages."""

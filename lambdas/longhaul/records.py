@@ -1,0 +1,129 @@
+"""Typed records: what the stores return and the use cases read. Never `dict[str, Any]` across modules.
+
+Stored timestamps are ISO-8601 strings in DynamoDB and `datetime` here; numbers come back from DynamoDB as
+`Decimal` and are converted by `longhaul.storage.dynamo.plain` before validation.
+"""
+
+from __future__ import annotations
+
+import re
+from datetime import datetime
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from longhaul.contracts import TERMINAL_STATUSES, JobError, JobStatus, JobView, Progress, Usage
+from longhaul.step_events import WorkflowState
+
+JOB_ID = re.compile(r"^job_[0-9a-f]{28}$")
+
+StepStatus = Literal["running", "retrying", "succeeded", "failed"]
+
+
+class Record(BaseModel):
+    model_config = ConfigDict(extra="ignore", frozen=True)
+
+
+class Job(Record):
+    job_id: str
+    tenant_id: str
+    workflow: str
+    status: JobStatus
+    version: int
+    event_seq: int
+    attempts: int = 1
+    input_key: str
+    payload_hash: str
+    model: str
+    estimated_sla_seconds: int
+    progress: Progress = Field(default_factory=Progress)
+    created_at: datetime
+    updated_at: datetime
+    started_at: datetime | None = None
+    finished_at: datetime | None = None
+    deadline_at: datetime | None = None
+    deadline_seconds: int | None = None
+    idempotency_key: str | None = None
+    execution_name: str
+    current_step: str | None = None
+    error: JobError | None = None
+    result_key: str | None = None
+    usage_input_tokens: int = 0
+    usage_output_tokens: int = 0
+    stuck_reported_at: datetime | None = None
+
+    def initial_state(self) -> WorkflowState:
+        """The state document an execution of this job starts with."""
+        return WorkflowState(
+            job_id=self.job_id, tenant_id=self.tenant_id, workflow=self.workflow, input_key=self.input_key
+        )
+
+    @property
+    def finished(self) -> bool:
+        return self.status in TERMINAL_STATUSES
+
+    def view(self, *, now: datetime | None = None) -> JobView:
+        """The API's view of the job; with `now`, the ETA of a running job (a finished one has none)."""
+        progress = self.progress.model_copy()
+        if now and self.started_at and not self.finished and 0 < progress.completed < progress.total:
+            elapsed = (now - self.started_at).total_seconds()
+            progress.eta_seconds = int(elapsed / progress.completed * (progress.total - progress.completed))
+        return JobView(
+            job_id=self.job_id,
+            workflow=self.workflow,
+            status=self.status,
+            current_step=self.current_step,
+            progress=progress,
+            attempts=self.attempts,
+            model=self.model,
+            usage=Usage(input_tokens=self.usage_input_tokens, output_tokens=self.usage_output_tokens),
+            created_at=self.created_at,
+            updated_at=self.updated_at,
+            started_at=self.started_at,
+            finished_at=self.finished_at,
+            deadline_at=self.deadline_at,
+            error=self.error,
+        )
+
+
+class StepError(Record):
+    kind: str
+    error: str
+    message: str
+    step: str | None = None
+    item: int | None = None
+    items: list[int] | None = None
+    will_retry: bool | None = None
+
+
+class StepRecord(Record):
+    """A step's (or fan-out item's) progress and, once it succeeded, its checkpoint."""
+
+    step: str
+    item: int | None = None
+    status: StepStatus
+    attempts: int = 0
+    input_version: str | None = None
+    checkpoint_version: int | None = None
+    output: dict[str, Any] | None = None
+    error: StepError | None = None
+    started_at: datetime | None = None
+    finished_at: datetime | None = None
+    updated_at: datetime | None = None
+
+    @property
+    def succeeded(self) -> bool:
+        return self.status == "succeeded"
+
+
+class Charge(Record):
+    charge_id: str
+    input_tokens: int = 0
+    output_tokens: int = 0
+    at: datetime
+
+
+class IdempotencyRecord(Record):
+    job_id: str
+    payload_hash: str
+    expires_at: int

@@ -1,0 +1,73 @@
+"""The storage schema in one place: item keys, index names, the TTL attribute and artifact prefixes.
+
+Imported by the storage construct (`stacks/storage.py`), the stores and the artifact store, and by the unit tests'
+tables (built from the synthesized template), so the three cannot drift.
+
+Items:  JOB#<id>/JOB  ·  JOB#<id>/STEP#<step>[#<item>]  ·  JOB#<id>/EVENT#<seq>  ·  JOB#<id>/CHARGE#<id>
+        JOB#<id>/DEADLETTER#<step>#<item>  ·  IDEMP#<tenant>#<key>/IDEMP  ·  APIKEY#<sha256>/APIKEY
+Indexes: by_tenant (gsi1pk TENANT#<tenant>, gsi1sk <created_at>#<job>) lists a tenant's jobs by time;
+         by_state (gsi2pk STATUS#<status> | DEADLETTER, gsi2sk <time>) lists jobs by status and dead letters.
+"""
+
+from __future__ import annotations
+
+PK, SK = "pk", "sk"
+TTL_ATTRIBUTE = "expires_at"
+BY_TENANT, GSI1_PK, GSI1_SK = "by_tenant", "gsi1pk", "gsi1sk"
+BY_STATE, GSI2_PK, GSI2_SK = "by_state", "gsi2pk", "gsi2sk"
+INDEXES = {BY_TENANT: (GSI1_PK, GSI1_SK), BY_STATE: (GSI2_PK, GSI2_SK)}
+
+JOB_SK = "JOB"
+STEP_PREFIX = "STEP#"
+EVENT_PREFIX = "EVENT#"
+CHARGE_PREFIX = "CHARGE#"
+DEAD_LETTER_PREFIX = "DEADLETTER#"
+DEAD_LETTER_PARTITION = "DEADLETTER"
+EVENT_SEQ_DIGITS = 10
+
+# Artifact prefixes: intermediate ones expire (bucket lifecycle), results are kept.
+UPLOADS_PREFIX = "uploads/"
+WORK_PREFIX = "work/"
+RESULTS_PREFIX = "results/"
+INTERMEDIATE_PREFIXES = (WORK_PREFIX, UPLOADS_PREFIX)
+INTERMEDIATE_EXPIRY_DAYS = 14
+
+
+def job_pk(job_id: str) -> str:
+    return f"JOB#{job_id}"
+
+
+def job_key(job_id: str) -> dict[str, str]:
+    return {PK: job_pk(job_id), SK: JOB_SK}
+
+
+def step_sk(step: str, item: int | None) -> str:
+    return f"{STEP_PREFIX}{step}" if item is None else f"{STEP_PREFIX}{step}#{item:06d}"
+
+
+def event_sk(seq: int) -> str:
+    return f"{EVENT_PREFIX}{seq:0{EVENT_SEQ_DIGITS}d}"
+
+
+def charge_key(job_id: str, charge_id: str) -> dict[str, str]:
+    return {PK: job_pk(job_id), SK: f"{CHARGE_PREFIX}{charge_id}"}
+
+
+def dead_letter_key(job_id: str, step: str, item: int | None) -> dict[str, str]:
+    return {PK: job_pk(job_id), SK: f"{DEAD_LETTER_PREFIX}{step}#{'' if item is None else f'{item:06d}'}"}
+
+
+def idempotency_key(tenant_id: str, key: str) -> dict[str, str]:
+    return {PK: f"IDEMP#{tenant_id}#{key}", SK: "IDEMP"}
+
+
+def api_key_key(key_hash: str) -> dict[str, str]:
+    return {PK: f"APIKEY#{key_hash}", SK: "APIKEY"}
+
+
+def tenant_partition(tenant_id: str) -> str:
+    return f"TENANT#{tenant_id}"
+
+
+def status_partition(status: str) -> str:
+    return f"STATUS#{status}"

@@ -1,0 +1,56 @@
+"""The contract between the state machines and the step functions: the payloads a Task passes.
+
+The state machine builder builds every Task's payload from these models' field names (`payload`), the runner
+validates them, and the local runtime's fault middleware recognises a step invocation by them: one definition.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pydantic import BaseModel, Field
+
+
+class WorkflowState(BaseModel):
+    """The state document that travels between states: references only."""
+
+    job_id: str
+    tenant_id: str
+    workflow: str
+    input_key: str
+    steps: dict[str, Any] = Field(default_factory=dict)
+
+
+class StepEvent(BaseModel):
+    """What a Task passes to a step function (the builder builds the payload from these field names)."""
+
+    step: str
+    attempt: int = 0
+    execution: str | None = None
+    item: int | None = None
+    ref: Any = None
+    input: WorkflowState
+
+
+class FailureEvent(BaseModel):
+    job_id: str
+    step: str
+    workflow: str
+    error: str
+    cause: str | None = None
+    execution: str | None = None
+    item: int | None = None
+
+
+def payload(model: type[BaseModel], **fields: Any) -> dict[str, Any]:
+    """A Task payload for `model`: `name=value` for constants, `name="$.path"` values become `name.$` JSONPaths.
+
+    Unknown field names fail at synthesis, so a renamed field cannot silently drop out of the payload.
+    """
+    unknown = set(fields) - set(model.model_fields)
+    if unknown:
+        raise ValueError(f"{model.__name__} has no field(s) {sorted(unknown)}")
+    return {
+        (f"{name}.$" if isinstance(value, str) and value.startswith("$") else name): value
+        for name, value in fields.items()
+    }

@@ -1,0 +1,117 @@
+"""Checkpoints in DynamoDB: each step's (and fan-out item's) record, and the model charges of a job.
+
+A checkpoint commits only while its job runs (a transaction with a condition check on the job), so a step of a job
+cancelled meanwhile never commits; a charge is made once per charge id (job attempt, step, item).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+from longhaul import schema
+from longhaul.clock import Clock, SystemClock, iso
+from longhaul.records import Charge, StepRecord
+from longhaul.storage.dynamo import plain, query_prefix, transact_guarded, update_expression
+from longhaul.storage.jobs import ACTIVE, TransitionRejected
+
+
+def _step_key(job_id: str, step: str, item: int | None) -> dict[str, str]:
+    return {schema.PK: schema.job_pk(job_id), schema.SK: schema.step_sk(step, item)}
+
+
+class CheckpointStore:
+    def __init__(self, table: Any, *, clock: Clock | None = None) -> None:
+        self.table = table
+        self.client = table.meta.client
+        self.clock = clock or SystemClock()
+
+    def get_step(self, job_id: str, step: str, item: int | None = None) -> StepRecord | None:
+        got = self.table.get_item(Key=_step_key(job_id, step, item), ConsistentRead=True)
+        return StepRecord.model_validate(plain(got["Item"])) if "Item" in got else None
+
+    def put_step(self, job_id: str, step: str, item: int | None, fields: Mapping[str, Any]) -> None:
+        """Set fields of a step record; entering `running` counts an attempt."""
+        fields = {**fields, "step": step, "updated_at": iso(self.clock.now())}
+        if item is not None:
+            fields["item"] = item
+        starting = fields.get("status") == "running"
+        update = update_expression(fields, add="attempts :one" if starting else "")
+        if starting:
+            update["ExpressionAttributeValues"][":one"] = 1
+        self.table.update_item(Key=_step_key(job_id, step, item), **update)
+
+    def commit_step(self, job_id: str, step: str, item: int | None, fields: Mapping[str, Any]) -> None:
+        """Write a step's checkpoint only while the job runs: a step of a job cancelled meanwhile never commits."""
+        fields = {**fields, "step": step, "updated_at": iso(self.clock.now())}
+        if item is not None:
+            fields["item"] = item
+        live = {f":s{i}": s.value for i, s in enumerate(ACTIVE)}
+        committed = transact_guarded(
+            self.client,
+            [
+                {
+                    "ConditionCheck": {
+                        "TableName": self.table.name,
+                        "Key": schema.job_key(job_id),
+                        "ConditionExpression": f"#status IN ({', '.join(live)})",
+                        "ExpressionAttributeNames": {"#status": "status"},
+                        "ExpressionAttributeValues": live,
+                    }
+                },
+                {
+                    "Update": {
+                        "TableName": self.table.name,
+                        "Key": _step_key(job_id, step, item),
+                        **update_expression(fields),
+                    }
+                },
+            ],
+            what=f"committing {step}",
+        )
+        if not committed:
+            raise TransitionRejected(f"job {job_id} is no longer running; {step} not committed")
+
+    def steps(self, job_id: str) -> list[StepRecord]:
+        items = query_prefix(self.table, schema.job_pk(job_id), schema.STEP_PREFIX)
+        return [StepRecord.model_validate(i) for i in items]
+
+    def delete_steps(self, job_id: str, records: Iterable[tuple[str, int | None]]) -> None:
+        with self.table.batch_writer() as batch:
+            for step, item in records:
+                batch.delete_item(Key=_step_key(job_id, step, item))
+
+    # ------------------------------------------------------------------ charges
+
+    def charge(self, job_id: str, charge_id: str, *, input_tokens: int, output_tokens: int) -> bool:
+        """Add usage to the job's totals once per `charge_id`; False when already charged."""
+        return transact_guarded(
+            self.client,
+            [
+                {
+                    "Put": {
+                        "TableName": self.table.name,
+                        "Item": {
+                            **schema.charge_key(job_id, charge_id),
+                            "charge_id": charge_id,
+                            "input_tokens": input_tokens,
+                            "output_tokens": output_tokens,
+                            "at": iso(self.clock.now()),
+                        },
+                        "ConditionExpression": "attribute_not_exists(pk)",
+                    }
+                },
+                {
+                    "Update": {
+                        "TableName": self.table.name,
+                        "Key": schema.job_key(job_id),
+                        "UpdateExpression": "ADD usage_input_tokens :i, usage_output_tokens :o",
+                        "ExpressionAttributeValues": {":i": input_tokens, ":o": output_tokens},
+                    }
+                },
+            ],
+            what=f"charging job {job_id}",
+        )
+
+    def charges(self, job_id: str) -> list[Charge]:
+        return [Charge.model_validate(i) for i in query_prefix(self.table, schema.job_pk(job_id), schema.CHARGE_PREFIX)]

@@ -1,0 +1,436 @@
+"""The job aggregate in DynamoDB: jobs, their event log, idempotency records, and the API keys that own them.
+
+Status changes are conditional writes on the current status and a version number, in one transaction with the
+event that records them, so an invalid or late transition is rejected and never half-written. Events that change
+no status take their sequence number from the same counter in the same kind of transaction: the log is gapless.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from datetime import timedelta
+from typing import Any
+
+from botocore.exceptions import ClientError
+
+from longhaul import schema
+from longhaul.auth import Principal, key_hash
+from longhaul.clock import Clock, SystemClock, iso
+from longhaul.contracts import TERMINAL_STATUSES, EventView, JobStatus
+from longhaul.errors import TransientError
+from longhaul.records import IdempotencyRecord, Job
+from longhaul.storage.dynamo import Cancelled, backoff, plain, transact, update_expression
+
+S = JobStatus
+# Which statuses a job may move to from each status. Anything else is rejected.
+TRANSITIONS: dict[JobStatus, frozenset[JobStatus]] = {
+    S.QUEUED: frozenset({S.RUNNING, S.FAILED, S.CANCEL_REQUESTED, S.CANCELLED, S.EXPIRED}),
+    S.RUNNING: frozenset({S.RETRYING, S.WAITING_FOR_REVIEW, S.COMPLETED, S.FAILED, S.CANCEL_REQUESTED, S.EXPIRED}),
+    S.RETRYING: frozenset({S.RUNNING, S.FAILED, S.CANCEL_REQUESTED, S.EXPIRED}),
+    S.WAITING_FOR_REVIEW: frozenset({S.RUNNING, S.FAILED, S.CANCEL_REQUESTED, S.EXPIRED}),
+    S.CANCEL_REQUESTED: frozenset({S.CANCELLED, S.FAILED, S.COMPLETED}),
+    S.COMPLETED: frozenset(),
+    # Only an operator's replay leaves these: a new attempt of the same job.
+    S.FAILED: frozenset({S.QUEUED}),
+    S.CANCELLED: frozenset({S.QUEUED}),
+    S.EXPIRED: frozenset({S.QUEUED}),
+}
+ACTIVE = frozenset({S.RUNNING, S.RETRYING})
+EVENT_PAGE_MAX = 200
+APPEND_TRIES = 25
+TRANSITION_TRIES = 8
+
+
+class TransitionRejected(Exception):
+    """The job was not in a status from which this transition is allowed (or changed concurrently)."""
+
+
+class IdempotencyConflict(Exception):
+    """The idempotency key was used with a different payload."""
+
+    def __init__(self, job_id: str) -> None:
+        super().__init__(job_id)
+        self.job_id = job_id
+
+
+@dataclass(frozen=True)
+class NewJob:
+    job_id: str
+    tenant_id: str
+    workflow: str
+    input_key: str
+    payload_hash: str
+    model: str
+    estimated_sla_seconds: int
+    idempotency_key: str | None = None
+    total_steps: int = 0
+    deadline_at: str | None = None
+    deadline_seconds: int | None = None
+
+
+def _job(item: Mapping[str, Any]) -> Job:
+    return Job.model_validate(plain(item))
+
+
+class JobStore:
+    def __init__(self, table: Any, *, clock: Clock | None = None, idempotency_ttl: timedelta = timedelta(hours=24)):
+        self.table = table
+        self.client = table.meta.client
+        self.clock = clock or SystemClock()
+        self.idempotency_ttl = idempotency_ttl
+
+    # ------------------------------------------------------------------ API keys
+
+    def principal_for_key(self, api_key: str) -> Principal | None:
+        item = self.table.get_item(Key=schema.api_key_key(key_hash(api_key))).get("Item")
+        return Principal(tenant_id=item["tenant_id"], role=item.get("role", "tenant")) if item else None
+
+    # ------------------------------------------------------------------ jobs
+
+    def create_job(self, job: NewJob) -> tuple[Job, bool]:
+        """Create the job (and its idempotency record) atomically. Returns (job, created).
+
+        With an idempotency key, a concurrent or repeated submission of the same payload returns the existing
+        job; a different payload raises `IdempotencyConflict`.
+        """
+        now = self.clock.now()
+        item: dict[str, Any] = {
+            **schema.job_key(job.job_id),
+            "job_id": job.job_id,
+            "tenant_id": job.tenant_id,
+            "workflow": job.workflow,
+            "status": S.QUEUED.value,
+            "version": 1,
+            "event_seq": 1,
+            "attempts": 1,
+            "input_key": job.input_key,
+            "payload_hash": job.payload_hash,
+            "model": job.model,
+            "estimated_sla_seconds": job.estimated_sla_seconds,
+            "progress": {"completed": 0, "total": job.total_steps, "unit": "steps", "message": "queued"},
+            "created_at": iso(now),
+            "updated_at": iso(now),
+            schema.GSI1_PK: schema.tenant_partition(job.tenant_id),
+            schema.GSI1_SK: f"{iso(now)}#{job.job_id}",
+            schema.GSI2_PK: schema.status_partition(S.QUEUED.value),
+            schema.GSI2_SK: iso(now),
+            "execution_name": job.job_id,
+        }
+        if job.deadline_at:
+            item["deadline_at"] = job.deadline_at
+            item["deadline_seconds"] = job.deadline_seconds
+        if job.idempotency_key:
+            item["idempotency_key"] = job.idempotency_key
+        writes: list[dict[str, Any]] = [
+            {"Put": {"TableName": self.table.name, "Item": item, "ConditionExpression": "attribute_not_exists(pk)"}},
+            {"Put": {"TableName": self.table.name, "Item": self._event_item(job.job_id, 1, "job_queued", S.QUEUED)}},
+        ]
+        if job.idempotency_key:
+            writes.append(
+                {
+                    "Put": {
+                        "TableName": self.table.name,
+                        "Item": {
+                            **schema.idempotency_key(job.tenant_id, job.idempotency_key),
+                            "job_id": job.job_id,
+                            "payload_hash": job.payload_hash,
+                            "created_at": iso(now),
+                            schema.TTL_ATTRIBUTE: int((now + self.idempotency_ttl).timestamp()),
+                        },
+                        "ConditionExpression": f"attribute_not_exists(pk) OR {schema.TTL_ATTRIBUTE} < :now",
+                        "ExpressionAttributeValues": {":now": int(now.timestamp())},
+                    }
+                }
+            )
+        try:
+            transact(self.client, writes)
+            return _job(item), True
+        except Cancelled:
+            if not job.idempotency_key:
+                raise
+        existing = None
+        for tries in range(APPEND_TRIES):  # the winner's transaction may still be committing
+            existing = self.find_idempotent(job.tenant_id, job.idempotency_key)
+            if existing is not None:
+                break
+            backoff(tries)
+        if existing is None:
+            raise TransientError("a concurrent submission with this Idempotency-Key is still being written; retry")
+        if existing.payload_hash != job.payload_hash:
+            raise IdempotencyConflict(existing.job_id)
+        found = self.get_job(existing.job_id)
+        if found is None:
+            raise TransientError("the job of this Idempotency-Key is not visible yet; retry")
+        return found, False
+
+    def find_idempotent(self, tenant_id: str, key: str) -> IdempotencyRecord | None:
+        item = self.table.get_item(Key=schema.idempotency_key(tenant_id, key), ConsistentRead=True).get("Item")
+        if item and int(item[schema.TTL_ATTRIBUTE]) >= int(self.clock.now().timestamp()):
+            return IdempotencyRecord.model_validate(plain(item))
+        return None
+
+    def get_job(self, job_id: str, *, tenant_id: str | None = None) -> Job | None:
+        """The job, or None, also when it belongs to another tenant (a 404, never a 403)."""
+        item = self.table.get_item(Key=schema.job_key(job_id), ConsistentRead=True).get("Item")
+        if item is None or (tenant_id is not None and item["tenant_id"] != tenant_id):
+            return None
+        return _job(item)
+
+    def transition(
+        self,
+        job_id: str,
+        to: JobStatus,
+        *,
+        event: str,
+        step: str | None = None,
+        item: int | None = None,
+        detail: Mapping[str, Any] | None = None,
+        set_fields: Mapping[str, Any] | None = None,
+        allowed_from: Iterable[JobStatus] | None = None,
+    ) -> Job:
+        """Compare-and-set the job's status (on status and version) and append the event, atomically."""
+        allowed = None if allowed_from is None else set(allowed_from)
+        for _ in range(TRANSITION_TRIES):
+            current = self.get_job(job_id)
+            if current is None:
+                raise TransitionRejected(f"job {job_id} does not exist")
+            source = current.status
+            permitted = TRANSITIONS[source] if allowed is None or source in allowed else frozenset()
+            if to not in permitted:
+                raise TransitionRejected(f"{source.value} → {to.value} is not allowed")
+            seq = current.event_seq + 1
+            now = iso(self.clock.now())
+            fields: dict[str, Any] = {
+                "status": to.value,
+                "updated_at": now,
+                schema.GSI2_PK: schema.status_partition(to.value),
+                schema.GSI2_SK: now,
+            }
+            fields.update(set_fields or {})
+            if to in TERMINAL_STATUSES:
+                fields["finished_at"] = now
+            if to == S.RUNNING and current.started_at is None:
+                fields["started_at"] = now
+            update = update_expression(fields, extra_set=("version = :v1", "event_seq = :seq"))
+            try:
+                transact(
+                    self.client,
+                    [
+                        {
+                            "Update": {
+                                "TableName": self.table.name,
+                                "Key": schema.job_key(job_id),
+                                "UpdateExpression": update["UpdateExpression"],
+                                "ConditionExpression": "version = :v0 AND #status = :from AND event_seq = :seq0",
+                                "ExpressionAttributeNames": {**update["ExpressionAttributeNames"], "#status": "status"},
+                                "ExpressionAttributeValues": {
+                                    **update["ExpressionAttributeValues"],
+                                    ":v0": current.version,
+                                    ":v1": current.version + 1,
+                                    ":seq": seq,
+                                    ":seq0": seq - 1,
+                                    ":from": source.value,
+                                },
+                            }
+                        },
+                        {
+                            "Put": {
+                                "TableName": self.table.name,
+                                "Item": self._event_item(job_id, seq, event, to, step, item, detail=detail),
+                                "ConditionExpression": "attribute_not_exists(pk)",
+                            }
+                        },
+                    ],
+                )
+                merged = {**current.model_dump(mode="json"), **fields, "version": current.version + 1, "event_seq": seq}
+                return _job(merged)
+            except Cancelled:
+                continue  # it changed meanwhile: read again
+        raise TransitionRejected(f"job {job_id} kept changing; transition to {to.value} abandoned")
+
+    def update_job(self, job_id: str, fields: Mapping[str, Any], *, only_if: Iterable[JobStatus] = ACTIVE) -> bool:
+        """Set informational fields (current step, progress) while the job is in one of `only_if`."""
+        now = iso(self.clock.now())
+        update = update_expression({**fields, "updated_at": now, schema.GSI2_SK: now})
+        allowed = {f":s{i}": s.value for i, s in enumerate(only_if)}
+        try:
+            self.table.update_item(
+                Key=schema.job_key(job_id),
+                UpdateExpression=update["UpdateExpression"],
+                ConditionExpression=f"#status IN ({', '.join(allowed)})",
+                ExpressionAttributeNames={**update["ExpressionAttributeNames"], "#status": "status"},
+                ExpressionAttributeValues={**update["ExpressionAttributeValues"], **allowed},
+            )
+            return True
+        except ClientError as error:
+            if error.response["Error"]["Code"] == "ConditionalCheckFailedException":
+                return False
+            raise
+
+    def mark_stuck(self, job_id: str, at: str) -> None:
+        """Remember when a job was reported stuck, without making it look updated."""
+        self.table.update_item(
+            Key=schema.job_key(job_id),
+            UpdateExpression="SET stuck_reported_at = :at",
+            ConditionExpression="attribute_exists(pk)",
+            ExpressionAttributeValues={":at": at},
+        )
+
+    def discard_new_job(self, job: Job) -> None:
+        """Undo `create_job` for a job whose execution could not be started (nothing stays of a rejected job)."""
+        deletes: list[dict[str, Any]] = [
+            {
+                "Delete": {
+                    "TableName": self.table.name,
+                    "Key": schema.job_key(job.job_id),
+                    "ConditionExpression": "#status = :queued",
+                    "ExpressionAttributeNames": {"#status": "status"},
+                    "ExpressionAttributeValues": {":queued": S.QUEUED.value},
+                }
+            },
+            {
+                "Delete": {
+                    "TableName": self.table.name,
+                    "Key": {schema.PK: schema.job_pk(job.job_id), schema.SK: schema.event_sk(1)},
+                }
+            },
+        ]
+        if job.idempotency_key:
+            deletes.append(
+                {
+                    "Delete": {
+                        "TableName": self.table.name,
+                        "Key": schema.idempotency_key(job.tenant_id, job.idempotency_key),
+                        "ConditionExpression": "job_id = :job",
+                        "ExpressionAttributeValues": {":job": job.job_id},
+                    }
+                }
+            )
+        transact(self.client, deletes)
+
+    # ------------------------------------------------------------------ events
+
+    def append_event(
+        self,
+        job_id: str,
+        event: str,
+        *,
+        step: str | None = None,
+        item: int | None = None,
+        attempt: int | None = None,
+        detail: Mapping[str, Any] | None = None,
+    ) -> int:
+        """Append an event that changes no status: the job's counter and the event are written together, so a
+        reader never sees seq N+1 before N."""
+        for tries in range(APPEND_TRIES):
+            current = self.get_job(job_id)
+            if current is None:
+                raise TransitionRejected(f"job {job_id} does not exist")
+            seq = current.event_seq + 1
+            try:
+                transact(
+                    self.client,
+                    [
+                        {
+                            "Update": {
+                                "TableName": self.table.name,
+                                "Key": schema.job_key(job_id),
+                                "UpdateExpression": "SET event_seq = :seq",
+                                "ConditionExpression": "event_seq = :previous",
+                                "ExpressionAttributeValues": {":seq": seq, ":previous": seq - 1},
+                            }
+                        },
+                        {
+                            "Put": {
+                                "TableName": self.table.name,
+                                "Item": self._event_item(job_id, seq, event, None, step, item, attempt, detail),
+                                "ConditionExpression": "attribute_not_exists(pk)",
+                            }
+                        },
+                    ],
+                )
+                return seq
+            except Cancelled:
+                backoff(tries)  # another writer took that seq: read again
+        raise TransientError(f"the event log of job {job_id} stayed contended; retry")
+
+    def list_events(self, job_id: str, *, after: int = 0, limit: int = 100) -> tuple[list[EventView], int | None]:
+        """Events with seq > after, oldest first; returns (events, next cursor or None)."""
+        limit = max(1, min(limit, EVENT_PAGE_MAX))
+        response = self.table.query(
+            KeyConditionExpression="pk = :pk AND sk BETWEEN :lo AND :hi",
+            ExpressionAttributeValues={
+                ":pk": schema.job_pk(job_id),
+                ":lo": schema.event_sk(after + 1),
+                ":hi": schema.event_sk(10**schema.EVENT_SEQ_DIGITS - 1),
+            },
+            Limit=limit,
+            ConsistentRead=True,
+        )
+        events = [EventView.model_validate(plain(i)) for i in response.get("Items", [])]
+        more = "LastEvaluatedKey" in response and len(events) == limit
+        return events, (events[-1].seq if more and events else None)
+
+    def _event_item(
+        self,
+        job_id: str,
+        seq: int,
+        event: str,
+        status: JobStatus | None = None,
+        step: str | None = None,
+        item: int | None = None,
+        attempt: int | None = None,
+        detail: Mapping[str, Any] | None = None,
+    ) -> dict[str, Any]:
+        record: dict[str, Any] = {
+            schema.PK: schema.job_pk(job_id),
+            schema.SK: schema.event_sk(seq),
+            "seq": seq,
+            "type": event,
+            "at": iso(self.clock.now()),
+        }
+        optional = {"status": status.value if status else None, "step": step, "item": item, "attempt": attempt}
+        record.update({k: v for k, v in optional.items() if v is not None})
+        if detail:
+            record["detail"] = dict(detail)
+        return record
+
+    # ------------------------------------------------------------------ listings
+
+    def list_jobs(
+        self,
+        *,
+        tenant_id: str | None = None,
+        status: JobStatus | None = None,
+        limit: int | None = 50,
+        oldest_first: bool = False,
+    ) -> list[Job]:
+        """A tenant's jobs by creation, or jobs in a status by last update; newest first unless `oldest_first`.
+        `limit=None` reads them all."""
+        if tenant_id is not None:
+            kwargs: dict[str, Any] = {
+                "IndexName": schema.BY_TENANT,
+                "KeyConditionExpression": f"{schema.GSI1_PK} = :pk",
+                "ExpressionAttributeValues": {":pk": schema.tenant_partition(tenant_id)},
+            }
+            if status is not None:
+                kwargs["FilterExpression"] = "#status = :status"
+                kwargs["ExpressionAttributeNames"] = {"#status": "status"}
+                kwargs["ExpressionAttributeValues"][":status"] = status.value
+        elif status is not None:
+            kwargs = {
+                "IndexName": schema.BY_STATE,
+                "KeyConditionExpression": f"{schema.GSI2_PK} = :pk",
+                "ExpressionAttributeValues": {":pk": schema.status_partition(status.value)},
+            }
+        else:
+            raise ValueError("list jobs by tenant, by status, or both")
+        items: list[Job] = []
+        while limit is None or len(items) < limit:
+            response = self.table.query(ScanIndexForward=oldest_first, **kwargs)
+            items.extend(_job(i) for i in response.get("Items", []))
+            if "LastEvaluatedKey" not in response:
+                break
+            kwargs["ExclusiveStartKey"] = response["LastEvaluatedKey"]
+        return items if limit is None else items[:limit]
