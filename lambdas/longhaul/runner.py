@@ -72,12 +72,14 @@ class StepContext:
     def output_of(self, step: str) -> dict[str, Any]:
         return self.event.input.steps[step]
 
-    def charge(self, usage: Usage) -> None:
-        """Charge a model call to the job once per (job attempt, step, item): retries never charge twice."""
+    def charge(self, usage: Usage, *, call: int = 0) -> None:
+        """Charge a model call to the job once per (job attempt, step, item, call): a retried step never charges
+        twice for the same call; `call` numbers the calls of one step (re-extractions, say)."""
         item = "" if self.event.item is None else str(self.event.item)
+        suffix = f"/{call}" if call else ""
         self.services.checkpoints.charge(
             self.job_id,
-            f"{self.job_attempt}/{self.event.step}/{item}",
+            f"{self.job_attempt}/{self.event.step}/{item}{suffix}",
             input_tokens=usage.input_tokens,
             output_tokens=usage.output_tokens,
         )

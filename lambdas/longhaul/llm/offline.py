@@ -2,12 +2,16 @@
 
 It reads the request's structured `context` (not the prompt), picks verbatim sentences by term overlap
 with the question and answers in the JSON shapes a remote model is asked for. Same input, same bytes out.
+A request naming its own deterministic stand-in (`ModelRequest.offline`, "module:function") is answered by it:
+that is how a workflow brings the offline behaviour of its tasks without a change here.
 """
 
 from __future__ import annotations
 
+import importlib
 import json
 import math
+from collections.abc import Callable
 from typing import Any
 
 from pydantic import BaseModel, ValidationError
@@ -130,13 +134,9 @@ class OfflineExtractiveModel:
 
     def generate(self, request: ModelRequest) -> ModelResponse:
         try:
-            if request.task == "extract_evidence":
-                payload = _extract(_ExtractContext.model_validate(request.context))
-            else:
-                payload = _draft(self.model_id, _DraftContext.model_validate(request.context))
+            text = self._respond(request)
         except ValidationError as error:
             raise InternalError(f"offline model: malformed {request.task} context: {error}") from error
-        text = json.dumps(payload, ensure_ascii=False)
         return ModelResponse(
             text=text,
             usage=Usage(
@@ -146,3 +146,23 @@ class OfflineExtractiveModel:
             model_id=self.model_id,
             stop_reason="end_turn",
         )
+
+    def _respond(self, request: ModelRequest) -> str:
+        if request.offline:
+            return _stand_in(request.offline)(request.context)
+        if request.task == "extract_evidence":
+            payload = _extract(_ExtractContext.model_validate(request.context))
+        elif request.task == "draft_answer":
+            payload = _draft(self.model_id, _DraftContext.model_validate(request.context))
+        else:
+            raise InternalError(f"offline model: no deterministic stand-in for task {request.task!r}")
+        return json.dumps(payload, ensure_ascii=False)
+
+
+def _stand_in(path: str) -> Callable[[dict[str, Any]], str]:
+    module, _, name = path.partition(":")
+    try:
+        answer: Callable[[dict[str, Any]], str] = getattr(importlib.import_module(module), name)
+    except (ImportError, AttributeError) as error:
+        raise InternalError(f"offline model: no stand-in {path!r} ({error})") from error
+    return answer

@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
-from typing import Any, Literal, Protocol
+from typing import Any, Protocol
 
 from pydantic import BaseModel, Field
 
-Task = Literal["extract_evidence", "draft_answer"]
+# What a request asks for, named by the step's domain (e.g. "extract_evidence", "extract_invoice").
+Task = str
 
 
 class Usage(BaseModel):
@@ -25,6 +26,14 @@ class ModelRequest(BaseModel):
     prompt: str
     context: dict[str, Any]
     max_tokens: int = Field(default=2048, gt=0)
+    response_schema: dict[str, Any] | None = Field(
+        default=None, description="JSON schema of the answer: providers with structured output enforce it."
+    )
+    offline: str | None = Field(
+        default=None,
+        description="`module:function` answering this task deterministically from `context`, for the offline "
+        "model: a workflow brings the stand-in of its own tasks.",
+    )
 
 
 class ModelResponse(BaseModel):

@@ -8,12 +8,10 @@ from typing import Annotated, Any, Literal, Union
 from pydantic import Field, TypeAdapter, create_model
 
 from longhaul.contracts import JobRequestBase
-from longhaul.workflows.document_analysis.spec import SPEC as DOCUMENT_ANALYSIS
 from longhaul.workflows.spec import Registry, StepKind, StepSpec, WorkflowSpec
 
-REGISTRY = Registry(
-    DOCUMENT_ANALYSIS,
-)
+# Each name is a package here whose `spec` module defines `SPEC`.
+REGISTRY = Registry.of("document_analysis")
 
 
 def _request_model(spec: WorkflowSpec) -> type[JobRequestBase]:

@@ -114,6 +114,11 @@ class Registry(Mapping[str, WorkflowSpec]):
     def __init__(self, *specs: WorkflowSpec) -> None:
         self._specs = {s.name: s for s in specs}
 
+    @classmethod
+    def of(cls, *packages: str) -> Registry:
+        """The specs of `longhaul.workflows.<package>.spec` (light modules: models and step lists only)."""
+        return cls(*(importlib.import_module(f"longhaul.workflows.{p}.spec").SPEC for p in packages))
+
     def __getitem__(self, name: str) -> WorkflowSpec:
         return self._specs[name]
 
