@@ -1,7 +1,8 @@
 """Shared fixtures for the domain and API tests: moto in-process (no network), a fake clock, an API caller.
 
 `aws` starts `mock_aws` with dummy credentials; `table`, `bucket` and `state_machine_arn` create the
-resources the way the storage/workflow constructs describe them (one table pk/sk + GSI `by_tenant`).
+resources the way the storage/workflow constructs describe them (the table from the synthesized template).
+`services` wires the use cases to the stores on moto and to in-memory fakes of the engine and dead letters.
 Process-wide caches (boto3 clients, services, settings) are cleared around each test so each test talks to
 its own mock.
 """
@@ -23,11 +24,13 @@ from moto import mock_aws
 from longhaul import aws as aws_clients
 from longhaul import settings as settings_module
 from longhaul import wiring
+from longhaul.artifacts import ArtifactStore
 from longhaul.auth import api_key_item
-from longhaul.settings import function_environment
+from longhaul.settings import Settings, function_environment
 from longhaul.storage.checkpoints import CheckpointStore
 from longhaul.storage.jobs import JobStore
 from tests.unit.aws_env import REGION, offline_credentials
+from tests.unit.fakes import FakeDeadLetters, FakeEngine
 
 TABLE_NAME = "longhaul-test"
 BUCKET_NAME = "longhaul-test-artifacts"
@@ -162,6 +165,43 @@ def store(table: Any, clock: FakeClock) -> JobStore:
 @pytest.fixture
 def checkpoints(table: Any, clock: FakeClock) -> CheckpointStore:
     return CheckpointStore(table, clock=clock)
+
+
+@pytest.fixture
+def engine() -> FakeEngine:
+    return FakeEngine()
+
+
+@pytest.fixture
+def dead_letters() -> FakeDeadLetters:
+    return FakeDeadLetters()
+
+
+@pytest.fixture
+def services(
+    store: JobStore,
+    checkpoints: CheckpointStore,
+    s3: Any,
+    bucket: str,
+    engine: FakeEngine,
+    dead_letters: FakeDeadLetters,
+) -> wiring.Services:
+    """The use cases' services: the stores on moto (sharing the fake clock), the engine and dead letters faked."""
+    settings = Settings.model_validate(
+        {
+            "LONGHAUL_TABLE": TABLE_NAME,
+            "LONGHAUL_BUCKET": bucket,
+            "LONGHAUL_WORKFLOWS": json.dumps({"document-analysis": "arn:aws:states:::stateMachine:document-analysis"}),
+        }
+    )
+    return wiring.Services(
+        settings=settings,
+        jobs=store,
+        checkpoints=checkpoints,
+        artifacts=ArtifactStore(s3, bucket),
+        engine=engine,
+        dead_letters=dead_letters,
+    )
 
 
 @pytest.fixture

@@ -108,6 +108,7 @@ def test_submit_accepts_the_job_and_starts_an_execution_named_after_it(
         "tenant_id": TENANT_A,
         "workflow": "document-analysis",
         "input_key": f"work/{job_id}/input.json",
+        "steps": {},
     }
 
     # and the job, its input document and the inline texts are stored

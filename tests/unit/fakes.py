@@ -1,0 +1,111 @@
+"""In-memory fakes of the ports (`longhaul.ports`): the workflow engine and the dead letters.
+
+Use cases (replay, the sweep, the runner) are tested against these, so a test says what the engine was asked to do
+and what it answered without running an interpreter. They keep the contracts of the ports: starting an execution
+that exists counts as started, stopping a missing or ended one is fine, an unknown execution is `NOT_STARTED`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from longhaul.contracts import DeadLetter
+from longhaul.ports import EngineUnavailable, Execution, ExecutionStatus, RedriveRefused
+
+ENDED = frozenset(
+    {ExecutionStatus.SUCCEEDED, ExecutionStatus.FAILED, ExecutionStatus.TIMED_OUT, ExecutionStatus.ABORTED}
+)
+
+
+@dataclass(frozen=True)
+class Started:
+    workflow: str
+    execution: str
+    state: dict[str, Any]
+
+
+@dataclass(frozen=True)
+class Stopped:
+    workflow: str
+    execution: str
+    error: str
+    cause: str
+
+
+@dataclass
+class FakeEngine:
+    """A `WorkflowEngine` that records its calls. Set `unavailable` to make start/stop raise `EngineUnavailable`,
+    `refuse_redrive` to a reason to make redrive raise `RedriveRefused`, and statuses with `set_status`."""
+
+    unavailable: bool = False
+    refuse_redrive: str | None = None
+    executions: dict[tuple[str, str], Execution] = field(default_factory=dict)
+    started: list[Started] = field(default_factory=list)
+    stopped: list[Stopped] = field(default_factory=list)
+    redriven: list[tuple[str, str]] = field(default_factory=list)
+
+    def set_status(self, workflow: str, execution: str, status: ExecutionStatus, *, error: str | None = None) -> None:
+        self.executions[(workflow, execution)] = Execution(status, error)
+
+    def status(self, workflow: str, execution: str) -> ExecutionStatus:
+        return self.describe(workflow, execution).status
+
+    def start(self, workflow: str, execution: str, state: Mapping[str, Any]) -> None:
+        if self.unavailable:
+            raise EngineUnavailable("StartExecution: ThrottlingException")
+        if (workflow, execution) in self.executions:
+            return  # one execution per name: a second start counts as started
+        self.started.append(Started(workflow, execution, dict(state)))
+        self.executions[(workflow, execution)] = Execution(ExecutionStatus.RUNNING)
+
+    def stop(self, workflow: str, execution: str, *, error: str, cause: str = "") -> None:
+        if self.unavailable:
+            raise EngineUnavailable("StopExecution: ThrottlingException")
+        self.stopped.append(Stopped(workflow, execution, error, cause))
+        current = self.executions.get((workflow, execution))
+        if current is not None and current.status == ExecutionStatus.RUNNING:
+            self.executions[(workflow, execution)] = Execution(ExecutionStatus.ABORTED, error)
+
+    def describe(self, workflow: str, execution: str) -> Execution:
+        return self.executions.get((workflow, execution), Execution(ExecutionStatus.NOT_STARTED))
+
+    def redrive(self, workflow: str, execution: str) -> None:
+        if self.refuse_redrive is not None:
+            raise RedriveRefused(self.refuse_redrive)
+        current = self.executions.get((workflow, execution))
+        if current is None or current.status not in ENDED - {ExecutionStatus.SUCCEEDED}:
+            raise RedriveRefused(f"execution {execution} is not redrivable")
+        self.redriven.append((workflow, execution))
+        self.executions[(workflow, execution)] = Execution(ExecutionStatus.RUNNING)
+
+
+@dataclass
+class FakeDeadLetters:
+    """`DeadLetters` in a list: one letter per (job, step, item), as the table keeps them; `find` is newest first."""
+
+    letters: list[DeadLetter] = field(default_factory=list)
+    purged: list[str] = field(default_factory=list)
+
+    def record(self, letter: DeadLetter) -> None:
+        self.letters = [
+            d for d in self.letters if (d.job_id, d.step, d.item) != (letter.job_id, letter.step, letter.item)
+        ]
+        self.letters.append(letter)
+
+    def find(
+        self, *, step: str | None = None, workflow: str | None = None, tenant: str | None = None, limit: int = 100
+    ) -> list[DeadLetter]:
+        wanted = {"step": step, "workflow": workflow, "tenant_id": tenant}
+        matching = [d for d in self.letters if all(v is None or getattr(d, k) == v for k, v in wanted.items())]
+        return sorted(matching, key=lambda d: d.failed_at, reverse=True)[:limit]
+
+    def of_job(self, job_id: str) -> list[DeadLetter]:
+        return [d for d in self.letters if d.job_id == job_id]
+
+    def purge(self, job_id: str) -> int:
+        removed = self.of_job(job_id)
+        self.letters = [d for d in self.letters if d.job_id != job_id]
+        self.purged.append(job_id)
+        return len(removed)
