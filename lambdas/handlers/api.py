@@ -110,11 +110,17 @@ def _validation_problem(error: RequestValidationError) -> Response[str]:
     errors = error.errors()
     if any(e.get("type") == "json_invalid" for e in errors):
         return _problem_response(MalformedJson("the body could not be parsed as JSON"))
-    details = [{"loc": list(e.get("loc", ())), "msg": e.get("msg", ""), "type": e.get("type", "")} for e in errors]
+    details = [{"loc": _location(e.get("loc", ())), "msg": e.get("msg", ""), "type": e.get("type", "")} for e in errors]
     extra: dict[str, Any] = {}
     if any(tuple(e["loc"][:2]) == ("body", "workflow") for e in details):
         extra["allowed_workflows"] = list(REGISTRY)
     return _problem_response(InvalidRequest("see `errors` for what is not allowed", errors=details, **extra))
+
+
+def _location(loc: tuple[int | str, ...] | list[int | str]) -> list[int | str]:
+    """A field's location as the client wrote it: without the union's tag (`body.<workflow>.input` → `body.input`)."""
+    parts = list(loc)
+    return parts[:1] + parts[2:] if len(parts) > 1 and parts[0] == "body" and parts[1] in REGISTRY else parts
 
 
 @app.not_found
