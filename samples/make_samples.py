@@ -1,4 +1,4 @@
-"""Regenerate the sample PDFs and `request.json` from the texts in this script and `documents/`.
+"""Regenerate the sample PDFs and requests from the texts in this script, `documents/` and `invoices/`.
 
 Run from anywhere: `python samples/make_samples.py`. Output is byte-for-byte reproducible.
 """
@@ -13,6 +13,7 @@ from fpdf import FPDF
 
 HERE = Path(__file__).resolve().parent
 DOCUMENTS = HERE / "documents"
+INVOICES = HERE / "invoices"
 CREATED = datetime(2025, 3, 1, 9, 0, 0, tzinfo=UTC)
 QUESTION = "What are the main risks in these contracts, e.g. liability caps, termination and data protection?"
 INLINE_DOCUMENTS = (
@@ -117,6 +118,63 @@ SCHEDULE_PAGE: list[tuple[str, list[str]]] = [
 ]
 
 
+# Invoices printed to PDF, one list of lines per page. A monospaced font keeps the columns aligned in the text
+# that PDF extraction gives back. Core PDF fonts only cover latin-1: no euro sign here.
+INVOICE_PDFS: dict[str, list[list[str]]] = {
+    "inv_03_cobalt.pdf": [
+        [
+            "COBALT TECHNICAL SERVICES INC.",
+            "Seller: Cobalt Technical Services Inc.",
+            "Invoice # CTS-1108",
+            "Invoice date: March 12, 2025",
+            "",
+            "Item #      Qty   Description                        Rate      Ext. Price",
+            "NW-5000      12   Installation labour (per hour)   $95.00      $1,140.00",
+            "NW-5100       1   Site survey (fixed fee)         $350.00        $350.00",
+            "",
+            "Subtotal                                                       $1,490.00",
+            "Sales tax (0%)                                                     $0.00",
+            "Total due                                                      $1,490.00",
+        ]
+    ],
+    "inv_04_delta.pdf": [
+        [
+            "DELTA INDUSTRIAL DISTRIBUTION",
+            "Vendor: Delta Industrial Distribution Co.",
+            "Invoice Number: DID-55102",
+            "Invoice Date: 03/18/2025",
+            "Currency: USD",
+            "",
+            "SKU        Description                      Quantity   Unit Price    Line Total",
+            "NW-1002    Steel bracket, 60 mm                  100         5.90        590.00",
+            "NW-2020    Hex nut M8 (box of 100)                10         9.60         96.00",
+            "NW-2010    Hex bolt M8 x 40 (box of 100)          10        18.40        184.00",
+            "",
+            "                                                     continued on page 2",
+        ],
+        [
+            "DELTA INDUSTRIAL DISTRIBUTION - Invoice DID-55102 - page 2",
+            "",
+            "NW-4100    LED panel 600 x 600                     4        64.99        259.96",
+            "NW-4200    LED driver 40 W                         4        19.99         79.96",
+            "",
+            "Subtotal                                                              1,209.92",
+            "Discount (volume)                                                      (50.00)",
+            "Sales Tax 6%                                                             69.60",
+            "TOTAL                                                                 1,239.52",
+        ],
+    ],
+}
+INLINE_INVOICES = (
+    "inv_01_northwind.txt",
+    "inv_02_brightline.md",
+    "inv_05_eagle.txt",
+    "inv_06_falcon.txt",
+    "inv_07_granite.txt",
+)
+CONTRACT = "contract_price_list.txt"
+
+
 def _new_pdf(title: str) -> FPDF:
     pdf = FPDF(format="A4")
     pdf.set_creation_date(CREATED)
@@ -164,6 +222,30 @@ def make_signed_schedule(path: Path) -> None:
     pdf.output(str(path))
 
 
+def make_invoice_pdf(path: Path, pages: list[list[str]]) -> None:
+    pdf = _new_pdf(f"Invoice {path.stem}")
+    pdf.set_auto_page_break(auto=False)
+    for lines in pages:
+        pdf.add_page()
+        pdf.set_font("Courier", size=9)
+        for line in lines:
+            pdf.cell(0, 4.5, line, new_x="LMARGIN", new_y="NEXT")
+    pdf.output(str(path))
+
+
+def make_invoice_request(path: Path) -> None:
+    """The inline-text invoices against the price list (the PDF invoices go through uploads)."""
+
+    def document(name: str) -> dict[str, str]:
+        return {"name": name, "text": (INVOICES / name).read_text(encoding="utf-8")}
+
+    body = {
+        "workflow": "invoice-reconciliation",
+        "input": {"contract": document(CONTRACT), "invoices": [document(name) for name in INLINE_INVOICES]},
+    }
+    path.write_text(json.dumps(body, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
+
+
 def make_request(path: Path) -> None:
     documents = [
         {"name": name, "media_type": media_type, "text": (DOCUMENTS / name).read_text(encoding="utf-8")}
@@ -177,6 +259,9 @@ def main() -> None:
     make_master_services_agreement(DOCUMENTS / "master_services_agreement.pdf")
     make_signed_schedule(DOCUMENTS / "schedule_3_service_levels_signed.pdf")
     make_request(HERE / "request.json")
+    for name, pages in INVOICE_PDFS.items():
+        make_invoice_pdf(INVOICES / name, pages)
+    make_invoice_request(HERE / "invoice_request.json")
 
 
 if __name__ == "__main__":

@@ -11,7 +11,7 @@ from longhaul.contracts import JobRequestBase
 from longhaul.workflows.spec import Registry, StepKind, StepSpec, WorkflowSpec
 
 # Each name is a package here whose `spec` module defines `SPEC`.
-REGISTRY = Registry.of("document_analysis")
+REGISTRY = Registry.of("document_analysis", "invoice_reconciliation")
 
 
 def _request_model(spec: WorkflowSpec) -> type[JobRequestBase]:

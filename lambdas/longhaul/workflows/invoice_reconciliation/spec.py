@@ -1,0 +1,57 @@
+"""Workflow `invoice-reconciliation`: extract invoices into a typed schema, source every value, check them with
+deterministic business rules and reconcile them against the contract's price list.
+
+parse → fan out extraction over invoices (sourced, re-extracted with feedback) → business rules and reconciliation
+→ summary (checked against the validated numbers) → publish.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+from pydantic import Field, model_validator
+
+from longhaul.contracts import DocumentInput, Strict
+from longhaul.invoices.models import InvoiceReconciliationResult
+from longhaul.workflows.spec import WorkflowSpec, fan_out, step
+
+MAX_INVOICES = 100
+
+
+class InvoiceReconciliationInput(Strict):
+    contract: Annotated[
+        DocumentInput, Field(description="The price list: product code, description, agreed unit price, currency.")
+    ]
+    invoices: Annotated[
+        list[DocumentInput],
+        Field(min_length=1, max_length=MAX_INVOICES, description="One document per invoice (text or PDF)."),
+    ]
+
+    @model_validator(mode="after")
+    def _unique_names(self) -> InvoiceReconciliationInput:
+        names = [self.contract.name, *(d.name for d in self.invoices)]
+        if len(set(names)) != len(names):
+            raise ValueError("document names must be unique (sources refer to them)")
+        return self
+
+
+SPEC = WorkflowSpec(
+    name="invoice-reconciliation",
+    description="Reconcile invoices against a contract's price list, every finding with a verbatim source.",
+    input_model=InvoiceReconciliationInput,
+    result_model=InvoiceReconciliationResult,
+    domain="longhaul.workflows.invoice_reconciliation.steps",
+    steps=(
+        step("parse_documents", timeout_seconds=300, memory_mb=1769),
+        fan_out(
+            "extract_invoices",
+            over="parse_documents.invoices",
+            item_unit="invoice",
+            timeout_seconds=300,
+            calls_model=True,
+        ),
+        step("check_invoices"),
+        step("summarize_findings", timeout_seconds=120, calls_model=True),
+        step("publish_report"),
+    ),
+)

@@ -1,0 +1,197 @@
+"""Workflow `invoice-reconciliation`, its domain: the submission logic and one function per step of its spec.
+
+Steps exchange S3 keys, never text: parse_documents → extract_invoices (per invoice: extract through the model port,
+source every value, re-extract with the sourcing errors as feedback, bounded) → check_invoices (business rules and
+the contract) → summarize_findings (the model's summary) → publish_report (the summary is used only if every figure
+in it is a validated number; otherwise the deterministic one, and that is recorded).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from pydantic import BaseModel
+
+from longhaul import artifacts as keys
+from longhaul.errors import InvalidInputError
+from longhaul.invoices import prompts, report, sourcing
+from longhaul.invoices.models import ContractSummary, ExtractedInvoice, InvoiceResult
+from longhaul.invoices.pricelist import PriceList, PriceListError, parse_price_list
+from longhaul.invoices.sourcing import SourcingError
+from longhaul.runner import StepContext
+from longhaul.submission import Intake, PreparedInput, StoredDocument
+from longhaul.workflows.invoice_reconciliation.spec import InvoiceReconciliationInput
+
+WORKFLOW = "invoice-reconciliation"
+MAX_REEXTRACTIONS = 2  # after the first extraction, at most this many more with the sourcing errors as feedback
+
+
+class JobInput(BaseModel):
+    """The accepted input, as stored for the steps (documents by reference)."""
+
+    workflow: str
+    contract: StoredDocument
+    invoices: list[StoredDocument]
+
+
+class Extraction(BaseModel):
+    """One invoice's extraction and the sourcing errors that survived re-extraction."""
+
+    invoice: ExtractedInvoice
+    errors: list[SourcingError]
+    attempts: int
+
+
+class Checked(BaseModel):
+    contract: ContractSummary
+    invoices: list[InvoiceResult]
+
+
+def _pages(data: bytes, name: str, media_type: str) -> list[tuple[int, str]]:
+    from longhaul.documents import parse_document  # pypdf: only where a document is read
+
+    parsed = parse_document(index=0, name=name, data=data, media_type=media_type)
+    return [(page.number, page.text) for page in parsed.pages if not page.needs_ocr]
+
+
+# ---------------------------------------------------------------------- submission
+
+
+def prepare(intake: Intake, job_input: InvoiceReconciliationInput) -> PreparedInput:
+    contract = intake.document(job_input.contract, index=0, loc=["contract"])
+    invoices = [intake.document(d, index=i + 1, loc=["invoices", i]) for i, d in enumerate(job_input.invoices)]
+    intake.check()  # an upload that is missing says so before the contract is read
+    try:
+        parse_price_list(contract.name, _pages(intake.read(contract), contract.name, contract.media_type))
+    except PriceListError as error:
+        intake.problem(["contract"], str(error))
+    uploads = sum(1 for d in (job_input.contract, *job_input.invoices) if d.upload_id)
+    return PreparedInput(
+        payload=JobInput(workflow=WORKFLOW, contract=contract, invoices=invoices),
+        estimated_sla_seconds=20 + 10 * len(invoices) + 15 * uploads,
+    )
+
+
+# ---------------------------------------------------------------------- steps
+
+
+def _input(ctx: StepContext) -> JobInput:
+    return JobInput.model_validate(ctx.services.artifacts.get_json(ctx.state.input_key))
+
+
+def _price_list(ctx: StepContext) -> PriceList:
+    return PriceList.model_validate(ctx.services.artifacts.get_json(ctx.output_of("parse_documents")["price_list_key"]))
+
+
+def parse_documents(ctx: StepContext) -> dict[str, Any]:
+    """The price list of the contract, and each invoice's text pages (pages of one invoice stay together)."""
+    store, job_input = ctx.services.artifacts, _input(ctx)
+    contract = job_input.contract
+    try:
+        prices = parse_price_list(
+            contract.name, _pages(store.get_bytes(contract.key), contract.name, contract.media_type)
+        )
+    except PriceListError as error:
+        raise InvalidInputError(str(error), step=ctx.event.step) from None
+    price_list_key = store.put_json(keys.work_key(ctx.job_id, "parse_documents", "price-list.json"), prices)
+    invoices, pages = [], 0
+    for number, doc in enumerate(job_input.invoices):
+        text_pages = _pages(store.get_bytes(doc.key), doc.name, doc.media_type)
+        pages += len(text_pages)
+        key = keys.work_key(ctx.job_id, "parse_documents", f"invoice-{number:03d}.json")
+        invoices.append(store.put_json(key, {"document": doc.name, "pages": text_pages}))
+    return {"price_list_key": price_list_key, "invoices": invoices, "pages": pages, "products": len(prices.prices)}
+
+
+class _InvoicePages(BaseModel):
+    document: str
+    pages: list[tuple[int, str]]
+
+
+def extract_invoices(ctx: StepContext) -> dict[str, Any]:
+    """One invoice: extract, source every value, re-extract with the errors as feedback while some remain."""
+    store, gateway = ctx.services.artifacts, ctx.services.gateway()
+    doc = _InvoicePages.model_validate(store.get_json(str(ctx.event.ref)))
+    invoice, errors, attempts = ExtractedInvoice(document=doc.document), list[SourcingError](), 0
+    if doc.pages:  # a document without a text page is unreadable: nothing to ask the model
+        while True:
+            response = gateway.generate(prompts.extraction_request(doc.document, doc.pages, errors=errors))
+            ctx.charge(response.usage, call=attempts)
+            attempts += 1
+            invoice = prompts.parse_extraction(response.text, doc.document)
+            errors = sourcing.verify(invoice, doc.pages)
+            if not errors or attempts > MAX_REEXTRACTIONS:
+                break
+            ctx.services.jobs.append_event(
+                ctx.job_id,
+                "extraction_retried",
+                step=ctx.event.step,
+                item=ctx.event.item,
+                detail={"document": doc.document, "errors": [e.feedback() for e in errors][:20], "attempt": attempts},
+            )
+    key = keys.work_key(ctx.job_id, "extract_invoices", f"invoice-{ctx.event.item:03d}.json")
+    store.put_json(key, Extraction(invoice=invoice, errors=errors, attempts=attempts))
+    return {"extraction_key": key, "line_items": len(invoice.line_items), "unsourced_values": len(errors)}
+
+
+def _extractions(ctx: StepContext) -> Sequence[Extraction]:
+    store, count = ctx.services.artifacts, len(ctx.output_of("parse_documents")["invoices"])
+    return [
+        Extraction.model_validate(
+            store.get_json(keys.work_key(ctx.job_id, "extract_invoices", f"invoice-{n:03d}.json"))
+        )
+        for n in range(count)
+    ]
+
+
+def check_invoices(ctx: StepContext) -> dict[str, Any]:
+    """Deterministic business rules and the reconciliation against the contract, per invoice."""
+    prices = _price_list(ctx)
+    results = [report.invoice_result(e.invoice, prices, e.errors) for e in _extractions(ctx)]
+    checked = Checked(contract=report.contract_summary(prices), invoices=results)
+    key = ctx.services.artifacts.put_json(keys.work_key(ctx.job_id, "check_invoices", "checked.json"), checked)
+    return {
+        "checked_key": key,
+        "invoices": len(results),
+        "discrepancies": sum(len(r.discrepancies) for r in results),
+        "matched": sum(1 for r in results if r.status == "matched"),
+    }
+
+
+def _checked(ctx: StepContext) -> Checked:
+    return Checked.model_validate(ctx.services.artifacts.get_json(ctx.output_of("check_invoices")["checked_key"]))
+
+
+def summarize_findings(ctx: StepContext) -> dict[str, Any]:
+    checked = _checked(ctx)
+    response = ctx.services.gateway().generate(prompts.summary_request(checked.invoices, checked.contract))
+    ctx.charge(response.usage)
+    key = ctx.services.artifacts.put_json(
+        keys.work_key(ctx.job_id, "summarize_findings", "summary.json"), {"text": response.text}
+    )
+    return {"summary_key": key}
+
+
+def publish_report(ctx: StepContext) -> dict[str, Any]:
+    store, checked = ctx.services.artifacts, _checked(ctx)
+    summary = store.get_json(ctx.output_of("summarize_findings")["summary_key"])
+    job = ctx.services.jobs.get_job(ctx.job_id)
+    result = report.reconciliation_result(
+        checked.invoices,
+        checked.contract,
+        model_summary=str(summary.get("text") or ""),
+        job_id=ctx.job_id,
+        model=job.model if job else None,
+        markdown_key=keys.result_key(ctx.job_id, "md"),
+    )
+    if result.summary_blocked:
+        ctx.services.jobs.append_event(
+            ctx.job_id,
+            "summary_blocked",
+            step=ctx.event.step,
+            detail={"figures": result.summary_blocked, "used": "deterministic summary"},
+        )
+    store.put_bytes(result.markdown_key or "", report.render_markdown(result).encode(), "text/markdown")
+    key = store.put_json(keys.result_key(ctx.job_id), result)
+    return {"result_key": key, "invoices": len(result.invoices), "summary_source": result.summary_source}
