@@ -1,9 +1,8 @@
-"""JobStore behaviour against moto's DynamoDB: atomic creation, CAS transitions, idempotency, tenancy, paging."""
+"""The job aggregate (`longhaul.storage.jobs.JobStore`) against moto's DynamoDB: atomic creation, CAS transitions,
+idempotency, tenancy, listings and event paging. Reads come back as typed `Job`/`EventView` records."""
 
 from __future__ import annotations
 
-import threading
-from collections.abc import Callable
 from datetime import timedelta
 from typing import Any
 
@@ -11,7 +10,11 @@ import pytest
 from boto3.dynamodb.conditions import Key
 from botocore.exceptions import ClientError
 
+from longhaul.auth import Principal, api_key_item
 from longhaul.contracts import JobStatus
+from longhaul.records import Job
+from longhaul.storage.checkpoints import CheckpointStore
+from longhaul.storage.dynamo import Cancelled
 from longhaul.storage.jobs import IdempotencyConflict, JobStore, NewJob, TransitionRejected
 from tests.unit.conftest import FakeClock
 
@@ -38,6 +41,12 @@ def new_job(
     )
 
 
+def read(store: JobStore, job_id: str) -> Job:
+    job = store.get_job(job_id)
+    assert job is not None, f"no job {job_id}"
+    return job
+
+
 def items_of(table: Any, job_id: str) -> list[dict[str, Any]]:
     return table.query(KeyConditionExpression=Key("pk").eq(f"JOB#{job_id}"), ConsistentRead=True)["Items"]
 
@@ -53,34 +62,16 @@ def all_items(table: Any) -> list[dict[str, Any]]:
 # ---------------------------------------------------------------------- create
 
 
-def after_first_read(store: JobStore, race: Callable[[str], Any]) -> dict[str, int]:
-    """Make `race(job_id)` happen right after the store's first read of the job: its snapshot is then stale.
-    Returns the read counter."""
-    real_get_job = store.get_job
-    reads = {"n": 0}
-
-    def read_then_race(job_id: str, **kwargs: Any) -> dict[str, Any] | None:
-        snapshot = real_get_job(job_id, **kwargs)
-        reads["n"] += 1
-        if reads["n"] == 1:
-            race(job_id)
-        return snapshot
-
-    store.get_job = read_then_race  # type: ignore[method-assign]
-    return reads
-
-
 def test_create_job_writes_the_queued_job_and_its_first_event_together(store: JobStore, table: Any) -> None:
     # Given an empty table / When a job is created
     job, created = store.create_job(new_job())
 
     # Then the job is queued at version 1 and exactly one `job_queued` event (seq 1) exists
     assert created is True
-    assert job["status"] == "queued"
-    assert job["version"] == 1 and job["event_seq"] == 1
-    stored = store.get_job("job_1")
-    assert stored == job
-    assert stored["gsi1pk"] == "TENANT#tenant-a"
+    assert job.status == S.QUEUED
+    assert job.version == 1 and job.event_seq == 1
+    assert store.get_job("job_1") == job
+    assert table.get_item(Key={"pk": "JOB#job_1", "sk": "JOB"})["Item"]["gsi1pk"] == "TENANT#tenant-a"
     events = events_of(table, "job_1")
     assert [(e["seq"], e["type"], e["status"]) for e in events] == [(1, "job_queued", "queued")]
 
@@ -101,11 +92,11 @@ def test_creating_an_existing_job_id_fails_and_writes_nothing(store: JobStore, t
     clock.advance(timedelta(minutes=5))
 
     # When the same job id is created again (no idempotency key)
-    with pytest.raises(ClientError) as raised:
+    with pytest.raises(Cancelled) as raised:
         store.create_job(new_job(payload_hash="other"))
 
     # Then the transaction is cancelled as a whole: neither the job nor its first event is overwritten
-    assert raised.value.response["Error"]["Code"] == "TransactionCanceledException"
+    assert raised.value.guard_failed
     assert all_items(table) == before
 
 
@@ -131,12 +122,12 @@ def test_valid_transitions_append_exactly_one_event_each_with_increasing_seq(sto
         (4, "job_resumed", "running"),
         (5, "job_completed", "completed"),
     ]
-    job = store.get_job("job_1")
-    assert job["status"] == "completed"
-    assert job["version"] == 5 and job["event_seq"] == 5
-    assert job["result_key"] == "results/x"
-    assert job["started_at"] and job["finished_at"]
-    assert done["status"] == "completed"
+    job = read(store, "job_1")
+    assert job.status == S.COMPLETED
+    assert job.version == 5 and job.event_seq == 5
+    assert job.result_key == "results/x"
+    assert job.started_at is not None and job.finished_at is not None
+    assert done == job  # what the transition returns is what was stored
 
 
 @pytest.mark.parametrize(
@@ -193,132 +184,6 @@ def test_transition_of_a_missing_job_is_rejected(store: JobStore, table: Any) ->
     assert all_items(table) == []
 
 
-def test_a_stale_read_loses_the_compare_and_set(store: JobStore, table: Any, clock: FakeClock) -> None:
-    """Between the read and the write another writer moves the job; the CAS must not apply the stale view."""
-    # Given a queued job, and a rival store that completes a transition right after our read
-    store.create_job(new_job())
-    rival = JobStore(table, clock=clock)
-    reads = after_first_read(store, lambda job_id: rival.transition(job_id, S.RUNNING, event="job_started_by_rival"))
-
-    # When we try queued → running from our (now stale) snapshot
-    with pytest.raises(TransitionRejected):
-        store.transition("job_1", S.RUNNING, event="job_started_by_us")
-
-    # Then only the rival's transition and event exist, and we re-read before giving up
-    assert reads["n"] == 2
-    assert [(e["seq"], e["type"]) for e in events_of(table, "job_1")] == [
-        (1, "job_queued"),
-        (2, "job_started_by_rival"),
-    ]
-    assert rival.get_job("job_1")["version"] == 2
-
-
-def test_a_stale_read_is_retried_when_the_transition_is_still_allowed(
-    store: JobStore, table: Any, clock: FakeClock
-) -> None:
-    # Given a running job and a rival that appends a status-less event between our read and our write
-    store.create_job(new_job())
-    store.transition("job_1", S.RUNNING, event="job_started")
-    rival = JobStore(table, clock=clock)
-    real_get_job = store.get_job
-    reads = {"n": 0}
-
-    def get_job_then_race(job_id: str, **kwargs: Any) -> dict[str, Any] | None:
-        snapshot = real_get_job(job_id, **kwargs)
-        reads["n"] += 1
-        if reads["n"] == 1:
-            rival.append_event(job_id, "step_started", step="parse")
-        return snapshot
-
-    store.get_job = get_job_then_race  # type: ignore[method-assign]
-
-    # When we move it to retrying
-    store.transition("job_1", S.RETRYING, event="job_retrying")
-
-    # Then the event sequence has no gap and no duplicate: our event comes after the rival's
-    assert [(e["seq"], e["type"]) for e in events_of(table, "job_1")] == [
-        (1, "job_queued"),
-        (2, "job_started"),
-        (3, "step_started"),
-        (4, "job_retrying"),
-    ]
-    assert real_get_job("job_1")["event_seq"] == 4
-
-
-class SerializedWrites:
-    """A DynamoDB client whose transactions are serialized, as DynamoDB's are (moto's are not thread-safe)."""
-
-    def __init__(self, client: Any, lock: threading.Lock) -> None:
-        self._client = client
-        self._lock = lock
-
-    def transact_write_items(self, **kwargs: Any) -> Any:
-        with self._lock:
-            return self._client.transact_write_items(**kwargs)
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self._client, name)
-
-
-def test_an_append_racing_a_transition_keeps_both_events(store: JobStore, table: Any, clock: FakeClock) -> None:
-    # Given a running job; an append reads the job, then a rival's transition writes before the append does
-    store.create_job(new_job())
-    store.transition("job_1", S.RUNNING, event="job_started")
-    rival = JobStore(table, clock=clock)
-    after_first_read(store, lambda job_id: rival.transition(job_id, S.CANCEL_REQUESTED, event="cancel_requested"))
-
-    # When the append completes
-    store.append_event("job_1", "step_started", step="parse")
-
-    # Then both events exist with distinct, gapless sequence numbers
-    assert sorted(e["type"] for e in events_of(table, "job_1")[2:]) == ["cancel_requested", "step_started"]
-    assert [e["seq"] for e in events_of(table, "job_1")] == [1, 2, 3, 4]
-
-
-def test_two_racing_transitions_from_threads_exactly_one_wins(store: JobStore, table: Any, clock: FakeClock) -> None:
-    # Given a queued job and two writers that read it at the same moment
-    store.create_job(new_job())
-    barrier = threading.Barrier(2, timeout=5)
-    write_lock = threading.Lock()
-    outcomes: dict[str, str] = {}
-
-    def contender(name: str) -> None:
-        contender_store = JobStore(table, clock=clock)
-        contender_store.client = SerializedWrites(contender_store.client, write_lock)
-        real_get_job = contender_store.get_job
-        first = {"read": True}
-
-        def synchronized_get_job(job_id: str, **kwargs: Any) -> dict[str, Any] | None:
-            snapshot = real_get_job(job_id, **kwargs)
-            if first["read"]:
-                first["read"] = False
-                barrier.wait()  # both have read "queued, version 1" before either writes
-            return snapshot
-
-        contender_store.get_job = synchronized_get_job  # type: ignore[method-assign]
-        try:
-            contender_store.transition("job_1", S.RUNNING, event=f"started_by_{name}")
-            outcomes[name] = "won"
-        except TransitionRejected:
-            outcomes[name] = "rejected"
-
-    threads = [threading.Thread(target=contender, args=(n,)) for n in ("a", "b")]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join(timeout=10)
-
-    # Then exactly one moved the job to running, with exactly one event
-    assert sorted(outcomes.values()) == ["rejected", "won"]
-    winner = next(n for n, o in outcomes.items() if o == "won")
-    assert [(e["seq"], e["type"]) for e in events_of(table, "job_1")] == [
-        (1, "job_queued"),
-        (2, f"started_by_{winner}"),
-    ]
-    job = store.get_job("job_1")
-    assert job["status"] == "running" and job["version"] == 2
-
-
 # ---------------------------------------------------------------------- idempotency
 
 
@@ -331,7 +196,7 @@ def test_same_idempotency_key_and_payload_returns_the_same_job(store: JobStore, 
 
     # Then the first job is returned, nothing new is written
     assert created_first is True and created_second is False
-    assert second["job_id"] == first["job_id"] == "job_1"
+    assert second.job_id == first.job_id == "job_1"
     assert store.get_job("job_2") is None
     assert items_of(table, "job_2") == []
 
@@ -356,8 +221,9 @@ def test_an_expired_idempotency_record_allows_a_new_job(store: JobStore, clock: 
     job, created = store.create_job(new_job("job_2", idempotency_key="k-1", payload_hash="hash-2"))
 
     # Then a new job is created and the key now points to it
-    assert created is True and job["job_id"] == "job_2"
-    assert store.find_idempotent("tenant-a", "k-1")["job_id"] == "job_2"
+    assert created is True and job.job_id == "job_2"
+    record = store.find_idempotent("tenant-a", "k-1")
+    assert record is not None and record.job_id == "job_2" and record.payload_hash == "hash-2"
 
 
 def test_an_idempotency_record_within_its_ttl_still_holds(store: JobStore, clock: FakeClock) -> None:
@@ -366,7 +232,7 @@ def test_an_idempotency_record_within_its_ttl_still_holds(store: JobStore, clock
 
     job, created = store.create_job(new_job("job_2", idempotency_key="k-1"))
 
-    assert created is False and job["job_id"] == "job_1"
+    assert created is False and job.job_id == "job_1"
 
 
 def test_idempotency_keys_are_scoped_to_the_tenant(store: JobStore) -> None:
@@ -374,9 +240,9 @@ def test_idempotency_keys_are_scoped_to_the_tenant(store: JobStore) -> None:
     b, created_b = store.create_job(new_job("job_b", tenant="tenant-b", idempotency_key="shared"))
 
     assert created_a and created_b
-    assert (a["tenant_id"], b["tenant_id"]) == ("tenant-a", "tenant-b")
-    assert store.find_idempotent("tenant-a", "shared")["job_id"] == "job_a"
-    assert store.find_idempotent("tenant-b", "shared")["job_id"] == "job_b"
+    assert (a.tenant_id, b.tenant_id) == ("tenant-a", "tenant-b")
+    records = [store.find_idempotent(t, "shared") for t in ("tenant-a", "tenant-b")]
+    assert [(r.job_id, r.payload_hash) if r else None for r in records] == [("job_a", "hash-1"), ("job_b", "hash-1")]
 
 
 # ---------------------------------------------------------------------- tenancy and reads
@@ -386,25 +252,26 @@ def test_get_job_for_another_tenant_is_none(store: JobStore) -> None:
     store.create_job(new_job("job_1", tenant="tenant-a"))
 
     assert store.get_job("job_1", tenant_id="tenant-b") is None
-    assert store.get_job("job_1", tenant_id="tenant-a")["job_id"] == "job_1"
-    assert store.get_job("job_1")["job_id"] == "job_1"
+    assert read(store, "job_1").tenant_id == "tenant-a"
+    assert store.get_job("job_1", tenant_id="tenant-a") == read(store, "job_1")
 
 
-def test_numbers_come_back_as_plain_ints(store: JobStore) -> None:
+def test_numbers_and_times_come_back_typed(store: JobStore, clock: FakeClock) -> None:
     store.create_job(new_job())
-    job = store.get_job("job_1")
-    assert type(job["version"]) is int
-    assert type(job["progress"]["total"]) is int
+    job = read(store, "job_1")
+    assert type(job.version) is int
+    assert type(job.progress.total) is int and job.progress.total == 8
+    assert job.created_at == clock.now()  # stored as an ISO string, read back as the same instant
 
 
-def test_list_events_pages_return_every_event_exactly_once_in_order(store: JobStore) -> None:
+def test_list_events_pages_return_every_event_exactly_once_in_order(store: JobStore, table: Any) -> None:
     # Given a job with 11 events (1 from creation, 10 appended)
     store.create_job(new_job())
     store.transition("job_1", S.RUNNING, event="job_started")
     for i in range(9):
         store.append_event("job_1", "step_started", step=f"s{i}", attempt=1)
     # and a step record, which shares the partition but is not an event
-    store.put_step("job_1", "s0", None, {"status": "running"})
+    CheckpointStore(table).put_step("job_1", "s0", None, {"status": "running"})
 
     # When they are read 4 at a time following the cursor
     seen: list[int] = []
@@ -412,7 +279,7 @@ def test_list_events_pages_return_every_event_exactly_once_in_order(store: JobSt
     pages = 0
     while cursor is not None:
         page, cursor = store.list_events("job_1", after=cursor, limit=4)
-        seen.extend(e["seq"] for e in page)
+        seen.extend(e.seq for e in page)
         pages += 1
         assert pages <= 5, "paging does not terminate"
 
@@ -427,5 +294,95 @@ def test_list_events_after_a_cursor_starts_after_it(store: JobStore) -> None:
 
     page, cursor = store.list_events("job_1", after=2, limit=100)
 
-    assert [e["seq"] for e in page] == [3, 4]
+    assert [e.seq for e in page] == [3, 4]
     assert cursor is None
+
+
+# ---------------------------------------------------------------------- listings and bookkeeping
+
+
+def test_list_jobs_by_tenant_is_newest_first_and_filters_by_status(store: JobStore, clock: FakeClock) -> None:
+    # Given three jobs of tenant a (one running) and one of tenant b, a minute apart
+    for job_id, tenant in (("job_1", "tenant-a"), ("job_2", "tenant-a"), ("job_3", "tenant-b"), ("job_4", "tenant-a")):
+        store.create_job(new_job(job_id, tenant=tenant))
+        clock.advance(timedelta(minutes=1))
+    store.transition("job_2", S.RUNNING, event="job_started")
+
+    # Then a tenant's listing is its own jobs, newest first; with a status, only those
+    assert [j.job_id for j in store.list_jobs(tenant_id="tenant-a")] == ["job_4", "job_2", "job_1"]
+    assert [j.job_id for j in store.list_jobs(tenant_id="tenant-a", limit=2)] == ["job_4", "job_2"]
+    assert [j.job_id for j in store.list_jobs(tenant_id="tenant-a", status=S.RUNNING)] == ["job_2"]
+    assert [j.job_id for j in store.list_jobs(tenant_id="tenant-b", status=S.RUNNING)] == []
+
+
+def test_list_jobs_by_status_follows_the_status_and_orders_by_last_update(store: JobStore, clock: FakeClock) -> None:
+    for job_id in ("job_1", "job_2", "job_3"):
+        store.create_job(new_job(job_id))
+        clock.advance(timedelta(minutes=1))
+    store.transition("job_1", S.RUNNING, event="job_started")  # job_1 leaves `queued`, updated last
+
+    assert [j.job_id for j in store.list_jobs(status=S.QUEUED, oldest_first=True)] == ["job_2", "job_3"]
+    assert [j.job_id for j in store.list_jobs(status=S.QUEUED)] == ["job_3", "job_2"]
+    assert [j.job_id for j in store.list_jobs(status=S.RUNNING, limit=None)] == ["job_1"]
+    with pytest.raises(ValueError):
+        store.list_jobs()
+
+
+def test_update_job_sets_fields_only_while_the_job_is_in_an_allowed_status(store: JobStore) -> None:
+    store.create_job(new_job())
+
+    # A queued job is not active: informational fields are not written
+    assert store.update_job("job_1", {"current_step": "parse"}) is False
+    assert read(store, "job_1").current_step is None
+
+    store.transition("job_1", S.RUNNING, event="job_started")
+    assert store.update_job("job_1", {"current_step": "parse"}) is True
+    assert store.update_job("job_1", {"current_step": None}, only_if=[S.QUEUED]) is False
+    job = read(store, "job_1")
+    assert job.current_step == "parse" and job.version == 2  # no version bump: not a transition
+
+
+def test_mark_stuck_records_the_report_without_making_the_job_look_updated(store: JobStore, clock: FakeClock) -> None:
+    store.create_job(new_job())
+    before = read(store, "job_1")
+    clock.advance(timedelta(hours=1))
+
+    store.mark_stuck("job_1", "2025-01-02T04:04:05+00:00")
+
+    after = read(store, "job_1")
+    assert after.stuck_reported_at is not None and after.stuck_reported_at.hour == 4
+    assert after.updated_at == before.updated_at
+    with pytest.raises(ClientError):  # a report never creates a job
+        store.mark_stuck("job_missing", "2025-01-02T04:04:05+00:00")
+
+
+def test_discard_new_job_leaves_nothing_and_frees_the_idempotency_key(store: JobStore, table: Any) -> None:
+    # Given a new job created under a key whose execution could not be started
+    job, _ = store.create_job(new_job("job_1", idempotency_key="k-1"))
+
+    # When it is discarded
+    store.discard_new_job(job)
+
+    # Then neither the job, its event nor its idempotency record remain, and the key makes a new job
+    assert all_items(table) == []
+    again, created = store.create_job(new_job("job_2", idempotency_key="k-1", payload_hash="hash-2"))
+    assert created and again.job_id == "job_2"
+
+
+def test_a_job_that_started_is_not_discarded(store: JobStore) -> None:
+    job, _ = store.create_job(new_job())
+    store.transition("job_1", S.RUNNING, event="job_started")
+
+    with pytest.raises(Cancelled):
+        store.discard_new_job(job)
+
+    assert read(store, "job_1").status == S.RUNNING
+
+
+def test_an_api_key_resolves_to_its_tenant_and_role(store: JobStore, table: Any) -> None:
+    table.put_item(Item=api_key_item("key-of-a-0123456789", "tenant-a"))
+    table.put_item(Item=api_key_item("key-of-ops-0123456789", "ops", role="operator"))
+
+    assert store.principal_for_key("key-of-a-0123456789") == Principal(tenant_id="tenant-a", role="tenant")
+    assert store.principal_for_key("key-of-ops-0123456789") == Principal(tenant_id="ops", role="operator")
+    assert store.principal_for_key("key-unknown-0123456789") is None
