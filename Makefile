@@ -6,7 +6,7 @@ BIN := $(VENV)/bin
 export JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION := 20
 export PYTHONDONTWRITEBYTECODE := 1
 
-.PHONY: run test lint types unit infrastructure workflows faults synth openapi bench clean
+.PHONY: run test lint types unit runtime infrastructure workflows faults synth openapi bench clean
 
 $(BIN)/.installed: requirements.txt requirements-dev.txt lambdas/requirements.txt constraints.txt
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -19,7 +19,7 @@ venv: $(BIN)/.installed
 run: $(BIN)/.installed ## start the platform locally (in-memory AWS, API on 127.0.0.1:8000)
 	$(BIN)/python -m local
 
-test: $(BIN)/.installed lint types unit infrastructure workflows faults ## the one gate CI runs
+test: $(BIN)/.installed lint types unit runtime infrastructure workflows faults ## the one gate CI runs
 
 lint: $(BIN)/.installed
 	$(BIN)/ruff check .
@@ -30,6 +30,9 @@ types: $(BIN)/.installed
 
 unit: $(BIN)/.installed
 	$(BIN)/pytest -q tests/unit
+
+runtime: $(BIN)/.installed ## the local runtime's moto patches and time scaling, on moto's Step Functions interpreter
+	$(BIN)/pytest -q tests/runtime
 
 infrastructure: $(BIN)/.installed
 	$(BIN)/pytest -q tests/infrastructure
