@@ -16,8 +16,15 @@ INTERMEDIATE_PREFIXES = ("work/", "uploads/")
 
 
 class Storage(Construct):
-    def __init__(self, scope: Construct, construct_id: str, *, removal_policy: RemovalPolicy) -> None:
+    """`auto_delete_objects` (with a DESTROY removal policy) empties both buckets when the stack is deleted, so
+    deleting a dev stage does not fail on non-empty buckets; it adds a custom resource (a Node.js Lambda)."""
+
+    def __init__(
+        self, scope: Construct, construct_id: str, *, removal_policy: RemovalPolicy, auto_delete_objects: bool = False
+    ) -> None:
         super().__init__(scope, construct_id)
+        if auto_delete_objects and removal_policy != RemovalPolicy.DESTROY:
+            raise ValueError("auto_delete_objects needs removal_policy DESTROY: retained buckets keep their objects")
         self.table = dynamodb.Table(
             self,
             "Jobs",
@@ -52,7 +59,7 @@ class Storage(Construct):
             object_ownership=s3.ObjectOwnership.BUCKET_OWNER_PREFERRED,
             lifecycle_rules=[s3.LifecycleRule(expiration=Duration.days(90))],
             removal_policy=removal_policy,
-            auto_delete_objects=False,
+            auto_delete_objects=auto_delete_objects,
         )
         self.artifacts = s3.Bucket(
             self,
@@ -79,6 +86,7 @@ class Storage(Construct):
                 )
             ],
             removal_policy=removal_policy,
+            auto_delete_objects=auto_delete_objects,
         )
 
     def grant_data_access(self, grantee: iam.IGrantable) -> None:
