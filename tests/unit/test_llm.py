@@ -243,7 +243,7 @@ def test_missing_model_access_names_what_to_enable_and_leaks_no_account(
     assert error.kind == "platform-misconfigured"
     assert not error.retryable
     assert f"enable model access to {MODEL_ID} in us-east-1" in error.message
-    assert "Marketplace" in error.message and "inference profile" in error.message
+    assert "Marketplace subscription" in error.message and "inference profile" in error.message
     assert "123456789012" not in error.message and "arn:" not in error.message
     assert "AccessDeniedException" in error.message
 

@@ -57,12 +57,16 @@ def redact(message: str) -> str:
 def configuration_hint(model_id: str, region: str) -> str:
     """What an operator enables so that `model_id` can be invoked from `region` (short: it is shown in the job)."""
     profile, base_model = split_inference_profile(model_id)
-    hints = [f"enable model access to {base_model} in {region} (Bedrock console > Model access)"]
+    # Bedrock enables serverless models on their first use, which needs a principal allowed to subscribe in AWS
+    # Marketplace (the step roles are not) and, for Anthropic, the account's use-case form.
+    hints = [
+        f"enable model access to {base_model} in {region}: invoke it once in the Bedrock playground as an "
+        "administrator (Marketplace subscription, Anthropic use-case form)"
+    ]
     if profile:
         hints.append(f"'{profile}' cross-region profile: deploy in a '{profile}' region or use your region's profile")
     else:
         hints.append("a model without on-demand throughput needs an inference profile id")
-    hints.append("Marketplace models also need their subscription")
     return "; ".join(hints)
 
 
