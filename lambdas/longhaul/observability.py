@@ -1,27 +1,18 @@
-"""Logger and metrics in one place; the tracer (X-Ray SDK, the largest cold-start cost) is created lazily."""
+"""Logger and metrics in one place.
+
+No X-Ray SDK tracer: the functions and state machines run with X-Ray active tracing, which records each
+invocation without it, and the SDK (the largest cold-start cost) would bundle a second botocore.
+"""
 
 from __future__ import annotations
-
-from functools import cache
-from typing import TYPE_CHECKING
 
 from aws_lambda_powertools import Logger, Metrics, single_metric
 from aws_lambda_powertools.metrics import MetricUnit
 from aws_lambda_powertools.metrics.functions import is_metrics_disabled
 
-if TYPE_CHECKING:
-    from aws_lambda_powertools import Tracer
-
 logger = Logger(service="longhaul")
 NAMESPACE = "Longhaul"
 metrics = Metrics(namespace=NAMESPACE, service="longhaul")
-
-
-@cache
-def tracer() -> Tracer:
-    from aws_lambda_powertools import Tracer
-
-    return Tracer(service="longhaul")
 
 
 def emit(name: str, value: float = 1, unit: MetricUnit = MetricUnit.Count, **dimensions: str) -> None:
