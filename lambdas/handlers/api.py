@@ -7,7 +7,6 @@ from typing import Annotated, Any
 
 from aws_lambda_powertools.event_handler import APIGatewayRestResolver, Response
 from aws_lambda_powertools.event_handler.openapi.exceptions import RequestValidationError
-from aws_lambda_powertools.event_handler.openapi.models import HTTPBearer, Server
 from aws_lambda_powertools.event_handler.openapi.params import Body, Header, Path, Query
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
@@ -295,6 +294,9 @@ def replay_job(job_id: Annotated[str, Path()], request: Annotated[ReplayRequest,
 
 
 def openapi_json() -> str:
+    # Powertools' OpenAPI models take a third of this module's import time: loaded only for the spec route.
+    from aws_lambda_powertools.event_handler.openapi.models import HTTPBearer, Server
+
     return app.get_openapi_json_schema(
         title="Longhaul API",
         version="1.0.0",

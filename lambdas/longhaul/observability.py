@@ -1,23 +1,21 @@
-"""Logger and metrics in one place; the tracer (X-Ray SDK, the largest cold-start cost) is created lazily.
+"""Logger and metrics in one place.
 
 Metrics carry only the dimensions their emitter names (`workflow`, `step`, …), never Powertools' default `service`
 dimension: each function has its own service name (`POWERTOOLS_SERVICE_NAME`), and the dashboard and alarms, which
 query exact dimension sets, must not depend on which function emitted a metric.
+
+No X-Ray SDK tracer: the functions and state machines run with X-Ray active tracing, which records each
+invocation without it, and the SDK (the largest cold-start cost) would bundle a second botocore.
 """
 
 from __future__ import annotations
 
 import json
-from functools import cache
-from typing import TYPE_CHECKING
 
 from aws_lambda_powertools import Logger, Metrics
 from aws_lambda_powertools.metrics import MetricUnit
 from aws_lambda_powertools.metrics.base import SingleMetric
 from aws_lambda_powertools.metrics.functions import is_metrics_disabled
-
-if TYPE_CHECKING:
-    from aws_lambda_powertools import Tracer
 
 logger = Logger(service="longhaul")
 NAMESPACE = "Longhaul"
@@ -27,13 +25,6 @@ metrics = Metrics(namespace=NAMESPACE, service=NO_SERVICE)
 
 # A platform configuration error (e.g. Bedrock model access not enabled); an alarm watches it.
 PLATFORM_MISCONFIGURED = "PlatformMisconfigured"
-
-
-@cache
-def tracer() -> Tracer:
-    from aws_lambda_powertools import Tracer
-
-    return Tracer(service="longhaul")
 
 
 def emit(name: str, value: float = 1, unit: MetricUnit = MetricUnit.Count, **dimensions: str) -> None:
