@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -248,3 +249,18 @@ def test_swagger_ui_is_served_without_a_key(call_api: CallApi) -> None:
 def test_other_routes_still_need_a_key(call_api: CallApi) -> None:
     assert_problem(call_api("GET", "/v1/jobs"), 401, "unauthorized")
     assert_problem(call_api("GET", "/v1/healthz"), 401, "unauthorized")
+
+
+def test_the_readme_states_the_same_limits() -> None:
+    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text()
+    section = readme[readme.index("### Limits") : readme.index("## Operating it")]
+    for figure in (
+        f"{limits.MAX_BODY_BYTES} bytes",
+        f"1–{limits.MAX_DOCUMENTS}",
+        f"1–{limits.MAX_NAME_CHARS} characters",
+        f"1–{limits.MAX_PASSAGES}",
+        f"{limits.MAX_UPLOAD_BYTES} bytes",
+        f"{limits.MIN_DEADLINE_SECONDS}–{limits.MAX_DEADLINE_SECONDS}",
+        f"{limits.UPLOAD_URL_SECONDS} s",
+    ):
+        assert figure in section, figure
