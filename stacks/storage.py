@@ -11,6 +11,7 @@ from constructs import Construct
 TTL_ATTRIBUTE = "expires_at"
 TENANT_INDEX = "by_tenant"
 STATE_INDEX = "by_state"  # jobs by status (the sweeper), dead letters by time (operators)
+CREATED_INDEX = "by_created"  # every job by creation (operators); keys only, written once per job
 # Prefixes of intermediate artifacts (expire) and of results (kept); see longhaul.artifacts.
 INTERMEDIATE_PREFIXES = ("work/", "uploads/")
 
@@ -49,6 +50,12 @@ class Storage(Construct):
             partition_key=dynamodb.Attribute(name="gsi2pk", type=dynamodb.AttributeType.STRING),
             sort_key=dynamodb.Attribute(name="gsi2sk", type=dynamodb.AttributeType.STRING),
             projection_type=dynamodb.ProjectionType.ALL,
+        )
+        self.table.add_global_secondary_index(
+            index_name=CREATED_INDEX,
+            partition_key=dynamodb.Attribute(name="gsi3pk", type=dynamodb.AttributeType.STRING),
+            sort_key=dynamodb.Attribute(name="gsi3sk", type=dynamodb.AttributeType.STRING),
+            projection_type=dynamodb.ProjectionType.KEYS_ONLY,
         )
         self.access_logs = s3.Bucket(
             self,

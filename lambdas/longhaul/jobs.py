@@ -8,13 +8,15 @@ import re
 import secrets
 import time
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime, timedelta
-from typing import Any
+from typing import TYPE_CHECKING, Any, Literal
 
 from botocore.exceptions import ClientError
 
 from longhaul import artifacts as keys
+from longhaul import limits
 from longhaul.artifacts import ArtifactStore
 from longhaul.auth import Principal
 from longhaul.clock import iso
@@ -24,6 +26,7 @@ from longhaul.contracts import (
     DocumentAnalysisInput,
     EventPage,
     EventView,
+    Health,
     JobAccepted,
     JobError,
     JobList,
@@ -37,7 +40,7 @@ from longhaul.contracts import (
     Usage,
 )
 from longhaul.errors import TransientError
-from longhaul.observability import emit
+from longhaul.observability import emit, logger
 from longhaul.problems import (
     ApiProblem,
     BadRequest,
@@ -48,13 +51,14 @@ from longhaul.problems import (
     Unavailable,
 )
 from longhaul.settings import Settings
-from longhaul.store import ACTIVE, IdempotencyConflict, JobStore, NewJob, TransitionRejected
-from longhaul.workflows import DEFAULT_DEADLINE_SECONDS, STEPS, execution_arn
+from longhaul.store import ACTIVE, BadCursor, IdempotencyConflict, JobStore, NewJob, TransitionRejected
+from longhaul.workflows import STEPS, execution_arn
+
+if TYPE_CHECKING:
+    from longhaul.wiring import Services
 
 IDEMPOTENCY_KEY = re.compile(r"^[A-Za-z0-9._:\-]{1,128}$")
 JOB_ID = re.compile(r"^job_[0-9a-f]{28}$")
-UPLOAD_EXPIRES_SECONDS = 900
-MAX_UPLOAD_BYTES = 50 * 1024 * 1024
 
 
 def canonical_hash(request: JobRequest) -> str:
@@ -104,7 +108,7 @@ class JobService:
                     self._ensure_started(job, machine)
                     return self._accepted(job, base_url), False
         documents = self._resolve_documents(principal, request.input)
-        deadline = request.deadline_seconds or DEFAULT_DEADLINE_SECONDS
+        deadline = request.deadline_seconds or limits.DEFAULT_DEADLINE_SECONDS
         job_id = new_job_id()
         for document in documents:
             if "text" in document:
@@ -179,9 +183,12 @@ class JobService:
                     {"loc": ["input", "documents", index, "upload_id"], "msg": "no such upload (or not uploaded yet)"}
                 )
                 continue
-            if head.get("ContentLength", 0) > MAX_UPLOAD_BYTES:
+            if head.get("ContentLength", 0) > limits.MAX_UPLOAD_BYTES:
                 problems.append(
-                    {"loc": ["input", "documents", index], "msg": f"upload exceeds {MAX_UPLOAD_BYTES} bytes"}
+                    {
+                        "loc": ["input", "documents", index, "upload_id"],
+                        "msg": f"the upload exceeds {limits.MAX_UPLOAD_BYTES} bytes",
+                    }
                 )
             media_type = doc.media_type or head.get("ContentType", "application/octet-stream").split(";")[0]
             if media_type not in MEDIA_TYPES:
@@ -229,40 +236,44 @@ class JobService:
     def create_upload(self, principal: Principal, request: UploadRequest) -> UploadTicket:
         upload_id = f"up_{uuid.uuid4().hex}"
         url = self.artifacts.presigned_put(
-            keys.upload_key(principal.tenant_id, upload_id), request.media_type, UPLOAD_EXPIRES_SECONDS
+            keys.upload_key(principal.tenant_id, upload_id), request.media_type, limits.UPLOAD_URL_SECONDS
         )
         return UploadTicket(
             upload_id=upload_id,
             upload_url=url,
             headers={"Content-Type": request.media_type},
-            expires_in=UPLOAD_EXPIRES_SECONDS,
+            expires_in=limits.UPLOAD_URL_SECONDS,
         )
 
     # ------------------------------------------------------------------ reads
 
-    def _job(self, principal: Principal, job_id: str) -> dict[str, Any]:
-        job = self.store.get_job(job_id, tenant_id=principal.tenant_id) if JOB_ID.match(job_id) else None
+    def _job(self, principal: Principal, job_id: str, *, any_tenant: bool = False) -> dict[str, Any]:
+        """The principal's job (any tenant's, on an operator route), else a 404: never a 403."""
+        tenant = None if any_tenant and principal.role == "operator" else principal.tenant_id
+        job = self.store.get_job(job_id, tenant_id=tenant) if JOB_ID.match(job_id) else None
         if job is None:
             raise NotFound(f"no job {job_id!r}")
         return job
 
-    def view(self, principal: Principal, job_id: str, now: datetime) -> JobView:
-        job = self._job(principal, job_id)
+    def view(self, principal: Principal, job_id: str, now: datetime, *, any_tenant: bool = False) -> JobView:
+        job = self._job(principal, job_id, any_tenant=any_tenant)
         progress = Progress(**job.get("progress", {}))
-        if job.get("started_at") and 0 < progress.completed < progress.total:
+        # Only a job that is moving has an ETA: a finished, stopping or waiting one would see it grow forever.
+        if JobStatus(job["status"]) in ACTIVE and job.get("started_at") and 0 < progress.completed < progress.total:
             elapsed = (now - datetime.fromisoformat(job["started_at"].replace("Z", "+00:00"))).total_seconds()
             progress.eta_seconds = int(elapsed / progress.completed * (progress.total - progress.completed))
+        else:
+            progress.eta_seconds = None
         return to_view(job, progress)
 
-    def list(self, principal: Principal, status: JobStatus | None, limit: int, now: datetime) -> JobList:
-        jobs = self.store.list_jobs(tenant_id=principal.tenant_id, status=status, limit=limit)
-        return JobList(jobs=[to_view(j) for j in jobs])
+    def list(self, principal: Principal, status: JobStatus | None, limit: int, cursor: str | None = None) -> JobList:
+        return page_of_jobs(self.store, tenant_id=principal.tenant_id, status=status, limit=limit, cursor=cursor)
 
     # ------------------------------------------------------------------ cancel
 
-    def cancel(self, principal: Principal, job_id: str) -> CancelOutcome:
+    def cancel(self, principal: Principal, job_id: str, *, any_tenant: bool = False) -> CancelOutcome:
         """Request cancellation, stop the execution, end `cancelled` keeping the completed steps."""
-        job = self._job(principal, job_id)
+        job = self._job(principal, job_id, any_tenant=any_tenant)
         status = JobStatus(job["status"])
         if status == JobStatus.CANCELLED:
             return self._cancel_outcome(job, "the job was already cancelled")
@@ -276,11 +287,11 @@ class JobService:
                     job_id,
                     JobStatus.CANCEL_REQUESTED,
                     event="cancel_requested",
-                    detail={"by": principal.tenant_id},
+                    detail={"by": principal.tenant_id, "role": principal.role},
                     allowed_from=[JobStatus.QUEUED, *ACTIVE, JobStatus.WAITING_FOR_REVIEW],
                 )
-            except TransitionRejected:
-                return self.cancel(principal, job_id)  # it moved meanwhile: answer for its new status
+            except TransitionRejected:  # it moved meanwhile: answer for its new status
+                return self.cancel(principal, job_id, any_tenant=any_tenant)
         machine = self.settings.workflows.get(job["workflow"])
         if machine:
             try:
@@ -328,8 +339,10 @@ class JobService:
             side_effects=effects,
         )
 
-    def events(self, principal: Principal, job_id: str, cursor: str | None, limit: int) -> EventPage:
-        self._job(principal, job_id)
+    def events(
+        self, principal: Principal, job_id: str, cursor: str | None, limit: int, *, any_tenant: bool = False
+    ) -> EventPage:
+        self._job(principal, job_id, any_tenant=any_tenant)
         try:
             after = int(cursor) if cursor else 0
         except ValueError:
@@ -349,6 +362,30 @@ class JobService:
 
 class AlreadyFinished(ApiProblem):
     status, slug, title = 409, "already-finished", "The job has already finished"
+
+
+def readiness(services: Callable[[], Services], *, version: str) -> Health:
+    """Ready when the configuration loads and the jobs table answers; says nothing about what is wrong."""
+    checks: dict[str, Literal["ok", "failed"]] = {"configuration": "failed", "table": "failed"}
+    try:
+        store = services().store
+        checks["configuration"] = "ok"
+        store.get_job("job_health_probe")  # a read of an item that never exists
+        checks["table"] = "ok"
+    except Exception:
+        logger.exception("not ready")
+    ready = all(v == "ok" for v in checks.values())
+    return Health(status="ok" if ready else "unavailable", version=version, checks=checks)
+
+
+def page_of_jobs(
+    store: JobStore, *, tenant_id: str | None, status: JobStatus | None, limit: int, cursor: str | None
+) -> JobList:
+    try:
+        jobs, next_cursor = store.page_jobs(tenant_id=tenant_id, status=status, limit=limit, cursor=cursor)
+    except BadCursor:
+        raise BadRequest("cursor must be a value returned as next_cursor by the same listing") from None
+    return JobList(jobs=[to_view(j) for j in jobs], next_cursor=next_cursor)
 
 
 def to_view(job: dict[str, Any], progress: Progress | None = None) -> JobView:

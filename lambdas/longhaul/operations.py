@@ -13,9 +13,9 @@ from botocore.exceptions import ClientError
 from longhaul.auth import Principal
 from longhaul.clock import iso
 from longhaul.contracts import JobList, JobStatus
-from longhaul.jobs import JOB_ID, to_view
+from longhaul.jobs import JOB_ID, page_of_jobs
 from longhaul.observability import logger, metrics
-from longhaul.problems import ApiProblem, BadRequest, InvalidRequest, NotFound, Unavailable
+from longhaul.problems import ApiProblem, InvalidRequest, NotFound, Unavailable
 from longhaul.store import ACTIVE, TransitionRejected
 from longhaul.workflows import DEFAULT_DEADLINE_SECONDS, FAN_OUT_STEPS, STEPS, execution_arn
 
@@ -91,12 +91,12 @@ def _delete_messages(services: Services, queue: str, job_id: str, expected: int,
     return removed
 
 
-def list_jobs(services: Services, *, tenant: str | None, status: JobStatus | None, limit: int) -> JobList:
-    """Any tenant's jobs, for operators: by tenant (newest first), by status (latest update first), or both."""
-    if tenant is None and status is None:
-        raise BadRequest("filter by `tenant`, `status`, or both")
-    jobs = services.store.list_jobs(tenant_id=tenant, status=status, limit=limit)
-    return JobList(jobs=[to_view(j) for j in jobs])
+def list_jobs(
+    services: Services, *, tenant: str | None, status: JobStatus | None, limit: int, cursor: str | None = None
+) -> JobList:
+    """Every tenant's jobs for operators, newest first and paged; optionally one tenant's (by creation), or those
+    in a status (by latest update), or both."""
+    return page_of_jobs(services.store, tenant_id=tenant, status=status, limit=limit, cursor=cursor)
 
 
 # ---------------------------------------------------------------------- replay
@@ -216,26 +216,55 @@ def _redrive(services: Services, job_id: str, arn: str, previous: JobStatus) -> 
 
 
 def _plan(services: Services, job_id: str, workflow: str, from_step: str, mode: str) -> ReplayPlan:
-    """The checkpoints to drop: `from_step` and later steps (for a fan-out step: only its unfinished items).
-    A redrive keeps them all: Step Functions resumes the execution itself."""
+    """What the new attempt will redo, and the checkpoints to drop for it.
+
+    A replay drops the checkpoints of `from_step` and later steps (of a fan-out `from_step`: only its unfinished
+    items); a redrive drops none (Step Functions resumes the execution). Either way, every step without a
+    checkpoint runs again, also before `from_step`: a cancelled job may have stopped before it got there. A fan-out
+    has as many items as the list its previous step produced.
+    """
     steps = STEPS[workflow]
-    later = set(steps[steps.index(from_step) :])
+    later = set(steps[steps.index(from_step) :]) if mode == "replay" else set()
     fan_out = FAN_OUT_STEPS.get(workflow, frozenset())
-    drop: list[str] = []
-    kept: list[int] = []
-    rerun: list[int] = []
-    for record in services.store.steps(job_id):
-        step, item = record["step"], record.get("item")
-        if step not in later:
+    records = services.store.steps(job_id)
+
+    def kept(record: dict[str, Any]) -> bool:
+        if record.get("status") != "succeeded":
+            return False
+        partial = record["step"] == from_step and record["step"] in fan_out and record.get("item") is not None
+        return record["step"] not in later or partial
+
+    checkpoints = {(r["step"], r.get("item")) for r in records if kept(r)}
+    drop = [r["sk"] for r in records if r["step"] in later and not kept(r)]
+    rerun_steps: list[str] = []
+    kept_items: list[int] = []
+    rerun_items: list[int] = []
+    for index, step in enumerate(steps):
+        if step not in fan_out:
+            if (step, None) not in checkpoints:
+                rerun_steps.append(step)
             continue
-        if step == from_step and step in fan_out and item is not None:
-            (kept if record.get("status") == "succeeded" else rerun).append(int(item))
-            if record.get("status") == "succeeded":
-                continue
-        drop.append(record["sk"])
-    if mode == "redrive":
-        return ReplayPlan(from_step, [], sorted(kept), sorted(rerun), [])
-    return ReplayPlan(from_step, [s for s in steps if s in later], sorted(kept), sorted(rerun), drop)
+        count = _item_count(records, workflow, steps[index - 1]) if index else None
+        previous_reruns = bool(rerun_steps) and rerun_steps[-1] == steps[index - 1]
+        items = range(count or 0)
+        done = [] if previous_reruns else [i for i in items if (step, i) in checkpoints]
+        missing = [i for i in items if i not in done]
+        if missing or count is None or previous_reruns:
+            rerun_steps.append(step)
+        kept_items += done
+        rerun_items += missing
+    return ReplayPlan(from_step, rerun_steps, sorted(kept_items), sorted(rerun_items), drop)
+
+
+def _item_count(records: list[dict[str, Any]], workflow: str, producer: str) -> int | None:
+    """How many items the fan-out after `producer` has: the length of the list in its last committed output
+    (None if it never committed)."""
+    output = next(
+        (r.get("output") for r in records if r["step"] == producer and r.get("item") is None and r.get("output")),
+        None,
+    )
+    lists = [v for v in (output or {}).values() if isinstance(v, list)] if isinstance(output, dict) else []
+    return len(lists[0]) if len(lists) == 1 else None
 
 
 # ---------------------------------------------------------------------- sweep

@@ -6,11 +6,15 @@ the event that records them, so an invalid or late transition is rejected and ne
 Items:  JOB#<id>/JOB  ·  JOB#<id>/STEP#<step>[#<item>]  ·  JOB#<id>/EVENT#<seq>  ·  JOB#<id>/CHARGE#<id>
         JOB#<id>/DEADLETTER#<step>#<item>  ·  IDEMP#<tenant>#<key>/IDEMP  ·  APIKEY#<sha256>/APIKEY
 Indexes: by_tenant (gsi1pk TENANT#<tenant>, gsi1sk <created_at>#<job>) lists a tenant's jobs by time;
-         by_state (gsi2pk STATUS#<status> | DEADLETTER, gsi2sk <time>) lists jobs by status and dead letters.
+         by_state (gsi2pk STATUS#<status> | DEADLETTER, gsi2sk <time>) lists jobs by status and dead letters;
+         by_created (gsi3pk JOBS, gsi3sk <created_at>#<job>, keys only) lists every job by time.
 """
 
 from __future__ import annotations
 
+import base64
+import binascii
+import json
 import random
 import time
 from collections.abc import Iterable, Mapping
@@ -43,10 +47,24 @@ TRANSITIONS: dict[JobStatus, frozenset[JobStatus]] = {
 ACTIVE = frozenset({S.RUNNING, S.RETRYING})
 EVENT_PAGE_MAX = 200
 APPEND_TRIES = 25
+# Every job in one partition of a keys-only index: written once per job (status updates do not touch it), so it
+# bounds submissions to the index's write rate per partition (about 1,000 a second), not the job updates.
+ALL_JOBS = "JOBS"
+# Listing shapes: (index, partition attribute, sort attribute).
+_LISTINGS = {
+    "by_tenant": ("gsi1pk", "gsi1sk"),
+    "by_state": ("gsi2pk", "gsi2sk"),
+    "by_created": ("gsi3pk", "gsi3sk"),
+}
+BATCH_GET_MAX = 100
 
 
 class TransitionRejected(Exception):
     """The job was not in a status from which this transition is allowed (or changed concurrently)."""
+
+
+class BadCursor(ValueError):
+    """A listing cursor that this listing did not hand out."""
 
 
 class IdempotencyConflict(Exception):
@@ -101,6 +119,30 @@ def _backoff(tries: int) -> None:
     time.sleep(random.uniform(0, 0.005 * 2 ** min(tries, 6)))
 
 
+def _encode_cursor(index: str, item: Mapping[str, Any]) -> str:
+    pk_name, sk_name = _LISTINGS[index]
+    key = {name: str(item[name]) for name in ("pk", "sk", pk_name, sk_name)}
+    return base64.urlsafe_b64encode(json.dumps({"index": index, "key": key}).encode()).decode().rstrip("=")
+
+
+def _decode_cursor(cursor: str, index: str, partition: str) -> dict[str, str]:
+    try:
+        decoded = json.loads(base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4)))
+    except (ValueError, binascii.Error):
+        raise BadCursor("not a cursor of this listing") from None
+    pk_name, sk_name = _LISTINGS[index]
+    key = decoded.get("key") if isinstance(decoded, dict) else None
+    if (
+        decoded.get("index") != index
+        or not isinstance(key, dict)
+        or set(key) != {"pk", "sk", pk_name, sk_name}
+        or not all(isinstance(v, str) for v in key.values())
+        or key[pk_name] != partition  # a cursor never leads into another tenant's (or status') partition
+    ):
+        raise BadCursor("not a cursor of this listing")
+    return key
+
+
 def _job_key(job_id: str) -> dict[str, str]:
     return {"pk": f"JOB#{job_id}", "sk": "JOB"}
 
@@ -151,6 +193,8 @@ class JobStore:
             "gsi1sk": f"{iso(now)}#{job.job_id}",
             "gsi2pk": f"STATUS#{S.QUEUED.value}",
             "gsi2sk": iso(now),
+            "gsi3pk": ALL_JOBS,
+            "gsi3sk": f"{iso(now)}#{job.job_id}",
             "execution_name": job.job_id,
         }
         if job.deadline_at:
@@ -523,6 +567,71 @@ class JobStore:
                 break
             kwargs["ExclusiveStartKey"] = response["LastEvaluatedKey"]
         return items if limit is None else items[:limit]
+
+    def page_jobs(
+        self,
+        *,
+        tenant_id: str | None = None,
+        status: JobStatus | None = None,
+        limit: int = 50,
+        cursor: str | None = None,
+    ) -> tuple[list[dict[str, Any]], str | None]:
+        """One page of jobs, newest first, and the cursor of the next page (None at the end).
+
+        A tenant's jobs by creation (a status filters them), jobs in a status by last update, or, with neither,
+        every tenant's jobs by creation. A cursor only resumes the listing that handed it out.
+        """
+        if tenant_id is not None:
+            index, partition = "by_tenant", f"TENANT#{tenant_id}"
+        elif status is not None:
+            index, partition = "by_state", f"STATUS#{status.value}"
+        else:
+            index, partition = "by_created", ALL_JOBS
+        pk_name, _ = _LISTINGS[index]
+        kwargs: dict[str, Any] = {
+            "IndexName": index,
+            "KeyConditionExpression": f"{pk_name} = :pk",
+            "ExpressionAttributeValues": {":pk": partition},
+            "ScanIndexForward": False,
+            "Limit": limit,
+        }
+        if tenant_id is not None and status is not None:
+            kwargs["FilterExpression"] = "#status = :status"
+            kwargs["ExpressionAttributeNames"] = {"#status": "status"}
+            kwargs["ExpressionAttributeValues"][":status"] = status.value
+        if cursor is not None:
+            kwargs["ExclusiveStartKey"] = _decode_cursor(cursor, index, partition)
+        found: list[dict[str, Any]] = []
+        more = False
+        while True:
+            response = self.table.query(**kwargs)
+            found.extend(response.get("Items", []))
+            more = "LastEvaluatedKey" in response or len(found) > limit
+            if len(found) >= limit or "LastEvaluatedKey" not in response:
+                break
+            kwargs["ExclusiveStartKey"] = response["LastEvaluatedKey"]
+        page = found[:limit]
+        after = _encode_cursor(index, page[-1]) if more and page else None
+        if index == "by_created":  # a keys-only index: read the jobs themselves
+            page = self._get_jobs([str(k["pk"]) for k in page])
+        return [_plain(i) for i in page], after
+
+    def _get_jobs(self, partitions: list[str]) -> list[dict[str, Any]]:
+        """The job items of these partitions, in that order (a job deleted meanwhile is left out)."""
+        by_pk: dict[str, dict[str, Any]] = {}
+        for start in range(0, len(partitions), BATCH_GET_MAX):
+            keys = [{"pk": pk, "sk": "JOB"} for pk in partitions[start : start + BATCH_GET_MAX]]
+            request: dict[str, Any] = {self.table.name: {"Keys": keys}}
+            for tries in range(APPEND_TRIES):
+                response = self.client.batch_get_item(RequestItems=request)  # the resource's client: plain values
+                by_pk.update({i["pk"]: i for i in response["Responses"].get(self.table.name, [])})
+                request = response.get("UnprocessedKeys") or {}
+                if not request:
+                    break
+                _backoff(tries)
+            else:
+                raise TransientError("the job listing stayed throttled; retry")
+        return [by_pk[pk] for pk in partitions if pk in by_pk]
 
     # ------------------------------------------------------------------ dead letters
 

@@ -10,6 +10,7 @@ from typing import Any
 
 from stacks.api import ROUTES
 from tests.infrastructure.conftest import AUTO_DELETE_PROVIDER, resources
+from tests.unit.jobs_table import INDEXES
 
 
 def test_jobs_table_is_on_demand_with_pitr_ttl_and_its_indexes(template):
@@ -18,8 +19,13 @@ def test_jobs_table_is_on_demand_with_pitr_ttl_and_its_indexes(template):
     assert props["BillingMode"] == "PAY_PER_REQUEST"
     assert props["PointInTimeRecoverySpecification"]["PointInTimeRecoveryEnabled"] is True
     assert props["TimeToLiveSpecification"] == {"AttributeName": "expires_at", "Enabled": True}
-    indexes = {i["IndexName"]: [k["AttributeName"] for k in i["KeySchema"]] for i in props["GlobalSecondaryIndexes"]}
-    assert indexes == {"by_tenant": ["gsi1pk", "gsi1sk"], "by_state": ["gsi2pk", "gsi2sk"]}
+    indexes = {
+        (i["IndexName"], *(k["AttributeName"] for k in i["KeySchema"]), i["Projection"]["ProjectionType"])
+        for i in props["GlobalSecondaryIndexes"]
+    }
+    # the unit tests' table is this one: the listings they test query the same indexes
+    assert indexes == set(INDEXES)
+    assert ("by_created", "gsi3pk", "gsi3sk", "KEYS_ONLY") in indexes, "job updates must not rewrite that index"
 
 
 def test_buckets_are_encrypted_private_and_tls_only(template):
@@ -53,6 +59,12 @@ def test_every_api_route_is_a_lambda_proxy_to_the_api_function(template):
         integration = method["Properties"]["Integration"]
         assert integration["Type"] == "AWS_PROXY"
     assert {m["Properties"]["HttpMethod"] for m in methods.values()} == {verb for verb, _ in ROUTES}
+
+
+def test_the_routes_without_a_key_are_the_functions_public_paths():
+    from handlers.api import PUBLIC_PATHS
+
+    assert {("GET", path) for path in PUBLIC_PATHS} <= set(ROUTES)
 
 
 def test_api_function_routes_match_the_gateway_routes():

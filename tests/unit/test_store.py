@@ -12,8 +12,9 @@ from boto3.dynamodb.conditions import Key
 from botocore.exceptions import ClientError
 
 from longhaul.contracts import JobStatus
-from longhaul.store import IdempotencyConflict, JobStore, NewJob, TransitionRejected
+from longhaul.store import BadCursor, IdempotencyConflict, JobStore, NewJob, TransitionRejected
 from tests.unit.conftest import FakeClock
+from tests.unit.jobs_table import create_jobs_table
 
 S = JobStatus
 
@@ -429,3 +430,88 @@ def test_list_events_after_a_cursor_starts_after_it(store: JobStore) -> None:
 
     assert [e["seq"] for e in page] == [3, 4]
     assert cursor is None
+
+
+# ---------------------------------------------------------------------- job listings
+
+
+@pytest.fixture
+def table(aws: None) -> Any:
+    return create_jobs_table()
+
+
+def listed(store: JobStore, **query: Any) -> tuple[list[list[str]], list[str | None]]:
+    """Every page of a listing (page size 2): the job ids of each page and each page's cursor."""
+    pages: list[list[str]] = []
+    cursors: list[str | None] = []
+    cursor = None
+    for _ in range(20):
+        jobs, cursor = store.page_jobs(limit=2, cursor=cursor, **query)
+        pages.append([j["job_id"] for j in jobs])
+        cursors.append(cursor)
+        if cursor is None:
+            break
+    return pages, cursors
+
+
+def seed(store: JobStore, clock: FakeClock, tenants: list[str]) -> list[str]:
+    """One job per entry, a second apart, oldest first; returns the job ids."""
+    ids = []
+    for n, tenant in enumerate(tenants):
+        clock.advance(timedelta(seconds=1))
+        store.create_job(new_job(f"job_{n:02d}", tenant=tenant))
+        ids.append(f"job_{n:02d}")
+    return ids
+
+
+def test_every_tenants_jobs_are_listed_newest_first_in_pages_without_gaps_or_repeats(
+    store: JobStore, clock: FakeClock
+) -> None:
+    ids = seed(store, clock, ["tenant-a", "tenant-b", "tenant-c", "tenant-a", "tenant-b"])
+    store.transition("job_00", S.RUNNING, event="job_started")  # updates do not reorder the listing
+
+    pages, cursors = listed(store)
+
+    assert pages == [["job_04", "job_03"], ["job_02", "job_01"], ["job_00"]]
+    assert cursors[-1] is None and all(cursors[:-1])
+    assert sorted(j for page in pages for j in page) == ids
+    [first] = [j for j in store.page_jobs(limit=50)[0] if j["job_id"] == "job_00"]
+    assert first["status"] == "running" and first["tenant_id"] == "tenant-a", "the listing returns whole jobs"
+
+
+def test_a_tenants_jobs_in_a_status_are_paged_through_the_filter(store: JobStore, clock: FakeClock) -> None:
+    seed(store, clock, ["tenant-a"] * 6 + ["tenant-b"])
+    for job_id in ("job_01", "job_02", "job_04"):
+        store.transition(job_id, S.RUNNING, event="job_started")
+
+    pages, _ = listed(store, tenant_id="tenant-a", status=S.RUNNING)
+    everyone, _ = listed(store, status=S.QUEUED)
+
+    assert [j for page in pages for j in page] == ["job_04", "job_02", "job_01"]
+    assert [j for page in everyone for j in page] == ["job_06", "job_05", "job_03", "job_00"]
+
+
+def test_an_exact_last_page_ends_the_listing(store: JobStore, clock: FakeClock) -> None:
+    seed(store, clock, ["tenant-a"] * 2)
+
+    jobs, cursor = store.page_jobs(tenant_id="tenant-a", limit=2)
+
+    assert [j["job_id"] for j in jobs] == ["job_01", "job_00"]
+    assert cursor is None or store.page_jobs(tenant_id="tenant-a", limit=2, cursor=cursor)[0] == []
+
+
+def test_a_cursor_resumes_only_the_listing_that_handed_it_out(store: JobStore, clock: FakeClock) -> None:
+    seed(store, clock, ["tenant-a", "tenant-a", "tenant-a", "tenant-b", "tenant-b", "tenant-b"])
+    _, of_a = store.page_jobs(tenant_id="tenant-a", limit=1)
+    _, of_all = store.page_jobs(limit=1)
+    assert of_a and of_all
+
+    for misuse in (
+        {"tenant_id": "tenant-b", "cursor": of_a},  # never into another tenant's jobs
+        {"cursor": of_a},
+        {"tenant_id": "tenant-a", "cursor": of_all},
+        {"cursor": "not-a-cursor"},
+        {"cursor": "eyJpbmRleCI6ICJieV9jcmVhdGVkIn0"},  # {"index": "by_created"}: no key
+    ):
+        with pytest.raises(BadCursor):
+            store.page_jobs(limit=1, **misuse)
