@@ -6,6 +6,7 @@ Context (cdk.json or `-c key=value`):
   longhaul:bundle          bundle third-party dependencies into the Lambda asset (cdk.json: true)
   longhaul:model_provider  offline | bedrock (default: bedrock when bundling for AWS, else offline)
   longhaul:model_id        model identifier for the provider
+  longhaul:alarm_email     an address subscribed to the alarm topic (optional; confirm the e-mail AWS sends)
 """
 
 from __future__ import annotations
@@ -44,6 +45,7 @@ def build_app(context: dict[str, object] | None = None) -> cdk.App:
         bundle=bundle,
         model_provider=provider,
         model_id=model_id,
+        alarm_email=str(app.node.try_get_context("longhaul:alarm_email") or "") or None,
         synthesizer=cdk.DefaultStackSynthesizer(generate_bootstrap_version_rule=False),
         description="Longhaul: durable, observable, budget-aware LLM jobs",
     )

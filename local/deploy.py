@@ -22,6 +22,7 @@ from typing import Any, TypeVar
 
 SOURCES = ("app.py", "cdk.json", "stacks", "state_machines", "lambdas")
 DIGEST_FILE = ".longhaul-source-digest"
+LOCAL_STAGE_CONTEXT, LOCAL_STAGE = "longhaul:stage", "local"
 ACCOUNT = "123456789012"
 REGION = "us-east-1"
 CAPABILITIES = ["CAPABILITY_IAM", "CAPABILITY_NAMED_IAM", "CAPABILITY_AUTO_EXPAND"]
@@ -72,7 +73,13 @@ def synthesize(repo_root: Path, *, force: bool = False) -> tuple[Path, bool]:
     fresh = marker.is_file() and marker.read_text().strip() == digest and (out / "manifest.json").is_file()
     if fresh and not force:
         return out, False
-    env = {**os.environ, "JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION": "20", "CDK_OUTDIR": str(out)}
+    env = {
+        **os.environ,
+        "JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION": "20",
+        "CDK_OUTDIR": str(out),
+        # The `local` stage: no custom resource that empties buckets (moto cannot run its Node.js Lambda).
+        "CDK_CONTEXT_JSON": json.dumps({LOCAL_STAGE_CONTEXT: LOCAL_STAGE}),
+    }
     completed = subprocess.run(
         [sys.executable, "app.py"], cwd=repo_root, env=env, capture_output=True, text=True, check=False
     )

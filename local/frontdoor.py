@@ -21,8 +21,14 @@ from werkzeug.exceptions import RequestEntityTooLarge
 from werkzeug.serving import BaseWSGIServer, make_server
 from werkzeug.wrappers import Request, Response
 
+from local import lambda_runtime
+
+lambda_runtime.ensure_code_root_on_path()  # the limits are stated once, in the domain package
+from longhaul import limits  # noqa: E402
+
 LOG = logging.getLogger("longhaul.local.frontdoor")
-MAX_BODY_BYTES = 10 * 1024 * 1024  # API Gateway's payload limit
+# API Gateway's own hard limit: below it the API function applies the platform's limit (and answers its 413).
+MAX_BODY_BYTES = limits.API_GATEWAY_MAX_BODY_BYTES
 PROBLEM_BASE = "https://longhaul.dev/problems/"
 _FUNCTION_IN_URI = re.compile(r":lambda:path/[^/]+/functions/(?P<arn>.+)/invocations$")
 _TEXT_TYPES = (
@@ -239,11 +245,8 @@ class FrontDoor:
         try:
             request.get_data()  # cached for `proxy_event`; raises when over the limit, even when chunked
         except RequestEntityTooLarge:
-            return problem(
-                413,
-                "payload-too-large",
-                "Payload Too Large",
-                f"Request bodies are limited to {MAX_BODY_BYTES} bytes",
+            return problem(  # the same problem the API function answers for its (lower) limit
+                413, "payload-too-large", "The request body is too large", limits.body_too_large()
             )
         matched = self.match(request.path, request.method)
         if isinstance(matched, Response):

@@ -23,7 +23,14 @@ ROUTES: tuple[tuple[str, str], ...] = (
     ("POST", "/v1/uploads"),
     ("GET", "/v1/ops/dead-letters"),
     ("GET", "/v1/ops/jobs"),
+    ("GET", "/v1/ops/jobs/{job_id}"),
+    ("GET", "/v1/ops/jobs/{job_id}/events"),
+    ("POST", "/v1/ops/jobs/{job_id}/cancel"),
     ("POST", "/v1/ops/jobs/{job_id}/replay"),
+    # Without an API key (the function serves them before its key check).
+    ("GET", "/v1/health"),
+    ("GET", "/v1/openapi.json"),
+    ("GET", "/v1/docs"),
 )
 
 

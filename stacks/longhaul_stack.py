@@ -5,10 +5,12 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from aws_cdk import Aws, RemovalPolicy, Stack, Tags
+from aws_cdk import Aws, CfnOutput, RemovalPolicy, Stack, Tags
 from aws_cdk import aws_iam as iam
 from constructs import Construct
 
+from longhaul.admin import TABLE_OUTPUT
+from longhaul.llm.bedrock import split_inference_profile
 from longhaul.settings import Env
 from longhaul.workflows import REGISTRY
 from stacks.api import Api
@@ -18,6 +20,12 @@ from stacks.observability import Observability
 from stacks.operations import Operations
 from stacks.storage import Storage
 from stacks.workflows import Workflows
+
+# Stages whose data goes with the stack; `local` is the embedded runtime's (its in-memory AWS cannot run the
+# Node.js custom resource that empties buckets, and loses everything at exit anyway).
+LOCAL_STAGE = "local"
+DESTROYED_STAGES = ("dev", LOCAL_STAGE, "test")
+EMPTIED_STAGES = ("dev", "test")
 
 
 class LonghaulStack(Stack):
@@ -30,13 +38,14 @@ class LonghaulStack(Stack):
         bundle: bool,
         model_provider: str,
         model_id: str,
+        alarm_email: str | None = None,
         **kwargs: Any,
     ) -> None:
         super().__init__(scope, construct_id, **kwargs)
-        removal = RemovalPolicy.DESTROY if stage in ("dev", "local", "test") else RemovalPolicy.RETAIN
+        removal = RemovalPolicy.DESTROY if stage in DESTROYED_STAGES else RemovalPolicy.RETAIN
         code = code_asset(bundle=bundle)
 
-        storage = Storage(self, "Storage", removal_policy=removal)
+        storage = Storage(self, "Storage", removal_policy=removal, auto_delete_objects=stage in EMPTIED_STAGES)
         base_env = {
             Env.TABLE: storage.table.table_name,
             Env.BUCKET: storage.artifacts.bucket_name,
@@ -65,19 +74,27 @@ class LonghaulStack(Stack):
             )
             machine.grant_execution(operations.sweeper, "states:DescribeExecution", "states:StopExecution")
             acknowledge_executions(self, machine)
-        Observability(
+        observability = Observability(
             self,
             "Observability",
             state_machines=workflows.state_machines,
             steps={name: spec.step_names for name, spec in REGISTRY.items()},
             dead_letter_queues={w: b.dead_letter_queues for w, b in workflows.builders.items()},
+            model_provider=model_provider,
+            alarm_email=alarm_email,
+            removal_policy=removal,
         )
         if model_provider == "bedrock":
             self._grant_model(workflows, model_id)
+        observability.notify_on_alarms(self)
+        CfnOutput(self, TABLE_OUTPUT, value=storage.table.table_name, description="the jobs table (API keys live here)")
+        CfnOutput(self, "AlarmTopicArn", value=observability.alarm_topic.topic_arn, description="alarm notifications")
 
-        self.storage, self.api, self.workflows = storage, api, workflows
-        Tags.of(self).add("project", "longhaul")
-        Tags.of(self).add("stage", stage)
+        self.storage, self.api, self.workflows, self.observability = storage, api, workflows, observability
+        # moto's CloudFormation (the local runtime) fails on a KMS key's tags (it reads the KMS API's TagKey).
+        untagged = ["AWS::KMS::Key"] if stage == LOCAL_STAGE else []
+        Tags.of(self).add("project", "longhaul", exclude_resource_types=untagged)
+        Tags.of(self).add("stage", stage, exclude_resource_types=untagged)
         acknowledge_platform_findings(self)
         acknowledge_data_access(self, table=storage.table, bucket=storage.artifacts)
 
@@ -87,8 +104,7 @@ class LonghaulStack(Stack):
         A cross-region inference profile (`us.…`, `eu.…`) routes to the base model in several regions, so the
         foundation-model ARN has a region wildcard; nothing else is wildcarded.
         """
-        profile = model_id.split(".", 1)[0] in ("us", "eu", "apac", "global", "us-gov", "ca", "jp", "au")
-        base_model = model_id.split(".", 1)[1] if profile else model_id
+        profile, base_model = split_inference_profile(model_id)
         foundation = f"arn:{Aws.PARTITION}:bedrock:*::foundation-model/{base_model}"
         resources = [foundation]
         if profile:

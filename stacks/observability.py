@@ -1,16 +1,26 @@
-"""Observability: one CloudWatch dashboard for operators (jobs, executions, step durations, dead letters)."""
+"""Observability: one CloudWatch dashboard for operators (jobs, executions, step durations, dead letters), and
+the alarm topic every alarm of the stack notifies (an e-mail subscription when one is configured).
+
+The dashboard's custom metrics are queried with exactly the dimensions `longhaul.observability.emit` writes.
+"""
 
 from __future__ import annotations
 
 from collections.abc import Mapping
 
-from aws_cdk import Duration
+from aws_cdk import Duration, RemovalPolicy
 from aws_cdk import aws_cloudwatch as cw
+from aws_cdk import aws_cloudwatch_actions as cw_actions
+from aws_cdk import aws_iam as iam
+from aws_cdk import aws_kms as kms
+from aws_cdk import aws_sns as sns
+from aws_cdk import aws_sns_subscriptions as subscriptions
 from aws_cdk import aws_sqs as sqs
 from aws_cdk import aws_stepfunctions as sfn
-from constructs import Construct
+from constructs import Construct, IConstruct
 
-NAMESPACE = "Longhaul"  # longhaul.observability.NAMESPACE
+from longhaul.observability import NAMESPACE, PLATFORM_MISCONFIGURED
+
 PERIOD = Duration.minutes(5)
 
 
@@ -29,8 +39,25 @@ class Observability(Construct):
         state_machines: Mapping[str, sfn.StateMachine],
         steps: Mapping[str, tuple[str, ...]],
         dead_letter_queues: Mapping[str, Mapping[str, sqs.IQueue]],
+        model_provider: str,
+        alarm_email: str | None = None,
+        removal_policy: RemovalPolicy = RemovalPolicy.RETAIN,
     ) -> None:
         super().__init__(scope, construct_id)
+        self.alarm_topic = self._alarm_topic(alarm_email, removal_policy)
+        self.platform_alarm: cw.Alarm | None = None
+        if model_provider == "bedrock":
+            # Emitted by the Bedrock adapter when model access, a profile's region or a subscription is missing.
+            self.platform_alarm = cw.Alarm(
+                self,
+                "ModelNotConfigured",
+                metric=_metric(PLATFORM_MISCONFIGURED, provider="bedrock"),
+                threshold=1,
+                evaluation_periods=1,
+                treat_missing_data=cw.TreatMissingData.NOT_BREACHING,
+                alarm_description="Bedrock refused the configured model: enable model access, use an inference "
+                "profile of this region, or subscribe in AWS Marketplace (see the job's error message)",
+            )
         self.dashboard = cw.Dashboard(self, "Dashboard", default_interval=Duration.hours(6))
         for workflow, machine in state_machines.items():
             self.dashboard.add_widgets(
@@ -70,3 +97,26 @@ class Observability(Construct):
                     width=24,
                 )
             )
+
+    def _alarm_topic(self, email: str | None, removal_policy: RemovalPolicy) -> sns.Topic:
+        # A customer managed key: CloudWatch cannot publish to a topic encrypted with the AWS managed SNS key.
+        key = kms.Key(
+            self,
+            "AlarmTopicKey",
+            description="Longhaul alarm topic encryption",
+            enable_key_rotation=True,
+            removal_policy=removal_policy,
+        )
+        key.grant(iam.ServicePrincipal("cloudwatch.amazonaws.com"), "kms:Decrypt", "kms:GenerateDataKey*")
+        topic = sns.Topic(self, "AlarmTopic", display_name="Longhaul alarms", master_key=key, enforce_ssl=True)
+        if email:
+            topic.add_subscription(subscriptions.EmailSubscription(email))
+        return topic
+
+    def notify_on_alarms(self, scope: IConstruct) -> list[cw.Alarm]:
+        """Every alarm under `scope` (the builders' too) notifies the alarm topic; returns them."""
+        action = cw_actions.SnsAction(self.alarm_topic)
+        alarms = [node for node in scope.node.find_all() if isinstance(node, cw.Alarm)]
+        for alarm in alarms:
+            alarm.add_alarm_action(action)
+        return alarms

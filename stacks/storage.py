@@ -8,41 +8,43 @@ from aws_cdk import aws_iam as iam
 from aws_cdk import aws_s3 as s3
 from constructs import Construct
 
-TTL_ATTRIBUTE = "expires_at"
-TENANT_INDEX = "by_tenant"
-STATE_INDEX = "by_state"  # jobs by status (the sweeper), dead letters by time (operators)
-# Prefixes of intermediate artifacts (expire) and of results (kept); see longhaul.artifacts.
-INTERMEDIATE_PREFIXES = ("work/", "uploads/")
+from longhaul import schema
 
 
 class Storage(Construct):
-    def __init__(self, scope: Construct, construct_id: str, *, removal_policy: RemovalPolicy) -> None:
+    """`auto_delete_objects` (with a DESTROY removal policy) empties both buckets when the stack is deleted, so
+    deleting a dev stage does not fail on non-empty buckets; it adds a custom resource (a Node.js Lambda)."""
+
+    def __init__(
+        self, scope: Construct, construct_id: str, *, removal_policy: RemovalPolicy, auto_delete_objects: bool = False
+    ) -> None:
         super().__init__(scope, construct_id)
+        if auto_delete_objects and removal_policy != RemovalPolicy.DESTROY:
+            raise ValueError("auto_delete_objects needs removal_policy DESTROY: retained buckets keep their objects")
         self.table = dynamodb.Table(
             self,
             "Jobs",
-            partition_key=dynamodb.Attribute(name="pk", type=dynamodb.AttributeType.STRING),
-            sort_key=dynamodb.Attribute(name="sk", type=dynamodb.AttributeType.STRING),
+            partition_key=dynamodb.Attribute(name=schema.PK, type=dynamodb.AttributeType.STRING),
+            sort_key=dynamodb.Attribute(name=schema.SK, type=dynamodb.AttributeType.STRING),
             billing_mode=dynamodb.BillingMode.PAY_PER_REQUEST,
             point_in_time_recovery_specification=dynamodb.PointInTimeRecoverySpecification(
                 point_in_time_recovery_enabled=True
             ),
-            time_to_live_attribute=TTL_ATTRIBUTE,
+            time_to_live_attribute=schema.TTL_ATTRIBUTE,
             encryption=dynamodb.TableEncryption.AWS_MANAGED,
             removal_policy=removal_policy,
         )
-        self.table.add_global_secondary_index(
-            index_name=TENANT_INDEX,
-            partition_key=dynamodb.Attribute(name="gsi1pk", type=dynamodb.AttributeType.STRING),
-            sort_key=dynamodb.Attribute(name="gsi1sk", type=dynamodb.AttributeType.STRING),
-            projection_type=dynamodb.ProjectionType.ALL,
-        )
-        self.table.add_global_secondary_index(
-            index_name=STATE_INDEX,
-            partition_key=dynamodb.Attribute(name="gsi2pk", type=dynamodb.AttributeType.STRING),
-            sort_key=dynamodb.Attribute(name="gsi2sk", type=dynamodb.AttributeType.STRING),
-            projection_type=dynamodb.ProjectionType.ALL,
-        )
+        # by_tenant: a tenant's jobs by time; by_state: jobs by status (the sweep), dead letters by time;
+        # by_created: every job by time (operators), keys only and written once per job.
+        for index, (pk, sk) in schema.INDEXES.items():
+            self.table.add_global_secondary_index(
+                index_name=index,
+                partition_key=dynamodb.Attribute(name=pk, type=dynamodb.AttributeType.STRING),
+                sort_key=dynamodb.Attribute(name=sk, type=dynamodb.AttributeType.STRING),
+                projection_type=dynamodb.ProjectionType.KEYS_ONLY
+                if index in schema.KEYS_ONLY_INDEXES
+                else dynamodb.ProjectionType.ALL,
+            )
         self.access_logs = s3.Bucket(
             self,
             "AccessLogs",
@@ -52,7 +54,7 @@ class Storage(Construct):
             object_ownership=s3.ObjectOwnership.BUCKET_OWNER_PREFERRED,
             lifecycle_rules=[s3.LifecycleRule(expiration=Duration.days(90))],
             removal_policy=removal_policy,
-            auto_delete_objects=False,
+            auto_delete_objects=auto_delete_objects,
         )
         self.artifacts = s3.Bucket(
             self,
@@ -65,8 +67,10 @@ class Storage(Construct):
             server_access_logs_prefix="artifacts/",
             lifecycle_rules=[
                 *(
-                    s3.LifecycleRule(id=f"expire-{p.strip('/')}", prefix=p, expiration=Duration.days(14))
-                    for p in INTERMEDIATE_PREFIXES
+                    s3.LifecycleRule(
+                        id=f"expire-{p.strip('/')}", prefix=p, expiration=Duration.days(schema.INTERMEDIATE_EXPIRY_DAYS)
+                    )
+                    for p in schema.INTERMEDIATE_PREFIXES
                 ),
                 s3.LifecycleRule(id="abort-multipart", abort_incomplete_multipart_upload_after=Duration.days(1)),
             ],
@@ -79,6 +83,7 @@ class Storage(Construct):
                 )
             ],
             removal_policy=removal_policy,
+            auto_delete_objects=auto_delete_objects,
         )
 
     def grant_data_access(self, grantee: iam.IGrantable) -> None:

@@ -12,7 +12,7 @@ from aws_cdk import aws_lambda as lambda_
 from aws_cdk import aws_stepfunctions as sfn
 from constructs import Construct
 
-from longhaul.contracts import MAX_DEADLINE_SECONDS
+from longhaul.limits import MAX_DEADLINE_SECONDS
 from longhaul.settings import Env
 from longhaul.workflows import REGISTRY, WorkflowSpec
 from stacks.functions import platform_function

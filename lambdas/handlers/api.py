@@ -1,4 +1,8 @@
-"""The API function: Powertools REST resolver, validated by the pydantic contracts, RFC 9457 errors."""
+"""The API function: Powertools REST resolver, validated by the pydantic contracts, RFC 9457 errors.
+
+Before routing: the body size, then the API key (no validation feedback without one), the operator role on
+`/v1/ops/`, and a JSON body's media type. Health, the OpenAPI document and Swagger UI need no key.
+"""
 
 from __future__ import annotations
 
@@ -6,29 +10,30 @@ import json
 from typing import Annotated, Any
 
 from aws_lambda_powertools.event_handler import APIGatewayRestResolver, Response
-from aws_lambda_powertools.event_handler.openapi.exceptions import RequestValidationError
+from aws_lambda_powertools.event_handler.openapi.exceptions import (
+    RequestUnsupportedContentType,
+    RequestValidationError,
+)
 from aws_lambda_powertools.event_handler.openapi.models import HTTPBearer, Server
 from aws_lambda_powertools.event_handler.openapi.params import Body, Header, Path, Query
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
-from longhaul import operations
+from handlers.api_ops import router as operator_routes
+from handlers.api_shared import PROBLEM_JSON, SSE, EventsLimit, events_response, job_service, principal, problems
+from longhaul import limits
 from longhaul.auth import Principal, bearer_token
 from longhaul.contracts import (
-    TERMINAL_STATUSES,
     CancelOutcome,
-    DeadLetterList,
     EventPage,
+    Health,
     JobAccepted,
     JobList,
     JobStatus,
     JobView,
-    Problem,
-    ReplayOutcome,
-    ReplayRequest,
     UploadRequest,
     UploadTicket,
 )
-from longhaul.jobs import JobService
+from longhaul.jobs import readiness
 from longhaul.observability import logger
 from longhaul.problems import (
     ApiProblem,
@@ -39,14 +44,27 @@ from longhaul.problems import (
     NotFound,
     PayloadTooLarge,
     Unauthorized,
+    UnsupportedMediaType,
 )
 from longhaul.wiring import services
 from longhaul.workflows import REGISTRY, JobRequest
 
-PROBLEM_JSON = "application/problem+json"
-SSE = "text/event-stream"
 MARKDOWN = "text/markdown"
-SSE_RETRY_MS = 2000
+API_VERSION = "1.0.0"
+TITLE = "Longhaul API"
+DESCRIPTION = (
+    "Durable, observable, budget-aware execution of long-running LLM jobs.\n\n"
+    f"Limits: request bodies up to {limits.MAX_BODY_BYTES} bytes (413 above; `LONGHAUL_MAX_BODY_BYTES`); "
+    f"1-{limits.MAX_DOCUMENTS} documents per job; names up to {limits.MAX_NAME_CHARS} characters; "
+    f"1-{limits.MAX_PASSAGES} passages; uploads up to {limits.MAX_UPLOAD_BYTES} bytes "
+    f"(presigned URL valid {limits.UPLOAD_URL_SECONDS} s); deadlines {limits.MIN_DEADLINE_SECONDS}-"
+    f"{limits.MAX_DEADLINE_SECONDS} s (default {limits.DEFAULT_DEADLINE_SECONDS}). Request bodies are "
+    f"{limits.ACCEPTED_MEDIA_TYPE} (415 otherwise).\n\n"
+    "Without a key: `GET /v1/health`, this document at `GET /v1/openapi.json`, Swagger UI at `GET /v1/docs`."
+)
+# Served without an API key (and checked against the gateway's routes).
+PUBLIC_PATHS = frozenset({"/v1/health", "/v1/openapi.json", "/v1/docs"})
+JSON_METHODS = frozenset({"POST", "PUT", "PATCH"})
 app = APIGatewayRestResolver(enable_validation=True)
 
 
@@ -60,24 +78,10 @@ def _problem_response(problem: ApiProblem) -> Response[str]:
     )
 
 
-def _problems(status: int, description: str) -> dict[int, dict[str, Any]]:
-    return {status: {"description": description, "content": {PROBLEM_JSON: {"model": Problem}}}}
-
-
 COMMON_PROBLEMS = {
-    **_problems(401, "Missing or unknown API key"),
-    **_problems(404, "No such job for this tenant"),
+    **problems(401, "Missing or unknown API key"),
+    **problems(404, "No such job for this tenant"),
 }
-
-
-def _service() -> JobService:
-    return JobService(services())
-
-
-def _principal() -> Principal:
-    principal = app.context.get("principal")
-    assert isinstance(principal, Principal)
-    return principal
 
 
 def _base_url() -> str:
@@ -103,6 +107,18 @@ def _unexpected(error: Exception) -> Response[str]:
     """Anything unforeseen is a 500 problem (logged with its trace), never a bare gateway error."""
     logger.exception("unhandled error in the API")
     return _problem_response(InternalProblem("an unexpected error occurred; it has been logged"))
+
+
+@app.exception_handler(RequestUnsupportedContentType)
+def _unsupported_media_type(_: RequestUnsupportedContentType) -> Response[str]:
+    return _problem_response(_not_json(app.current_event.get_header_value("Content-Type") or ""))
+
+
+def _not_json(content_type: str) -> UnsupportedMediaType:
+    return UnsupportedMediaType(
+        f"send the body as {limits.ACCEPTED_MEDIA_TYPE}, not {content_type.split(';')[0].strip() or 'that'}",
+        accepted=[limits.ACCEPTED_MEDIA_TYPE],
+    )
 
 
 @app.exception_handler(RequestValidationError)
@@ -136,16 +152,17 @@ def _not_found(_: Exception) -> Response[str]:
     summary="Submit a job",
     responses={
         202: {"description": "Accepted", "content": {"application/json": {"model": JobAccepted}}},
-        **_problems(400, "Malformed JSON or Idempotency-Key"),
-        **_problems(413, "Body too large"),
-        **_problems(422, "Invalid input, unknown workflow, or Idempotency-Key reused with another payload"),
+        **problems(400, "Malformed JSON or Idempotency-Key"),
+        **problems(413, f"Body over {limits.MAX_BODY_BYTES} bytes (LONGHAUL_MAX_BODY_BYTES)"),
+        **problems(415, f"Body not {limits.ACCEPTED_MEDIA_TYPE}"),
+        **problems(422, "Invalid input or name, unknown workflow, or Idempotency-Key reused with another payload"),
     },
 )
 def submit_job(
     request: Annotated[JobRequest, Body()],  # one model per workflow, discriminated on `workflow`
     idempotency_key: Annotated[str | None, Header(alias="Idempotency-Key")] = None,
 ) -> Response[str]:
-    accepted, _ = _service().submit(_principal(), request, idempotency_key, _base_url())
+    accepted, _ = job_service().submit(principal(app), request, idempotency_key, _base_url())
     return Response(
         status_code=202,
         content_type="application/json",
@@ -156,7 +173,7 @@ def submit_job(
 
 @app.get("/v1/jobs/<job_id>", summary="Job status and progress", responses=COMMON_PROBLEMS)
 def get_job(job_id: Annotated[str, Path()]) -> JobView:
-    return _service().view(_principal(), job_id)
+    return job_service().view(principal(app), job_id)
 
 
 @app.get(
@@ -171,23 +188,9 @@ def get_job(job_id: Annotated[str, Path()]) -> JobView:
     },
 )
 def get_events(
-    job_id: Annotated[str, Path()],
-    cursor: Annotated[str | None, Query()] = None,
-    limit: Annotated[int, Query(ge=1, le=200)] = 100,
+    job_id: Annotated[str, Path()], cursor: Annotated[str | None, Query()] = None, limit: EventsLimit = 100
 ) -> Response[str]:
-    service, principal = _service(), _principal()
-    if SSE not in (app.current_event.get_header_value("Accept") or ""):
-        page = service.events(principal, job_id, cursor, limit)
-        return Response(status_code=200, content_type="application/json", body=page.model_dump_json())
-    # Server-Sent Events: what is new since Last-Event-ID, then the client reconnects (EventSource does).
-    after = app.current_event.get_header_value("Last-Event-ID") or cursor
-    job = service.view(principal, job_id)  # before the events: no missed last event
-    page = service.events(principal, job_id, after, limit)
-    frames = [f"id: {e.seq}\nevent: {e.type}\ndata: {e.model_dump_json()}\n\n" for e in page.events]
-    if job.status in TERMINAL_STATUSES and page.next_cursor is None:
-        frames.append(f"event: end\ndata: {json.dumps({'status': job.status.value})}\n\n")
-    body = f"retry: {SSE_RETRY_MS}\n\n" + "".join(frames)
-    return Response(status_code=200, content_type=SSE, body=body, headers={"Cache-Control": "no-cache"})
+    return events_response(app, job_id, cursor, limit, any_tenant=False)
 
 
 @app.get(
@@ -204,11 +207,11 @@ def get_events(
             },
         },
         **COMMON_PROBLEMS,
-        **_problems(409, "Not completed yet"),
+        **problems(409, "Not completed yet"),
     },
 )
 def get_result(job_id: Annotated[str, Path()]) -> Response[str]:
-    result = _service().result(_principal(), job_id)
+    result = job_service().result(principal(app), job_id)
     markdown_key = getattr(result, "markdown_key", None)
     if MARKDOWN in (app.current_event.get_header_value("Accept") or "") and isinstance(markdown_key, str):
         markdown = services().artifacts.get_bytes(markdown_key).decode()
@@ -216,18 +219,27 @@ def get_result(job_id: Annotated[str, Path()]) -> Response[str]:
     return Response(status_code=200, content_type="application/json", body=result.model_dump_json())
 
 
-@app.post("/v1/uploads", summary="Get a presigned URL to upload a document", responses=_problems(422, "Invalid"))
+@app.post(
+    "/v1/uploads",
+    summary=f"Get a presigned URL to upload a document (up to {limits.MAX_UPLOAD_BYTES} bytes)",
+    responses={**problems(415, f"Body not {limits.ACCEPTED_MEDIA_TYPE}"), **problems(422, "Invalid name or type")},
+)
 def create_upload(request: Annotated[UploadRequest, Body()]) -> Response[str]:
-    ticket: UploadTicket = _service().create_upload(_principal(), request)
+    ticket: UploadTicket = job_service().create_upload(principal(app), request)
     return Response(status_code=201, content_type="application/json", body=ticket.model_dump_json())
 
 
-@app.get("/v1/jobs", summary="The tenant's jobs, newest first", responses=_problems(401, "Missing or unknown API key"))
+@app.get(
+    "/v1/jobs",
+    summary="The tenant's jobs, newest first, paged",
+    responses={**problems(400, "Not a cursor of this listing"), **problems(401, "Missing or unknown API key")},
+)
 def list_jobs(
     status: Annotated[JobStatus | None, Query()] = None,
-    limit: Annotated[int, Query(ge=1, le=200)] = 50,
+    limit: Annotated[int, Query(ge=1, le=limits.MAX_PAGE_SIZE)] = 50,
+    cursor: Annotated[str | None, Query(description="`next_cursor` of the previous page")] = None,
 ) -> JobList:
-    return _service().list(_principal(), status, limit)
+    return job_service().list(principal(app), status, limit, cursor)
 
 
 @app.post(
@@ -239,77 +251,65 @@ def list_jobs(
             "content": {"application/json": {"model": CancelOutcome}},
         },
         **COMMON_PROBLEMS,
-        **_problems(409, "The job already finished"),
+        **problems(409, "The job already finished"),
     },
 )
 def cancel_job(job_id: Annotated[str, Path()]) -> Response[str]:
-    outcome = _service().cancel(_principal(), job_id)
+    outcome = job_service().cancel(principal(app), job_id)
     return Response(status_code=202, content_type="application/json", body=outcome.model_dump_json())
 
 
-# ---------------------------------------------------------------------- operator routes
+app.include_router(operator_routes)
+
+# ---------------------------------------------------------------------- without a key
 
 
-def _operator() -> Principal:
-    principal = _principal()
-    if principal.role != "operator":
-        raise Forbidden("operator routes need a key with the operator role")
-    return principal
-
-
-OPS_PROBLEMS = {**_problems(401, "Missing or unknown API key"), **_problems(403, "Not an operator key")}
-
-
-@app.get("/v1/ops/dead-letters", summary="Dead letters, newest first", responses=OPS_PROBLEMS)
-def list_dead_letters(
-    step: Annotated[str | None, Query()] = None,
-    workflow: Annotated[str | None, Query()] = None,
-    tenant: Annotated[str | None, Query()] = None,
-    limit: Annotated[int, Query(ge=1, le=500)] = 100,
-) -> DeadLetterList:
-    _operator()
-    found = operations.list_dead_letters(services(), step=step, workflow=workflow, tenant=tenant, limit=limit)
-    return DeadLetterList(dead_letters=found)
-
-
-@app.get("/v1/ops/jobs", summary="Jobs of a tenant and/or in a status", responses=OPS_PROBLEMS)
-def ops_list_jobs(
-    tenant: Annotated[str | None, Query()] = None,
-    status: Annotated[JobStatus | None, Query()] = None,
-    limit: Annotated[int, Query(ge=1, le=500)] = 100,
-) -> JobList:
-    _operator()
-    return operations.list_jobs(services(), tenant=tenant, status=status, limit=limit)
-
-
-@app.post(
-    "/v1/ops/jobs/<job_id>/replay",
-    summary="Replay a failed job from a step, reusing the checkpoints before it",
+@app.get(
+    "/v1/health",
+    summary="Version and readiness (no key needed)",
+    security=[],
     responses={
-        202: {"description": "Replay started", "content": {"application/json": {"model": ReplayOutcome}}},
-        **OPS_PROBLEMS,
-        **_problems(404, "No such job"),
-        **_problems(409, "The job is not failed, cancelled or expired (or redrive is unavailable)"),
-        **_problems(422, "Unknown step"),
+        200: {"description": "Ready", "content": {"application/json": {"model": Health}}},
+        503: {"description": "Not ready", "content": {"application/json": {"model": Health}}},
     },
 )
-def replay_job(job_id: Annotated[str, Path()], request: Annotated[ReplayRequest, Body()]) -> Response[str]:
-    principal = _operator()
-    outcome = operations.replay(
-        services(), principal, job_id, from_step=request.from_step, reason=request.reason, mode=request.mode
+def get_health() -> Response[str]:
+    health = readiness(services, version=API_VERSION)
+    return Response(
+        status_code=200 if health.status == "ok" else 503,
+        content_type="application/json",
+        body=health.model_dump_json(),
+        headers={"Cache-Control": "no-store"},
     )
-    return Response(status_code=202, content_type="application/json", body=outcome.model_dump_json())
 
 
-def openapi_json() -> str:
-    return app.get_openapi_json_schema(
-        title="Longhaul API",
-        version="1.0.0",
-        description="Durable, observable, budget-aware execution of long-running LLM jobs.",
-        servers=[Server(url="http://127.0.0.1:8000", description="local runtime")],
-        security_schemes={"bearer": HTTPBearer(scheme="bearer", description="Tenant API key")},
-        security=[{"bearer": []}],
+@app.get("/v1/openapi.json", include_in_schema=False)
+def get_openapi() -> Response[str]:
+    return Response(status_code=200, content_type="application/json", body=openapi_json(server=_base_url()))
+
+
+_SECURITY: dict[str, Any] = {
+    "security_schemes": {"bearer": HTTPBearer(scheme="bearer", description="Tenant or operator API key")},
+    "security": [{"bearer": []}],
+}
+# Swagger UI, its assets inlined by Powertools (no CDN); its spec's server is the stage it is served from.
+app.enable_swagger(path="/v1/docs", title=TITLE, version=API_VERSION, description=DESCRIPTION, **_SECURITY)
+
+
+def openapi_json(server: str = "http://127.0.0.1:8000") -> str:
+    """The OpenAPI document; the committed one names the local runtime as its server."""
+    description = "local runtime" if server.startswith("http://127.0.0.1") else "this deployment"
+    spec = json.loads(
+        app.get_openapi_json_schema(
+            title=TITLE,
+            version=API_VERSION,
+            description=DESCRIPTION,
+            servers=[Server(url=server, description=description)],
+            **_SECURITY,
+        )
     )
+    spec["paths"]["/v1/health"]["get"]["security"] = []  # Powertools drops an empty list: no key needed here
+    return json.dumps(spec, indent=2)
 
 
 def _raw_problem(problem: ApiProblem, event: dict[str, Any]) -> dict[str, Any]:
@@ -331,18 +331,36 @@ def _authenticate(event: dict[str, Any]) -> Principal | None:
     return services().jobs.principal_for_key(token) if token else None
 
 
+def _content_type(event: dict[str, Any]) -> str:
+    headers = {k.lower(): v for k, v in (event.get("headers") or {}).items()}
+    return str(headers.get("content-type") or "")
+
+
+def _body_size(event: dict[str, Any]) -> int:
+    body = event.get("body") or ""
+    if event.get("isBase64Encoded") and isinstance(body, str):
+        return len(body) * 3 // 4 - body[-2:].count("=")
+    return len(body.encode() if isinstance(body, str) else body)
+
+
 @logger.inject_lambda_context(clear_state=True)
 def handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
-    """Size limit, then authentication (before any validation feedback), then the routes."""
+    """Size limit, then authentication (before any validation feedback), the role, the media type, the routes."""
+    if str(event.get("path", "")).rstrip("/") in PUBLIC_PATHS and event.get("httpMethod") == "GET":
+        return app.resolve(event, context)
     limit = services().settings.max_body_bytes
-    body = event.get("body") or ""
-    if len(body.encode() if isinstance(body, str) else body) > limit:
-        return _raw_problem(PayloadTooLarge(f"the limit is {limit} bytes; upload large documents instead"), event)
+    if _body_size(event) > limit:
+        return _raw_problem(PayloadTooLarge(limits.body_too_large(limit)), event)
     principal = _authenticate(event)
     if principal is None:
         return _raw_problem(Unauthorized(), event)
     if str(event.get("path", "")).startswith("/v1/ops/") and principal.role != "operator":
         return _raw_problem(Forbidden("operator routes need a key with the operator role"), event)
+    # A body that is not JSON is refused before anything reads it (a missing Content-Type is read as JSON).
+    content_type = _content_type(event)
+    media_type = content_type.split(";")[0].strip().lower()
+    if event.get("httpMethod") in JSON_METHODS and event.get("body") and media_type not in ("", "application/json"):
+        return _raw_problem(_not_json(content_type), event)
     logger.append_keys(tenant_id=principal.tenant_id)
     app.append_context(principal=principal)
     return app.resolve(event, context)

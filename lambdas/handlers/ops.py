@@ -16,4 +16,4 @@ from longhaul.wiring import services
 def sweep(event: dict[str, Any], context: LambdaContext) -> dict[str, int]:
     """Every few minutes: expire jobs past their deadline, report jobs with no progress (event + metric)."""
     s = services()
-    return operations.sweep(s, s.store.clock.now())
+    return operations.sweep(s, s.now())

@@ -10,7 +10,6 @@ import re
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, TypeVar
 
-import json_repair
 from pydantic import BaseModel, Field, ValidationError
 
 from longhaul.contracts import Citation, Claim, JobResult, Verification
@@ -112,6 +111,8 @@ def parse_model_output(text: str, schema: type[Schema], *, task: str) -> Schema:
         return schema.model_validate_json(text)
     except ValidationError:
         pass
+    import json_repair  # needed only when output is malformed: kept out of cold starts
+
     try:
         repaired: Any = json_repair.loads(_json_candidate(text))
         return schema.model_validate(repaired)

@@ -14,21 +14,23 @@ from typing import Any
 from botocore.exceptions import ClientError
 from pydantic import BaseModel
 
+from longhaul.schema import RESULTS_PREFIX, UPLOADS_PREFIX, WORK_PREFIX
+
 
 def input_key(job_id: str) -> str:
-    return f"work/{job_id}/input.json"
+    return f"{WORK_PREFIX}{job_id}/input.json"
 
 
 def work_key(job_id: str, step: str, name: str) -> str:
-    return f"work/{job_id}/{step}/{name}"
+    return f"{WORK_PREFIX}{job_id}/{step}/{name}"
 
 
 def result_key(job_id: str, extension: str = "json") -> str:
-    return f"results/{job_id}/result.{extension}"
+    return f"{RESULTS_PREFIX}{job_id}/result.{extension}"
 
 
 def upload_key(tenant_id: str, upload_id: str) -> str:
-    return f"uploads/{tenant_id}/{upload_id}"
+    return f"{UPLOADS_PREFIX}{tenant_id}/{upload_id}"
 
 
 class ArtifactStore:

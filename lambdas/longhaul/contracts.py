@@ -5,16 +5,44 @@ The OpenAPI document in `docs/openapi.json` is generated from these models; a te
 
 from __future__ import annotations
 
+import re
 from datetime import datetime
 from enum import StrEnum
 from typing import Annotated, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, model_validator
+
+from longhaul import limits
 
 MEDIA_TYPES = ("application/pdf", "text/plain", "text/markdown")
-MIN_DEADLINE_SECONDS = 60
-MAX_DEADLINE_SECONDS = 24 * 3600
-DEFAULT_DEADLINE_SECONDS = 2 * 3600
+# Control characters, line/paragraph separators and bidirectional overrides (which can disguise a name).
+_UNSAFE_CHARACTERS = re.compile(r"[\x00-\x1f\x7f-\x9f\u2028\u2029\u202a-\u202e\u2066-\u2069]")
+_WINDOWS_DRIVE = re.compile(r"^[A-Za-z]:")
+
+
+def _safe_name(name: str) -> str:
+    """A name is shown in citations and results, never used as a path; refuse what would be one."""
+    if _UNSAFE_CHARACTERS.search(name):
+        raise ValueError("must not contain control characters")
+    if "/" in name or "\\" in name or _WINDOWS_DRIVE.match(name):
+        raise ValueError("must be a plain name, without path separators or a drive")
+    if name.strip(". ") == "" or ".." in name:
+        raise ValueError("must not be or contain `..`, or be only dots and spaces")
+    if name != name.strip():
+        raise ValueError("must not start or end with whitespace")
+    return name
+
+
+SafeName = Annotated[
+    str,
+    Field(
+        min_length=1,
+        max_length=limits.MAX_NAME_CHARS,
+        description=f"A plain name of at most {limits.MAX_NAME_CHARS} characters: no path separators, no `..`, "
+        "no control characters, no leading or trailing whitespace.",
+    ),
+    AfterValidator(_safe_name),
+]
 
 
 class Strict(BaseModel):
@@ -27,7 +55,7 @@ class Strict(BaseModel):
 class DocumentInput(Strict):
     """A document given inline (`text`) or by reference to an upload (`upload_id`)."""
 
-    name: Annotated[str, Field(min_length=1, max_length=200, description="Name used in citations.")]
+    name: Annotated[SafeName, Field(description="Name used in citations (never a storage path).")]
     text: Annotated[str | None, Field(default=None, min_length=1, description="Inline text (plain or Markdown).")]
     upload_id: Annotated[
         str | None, Field(default=None, pattern=r"^up_[0-9a-f]{32}$", description="From POST /v1/uploads.")
@@ -47,12 +75,25 @@ class DocumentInput(Strict):
 
 
 class DocumentAnalysisInput(Strict):
-    question: Annotated[str, Field(min_length=3, max_length=2000)]
-    documents: Annotated[list[DocumentInput], Field(min_length=1, max_length=50)]
-    max_passages: Annotated[int, Field(ge=1, le=100, description="Passages retrieved for the question.")] = 16
+    question: Annotated[str, Field(min_length=limits.MIN_QUESTION_CHARS, max_length=limits.MAX_QUESTION_CHARS)]
+    documents: Annotated[
+        list[DocumentInput],
+        Field(min_length=1, max_length=limits.MAX_DOCUMENTS, description=f"1 to {limits.MAX_DOCUMENTS} documents."),
+    ]
+    max_passages: Annotated[
+        int,
+        Field(
+            ge=1, le=limits.MAX_PASSAGES, description=f"Passages retrieved for the question (1-{limits.MAX_PASSAGES})."
+        ),
+    ] = limits.DEFAULT_PASSAGES
     passages_per_group: Annotated[
-        int, Field(ge=1, le=20, description="Passages per evidence-extraction item of the fan-out.")
-    ] = 4
+        int,
+        Field(
+            ge=1,
+            le=limits.MAX_PASSAGES_PER_GROUP,
+            description=f"Passages per evidence-extraction item of the fan-out (1-{limits.MAX_PASSAGES_PER_GROUP}).",
+        ),
+    ] = limits.DEFAULT_PASSAGES_PER_GROUP
 
     @model_validator(mode="after")
     def _unique_names(self) -> DocumentAnalysisInput:
@@ -72,9 +113,10 @@ class JobRequestBase(Strict):
         int | None,
         Field(
             default=None,
-            ge=MIN_DEADLINE_SECONDS,
-            le=MAX_DEADLINE_SECONDS,
-            description=f"End the job `expired` after this long (default {DEFAULT_DEADLINE_SECONDS}).",
+            ge=limits.MIN_DEADLINE_SECONDS,
+            le=limits.MAX_DEADLINE_SECONDS,
+            description=f"End the job `expired` after this long ({limits.MIN_DEADLINE_SECONDS}-"
+            f"{limits.MAX_DEADLINE_SECONDS} s, default {limits.DEFAULT_DEADLINE_SECONDS}).",
         ),
     ]
 
@@ -86,7 +128,7 @@ class ReplayRequest(Strict):
 
 
 class UploadRequest(Strict):
-    filename: Annotated[str, Field(min_length=1, max_length=200)]
+    filename: SafeName
     media_type: Literal["application/pdf", "text/plain", "text/markdown"]
 
 
@@ -158,6 +200,7 @@ class JobView(BaseModel):
 
 class JobList(BaseModel):
     jobs: list[JobView]
+    next_cursor: str | None = Field(default=None, description="Pass as `cursor` for the next page; null at the end.")
 
 
 class CancelOutcome(BaseModel):
@@ -194,9 +237,12 @@ class ReplayOutcome(BaseModel):
     attempt: int
     execution: str
     from_step: str
-    rerun_steps: list[str]
-    rerun_items: list[int]
-    kept_items: list[int]
+    rerun_steps: list[str] = Field(description="Every step that will run again, in order (those without a checkpoint).")
+    rerun_items: list[int] = Field(
+        description="The fan-out items that will run again (empty when their number is only known once an "
+        "earlier step has run again)."
+    )
+    kept_items: list[int] = Field(description="The fan-out items whose checkpoints are reused.")
 
 
 class EventView(BaseModel):
@@ -251,6 +297,12 @@ class DocumentSummary(BaseModel):
     media_type: str
     pages: int
     pages_needing_ocr: list[int] = Field(default_factory=list)
+
+
+class Health(BaseModel):
+    status: Literal["ok", "unavailable"]
+    version: str
+    checks: dict[str, Literal["ok", "failed"]] = Field(description="What readiness was checked, and how it went.")
 
 
 class UploadTicket(BaseModel):

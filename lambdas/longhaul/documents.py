@@ -12,7 +12,6 @@ from io import BytesIO
 from pathlib import PurePath
 
 from pydantic import BaseModel
-from pypdf import PasswordType, PdfReader
 
 from longhaul.contracts import MEDIA_TYPES
 from longhaul.errors import InvalidInputError
@@ -117,6 +116,8 @@ def _text_pages(name: str, data: bytes) -> list[ParsedPage]:
 
 
 def _pdf_pages(name: str, data: bytes) -> list[ParsedPage]:
+    from pypdf import PasswordType, PdfReader  # only the parse step reads PDFs: kept out of other cold starts
+
     # pypdf raises many exception types on malformed input; all of them mean "cannot read this document".
     try:
         reader = PdfReader(BytesIO(data))

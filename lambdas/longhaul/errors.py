@@ -61,6 +61,15 @@ class InternalError(LonghaulError):
     kind = "internal"
 
 
+class PlatformConfigurationError(LonghaulError):
+    """The deployment is missing something only its operators can enable (e.g. Bedrock model access).
+
+    Not the tenant's fault and not transient: never retried, counted by a metric that an alarm watches.
+    """
+
+    kind = "platform-misconfigured"
+
+
 class CancelledError(LonghaulError):
     """The job was cancelled; the step stops without committing."""
 
@@ -76,6 +85,7 @@ ERROR_CLASSES: tuple[type[LonghaulError], ...] = (
     PolicyRefusalError,
     BudgetExceededError,
     InternalError,
+    PlatformConfigurationError,
     CancelledError,
 )
 BY_KIND: dict[str, type[LonghaulError]] = {cls.kind: cls for cls in ERROR_CLASSES}

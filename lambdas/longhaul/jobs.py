@@ -12,18 +12,21 @@ import re
 import secrets
 import time
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import timedelta
+from typing import Literal
 
 from pydantic import BaseModel
 
 from longhaul import artifacts as keys
+from longhaul import limits
 from longhaul.auth import Principal
 from longhaul.clock import iso
 from longhaul.contracts import (
-    DEFAULT_DEADLINE_SECONDS,
     CancelOutcome,
     EventPage,
+    Health,
     JobAccepted,
     JobList,
     JobRequestBase,
@@ -33,7 +36,7 @@ from longhaul.contracts import (
     UploadTicket,
 )
 from longhaul.errors import TransientError
-from longhaul.observability import emit
+from longhaul.observability import emit, logger
 from longhaul.ports import EngineUnavailable
 from longhaul.problems import (
     ApiProblem,
@@ -46,12 +49,12 @@ from longhaul.problems import (
 )
 from longhaul.records import JOB_ID, Job
 from longhaul.storage.jobs import ACTIVE, IdempotencyConflict, NewJob, TransitionRejected
+from longhaul.storage.listing import BadCursor
 from longhaul.submission import Intake
 from longhaul.wiring import Services
 from longhaul.workflows import REGISTRY
 
 IDEMPOTENCY_KEY = re.compile(r"^[A-Za-z0-9._:\-]{1,128}$")
-UPLOAD_EXPIRES_SECONDS = 900
 
 
 class AlreadyFinished(ApiProblem):
@@ -100,7 +103,7 @@ class JobService:
         intake = Intake(job_id=job_id, tenant_id=principal.tenant_id, artifacts=s.artifacts)
         prepared = spec.prepare()(intake, request.input)
         input_key = intake.store(prepared)  # raises the problems `prepare` found; writes only when there are none
-        deadline = request.deadline_seconds or spec.deadline_default_seconds or DEFAULT_DEADLINE_SECONDS
+        deadline = request.deadline_seconds or spec.deadline_default_seconds
         try:
             job, created = s.jobs.create_job(
                 NewJob(
@@ -157,34 +160,35 @@ class JobService:
     def create_upload(self, principal: Principal, request: UploadRequest) -> UploadTicket:
         upload_id = f"up_{uuid.uuid4().hex}"
         url = self.services.artifacts.presigned_put(
-            keys.upload_key(principal.tenant_id, upload_id), request.media_type, UPLOAD_EXPIRES_SECONDS
+            keys.upload_key(principal.tenant_id, upload_id), request.media_type, limits.UPLOAD_URL_SECONDS
         )
         return UploadTicket(
             upload_id=upload_id,
             upload_url=url,
             headers={"Content-Type": request.media_type},
-            expires_in=UPLOAD_EXPIRES_SECONDS,
+            expires_in=limits.UPLOAD_URL_SECONDS,
         )
 
     # ------------------------------------------------------------------ reads
 
-    def job(self, principal: Principal | None, job_id: str) -> Job:
-        """The job (of the principal's tenant; any tenant's with `principal=None`), else 404."""
-        tenant = principal.tenant_id if principal else None
+    def job(self, principal: Principal, job_id: str, *, any_tenant: bool = False) -> Job:
+        """The principal's job (any tenant's, for an operator on an operator route), else a 404: never a 403."""
+        tenant = None if any_tenant and principal.role == "operator" else principal.tenant_id
         job = self.services.jobs.get_job(job_id, tenant_id=tenant) if JOB_ID.match(job_id) else None
         if job is None:
             raise NotFound(f"no job {job_id!r}")
         return job
 
-    def view(self, principal: Principal | None, job_id: str) -> JobView:
-        return self.job(principal, job_id).view(now=self.services.now())
+    def view(self, principal: Principal, job_id: str, *, any_tenant: bool = False) -> JobView:
+        return self.job(principal, job_id, any_tenant=any_tenant).view(now=self.services.now())
 
-    def list(self, principal: Principal, status: JobStatus | None, limit: int) -> JobList:
-        jobs = self.services.jobs.list_jobs(tenant_id=principal.tenant_id, status=status, limit=limit)
-        return JobList(jobs=[j.view() for j in jobs])
+    def list(self, principal: Principal, status: JobStatus | None, limit: int, cursor: str | None = None) -> JobList:
+        return page_of_jobs(self.services, tenant_id=principal.tenant_id, status=status, limit=limit, cursor=cursor)
 
-    def events(self, principal: Principal | None, job_id: str, cursor: str | None, limit: int) -> EventPage:
-        self.job(principal, job_id)
+    def events(
+        self, principal: Principal, job_id: str, cursor: str | None, limit: int, *, any_tenant: bool = False
+    ) -> EventPage:
+        self.job(principal, job_id, any_tenant=any_tenant)
         try:
             after = int(cursor) if cursor else 0
         except ValueError:
@@ -203,7 +207,7 @@ class JobService:
     def cancel(self, principal: Principal, job_id: str, *, any_tenant: bool = False) -> CancelOutcome:
         """Request cancellation, stop the execution, end `cancelled` keeping the completed steps."""
         s = self.services
-        job = self.job(None if any_tenant else principal, job_id)
+        job = self.job(principal, job_id, any_tenant=any_tenant)
         if job.status == JobStatus.CANCELLED:
             return self._cancel_outcome(job, "the job was already cancelled")
         if job.status in (JobStatus.COMPLETED, JobStatus.FAILED, JobStatus.EXPIRED):
@@ -260,3 +264,27 @@ class JobService:
         return CancelOutcome(
             job_id=job.job_id, status=job.status, message=message, completed_steps=completed, side_effects=effects
         )
+
+
+def readiness(services: Callable[[], Services], *, version: str) -> Health:
+    """Ready when the configuration loads and the jobs table answers; says nothing about what is wrong."""
+    checks: dict[str, Literal["ok", "failed"]] = {"configuration": "failed", "table": "failed"}
+    try:
+        jobs = services().jobs
+        checks["configuration"] = "ok"
+        jobs.get_job("job_health_probe")  # a read of an item that never exists
+        checks["table"] = "ok"
+    except Exception:
+        logger.exception("not ready")
+    ready = all(v == "ok" for v in checks.values())
+    return Health(status="ok" if ready else "unavailable", version=version, checks=checks)
+
+
+def page_of_jobs(
+    services: Services, *, tenant_id: str | None, status: JobStatus | None, limit: int, cursor: str | None
+) -> JobList:
+    try:
+        jobs, next_cursor = services.jobs.page_jobs(tenant_id=tenant_id, status=status, limit=limit, cursor=cursor)
+    except BadCursor:
+        raise BadRequest("cursor must be a value returned as next_cursor by the same listing") from None
+    return JobList(jobs=[j.view() for j in jobs], next_cursor=next_cursor)

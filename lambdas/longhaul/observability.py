@@ -1,33 +1,39 @@
-"""Logger and metrics in one place; the tracer (X-Ray SDK, the largest cold-start cost) is created lazily."""
+"""Logger and metrics in one place.
+
+Metrics carry only the dimensions their emitter names (`workflow`, `step`, …), never Powertools' default `service`
+dimension: each function has its own service name (`POWERTOOLS_SERVICE_NAME`), and the dashboard and alarms, which
+query exact dimension sets, must not depend on which function emitted a metric.
+
+No X-Ray SDK tracer: the functions and state machines run with X-Ray active tracing, which records each
+invocation without it, and the SDK (the largest cold-start cost) would bundle a second botocore.
+"""
 
 from __future__ import annotations
 
-from functools import cache
-from typing import TYPE_CHECKING
+import json
 
-from aws_lambda_powertools import Logger, Metrics, single_metric
+from aws_lambda_powertools import Logger, Metrics
 from aws_lambda_powertools.metrics import MetricUnit
+from aws_lambda_powertools.metrics.base import SingleMetric
 from aws_lambda_powertools.metrics.functions import is_metrics_disabled
-
-if TYPE_CHECKING:
-    from aws_lambda_powertools import Tracer
 
 logger = Logger(service="longhaul")
 NAMESPACE = "Longhaul"
-metrics = Metrics(namespace=NAMESPACE, service="longhaul")
+# An empty service (not None, which falls back to POWERTOOLS_SERVICE_NAME) adds no `service` dimension.
+NO_SERVICE = ""
+metrics = Metrics(namespace=NAMESPACE, service=NO_SERVICE)
 
-
-@cache
-def tracer() -> Tracer:
-    from aws_lambda_powertools import Tracer
-
-    return Tracer(service="longhaul")
+# A platform configuration error (e.g. Bedrock model access not enabled); an alarm watches it.
+PLATFORM_MISCONFIGURED = "PlatformMisconfigured"
 
 
 def emit(name: str, value: float = 1, unit: MetricUnit = MetricUnit.Count, **dimensions: str) -> None:
     """One CloudWatch metric (EMF) with its own dimensions, written at once (unless metrics are disabled)."""
-    if is_metrics_disabled():  # single_metric itself does not look
+    if is_metrics_disabled():  # Powertools' single_metric itself does not look
         return
-    with single_metric(name=name, unit=unit, value=value, namespace=NAMESPACE) as metric:
-        for key, dimension in dimensions.items():
-            metric.add_dimension(name=key, value=dimension)
+    metric = SingleMetric(namespace=NAMESPACE, service=NO_SERVICE)
+    metric.add_metric(name=name, unit=unit, value=value)
+    for key, dimension in dimensions.items():
+        metric.add_dimension(name=key, value=dimension)
+    # EMF: CloudWatch Logs turns this line into the metric.
+    print(json.dumps(metric.serialize_metric_set(), separators=(",", ":")))

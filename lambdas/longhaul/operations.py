@@ -12,13 +12,14 @@ from typing import Any, Literal
 
 from longhaul.auth import Principal
 from longhaul.clock import iso
-from longhaul.contracts import DEFAULT_DEADLINE_SECONDS, DeadLetter, JobList, JobStatus, ReplayOutcome
+from longhaul.contracts import DeadLetter, JobList, JobStatus, ReplayOutcome
 from longhaul.errors import JOB_STOPPED, STEP_FAILED
 from longhaul.observability import logger, metrics
 from longhaul.ports import EngineUnavailable, ExecutionStatus, RedriveRefused
 from longhaul.problems import ApiProblem, BadRequest, InvalidRequest, NotFound, Unavailable
-from longhaul.records import JOB_ID, Job
+from longhaul.records import JOB_ID, Job, StepRecord
 from longhaul.storage.jobs import ACTIVE, TransitionRejected
+from longhaul.storage.listing import BadCursor
 from longhaul.wiring import Services
 from longhaul.workflows import REGISTRY
 
@@ -46,12 +47,16 @@ def list_dead_letters(
     return services.dead_letters.find(step=step, workflow=workflow, tenant=tenant, limit=limit)
 
 
-def list_jobs(services: Services, *, tenant: str | None, status: JobStatus | None, limit: int) -> JobList:
-    """Any tenant's jobs, for operators: by tenant (newest first), by status (latest update first), or both."""
-    if tenant is None and status is None:
-        raise BadRequest("filter by `tenant`, `status`, or both")
-    jobs = services.jobs.list_jobs(tenant_id=tenant, status=status, limit=limit)
-    return JobList(jobs=[j.view() for j in jobs])
+def list_jobs(
+    services: Services, *, tenant: str | None, status: JobStatus | None, limit: int, cursor: str | None = None
+) -> JobList:
+    """Every tenant's jobs for operators, newest first and paged; optionally one tenant's (by creation), or those
+    in a status (by latest update), or both."""
+    try:
+        jobs, next_cursor = services.jobs.page_jobs(tenant_id=tenant, status=status, limit=limit, cursor=cursor)
+    except BadCursor:
+        raise BadRequest("cursor must be a value returned as next_cursor by the same listing") from None
+    return JobList(jobs=[j.view() for j in jobs], next_cursor=next_cursor)
 
 
 # ---------------------------------------------------------------------- replay
@@ -172,25 +177,53 @@ def _redrive(services: Services, job: Job, previous: JobStatus) -> None:
 
 
 def _plan(services: Services, job: Job, from_step: str, mode: str) -> ReplayPlan:
-    """The checkpoints to drop: `from_step` and later steps (for a fan-out step: only its unfinished items).
-    A redrive keeps them all: the engine resumes the execution itself."""
+    """What the new attempt will redo, and the checkpoints to drop for it.
+
+    A replay drops the checkpoints of `from_step` and later steps (of a fan-out `from_step`: only its unfinished
+    items); a redrive drops none (the engine resumes the execution). Either way, every step without a checkpoint
+    runs again, also before `from_step`: a cancelled job may have stopped before it got there. A fan-out has as many
+    items as the list its spec fans out over (an earlier step's output).
+    """
     spec = REGISTRY[job.workflow]
     steps = spec.step_names
-    later = set(steps[steps.index(from_step) :])
-    drop: list[tuple[str, int | None]] = []
-    kept: list[int] = []
-    rerun: list[int] = []
-    for record in services.checkpoints.steps(job.job_id):
-        if record.step not in later:
+    later = set(steps[steps.index(from_step) :]) if mode == "replay" else set()
+    records = services.checkpoints.steps(job.job_id)
+
+    def kept(record: StepRecord) -> bool:
+        partial = record.step == from_step and record.step in spec.fan_out_steps and record.item is not None
+        return record.succeeded and (record.step not in later or partial)
+
+    checkpoints = {(r.step, r.item) for r in records if kept(r)}
+    drop = [(r.step, r.item) for r in records if r.step in later and not kept(r)]
+    rerun_steps: list[str] = []
+    kept_items: list[int] = []
+    rerun_items: list[int] = []
+    for step in spec.steps:
+        if step.over is None:
+            if (step.name, None) not in checkpoints:
+                rerun_steps.append(step.name)
             continue
-        if record.step == from_step and record.step in spec.fan_out_steps and record.item is not None:
-            (kept if record.succeeded else rerun).append(record.item)
-            if record.succeeded:
-                continue
-        drop.append((record.step, record.item))
-    if mode == "redrive":
-        return ReplayPlan(from_step, [], sorted(kept), sorted(rerun), [])
-    return ReplayPlan(from_step, [s for s in steps if s in later], sorted(kept), sorted(rerun), drop)
+        producer, field = step.over.split(".", 1)
+        count = _item_count(records, producer, field)
+        producer_reruns = producer in rerun_steps
+        items = range(count or 0)
+        done = [] if producer_reruns else [i for i in items if (step.name, i) in checkpoints]
+        missing = [i for i in items if i not in done]
+        if missing or count is None or producer_reruns:
+            rerun_steps.append(step.name)
+        kept_items += done
+        rerun_items += missing
+    return ReplayPlan(from_step, rerun_steps, sorted(kept_items), sorted(rerun_items), drop)
+
+
+def _item_count(records: list[StepRecord], producer: str, field: str) -> int | None:
+    """How many items a fan-out has: the length of the list in its producer's committed output (None if the
+    producer never committed)."""
+    for record in records:
+        if record.step == producer and record.item is None and record.succeeded and record.output is not None:
+            items = record.output.get(field)
+            return len(items) if isinstance(items, list) else None
+    return None
 
 
 # ---------------------------------------------------------------------- sweep
@@ -291,4 +324,4 @@ def _expire(services: Services, job: Job, deadline: datetime) -> int:
 
 
 def _deadline_seconds(job: Job) -> int:
-    return job.deadline_seconds or REGISTRY[job.workflow].deadline_default_seconds or DEFAULT_DEADLINE_SECONDS
+    return job.deadline_seconds or REGISTRY[job.workflow].deadline_default_seconds

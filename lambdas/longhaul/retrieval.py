@@ -1,4 +1,8 @@
-"""Lexical (BM25) retrieval over chunks, serialisable for S3."""
+"""Lexical (BM25) retrieval over chunks, serialisable for S3.
+
+bm25s and numpy are imported where they are used: this module is reachable from every function (the offline
+model tokenises with `terms`), and those libraries would otherwise cost each cold start of the API.
+"""
 
 from __future__ import annotations
 
@@ -8,12 +12,9 @@ import re
 import tempfile
 import zipfile
 from collections.abc import Sequence
+from functools import cache
 from pathlib import Path
 from typing import Any
-
-import bm25s
-import numpy as np
-from bm25s.stopwords import STOPWORDS_EN_PLUS
 
 from longhaul.documents import Chunk
 from longhaul.errors import InternalError
@@ -22,7 +23,6 @@ _FORMAT = "longhaul-bm25s-1"
 _MANIFEST = "longhaul.json"
 _ZIP_DATE = (1980, 1, 1, 0, 0, 0)
 _WORD = re.compile(r"[^\W_]+")  # letters and digits of any script
-_STOPWORDS = frozenset(STOPWORDS_EN_PLUS)
 _DOUBLED = re.compile(r"([b-df-hj-kmnp-rtv-y])\1$")
 # Light suffix stripping, longest first; a stem keeps at least three letters.
 _SUFFIXES = (
@@ -52,10 +52,18 @@ def stem(word: str) -> str:
     return word[:-1] if len(word) > 4 and word.endswith("e") else word
 
 
+@cache
+def _stopwords() -> frozenset[str]:
+    from bm25s.stopwords import STOPWORDS_EN_PLUS
+
+    return frozenset(STOPWORDS_EN_PLUS)
+
+
 def terms(text: str) -> list[str]:
     """Lower-cased, stemmed content words of `text` (stopwords and single characters removed)."""
     words = _WORD.findall(text.lower().replace("'s", "").replace("\u2019s", ""))
-    return [stem(word) for word in words if len(word) > 1 and word not in _STOPWORDS]
+    stopwords = _stopwords()
+    return [stem(word) for word in words if len(word) > 1 and word not in stopwords]
 
 
 class LexicalIndex:
@@ -70,6 +78,8 @@ class LexicalIndex:
         corpus = [terms(chunk.text) for chunk in chunks]
         if not any(corpus):
             return cls([chunk.chunk_id for chunk in chunks], None)
+        import bm25s
+
         bm25 = bm25s.BM25()
         bm25.index(corpus, show_progress=False)
         return cls([chunk.chunk_id for chunk in chunks], bm25)
@@ -82,6 +92,8 @@ class LexicalIndex:
         query_terms = [term for term in dict.fromkeys(terms(query)) if term in vocabulary]
         if not query_terms:
             return []
+        import numpy as np
+
         scores = np.asarray(self._bm25.get_scores(query_terms), dtype=np.float64)
         order = np.lexsort((np.arange(len(scores)), -scores))
         return [(self.chunk_ids[i], float(scores[i])) for i in order[:k] if scores[i] > 0]
@@ -119,6 +131,8 @@ def _bm25_files(bm25: Any) -> dict[str, bytes]:
 
 
 def _load_bm25(files: dict[str, bytes]) -> Any:
+    import bm25s
+
     with tempfile.TemporaryDirectory(prefix="longhaul-index-") as directory:
         for name, content in files.items():
             (Path(directory) / Path(name).name).write_bytes(content)

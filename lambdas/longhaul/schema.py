@@ -6,7 +6,8 @@ tables (built from the synthesized template), so the three cannot drift.
 Items:  JOB#<id>/JOB  ·  JOB#<id>/STEP#<step>[#<item>]  ·  JOB#<id>/EVENT#<seq>  ·  JOB#<id>/CHARGE#<id>
         JOB#<id>/DEADLETTER#<step>#<item>  ·  IDEMP#<tenant>#<key>/IDEMP  ·  APIKEY#<sha256>/APIKEY
 Indexes: by_tenant (gsi1pk TENANT#<tenant>, gsi1sk <created_at>#<job>) lists a tenant's jobs by time;
-         by_state (gsi2pk STATUS#<status> | DEADLETTER, gsi2sk <time>) lists jobs by status and dead letters.
+         by_state (gsi2pk STATUS#<status> | DEADLETTER, gsi2sk <time>) lists jobs by status and dead letters;
+         by_created (gsi3pk JOBS, gsi3sk <created_at>#<job>, keys only) lists every job by time.
 """
 
 from __future__ import annotations
@@ -15,7 +16,12 @@ PK, SK = "pk", "sk"
 TTL_ATTRIBUTE = "expires_at"
 BY_TENANT, GSI1_PK, GSI1_SK = "by_tenant", "gsi1pk", "gsi1sk"
 BY_STATE, GSI2_PK, GSI2_SK = "by_state", "gsi2pk", "gsi2sk"
-INDEXES = {BY_TENANT: (GSI1_PK, GSI1_SK), BY_STATE: (GSI2_PK, GSI2_SK)}
+BY_CREATED, GSI3_PK, GSI3_SK = "by_created", "gsi3pk", "gsi3sk"
+INDEXES = {BY_TENANT: (GSI1_PK, GSI1_SK), BY_STATE: (GSI2_PK, GSI2_SK), BY_CREATED: (GSI3_PK, GSI3_SK)}
+KEYS_ONLY_INDEXES = frozenset({BY_CREATED})
+# Every job in one partition of a keys-only index: written once per job (status updates do not touch it), so it
+# bounds submissions to the index's write rate per partition (about 1,000 a second), not the job updates.
+ALL_JOBS_PARTITION = "JOBS"
 
 JOB_SK = "JOB"
 STEP_PREFIX = "STEP#"

@@ -10,6 +10,9 @@ from typing import Any
 import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
+# The logical id prefix of the Lambda that CDK adds to empty buckets on delete (dev and test stages).
+AUTO_DELETE_PROVIDER = "CustomS3AutoDeleteObjectsCustomResourceProvider"
+ALARM_EMAIL = "oncall@example.com"
 
 
 def synthesize(out: Path, context: dict[str, Any] | None = None) -> Path:
@@ -32,10 +35,9 @@ def assembly(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 @pytest.fixture(scope="session")
 def bedrock_assembly(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """The app as `cdk deploy` configures it (Bedrock model), without bundling."""
-    return synthesize(
-        tmp_path_factory.mktemp("cdk.out.bedrock"), {"longhaul:model_provider": "bedrock", "longhaul:stage": "prod"}
-    )
+    """The app as `cdk deploy` configures it (Bedrock model, a production stage, alarm e-mail), without bundling."""
+    context = {"longhaul:model_provider": "bedrock", "longhaul:stage": "prod", "longhaul:alarm_email": ALARM_EMAIL}
+    return synthesize(tmp_path_factory.mktemp("cdk.out.bedrock"), context)
 
 
 @pytest.fixture(scope="session")

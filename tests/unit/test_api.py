@@ -2,76 +2,32 @@
 
 from __future__ import annotations
 
-import copy
 import json
 from typing import Any
 
 import pytest
-from boto3.dynamodb.conditions import Attr
 
 from longhaul.contracts import JobStatus
-from longhaul.storage.jobs import JobStore
-from tests.unit.conftest import KEY_A, KEY_B, TENANT_A, ApiResponse, CallApi
+from longhaul.store import JobStore
+from tests.unit.api_helpers import (
+    BODY,
+    assert_problem,
+    body_with,
+    executions,
+    job_items,
+    object_keys,
+    stored_nothing,
+    submit,
+)
+from tests.unit.conftest import KEY_A, KEY_B, TENANT_A, CallApi
 
 pytestmark = pytest.mark.usefixtures("api_keys")
-
-PROBLEM_JSON = "application/problem+json"
-PROBLEM_BASE = "https://longhaul.dev/problems/"
-
-BODY: dict[str, Any] = {
-    "workflow": "document-analysis",
-    "input": {
-        "question": "What does the contract say about termination?",
-        "documents": [
-            {"name": "contract.md", "text": "# Contract\nEither party may terminate with 30 days notice."},
-            {"name": "notes.txt", "text": "Termination requires written notice."},
-        ],
-    },
-}
-
-
-def body_with(**changes: Any) -> dict[str, Any]:
-    body = copy.deepcopy(BODY)
-    body["input"].update(changes)
-    return body
-
-
-def job_items(table: Any) -> list[dict[str, Any]]:
-    return table.scan(FilterExpression=Attr("sk").eq("JOB"), ConsistentRead=True)["Items"]
-
-
-def object_keys(s3: Any, bucket: str) -> list[str]:
-    return [o["Key"] for o in s3.list_objects_v2(Bucket=bucket).get("Contents", [])]
-
-
-def executions(sfn: Any, arn: str) -> list[dict[str, Any]]:
-    return sfn.list_executions(stateMachineArn=arn)["executions"]
-
-
-def assert_problem(response: ApiResponse, status: int, slug: str) -> dict[str, Any]:
-    assert response.status == status, response.raw_body
-    assert response.content_type.startswith(PROBLEM_JSON)
-    problem = response.body
-    assert problem["type"] == PROBLEM_BASE + slug
-    assert problem["status"] == status
-    assert problem["title"]
-    return problem
 
 
 @pytest.fixture
 def nothing_stored(table: Any, s3: Any, bucket: str, sfn: Any, state_machine_arn: str) -> Any:
     """Call to assert that no job, no artifact and no execution exist."""
-
-    def check() -> None:
-        assert job_items(table) == []
-        assert object_keys(s3, bucket) == []
-        assert executions(sfn, state_machine_arn) == []
-
-    return check
-
-
-def submit(call_api: CallApi, body: Any = None, *, key: str = KEY_A, **headers: str) -> ApiResponse:
-    return call_api("POST", "/v1/jobs", key=key, body=BODY if body is None else body, headers=headers or None)
+    return stored_nothing(table, s3, bucket, sfn, state_machine_arn)
 
 
 # ---------------------------------------------------------------------- submit
@@ -108,7 +64,6 @@ def test_submit_accepts_the_job_and_starts_an_execution_named_after_it(
         "tenant_id": TENANT_A,
         "workflow": "document-analysis",
         "input_key": f"work/{job_id}/input.json",
-        "steps": {},
     }
 
     # and the job, its input document and the inline texts are stored

@@ -9,17 +9,25 @@ from typing import Any
 
 import boto3
 import pytest
+from botocore.awsrequest import AWSResponse
+from botocore.config import Config
+from botocore.exceptions import ClientError
+from botocore.retries.standard import ExponentialBackoff
 from botocore.stub import Stubber
 
+from longhaul import aws
 from longhaul.errors import (
     InternalError,
-    InvalidInputError,
     LonghaulError,
+    PlatformConfigurationError,
     PolicyRefusalError,
     RateLimitedError,
     UpstreamUnavailableError,
 )
 from longhaul.llm import BedrockConverseModel, ModelRequest, OfflineExtractiveModel, gateway_for
+from longhaul.llm.bedrock import split_inference_profile
+from longhaul.runner import sanitize
+from tests.unit.aws_env import offline_credentials
 
 QUESTION = "What is the liability cap and how can the agreement be terminated?"
 PASSAGES = [
@@ -185,9 +193,9 @@ def test_bedrock_sends_the_prompt_and_maps_the_response(
         ("ModelNotReadyException", 429, UpstreamUnavailableError),
         ("ModelTimeoutException", 408, UpstreamUnavailableError),
         ("InternalServerException", 500, UpstreamUnavailableError),
-        ("ValidationException", 400, InvalidInputError),
-        ("AccessDeniedException", 403, InvalidInputError),
-        ("ResourceNotFoundException", 404, InvalidInputError),
+        ("ValidationException", 400, PlatformConfigurationError),
+        ("AccessDeniedException", 403, PlatformConfigurationError),
+        ("ResourceNotFoundException", 404, PlatformConfigurationError),
         ("SomethingNewException", 502, UpstreamUnavailableError),
         ("SomethingNewException", 400, InternalError),
     ],
@@ -210,3 +218,166 @@ def test_a_guardrail_intervention_is_a_policy_refusal(bedrock: tuple[BedrockConv
 
     with pytest.raises(PolicyRefusalError):
         model.generate(ModelRequest(task="draft_answer", system="s", prompt="p", context={}))
+
+
+def _platform_error(
+    bedrock: tuple[BedrockConverseModel, Stubber], code: str, message: str
+) -> PlatformConfigurationError:
+    model, stubber = bedrock
+    stubber.add_client_error("converse", service_error_code=code, service_message=message, http_status_code=403)
+    with pytest.raises(PlatformConfigurationError) as caught:
+        model.generate(ModelRequest(task="draft_answer", system="s", prompt="p", context={}))
+    return caught.value
+
+
+def test_missing_model_access_names_what_to_enable_and_leaks_no_account(
+    bedrock: tuple[BedrockConverseModel, Stubber],
+) -> None:
+    aws_message = (
+        "User: arn:aws:sts::123456789012:assumed-role/Longhaul-prod-draft/fn is not authorized to perform: "
+        "bedrock:InvokeModel on resource: arn:aws:bedrock:us-east-1::foundation-model/" + MODEL_ID
+    )
+
+    error = _platform_error(bedrock, "AccessDeniedException", aws_message)
+
+    assert error.kind == "platform-misconfigured"
+    assert not error.retryable
+    assert f"enable model access to {MODEL_ID} in us-east-1" in error.message
+    assert "Marketplace subscription" in error.message and "inference profile" in error.message
+    assert "123456789012" not in error.message and "arn:" not in error.message
+    assert "AccessDeniedException" in error.message
+
+
+def test_a_cross_region_profile_names_its_geography_and_base_model(
+    bedrock: tuple[BedrockConverseModel, Stubber],
+) -> None:
+    model, _ = bedrock
+    model.model_id = "eu.anthropic.claude-sonnet-4-20250514-v1:0"
+
+    error = _platform_error(bedrock, "ValidationException", "The provided model identifier is invalid.")
+
+    assert "enable model access to anthropic.claude-sonnet-4-20250514-v1:0 in us-east-1" in error.message
+    assert "'eu' cross-region profile" in error.message
+    assert sanitize(error.message) == error.message, "the recorded (bounded) message keeps the whole hint"
+
+
+def test_a_platform_configuration_error_emits_the_alarmed_metric(
+    bedrock: tuple[BedrockConverseModel, Stubber], capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.delenv("POWERTOOLS_METRICS_DISABLED", raising=False)
+    monkeypatch.delenv("POWERTOOLS_DEV", raising=False)
+
+    _platform_error(bedrock, "AccessDeniedException", "You don't have access to the model.")
+
+    records = [json.loads(line) for line in capsys.readouterr().out.splitlines() if line.startswith('{"_aws"')]
+    (metric,) = [r for r in records if "PlatformMisconfigured" in r]
+    assert metric["_aws"]["CloudWatchMetrics"][0]["Dimensions"] == [["provider"]]
+    assert metric["provider"] == "bedrock"
+
+
+def test_a_tenant_caused_error_emits_no_platform_metric(
+    bedrock: tuple[BedrockConverseModel, Stubber], capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.delenv("POWERTOOLS_METRICS_DISABLED", raising=False)
+    model, stubber = bedrock
+    stubber.add_client_error("converse", service_error_code="ThrottlingException", http_status_code=429)
+
+    with pytest.raises(RateLimitedError):
+        model.generate(ModelRequest(task="draft_answer", system="s", prompt="p", context={}))
+
+    assert "PlatformMisconfigured" not in capsys.readouterr().out
+
+
+@pytest.mark.parametrize(
+    ("model_id", "expected"),
+    [
+        ("us.anthropic.claude-sonnet-4-20250514-v1:0", ("us", "anthropic.claude-sonnet-4-20250514-v1:0")),
+        ("apac.amazon.nova-pro-v1:0", ("apac", "amazon.nova-pro-v1:0")),
+        ("anthropic.claude-3-5-haiku-20241022-v1:0", (None, "anthropic.claude-3-5-haiku-20241022-v1:0")),
+        ("amazon.nova-lite-v1:0", (None, "amazon.nova-lite-v1:0")),
+    ],
+)
+def test_inference_profiles_are_told_from_base_models(model_id: str, expected: tuple[str | None, str]) -> None:
+    assert split_inference_profile(model_id) == expected
+
+
+# ---------------------------------------------------------------- the model client's time budget
+
+
+def test_the_model_client_uses_the_model_timeouts(monkeypatch: pytest.MonkeyPatch) -> None:
+    offline_credentials(monkeypatch)
+    aws.client.cache_clear()
+    try:
+        config = aws.client("bedrock-runtime").meta.config
+    finally:
+        aws.client.cache_clear()
+
+    assert (config.connect_timeout, config.read_timeout) == (aws.MODEL_CONNECT_TIMEOUT, aws.MODEL_READ_TIMEOUT)
+    assert config.retries == {"mode": "standard", "total_max_attempts": aws.MODEL_MAX_ATTEMPTS}
+
+
+def test_one_model_call_with_its_retries_ends_inside_the_model_steps_timeout() -> None:
+    worst = aws.worst_case_seconds(
+        connect_timeout=aws.MODEL_CONNECT_TIMEOUT, read_timeout=aws.MODEL_READ_TIMEOUT, attempts=aws.MODEL_MAX_ATTEMPTS
+    )
+
+    assert worst + aws.MODEL_STEP_HEADROOM <= aws.MODEL_STEP_TIMEOUT
+    assert aws.MODEL_READ_TIMEOUT >= 60, "a long generation (Converse answers when it is done) needs a minute"
+
+
+@pytest.mark.parametrize(("budget", "attempts"), [(105, 1), (105, 2), (105, 3), (300, 4), (60, 2)])
+def test_the_derived_read_timeout_is_the_longest_that_fits(budget: int, attempts: int) -> None:
+    read = aws.read_timeout_within(budget, connect_timeout=5, attempts=attempts)
+
+    assert aws.worst_case_seconds(connect_timeout=5, read_timeout=read, attempts=attempts) <= budget
+    assert aws.worst_case_seconds(connect_timeout=5, read_timeout=read + 1, attempts=attempts) > budget
+
+
+def test_a_budget_too_small_for_the_attempts_is_refused() -> None:
+    with pytest.raises(ValueError, match="no read timeout"):
+        aws.read_timeout_within(10, connect_timeout=5, attempts=3)
+
+
+class _RetryContext:
+    """What botocore's backoff reads: the attempt number and a response asking for a long `x-amz-retry-after`."""
+
+    def __init__(self, attempt_number: int) -> None:
+        self.attempt_number = attempt_number
+        self.http_response = type("Response", (), {"headers": {"x-amz-retry-after": "3600000"}})()
+
+
+@pytest.mark.parametrize("attempts", [1, 2, 3, 4, 6, 8])
+def test_the_backoff_bound_is_botocores_longest_sleep(attempts: int) -> None:
+    throttled = type("Detector", (), {"is_throttling_error_from_context": lambda self, context: True})()
+    backoff = ExponentialBackoff(random=lambda: 1.0, throttling_detector=throttled)
+
+    longest = sum(backoff.delay_amount(_RetryContext(i)) for i in range(1, attempts))
+
+    assert aws.retry_backoff_bound(attempts) == pytest.approx(longest)
+
+
+@pytest.mark.parametrize("max_attempts", [aws.MODEL_MAX_ATTEMPTS, 3])
+def test_the_client_makes_exactly_the_configured_attempts(monkeypatch: pytest.MonkeyPatch, max_attempts: int) -> None:
+    offline_credentials(monkeypatch)
+    config = aws.MODEL_CONFIG.merge(Config(retries={"mode": "standard", "total_max_attempts": max_attempts}))
+    client = boto3.session.Session().client("bedrock-runtime", config=config)
+    sent: list[str] = []
+
+    def unavailable(request: Any, **_: Any) -> AWSResponse:
+        sent.append(request.url)
+        return AWSResponse(request.url, 503, {}, _Raw(b'{"message": "busy"}'))
+
+    client.meta.events.register("before-send.bedrock-runtime.Converse", unavailable)
+
+    with pytest.raises(ClientError):
+        client.converse(modelId=MODEL_ID, messages=[{"role": "user", "content": [{"text": "p"}]}])
+
+    assert len(sent) == max_attempts
+
+
+class _Raw:
+    def __init__(self, body: bytes) -> None:
+        self.body = body
+
+    def stream(self, **_: Any) -> Iterator[bytes]:
+        yield self.body

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 
-from longhaul.observability import emit
+from longhaul.observability import emit, metrics
 
 
 def test_a_metric_is_one_emf_line_with_its_dimensions(monkeypatch, capsys):
@@ -22,3 +22,18 @@ def test_disabled_metrics_print_nothing(monkeypatch, capsys):
     monkeypatch.setenv("POWERTOOLS_METRICS_DISABLED", "true")
     emit("JobsCompleted", workflow="document-analysis")
     assert capsys.readouterr().out == ""
+
+
+def test_no_service_dimension_whatever_the_functions_service_name(monkeypatch, capsys):
+    """Each function sets its own POWERTOOLS_SERVICE_NAME; the dashboard queries the emitter's dimensions only."""
+    monkeypatch.delenv("POWERTOOLS_METRICS_DISABLED", raising=False)
+    monkeypatch.setenv("POWERTOOLS_SERVICE_NAME", "longhaul-draft_answer")
+    emit("JobsCompleted", workflow="document-analysis")
+    metrics.add_metric(name="StuckJobs", unit="Count", value=2)
+    metrics.flush_metrics()
+
+    emitted, swept = (json.loads(line) for line in capsys.readouterr().out.strip().splitlines())
+    assert emitted["_aws"]["CloudWatchMetrics"][0]["Dimensions"] == [["workflow"]]
+    assert swept["_aws"]["CloudWatchMetrics"][0]["Dimensions"] == [[]]
+    assert "service" not in emitted and "service" not in swept
+    assert swept["StuckJobs"] == [2.0]

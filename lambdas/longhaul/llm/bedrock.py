@@ -2,21 +2,23 @@
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
-import boto3
 from botocore.exceptions import BotoCoreError, ClientError
 
+from longhaul import aws
 from longhaul.errors import (
     InternalError,
-    InvalidInputError,
     LonghaulError,
+    PlatformConfigurationError,
     PolicyRefusalError,
     RateLimitedError,
     TransientError,
     UpstreamUnavailableError,
 )
 from longhaul.llm.port import ModelRequest, ModelResponse, Usage
+from longhaul.observability import PLATFORM_MISCONFIGURED, emit, logger
 
 _ERRORS: dict[str, type[LonghaulError]] = {
     "ThrottlingException": RateLimitedError,
@@ -27,22 +29,59 @@ _ERRORS: dict[str, type[LonghaulError]] = {
     "InternalServerException": UpstreamUnavailableError,
     "ModelTimeoutException": UpstreamUnavailableError,
     "ModelErrorException": UpstreamUnavailableError,
-    "ValidationException": InvalidInputError,
-    "AccessDeniedException": InvalidInputError,
-    "ResourceNotFoundException": InvalidInputError,
+    # The platform builds every request (model id, prompt size, parameters), so these are its configuration, not
+    # the tenant's input: model access not enabled, a Marketplace subscription missing, a cross-region profile
+    # invoked outside its regions, a model without on-demand throughput, an unknown model id.
+    "ValidationException": PlatformConfigurationError,
+    "AccessDeniedException": PlatformConfigurationError,
+    "ResourceNotFoundException": PlatformConfigurationError,
 }
 _REFUSALS = frozenset({"guardrail_intervened", "content_filtered"})
+# Geography prefixes of Bedrock's cross-region inference profiles (`us.anthropic.…`).
+PROFILE_PREFIXES = ("us", "eu", "apac", "global", "us-gov", "ca", "jp", "au")
+# A job's error is shown to its tenant: ARNs and account ids in AWS's message stay in the operators' logs.
+_ARN = re.compile(r"arn:aws[\w-]*:[^\s,;]+")
+_ACCOUNT = re.compile(r"\b\d{12}\b")
 
 
-def error_for(error: ClientError, model_id: str) -> LonghaulError:
+def split_inference_profile(model_id: str) -> tuple[str | None, str]:
+    """(profile geography or None, base model id): `us.anthropic.x` → (`us`, `anthropic.x`)."""
+    prefix, _, rest = model_id.partition(".")
+    return (prefix, rest) if prefix in PROFILE_PREFIXES and rest else (None, model_id)
+
+
+def redact(message: str) -> str:
+    return _ACCOUNT.sub("<account>", _ARN.sub("<arn>", message))
+
+
+def configuration_hint(model_id: str, region: str) -> str:
+    """What an operator enables so that `model_id` can be invoked from `region` (short: it is shown in the job)."""
+    profile, base_model = split_inference_profile(model_id)
+    # Bedrock enables serverless models on their first use, which needs a principal allowed to subscribe in AWS
+    # Marketplace (the step roles are not) and, for Anthropic, the account's use-case form.
+    hints = [
+        f"enable model access to {base_model} in {region}: invoke it once in the Bedrock playground as an "
+        "administrator (Marketplace subscription, Anthropic use-case form)"
+    ]
+    if profile:
+        hints.append(f"'{profile}' cross-region profile: deploy in a '{profile}' region or use your region's profile")
+    else:
+        hints.append("a model without on-demand throughput needs an inference profile id")
+    return "; ".join(hints)
+
+
+def error_for(error: ClientError, model_id: str, region: str = "this region") -> LonghaulError:
     """The typed error for a Bedrock `ClientError` (unknown 5xx/429 are retryable, other codes internal)."""
     code = str(error.response.get("Error", {}).get("Code", "Unknown"))
     status = int(error.response.get("ResponseMetadata", {}).get("HTTPStatusCode", 0))
-    message = f"bedrock {model_id}: {code}: {error.response.get('Error', {}).get('Message', '')}"
+    detail = f"{code}: {redact(str(error.response.get('Error', {}).get('Message', '')))}"
     cls = _ERRORS.get(code)
     if cls is None:
         cls = RateLimitedError if status == 429 else UpstreamUnavailableError if status >= 500 else InternalError
-    return cls(message)
+    if cls is PlatformConfigurationError:
+        # The hint first: the recorded message is bounded, AWS's own words may be cut.
+        return cls(f"bedrock {model_id} is not usable in {region}: {configuration_hint(model_id, region)} ({detail})")
+    return cls(f"bedrock {model_id}: {detail}")
 
 
 class BedrockConverseModel:
@@ -55,7 +94,7 @@ class BedrockConverseModel:
     @property
     def client(self) -> Any:
         if self._client is None:
-            self._client = boto3.client("bedrock-runtime")
+            self._client = aws.client("bedrock-runtime")
         return self._client
 
     def generate(self, request: ModelRequest) -> ModelResponse:
@@ -67,7 +106,15 @@ class BedrockConverseModel:
                 inferenceConfig={"maxTokens": request.max_tokens, "temperature": 0},
             )
         except ClientError as error:
-            raise error_for(error, self.model_id) from error
+            typed = error_for(error, self.model_id, str(self.client.meta.region_name))
+            if isinstance(typed, PlatformConfigurationError):
+                # Operators see AWS's own message in the logs; the alarm watches the metric.
+                logger.error(
+                    "bedrock is not configured for this model",
+                    extra={"model_id": self.model_id, "aws_error": str(error)},
+                )
+                emit(PLATFORM_MISCONFIGURED, provider="bedrock")
+            raise typed from error
         except BotoCoreError as error:
             raise TransientError(f"bedrock {self.model_id}: {error}") from error
         return self._response(response)

@@ -21,6 +21,7 @@ from longhaul.contracts import TERMINAL_STATUSES, EventView, JobStatus
 from longhaul.errors import TransientError
 from longhaul.records import IdempotencyRecord, Job
 from longhaul.storage.dynamo import Cancelled, backoff, plain, transact, update_expression
+from longhaul.storage.listing import JobListing
 
 S = JobStatus
 # Which statuses a job may move to from each status. Anything else is rejected.
@@ -73,10 +74,9 @@ def _job(item: Mapping[str, Any]) -> Job:
     return Job.model_validate(plain(item))
 
 
-class JobStore:
+class JobStore(JobListing):
     def __init__(self, table: Any, *, clock: Clock | None = None, idempotency_ttl: timedelta = timedelta(hours=24)):
-        self.table = table
-        self.client = table.meta.client
+        super().__init__(table)
         self.clock = clock or SystemClock()
         self.idempotency_ttl = idempotency_ttl
 
@@ -115,6 +115,8 @@ class JobStore:
             schema.GSI1_SK: f"{iso(now)}#{job.job_id}",
             schema.GSI2_PK: schema.status_partition(S.QUEUED.value),
             schema.GSI2_SK: iso(now),
+            schema.GSI3_PK: schema.ALL_JOBS_PARTITION,
+            schema.GSI3_SK: f"{iso(now)}#{job.job_id}",
             "execution_name": job.job_id,
         }
         if job.deadline_at:
@@ -395,42 +397,3 @@ class JobStore:
         if detail:
             record["detail"] = dict(detail)
         return record
-
-    # ------------------------------------------------------------------ listings
-
-    def list_jobs(
-        self,
-        *,
-        tenant_id: str | None = None,
-        status: JobStatus | None = None,
-        limit: int | None = 50,
-        oldest_first: bool = False,
-    ) -> list[Job]:
-        """A tenant's jobs by creation, or jobs in a status by last update; newest first unless `oldest_first`.
-        `limit=None` reads them all."""
-        if tenant_id is not None:
-            kwargs: dict[str, Any] = {
-                "IndexName": schema.BY_TENANT,
-                "KeyConditionExpression": f"{schema.GSI1_PK} = :pk",
-                "ExpressionAttributeValues": {":pk": schema.tenant_partition(tenant_id)},
-            }
-            if status is not None:
-                kwargs["FilterExpression"] = "#status = :status"
-                kwargs["ExpressionAttributeNames"] = {"#status": "status"}
-                kwargs["ExpressionAttributeValues"][":status"] = status.value
-        elif status is not None:
-            kwargs = {
-                "IndexName": schema.BY_STATE,
-                "KeyConditionExpression": f"{schema.GSI2_PK} = :pk",
-                "ExpressionAttributeValues": {":pk": schema.status_partition(status.value)},
-            }
-        else:
-            raise ValueError("list jobs by tenant, by status, or both")
-        items: list[Job] = []
-        while limit is None or len(items) < limit:
-            response = self.table.query(ScanIndexForward=oldest_first, **kwargs)
-            items.extend(_job(i) for i in response.get("Items", []))
-            if "LastEvaluatedKey" not in response:
-                break
-            kwargs["ExclusiveStartKey"] = response["LastEvaluatedKey"]
-        return items if limit is None else items[:limit]

@@ -18,6 +18,8 @@ from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel
 
+from longhaul import limits
+
 if TYPE_CHECKING:
     from longhaul.runner import StepContext
     from longhaul.submission import Intake, PreparedInput
@@ -62,7 +64,7 @@ class WorkflowSpec:
     result_model: type[BaseModel]
     steps: tuple[StepSpec, ...]
     domain: str  # module with one function per step (same names) and `prepare`, imported on first use
-    deadline_default_seconds: int = 2 * 3600
+    deadline_default_seconds: int = limits.DEFAULT_DEADLINE_SECONDS
     _by_name: Mapping[str, StepSpec] = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:

@@ -47,7 +47,7 @@ SPEC = WorkflowSpec(
             "extract_invoices",
             over="parse_documents.invoices",
             item_unit="invoice",
-            timeout_seconds=300,
+            timeout_seconds=360,  # up to three extractions of one invoice, each within the model timeout
             calls_model=True,
         ),
         step("check_invoices"),

@@ -1,0 +1,154 @@
+"""Benchmark: cold-import time of every Lambda handler module, against a bare `import boto3` handler in the same run.
+
+    make bench            # or: .venv/bin/python bench/cold_start.py --runs 9
+
+A cold start's init phase imports the handler's module; that is what is timed here (CPU milliseconds), in fresh
+interpreter processes (median of `--runs`, after one warm-up of the file cache), in three layouts:
+- source tree: `lambdas/` without bytecode for its own modules, dependencies from the virtualenv (compiled);
+- bundle: the asset as `cdk deploy` builds it (same bundling code: wheels, source, unchecked hash-based pycs),
+  with `-S` so nothing of the virtualenv is visible and boto3 from a separate folder, as the Lambda runtime
+  provides it;
+- bundle without bytecode: the same asset with every `__pycache__` removed (what a read-only code directory
+  without pycs costs: each cold start compiles every module it imports).
+The bundle is built for this machine's Python and architecture (the deployed one targets the Lambda runtime, which
+may not run here); writing bytecode is disabled everywhere, as on Lambda's read-only code directory.
+Prints figures; asserts nothing.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import platform
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from stacks.bundling import CONSTRAINTS, LAMBDAS_DIR, TARGET, Platform, build_bundle  # noqa: E402
+
+# The function → handler module of every Lambda of the stack (stacks/api.py, workflows.py, operations.py).
+HANDLERS = {"api": "handlers.api", "steps": "handlers.steps", "sweep": "handlers.ops"}
+BARE = "bare_handler"
+# Targets from the cold-start issue (benchmark, not a test): API ≤ 250 ms and ≤ 2.5× boto3; steps ≤ 2.5×.
+TARGETS = {"api": (250.0, 2.5), "steps": (None, 2.5)}
+# CPU time of the import, not wall time: on a shared machine the wall clock also counts waiting for a core, while
+# an import from the page cache is all CPU (on an idle machine the two agree).
+_TIMER = (
+    "import importlib, sys, time\n"
+    "start = time.process_time()\n"
+    "importlib.import_module(sys.argv[1])\n"
+    "print((time.process_time() - start) * 1000)\n"
+)
+
+
+class Layout:
+    """Where a handler's modules come from: the interpreter flags and the import path."""
+
+    def __init__(self, name: str, path: list[Path], *, isolated: bool) -> None:
+        self.name = name
+        self.path = path
+        self.isolated = isolated  # -S: no site-packages, as in the Lambda runtime
+
+    def time_import(self, module: str, cwd: Path) -> float:
+        env = {k: v for k, v in os.environ.items() if not k.startswith("PYTHON")}
+        env |= {"PYTHONPATH": os.pathsep.join(map(str, self.path)), "PYTHONDONTWRITEBYTECODE": "1"}
+        flags = ["-S"] if self.isolated else []
+        result = subprocess.run(
+            [sys.executable, *flags, "-c", _TIMER, module], env=env, cwd=cwd, capture_output=True, text=True
+        )
+        if result.returncode != 0:
+            raise RuntimeError(f"importing {module} from {self.name} failed:\n{result.stderr}")
+        return float(result.stdout.strip().splitlines()[-1])
+
+
+def _prepare(work: Path) -> tuple[Layout, Layout, Layout, Layout, Layout]:
+    bare = work / "bare"
+    bare.mkdir()
+    (bare / f"{BARE}.py").write_text("import boto3\n\n\ndef handler(event, context):\n    return {}\n")
+    source = work / "source"
+    shutil.copytree(LAMBDAS_DIR, source, ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
+    print("building the bundle for this machine (pip + bytecode) ...", file=sys.stderr)
+    bundle = work / "bundle"
+    build_bundle(bundle, Platform.this_machine())
+    uncompiled = work / "bundle-without-bytecode"
+    shutil.copytree(bundle, uncompiled, ignore=shutil.ignore_patterns("__pycache__"))
+    # The Lambda runtime ships boto3 (compiled) outside the function's code: install it the same way, pinned.
+    runtime = work / "runtime"
+    boto3_pin = next(line for line in CONSTRAINTS.read_text().splitlines() if line.startswith("boto3=="))
+    pip = [sys.executable, "-m", "pip", "install", "-q", "--disable-pip-version-check"]
+    subprocess.run([*pip, "--target", str(runtime), boto3_pin, "-c", str(CONSTRAINTS)], check=True)
+    return (
+        Layout("bare boto3 (virtualenv)", [bare], isolated=False),
+        Layout("source tree", [source], isolated=False),
+        Layout("bare boto3 (runtime)", [bare, runtime], isolated=True),
+        Layout("bundle", [bundle, runtime], isolated=True),
+        Layout("bundle without bytecode", [uncompiled, runtime], isolated=True),
+    )
+
+
+def _median(layout: Layout, module: str, runs: int, cwd: Path) -> float:
+    layout.time_import(module, cwd)  # warm the file cache
+    return statistics.median(layout.time_import(module, cwd) for _ in range(runs))
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--runs", type=int, default=7, help="fresh processes per figure (median)")
+    args = parser.parse_args()
+    with tempfile.TemporaryDirectory(prefix="longhaul-cold-start-") as tmp:
+        work = Path(tmp)
+        venv_bare, source, runtime_bare, bundle, uncompiled = _prepare(work)
+        cwd = work / "empty"
+        cwd.mkdir()
+        baseline_venv = _median(venv_bare, BARE, args.runs, cwd)
+        baseline_runtime = _median(runtime_bare, BARE, args.runs, cwd)
+        rows = []
+        for function, module in HANDLERS.items():
+            rows.append(
+                (
+                    function,
+                    module,
+                    _median(source, module, args.runs, cwd),
+                    _median(bundle, module, args.runs, cwd),
+                    _median(uncompiled, module, args.runs, cwd),
+                )
+            )
+    here = Platform.this_machine()
+    print(
+        f"cold import of each handler module, median of {args.runs} fresh processes, "
+        f"Python {platform.python_version()} {here.machine}"
+    )
+    print(
+        f"(bundle built for this machine; the deployed bundle targets Python {TARGET.python} {TARGET.machine}, "
+        f"bytecode {TARGET.cache_tag})"
+    )
+    header = f"{'function':<8} {'module':<16} {'source tree':>12} {'×boto3':>7} {'bundle':>9} {'×boto3':>7}"
+    print(f"{header} {'bundle, no pyc':>15} {'×boto3':>7}")
+    print(
+        f"{'bare':<8} {'import boto3':<16} {baseline_venv:>9.0f} ms {1:>7.2f} {baseline_runtime:>6.0f} ms "
+        f"{1:>7.2f} {baseline_runtime:>12.0f} ms {1:>7.2f}"
+    )
+    for function, module, from_source, from_bundle, without_pyc in rows:
+        print(
+            f"{function:<8} {module:<16} {from_source:>9.0f} ms {from_source / baseline_venv:>7.2f} "
+            f"{from_bundle:>6.0f} ms {from_bundle / baseline_runtime:>7.2f} "
+            f"{without_pyc:>12.0f} ms {without_pyc / baseline_runtime:>7.2f}"
+        )
+    for function, _module, _, from_bundle, _ in rows:
+        if function not in TARGETS:
+            continue
+        limit_ms, limit_ratio = TARGETS[function]
+        ratio = from_bundle / baseline_runtime
+        met = ratio <= limit_ratio and (limit_ms is None or from_bundle <= limit_ms)
+        wanted = f"≤ {limit_ratio}×" + (f" and ≤ {limit_ms:.0f} ms" if limit_ms else "")
+        print(f"target {function} (bundle) {wanted}: {'met' if met else 'MISSED'} ({from_bundle:.0f} ms, {ratio:.2f}×)")
+
+
+if __name__ == "__main__":
+    main()

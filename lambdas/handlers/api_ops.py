@@ -1,0 +1,123 @@
+"""The operator routes of the API function (`/v1/ops/...`): any tenant's jobs, dead letters, replay.
+
+The handler has already refused non-operator keys; each route checks the role again, so a route never depends
+on where it is mounted.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+from aws_lambda_powertools.event_handler import Response
+from aws_lambda_powertools.event_handler.api_gateway import Router
+from aws_lambda_powertools.event_handler.openapi.params import Body, Path, Query
+
+from handlers.api_shared import EventsLimit, events_response, job_service, principal, problems
+from longhaul import limits, operations
+from longhaul.auth import Principal
+from longhaul.contracts import (
+    CancelOutcome,
+    DeadLetterList,
+    EventPage,
+    JobList,
+    JobStatus,
+    JobView,
+    ReplayOutcome,
+    ReplayRequest,
+)
+from longhaul.problems import Forbidden
+from longhaul.wiring import services
+
+router = Router()
+
+
+def _operator() -> Principal:
+    caller = principal(router)
+    if caller.role != "operator":
+        raise Forbidden("operator routes need a key with the operator role")
+    return caller
+
+
+OPS_PROBLEMS = {**problems(401, "Missing or unknown API key"), **problems(403, "Not an operator key")}
+
+
+@router.get("/v1/ops/dead-letters", summary="Dead letters, newest first", responses=OPS_PROBLEMS)
+def list_dead_letters(
+    step: Annotated[str | None, Query()] = None,
+    workflow: Annotated[str | None, Query()] = None,
+    tenant: Annotated[str | None, Query()] = None,
+    limit: Annotated[int, Query(ge=1, le=500)] = 100,
+) -> DeadLetterList:
+    _operator()
+    found = operations.list_dead_letters(services(), step=step, workflow=workflow, tenant=tenant, limit=limit)
+    return DeadLetterList(dead_letters=found)
+
+
+@router.get(
+    "/v1/ops/jobs",
+    summary="Every tenant's jobs, newest first, paged; filter by tenant and/or status",
+    responses={**OPS_PROBLEMS, **problems(400, "Not a cursor of this listing")},
+)
+def ops_list_jobs(
+    tenant: Annotated[str | None, Query()] = None,
+    status: Annotated[JobStatus | None, Query()] = None,
+    limit: Annotated[int, Query(ge=1, le=limits.MAX_OPS_PAGE_SIZE)] = 100,
+    cursor: Annotated[str | None, Query(description="`next_cursor` of the previous page")] = None,
+) -> JobList:
+    _operator()
+    return operations.list_jobs(services(), tenant=tenant, status=status, limit=limit, cursor=cursor)
+
+
+OPS_JOB_PROBLEMS = {**OPS_PROBLEMS, **problems(404, "No such job")}
+
+
+@router.get("/v1/ops/jobs/<job_id>", summary="Any tenant's job: status and progress", responses=OPS_JOB_PROBLEMS)
+def ops_get_job(job_id: Annotated[str, Path()]) -> JobView:
+    return job_service().view(_operator(), job_id, any_tenant=True)
+
+
+@router.get(
+    "/v1/ops/jobs/<job_id>/events",
+    summary="Any tenant's job's event log (JSON pages, or Server-Sent Events)",
+    responses={200: {"description": "A page of events", "content": {"application/json": {"model": EventPage}}}}
+    | OPS_JOB_PROBLEMS,
+)
+def ops_get_events(
+    job_id: Annotated[str, Path()], cursor: Annotated[str | None, Query()] = None, limit: EventsLimit = 100
+) -> Response[str]:
+    _operator()
+    return events_response(router, job_id, cursor, limit, any_tenant=True)
+
+
+@router.post(
+    "/v1/ops/jobs/<job_id>/cancel",
+    summary="Cancel any tenant's job",
+    responses={
+        202: {"description": "Cancelled", "content": {"application/json": {"model": CancelOutcome}}},
+        **OPS_JOB_PROBLEMS,
+        **problems(409, "The job already finished"),
+    },
+)
+def ops_cancel_job(job_id: Annotated[str, Path()]) -> Response[str]:
+    outcome = job_service().cancel(_operator(), job_id, any_tenant=True)
+    return Response(status_code=202, content_type="application/json", body=outcome.model_dump_json())
+
+
+@router.post(
+    "/v1/ops/jobs/<job_id>/replay",
+    summary="Replay a failed job from a step, reusing the checkpoints before it",
+    responses={
+        202: {"description": "Replay started", "content": {"application/json": {"model": ReplayOutcome}}},
+        **OPS_PROBLEMS,
+        **problems(404, "No such job"),
+        **problems(409, "The job is not failed, cancelled or expired (or redrive is unavailable)"),
+        **problems(415, f"Body not {limits.ACCEPTED_MEDIA_TYPE}"),
+        **problems(422, "Unknown step"),
+    },
+)
+def replay_job(job_id: Annotated[str, Path()], request: Annotated[ReplayRequest, Body()]) -> Response[str]:
+    caller = _operator()
+    outcome = operations.replay(
+        services(), caller, job_id, from_step=request.from_step, reason=request.reason, mode=request.mode
+    )
+    return Response(status_code=202, content_type="application/json", body=outcome.model_dump_json())

@@ -1,0 +1,57 @@
+"""What the API function's route modules share: the job service, the caller, problem declarations, event pages."""
+
+from __future__ import annotations
+
+import json
+from typing import Annotated, Any
+
+from aws_lambda_powertools.event_handler import Response
+from aws_lambda_powertools.event_handler.api_gateway import BaseRouter
+from aws_lambda_powertools.event_handler.openapi.params import Query
+
+from longhaul import limits
+from longhaul.auth import Principal
+from longhaul.contracts import TERMINAL_STATUSES, Problem
+from longhaul.jobs import JobService
+from longhaul.wiring import services
+
+PROBLEM_JSON = "application/problem+json"
+SSE = "text/event-stream"
+SSE_RETRY_MS = 2000
+EventsLimit = Annotated[int, Query(ge=1, le=limits.MAX_PAGE_SIZE)]
+
+
+def problems(status: int, description: str) -> dict[int, dict[str, Any]]:
+    """An OpenAPI response declaration for a problem+json answer."""
+    return {status: {"description": description, "content": {PROBLEM_JSON: {"model": Problem}}}}
+
+
+def job_service() -> JobService:
+    return JobService(services())
+
+
+def principal(router: BaseRouter) -> Principal:
+    """The caller, authenticated by the handler before routing."""
+    found = router.context.get("principal")
+    assert isinstance(found, Principal)
+    return found
+
+
+def events_response(
+    router: BaseRouter, job_id: str, cursor: str | None, limit: int, *, any_tenant: bool
+) -> Response[str]:
+    """A page of the job's events as JSON, or as Server-Sent Events with `Accept: text/event-stream`."""
+    service, caller, event = job_service(), principal(router), router.current_event
+    if SSE not in (event.get_header_value("Accept") or ""):
+        page = service.events(caller, job_id, cursor, limit, any_tenant=any_tenant)
+        return Response(status_code=200, content_type="application/json", body=page.model_dump_json())
+    # Server-Sent Events: what is new since Last-Event-ID, then the client reconnects (EventSource does).
+    after = event.get_header_value("Last-Event-ID") or cursor
+    # the status before the events: no missed last event
+    job = service.view(caller, job_id, any_tenant=any_tenant)
+    page = service.events(caller, job_id, after, limit, any_tenant=any_tenant)
+    frames = [f"id: {e.seq}\nevent: {e.type}\ndata: {e.model_dump_json()}\n\n" for e in page.events]
+    if job.status in TERMINAL_STATUSES and page.next_cursor is None:
+        frames.append(f"event: end\ndata: {json.dumps({'status': job.status.value})}\n\n")
+    body = f"retry: {SSE_RETRY_MS}\n\n" + "".join(frames)
+    return Response(status_code=200, content_type=SSE, body=body, headers={"Cache-Control": "no-cache"})

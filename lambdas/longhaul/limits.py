@@ -1,0 +1,41 @@
+"""Every limit of the API, stated once: the contracts, the API function, the job service and the local front
+door read them from here, and the README and the OpenAPI descriptions quote them."""
+
+from __future__ import annotations
+
+MIB = 1024 * 1024
+
+# Request bodies. API Gateway refuses anything above its own hard limit before the function runs; below it, the
+# API function answers 413 above the platform's limit (`LONGHAUL_MAX_BODY_BYTES`, this default).
+API_GATEWAY_MAX_BODY_BYTES = 10 * MIB
+MAX_BODY_BYTES = 1 * MIB
+
+# A job's input.
+MAX_DOCUMENTS = 50
+MAX_QUESTION_CHARS = 2000
+MIN_QUESTION_CHARS = 3
+MAX_PASSAGES = 100
+DEFAULT_PASSAGES = 16
+MAX_PASSAGES_PER_GROUP = 20
+DEFAULT_PASSAGES_PER_GROUP = 4
+MIN_DEADLINE_SECONDS = 60
+MAX_DEADLINE_SECONDS = 24 * 3600
+DEFAULT_DEADLINE_SECONDS = 2 * 3600
+
+# Document and upload names: shown in citations, never used in storage keys.
+MAX_NAME_CHARS = 128
+
+# Uploads (checked when a job references the upload: a presigned PUT cannot bound its size).
+MAX_UPLOAD_BYTES = 50 * MIB
+UPLOAD_URL_SECONDS = 900
+
+# Pages.
+MAX_PAGE_SIZE = 200
+MAX_OPS_PAGE_SIZE = 500
+
+ACCEPTED_MEDIA_TYPE = "application/json"
+
+
+def body_too_large(limit: int = MAX_BODY_BYTES) -> str:
+    """The 413 detail, word for word the same wherever a body is refused for its size."""
+    return f"request bodies are limited to {limit} bytes ({limit / MIB:g} MiB); upload large documents instead"

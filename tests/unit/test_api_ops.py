@@ -1,0 +1,189 @@
+"""Operator routes through `handlers.api.handler`: every tenant's jobs, reads and cancel of any job, the replay
+plan; and a job's ETA, which only a moving job has."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import pytest
+
+from longhaul.auth import api_key_item
+from longhaul.clock import iso
+from longhaul.contracts import JobStatus
+from longhaul.store import JobStore
+from tests.unit.api_helpers import assert_problem, submit
+from tests.unit.conftest import KEY_A, KEY_B, CallApi
+from tests.unit.jobs_table import create_jobs_table
+
+pytestmark = pytest.mark.usefixtures("api_keys")
+OPS = "key-operator-0123456789"
+S = JobStatus
+
+
+@pytest.fixture
+def table(aws: None) -> Any:
+    created = create_jobs_table()
+    created.put_item(Item=api_key_item(OPS, "ops", "operator"))
+    return created
+
+
+def running(table: Any, job_id: str, *, started_ago: timedelta, completed: int) -> JobStore:
+    store = JobStore(table)
+    store.transition(job_id, S.RUNNING, event="job_started")
+    table.update_item(
+        Key={"pk": f"JOB#{job_id}", "sk": "JOB"},
+        UpdateExpression="SET started_at = :at, progress = :p",
+        ExpressionAttributeValues={
+            ":at": iso(datetime.now(UTC) - started_ago),
+            ":p": {"completed": completed, "total": 8, "unit": "steps", "message": "running"},
+        },
+    )
+    return store
+
+
+# ---------------------------------------------------------------------- listing
+
+
+def test_operators_list_every_tenants_jobs_newest_first_in_pages(call_api: CallApi) -> None:
+    submitted = [submit(call_api, key=key).body["job_id"] for key in (KEY_A, KEY_B, KEY_A, KEY_B, KEY_A)]
+
+    seen: list[list[str]] = []
+    query = {"limit": "2"}
+    for _ in range(5):
+        page = call_api("GET", "/v1/ops/jobs", key=OPS, query=query)
+        assert page.status == 200, page.raw_body
+        seen.append([j["job_id"] for j in page.body["jobs"]])
+        if page.body["next_cursor"] is None:
+            break
+        query = {"limit": "2", "cursor": page.body["next_cursor"]}
+
+    assert [j for page in seen for j in page] == submitted[::-1]
+    assert [len(page) for page in seen] == [2, 2, 1]
+
+
+def test_the_operator_listing_filters_by_tenant_and_status(call_api: CallApi, table: Any) -> None:
+    a1, _, a2 = (submit(call_api, key=key).body["job_id"] for key in (KEY_A, KEY_B, KEY_A))
+    JobStore(table).transition(a1, S.RUNNING, event="job_started")
+
+    by_tenant = call_api("GET", "/v1/ops/jobs", key=OPS, query={"tenant": "tenant-a"}).body["jobs"]
+    running_ones = call_api("GET", "/v1/ops/jobs", key=OPS, query={"status": "running"}).body["jobs"]
+
+    assert [j["job_id"] for j in by_tenant] == [a2, a1]
+    assert [j["job_id"] for j in running_ones] == [a1]
+
+
+def test_a_forged_cursor_is_400(call_api: CallApi) -> None:
+    submit(call_api)
+    tenants_cursor = call_api("GET", "/v1/jobs", key=KEY_A, query={"limit": "1"}).body["next_cursor"]
+
+    assert_problem(call_api("GET", "/v1/ops/jobs", key=OPS, query={"cursor": "bm9wZQ"}), 400, "bad-request")
+    # tenant B cannot page through tenant A's jobs with A's cursor
+    response = call_api("GET", "/v1/jobs", key=KEY_B, query={"cursor": tenants_cursor or "x"})
+    assert_problem(response, 400, "bad-request")
+
+
+# ---------------------------------------------------------------------- any job
+
+
+def test_operators_read_and_cancel_any_tenants_job(call_api: CallApi) -> None:
+    job_id = submit(call_api, key=KEY_A).body["job_id"]
+
+    view = call_api("GET", f"/v1/ops/jobs/{job_id}", key=OPS)
+    events = call_api("GET", f"/v1/ops/jobs/{job_id}/events", key=OPS)
+    cancelled = call_api("POST", f"/v1/ops/jobs/{job_id}/cancel", key=OPS)
+
+    assert view.status == 200 and view.body["job_id"] == job_id
+    assert events.status == 200 and [e["type"] for e in events.body["events"]] == ["job_queued"]
+    assert cancelled.status == 202 and cancelled.body["status"] == "cancelled"
+    after = call_api("GET", f"/v1/jobs/{job_id}/events", key=KEY_A).body["events"]
+    requested = next(e for e in after if e["type"] == "cancel_requested")
+    assert requested["detail"] == {"by": "ops", "role": "operator"}
+
+
+@pytest.mark.parametrize(
+    ("method", "suffix"), [("GET", ""), ("GET", "/events"), ("POST", "/cancel")], ids=["job", "events", "cancel"]
+)
+def test_tenants_cannot_use_the_operator_job_routes(call_api: CallApi, method: str, suffix: str) -> None:
+    job_id = submit(call_api, key=KEY_A).body["job_id"]
+
+    assert_problem(call_api(method, f"/v1/ops/jobs/{job_id}{suffix}", key=KEY_A), 403, "forbidden")
+    assert_problem(call_api(method, f"/v1/ops/jobs/job_doesnotexist{suffix}", key=OPS), 404, "not-found")
+    assert call_api("GET", f"/v1/jobs/{job_id}", key=KEY_A).body["status"] == "queued"
+
+
+def test_an_operator_key_on_tenant_routes_sees_only_its_own_tenant(call_api: CallApi) -> None:
+    job_id = submit(call_api, key=KEY_A).body["job_id"]
+
+    assert_problem(call_api("GET", f"/v1/jobs/{job_id}", key=OPS), 404, "not-found")
+
+
+# ---------------------------------------------------------------------- ETA
+
+
+def test_only_a_moving_job_has_an_eta(call_api: CallApi, table: Any) -> None:
+    job_id = submit(call_api).body["job_id"]
+    running(table, job_id, started_ago=timedelta(seconds=100), completed=2)
+
+    moving = call_api("GET", f"/v1/jobs/{job_id}", key=KEY_A).body["progress"]
+    call_api("POST", f"/v1/jobs/{job_id}/cancel", key=KEY_A)
+    stopped = call_api("GET", f"/v1/jobs/{job_id}", key=KEY_A).body
+
+    assert 290 <= moving["eta_seconds"] <= 320  # 100 s for 2 of 8 steps: about 300 s to go
+    assert stopped["status"] == "cancelled" and stopped["progress"]["eta_seconds"] is None
+
+
+# ---------------------------------------------------------------------- replay plan
+
+
+def test_a_replay_of_a_cancelled_job_lists_exactly_what_will_run_again(call_api: CallApi, table: Any) -> None:
+    # Given a job cancelled in its fan-out: 3 of its 5 items committed, the steps after it never ran
+    job_id = submit(call_api).body["job_id"]
+    store = running(table, job_id, started_ago=timedelta(seconds=10), completed=4)
+    for step in ("parse_documents", "chunk_documents", "build_index"):
+        store.commit_step(job_id, step, None, {"status": "succeeded", "output": {"key": f"{step}.json"}})
+    groups = [f"group-{n}" for n in range(5)]
+    store.commit_step(job_id, "retrieve_passages", None, {"status": "succeeded", "output": {"groups": groups}})
+    for item in (0, 1, 3):
+        store.commit_step(job_id, "extract_evidence", item, {"status": "succeeded", "output": {"n": item}})
+    store.put_step(job_id, "extract_evidence", 2, {"status": "running"})
+    assert call_api("POST", f"/v1/jobs/{job_id}/cancel", key=KEY_A).status == 202
+
+    # When an operator replays it from a later step than it reached
+    body = {"from_step": "verify_citations", "reason": "resume the cancelled job"}
+    response = call_api("POST", f"/v1/ops/jobs/{job_id}/replay", key=OPS, body=body)
+
+    # Then the response names every step and item that will run, not only those from `from_step`
+    assert response.status == 202, response.raw_body
+    plan = response.body
+    assert plan["rerun_steps"] == ["extract_evidence", "draft_answer", "verify_citations", "publish_result"]
+    assert plan["rerun_items"] == [2, 4] and plan["kept_items"] == [0, 1, 3]
+    replayed = next(e for e in call_api("GET", f"/v1/jobs/{job_id}/events", key=KEY_A).body["events"][::-1])
+    assert replayed["type"] == "job_replayed" and replayed["detail"]["rerun_items"] == [2, 4]
+    assert store.get_step(job_id, "extract_evidence", 0) is not None, "kept checkpoints stay"
+    assert store.get_step(job_id, "extract_evidence", 2) is not None, "a step before from_step is not dropped"
+
+
+def test_a_replay_from_before_the_fan_out_reruns_all_its_items(call_api: CallApi, table: Any) -> None:
+    job_id = submit(call_api).body["job_id"]
+    store = running(table, job_id, started_ago=timedelta(seconds=10), completed=4)
+    for step in ("parse_documents", "chunk_documents", "build_index"):
+        store.commit_step(job_id, step, None, {"status": "succeeded", "output": {"key": f"{step}.json"}})
+    store.commit_step(job_id, "retrieve_passages", None, {"status": "succeeded", "output": {"groups": ["a", "b"]}})
+    for item in (0, 1):
+        store.commit_step(job_id, "extract_evidence", item, {"status": "succeeded", "output": {}})
+    store.transition(job_id, S.FAILED, event="job_failed")
+
+    body = {"from_step": "build_index", "reason": "new index"}
+    plan = call_api("POST", f"/v1/ops/jobs/{job_id}/replay", key=OPS, body=body).body
+
+    assert plan["rerun_steps"] == [
+        "build_index",
+        "retrieve_passages",
+        "extract_evidence",
+        "draft_answer",
+        "verify_citations",
+        "publish_result",
+    ]
+    assert plan["rerun_items"] == [0, 1] and plan["kept_items"] == []
+    assert store.get_step(job_id, "extract_evidence", 0) is None and store.get_step(job_id, "chunk_documents")
