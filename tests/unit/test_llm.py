@@ -185,6 +185,49 @@ def test_bedrock_sends_the_prompt_and_maps_the_response(
     assert (response.model_id, response.stop_reason) == (MODEL_ID, "end_turn")
 
 
+def test_bedrock_asks_for_structured_output_through_one_forced_tool_and_returns_its_input(
+    bedrock: tuple[BedrockConverseModel, Stubber],
+) -> None:
+    model, stubber = bedrock
+    schema = {"type": "object", "properties": {"total": {"type": "string"}}, "required": ["total"]}
+    request = ModelRequest(
+        task="extract_invoice", system="Extract.", prompt="Invoice…", context={}, max_tokens=50, response_schema=schema
+    )
+    answer = {"toolUse": {"toolUseId": "t1", "name": "answer", "input": {"total": "$1,234.50"}}}
+    stubber.add_response(
+        "converse",
+        {
+            "output": {"message": {"role": "assistant", "content": [answer]}},
+            "stopReason": "tool_use",
+            "usage": {"inputTokens": 40, "outputTokens": 9, "totalTokens": 49},
+            "metrics": {"latencyMs": 100},
+        },
+        expected_params={
+            "modelId": MODEL_ID,
+            "system": [{"text": "Extract."}],
+            "messages": [{"role": "user", "content": [{"text": "Invoice…"}]}],
+            "inferenceConfig": {"maxTokens": 50, "temperature": 0},
+            "toolConfig": {
+                "tools": [
+                    {
+                        "toolSpec": {
+                            "name": "answer",
+                            "description": "Give the extract_invoice answer, matching the schema exactly.",
+                            "inputSchema": {"json": schema},
+                        }
+                    }
+                ],
+                "toolChoice": {"tool": {"name": "answer"}},
+            },
+        },
+    )
+
+    response = model.generate(request)
+
+    assert json.loads(response.text) == {"total": "$1,234.50"}
+    assert response.stop_reason == "tool_use"
+
+
 @pytest.mark.parametrize(
     ("code", "status", "expected"),
     [

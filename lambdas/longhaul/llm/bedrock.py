@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import re
 from typing import Any
 
@@ -37,6 +38,8 @@ _ERRORS: dict[str, type[LonghaulError]] = {
     "ResourceNotFoundException": PlatformConfigurationError,
 }
 _REFUSALS = frozenset({"guardrail_intervened", "content_filtered"})
+# Structured output: the answer is the input of this one tool, whose input schema is the request's schema.
+ANSWER_TOOL = "answer"
 # Geography prefixes of Bedrock's cross-region inference profiles (`us.anthropic.…`).
 PROFILE_PREFIXES = ("us", "eu", "apac", "global", "us-gov", "ca", "jp", "au")
 # A job's error is shown to its tenant: ARNs and account ids in AWS's message stay in the operators' logs.
@@ -98,13 +101,28 @@ class BedrockConverseModel:
         return self._client
 
     def generate(self, request: ModelRequest) -> ModelResponse:
+        arguments: dict[str, Any] = {
+            "modelId": self.model_id,
+            "system": [{"text": request.system}],
+            "messages": [{"role": "user", "content": [{"text": request.prompt}]}],
+            "inferenceConfig": {"maxTokens": request.max_tokens, "temperature": 0},
+        }
+        if request.response_schema is not None:
+            # Structured output through tool use: the model must call the one tool, with the schema as its input.
+            arguments["toolConfig"] = {
+                "tools": [
+                    {
+                        "toolSpec": {
+                            "name": ANSWER_TOOL,
+                            "description": f"Give the {request.task} answer, matching the schema exactly.",
+                            "inputSchema": {"json": request.response_schema},
+                        }
+                    }
+                ],
+                "toolChoice": {"tool": {"name": ANSWER_TOOL}},
+            }
         try:
-            response = self.client.converse(
-                modelId=self.model_id,
-                system=[{"text": request.system}],
-                messages=[{"role": "user", "content": [{"text": request.prompt}]}],
-                inferenceConfig={"maxTokens": request.max_tokens, "temperature": 0},
-            )
+            response = self.client.converse(**arguments)
         except ClientError as error:
             typed = error_for(error, self.model_id, str(self.client.meta.region_name))
             if isinstance(typed, PlatformConfigurationError):
@@ -125,8 +143,11 @@ class BedrockConverseModel:
             raise PolicyRefusalError(f"bedrock {self.model_id} refused the request ({stop_reason})")
         content = response.get("output", {}).get("message", {}).get("content", [])
         usage = response.get("usage", {})
+        tool_inputs = [block["toolUse"].get("input") for block in content if "toolUse" in block]
+        # A structured answer is the tool's input (as JSON text, validated by the step like any model output).
+        text = json.dumps(tool_inputs[0]) if tool_inputs else "".join(b["text"] for b in content if "text" in b)
         return ModelResponse(
-            text="".join(block["text"] for block in content if "text" in block),
+            text=text,
             usage=Usage(input_tokens=usage.get("inputTokens", 0), output_tokens=usage.get("outputTokens", 0)),
             model_id=self.model_id,
             stop_reason=stop_reason,
