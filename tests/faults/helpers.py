@@ -10,6 +10,8 @@ from local.deploy import wait_until
 from local.platform import LocalPlatform
 
 TERMINAL = {"completed", "failed", "cancelled", "expired"}
+# The workflow the fault scenarios run, as its resources' logical ids spell it (`Workflows/DocumentAnalysis/...`).
+DOCUMENT_ANALYSIS = "DocumentAnalysis"
 
 
 def assert_consistent(events: list[dict[str, Any]]) -> None:
@@ -35,18 +37,20 @@ def assert_consistent(events: list[dict[str, Any]]) -> None:
     assert not repeated, f"steps committed twice: {repeated}"
 
 
-def dead_letters(platform: LocalPlatform, step: str, job_id: str, *, expect: int = 0) -> list[dict[str, Any]]:
-    """The messages for `job_id` in `step`'s dead-letter queue (left visible for other readers).
+def dead_letters(
+    platform: LocalPlatform, step: str, job_id: str, *, expect: int = 0, workflow: str = DOCUMENT_ANALYSIS
+) -> list[dict[str, Any]]:
+    """The messages for `job_id` in `step`'s dead-letter queue of `workflow` (left visible for other readers).
 
     The job is marked failed a moment before its dead letter is sent: with `expect`, wait for that many."""
     if expect:
-        wait_until(lambda: True if len(_read(platform, step, job_id)) >= expect else None, timeout=15)
-    return _read(platform, step, job_id)
+        wait_until(lambda: True if len(_read(platform, workflow, step, job_id)) >= expect else None, timeout=15)
+    return _read(platform, workflow, step, job_id)
 
 
-def _read(platform: LocalPlatform, step: str, job_id: str) -> list[dict[str, Any]]:
+def _read(platform: LocalPlatform, workflow: str, step: str, job_id: str) -> list[dict[str, Any]]:
     sqs = platform.client("sqs")
-    fragment = step.replace("_", "") + "dlq"
+    fragment = (workflow + step.replace("_", "") + "dlq").lower()  # workflows share step names, not queues
     queue = next(url for lid, url in platform.deployment.queues.items() if fragment in lid.lower())
     found = []
     for _ in range(5):

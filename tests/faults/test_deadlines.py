@@ -15,7 +15,7 @@ from longhaul import operations
 from longhaul.settings import function_environment
 from longhaul.storage.jobs import JobStore
 from longhaul.wiring import Services, services
-from tests.faults.helpers import assert_consistent
+from tests.faults.helpers import DOCUMENT_ANALYSIS, assert_consistent
 from tests.workflows.conftest import Client
 
 
@@ -33,7 +33,7 @@ def sweeper_services(platform: LocalPlatform, ahead: timedelta) -> Services:
     env = platform.client("lambda").get_function_configuration(FunctionName=name)["Environment"]["Variables"]
     with function_environment(env):
         real = services()
-    return dataclasses.replace(real, store=JobStore(real.store.table, clock=ShiftedClock(ahead)))
+    return dataclasses.replace(real, jobs=JobStore(real.jobs.table, clock=ShiftedClock(ahead)))
 
 
 @pytest.fixture
@@ -57,14 +57,14 @@ def test_the_sweep_expires_a_job_past_its_deadline_and_stops_its_execution(
     platform: LocalPlatform, alpha: Client, hanging_job: str
 ):
     before = sweeper_services(platform, timedelta(minutes=5))
-    assert operations.sweep(before, before.store.clock.now())["expired"] == 0
+    assert operations.sweep(before, before.now())["expired"] == 0
     later = sweeper_services(platform, timedelta(minutes=61))
-    summary = operations.sweep(later, later.store.clock.now())
+    summary = operations.sweep(later, later.now())
     assert summary["expired"] >= 1
     job = alpha.get(f"/v1/jobs/{hanging_job}").json()
     assert job["status"] == "expired"
     sfn = platform.client("stepfunctions")
-    machine = next(iter(platform.deployment.state_machines.values()))
+    machine = platform.deployment.state_machine(DOCUMENT_ANALYSIS)
     arn = machine.replace(":stateMachine:", ":execution:") + f":{hanging_job}"
     wait_until(lambda: sfn.describe_execution(executionArn=arn)["status"] == "ABORTED" or None, timeout=10)
     events = alpha.events(hanging_job)
@@ -74,9 +74,9 @@ def test_the_sweep_expires_a_job_past_its_deadline_and_stops_its_execution(
 
 def test_the_sweep_reports_a_job_without_progress_once(platform: LocalPlatform, alpha: Client, hanging_job: str):
     stale = sweeper_services(platform, timedelta(minutes=20))
-    assert operations.sweep(stale, stale.store.clock.now())["stuck"] >= 1
+    assert operations.sweep(stale, stale.now())["stuck"] >= 1
     again = sweeper_services(platform, timedelta(minutes=21))
-    operations.sweep(again, again.store.clock.now())
+    operations.sweep(again, again.now())
     stuck = [e for e in alpha.events(hanging_job) if e["type"] == "job_stuck"]
     assert len(stuck) == 1
     # the hang is in draft_answer's invocation, before its handler could record a start

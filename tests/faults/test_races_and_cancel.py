@@ -9,13 +9,13 @@ from typing import Any
 from local import lambda_runtime
 from local.deploy import wait_until
 from local.platform import LocalPlatform
-from tests.faults.helpers import assert_consistent
+from tests.faults.helpers import DOCUMENT_ANALYSIS, assert_consistent
 from tests.workflows.conftest import Client
 
 
 def _executions(platform: LocalPlatform, job_id: str) -> list[dict[str, Any]]:
     sfn = platform.client("stepfunctions")
-    machine = next(iter(platform.deployment.state_machines.values()))
+    machine = platform.deployment.state_machine(DOCUMENT_ANALYSIS)
     found = sfn.list_executions(stateMachineArn=machine, maxResults=1000)["executions"]
     return [e for e in found if e["name"].startswith(job_id)]
 

@@ -9,7 +9,7 @@ import pytest
 from local import lambda_runtime
 from local.deploy import wait_until
 from local.platform import LocalPlatform
-from tests.faults.helpers import artifacts, assert_consistent, charges, dead_letters
+from tests.faults.helpers import DOCUMENT_ANALYSIS, artifacts, assert_consistent, charges, dead_letters
 from tests.workflows.conftest import Client
 
 STEPS_BEFORE_VERIFY = ("parse_documents", "chunk_documents", "build_index", "retrieve_passages", "draft_answer")
@@ -167,7 +167,7 @@ def test_a_job_whose_execution_was_aborted_outside_longhaul_is_replayed(
         inject("draft_answer=hang")
         job_id = alpha.submit(sample_request)
         sfn = platform.client("stepfunctions")
-        machine = next(iter(platform.deployment.state_machines.values()))
+        machine = platform.deployment.state_machine(DOCUMENT_ANALYSIS)
         arn = machine.replace(":stateMachine:", ":execution:") + f":{job_id}"
         wait_until(
             lambda: any("draftanswer" in n.lower() for n in lambda_runtime.hanging()) or None, timeout=30, what="hang"

@@ -8,6 +8,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from longhaul.workflows import REGISTRY
 from stacks.api import ROUTES
 from tests.infrastructure.conftest import AUTO_DELETE_PROVIDER, resources
 from tests.unit.jobs_table import INDEXES
@@ -134,7 +135,14 @@ def test_the_aws_configuration_passes_cdk_nag_and_grants_the_model_to_the_model_
         for statement in policy["Properties"]["PolicyDocument"]["Statement"]
         if statement["Action"] == "bedrock:InvokeModel"
     }
-    assert len(granted) == 2 and all("extractevidence" in g or "draftanswer" in g for g in granted)
+    # one grant per model step of each workflow, on that step function's role (its logical id names both)
+    model_roles = {
+        f"Workflows{spec.name.title().replace('-', '')}{step.replace('_', '')}ServiceRole"
+        for spec in REGISTRY.values()
+        for step in spec.model_steps
+    }
+    assert model_roles, "no workflow step calls a model"
+    assert sorted(next((r for r in model_roles if g.startswith(r)), g) for g in granted) == sorted(model_roles)
     for function in resources(template, "AWS::Lambda::Function").values():
         assert function["Properties"]["Environment"]["Variables"]["LONGHAUL_MODEL_PROVIDER"] == "bedrock"
 
