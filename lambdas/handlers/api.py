@@ -7,6 +7,7 @@ Before routing: the body size, then the API key (no validation feedback without 
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 from typing import Annotated, Any
 
 from aws_lambda_powertools.event_handler import APIGatewayRestResolver, Response
@@ -126,16 +127,19 @@ def _validation_problem(error: RequestValidationError) -> Response[str]:
     errors = error.errors()
     if any(e.get("type") == "json_invalid" for e in errors):
         return _problem_response(MalformedJson("the body could not be parsed as JSON"))
-    details = [{"loc": _location(e.get("loc", ())), "msg": e.get("msg", ""), "type": e.get("type", "")} for e in errors]
+    details = [{"loc": _location(e), "msg": e.get("msg", ""), "type": e.get("type", "")} for e in errors]
     extra: dict[str, Any] = {}
     if any(tuple(e["loc"][:2]) == ("body", "workflow") for e in details):
         extra["allowed_workflows"] = list(REGISTRY)
     return _problem_response(InvalidRequest("see `errors` for what is not allowed", errors=details, **extra))
 
 
-def _location(loc: tuple[int | str, ...] | list[int | str]) -> list[int | str]:
-    """A field's location as the client wrote it: without the union's tag (`body.<workflow>.input` → `body.input`)."""
-    parts = list(loc)
+def _location(error: Mapping[str, Any]) -> list[int | str]:
+    """A field's location as the client wrote it: without the union's tag (`body.<workflow>.input` → `body.input`);
+    a missing or unknown `workflow` (the union's tag) is located at `body.workflow`."""
+    parts = list(error.get("loc", ()))
+    if error.get("type") in ("union_tag_invalid", "union_tag_not_found") and parts == ["body"]:
+        return ["body", "workflow"]
     return parts[:1] + parts[2:] if len(parts) > 1 and parts[0] == "body" and parts[1] in REGISTRY else parts
 
 

@@ -139,11 +139,10 @@ def replay(
         try:
             services.engine.start(job.workflow, name, job.initial_state().model_dump())
         except EngineUnavailable as error:
-            with contextlib.suppress(TransitionRejected):
-                jobs.transition(job_id, status, event="replay_not_started", detail={"error": str(error)})
+            _undo(services, job, event="replay_not_started", reason=str(error))
             raise Unavailable("the workflow engine did not start the replay; replay again") from error
     else:
-        _redrive(services, job, status)
+        _redrive(services, job)
     logger.info("job replayed", extra={"job_id": job_id, **detail})
     return ReplayOutcome.model_validate({"job_id": job_id, "status": JobStatus.QUEUED.value, **detail})
 
@@ -161,19 +160,31 @@ def _ensure_redrivable(services: Services, job: Job) -> None:
         )
 
 
-def _redrive(services: Services, job: Job, previous: JobStatus) -> None:
+def _redrive(services: Services, job: Job) -> None:
     try:
         services.engine.redrive(job.workflow, job.execution_name)
     except RedriveRefused as refused:
-        with contextlib.suppress(TransitionRejected):
-            services.jobs.transition(
-                job.job_id,
-                previous,
-                event="redrive_refused",
-                detail={"error": str(refused)},
-                allowed_from=[JobStatus.QUEUED],
-            )
+        _undo(services, job, event="redrive_refused", reason=str(refused))
         raise RedriveUnavailable(f"{refused}; use mode=replay") from None
+
+
+def _undo(services: Services, job: Job, *, event: str, reason: str) -> None:
+    """Put a job whose new attempt did not start back as it was: its status, error, attempt and deadline."""
+    with contextlib.suppress(TransitionRejected):
+        services.jobs.transition(
+            job.job_id,
+            job.status,
+            event=event,
+            detail={"error": reason},
+            set_fields={
+                "error": job.error.model_dump(exclude_none=True) if job.error else None,
+                "attempts": job.attempts,
+                "execution_name": job.execution_name,
+                "current_step": job.current_step,
+                "deadline_at": iso(job.deadline_at) if job.deadline_at else None,
+            },
+            allowed_from=[JobStatus.QUEUED],
+        )
 
 
 def _plan(services: Services, job: Job, from_step: str, mode: str) -> ReplayPlan:
@@ -259,7 +270,10 @@ def reconcile(services: Services, job: Job, *, now: datetime | None = None) -> J
     recorder failed) or never started is marked failed (cancelled, if a cancel was asked). The job, or None."""
     if job.workflow not in services.settings.workflows:
         return None
-    ended = services.engine.describe(job.workflow, job.execution_name).status
+    try:
+        ended = services.engine.describe(job.workflow, job.execution_name).status
+    except EngineUnavailable:
+        return None  # the sweep asks again next time
     now = now or services.now()
     if ended == ExecutionStatus.RUNNING or (
         ended == ExecutionStatus.NOT_STARTED and job.updated_at > now - START_GRACE
@@ -291,16 +305,23 @@ def _transition_or_none(
         return None
 
 
-def _stop(services: Services, job: Job, *, error: str, cause: str = "") -> None:
-    """Best effort: the sweep comes back if the engine did not answer."""
-    if job.workflow in services.settings.workflows:
-        with contextlib.suppress(EngineUnavailable):
-            services.engine.stop(job.workflow, job.execution_name, error=error, cause=cause)
+def _stop(services: Services, job: Job, *, error: str, cause: str = "") -> bool:
+    """Stop the job's execution; False when the engine did not answer (the sweep tries again next time)."""
+    if job.workflow not in services.settings.workflows:
+        return True
+    try:
+        services.engine.stop(job.workflow, job.execution_name, error=error, cause=cause)
+        return True
+    except EngineUnavailable:
+        logger.warning("the execution could not be stopped yet", extra={"job_id": job.job_id})
+        return False
 
 
 def _finish_cancel(services: Services, job: Job) -> int:
-    """A cancellation whose execution could not be stopped at the time: stop it now and end the job."""
-    _stop(services, job, error="JobCancelled")
+    """A cancellation whose execution could not be stopped at the time: stop it now and end the job. While the
+    engine does not answer the job stays `cancel_requested`, so the sweep comes back to it."""
+    if not _stop(services, job, error="JobCancelled"):
+        return 0
     return int(_transition_or_none(services, job, JobStatus.CANCELLED, "job_cancelled", {"by": "sweep"}) is not None)
 
 
@@ -309,6 +330,8 @@ def _recently_reported(job: Job, now: datetime, window: timedelta) -> bool:
 
 
 def _expire(services: Services, job: Job, deadline: datetime) -> int:
+    """Past its deadline the job ends `expired` even if its execution cannot be stopped yet: its steps refuse to
+    start or commit for an expired job, so the execution ends at its next step."""
     _stop(services, job, error="JobExpired", cause=f"deadline {iso(deadline)} passed")
     try:
         services.jobs.transition(

@@ -59,6 +59,8 @@ class StepFunctionsEngine:
             if _code(error) == "ExecutionDoesNotExist":
                 return Execution(ExecutionStatus.NOT_STARTED)
             raise EngineUnavailable(f"DescribeExecution: {_code(error)}") from error
+        except BotoCoreError as error:
+            raise EngineUnavailable(f"DescribeExecution: {type(error).__name__}") from error
         return Execution(ExecutionStatus(described["status"]), described.get("error"))
 
     def redrive(self, workflow: str, execution: str) -> None:
