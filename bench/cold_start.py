@@ -121,7 +121,7 @@ def main() -> None:
             )
     here = Platform.this_machine()
     print(
-        f"cold import of each handler module, median of {args.runs} fresh processes, "
+        f"cold import (CPU time) of each handler module, median of {args.runs} fresh processes, "
         f"Python {platform.python_version()} {here.machine}"
     )
     print(
