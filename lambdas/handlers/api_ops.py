@@ -79,8 +79,10 @@ def ops_get_job(job_id: Annotated[str, Path()]) -> JobView:
 @router.get(
     "/v1/ops/jobs/<job_id>/events",
     summary="Any tenant's job's event log (JSON pages, or Server-Sent Events)",
-    responses={200: {"description": "A page of events", "content": {"application/json": {"model": EventPage}}}}
-    | OPS_JOB_PROBLEMS,
+    responses={
+        200: {"description": "A page of events", "content": {"application/json": {"model": EventPage}}},
+        **OPS_JOB_PROBLEMS,
+    },
 )
 def ops_get_events(
     job_id: Annotated[str, Path()], cursor: Annotated[str | None, Query()] = None, limit: EventsLimit = 100

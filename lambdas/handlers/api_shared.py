@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import json
-from typing import Annotated, Any
+from typing import Annotated
 
 from aws_lambda_powertools.event_handler import Response
 from aws_lambda_powertools.event_handler.api_gateway import BaseRouter
 from aws_lambda_powertools.event_handler.openapi.params import Query
+from aws_lambda_powertools.event_handler.openapi.types import OpenAPIResponse
 
 from longhaul import limits
 from longhaul.auth import Principal
@@ -21,7 +22,7 @@ SSE_RETRY_MS = 2000
 EventsLimit = Annotated[int, Query(ge=1, le=limits.MAX_PAGE_SIZE)]
 
 
-def problems(status: int, description: str) -> dict[int, dict[str, Any]]:
+def problems(status: int, description: str) -> dict[int, OpenAPIResponse]:
     """An OpenAPI response declaration for a problem+json answer."""
     return {status: {"description": description, "content": {PROBLEM_JSON: {"model": Problem}}}}
 

@@ -37,7 +37,7 @@ def table_name(cloudformation: Any, stack: str) -> str:
     outputs = {o["OutputKey"]: o["OutputValue"] for o in described.get("Outputs", [])}
     if TABLE_OUTPUT not in outputs:
         raise AdminError(f"stack {stack} has no {TABLE_OUTPUT} output: is it a Longhaul stack, fully deployed?")
-    return outputs[TABLE_OUTPUT]
+    return str(outputs[TABLE_OUTPUT])
 
 
 def new_key() -> str:

@@ -48,27 +48,33 @@ class ArtifactStore:
         return self.put_bytes(key, body.encode(), "application/json")
 
     def get_bytes(self, key: str) -> bytes:
-        return self.s3.get_object(Bucket=self.bucket, Key=key)["Body"].read()
+        data: bytes = self.s3.get_object(Bucket=self.bucket, Key=key)["Body"].read()
+        return data
 
     def get_json(self, key: str) -> Any:
         return json.loads(self.get_bytes(key))
 
     def head(self, key: str) -> dict[str, Any] | None:
         try:
-            return self.s3.head_object(Bucket=self.bucket, Key=key)
+            head: dict[str, Any] = self.s3.head_object(Bucket=self.bucket, Key=key)
+            return head
         except ClientError as error:
             if error.response["Error"]["Code"] in ("404", "NoSuchKey", "NotFound"):
                 return None
             raise
 
     def presigned_put(self, key: str, content_type: str, expires_in: int) -> str:
-        return self.presign_client.generate_presigned_url(
-            "put_object",
-            Params={"Bucket": self.bucket, "Key": key, "ContentType": content_type},
-            ExpiresIn=expires_in,
+        return str(
+            self.presign_client.generate_presigned_url(
+                "put_object",
+                Params={"Bucket": self.bucket, "Key": key, "ContentType": content_type},
+                ExpiresIn=expires_in,
+            )
         )
 
     def presigned_get(self, key: str, expires_in: int) -> str:
-        return self.presign_client.generate_presigned_url(
-            "get_object", Params={"Bucket": self.bucket, "Key": key}, ExpiresIn=expires_in
+        return str(
+            self.presign_client.generate_presigned_url(
+                "get_object", Params={"Bucket": self.bucket, "Key": key}, ExpiresIn=expires_in
+            )
         )

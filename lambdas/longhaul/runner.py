@@ -70,7 +70,8 @@ class StepContext:
         return self.event.input
 
     def output_of(self, step: str) -> dict[str, Any]:
-        return self.event.input.steps[step]
+        output: dict[str, Any] = self.event.input.steps[step]
+        return output
 
     def charge(self, usage: Usage, *, call: int = 0) -> None:
         """Charge a model call to the job once per (job attempt, step, item, call): a retried step never charges
