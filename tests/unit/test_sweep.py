@@ -191,11 +191,6 @@ def test_a_cancellation_left_requested_is_finished_by_the_sweep(
     assert events(store, jid)[-1] == "job_cancelled"
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="operations._finish_cancel ends the job cancelled even when the engine did not stop the execution "
-    "(_stop swallows EngineUnavailable), so the sweep never comes back to stop it",
-)
 def test_a_cancellation_stays_requested_while_the_engine_cannot_stop_the_execution(
     services: Services, engine: FakeEngine, store: JobStore, clock: FakeClock
 ) -> None:

@@ -108,11 +108,6 @@ def test_bad_requests_get_specific_problems(alpha: Client):
     assert alpha.post("/v1/jobs", data="x" * 2_000_000).status_code == 413
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="an unknown tag of the workflow union is a `union_tag_invalid` error at ('body',), which the API's "
-    "validation handler does not recognise as a workflow error (see the unit test of the same name)",
-)
 def test_an_unknown_workflow_is_422_listing_the_allowed_workflows(alpha: Client):
     unknown = alpha.post("/v1/jobs", {"workflow": "poetry", "input": {}})
     assert unknown.status_code == 422
