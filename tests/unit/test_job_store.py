@@ -1,5 +1,6 @@
 """The job aggregate (`longhaul.storage.jobs.JobStore`) against moto's DynamoDB: atomic creation, CAS transitions,
-idempotency, tenancy, listings and event paging. Reads come back as typed `Job`/`EventView` records."""
+idempotency, tenancy and event paging. Reads come back as typed `Job`/`EventView` records. Job listings are in
+`test_job_listing.py`."""
 
 from __future__ import annotations
 
@@ -298,34 +299,7 @@ def test_list_events_after_a_cursor_starts_after_it(store: JobStore) -> None:
     assert cursor is None
 
 
-# ---------------------------------------------------------------------- listings and bookkeeping
-
-
-def test_list_jobs_by_tenant_is_newest_first_and_filters_by_status(store: JobStore, clock: FakeClock) -> None:
-    # Given three jobs of tenant a (one running) and one of tenant b, a minute apart
-    for job_id, tenant in (("job_1", "tenant-a"), ("job_2", "tenant-a"), ("job_3", "tenant-b"), ("job_4", "tenant-a")):
-        store.create_job(new_job(job_id, tenant=tenant))
-        clock.advance(timedelta(minutes=1))
-    store.transition("job_2", S.RUNNING, event="job_started")
-
-    # Then a tenant's listing is its own jobs, newest first; with a status, only those
-    assert [j.job_id for j in store.list_jobs(tenant_id="tenant-a")] == ["job_4", "job_2", "job_1"]
-    assert [j.job_id for j in store.list_jobs(tenant_id="tenant-a", limit=2)] == ["job_4", "job_2"]
-    assert [j.job_id for j in store.list_jobs(tenant_id="tenant-a", status=S.RUNNING)] == ["job_2"]
-    assert [j.job_id for j in store.list_jobs(tenant_id="tenant-b", status=S.RUNNING)] == []
-
-
-def test_list_jobs_by_status_follows_the_status_and_orders_by_last_update(store: JobStore, clock: FakeClock) -> None:
-    for job_id in ("job_1", "job_2", "job_3"):
-        store.create_job(new_job(job_id))
-        clock.advance(timedelta(minutes=1))
-    store.transition("job_1", S.RUNNING, event="job_started")  # job_1 leaves `queued`, updated last
-
-    assert [j.job_id for j in store.list_jobs(status=S.QUEUED, oldest_first=True)] == ["job_2", "job_3"]
-    assert [j.job_id for j in store.list_jobs(status=S.QUEUED)] == ["job_3", "job_2"]
-    assert [j.job_id for j in store.list_jobs(status=S.RUNNING, limit=None)] == ["job_1"]
-    with pytest.raises(ValueError):
-        store.list_jobs()
+# ---------------------------------------------------------------------- bookkeeping
 
 
 def test_update_job_sets_fields_only_while_the_job_is_in_an_allowed_status(store: JobStore) -> None:
