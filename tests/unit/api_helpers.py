@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import copy
+from collections.abc import Callable
 from typing import Any
 
 from boto3.dynamodb.conditions import Attr
@@ -52,8 +53,8 @@ def assert_problem(response: ApiResponse, status: int, slug: str) -> dict[str, A
     return problem
 
 
-def stored_nothing(table: Any, s3: Any, bucket: str, sfn: Any, state_machine_arn: str) -> Any:
-    """A check that no job, no artifact and no execution exist."""
+def stored_nothing(table: Any, s3: Any, bucket: str, sfn: Any, state_machine_arn: str) -> Callable[[], None]:
+    """A check that no job, no artifact and no execution exist (the `nothing_stored` fixture)."""
 
     def check() -> None:
         assert job_items(table) == []

@@ -38,6 +38,7 @@ TENANT_A = "tenant-a"
 TENANT_B = "tenant-b"
 KEY_A = "key-tenant-a-0123456789"
 KEY_B = "key-tenant-b-0123456789"
+KEY_OPS = "key-operator-0123456789"
 
 
 class FakeClock:
@@ -219,6 +220,21 @@ def api_keys(table: Any) -> dict[str, str]:
     table.put_item(Item=api_key_item(KEY_A, TENANT_A))
     table.put_item(Item=api_key_item(KEY_B, TENANT_B))
     return {TENANT_A: KEY_A, TENANT_B: KEY_B}
+
+
+@pytest.fixture
+def operator_key(table: Any) -> str:
+    """An operator's key (tenant `ops`): the operator routes' caller."""
+    table.put_item(Item=api_key_item(KEY_OPS, "ops", "operator"))
+    return KEY_OPS
+
+
+@pytest.fixture
+def nothing_stored(table: Any, s3: Any, bucket: str, sfn: Any, state_machine_arn: str) -> Callable[[], None]:
+    """Call to assert that no job, no artifact and no execution exist: what a rejected request must leave."""
+    from tests.unit.api_helpers import stored_nothing  # imported here: api_helpers imports this module
+
+    return stored_nothing(table, s3, bucket, sfn, state_machine_arn)
 
 
 @dataclass

@@ -11,7 +11,7 @@ import pytest
 
 from longhaul import admin
 from longhaul.auth import key_hash
-from longhaul.store import JobStore
+from longhaul.storage.jobs import JobStore
 from tests.unit.aws_env import REGION
 
 STACK = "Longhaul-prod"

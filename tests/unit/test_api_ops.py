@@ -8,28 +8,21 @@ from typing import Any
 
 import pytest
 
-from longhaul.auth import api_key_item
 from longhaul.clock import iso
 from longhaul.contracts import JobStatus
-from longhaul.store import JobStore
+from longhaul.storage.checkpoints import CheckpointStore
+from longhaul.storage.jobs import JobStore
 from tests.unit.api_helpers import assert_problem, submit
-from tests.unit.conftest import KEY_A, KEY_B, CallApi
-from tests.unit.jobs_table import create_jobs_table
+from tests.unit.conftest import KEY_A, KEY_B, KEY_OPS, CallApi
 
-pytestmark = pytest.mark.usefixtures("api_keys")
-OPS = "key-operator-0123456789"
+pytestmark = pytest.mark.usefixtures("api_keys", "operator_key")
+OPS = KEY_OPS
 S = JobStatus
 
 
-@pytest.fixture
-def table(aws: None) -> Any:
-    created = create_jobs_table()
-    created.put_item(Item=api_key_item(OPS, "ops", "operator"))
-    return created
-
-
 def running(table: Any, job_id: str, *, started_ago: timedelta, completed: int) -> JobStore:
-    store = JobStore(table)
+    """Move a submitted job to running, started `started_ago` with `completed` of its 8 steps done."""
+    store = JobStore(table)  # the API's own clock: the ETA is computed from the real time
     store.transition(job_id, S.RUNNING, event="job_started")
     table.update_item(
         Key={"pk": f"JOB#{job_id}", "sk": "JOB"},
@@ -62,9 +55,9 @@ def test_operators_list_every_tenants_jobs_newest_first_in_pages(call_api: CallA
     assert [len(page) for page in seen] == [2, 2, 1]
 
 
-def test_the_operator_listing_filters_by_tenant_and_status(call_api: CallApi, table: Any) -> None:
+def test_the_operator_listing_filters_by_tenant_and_status(call_api: CallApi, store: JobStore) -> None:
     a1, _, a2 = (submit(call_api, key=key).body["job_id"] for key in (KEY_A, KEY_B, KEY_A))
-    JobStore(table).transition(a1, S.RUNNING, event="job_started")
+    store.transition(a1, S.RUNNING, event="job_started")
 
     by_tenant = call_api("GET", "/v1/ops/jobs", key=OPS, query={"tenant": "tenant-a"}).body["jobs"]
     running_ones = call_api("GET", "/v1/ops/jobs", key=OPS, query={"status": "running"}).body["jobs"]
@@ -136,17 +129,19 @@ def test_only_a_moving_job_has_an_eta(call_api: CallApi, table: Any) -> None:
 # ---------------------------------------------------------------------- replay plan
 
 
-def test_a_replay_of_a_cancelled_job_lists_exactly_what_will_run_again(call_api: CallApi, table: Any) -> None:
+def test_a_replay_of_a_cancelled_job_lists_exactly_what_will_run_again(
+    call_api: CallApi, table: Any, checkpoints: CheckpointStore
+) -> None:
     # Given a job cancelled in its fan-out: 3 of its 5 items committed, the steps after it never ran
     job_id = submit(call_api).body["job_id"]
-    store = running(table, job_id, started_ago=timedelta(seconds=10), completed=4)
+    running(table, job_id, started_ago=timedelta(seconds=10), completed=4)
     for step in ("parse_documents", "chunk_documents", "build_index"):
-        store.commit_step(job_id, step, None, {"status": "succeeded", "output": {"key": f"{step}.json"}})
+        checkpoints.commit_step(job_id, step, None, {"status": "succeeded", "output": {"key": f"{step}.json"}})
     groups = [f"group-{n}" for n in range(5)]
-    store.commit_step(job_id, "retrieve_passages", None, {"status": "succeeded", "output": {"groups": groups}})
+    checkpoints.commit_step(job_id, "retrieve_passages", None, {"status": "succeeded", "output": {"groups": groups}})
     for item in (0, 1, 3):
-        store.commit_step(job_id, "extract_evidence", item, {"status": "succeeded", "output": {"n": item}})
-    store.put_step(job_id, "extract_evidence", 2, {"status": "running"})
+        checkpoints.commit_step(job_id, "extract_evidence", item, {"status": "succeeded", "output": {"n": item}})
+    checkpoints.put_step(job_id, "extract_evidence", 2, {"status": "running"})
     assert call_api("POST", f"/v1/jobs/{job_id}/cancel", key=KEY_A).status == 202
 
     # When an operator replays it from a later step than it reached
@@ -160,18 +155,22 @@ def test_a_replay_of_a_cancelled_job_lists_exactly_what_will_run_again(call_api:
     assert plan["rerun_items"] == [2, 4] and plan["kept_items"] == [0, 1, 3]
     replayed = next(e for e in call_api("GET", f"/v1/jobs/{job_id}/events", key=KEY_A).body["events"][::-1])
     assert replayed["type"] == "job_replayed" and replayed["detail"]["rerun_items"] == [2, 4]
-    assert store.get_step(job_id, "extract_evidence", 0) is not None, "kept checkpoints stay"
-    assert store.get_step(job_id, "extract_evidence", 2) is not None, "a step before from_step is not dropped"
+    assert checkpoints.get_step(job_id, "extract_evidence", 0) is not None, "kept checkpoints stay"
+    assert checkpoints.get_step(job_id, "extract_evidence", 2) is not None, "a step before from_step is not dropped"
 
 
-def test_a_replay_from_before_the_fan_out_reruns_all_its_items(call_api: CallApi, table: Any) -> None:
+def test_a_replay_from_before_the_fan_out_reruns_all_its_items(
+    call_api: CallApi, table: Any, checkpoints: CheckpointStore
+) -> None:
     job_id = submit(call_api).body["job_id"]
     store = running(table, job_id, started_ago=timedelta(seconds=10), completed=4)
     for step in ("parse_documents", "chunk_documents", "build_index"):
-        store.commit_step(job_id, step, None, {"status": "succeeded", "output": {"key": f"{step}.json"}})
-    store.commit_step(job_id, "retrieve_passages", None, {"status": "succeeded", "output": {"groups": ["a", "b"]}})
+        checkpoints.commit_step(job_id, step, None, {"status": "succeeded", "output": {"key": f"{step}.json"}})
+    checkpoints.commit_step(
+        job_id, "retrieve_passages", None, {"status": "succeeded", "output": {"groups": ["a", "b"]}}
+    )
     for item in (0, 1):
-        store.commit_step(job_id, "extract_evidence", item, {"status": "succeeded", "output": {}})
+        checkpoints.commit_step(job_id, "extract_evidence", item, {"status": "succeeded", "output": {}})
     store.transition(job_id, S.FAILED, event="job_failed")
 
     body = {"from_step": "build_index", "reason": "new index"}
@@ -186,4 +185,5 @@ def test_a_replay_from_before_the_fan_out_reruns_all_its_items(call_api: CallApi
         "publish_result",
     ]
     assert plan["rerun_items"] == [0, 1] and plan["kept_items"] == []
-    assert store.get_step(job_id, "extract_evidence", 0) is None and store.get_step(job_id, "chunk_documents")
+    assert checkpoints.get_step(job_id, "extract_evidence", 0) is None
+    assert checkpoints.get_step(job_id, "chunk_documents") is not None

@@ -11,24 +11,18 @@ import pytest
 from handlers import api
 from longhaul import limits
 from longhaul.settings import Settings, function_environment
+from longhaul.workflows import REQUEST_MODELS
 from tests.unit.api_helpers import (
     BODY,
     assert_problem,
     body_with,
     executions,
     job_items,
-    stored_nothing,
     submit,
 )
 from tests.unit.conftest import KEY_A, TABLE_NAME, ApiResponse, CallApi, LambdaContext, rest_event
 
 pytestmark = pytest.mark.usefixtures("api_keys")
-OPS_KEY = "key-operator-0123456789"
-
-
-@pytest.fixture
-def nothing_stored(table: Any, s3: Any, bucket: str, sfn: Any, state_machine_arn: str) -> Any:
-    return stored_nothing(table, s3, bucket, sfn, state_machine_arn)
 
 
 def call_without_content_type(settings_env: dict[str, str], path: str, body: str) -> ApiResponse:
@@ -69,14 +63,11 @@ def test_a_non_json_media_type_without_a_body_is_415_too(call_api: CallApi, noth
     nothing_stored()
 
 
-def test_a_replay_body_that_is_not_json_is_415(call_api: CallApi, table: Any) -> None:
-    from longhaul.auth import api_key_item
-
-    table.put_item(Item=api_key_item(OPS_KEY, "ops", "operator"))
+def test_a_replay_body_that_is_not_json_is_415(call_api: CallApi, operator_key: str) -> None:
     body = json.dumps({"from_step": "draft_answer", "reason": "fixed"})
 
     response = call_api(
-        "POST", "/v1/ops/jobs/job_x/replay", key=OPS_KEY, body=body, headers={"Content-Type": "text/xml"}
+        "POST", "/v1/ops/jobs/job_x/replay", key=operator_key, body=body, headers={"Content-Type": "text/xml"}
     )
 
     assert_problem(response, 415, "unsupported-media-type")
@@ -199,7 +190,9 @@ def test_the_openapi_document_states_every_limit() -> None:
         assert str(figure) in spec["info"]["description"], figure
     schemas = spec["components"]["schemas"]
     assert schemas["DocumentAnalysisInput"]["properties"]["documents"]["maxItems"] == limits.MAX_DOCUMENTS
-    assert schemas["JobRequest"]["properties"]["deadline_seconds"]["anyOf"][0]["maximum"] == limits.MAX_DEADLINE_SECONDS
+    for request in REQUEST_MODELS:  # every workflow's request states the deadline's bounds
+        deadline = schemas[request.__name__]["properties"]["deadline_seconds"]["anyOf"][0]
+        assert (deadline["minimum"], deadline["maximum"]) == (limits.MIN_DEADLINE_SECONDS, limits.MAX_DEADLINE_SECONDS)
     assert "415" in spec["paths"]["/v1/jobs"]["post"]["responses"]
     assert str(limits.MAX_UPLOAD_BYTES) in text
 
