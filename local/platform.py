@@ -134,6 +134,8 @@ class LocalPlatform:
         if cls._current is not None:
             raise RuntimeError("a LocalPlatform is already running in this process; stop() or reset() it")
         lambda_runtime.set_time_scale(time_scale)  # validates before anything starts
+        check_port_free(moto_port, "in-memory AWS")  # before the synth: a busy port is reported in a second
+        check_port_free(api_port, "API")
         root = Path(repo_root or REPO_ROOT).resolve()
         timings: dict[str, float] = {}
         started = time.monotonic()
@@ -226,7 +228,7 @@ class LocalPlatform:
             if self._servers.front_door is not None:
                 self._servers.front_door.stop()
             stop_running_executions()
-            self._servers.moto.stop()
+            _stop_moto(self._servers.moto)
             self._servers = None
         lambda_runtime.interrupt_waits()
         lambda_runtime.set_time_scale(1.0)
@@ -319,20 +321,43 @@ def _reset_moto() -> None:
     BackendDict.reset()
 
 
-def _check_free(port: int) -> None:
-    """Fail fast: werkzeug exits the server thread on a busy port and `ThreadedMotoServer.start` waits forever."""
-    if port:
-        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
+class PortInUse(OSError):
+    """A port the platform was told to use is held by another process."""
+
+
+def check_port_free(port: int, what: str) -> None:
+    """Fail fast with a clear message when another process listens on `port` (0 = any port: nothing to check).
+
+    Needed for moto: werkzeug exits its server thread on a busy port and `ThreadedMotoServer.start` waits forever.
+    The probe sets SO_REUSEADDR like the servers themselves (werkzeug's `allow_reuse_address`): the connections a
+    previous run left in TIME_WAIT do not hold the port, so a restart works at once; a listener still does.
+    """
+    if not port:
+        return
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
+        probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
             probe.bind((HOST, port))
+            probe.listen()
+        except OSError as exc:
+            raise PortInUse(f"the {what} port {HOST}:{port} is in use by another process") from exc
 
 
 def _start_moto(port: int) -> Any:
     from moto.server import ThreadedMotoServer
 
-    _check_free(port)
+    check_port_free(port, "in-memory AWS")
     server = ThreadedMotoServer(ip_address=HOST, port=port, verbose=False)
     server.start()
     return server
+
+
+def _stop_moto(server: Any) -> None:
+    """`ThreadedMotoServer.stop` shuts the server down but leaves its socket listening: close it too."""
+    server.stop()
+    listening = getattr(server, "_server", None)
+    if listening is not None:
+        listening.server_close()
 
 
 def _set_process_environment(endpoint: str) -> dict[str, str | None]:
