@@ -318,6 +318,23 @@ def sanitize(message: str) -> str:
 # ---------------------------------------------------------------------- failure recorder
 
 
+#: The ASL names of a timeout: the Task's own (`TimeoutSeconds`) and the function's, as Lambda reports it.
+TASK_TIMEOUT = "States.Timeout"
+FUNCTION_TIMEOUT = "Sandbox.Timedout"
+
+
+class StepLimits(BaseModel):
+    """What the house policy gave the failed Task, passed by the state machine so a failure can be told plainly.
+
+    The execution reports a timeout as a bare `States.Timeout`, and a step that timed out never got to count its
+    attempt (locally a `hang` never even starts the handler): only the policy knows how many attempts it was.
+    """
+
+    task_timeout_seconds: int
+    function_timeout_seconds: int
+    timeout_attempts: int = Field(description="Attempts a step gets when every one of them times out.")
+
+
 class FailureEvent(BaseModel):
     job_id: str
     step: str
@@ -326,6 +343,7 @@ class FailureEvent(BaseModel):
     cause: str | None = None
     execution: str | None = None
     item: int | None = None
+    limits: StepLimits | None = None
 
 
 def _cause_message(cause: str | None) -> str:
@@ -351,11 +369,11 @@ def record_failure(raw_event: Mapping[str, Any], services: Services) -> dict[str
     if event.error == ITEMS_FAILED:
         error, attempts = _items_failed(services, event)
     else:
-        message = _cause_message(event.cause) or event.error
+        started = int((store.get_step(event.job_id, event.step, event.item) or {}).get("attempts", 0))
+        attempts, message = _attempts_and_message(event, started)
         error = {"kind": kind_of(event.error), "error": event.error, "step": event.step, "item": event.item}
         error["message"] = message
-        attempts = int((store.get_step(event.job_id, event.step, event.item) or {}).get("attempts", 0))
-        store.put_step(event.job_id, event.step, event.item, {"status": "failed", "error": error})
+        store.put_step(event.job_id, event.step, event.item, {"status": "failed", "error": error, "attempts": attempts})
     job = store.get_job(event.job_id) or {}
     if event.item is not None:
         store.append_event(event.job_id, "item_failed", step=event.step, item=event.item, detail=error)
@@ -395,6 +413,25 @@ def record_failure(raw_event: Mapping[str, Any], services: Services) -> dict[str
     if event.error != ITEMS_FAILED:  # the summary of a fan-out sends no dead letter of its own
         store.put_dead_letter(dead_letter)
     return dead_letter
+
+
+def _attempts_and_message(event: FailureEvent, started: int) -> tuple[int, str]:
+    """How many attempts the step had and what went wrong, in words (`started`: attempts its handler began).
+
+    A timeout that ends in the Catch has exhausted its retrier: exactly `timeout_attempts` attempts timed out
+    (earlier attempts may have failed otherwise). Any failure means at least one attempt.
+    """
+    limits = event.limits
+    if event.error in (TASK_TIMEOUT, FUNCTION_TIMEOUT) and limits is not None:
+        timed_out = limits.timeout_attempts
+        attempts = max(started, timed_out)
+        if event.error == TASK_TIMEOUT:
+            what = f"timed out after {limits.task_timeout_seconds} s"
+        else:
+            what = f"the function timed out after {limits.function_timeout_seconds} s"
+        on = f"each of {timed_out} attempts" if attempts == timed_out else f"{timed_out} of {attempts} attempts"
+        return attempts, f"{what} on {on}"
+    return max(started, 1), _cause_message(event.cause) or event.error
 
 
 def _items_failed(services: Services, event: FailureEvent) -> tuple[dict[str, Any], int]:
