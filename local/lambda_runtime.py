@@ -48,7 +48,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
-LOG = logging.getLogger("longhaul.local.lambda")
+LOG = logging.getLogger(__name__)  # not under "longhaul" (the handlers' Powertools logger: it does not propagate)
 REPO_ROOT = Path(__file__).resolve().parent.parent
 DEFAULT_CODE_ROOT = REPO_ROOT / "lambdas"
 

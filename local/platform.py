@@ -34,7 +34,7 @@ from local import lambda_runtime, moto_patches
 from local.deploy import REGION, Deployment, deploy_assembly, synthesize, wait_until
 from local.frontdoor import FrontDoor
 
-LOG = logging.getLogger("longhaul.local")
+LOG = logging.getLogger(__name__)  # not under "longhaul" (the handlers' Powertools logger: it does not propagate)
 REPO_ROOT = Path(__file__).resolve().parent.parent
 HOST = "127.0.0.1"
 KEYS_ENV = "LONGHAUL_LOCAL_KEYS"
