@@ -15,6 +15,9 @@ timeout fires after 0.75 s. The definitions are untouched; only local waits shri
 a scale that makes a Task's timeout shorter than its real work times it out). `set_time_scale` changes it on a
 running platform; `reset()` restores the value given to `start()`. The runtime fault middleware
 (`lambda_runtime.runtime_faults`: `hang`, `duplicate`) is always installed while a platform runs.
+
+moto never fires EventBridge schedules: `schedules.Scheduler` fires the deployed ones (the sweep, every 5 minutes x
+the time scale) from `start()` to `stop()`, and a job's deadline is scaled like the other waits (`schedules`).
 """
 
 from __future__ import annotations
@@ -30,7 +33,7 @@ from pathlib import Path
 from types import TracebackType
 from typing import Any, ClassVar, Literal, get_args
 
-from local import lambda_runtime, moto_patches
+from local import lambda_runtime, moto_patches, schedules
 from local.deploy import REGION, Deployment, deploy_assembly, synthesize, wait_until
 from local.frontdoor import FrontDoor
 
@@ -91,6 +94,7 @@ def seed_api_keys(table: Any, keys: list[ApiKey]) -> None:
 class _Servers:
     moto: Any
     front_door: FrontDoor | None = None
+    scheduler: schedules.Scheduler | None = None
 
 
 @dataclass
@@ -108,6 +112,7 @@ class LocalPlatform:
     _cdk_out: Path | None = field(default=None, repr=False)
     _initial_time_scale: float = field(default=1.0, repr=False)
     _remove_fault_middleware: Any = field(default=None, repr=False)
+    _remove_deadline_middleware: Any = field(default=None, repr=False)
 
     _current: ClassVar[LocalPlatform | None] = None  # the running platform
 
@@ -152,6 +157,7 @@ class LocalPlatform:
             root, endpoint, None, [], [], timings, _Servers(server), _cdk_out=cdk_out, _initial_time_scale=time_scale
         )
         platform._remove_fault_middleware = lambda_runtime.install_runtime_faults()
+        platform._remove_deadline_middleware = lambda_runtime.add_middleware(schedules.scale_deadlines)
         platform._saved_env = _set_process_environment(endpoint)
         timings["moto_start"] = time.monotonic() - mark
         try:
@@ -174,6 +180,19 @@ class LocalPlatform:
         if self.keys:
             table = self.client("dynamodb", resource=True).Table(self._table_name())
             seed_api_keys(table, self.keys)
+        assert self._servers is not None
+        self._servers.scheduler = schedules.Scheduler(self.client("events"), self.client("lambda", read_timeout=900))
+        self._servers.scheduler.start()
+
+    @property
+    def scheduler(self) -> schedules.Scheduler | None:
+        """Fires the deployed schedules (moto does not), on the time-scaled clock."""
+        return self._servers.scheduler if self._servers else None
+
+    def _stop_scheduler(self) -> None:
+        if self._servers is not None and self._servers.scheduler is not None:
+            self._servers.scheduler.stop()
+            self._servers.scheduler = None
 
     def _start_front_door(self, api_port: int) -> None:
         assert self._servers is not None
@@ -209,6 +228,7 @@ class LocalPlatform:
         if self._servers and self._servers.front_door:
             self._servers.front_door.stop()
             self._servers.front_door = None
+        self._stop_scheduler()
         stop_running_executions()
         lambda_runtime.interrupt_waits()
         lambda_runtime.set_time_scale(self._initial_time_scale)
@@ -224,6 +244,7 @@ class LocalPlatform:
             type(self)._current = None
 
     def _shutdown(self) -> None:
+        self._stop_scheduler()
         if self._servers is not None:
             if self._servers.front_door is not None:
                 self._servers.front_door.stop()
@@ -232,9 +253,10 @@ class LocalPlatform:
             self._servers = None
         lambda_runtime.interrupt_waits()
         lambda_runtime.set_time_scale(1.0)
-        if self._remove_fault_middleware is not None:
-            self._remove_fault_middleware()
-            self._remove_fault_middleware = None
+        for remove in (self._remove_fault_middleware, self._remove_deadline_middleware):
+            if remove is not None:
+                remove()
+        self._remove_fault_middleware = self._remove_deadline_middleware = None
         for name, value in self._saved_env.items():
             if value is None:
                 os.environ.pop(name, None)
