@@ -205,10 +205,6 @@ class Deployment:
         """The ARN of the state machine whose logical id or construct path contains `fragment`."""
         return self.state_machines[self._find(self.state_machines, fragment)]
 
-    def function(self, fragment: str) -> str:
-        """The name of the function whose logical id or construct path contains `fragment`."""
-        return self.functions[self._find(self.functions, fragment)]
-
     def _find(self, ids: Iterable[str], fragment: str) -> str:
         return _only([i for i in ids if fragment in i or fragment in self.resources[i].path], fragment)
 

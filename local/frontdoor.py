@@ -26,7 +26,7 @@ from local import lambda_runtime
 lambda_runtime.ensure_code_root_on_path()  # the limits are stated once, in the domain package
 from longhaul import limits  # noqa: E402
 
-LOG = logging.getLogger("longhaul.local.frontdoor")
+LOG = logging.getLogger(__name__)  # not under "longhaul" (the handlers' Powertools logger: it does not propagate)
 # API Gateway's own hard limit: below it the API function applies the platform's limit (and answers its 413).
 MAX_BODY_BYTES = limits.API_GATEWAY_MAX_BODY_BYTES
 PROBLEM_BASE = "https://longhaul.dev/problems/"

@@ -48,7 +48,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
-LOG = logging.getLogger("longhaul.local.lambda")
+LOG = logging.getLogger(__name__)  # not under "longhaul" (the handlers' Powertools logger: it does not propagate)
 REPO_ROOT = Path(__file__).resolve().parent.parent
 DEFAULT_CODE_ROOT = REPO_ROOT / "lambdas"
 
@@ -362,8 +362,14 @@ class FunctionTimedOut(Exception):
 
 
 def is_step_event(event: Any) -> bool:
-    """A step invocation's payload (`runner.StepEvent`: "step" and "input"); a failure record has no "input"."""
-    return isinstance(event, Mapping) and isinstance(event.get("step"), str) and "input" in event
+    """A step invocation's payload (`longhaul.step_events.StepEvent`); a failure record (`FailureEvent`) is not."""
+    if not isinstance(event, Mapping):
+        return False
+    ensure_code_root_on_path()
+    from longhaul.step_events import StepEvent
+
+    required = [name for name, info in StepEvent.model_fields.items() if info.is_required()]
+    return all(name in event for name in required) and isinstance(event.get("step"), str)
 
 
 def runtime_faults(invocation: Invocation, call_next: Callable[[], Any]) -> Any:
@@ -408,8 +414,3 @@ def install_runtime_faults() -> Callable[[], None]:
     if runtime_faults not in _RUNTIME.middlewares:
         _RUNTIME.middlewares.insert(0, runtime_faults)
     return lambda: _RUNTIME.middlewares.remove(runtime_faults) if runtime_faults in _RUNTIME.middlewares else None
-
-
-def forget_handlers() -> None:
-    """Drop resolved handlers (modules stay imported)."""
-    _RUNTIME.handlers.clear()

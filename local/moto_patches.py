@@ -7,6 +7,7 @@ are kept in `_ORIGINALS` the first time and never overwritten, so applying twice
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import logging
 import threading
@@ -21,7 +22,7 @@ from moto.core.config import DefaultConfig
 
 _ORIGINALS: dict[tuple[int, str], tuple[object, Any]] = {}
 _MISSING = object()
-LOG = logging.getLogger("longhaul.local.moto")
+LOG = logging.getLogger(__name__)  # not under "longhaul" (the handlers' Powertools logger: it does not propagate)
 
 #: moto user configuration the runtime needs: execute state machines, run Lambda without Docker.
 RUNTIME_CONFIG: DefaultConfig = {
@@ -349,6 +350,7 @@ def _stop_execution(self: Any, stop_date: Any, error: str | None, cause: str | N
             if worker.env is not None or ready.wait(0.01):
                 break
     _original(_parser_execution_class(), "stop")(self, stop_date, error, cause)
+    LOG.info("execution %s stopped: %s", getattr(self, "name", "?"), error or "StopExecution")
     env = worker.env if worker is not None else None
     if env is None:
         return
@@ -374,6 +376,76 @@ def stop_executions_promptly() -> None:
 
 def unstop_executions() -> None:
     _restore(_parser_execution_class(), "stop")
+
+
+# --- interpreter logs: one line per failure, an expected stop at INFO ----------------------------------------
+
+#: Error names of an expected stop: a step of a cancelled or expired job (`CancelledError`), which the state machine
+#: turns into its `JobStopped` Fail state. Nothing is wrong: the job ended the way it was asked to, and the step's
+#: invocation already said so in its one INFO line (`lambda_runtime.run`).
+EXPECTED_STOPS = frozenset({"CancelledError", "JobStopped"})
+_LOGGED = "_longhaul_logged"  # set on an exception once it has been logged: each level it crosses logs it again
+
+
+def _cause_line(details: Any) -> str:
+    """The failure's cause, one bounded line: a Lambda error payload is reduced to its `errorMessage`."""
+    import json
+
+    spec = next(iter((details or {}).values()), None)
+    cause = str((spec or {}).get("cause") or "") if isinstance(spec, dict) else ""
+    try:
+        parsed = json.loads(cause)
+        cause = str(parsed.get("errorMessage", cause)) if isinstance(parsed, dict) else cause
+    except ValueError:
+        pass
+    line = " ".join(cause.split())
+    return line if len(line) <= 300 else line[:299] + "…"
+
+
+def _log_failure_event_exception(self: Any, failure_event_exception: Any) -> None:
+    """`EvalComponent._log_failure_event_exception`: one ERROR line per failure; an expected stop only at DEBUG.
+
+    Upstream logs at ERROR, with the failing component's whole `repr` (the state, its Retry/Catch, its payload
+    template) and the cause's stack trace, at every level the failure crosses (the item's Fail state, the Map...):
+    several kilobytes for a cancelled job.
+    """
+    if getattr(failure_event_exception, _LOGGED, False):
+        return
+    setattr(failure_event_exception, _LOGGED, True)
+    event = failure_event_exception.failure_event
+    error = event.error_name.error_name if event.error_name is not None else "?"
+    state = getattr(self, "name", None) or event.state_name or type(self).__name__
+    level = logging.DEBUG if error in EXPECTED_STOPS else logging.ERROR
+    LOG.log(level, "execution failed at state %r: %s: %s", state, error, _cause_line(event.event_details))
+
+
+def _log_exception(self: Any, exception: Exception) -> None:
+    """`EvalComponent._log_exception`: one ERROR line, once, without the component's `repr`."""
+    if getattr(exception, _LOGGED, False):
+        return
+    with contextlib.suppress(AttributeError):  # an exception class with __slots__ is logged at every level
+        setattr(exception, _LOGGED, True)
+    state = getattr(self, "name", None) or type(self).__name__
+    LOG.error(
+        "execution failed at state %r: %s: %s", state, type(exception).__name__, " ".join(str(exception).split())[:300]
+    )
+
+
+def _eval_component_class() -> type:
+    from moto.stepfunctions.parser.asl.component.eval_component import EvalComponent
+
+    return EvalComponent
+
+
+def quiet_interpreter_logs() -> None:
+    """Log an interpreter failure as one line, once; an expected stop (`EXPECTED_STOPS`) only at DEBUG."""
+    _replace(_eval_component_class(), "_log_failure_event_exception", _log_failure_event_exception)
+    _replace(_eval_component_class(), "_log_exception", _log_exception)
+
+
+def loud_interpreter_logs() -> None:
+    _restore(_eval_component_class(), "_log_exception")
+    _restore(_eval_component_class(), "_log_failure_event_exception")
 
 
 # --- DynamoDB transactions: back up the items a transaction touches, not its tables ---------------------------
@@ -510,12 +582,14 @@ def apply() -> None:
     run_lambdas_in_process()
     scale_interpreter_waits()
     stop_executions_promptly()
+    quiet_interpreter_logs()
     backup_only_touched_items()
 
 
 def revert() -> None:
     """Restore moto's own behaviour (idempotent)."""
     back_up_whole_tables()
+    loud_interpreter_logs()
     unstop_executions()
     unscale_interpreter_waits()
     stop_running_lambdas_in_process()

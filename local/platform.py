@@ -15,6 +15,9 @@ timeout fires after 0.75 s. The definitions are untouched; only local waits shri
 a scale that makes a Task's timeout shorter than its real work times it out). `set_time_scale` changes it on a
 running platform; `reset()` restores the value given to `start()`. The runtime fault middleware
 (`lambda_runtime.runtime_faults`: `hang`, `duplicate`) is always installed while a platform runs.
+
+moto never fires EventBridge schedules: `schedules.Scheduler` fires the deployed ones (the sweep, every 5 minutes x
+the time scale) from `start()` to `stop()`, and a job's deadline is scaled like the other waits (`schedules`).
 """
 
 from __future__ import annotations
@@ -30,11 +33,11 @@ from pathlib import Path
 from types import TracebackType
 from typing import Any, ClassVar, Literal, get_args
 
-from local import lambda_runtime, moto_patches
+from local import lambda_runtime, moto_patches, schedules
 from local.deploy import REGION, Deployment, deploy_assembly, synthesize, wait_until
 from local.frontdoor import FrontDoor
 
-LOG = logging.getLogger("longhaul.local")
+LOG = logging.getLogger(__name__)  # not under "longhaul" (the handlers' Powertools logger: it does not propagate)
 REPO_ROOT = Path(__file__).resolve().parent.parent
 HOST = "127.0.0.1"
 KEYS_ENV = "LONGHAUL_LOCAL_KEYS"
@@ -91,6 +94,7 @@ def seed_api_keys(table: Any, keys: list[ApiKey]) -> None:
 class _Servers:
     moto: Any
     front_door: FrontDoor | None = None
+    scheduler: schedules.Scheduler | None = None
 
 
 @dataclass
@@ -108,6 +112,7 @@ class LocalPlatform:
     _cdk_out: Path | None = field(default=None, repr=False)
     _initial_time_scale: float = field(default=1.0, repr=False)
     _remove_fault_middleware: Any = field(default=None, repr=False)
+    _remove_deadline_middleware: Any = field(default=None, repr=False)
 
     _current: ClassVar[LocalPlatform | None] = None  # the running platform
 
@@ -134,6 +139,8 @@ class LocalPlatform:
         if cls._current is not None:
             raise RuntimeError("a LocalPlatform is already running in this process; stop() or reset() it")
         lambda_runtime.set_time_scale(time_scale)  # validates before anything starts
+        check_port_free(moto_port, "in-memory AWS")  # before the synth: a busy port is reported in a second
+        check_port_free(api_port, "API")
         root = Path(repo_root or REPO_ROOT).resolve()
         timings: dict[str, float] = {}
         started = time.monotonic()
@@ -150,6 +157,7 @@ class LocalPlatform:
             root, endpoint, None, [], [], timings, _Servers(server), _cdk_out=cdk_out, _initial_time_scale=time_scale
         )
         platform._remove_fault_middleware = lambda_runtime.install_runtime_faults()
+        platform._remove_deadline_middleware = lambda_runtime.add_middleware(schedules.scale_deadlines)
         platform._saved_env = _set_process_environment(endpoint)
         timings["moto_start"] = time.monotonic() - mark
         try:
@@ -172,6 +180,19 @@ class LocalPlatform:
         if self.keys:
             table = self.client("dynamodb", resource=True).Table(self._table_name())
             seed_api_keys(table, self.keys)
+        assert self._servers is not None
+        self._servers.scheduler = schedules.Scheduler(self.client("events"), self.client("lambda", read_timeout=900))
+        self._servers.scheduler.start()
+
+    @property
+    def scheduler(self) -> schedules.Scheduler | None:
+        """Fires the deployed schedules (moto does not), on the time-scaled clock."""
+        return self._servers.scheduler if self._servers else None
+
+    def _stop_scheduler(self) -> None:
+        if self._servers is not None and self._servers.scheduler is not None:
+            self._servers.scheduler.stop()
+            self._servers.scheduler = None
 
     def _start_front_door(self, api_port: int) -> None:
         assert self._servers is not None
@@ -207,6 +228,7 @@ class LocalPlatform:
         if self._servers and self._servers.front_door:
             self._servers.front_door.stop()
             self._servers.front_door = None
+        self._stop_scheduler()
         stop_running_executions()
         lambda_runtime.interrupt_waits()
         lambda_runtime.set_time_scale(self._initial_time_scale)
@@ -222,17 +244,19 @@ class LocalPlatform:
             type(self)._current = None
 
     def _shutdown(self) -> None:
+        self._stop_scheduler()
         if self._servers is not None:
             if self._servers.front_door is not None:
                 self._servers.front_door.stop()
             stop_running_executions()
-            self._servers.moto.stop()
+            _stop_moto(self._servers.moto)
             self._servers = None
         lambda_runtime.interrupt_waits()
         lambda_runtime.set_time_scale(1.0)
-        if self._remove_fault_middleware is not None:
-            self._remove_fault_middleware()
-            self._remove_fault_middleware = None
+        for remove in (self._remove_fault_middleware, self._remove_deadline_middleware):
+            if remove is not None:
+                remove()
+        self._remove_fault_middleware = self._remove_deadline_middleware = None
         for name, value in self._saved_env.items():
             if value is None:
                 os.environ.pop(name, None)
@@ -319,20 +343,43 @@ def _reset_moto() -> None:
     BackendDict.reset()
 
 
-def _check_free(port: int) -> None:
-    """Fail fast: werkzeug exits the server thread on a busy port and `ThreadedMotoServer.start` waits forever."""
-    if port:
-        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
+class PortInUse(OSError):
+    """A port the platform was told to use is held by another process."""
+
+
+def check_port_free(port: int, what: str) -> None:
+    """Fail fast with a clear message when another process listens on `port` (0 = any port: nothing to check).
+
+    Needed for moto: werkzeug exits its server thread on a busy port and `ThreadedMotoServer.start` waits forever.
+    The probe sets SO_REUSEADDR like the servers themselves (werkzeug's `allow_reuse_address`): the connections a
+    previous run left in TIME_WAIT do not hold the port, so a restart works at once; a listener still does.
+    """
+    if not port:
+        return
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
+        probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
             probe.bind((HOST, port))
+            probe.listen()
+        except OSError as exc:
+            raise PortInUse(f"the {what} port {HOST}:{port} is in use by another process") from exc
 
 
 def _start_moto(port: int) -> Any:
     from moto.server import ThreadedMotoServer
 
-    _check_free(port)
+    check_port_free(port, "in-memory AWS")
     server = ThreadedMotoServer(ip_address=HOST, port=port, verbose=False)
     server.start()
     return server
+
+
+def _stop_moto(server: Any) -> None:
+    """`ThreadedMotoServer.stop` shuts the server down but leaves its socket listening: close it too."""
+    server.stop()
+    listening = getattr(server, "_server", None)
+    if listening is not None:
+        listening.server_close()
 
 
 def _set_process_environment(endpoint: str) -> dict[str, str | None]:

@@ -99,7 +99,10 @@ class WorkflowBuilder(Construct):
         )
         self._apply_retries(task)
         task.add_catch(self._job_stopped, errors=list(STOPPED_ERRORS))
-        task.add_catch(self._failure_path(name, job_path="$.job_id", end=self._job_failed), result_path="$.failure")
+        task.add_catch(
+            self._failure_path(name, job_path="$.job_id", end=self._job_failed, timeout=timeout),
+            result_path="$.failure",
+        )
         return task
 
     def fan_out(self, name: str, *, max_concurrency: int | None = None) -> sfn.Chain:
@@ -134,7 +137,7 @@ class WorkflowBuilder(Construct):
         item_stopped = sfn.Fail(self, f"{name} item stopped", error=JOB_STOPPED, cause="The job stopped.")
         item_task.add_catch(item_stopped, errors=list(STOPPED_ERRORS))
         item_task.add_catch(
-            self._failure_path(name, job_path="$.input.job_id", item_path="$.item", end=item_failed),
+            self._failure_path(name, job_path="$.input.job_id", item_path="$.item", end=item_failed, timeout=timeout),
             result_path="$.failure",
         )
         results = f"$.fanout.{name}"
@@ -286,8 +289,13 @@ class WorkflowBuilder(Construct):
         step: str | None = None,
         error: str | None = None,
         dead_letter: bool = True,
+        timeout: int | None = None,
     ) -> sfn.IChainable:
-        """record failure (job and step) → dead letter to the step's own queue → `end`."""
+        """record failure (job and step) → dead letter to the step's own queue → `end`.
+
+        `timeout` (the step function's timeout, for a step's own Task) adds the policy's limits to the recorder's
+        payload (`runner.StepLimits`), so that a timeout is recorded as "timed out after 75 s on each of 2 attempts".
+        """
         step = step or state_prefix
         fields: dict[str, Any] = {
             "step": step,
@@ -295,6 +303,12 @@ class WorkflowBuilder(Construct):
             "job_id": job_path,
             "execution": "$$.Execution.Id",
         }
+        if timeout is not None:
+            fields["limits"] = {
+                "task_timeout_seconds": self.policy.task_timeout(timeout),
+                "function_timeout_seconds": timeout,
+                "timeout_attempts": self.policy.timeout_max_attempts + 1,
+            }
         fields.update({"error": error} if error else {"error": "$.failure.Error", "cause": "$.failure.Cause"})
         if item_path:
             fields["item"] = item_path

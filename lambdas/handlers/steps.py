@@ -7,8 +7,8 @@ from typing import Any
 
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
+from longhaul.failures import record_failure as _record_failure
 from longhaul.observability import logger
-from longhaul.runner import record_failure as _record_failure
 from longhaul.runner import run_step
 from longhaul.wiring import services
 

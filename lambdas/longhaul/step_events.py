@@ -32,7 +32,21 @@ class StepEvent(BaseModel):
     input: WorkflowState
 
 
+class StepLimits(BaseModel):
+    """What the house policy gave the failed Task, passed by the state machine so a failure can be told plainly.
+
+    The execution reports a timeout as a bare `States.Timeout`, and a step that timed out never got to count its
+    attempt (locally a `hang` never even starts the handler): only the policy knows how many attempts it was.
+    """
+
+    task_timeout_seconds: int
+    function_timeout_seconds: int
+    timeout_attempts: int = Field(description="Attempts a step gets when every one of them times out.")
+
+
 class FailureEvent(BaseModel):
+    """What the failure path's recorder Task passes (`limits` for a step's own Task, see `StepLimits`)."""
+
     job_id: str
     step: str
     workflow: str
@@ -40,6 +54,7 @@ class FailureEvent(BaseModel):
     cause: str | None = None
     execution: str | None = None
     item: int | None = None
+    limits: StepLimits | None = None
 
 
 def payload(model: type[BaseModel], **fields: Any) -> dict[str, Any]:

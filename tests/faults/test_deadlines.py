@@ -8,7 +8,7 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from local import lambda_runtime
+from local import lambda_runtime, schedules
 from local.deploy import wait_until
 from local.platform import LocalPlatform
 from longhaul import operations
@@ -90,3 +90,72 @@ def test_a_deadline_outside_the_policy_is_rejected(alpha: Client, sample_request
         response = alpha.post("/v1/jobs", {**sample_request, "deadline_seconds": seconds})
         assert response.status_code == 422
         assert response.json()["errors"][0]["loc"][-1] == "deadline_seconds"
+
+
+def _sweep_schedule(platform: LocalPlatform) -> schedules.Schedule:
+    scheduler = platform.scheduler
+    assert scheduler is not None
+    (sweep,) = [s for s in scheduler.schedules if s.expression == "rate(5 minutes)"]
+    return sweep
+
+
+def test_the_local_runtime_fires_the_deployed_sweep_on_the_scaled_clock(platform: LocalPlatform):
+    sweep = _sweep_schedule(platform)
+    sweeper = platform.deployment.function_for_handler("handlers.ops.sweep")
+    assert sweep.seconds == 300 and any(t.endswith(f":function:{sweeper}") for t in sweep.targets)
+    delivered: list[dict] = []
+
+    def capture(invocation, call_next):
+        if invocation.function_name == sweeper:
+            delivered.append(invocation.event)
+        return call_next()
+
+    before = platform.time_scale
+    with lambda_runtime.middleware(capture):
+        platform.set_time_scale(0.002)  # every 0.6 s
+        try:
+            wait_until(lambda: len(delivered) >= 2 or None, timeout=30, what="two scheduled sweeps")
+        finally:
+            platform.set_time_scale(before)
+    event = delivered[0]
+    assert event["detail-type"] == "Scheduled Event" and event["source"] == "aws.events"
+    assert event["resources"] == [sweep.rule_arn] and event["detail"] == {}
+    assert event["account"] == sweep.rule_arn.split(":")[4] and event["region"] == sweep.rule_arn.split(":")[3]
+
+
+def test_a_deadline_is_scaled_like_the_other_local_waits(platform: LocalPlatform, alpha: Client, sample_request):
+    before = platform.time_scale
+    platform.set_time_scale(0.01)
+    try:
+        job = alpha.get(f"/v1/jobs/{alpha.submit({**sample_request, 'deadline_seconds': 60})}").json()
+    finally:
+        platform.set_time_scale(before)
+    allowed = datetime.fromisoformat(job["deadline_at"]) - datetime.fromisoformat(job["created_at"])
+    assert timedelta(seconds=0.5) <= allowed <= timedelta(seconds=0.7)  # 60 s x 0.01
+    alpha.wait(job["job_id"])
+
+
+def test_an_overdue_job_is_expired_by_the_scheduled_sweep(
+    platform: LocalPlatform, alpha: Client, sample_request, inject
+):
+    # Given a job whose 60 s deadline (0.6 s at 0.01) passes while its first step hangs (then held at real time)
+    before = platform.time_scale
+    platform.set_time_scale(0.01)
+    inject("parse_documents=hang")
+    job_id = alpha.submit({**sample_request, "deadline_seconds": 60})
+    wait_until(lambda: lambda_runtime.hanging() or None, timeout=60, what="the hang")
+    platform.set_time_scale(1.0)
+    deadline = datetime.fromisoformat(alpha.get(f"/v1/jobs/{job_id}").json()["deadline_at"])
+    wait_until(lambda: datetime.now(UTC) > deadline or None, timeout=5, what="the deadline")
+    try:
+        # When the schedule fires (what its thread does every 5 minutes x the scale)
+        assert platform.scheduler is not None
+        platform.scheduler.fire(_sweep_schedule(platform))
+        # Then the job is expired and its execution stopped, without anyone calling the sweep
+        assert alpha.get(f"/v1/jobs/{job_id}").json()["status"] == "expired"
+        arn = next(iter(platform.deployment.state_machines.values())).replace(":stateMachine:", ":execution:")
+        assert platform.wait_for_execution(f"{arn}:{job_id}", timeout=10)["status"] == "ABORTED"
+        assert_consistent(alpha.events(job_id))
+    finally:
+        lambda_runtime.interrupt_waits()
+        platform.set_time_scale(before)

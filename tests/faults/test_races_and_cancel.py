@@ -2,13 +2,18 @@
 
 from __future__ import annotations
 
+import logging
 import threading
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
+import pytest
+
 from local import lambda_runtime
 from local.deploy import wait_until
 from local.platform import LocalPlatform
+from longhaul.contracts import JobStatus
+from longhaul.storage.jobs import JobStore
 from tests.faults.helpers import DOCUMENT_ANALYSIS, assert_consistent
 from tests.workflows.conftest import Client
 
@@ -114,3 +119,53 @@ def test_cancelling_a_finished_job_is_a_clear_conflict(alpha: Client, beta: Clie
     assert response.status_code == 409
     assert response.json()["type"].endswith("/already-finished")
     assert beta.post(f"/v1/jobs/{job_id}/cancel").status_code == 404
+
+
+def _loud(caplog: pytest.LogCaptureFixture) -> list[str]:
+    return [f"{r.name} {r.levelname} {r.getMessage()[:300]}" for r in caplog.records if r.levelno >= logging.WARNING]
+
+
+def _hanging_job(alpha: Client, sample_request: dict[str, Any], inject: Any, spec: str) -> str:
+    inject(spec)
+    job_id = alpha.submit(sample_request)
+    wait_until(lambda: lambda_runtime.hanging() or None, timeout=60, what="the hang")
+    return job_id
+
+
+def test_cancelling_a_running_job_logs_nothing_at_warning_or_above(
+    platform: LocalPlatform, alpha: Client, sample_request, inject, caplog: pytest.LogCaptureFixture
+):
+    job_id = _hanging_job(alpha, sample_request, inject, "draft_answer=hang")
+    caplog.set_level(logging.INFO)
+
+    assert alpha.post(f"/v1/jobs/{job_id}/cancel").json()["status"] == "cancelled"
+    lambda_runtime.interrupt_waits()  # the hung invocation ends (and logs) now rather than minutes later
+    wait_until(lambda: not lambda_runtime.hanging() or None, timeout=30, what="the hang to end")
+
+    assert _executions(platform, job_id)[0]["status"] == "ABORTED"
+    assert not _loud(caplog)
+    assert any(r.levelno == logging.INFO and "stopped" in r.getMessage() for r in caplog.records)
+
+
+def test_a_step_of_a_job_being_cancelled_ends_the_execution_without_warnings_or_errors(
+    platform: LocalPlatform, alpha: Client, sample_request, inject, caplog: pytest.LogCaptureFixture
+):
+    # Given a job asked to cancel whose execution has not been stopped yet (the moment between the two)
+    job_id = _hanging_job(alpha, sample_request, inject, "draft_answer=hangx1")
+    table = platform.client("dynamodb", resource=True).Table(platform.deployment.table_name)
+    JobStore(table).transition(
+        job_id, JobStatus.CANCEL_REQUESTED, event="cancel_requested", allowed_from=[JobStatus.RUNNING]
+    )
+    caplog.set_level(logging.INFO)
+
+    # When the step's retry finds it: CancelledError, the state machine's JobStopped
+    lambda_runtime.interrupt_waits()
+    machine = next(iter(platform.deployment.state_machines.values()))
+    arn = machine.replace(":stateMachine:", ":execution:") + f":{job_id}"
+    ended = platform.wait_for_execution(arn, timeout=30)
+
+    # Then the execution ended as a stop, and the log says so without a warning or an error
+    assert ended["status"] == "FAILED" and ended["error"] == "JobStopped"
+    assert not _loud(caplog)
+    assert any(r.levelno == logging.INFO and "CancelledError" in r.getMessage() for r in caplog.records)
+    alpha.post(f"/v1/jobs/{job_id}/cancel")  # what the sweep would do: finish the cancellation

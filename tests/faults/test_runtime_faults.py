@@ -7,7 +7,7 @@ from collections.abc import Iterator
 import pytest
 
 from local.platform import LocalPlatform
-from tests.faults.helpers import artifacts, assert_consistent, charges
+from tests.faults.helpers import artifacts, assert_consistent, charges, dead_letters
 from tests.workflows.conftest import Client
 
 
@@ -71,4 +71,15 @@ def test_a_step_that_always_hangs_fails_the_job_with_a_timeout(
     job = alpha.wait(job_id)
     assert job["status"] == "failed"
     assert job["error"]["kind"] == "timeout" and job["error"]["step"] == "verify_citations"
-    assert_consistent(alpha.events(job_id))
+    # told plainly, with the real attempt count: the Task's 75 s (60 s function + 15 s), one retry of a timeout
+    told = "timed out after 75 s on each of 2 attempts"
+    assert job["error"]["message"] == told
+    events = alpha.events(job_id)
+    failed = next(e for e in events if e["type"] == "job_failed")
+    assert failed["detail"]["attempts"] == 2 and failed["detail"]["message"] == told
+    table = platform.client("dynamodb", resource=True).Table(platform.deployment.table_name)
+    step = table.get_item(Key={"pk": f"JOB#{job_id}", "sk": "STEP#verify_citations"})["Item"]
+    assert step["attempts"] == 2 and step["error"]["message"] == told
+    (letter,) = dead_letters(platform, "verify_citations", job_id, expect=1)
+    assert letter["attempts"] == 2 and letter["message"] == told
+    assert_consistent(events)

@@ -10,7 +10,8 @@ import pytest
 
 from longhaul.contracts import JobStatus
 from longhaul.errors import ITEMS_FAILED, InvalidInputError, TransientError
-from longhaul.runner import MESSAGE_LIMIT, record_failure, run_step
+from longhaul.failures import MESSAGE_LIMIT, record_failure
+from longhaul.runner import run_step
 from longhaul.storage.checkpoints import CheckpointStore
 from longhaul.storage.jobs import JobStore
 from longhaul.wiring import Services

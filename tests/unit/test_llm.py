@@ -24,9 +24,9 @@ from longhaul.errors import (
     RateLimitedError,
     UpstreamUnavailableError,
 )
+from longhaul.failures import sanitize
 from longhaul.llm import BedrockConverseModel, ModelRequest, OfflineExtractiveModel, gateway_for
 from longhaul.llm.bedrock import split_inference_profile
-from longhaul.runner import sanitize
 from tests.unit.aws_env import offline_credentials
 
 QUESTION = "What is the liability cap and how can the agreement be terminated?"

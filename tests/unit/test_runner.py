@@ -13,9 +13,10 @@ from botocore.exceptions import ClientError
 
 from longhaul.contracts import JobStatus
 from longhaul.errors import CancelledError, InternalError, InvalidInputError, LonghaulError, TransientError
+from longhaul.failures import MESSAGE_LIMIT
 from longhaul.llm.port import Usage
 from longhaul.records import Job
-from longhaul.runner import MESSAGE_LIMIT, StepContext, run_step
+from longhaul.runner import StepContext, run_step
 from longhaul.storage.checkpoints import CheckpointStore
 from longhaul.storage.jobs import JobStore
 from longhaul.wiring import Services

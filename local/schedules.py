@@ -1,0 +1,202 @@
+"""Scheduled rules and job deadlines on the local, time-scaled clock.
+
+moto stores EventBridge rules but never fires them, so the sweep (deadlines, stuck jobs, lost executions) would never
+run locally. `Scheduler` reads every enabled rule with a `rate(...)` ScheduleExpression and its Lambda targets from the
+deployed in-memory AWS and, in one daemon thread per rule, invokes each target through moto's Lambda API (so the
+in-process runtime and its middlewares run it) with EventBridge's scheduled-event shape, every interval x the time
+scale (`lambda_runtime.scaled_wait`, which follows a scale change while it waits). `cron(...)` rules are not fired
+locally (said once, at start).
+
+A job's deadline is a wait like the others: `scale_deadlines` (a runtime middleware, installed by `LocalPlatform`)
+moves the `deadline_at` of a job the API has just accepted (or replayed) to `now + deadline_seconds x time scale`,
+so at `LONGHAUL_TIME_SCALE=0.01` a 60 s deadline falls after 0.6 s and the sweep, every 3 s, expires the job.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import re
+import threading
+import uuid
+from collections import Counter
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+from local import lambda_runtime
+
+LOG = logging.getLogger(__name__)
+_RATE = re.compile(r"rate\(\s*(?P<value>\d+)\s+(?P<unit>minutes?|hours?|days?)\s*\)")
+_UNIT_SECONDS = {"minute": 60, "hour": 3600, "day": 86400}
+
+
+@dataclass(frozen=True)
+class Schedule:
+    """One scheduled rule: fire `targets` (Lambda function ARNs) every `seconds` of local time."""
+
+    rule_name: str
+    rule_arn: str
+    expression: str
+    seconds: float
+    targets: tuple[str, ...]
+
+
+def rate_seconds(expression: str) -> float | None:
+    """`rate(5 minutes)` -> 300.0; None for anything else (`cron(...)`)."""
+    match = _RATE.fullmatch(expression.strip())
+    if match is None:
+        return None
+    return float(int(match["value"]) * _UNIT_SECONDS[match["unit"].rstrip("s")])
+
+
+def _pages(call: Callable[..., dict[str, Any]], key: str, **kwargs: Any) -> Iterator[dict[str, Any]]:
+    while True:
+        page = call(**kwargs)
+        yield from page.get(key, [])
+        if not page.get("NextToken"):
+            return
+        kwargs["NextToken"] = page["NextToken"]
+
+
+def read_schedules(events: Any) -> list[Schedule]:
+    """Every enabled rule of the default bus with a rate schedule and Lambda targets."""
+    schedules = []
+    for rule in _pages(events.list_rules, "Rules"):
+        expression = rule.get("ScheduleExpression")
+        if not expression or rule.get("State") != "ENABLED":
+            continue
+        seconds = rate_seconds(expression)
+        if seconds is None:
+            LOG.info("rule %s (%s) is not fired locally: only rate(...) schedules are", rule["Name"], expression)
+            continue
+        targets = tuple(
+            t["Arn"]
+            for t in _pages(events.list_targets_by_rule, "Targets", Rule=rule["Name"])
+            if ":function:" in t["Arn"]
+        )
+        if targets:
+            schedules.append(Schedule(rule["Name"], rule["Arn"], expression, seconds, targets))
+    return schedules
+
+
+def scheduled_event(schedule: Schedule, now: datetime | None = None) -> dict[str, Any]:
+    """The event EventBridge delivers to a scheduled rule's target."""
+    _, _, _, region, account, _ = schedule.rule_arn.split(":", 5)
+    moment = (now or datetime.now(UTC)).astimezone(UTC)
+    return {
+        "version": "0",
+        "id": str(uuid.uuid4()),
+        "detail-type": "Scheduled Event",
+        "source": "aws.events",
+        "account": account,
+        "time": moment.strftime("%Y-%m-%dT%H:%M:%SZ"),
+        "region": region,
+        "resources": [schedule.rule_arn],
+        "detail": {},
+    }
+
+
+class Scheduler:
+    """Fires the deployed schedules until `stop()`; `fired` counts the invocations per rule name."""
+
+    def __init__(self, events: Any, lambda_client: Any) -> None:
+        self.events = events
+        self.lambda_client = lambda_client
+        self.schedules: list[Schedule] = []
+        self.fired: Counter[str] = Counter()
+        self._stop = threading.Event()
+        self._threads: list[threading.Thread] = []
+
+    def start(self) -> list[Schedule]:
+        self.schedules = read_schedules(self.events)
+        for schedule in self.schedules:
+            thread = threading.Thread(
+                target=self._run, args=(schedule,), name=f"longhaul-schedule-{schedule.rule_name}", daemon=True
+            )
+            thread.start()
+            self._threads.append(thread)
+        return self.schedules
+
+    def _run(self, schedule: Schedule) -> None:
+        while not lambda_runtime.scaled_wait(schedule.seconds, event=self._stop):
+            self.fire(schedule)
+
+    def fire(self, schedule: Schedule) -> None:
+        """Invoke every target of `schedule` once, as EventBridge would (a failure is logged, the schedule goes on)."""
+        for target in schedule.targets:
+            try:
+                response = self.lambda_client.invoke(
+                    FunctionName=target, Payload=json.dumps(scheduled_event(schedule)).encode()
+                )
+                payload = response["Payload"].read()
+            except Exception:
+                if self._stop.is_set():
+                    return  # the platform is stopping under it
+                LOG.exception("scheduled invocation of %s by %s failed", target, schedule.rule_name)
+                continue
+            self.fired[schedule.rule_name] += 1
+            if response.get("FunctionError"):
+                LOG.error("%s, fired by %s, failed: %s", target, schedule.rule_name, payload[:500])
+            else:
+                LOG.debug("%s fired by %s: %s", target, schedule.rule_name, payload[:200])
+
+    def stop(self) -> None:
+        self._stop.set()
+        for thread in self._threads:
+            thread.join(timeout=10)
+        self._threads = []
+
+
+# --- deadlines on the local clock ---------------------------------------------------------------------------------
+
+#: (method, resource) of the API routes that give a job its deadline: a submission and a replay.
+DEADLINE_ROUTES = {("POST", "/v1/jobs"), ("POST", "/v1/ops/jobs/{job_id}/replay")}
+_SCALED_MARK = "local_scaled_deadline_at"  # the deadline this middleware wrote (a second pass leaves it alone)
+
+
+def scale_deadlines(invocation: lambda_runtime.Invocation, call_next: Callable[[], Any]) -> Any:
+    """Runtime middleware: after the API accepted or replayed a job, move its deadline onto the local clock."""
+    result = call_next()
+    event = invocation.event
+    scale = lambda_runtime.time_scale()
+    if scale == 1 or not isinstance(event, dict) or not isinstance(result, dict) or result.get("statusCode") != 202:
+        return result
+    if (event.get("httpMethod"), event.get("resource")) not in DEADLINE_ROUTES:
+        return result
+    table_name = invocation.environment.get("LONGHAUL_TABLE")
+    try:
+        job_id = json.loads(result.get("body") or "{}").get("job_id")
+        if table_name and job_id:
+            _scale_deadline(table_name, str(job_id), scale)
+    except Exception:  # the job keeps its real-time deadline
+        LOG.exception("could not scale the deadline of the job accepted by %s", event.get("path"))
+    return result
+
+
+def _scale_deadline(table_name: str, job_id: str, scale: float) -> None:
+    import boto3
+    from botocore.exceptions import ClientError
+
+    table = boto3.resource("dynamodb").Table(table_name)
+    key = {"pk": f"JOB#{job_id}", "sk": "JOB"}
+    job = table.get_item(Key=key, ConsistentRead=True).get("Item") or {}
+    deadline, seconds = job.get("deadline_at"), job.get("deadline_seconds")
+    if not deadline or not seconds or deadline == job.get(_SCALED_MARK):
+        return
+    # The API wrote deadline = accepted + seconds: keep the moment it was accepted, scale the allowance.
+    real = datetime.fromisoformat(str(deadline).replace("Z", "+00:00"))
+    scaled = real - timedelta(seconds=float(seconds) * (1 - scale))
+    written = scaled.astimezone(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+    try:
+        table.update_item(
+            Key=key,
+            UpdateExpression="SET deadline_at = :scaled, #mark = :scaled",
+            ConditionExpression="deadline_at = :real",
+            ExpressionAttributeNames={"#mark": _SCALED_MARK},
+            ExpressionAttributeValues={":scaled": written, ":real": deadline},
+        )
+    except ClientError as error:
+        if error.response["Error"]["Code"] != "ConditionalCheckFailedException":
+            raise
