@@ -51,7 +51,7 @@ Longhaul is running locally ({timings}).
 {scaled}  API keys (tenant, role, key):
 {keys}
 
-Submit the sample job:
+Submit the sample job (document-analysis; samples/invoice_request.json is an invoice-reconciliation job):
   curl -sS -X POST {api}/v1/jobs -H "Authorization: Bearer {first}" \\
        -H "Content-Type: application/json" --data @samples/request.json
 
