@@ -1,9 +1,11 @@
-"""Synthesize the real CDK app once per session (offline, no bundling) and expose the template."""
+"""Synthesize the real CDK app once per session (offline, no bundling), expose the template, and walk its state
+machines' states."""
 
 from __future__ import annotations
 
 import json
 import os
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -62,3 +64,22 @@ def _placeholder(intrinsic: dict[str, Any]) -> str:
     if "Ref" in intrinsic:
         return "@" + intrinsic["Ref"]
     return "@" + json.dumps(intrinsic, sort_keys=True).replace('"', "'")
+
+
+def all_states(states: dict[str, Any]) -> Iterator[tuple[str, dict[str, Any], dict[str, Any]]]:
+    """(name, state, the States map it lives in), descending into Map processors."""
+    for name, state in states.items():
+        yield name, state, states
+        processor = state.get("ItemProcessor") or state.get("Iterator")
+        if processor:
+            yield from all_states(processor["States"])
+
+
+def payload_step(state: dict[str, Any]) -> str | None:
+    """The spec step a Task runs: the `step` its payload names (None for other states)."""
+    if state.get("Type") != "Task":
+        return None
+    parameters = state.get("Parameters") or {}
+    body = parameters.get("Payload", parameters)  # LambdaInvoke with or without payload_response_only
+    step_name = body.get("step") if isinstance(body, dict) else None
+    return step_name if isinstance(step_name, str) else None

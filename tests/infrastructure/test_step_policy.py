@@ -3,23 +3,13 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
 
 from longhaul.errors import DETERMINISTIC_ERROR_NAMES, RETRYABLE_ERROR_NAMES
 from longhaul.workflows import REGISTRY
-from tests.infrastructure.conftest import definition, resources
-
-
-def all_states(states: dict[str, Any]) -> Iterator[tuple[str, dict[str, Any], dict[str, Any]]]:
-    """(name, state, the States map it lives in), descending into Map processors."""
-    for name, state in states.items():
-        yield name, state, states
-        processor = state.get("ItemProcessor") or state.get("Iterator")
-        if processor:
-            yield from all_states(processor["States"])
+from tests.infrastructure.conftest import all_states, definition, resources
 
 
 @pytest.fixture(scope="module")

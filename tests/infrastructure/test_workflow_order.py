@@ -19,16 +19,7 @@ from pydantic import BaseModel
 from longhaul.workflows import REGISTRY, WorkflowSpec
 from longhaul.workflows.spec import fan_out, step
 from state_machines.builder import WorkflowBuilder
-from tests.infrastructure.conftest import definition, resources
-
-
-def payload_step(state: dict[str, Any]) -> str | None:
-    if state.get("Type") != "Task":
-        return None
-    parameters = state.get("Parameters") or {}
-    body = parameters.get("Payload", parameters)  # LambdaInvoke with or without payload_response_only
-    step_name = body.get("step") if isinstance(body, dict) else None
-    return step_name if isinstance(step_name, str) else None
+from tests.infrastructure.conftest import definition, payload_step, resources
 
 
 def state_step(state: dict[str, Any]) -> str | None:
