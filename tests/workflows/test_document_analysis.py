@@ -5,7 +5,6 @@ from __future__ import annotations
 import json
 from typing import Any
 
-import pytest
 import requests
 
 from longhaul.documents import parse_document
