@@ -7,13 +7,17 @@ Context (cdk.json or `-c key=value`):
   longhaul:model_provider  offline | bedrock (default: bedrock when bundling for AWS, else offline)
   longhaul:model_id        model identifier for the provider
   longhaul:alarm_email     an address subscribed to the alarm topic (optional; confirm the e-mail AWS sends)
+  longhaul:model_routes    model routes by name (JSON object; see the README's "Model routes")
+  longhaul:step_routes     the route of each model step (JSON object {"step": "route"})
 """
 
 from __future__ import annotations
 
+import json
 import os
 import sys
 from pathlib import Path
+from typing import Any
 
 ROOT = Path(__file__).resolve().parent
 sys.path.insert(0, str(ROOT / "lambdas"))
@@ -31,6 +35,12 @@ def _flag(value: object) -> bool:
     return str(value).lower() in ("1", "true", "yes")
 
 
+def _json_context(app: cdk.App, key: str) -> Any:
+    """A context value given as JSON text (`-c key='{…}'`) or as an object (cdk.json)."""
+    value = app.node.try_get_context(key)
+    return json.loads(value) if isinstance(value, str) else value
+
+
 def build_app(context: dict[str, object] | None = None) -> cdk.App:
     app = cdk.App(context=context, outdir=os.environ.get("CDK_OUTDIR") or str(ROOT / "cdk.out"))
     stage = str(app.node.try_get_context("longhaul:stage") or "dev")
@@ -46,6 +56,8 @@ def build_app(context: dict[str, object] | None = None) -> cdk.App:
         model_provider=provider,
         model_id=model_id,
         alarm_email=str(app.node.try_get_context("longhaul:alarm_email") or "") or None,
+        model_routes=_json_context(app, "longhaul:model_routes"),
+        step_routes=_json_context(app, "longhaul:step_routes"),
         synthesizer=cdk.DefaultStackSynthesizer(generate_bootstrap_version_rule=False),
         description="Longhaul: durable, observable, budget-aware LLM jobs",
     )

@@ -22,6 +22,7 @@ the time scale) from `start()` to `stop()`, and a job's deadline is scaled like 
 
 from __future__ import annotations
 
+import json
 import logging
 import os
 import socket
@@ -41,6 +42,7 @@ LOG = logging.getLogger(__name__)  # not under "longhaul" (the handlers' Powerto
 REPO_ROOT = Path(__file__).resolve().parent.parent
 HOST = "127.0.0.1"
 KEYS_ENV = "LONGHAUL_LOCAL_KEYS"
+TENANT_POLICIES_ENV = "LONGHAUL_TENANT_POLICIES"
 #: tenant -> "key" or "key:role"; printed by `python -m local`, never valid anywhere but here.
 DEFAULT_KEYS: dict[str, str] = {
     "alpha": "lh_local_alpha_5f3a9c2e7b1d4068",
@@ -81,6 +83,39 @@ def parse_keys(spec: str | Mapping[str, str]) -> list[ApiKey]:
     return keys
 
 
+# Function settings a local run takes from its own environment (`make run` with them set), and the tenant policies.
+PASSED_THROUGH = (
+    "LONGHAUL_MODEL_ROUTES",
+    "LONGHAUL_STEP_ROUTES",
+    "LONGHAUL_MODEL_PRICES",
+    "LONGHAUL_BREAKER_FAILURES",
+    "LONGHAUL_BREAKER_WINDOW_SECONDS",
+    "LONGHAUL_BREAKER_COOLDOWN_SECONDS",
+    TENANT_POLICIES_ENV,
+)
+
+
+def passed_through(environment: Mapping[str, str]) -> dict[str, str]:
+    """The function settings of `environment`, with the key variables its OpenAI-compatible routes name."""
+    chosen = {name: environment[name] for name in PASSED_THROUGH if environment.get(name)}
+    routes = json.loads(chosen.get("LONGHAUL_MODEL_ROUTES", "{}"))
+    for route in routes.values():
+        key_env = route.get("api_key_env") if isinstance(route, dict) else None
+        if key_env and environment.get(key_env):
+            chosen[key_env] = environment[key_env]
+    return chosen
+
+
+def seed_tenant_policies(table: Any, spec: str) -> None:
+    """`LONGHAUL_TENANT_POLICIES` (`{"tenant": {"max_job_tokens": …, "daily_tokens": …}}`) into the table."""
+    from longhaul.budgets import TenantPolicy
+    from longhaul.storage.budgets import BudgetStore
+
+    store = BudgetStore(table)
+    for tenant, policy in json.loads(spec).items():
+        store.put_policy(tenant, TenantPolicy.model_validate(policy))
+
+
 def seed_api_keys(table: Any, keys: list[ApiKey]) -> None:
     """Store each key, hashed (`longhaul.auth.api_key_item`), in the boto3 `Table` resource `table`."""
     lambda_runtime.ensure_code_root_on_path()
@@ -113,6 +148,7 @@ class LocalPlatform:
     _initial_time_scale: float = field(default=1.0, repr=False)
     _remove_fault_middleware: Any = field(default=None, repr=False)
     _remove_deadline_middleware: Any = field(default=None, repr=False)
+    _policies: str = field(default="", repr=False)
 
     _current: ClassVar[LocalPlatform | None] = None  # the running platform
 
@@ -150,12 +186,14 @@ class LocalPlatform:
         mark = time.monotonic()
         _reset_moto()  # a previous platform of this process may have left stacks behind
         moto_patches.apply()
-        lambda_runtime.configure(code_root=root / "lambdas", environment_overrides=env_overrides or {})
+        overrides = {**passed_through(os.environ), **(env_overrides or {})}
+        lambda_runtime.configure(code_root=root / "lambdas", environment_overrides=overrides)
         server = _start_moto(moto_port)
         endpoint = "http://{}:{}".format(*server.get_host_and_port())
         platform = cls(
             root, endpoint, None, [], [], timings, _Servers(server), _cdk_out=cdk_out, _initial_time_scale=time_scale
         )
+        platform._policies = overrides.get(TENANT_POLICIES_ENV, "")
         platform._remove_fault_middleware = lambda_runtime.install_runtime_faults()
         platform._remove_deadline_middleware = lambda_runtime.add_middleware(schedules.scale_deadlines)
         platform._saved_env = _set_process_environment(endpoint)
@@ -180,6 +218,8 @@ class LocalPlatform:
         if self.keys:
             table = self.client("dynamodb", resource=True).Table(self._table_name())
             seed_api_keys(table, self.keys)
+        if self._policies:
+            seed_tenant_policies(self.client("dynamodb", resource=True).Table(self._table_name()), self._policies)
         assert self._servers is not None
         self._servers.scheduler = schedules.Scheduler(self.client("events"), self.client("lambda", read_timeout=900))
         self._servers.scheduler.start()

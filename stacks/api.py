@@ -27,6 +27,8 @@ ROUTES: tuple[tuple[str, str], ...] = (
     ("GET", "/v1/ops/jobs/{job_id}/events"),
     ("POST", "/v1/ops/jobs/{job_id}/cancel"),
     ("POST", "/v1/ops/jobs/{job_id}/replay"),
+    ("GET", "/v1/ops/tenants/{tenant_id}/policy"),
+    ("PUT", "/v1/ops/tenants/{tenant_id}/policy"),
     # Without an API key (the function serves them before its key check).
     ("GET", "/v1/health"),
     ("GET", "/v1/openapi.json"),

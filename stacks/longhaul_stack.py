@@ -3,14 +3,17 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 from typing import Any
 
 from aws_cdk import Aws, CfnOutput, RemovalPolicy, Stack, Tags
 from aws_cdk import aws_iam as iam
+from aws_cdk import aws_secretsmanager as sm
 from constructs import Construct
 
 from longhaul.admin import TABLE_OUTPUT
 from longhaul.llm.bedrock import split_inference_profile
+from longhaul.llm.routes import Routing
 from longhaul.settings import Env
 from longhaul.workflows import REGISTRY
 from stacks.api import Api
@@ -39,6 +42,8 @@ class LonghaulStack(Stack):
         model_provider: str,
         model_id: str,
         alarm_email: str | None = None,
+        model_routes: Mapping[str, Mapping[str, Any]] | None = None,
+        step_routes: Mapping[str, str] | None = None,
         **kwargs: Any,
     ) -> None:
         super().__init__(scope, construct_id, **kwargs)
@@ -53,6 +58,12 @@ class LonghaulStack(Stack):
             Env.MODEL_ID: model_id,
             Env.STAGE: stage,
         }
+        # Routes are checked at synthesis (unknown providers or route names fail here, not in a step).
+        routing = Routing.configured(model_routes or {}, step_routes or {}, provider=model_provider, model_id=model_id)
+        if model_routes:
+            base_env[Env.MODEL_ROUTES] = json.dumps(model_routes, sort_keys=True)
+        if step_routes:
+            base_env[Env.STEP_ROUTES] = json.dumps(step_routes, sort_keys=True)
         workflows = Workflows(self, "Workflows", code=code, environment=base_env)
         control_env = {
             **base_env,
@@ -84,8 +95,10 @@ class LonghaulStack(Stack):
             alarm_email=alarm_email,
             removal_policy=removal,
         )
-        if model_provider == "bedrock":
-            self._grant_model(workflows, model_id)
+        for bedrock_model in sorted({r.model_id for r in routing.routes.values() if r.provider == "bedrock"}):
+            self._grant_model(workflows, bedrock_model)
+        secrets = sorted({r.api_key_secret for r in routing.routes.values() if r.api_key_secret})
+        self._grant_route_secrets(workflows, secrets)
         observability.notify_on_alarms(self)
         CfnOutput(self, TABLE_OUTPUT, value=storage.table.table_name, description="the jobs table (API keys live here)")
         CfnOutput(self, "AlarmTopicArn", value=observability.alarm_topic.topic_arn, description="alarm notifications")
@@ -97,6 +110,17 @@ class LonghaulStack(Stack):
         Tags.of(self).add("stage", stage, exclude_resource_types=untagged)
         acknowledge_platform_findings(self)
         acknowledge_data_access(self, table=storage.table, bucket=storage.artifacts)
+
+    def _grant_route_secrets(self, workflows: Workflows, secrets: list[str]) -> None:
+        """secretsmanager:GetSecretValue on the keys of OpenAI-compatible routes, for the steps that call a model."""
+        for number, secret_id in enumerate(secrets):
+            secret = (
+                sm.Secret.from_secret_complete_arn(self, f"RouteKey{number}", secret_id)
+                if secret_id.startswith("arn:")
+                else sm.Secret.from_secret_name_v2(self, f"RouteKey{number}", secret_id)
+            )
+            for function in workflows.model_functions():
+                secret.grant_read(function)
 
     def _grant_model(self, workflows: Workflows, model_id: str) -> None:
         """bedrock:InvokeModel on the configured model only, for the steps that call it.

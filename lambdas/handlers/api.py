@@ -202,7 +202,8 @@ def get_events(
     summary="The job's result (JSON, or its Markdown rendering with Accept: text/markdown)",
     responses={
         200: {
-            "description": "The result",
+            "description": "The result; its `budget` (`BudgetView`: limits, usage, cost and what remains, per step) "
+            "is added to the workflow's result",
             "content": {
                 "application/json": {
                     "schema": {"oneOf": [s.result_model.model_json_schema() for s in REGISTRY.values()]}
@@ -220,7 +221,9 @@ def get_result(job_id: Annotated[str, Path()]) -> Response[str]:
     if MARKDOWN in (app.current_event.get_header_value("Accept") or "") and isinstance(markdown_key, str):
         markdown = services().artifacts.get_bytes(markdown_key).decode()
         return Response(status_code=200, content_type=f"{MARKDOWN}; charset=utf-8", body=markdown)
-    return Response(status_code=200, content_type="application/json", body=result.model_dump_json())
+    budget = job_service().view(principal(app), job_id).budget
+    body = {**result.model_dump(mode="json"), "budget": budget.model_dump(mode="json") if budget else None}
+    return Response(status_code=200, content_type="application/json", body=json.dumps(body, ensure_ascii=False))
 
 
 @app.post(

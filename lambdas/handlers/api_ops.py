@@ -15,6 +15,7 @@ from aws_lambda_powertools.event_handler.openapi.params import Body, Path, Query
 from handlers.api_shared import EventsLimit, events_response, job_service, principal, problems
 from longhaul import limits, operations
 from longhaul.auth import Principal
+from longhaul.budgets import TenantPolicy
 from longhaul.contracts import (
     CancelOutcome,
     DeadLetterList,
@@ -24,6 +25,7 @@ from longhaul.contracts import (
     JobView,
     ReplayOutcome,
     ReplayRequest,
+    TenantPolicyView,
 )
 from longhaul.problems import Forbidden
 from longhaul.wiring import services
@@ -120,6 +122,36 @@ def ops_cancel_job(job_id: Annotated[str, Path()]) -> Response[str]:
 def replay_job(job_id: Annotated[str, Path()], request: Annotated[ReplayRequest, Body()]) -> Response[str]:
     caller = _operator()
     outcome = operations.replay(
-        services(), caller, job_id, from_step=request.from_step, reason=request.reason, mode=request.mode
+        services(),
+        caller,
+        job_id,
+        from_step=request.from_step,
+        reason=request.reason,
+        mode=request.mode,
+        budget=request.budget,
     )
     return Response(status_code=202, content_type="application/json", body=outcome.model_dump_json())
+
+
+@router.get(
+    "/v1/ops/tenants/<tenant_id>/policy",
+    summary="A tenant's budget policy (ceilings per job, daily allowance, routes) and today's spending",
+    responses={**OPS_PROBLEMS, **problems(422, "Not a tenant id")},
+)
+def get_tenant_policy(tenant_id: Annotated[str, Path()]) -> TenantPolicyView:
+    _operator()
+    return operations.tenant_policy(services(), tenant_id)
+
+
+@router.put(
+    "/v1/ops/tenants/<tenant_id>/policy",
+    summary="Set a tenant's budget policy (omitted fields take the defaults)",
+    responses={
+        **OPS_PROBLEMS,
+        **problems(415, f"Body not {limits.ACCEPTED_MEDIA_TYPE}"),
+        **problems(422, "Invalid policy"),
+    },
+)
+def put_tenant_policy(tenant_id: Annotated[str, Path()], policy: Annotated[TenantPolicy, Body()]) -> TenantPolicyView:
+    _operator()
+    return operations.set_tenant_policy(services(), tenant_id, policy)

@@ -8,7 +8,7 @@ from __future__ import annotations
 import html
 import re
 from collections.abc import Iterable, Mapping, Sequence
-from typing import Any, TypeVar
+from typing import Any, Protocol, TypeVar
 
 from pydantic import BaseModel, Field, ValidationError
 
@@ -22,6 +22,29 @@ _FENCED = re.compile(r"```[A-Za-z0-9_-]*[ \t]*\n?(.*?)```", re.DOTALL)
 _QUOTE_MARKS = "\"'\u201c\u201d\u2018\u2019"
 
 Schema = TypeVar("Schema", bound=BaseModel)
+EXTRACT_PROMPT_VERSION = "extract-evidence-1"
+DRAFT_PROMPT_VERSION = "draft-answer-1"
+
+
+class StructuredModel(Protocol):
+    """What a step asks a model through: a validated answer of a schema (`longhaul.model_calls.ModelCalls`)."""
+
+    def ask(self, request: ModelRequest, schema: type[Schema]) -> tuple[Schema, ModelResponse]: ...
+
+
+class Unguarded:
+    """A bare gateway with only validation and mechanical repair (no budget, no ladder): for tests and tools."""
+
+    def __init__(self, gateway: ModelGateway) -> None:
+        self.gateway = gateway
+
+    def ask(self, request: ModelRequest, schema: type[Schema]) -> tuple[Schema, ModelResponse]:
+        response = self.gateway.generate(request)
+        return parse_model_output(response.text, schema, task=request.task), response
+
+
+def structured(model: StructuredModel | ModelGateway) -> StructuredModel:
+    return model if hasattr(model, "ask") else Unguarded(model)  # type: ignore[return-value]
 
 
 class Evidence(BaseModel):
@@ -126,11 +149,12 @@ def parse_model_output(text: str, schema: type[Schema], *, task: str) -> Schema:
 
 
 def extract_evidence(
-    question: str, passages: Sequence[Chunk], gateway: ModelGateway, *, max_tokens: int = 2048
+    question: str, passages: Sequence[Chunk], model: StructuredModel | ModelGateway, *, max_tokens: int = 2048
 ) -> tuple[EvidenceSet, ModelResponse]:
     """Ask the model for verbatim evidence; keep only items that quote one of the given passages."""
     request = ModelRequest(
         task="extract_evidence",
+        prompt_version=EXTRACT_PROMPT_VERSION,
         system=EXTRACT_SYSTEM,
         prompt=render_extract_prompt(question, passages),
         context={
@@ -138,9 +162,9 @@ def extract_evidence(
             "passages": [{"chunk_id": p.chunk_id, "text": p.text} for p in passages],
         },
         max_tokens=max_tokens,
+        response_schema=EvidenceSet.model_json_schema(),
     )
-    response = gateway.generate(request)
-    parsed = parse_model_output(response.text, EvidenceSet, task="extract_evidence")
+    parsed, response = structured(model).ask(request, EvidenceSet)
     by_id = {p.chunk_id: p for p in passages}
     kept = [
         e.model_copy(update={"quote": quote})
@@ -165,13 +189,14 @@ def rank_evidence(
 def draft_answer(
     question: str,
     evidence: Sequence[tuple[Evidence, Chunk]],
-    gateway: ModelGateway,
+    model: StructuredModel | ModelGateway,
     *,
     max_tokens: int = 2048,
 ) -> tuple[Draft, ModelResponse]:
     """Ask the model for an answer whose claims cite the evidence; citations are verified later."""
     request = ModelRequest(
         task="draft_answer",
+        prompt_version=DRAFT_PROMPT_VERSION,
         system=DRAFT_SYSTEM,
         prompt=render_draft_prompt(question, evidence),
         context={
@@ -179,9 +204,9 @@ def draft_answer(
             "evidence": [{**e.model_dump(), "document": c.document, "page": c.page} for e, c in evidence],
         },
         max_tokens=max_tokens,
+        response_schema=Draft.model_json_schema(),
     )
-    response = gateway.generate(request)
-    return parse_model_output(response.text, Draft, task="draft_answer"), response
+    return structured(model).ask(request, Draft)
 
 
 # ---------------------------------------------------------------- verification

@@ -17,3 +17,8 @@ class SystemClock:
 
 def iso(moment: datetime) -> str:
     return moment.astimezone(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+
+
+def parse_iso(text: str) -> datetime:
+    """The inverse of `iso`."""
+    return datetime.fromisoformat(text.replace("Z", "+00:00"))

@@ -13,6 +13,7 @@ from typing import Annotated, Literal
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, model_validator
 
 from longhaul import limits
+from longhaul.budgets import JobBudget, TenantPolicy
 
 MEDIA_TYPES = ("application/pdf", "text/plain", "text/markdown")
 # Control characters, line/paragraph separators and bidirectional overrides (which can disguise a name).
@@ -109,6 +110,23 @@ class JobRequestBase(Strict):
 
     workflow: str
     input: BaseModel
+    budget: Annotated[
+        JobBudget | None,
+        Field(
+            default=None,
+            description="Token and cost limits of this job, within the tenant's ceilings (422 above them); omitted "
+            "fields take the ceilings.",
+        ),
+    ]
+    route: Annotated[
+        str | None,
+        Field(
+            default=None,
+            pattern=r"^[a-z0-9][a-z0-9_-]{0,31}$",
+            description="The model route of every model step of this job (a configured route the tenant may use); "
+            "default: each step's configured route.",
+        ),
+    ]
     deadline_seconds: Annotated[
         int | None,
         Field(
@@ -125,6 +143,13 @@ class ReplayRequest(Strict):
     from_step: Annotated[str, Field(min_length=1, max_length=64, description="The first step to run again.")]
     reason: Annotated[str, Field(min_length=3, max_length=500, description="Recorded in the job's events.")]
     mode: Literal["replay", "redrive"] = "replay"
+    budget: Annotated[
+        JobBudget | None,
+        Field(
+            default=None,
+            description="New limits for the job (recorded in `job_replayed`); what it spent so far still counts.",
+        ),
+    ]
 
 
 class UploadRequest(Strict):
@@ -179,6 +204,34 @@ class JobError(BaseModel):
 class Usage(BaseModel):
     input_tokens: int = 0
     output_tokens: int = 0
+    cost_usd: str = Field(default="0.000000", description="Actual cost in US dollars (decimal string).")
+
+
+class StepUsage(BaseModel):
+    """What one step (or fan-out item) spent, and on what."""
+
+    step: str
+    item: int | None = None
+    calls: int = Field(description="Model calls settled (calls answered from a checkpointed response not counted).")
+    input_tokens: int
+    output_tokens: int
+    cost_usd: str
+    held_tokens: int = Field(description="Worst cases still reserved by calls in flight.")
+    models: list[str] = Field(default_factory=list, description="`provider:model` that answered, per route.")
+
+
+class BudgetView(BaseModel):
+    """The job's budget: its limits, what is held against them (settled usage plus reservations in flight) and
+    what remains."""
+
+    max_tokens: int
+    max_cost_usd: str
+    held_tokens: int
+    held_cost_usd: str
+    remaining_tokens: int
+    remaining_cost_usd: str
+    exhausted: str | None = Field(default=None, description="`job` or `tenant` once a reservation did not fit.")
+    steps: list[StepUsage] = Field(default_factory=list)
 
 
 class JobView(BaseModel):
@@ -190,6 +243,7 @@ class JobView(BaseModel):
     attempts: int = Field(default=1, description="Executions started for this job (a replay adds one).")
     model: str
     usage: Usage = Field(default_factory=Usage)
+    budget: BudgetView | None = None
     created_at: datetime
     updated_at: datetime
     started_at: datetime | None = None
@@ -297,6 +351,21 @@ class DocumentSummary(BaseModel):
     media_type: str
     pages: int
     pages_needing_ocr: list[int] = Field(default_factory=list)
+
+
+class DayUsageView(BaseModel):
+    day: str = Field(description="The UTC day (yyyy-mm-dd).")
+    tokens: int = Field(description="Held today: settled usage plus reservations in flight.")
+    cost_usd: str
+    remaining_tokens: int
+    remaining_cost_usd: str
+
+
+class TenantPolicyView(BaseModel):
+    tenant_id: str
+    policy: TenantPolicy
+    source: Literal["stored", "default"]
+    today: DayUsageView
 
 
 class Health(BaseModel):

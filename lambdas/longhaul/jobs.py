@@ -14,14 +14,15 @@ import time
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
-from datetime import timedelta
-from typing import Literal
+from datetime import UTC, datetime, timedelta
+from typing import Any, Literal
 
 from pydantic import BaseModel
 
 from longhaul import artifacts as keys
 from longhaul import limits
 from longhaul.auth import Principal
+from longhaul.budgets import job_limits, to_micro, usd
 from longhaul.clock import iso
 from longhaul.contracts import (
     CancelOutcome,
@@ -32,6 +33,7 @@ from longhaul.contracts import (
     JobRequestBase,
     JobStatus,
     JobView,
+    StepUsage,
     UploadRequest,
     UploadTicket,
 )
@@ -41,13 +43,14 @@ from longhaul.ports import EngineUnavailable
 from longhaul.problems import (
     ApiProblem,
     BadRequest,
+    DailyAllowanceExhausted,
     IdempotencyKeyReused,
     InvalidRequest,
     NotFound,
     NotReady,
     Unavailable,
 )
-from longhaul.records import JOB_ID, Job
+from longhaul.records import JOB_ID, Charge, Job
 from longhaul.storage.jobs import ACTIVE, IdempotencyConflict, NewJob, TransitionRejected
 from longhaul.storage.listing import BadCursor
 from longhaul.submission import Intake
@@ -99,6 +102,7 @@ class JobService:
                 if found is not None:
                     self._ensure_started(found)
                     return self._accepted(found, base_url), False
+        budget_tokens, budget_cost = self._admit(principal.tenant_id, request)
         job_id = new_job_id()
         intake = Intake(job_id=job_id, tenant_id=principal.tenant_id, artifacts=s.artifacts)
         prepared = spec.prepare()(intake, request.input)
@@ -118,6 +122,9 @@ class JobService:
                     total_steps=len(spec.steps),
                     deadline_at=iso(s.now() + timedelta(seconds=deadline)),
                     deadline_seconds=deadline,
+                    budget_tokens=budget_tokens,
+                    budget_cost_micro=budget_cost,
+                    route=request.route,
                 )
             )
         except IdempotencyConflict as conflict:
@@ -133,6 +140,30 @@ class JobService:
         if created:
             emit("JobsSubmitted", workflow=spec.name)
         return self._accepted(job, base_url), created
+
+    def _admit(self, tenant_id: str, request: JobRequestBase) -> tuple[int, int]:
+        """The job's budget within the tenant's policy (422 above a ceiling or for a route it may not use), and the
+        tenant's daily allowance not spent (429): checked before any work."""
+        s = self.services
+        policy = s.budgets.policy(tenant_id)
+        tokens, cost, problems = job_limits(request.budget, policy)
+        if request.route is not None:
+            allowed = sorted(policy.routes if policy.routes is not None else s.routing.routes)
+            if request.route not in allowed or request.route not in s.routing.routes:
+                problems.append({"loc": ["body", "route"], "msg": f"not a route this tenant may use: {allowed}"})
+        if problems:
+            raise InvalidRequest("the job's budget or route is not within the tenant's policy", errors=problems)
+        day = s.budgets.day_usage(tenant_id)
+        daily_cost = to_micro(policy.daily_cost_usd)
+        if day.tokens >= policy.daily_tokens or day.cost_micro >= daily_cost:
+            midnight = datetime.combine(s.now().date() + timedelta(days=1), datetime.min.time(), tzinfo=UTC)
+            raise DailyAllowanceExhausted(
+                f"tenant {tenant_id} has spent its daily allowance ({day.tokens} of {policy.daily_tokens} tokens, "
+                f"{usd(day.cost_micro)} of {policy.daily_cost_usd} USD); it renews at {iso(midnight)}",
+                renews_at=iso(midnight),
+                retry_after_seconds=max(1, int((midnight - s.now()).total_seconds())),
+            )
+        return tokens, cost
 
     def _ensure_started(self, job: Job) -> None:
         if job.status != JobStatus.QUEUED:
@@ -180,7 +211,13 @@ class JobService:
         return job
 
     def view(self, principal: Principal, job_id: str, *, any_tenant: bool = False) -> JobView:
-        return self.job(principal, job_id, any_tenant=any_tenant).view(now=self.services.now())
+        """The job, with its budget spent per step (from the job's ledger)."""
+        job = self.job(principal, job_id, any_tenant=any_tenant)
+        view = job.view(now=self.services.now())
+        if view.budget is not None:
+            steps = step_usage(self.services.budgets.ledger(job_id))
+            view = view.model_copy(update={"budget": view.budget.model_copy(update={"steps": steps})})
+        return view
 
     def list(self, principal: Principal, status: JobStatus | None, limit: int, cursor: str | None = None) -> JobList:
         return page_of_jobs(self.services, tenant_id=principal.tenant_id, status=status, limit=limit, cursor=cursor)
@@ -264,6 +301,41 @@ class JobService:
         return CancelOutcome(
             job_id=job.job_id, status=job.status, message=message, completed_steps=completed, side_effects=effects
         )
+
+
+def step_usage(ledger: list[Charge]) -> list[StepUsage]:
+    """The ledger summed per (step, item), in the order of the calls."""
+    rows: dict[tuple[str, int | None], dict[str, Any]] = {}
+    for charge in sorted(ledger, key=lambda c: c.at):
+        if charge.step is None or charge.status == "released":
+            continue
+        row = rows.setdefault(
+            (charge.step, charge.item),
+            {"calls": 0, "input_tokens": 0, "output_tokens": 0, "cost": 0, "held": 0, "models": []},
+        )
+        if charge.status == "settled":
+            row["calls"] += 1
+            row["input_tokens"] += charge.input_tokens
+            row["output_tokens"] += charge.output_tokens
+            row["cost"] += charge.cost_micro
+        else:
+            row["held"] += charge.reserved_tokens
+        model = f"{charge.route}={charge.provider}:{charge.model_id}"
+        if model not in row["models"]:
+            row["models"].append(model)
+    return [
+        StepUsage(
+            step=step,
+            item=item,
+            calls=row["calls"],
+            input_tokens=row["input_tokens"],
+            output_tokens=row["output_tokens"],
+            cost_usd=usd(row["cost"]),
+            held_tokens=row["held"],
+            models=row["models"],
+        )
+        for (step, item), row in rows.items()
+    ]
 
 
 def readiness(services: Callable[[], Services], *, version: str) -> Health:

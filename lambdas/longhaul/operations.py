@@ -6,13 +6,15 @@ They reach AWS through the ports only (the engine, dead letters, the stores), so
 from __future__ import annotations
 
 import contextlib
+import re
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any, Literal
 
 from longhaul.auth import Principal
+from longhaul.budgets import JobBudget, TenantPolicy, to_micro, usd
 from longhaul.clock import iso
-from longhaul.contracts import DeadLetter, JobList, JobStatus, ReplayOutcome
+from longhaul.contracts import DayUsageView, DeadLetter, JobList, JobStatus, ReplayOutcome, TenantPolicyView
 from longhaul.errors import JOB_STOPPED, STEP_FAILED
 from longhaul.observability import logger, metrics
 from longhaul.ports import EngineUnavailable, ExecutionStatus, RedriveRefused
@@ -79,6 +81,7 @@ def replay(
     from_step: str,
     reason: str,
     mode: Literal["replay", "redrive"] = "replay",
+    budget: JobBudget | None = None,
 ) -> ReplayOutcome:
     """A new attempt of a failed (or cancelled, expired) job that reuses every checkpoint before `from_step`.
 
@@ -116,6 +119,17 @@ def replay(
         "rerun_items": plan.rerun_items,
         "kept_items": plan.kept_items,
     }
+    # The replay spends from the same budget; an operator may raise it (recorded). Exhaustion is forgotten: the next
+    # reservation is checked against the limits again.
+    budget_fields: dict[str, Any] = {"budget_exhausted": None}
+    if budget is not None:
+        tokens = budget.max_tokens if budget.max_tokens is not None else job.budget_tokens
+        cost = to_micro(budget.max_cost_usd) if budget.max_cost_usd is not None else job.budget_cost_micro
+        budget_fields |= {"budget_tokens": tokens, "budget_cost_micro": cost}
+        detail["budget"] = {
+            "from": {"max_tokens": job.budget_tokens, "max_cost_usd": usd(job.budget_cost_micro or 0)},
+            "to": {"max_tokens": tokens, "max_cost_usd": usd(cost or 0)},
+        }
     try:  # the compare-and-set makes concurrent replays safe: one wins, the others get a 409
         jobs.transition(
             job_id,
@@ -129,6 +143,7 @@ def replay(
                 "current_step": from_step,
                 # a new attempt gets the job's full time again
                 "deadline_at": iso(services.now() + timedelta(seconds=_deadline_seconds(job))),
+                **budget_fields,
             },
             allowed_from=REPLAYABLE,
         )
@@ -348,3 +363,43 @@ def _expire(services: Services, job: Job, deadline: datetime) -> int:
 
 def _deadline_seconds(job: Job) -> int:
     return job.deadline_seconds or REGISTRY[job.workflow].deadline_default_seconds
+
+
+# ---------------------------------------------------------------------- tenant policies
+
+TENANT_ID = re.compile(r"^[A-Za-z0-9._-]{1,64}$")
+
+
+def tenant_policy(services: Services, tenant_id: str) -> TenantPolicyView:
+    """A tenant's budget policy (stored, or the defaults) and what it has spent today."""
+    if not TENANT_ID.match(tenant_id):
+        raise InvalidRequest("tenant ids are 1-64 characters of A-Z a-z 0-9 . _ -")
+    budgets = services.budgets
+    policy = budgets.policy(tenant_id)
+    day = budgets.day()
+    used = budgets.day_usage(tenant_id, day)
+    daily_cost = to_micro(policy.daily_cost_usd)
+    return TenantPolicyView(
+        tenant_id=tenant_id,
+        policy=policy,
+        source="stored" if budgets.has_policy(tenant_id) else "default",
+        today=DayUsageView(
+            day=day,
+            tokens=used.tokens,
+            cost_usd=usd(used.cost_micro),
+            remaining_tokens=max(policy.daily_tokens - used.tokens, 0),
+            remaining_cost_usd=usd(max(daily_cost - used.cost_micro, 0)),
+        ),
+    )
+
+
+def set_tenant_policy(services: Services, tenant_id: str, policy: TenantPolicy) -> TenantPolicyView:
+    """Replace a tenant's policy; running jobs keep the limits they were admitted with, new reservations see the
+    new daily allowance."""
+    if not TENANT_ID.match(tenant_id):
+        raise InvalidRequest("tenant ids are 1-64 characters of A-Z a-z 0-9 . _ -")
+    unknown = sorted(set(policy.routes or ()) - set(services.routing.routes))
+    if unknown:
+        raise InvalidRequest(f"unknown routes {unknown}", allowed_routes=sorted(services.routing.routes))
+    services.budgets.put_policy(tenant_id, policy)
+    return tenant_policy(services, tenant_id)

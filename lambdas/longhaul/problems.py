@@ -70,6 +70,10 @@ class IdempotencyKeyReused(ApiProblem):
     status, slug, title = 422, "idempotency-key-reused", "This Idempotency-Key was used with a different payload"
 
 
+class DailyAllowanceExhausted(ApiProblem):
+    status, slug, title = 429, "daily-allowance-exhausted", "The tenant has spent its daily model allowance"
+
+
 class Unavailable(ApiProblem):
     status, slug, title = 503, "unavailable", "The platform could not accept the job right now; retry later"
 

@@ -12,7 +12,17 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from longhaul.contracts import TERMINAL_STATUSES, JobError, JobStatus, JobView, Progress, Usage
+from longhaul.budgets import usd
+from longhaul.contracts import (
+    TERMINAL_STATUSES,
+    BudgetView,
+    JobError,
+    JobStatus,
+    JobView,
+    Progress,
+    StepUsage,
+    Usage,
+)
 from longhaul.step_events import WorkflowState
 
 JOB_ID = re.compile(r"^job_[0-9a-f]{28}$")
@@ -50,12 +60,34 @@ class Job(Record):
     result_key: str | None = None
     usage_input_tokens: int = 0
     usage_output_tokens: int = 0
+    # Budget: limits, what is held (reserved worst cases plus settled actuals), the actual cost; all micro-dollars.
+    budget_tokens: int | None = None
+    budget_cost_micro: int | None = None
+    spent_tokens: int = 0
+    spent_cost_micro: int = 0
+    cost_micro: int = 0
+    budget_exhausted: str | None = None
+    route: str | None = None
     stuck_reported_at: datetime | None = None
 
     def initial_state(self) -> WorkflowState:
         """The state document an execution of this job starts with."""
         return WorkflowState(
             job_id=self.job_id, tenant_id=self.tenant_id, workflow=self.workflow, input_key=self.input_key
+        )
+
+    def budget_view(self, steps: list[StepUsage] | None = None) -> BudgetView | None:
+        if self.budget_tokens is None or self.budget_cost_micro is None:
+            return None
+        return BudgetView(
+            max_tokens=self.budget_tokens,
+            max_cost_usd=usd(self.budget_cost_micro),
+            held_tokens=self.spent_tokens,
+            held_cost_usd=usd(self.spent_cost_micro),
+            remaining_tokens=max(self.budget_tokens - self.spent_tokens, 0),
+            remaining_cost_usd=usd(max(self.budget_cost_micro - self.spent_cost_micro, 0)),
+            exhausted=self.budget_exhausted,
+            steps=steps or [],
         )
 
     @property
@@ -76,7 +108,12 @@ class Job(Record):
             progress=progress,
             attempts=self.attempts,
             model=self.model,
-            usage=Usage(input_tokens=self.usage_input_tokens, output_tokens=self.usage_output_tokens),
+            usage=Usage(
+                input_tokens=self.usage_input_tokens,
+                output_tokens=self.usage_output_tokens,
+                cost_usd=usd(self.cost_micro),
+            ),
+            budget=self.budget_view(),
             created_at=self.created_at,
             updated_at=self.updated_at,
             started_at=self.started_at,
@@ -106,6 +143,7 @@ class StepRecord(Record):
     input_version: str | None = None
     checkpoint_version: int | None = None
     output: dict[str, Any] | None = None
+    model_calls: list[dict[str, Any]] | None = None
     error: StepError | None = None
     started_at: datetime | None = None
     finished_at: datetime | None = None
@@ -117,10 +155,29 @@ class StepRecord(Record):
 
 
 class Charge(Record):
+    """One model call in the job's ledger: reserved (its worst case held), settled (actual usage) or released.
+
+    Charges made directly (`CheckpointStore.charge`) have no status: they are settled when written."""
+
     charge_id: str
     input_tokens: int = 0
     output_tokens: int = 0
     at: datetime
+    status: Literal["reserved", "settled", "released"] = "settled"
+    step: str | None = None
+    item: int | None = None
+    reserved_tokens: int = 0
+    reserved_cost_micro: int = 0
+    cost_micro: int = 0
+    day: str | None = None
+    tenant_id: str | None = None
+    route: str | None = None
+    provider: str | None = None
+    model_id: str | None = None
+    prompt_version: str | None = None
+    prompt_hash: str | None = None
+    stop_reason: str | None = None
+    response: str | None = None
 
 
 class IdempotencyRecord(Record):

@@ -13,7 +13,7 @@ import hashlib
 import json
 import time
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from aws_lambda_powertools.metrics import MetricUnit
@@ -32,6 +32,7 @@ from longhaul.errors import (
 from longhaul.failures import sanitize
 from longhaul.faults import CrashFault
 from longhaul.llm.port import Usage
+from longhaul.model_calls import ModelCalls
 from longhaul.observability import emit, logger
 from longhaul.records import Job
 from longhaul.step_events import StepEvent, WorkflowState
@@ -57,6 +58,8 @@ class StepContext:
     event: StepEvent
     services: Services
     job_attempt: int = 1
+    job: Job | None = None
+    _model: ModelCalls | None = field(default=None, repr=False)
 
     @property
     def job_id(self) -> str:
@@ -69,6 +72,19 @@ class StepContext:
     def output_of(self, step: str) -> dict[str, Any]:
         output: dict[str, Any] = self.event.input.steps[step]
         return output
+
+    def model(self) -> ModelCalls:
+        """The step's model gateway: routes, breakers, budget reservations and the validation ladder."""
+        if self._model is None:
+            job = self.job or self.services.jobs.get_job(self.job_id)
+            if job is None:
+                raise InvalidInputError(f"job {self.job_id} does not exist", step=self.event.step)
+            self._model = ModelCalls(self.services, job, self.event.step, self.event.item, self.job_attempt)
+        return self._model
+
+    @property
+    def model_calls(self) -> list[dict[str, Any]]:
+        return self._model.calls if self._model else []
 
     def charge(self, usage: Usage, *, call: int = 0) -> None:
         """Charge a model call to the job once per (job attempt, step, item, call): a retried step never charges
@@ -135,7 +151,8 @@ def run_step(
     started = time.monotonic()
     try:
         faults.active().check(step, item)
-        output = work(StepContext(event, services, job_attempt=job.attempts))
+        ctx = StepContext(event, services, job_attempt=job.attempts, job=job)
+        output = work(ctx)
         faults.active().crash_point(step, item)
     except CancelledError:
         raise  # the job was stopped: nothing to record, nothing to commit
@@ -154,6 +171,8 @@ def run_step(
             "input_version": version,
             "checkpoint_version": CHECKPOINT_VERSION,
             "error": None,
+            # what produced the output: route, provider, model, prompt version and usage of each model call
+            "model_calls": ctx.model_calls or None,
         }
         try:  # conditional on the job still running: a step of a cancelled job never commits
             checkpoints.commit_step(job_id, step, item, checkpoint)

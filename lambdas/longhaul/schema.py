@@ -5,6 +5,7 @@ tables (built from the synthesized template), so the three cannot drift.
 
 Items:  JOB#<id>/JOB  ·  JOB#<id>/STEP#<step>[#<item>]  ·  JOB#<id>/EVENT#<seq>  ·  JOB#<id>/CHARGE#<id>
         JOB#<id>/DEADLETTER#<step>#<item>  ·  IDEMP#<tenant>#<key>/IDEMP  ·  APIKEY#<sha256>/APIKEY
+        TENANT#<id>/POLICY  ·  TENANT#<id>/USAGE#<yyyy-mm-dd>  ·  BREAKER#<provider>#<model>/BREAKER
 Indexes: by_tenant (gsi1pk TENANT#<tenant>, gsi1sk <created_at>#<job>) lists a tenant's jobs by time;
          by_state (gsi2pk STATUS#<status> | DEADLETTER, gsi2sk <time>) lists jobs by status and dead letters;
          by_created (gsi3pk JOBS, gsi3sk <created_at>#<job>, keys only) lists every job by time.
@@ -61,6 +62,19 @@ def charge_key(job_id: str, charge_id: str) -> dict[str, str]:
 
 def dead_letter_key(job_id: str, step: str, item: int | None) -> dict[str, str]:
     return {PK: job_pk(job_id), SK: f"{DEAD_LETTER_PREFIX}{step}#{'' if item is None else f'{item:06d}'}"}
+
+
+def tenant_policy_key(tenant_id: str) -> dict[str, str]:
+    return {PK: f"TENANT#{tenant_id}", SK: "POLICY"}
+
+
+def tenant_usage_key(tenant_id: str, day: str) -> dict[str, str]:
+    """A tenant's spending on one UTC day (`yyyy-mm-dd`)."""
+    return {PK: f"TENANT#{tenant_id}", SK: f"USAGE#{day}"}
+
+
+def breaker_key(provider: str, model_id: str) -> dict[str, str]:
+    return {PK: f"BREAKER#{provider}#{model_id}", SK: "BREAKER"}
 
 
 def idempotency_key(tenant_id: str, key: str) -> dict[str, str]:

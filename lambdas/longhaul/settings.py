@@ -13,7 +13,7 @@ from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from contextvars import ContextVar
 from functools import lru_cache
-from typing import Literal
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
@@ -31,6 +31,13 @@ class Env:
     STAGE = "LONGHAUL_STAGE"
     DEAD_LETTER_QUEUES = "LONGHAUL_DEAD_LETTER_QUEUES"
     STUCK_AFTER_MINUTES = "LONGHAUL_STUCK_AFTER_MINUTES"
+    MODEL_ROUTES = "LONGHAUL_MODEL_ROUTES"
+    STEP_ROUTES = "LONGHAUL_STEP_ROUTES"
+    MODEL_PRICES = "LONGHAUL_MODEL_PRICES"
+    BREAKER_FAILURES = "LONGHAUL_BREAKER_FAILURES"
+    BREAKER_WINDOW_SECONDS = "LONGHAUL_BREAKER_WINDOW_SECONDS"
+    BREAKER_COOLDOWN_SECONDS = "LONGHAUL_BREAKER_COOLDOWN_SECONDS"
+    TENANT_POLICIES = "LONGHAUL_TENANT_POLICIES"
 
 
 class Settings(BaseModel):
@@ -47,8 +54,16 @@ class Settings(BaseModel):
     # {"workflow": {"step": queue URL}}
     dead_letter_queues: dict[str, dict[str, str]] = Field(default_factory=dict, alias=Env.DEAD_LETTER_QUEUES)
     stuck_after_minutes: int = Field(default=15, alias=Env.STUCK_AFTER_MINUTES, gt=0)
+    # {"route": {"provider", "model_id", "base_url"?, "api_key_env"?, "api_key_secret"?, "fallback"?, "stronger"?}};
+    # empty: one route `default` of `model_provider`/`model_id`.
+    model_routes: dict[str, dict[str, Any]] = Field(default_factory=dict, alias=Env.MODEL_ROUTES)
+    step_routes: dict[str, str] = Field(default_factory=dict, alias=Env.STEP_ROUTES)  # {"step": "route"}
+    model_prices: dict[str, dict[str, str]] = Field(default_factory=dict, alias=Env.MODEL_PRICES)
+    breaker_failures: int = Field(default=5, alias=Env.BREAKER_FAILURES, gt=0)
+    breaker_window_seconds: int = Field(default=60, alias=Env.BREAKER_WINDOW_SECONDS, gt=0)
+    breaker_cooldown_seconds: int = Field(default=30, alias=Env.BREAKER_COOLDOWN_SECONDS, gt=0)
 
-    @field_validator("workflows", "dead_letter_queues", mode="before")
+    @field_validator("workflows", "dead_letter_queues", "model_routes", "step_routes", "model_prices", mode="before")
     @classmethod
     def _parse_json(cls, value: object) -> object:
         return json.loads(value) if isinstance(value, str) else value

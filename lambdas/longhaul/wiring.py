@@ -4,16 +4,19 @@ from __future__ import annotations
 
 import threading
 from dataclasses import dataclass
-from datetime import datetime
-from functools import lru_cache
+from datetime import datetime, timedelta
+from functools import cached_property, lru_cache
 
 from longhaul import aws
 from longhaul.adapters.dead_letters import QueueDeadLetters
 from longhaul.adapters.stepfunctions import StepFunctionsEngine
 from longhaul.artifacts import ArtifactStore
 from longhaul.llm.port import ModelGateway
+from longhaul.llm.routes import Route, Routing
 from longhaul.ports import DeadLetters, WorkflowEngine
 from longhaul.settings import Settings, get_settings
+from longhaul.storage.breakers import BreakerPolicy, BreakerStore
+from longhaul.storage.budgets import BudgetStore
 from longhaul.storage.checkpoints import CheckpointStore
 from longhaul.storage.jobs import JobStore
 
@@ -31,15 +34,38 @@ class Services:
         return self.jobs.clock.now()
 
     def gateway(self) -> ModelGateway:
-        return _gateway(self.settings.model_provider, self.settings.model_id)
+        """The adapter of the `default` route (steps call models through `StepContext.model()`)."""
+        return self.adapter("default")
+
+    def adapter(self, route: str) -> ModelGateway:
+        return _adapter(self.routing[route])
+
+    # The stores below share the table and the clock of the job store; built on first use.
+    @cached_property
+    def budgets(self) -> BudgetStore:
+        return BudgetStore(self.jobs.table, clock=self.jobs.clock)
+
+    @cached_property
+    def breakers(self) -> BreakerStore:
+        s = self.settings
+        policy = BreakerPolicy(
+            failures=s.breaker_failures,
+            window=timedelta(seconds=s.breaker_window_seconds),
+            cooldown=timedelta(seconds=s.breaker_cooldown_seconds),
+        )
+        return BreakerStore(self.jobs.table, clock=self.jobs.clock, policy=policy)
+
+    @cached_property
+    def routing(self) -> Routing:
+        s = self.settings
+        return Routing.configured(s.model_routes, s.step_routes, provider=s.model_provider, model_id=s.model_id)
 
 
-@lru_cache(maxsize=8)
-def _gateway(provider: str, model_id: str) -> ModelGateway:
-    from longhaul.llm import gateway_for  # the model adapters are for the model steps only
+@lru_cache(maxsize=16)
+def _adapter(route: Route) -> ModelGateway:
+    from longhaul.llm import adapter_for  # the model adapters are for the model steps only
 
-    client = aws.client("bedrock-runtime") if provider == "bedrock" else None
-    return gateway_for(provider, model_id, bedrock_client=client)
+    return adapter_for(route)
 
 
 _built: dict[int, Services] = {}  # by id of the (cached, immutable) settings; a Services keeps its settings alive
@@ -57,7 +83,7 @@ def clear() -> None:
     """Forget the built adapters (tests that switch AWS mocks)."""
     with _lock:
         _built.clear()
-    _gateway.cache_clear()
+    _adapter.cache_clear()
 
 
 def _build(settings: Settings) -> Services:

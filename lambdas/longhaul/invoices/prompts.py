@@ -20,6 +20,8 @@ from longhaul.invoices.models import ContractSummary, ExtractedInvoice, InvoiceR
 from longhaul.invoices.sourcing import SourcingError
 from longhaul.llm.port import ModelRequest
 
+EXTRACT_PROMPT_VERSION = "extract-invoice-1"
+SUMMARY_PROMPT_VERSION = "summarize-reconciliation-1"
 _FENCED = re.compile(r"```[A-Za-z0-9_-]*[ \t]*\n?(.*?)```", re.DOTALL)
 
 EXTRACT_SYSTEM = """You extract invoices into JSON for an accounts-payable reconciliation.
@@ -72,6 +74,7 @@ def extraction_request(
         ]
     return ModelRequest(
         task="extract_invoice",
+        prompt_version=EXTRACT_PROMPT_VERSION,
         system=EXTRACT_SYSTEM,
         prompt="\n".join(parts),
         context={"document": document, "pages": [{"page": n, "text": t} for n, t in pages], "feedback": feedback},
@@ -97,6 +100,7 @@ def summary_request(
     )
     return ModelRequest(
         task="summarize_reconciliation",
+        prompt_version=SUMMARY_PROMPT_VERSION,
         system=SUMMARY_SYSTEM,
         prompt=prompt,
         context=context,
@@ -130,7 +134,9 @@ def parse_extraction(text: str, document: str) -> ExtractedInvoice:
                 f"output began: {excerpt!r}",
                 step="extract_invoice",
             ) from error
-    if invoice.document != document:
-        # The document is the job's, not the model's to choose; sourcing still checks every quote's document.
-        invoice = invoice.model_copy(update={"document": document})
-    return invoice
+    return own_document(invoice, document)
+
+
+def own_document(invoice: ExtractedInvoice, document: str) -> ExtractedInvoice:
+    """The document is the job's, not the model's to choose; sourcing still checks every quote's document."""
+    return invoice if invoice.document == document else invoice.model_copy(update={"document": document})

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import hashlib
+import json
 from typing import Any, Protocol
 
 from pydantic import BaseModel, Field
@@ -22,6 +24,9 @@ class ModelRequest(BaseModel):
     """
 
     task: Task
+    prompt_version: str = Field(
+        default="1", description="Version of the prompt template: recorded with every call, keys recorded fixtures."
+    )
     system: str
     prompt: str
     context: dict[str, Any]
@@ -34,6 +39,21 @@ class ModelRequest(BaseModel):
         description="`module:function` answering this task deterministically from `context`, for the offline "
         "model: a workflow brings the stand-in of its own tasks.",
     )
+
+    def prompt_hash(self) -> str:
+        """What the model is sent (system, prompt, schema, limit): equal hashes, equal calls."""
+        sent = {
+            "task": self.task,
+            "system": self.system,
+            "prompt": self.prompt,
+            "schema": self.response_schema,
+            "max_tokens": self.max_tokens,
+        }
+        return hashlib.sha256(json.dumps(sent, sort_keys=True, ensure_ascii=False).encode()).hexdigest()
+
+
+# Stop reasons that mean the output was cut off at the token limit (Bedrock, OpenAI-compatible, normalised).
+TRUNCATED = frozenset({"max_tokens", "length"})
 
 
 class ModelResponse(BaseModel):

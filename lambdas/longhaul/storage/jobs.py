@@ -68,6 +68,9 @@ class NewJob:
     total_steps: int = 0
     deadline_at: str | None = None
     deadline_seconds: int | None = None
+    budget_tokens: int | None = None
+    budget_cost_micro: int | None = None
+    route: str | None = None
 
 
 def _job(item: Mapping[str, Any]) -> Job:
@@ -124,6 +127,11 @@ class JobStore(JobListing):
             item["deadline_seconds"] = job.deadline_seconds
         if job.idempotency_key:
             item["idempotency_key"] = job.idempotency_key
+        if job.budget_tokens is not None:
+            item |= {"budget_tokens": job.budget_tokens, "budget_cost_micro": job.budget_cost_micro}
+            item |= {"spent_tokens": 0, "spent_cost_micro": 0, "cost_micro": 0}
+        if job.route:
+            item["route"] = job.route
         writes: list[dict[str, Any]] = [
             {"Put": {"TableName": self.table.name, "Item": item, "ConditionExpression": "attribute_not_exists(pk)"}},
             {"Put": {"TableName": self.table.name, "Item": self._event_item(job.job_id, 1, "job_queued", S.QUEUED)}},

@@ -115,8 +115,7 @@ def retrieve_passages(ctx: StepContext) -> dict[str, Any]:
 def extract_evidence(ctx: StepContext) -> dict[str, Any]:
     store = ctx.services.artifacts
     passages = _CHUNKS.validate_python(store.get_json(str(ctx.event.ref)))
-    evidence, response = analysis.extract_evidence(_input(ctx).question, passages, ctx.services.gateway())
-    ctx.charge(response.usage)
+    evidence, _ = analysis.extract_evidence(_input(ctx).question, passages, ctx.model())
     key = store.put_json(keys.work_key(ctx.job_id, "extract_evidence", f"group-{ctx.event.item:03d}.json"), evidence)
     return {"evidence_key": key, "evidence": len(evidence.evidence)}
 
@@ -130,8 +129,7 @@ def draft_answer(ctx: StepContext) -> dict[str, Any]:
         evidence.extend(EvidenceSet.model_validate(store.get_json(key)).evidence)
     ranked = analysis.rank_evidence(evidence, chunks, limit=MAX_EVIDENCE)
     if ranked:
-        draft, response = analysis.draft_answer(_input(ctx).question, ranked, ctx.services.gateway())
-        ctx.charge(response.usage)
+        draft, _ = analysis.draft_answer(_input(ctx).question, ranked, ctx.model())
     else:  # nothing to cite: say so, without a model call
         draft = Draft(answer=NO_EVIDENCE, claims=[])
     key = store.put_json(keys.work_key(ctx.job_id, "draft_answer", "draft.json"), draft)

@@ -111,15 +111,15 @@ class _InvoicePages(BaseModel):
 
 def extract_invoices(ctx: StepContext) -> dict[str, Any]:
     """One invoice: extract, source every value, re-extract with the errors as feedback while some remain."""
-    store, gateway = ctx.services.artifacts, ctx.services.gateway()
+    store, model = ctx.services.artifacts, ctx.model()
     doc = _InvoicePages.model_validate(store.get_json(str(ctx.event.ref)))
     invoice, errors, attempts = ExtractedInvoice(document=doc.document), list[SourcingError](), 0
     if doc.pages:  # a document without a text page is unreadable: nothing to ask the model
         while True:
-            response = gateway.generate(prompts.extraction_request(doc.document, doc.pages, errors=errors))
-            ctx.charge(response.usage, call=attempts)
+            request = prompts.extraction_request(doc.document, doc.pages, errors=errors)
+            extracted, _ = model.ask(request, ExtractedInvoice, defaults={"document": doc.document})
             attempts += 1
-            invoice = prompts.parse_extraction(response.text, doc.document)
+            invoice = prompts.own_document(extracted, doc.document)
             errors = sourcing.verify(invoice, doc.pages)
             if not errors or attempts > MAX_REEXTRACTIONS:
                 break
@@ -165,8 +165,7 @@ def _checked(ctx: StepContext) -> Checked:
 
 def summarize_findings(ctx: StepContext) -> dict[str, Any]:
     checked = _checked(ctx)
-    response = ctx.services.gateway().generate(prompts.summary_request(checked.invoices, checked.contract))
-    ctx.charge(response.usage)
+    response = ctx.model().text(prompts.summary_request(checked.invoices, checked.contract))
     key = ctx.services.artifacts.put_json(
         keys.work_key(ctx.job_id, "summarize_findings", "summary.json"), {"text": response.text}
     )

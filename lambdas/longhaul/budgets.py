@@ -1,0 +1,157 @@
+"""Token and cost budgets: tenant policies, a job's budget, the price table and the reservation arithmetic.
+
+Money is `Decimal` here and whole micro-dollars (`int`) in the table, so DynamoDB's conditional updates compare
+integers and nothing is ever rounded in a float. A reservation is a call's worst case: every byte of the prompt
+as a token (no byte-level tokenizer makes more tokens than bytes) plus the call's `max_tokens`, priced from the
+model's row of the price table and rounded *up* to the micro-dollar; settling replaces it by the actual usage.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Mapping
+from decimal import ROUND_CEILING, Decimal
+from typing import Annotated, Any
+
+from pydantic import BaseModel, ConfigDict, Field
+
+MICRO = Decimal(1_000_000)
+# Framing a provider adds around the messages (roles, tool definitions), counted into every worst case.
+FRAMING_TOKENS = 64
+
+UsdAmount = Annotated[
+    Decimal,
+    Field(gt=0, max_digits=14, decimal_places=6, description='US dollars as a decimal string, e.g. "2.50".'),
+]
+
+
+class JobBudget(BaseModel):
+    """What one job may spend: tokens (input + output) and US dollars. Omitted fields take the tenant's ceiling."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    max_tokens: Annotated[int | None, Field(default=None, gt=0, description="Input plus output tokens.")]
+    max_cost_usd: Annotated[UsdAmount | None, Field(default=None)]
+
+
+class TenantPolicy(BaseModel):
+    """A tenant's ceilings per job and its daily allowance (UTC days). Defaults apply to tenants without one."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    max_job_tokens: int = Field(default=2_000_000, gt=0)
+    max_job_cost_usd: UsdAmount = Decimal("50")
+    daily_tokens: int = Field(default=50_000_000, gt=0)
+    daily_cost_usd: UsdAmount = Decimal("1000")
+    routes: list[str] | None = Field(
+        default=None, description="Model routes the tenant's jobs may choose; null: every configured route."
+    )
+
+
+DEFAULT_POLICY = TenantPolicy()
+
+
+class Price(BaseModel):
+    """US dollars per million tokens, which is micro-dollars per token."""
+
+    input: Decimal = Field(ge=0)
+    output: Decimal = Field(ge=0)
+
+
+# Published on-demand prices (USD per million tokens). The offline model's is notional: it costs nothing, but cost
+# budgets should be exercisable locally. An unknown model is priced like the most expensive row, so a missing row
+# can only make a budget stricter.
+PRICES: dict[str, Price] = {
+    "longhaul-offline-extractive-1": Price(input=Decimal("1.00"), output=Decimal("5.00")),
+    "anthropic.claude-sonnet-4-20250514-v1:0": Price(input=Decimal("3.00"), output=Decimal("15.00")),
+    "anthropic.claude-3-5-haiku-20241022-v1:0": Price(input=Decimal("0.80"), output=Decimal("4.00")),
+    "anthropic.claude-opus-4-20250514-v1:0": Price(input=Decimal("15.00"), output=Decimal("75.00")),
+    "gpt-4o": Price(input=Decimal("2.50"), output=Decimal("10.00")),
+    "gpt-4o-mini": Price(input=Decimal("0.15"), output=Decimal("0.60")),
+}
+
+
+def price_table(overrides: Mapping[str, Any] | None = None) -> dict[str, Price]:
+    """The built-in table with `overrides` ({model id: {"input": "…", "output": "…"}}) on top."""
+    table = dict(PRICES)
+    for model, row in (overrides or {}).items():
+        table[model] = Price.model_validate(row)
+    return table
+
+
+def price_of(model_id: str, table: Mapping[str, Price]) -> Price:
+    """A model's row; a cross-region profile (`us.anthropic.…`) is priced as its base model."""
+    if model_id in table:
+        return table[model_id]
+    _, _, base = model_id.partition(".")
+    if base in table:
+        return table[base]
+    return max(table.values(), key=lambda p: (p.output, p.input))
+
+
+def cost_micro(input_tokens: int, output_tokens: int, price: Price) -> int:
+    """Micro-dollars for a call, rounded up (a budget is never under-charged)."""
+    exact = Decimal(input_tokens) * price.input + Decimal(output_tokens) * price.output
+    return int(exact.to_integral_value(rounding=ROUND_CEILING))
+
+
+def usd(micro: int) -> str:
+    """Micro-dollars as a dollar string with six decimals."""
+    return str((Decimal(micro) / MICRO).quantize(Decimal("0.000001")))
+
+
+def to_micro(amount: Decimal) -> int:
+    return int((amount * MICRO).to_integral_value(rounding=ROUND_CEILING))
+
+
+def worst_case_input_tokens(*texts: str, schema: Mapping[str, Any] | None = None) -> int:
+    """An upper bound of a prompt's tokens: its UTF-8 bytes (and the schema's), plus framing."""
+    size = sum(len(text.encode()) for text in texts)
+    if schema is not None:
+        size += len(json.dumps(schema, separators=(",", ":")).encode())
+    return size + FRAMING_TOKENS
+
+
+class Reservation(BaseModel):
+    """A call's worst case, to hold against the job and the tenant's day before the call is made."""
+
+    tokens: int = Field(ge=0)
+    cost_micro: int = Field(ge=0)
+
+    @classmethod
+    def worst_case(cls, input_tokens: int, max_output_tokens: int, price: Price) -> Reservation:
+        return cls(
+            tokens=input_tokens + max_output_tokens, cost_micro=cost_micro(input_tokens, max_output_tokens, price)
+        )
+
+
+def job_limits(requested: JobBudget | None, policy: TenantPolicy) -> tuple[int, int, list[dict[str, Any]]]:
+    """(max tokens, max micro-dollars, problems): a requested budget within the tenant's ceilings, or the ceilings."""
+    problems: list[dict[str, Any]] = []
+    tokens = policy.max_job_tokens
+    cost = to_micro(policy.max_job_cost_usd)
+    if requested is not None and requested.max_tokens is not None:
+        if requested.max_tokens > policy.max_job_tokens:
+            problems.append(
+                {
+                    "loc": ["body", "budget", "max_tokens"],
+                    "msg": f"exceeds the tenant's ceiling of {policy.max_job_tokens} tokens per job",
+                }
+            )
+        tokens = requested.max_tokens
+    if requested is not None and requested.max_cost_usd is not None:
+        if requested.max_cost_usd > policy.max_job_cost_usd:
+            problems.append(
+                {
+                    "loc": ["body", "budget", "max_cost_usd"],
+                    "msg": f"exceeds the tenant's ceiling of {policy.max_job_cost_usd} USD per job",
+                }
+            )
+        cost = to_micro(requested.max_cost_usd)
+    return tokens, cost, problems
+
+
+def estimate_tokens(*texts: str) -> int:
+    """A usage estimate for a model that reports none (four characters a token)."""
+    return math.ceil(sum(len(text) for text in texts) / 4)

@@ -1,0 +1,332 @@
+"""Budgets in DynamoDB: tenant policies, a tenant's daily spending, and each model call's reservation.
+
+A reservation is one transaction: the job's held tokens and micro-dollars grow by the call's worst case only if
+they stay within the job's limits, the tenant's day likewise within its allowance, and the call's ledger item
+(`JOB#<id>/CHARGE#<charge id>`) is written. DynamoDB conditions cannot add, so the room left (`limit - worst case`)
+is computed here and compared with what is held. Settling moves the held amounts to the actual usage, once (the
+ledger item's status guards it). A reservation that does not fit marks the job `budget_exhausted`, after which no
+call of the job reserves at all: the remaining items of a fan-out fail without calls.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from botocore.exceptions import ClientError
+
+from longhaul import schema
+from longhaul.budgets import DEFAULT_POLICY, Reservation, TenantPolicy
+from longhaul.clock import Clock, SystemClock, iso
+from longhaul.errors import BudgetExceededError, TransientError
+from longhaul.records import Charge, Job
+from longhaul.storage.dynamo import Cancelled, plain, query_prefix, transact
+
+Exhausted = Literal["job", "tenant"]
+
+
+@dataclass(frozen=True)
+class CallLabels:
+    """What a ledger item says about its call (for audits and the per-step view)."""
+
+    step: str
+    item: int | None
+    route: str
+    provider: str
+    model_id: str
+    prompt_version: str
+    prompt_hash: str
+
+
+@dataclass(frozen=True)
+class DayUsage:
+    tokens: int = 0
+    cost_micro: int = 0
+
+
+class BudgetStore:
+    def __init__(self, table: Any, *, clock: Clock | None = None) -> None:
+        self.table = table
+        self.client = table.meta.client
+        self.clock = clock or SystemClock()
+
+    # ------------------------------------------------------------------ tenant policies
+
+    def policy(self, tenant_id: str) -> TenantPolicy:
+        """The tenant's policy, or the documented defaults."""
+        item = self.table.get_item(Key=schema.tenant_policy_key(tenant_id), ConsistentRead=True).get("Item")
+        if item is None:
+            return DEFAULT_POLICY
+        fields = {k: v for k, v in plain(item).items() if k in TenantPolicy.model_fields}
+        return TenantPolicy.model_validate(fields)
+
+    def has_policy(self, tenant_id: str) -> bool:
+        return "Item" in self.table.get_item(Key=schema.tenant_policy_key(tenant_id), ConsistentRead=True)
+
+    def put_policy(self, tenant_id: str, policy: TenantPolicy) -> None:
+        # Money as strings: the policy is read back exactly as written.
+        stored = {k: (str(v) if k.endswith("_usd") else v) for k, v in policy.model_dump().items() if v is not None}
+        self.table.put_item(
+            Item={**schema.tenant_policy_key(tenant_id), **stored, "tenant_id": tenant_id, "updated_at": self._now()}
+        )
+
+    def day(self) -> str:
+        return self.clock.now().date().isoformat()
+
+    def day_usage(self, tenant_id: str, day: str | None = None) -> DayUsage:
+        key = schema.tenant_usage_key(tenant_id, day or self.day())
+        item = self.table.get_item(Key=key, ConsistentRead=True).get("Item") or {}
+        return DayUsage(tokens=int(item.get("tokens", 0)), cost_micro=int(item.get("cost_micro", 0)))
+
+    # ------------------------------------------------------------------ the ledger
+
+    def ledger_item(self, job_id: str, charge_id: str) -> Charge | None:
+        item = self.table.get_item(Key=schema.charge_key(job_id, charge_id), ConsistentRead=True).get("Item")
+        return Charge.model_validate(plain(item)) if item else None
+
+    def ledger(self, job_id: str) -> list[Charge]:
+        return [Charge.model_validate(i) for i in query_prefix(self.table, schema.job_pk(job_id), schema.CHARGE_PREFIX)]
+
+    def reserve(self, job: Job, charge_id: str, worst: Reservation, policy: TenantPolicy, labels: CallLabels) -> None:
+        """Hold `worst` against the job and its tenant's day, or raise `BudgetExceededError` (nothing held)."""
+        if job.budget_tokens is None or job.budget_cost_micro is None:
+            raise BudgetExceededError(f"job {job.job_id} has no budget", step=labels.step, item=labels.item)
+        day = self.day()
+        daily_cost = int(policy.daily_cost_usd * 1_000_000)
+        rooms = {
+            ":room_t": job.budget_tokens - worst.tokens,
+            ":room_c": job.budget_cost_micro - worst.cost_micro,
+            ":day_t": policy.daily_tokens - worst.tokens,
+            ":day_c": daily_cost - worst.cost_micro,
+        }
+        if rooms[":room_t"] < 0 or rooms[":room_c"] < 0:
+            self._exhaust(job.job_id, "job")
+            raise self._exceeded(job, worst, labels, "job")
+        if rooms[":day_t"] < 0 or rooms[":day_c"] < 0:
+            self._exhaust(job.job_id, "tenant")
+            raise self._exceeded(job, worst, labels, "tenant")
+        ledger = {
+            **schema.charge_key(job.job_id, charge_id),
+            "charge_id": charge_id,
+            "status": "reserved",
+            "step": labels.step,
+            "reserved_tokens": worst.tokens,
+            "reserved_cost_micro": worst.cost_micro,
+            "input_tokens": 0,
+            "output_tokens": 0,
+            "cost_micro": 0,
+            "day": day,
+            "tenant_id": job.tenant_id,
+            "route": labels.route,
+            "provider": labels.provider,
+            "model_id": labels.model_id,
+            "prompt_version": labels.prompt_version,
+            "prompt_hash": labels.prompt_hash,
+            "at": self._now(),
+        }
+        if labels.item is not None:
+            ledger["item"] = labels.item
+        try:
+            transact(
+                self.client,
+                [
+                    {
+                        "Update": {
+                            "TableName": self.table.name,
+                            "Key": schema.job_key(job.job_id),
+                            "UpdateExpression": "ADD spent_tokens :t, spent_cost_micro :c",
+                            "ConditionExpression": "attribute_not_exists(budget_exhausted) "
+                            "AND budget_tokens = :bt AND budget_cost_micro = :bc "
+                            "AND (attribute_not_exists(spent_tokens) OR spent_tokens <= :room_t) "
+                            "AND (attribute_not_exists(spent_cost_micro) OR spent_cost_micro <= :room_c)",
+                            "ExpressionAttributeValues": {
+                                ":t": worst.tokens,
+                                ":c": worst.cost_micro,
+                                ":bt": job.budget_tokens,
+                                ":bc": job.budget_cost_micro,
+                                ":room_t": rooms[":room_t"],
+                                ":room_c": rooms[":room_c"],
+                            },
+                        }
+                    },
+                    {
+                        "Update": {
+                            "TableName": self.table.name,
+                            "Key": schema.tenant_usage_key(job.tenant_id, day),
+                            "UpdateExpression": "ADD tokens :t, cost_micro :c SET tenant_id = :tenant",
+                            "ConditionExpression": "(attribute_not_exists(tokens) OR tokens <= :day_t) "
+                            "AND (attribute_not_exists(cost_micro) OR cost_micro <= :day_c)",
+                            "ExpressionAttributeValues": {
+                                ":t": worst.tokens,
+                                ":c": worst.cost_micro,
+                                ":day_t": rooms[":day_t"],
+                                ":day_c": rooms[":day_c"],
+                                ":tenant": job.tenant_id,
+                            },
+                        }
+                    },
+                    {
+                        "Put": {
+                            "TableName": self.table.name,
+                            "Item": ledger,
+                            # a released reservation (its call failed) is reserved again by the retry
+                            "ConditionExpression": "attribute_not_exists(pk) OR #status = :released",
+                            "ExpressionAttributeNames": {"#status": "status"},
+                            "ExpressionAttributeValues": {":released": "released"},
+                        }
+                    },
+                ],
+            )
+        except Cancelled:
+            self._explain_refusal(job, charge_id, worst, labels, rooms)
+
+    def _explain_refusal(
+        self, job: Job, charge_id: str, worst: Reservation, labels: CallLabels, rooms: Mapping[str, int]
+    ) -> None:
+        """A cancelled reservation: say why from what is stored now (moto gives no cancellation reasons)."""
+        current = self.table.get_item(Key=schema.job_key(job.job_id), ConsistentRead=True).get("Item") or {}
+        if current.get("budget_exhausted"):
+            raise self._exceeded(job, worst, labels, str(current["budget_exhausted"]))
+        if (current.get("budget_tokens"), current.get("budget_cost_micro")) != (
+            job.budget_tokens,
+            job.budget_cost_micro,
+        ):
+            raise TransientError(f"the budget of job {job.job_id} changed meanwhile; retry", step=labels.step)
+        if (
+            int(current.get("spent_tokens", 0)) > rooms[":room_t"]
+            or int(current.get("spent_cost_micro", 0)) > rooms[":room_c"]
+        ):
+            self._exhaust(job.job_id, "job")
+            raise self._exceeded(job, worst, labels, "job")
+        day = self.day_usage(job.tenant_id)
+        if day.tokens > rooms[":day_t"] or day.cost_micro > rooms[":day_c"]:
+            self._exhaust(job.job_id, "tenant")
+            raise self._exceeded(job, worst, labels, "tenant")
+        existing = self.ledger_item(job.job_id, charge_id)
+        if existing is not None and existing.status != "released":
+            raise TransientError(f"charge {charge_id} is being made by another delivery; retry", step=labels.step)
+        raise TransientError(f"reserving for job {job.job_id} conflicted with another write; retry", step=labels.step)
+
+    def _exhaust(self, job_id: str, by: Exhausted) -> None:
+        try:
+            self.table.update_item(
+                Key=schema.job_key(job_id),
+                UpdateExpression="SET budget_exhausted = :by",
+                ConditionExpression="attribute_exists(pk) AND attribute_not_exists(budget_exhausted)",
+                ExpressionAttributeValues={":by": by},
+            )
+        except ClientError as error:
+            if error.response["Error"]["Code"] != "ConditionalCheckFailedException":
+                raise
+
+    @staticmethod
+    def _exceeded(job: Job, worst: Reservation, labels: CallLabels, by: str) -> BudgetExceededError:
+        whose = "the tenant's daily allowance" if by == "tenant" else "the job's budget"
+        return BudgetExceededError(
+            f"{labels.step}: a call to {labels.provider}:{labels.model_id} needs up to {worst.tokens} tokens "
+            f"({worst.cost_micro / 1_000_000:.6f} USD) and does not fit {whose}; no call was made",
+            step=labels.step,
+            item=labels.item,
+        )
+
+    def settle(
+        self,
+        job_id: str,
+        charge_id: str,
+        *,
+        input_tokens: int,
+        output_tokens: int,
+        cost_micro: int,
+        stop_reason: str | None = None,
+        response: str | None = None,
+    ) -> bool:
+        """Replace the reservation by the actual usage (False if it was already settled or released)."""
+        held = self.ledger_item(job_id, charge_id)
+        if held is None or held.status != "reserved":
+            return False
+        tokens = input_tokens + output_tokens
+        fields = {
+            ":settled": "settled",
+            ":reserved": "reserved",
+            ":i": input_tokens,
+            ":o": output_tokens,
+            ":c": cost_micro,
+        }
+        sets = "#status = :settled, input_tokens = :i, output_tokens = :o, cost_micro = :c"
+        if stop_reason is not None:
+            sets += ", stop_reason = :sr"
+            fields[":sr"] = stop_reason
+        if response is not None and len(response.encode()) < 100_000:  # a rerun answers from it, uncharged
+            sets += ", #response = :r"
+            fields[":r"] = response
+        return self._move(
+            job_id, held, f"SET {sets}", fields, tokens=tokens, cost=cost_micro, actual=(input_tokens, output_tokens)
+        )
+
+    def release(self, job_id: str, charge_id: str) -> bool:
+        """Give a reservation back (the call failed before any usage)."""
+        held = self.ledger_item(job_id, charge_id)
+        if held is None or held.status != "reserved":
+            return False
+        values = {":released": "released", ":reserved": "reserved"}
+        return self._move(job_id, held, "SET #status = :released", values, tokens=0, cost=0, actual=(0, 0))
+
+    def _move(
+        self,
+        job_id: str,
+        held: Charge,
+        update: str,
+        values: dict[str, Any],
+        *,
+        tokens: int,
+        cost: int,
+        actual: tuple[int, int],
+    ) -> bool:
+        delta_t, delta_c = tokens - held.reserved_tokens, cost - held.reserved_cost_micro
+        try:
+            transact(
+                self.client,
+                [
+                    {
+                        "Update": {
+                            "TableName": self.table.name,
+                            "Key": schema.charge_key(job_id, held.charge_id),
+                            "UpdateExpression": update,
+                            "ConditionExpression": "#status = :reserved",
+                            "ExpressionAttributeNames": {"#status": "status"}
+                            | ({"#response": "response"} if ":r" in values else {}),
+                            "ExpressionAttributeValues": values,
+                        }
+                    },
+                    {
+                        "Update": {
+                            "TableName": self.table.name,
+                            "Key": schema.job_key(job_id),
+                            "UpdateExpression": "ADD spent_tokens :dt, spent_cost_micro :dc, "
+                            "usage_input_tokens :i, usage_output_tokens :o, cost_micro :c",
+                            "ExpressionAttributeValues": {
+                                ":dt": delta_t,
+                                ":dc": delta_c,
+                                ":i": actual[0],
+                                ":o": actual[1],
+                                ":c": cost,
+                            },
+                        }
+                    },
+                    {
+                        "Update": {
+                            "TableName": self.table.name,
+                            "Key": schema.tenant_usage_key(held.tenant_id or "", held.day or self.day()),
+                            "UpdateExpression": "ADD tokens :dt, cost_micro :dc",
+                            "ExpressionAttributeValues": {":dt": delta_t, ":dc": delta_c},
+                        }
+                    },
+                ],
+            )
+        except Cancelled:
+            return False  # settled or released by another delivery meanwhile
+        return True
+
+    def _now(self) -> str:
+        return iso(self.clock.now())
