@@ -19,12 +19,30 @@ ROOT = Path(__file__).resolve().parents[2]
 SAMPLES = ROOT / "samples"
 TERMINAL = {"completed", "failed", "cancelled", "expired"}
 TIME_SCALE = 0.1
+# Extra model routes of the test platform (the default route stays the offline model): `unreachable` is an
+# OpenAI-compatible endpoint where nothing listens (every call is an outage), failing over to `default`;
+# `unreachable-alone` has no fallback. A job picks one with `"route"`. Their breakers open at the second outage and
+# stay open for the session.
+DEAD_ENDPOINT = "http://127.0.0.1:9/v1"
+TEST_ROUTES = {
+    "unreachable": {"provider": "openai", "model_id": "gpt-4o-mini", "base_url": DEAD_ENDPOINT, "fallback": "default",
+                    "timeout_seconds": 2},
+    "unreachable-alone": {"provider": "openai", "model_id": "gpt-4o", "base_url": DEAD_ENDPOINT, "timeout_seconds": 2},
+}  # fmt: skip
 
 
 @pytest.fixture(scope="session")
 def platform() -> Iterator[LocalPlatform]:
     # Interpreter waits (retry backoff, Task timeouts) run at a tenth of their real length: time-skipping.
-    running = LocalPlatform.current() or LocalPlatform.start(ROOT, time_scale=TIME_SCALE)
+    running = LocalPlatform.current() or LocalPlatform.start(
+        ROOT,
+        time_scale=TIME_SCALE,
+        env_overrides={
+            "LONGHAUL_MODEL_ROUTES": json.dumps(TEST_ROUTES),
+            "LONGHAUL_BREAKER_COOLDOWN_SECONDS": "600",
+            "LONGHAUL_BREAKER_FAILURES": "2",
+        },
+    )
     yield running
     lambda_runtime.interrupt_waits()  # let hung invocations end (and log) before the session reports
     wait_until(lambda: not lambda_runtime.hanging() or None, timeout=30, what="hung invocations to end")
