@@ -295,7 +295,7 @@ class JobService:
         effects = [f"artifacts of {step} kept" for step in completed]
         if items:
             effects.append(f"{len(items)} fan-out item(s) committed: {items}")
-        charges = self.services.checkpoints.charges(job.job_id)
+        charges = [c for c in self.services.checkpoints.charges(job.job_id) if c.status == "settled"]
         if charges:
             effects.append(f"{len(charges)} model call(s) charged")
         return CancelOutcome(
