@@ -154,6 +154,7 @@ class ModelCalls:
             prompt_tokens = worst_case_input_tokens(request.system, request.prompt, schema=request.response_schema)
             worst = Reservation.worst_case(prompt_tokens, request.max_tokens, price)
             try:
+                self.job = s.budgets.with_limits(self.job, self.policy())
                 s.budgets.reserve(self.job, charge_id, worst, self.policy(), labels)
             except BudgetExceededError as refused:
                 self._event("budget_exceeded", route=route_name, needed_tokens=worst.tokens, message=refused.message)

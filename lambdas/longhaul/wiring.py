@@ -12,7 +12,7 @@ from longhaul.adapters.dead_letters import QueueDeadLetters
 from longhaul.adapters.stepfunctions import StepFunctionsEngine
 from longhaul.artifacts import ArtifactStore
 from longhaul.llm.port import ModelGateway
-from longhaul.llm.routes import Route, Routing
+from longhaul.llm.routes import DEFAULT_ROUTE, Route, Routing
 from longhaul.ports import DeadLetters, WorkflowEngine
 from longhaul.settings import Settings, get_settings
 from longhaul.storage.breakers import BreakerPolicy, BreakerStore
@@ -35,10 +35,11 @@ class Services:
 
     def gateway(self) -> ModelGateway:
         """The adapter of the `default` route (steps call models through `StepContext.model()`)."""
-        return self.adapter("default")
+        return _adapter(self.routing[DEFAULT_ROUTE])
 
     def adapter(self, route: str) -> ModelGateway:
-        return _adapter(self.routing[route])
+        """A route's adapter; the default route's is `gateway()`, so replacing that one replaces the default model."""
+        return self.gateway() if route == DEFAULT_ROUTE else _adapter(self.routing[route])
 
     # The stores below share the table and the clock of the job store; built on first use.
     @cached_property

@@ -51,7 +51,7 @@ def test_happy_path_completes_with_verified_citations_and_ordered_step_events(al
     ]
     assert top_level == expected
     items = [e for e in events if e.get("step") == "extract_evidence"]
-    assert items and {e["type"] for e in items} == {"step_started", "step_finished"}
+    assert items and {e["type"] for e in items} == {"step_started", "model_called", "step_finished"}
     assert events[0]["type"] == "job_queued" and events[-1]["type"] == "job_completed"
 
 

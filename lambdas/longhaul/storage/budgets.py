@@ -17,7 +17,7 @@ from typing import Any, Literal
 from botocore.exceptions import ClientError
 
 from longhaul import schema
-from longhaul.budgets import DEFAULT_POLICY, Reservation, TenantPolicy
+from longhaul.budgets import DEFAULT_POLICY, Reservation, TenantPolicy, job_limits
 from longhaul.clock import Clock, SystemClock, iso
 from longhaul.errors import BudgetExceededError, TransientError
 from longhaul.records import Charge, Job
@@ -87,6 +87,26 @@ class BudgetStore:
 
     def ledger(self, job_id: str) -> list[Charge]:
         return [Charge.model_validate(i) for i in query_prefix(self.table, schema.job_pk(job_id), schema.CHARGE_PREFIX)]
+
+    def with_limits(self, job: Job, policy: TenantPolicy) -> Job:
+        """The job with its budget: one admitted without (before budgets existed) takes the tenant's ceilings."""
+        if job.budget_tokens is not None and job.budget_cost_micro is not None:
+            return job
+        tokens, cost, _ = job_limits(None, policy)
+        try:
+            self.table.update_item(
+                Key=schema.job_key(job.job_id),
+                UpdateExpression="SET budget_tokens = :t, budget_cost_micro = :c",
+                ConditionExpression="attribute_exists(pk) AND attribute_not_exists(budget_tokens)",
+                ExpressionAttributeValues={":t": tokens, ":c": cost},
+            )
+        except ClientError as error:
+            if error.response["Error"]["Code"] != "ConditionalCheckFailedException":
+                raise
+        item = self.table.get_item(Key=schema.job_key(job.job_id), ConsistentRead=True).get("Item") or {}
+        limits = {"budget_tokens": int(item.get("budget_tokens", tokens))}
+        limits["budget_cost_micro"] = int(item.get("budget_cost_micro", cost))
+        return job.model_copy(update=limits)
 
     def reserve(self, job: Job, charge_id: str, worst: Reservation, policy: TenantPolicy, labels: CallLabels) -> None:
         """Hold `worst` against the job and its tenant's day, or raise `BudgetExceededError` (nothing held)."""
