@@ -6,19 +6,18 @@ No AWS calls here; the model is reached through a `ModelGateway`.
 from __future__ import annotations
 
 import html
-import re
 from collections.abc import Iterable, Mapping, Sequence
-from typing import Any, Protocol, TypeVar
+from typing import Protocol, TypeVar
 
-from pydantic import BaseModel, Field, ValidationError
+from pydantic import BaseModel, Field
 
 from longhaul.contracts import Citation, Claim, JobResult, Verification
 from longhaul.documents import Chunk
 from longhaul.errors import OutputInvalidError
+from longhaul.llm.ladder import check
 from longhaul.llm.port import ModelGateway, ModelRequest, ModelResponse
 
 MIN_QUOTE_CHARS = 8
-_FENCED = re.compile(r"```[A-Za-z0-9_-]*[ \t]*\n?(.*?)```", re.DOTALL)
 _QUOTE_MARKS = "\"'\u201c\u201d\u2018\u2019"
 
 Schema = TypeVar("Schema", bound=BaseModel)
@@ -40,7 +39,7 @@ class Unguarded:
 
     def ask(self, request: ModelRequest, schema: type[Schema]) -> tuple[Schema, ModelResponse]:
         response = self.gateway.generate(request)
-        return parse_model_output(response.text, schema, task=request.task), response
+        return parse_model_output(response, schema, task=request.task), response
 
 
 def structured(model: StructuredModel | ModelGateway) -> StructuredModel:
@@ -120,32 +119,16 @@ def render_draft_prompt(question: str, evidence: Sequence[tuple[Evidence, Chunk]
 # ---------------------------------------------------------------- untrusted output
 
 
-def _json_candidate(text: str) -> str:
-    fenced = _FENCED.search(text)
-    if fenced:
-        return fenced.group(1)
-    start, end = text.find("{"), text.rfind("}")
-    return text[start : end + 1] if 0 <= start < end else text
-
-
-def parse_model_output(text: str, schema: type[Schema], *, task: str) -> Schema:
-    """Validate JSON model output against `schema`, mechanically repairing it first if needed."""
-    try:
-        return schema.model_validate_json(text)
-    except ValidationError:
-        pass
-    import json_repair  # needed only when output is malformed: kept out of cold starts
-
-    try:
-        repaired: Any = json_repair.loads(_json_candidate(text))
-        return schema.model_validate(repaired)
-    except (ValidationError, ValueError, RecursionError) as error:
-        excerpt = text[:200].replace("\n", " ")
+def parse_model_output(response: ModelResponse, schema: type[Schema], *, task: str) -> Schema:
+    """Validate a model's answer against `schema` (rungs 1 and 2 of the ladder: validate, repair mechanically)."""
+    outcome = check(response, schema)
+    if outcome.value is None:
+        excerpt = response.text[:200].replace("\n", " ")
         raise OutputInvalidError(
-            f"{task}: model output does not match {schema.__name__} even after repair ({error}); "
-            f"output began: {excerpt!r}",
+            f"{task}: model output does not match {schema.__name__} ({outcome.errors[:3]}); output began: {excerpt!r}",
             step=task,
-        ) from error
+        )
+    return outcome.value
 
 
 def extract_evidence(

@@ -56,11 +56,15 @@ class ScriptedModel:
 # ---------------------------------------------------------------- untrusted output
 
 
+def _answer(text: str) -> ModelResponse:
+    return ModelResponse(text=text, usage=Usage(input_tokens=1, output_tokens=1), model_id="m", stop_reason="end_turn")
+
+
 def test_fenced_json_with_trailing_commas_and_prose_is_repaired() -> None:
     fenced = '```json\n{"evidence": [{"chunk_id": "a", "quote": "q", "relevance": 0.5,},],}\n```'
     text = f"Here you go:\n{fenced}\nDone."
 
-    parsed = parse_model_output(text, EvidenceSet, task="extract_evidence")
+    parsed = parse_model_output(_answer(text), EvidenceSet, task="extract_evidence")
 
     assert parsed == EvidenceSet(evidence=[Evidence(chunk_id="a", quote="q", relevance=0.5)])
 
@@ -76,7 +80,7 @@ def test_fenced_json_with_trailing_commas_and_prose_is_repaired() -> None:
 )
 def test_output_that_cannot_be_repaired_is_output_invalid(text: str) -> None:
     with pytest.raises(OutputInvalidError, match="EvidenceSet"):
-        parse_model_output(text, EvidenceSet, task="extract_evidence")
+        parse_model_output(_answer(text), EvidenceSet, task="extract_evidence")
 
 
 def test_extracted_evidence_keeps_only_verbatim_quotes_from_given_passages() -> None:

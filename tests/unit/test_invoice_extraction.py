@@ -7,16 +7,18 @@ from pathlib import Path
 
 import pytest
 
+from longhaul.analysis import parse_model_output
 from longhaul.documents import media_type_for, parse_document
 from longhaul.errors import OutputInvalidError
 from longhaul.invoices.amounts import AmountError, parse_amount
 from longhaul.invoices.extraction import EXTRACTOR, extract_invoice, total_kind
-from longhaul.invoices.models import amount, extraction_json_schema
+from longhaul.invoices.models import ExtractedInvoice, amount, extraction_json_schema
 from longhaul.invoices.pricelist import NoCurrencyError, NoPricesError, PriceListError, parse_price_list
-from longhaul.invoices.prompts import extraction_request, parse_extraction
+from longhaul.invoices.prompts import extraction_request, own_document
 from longhaul.invoices.sourcing import verify
 from longhaul.invoices.tables import column_role
 from longhaul.llm.offline import OfflineExtractiveModel
+from longhaul.llm.port import ModelResponse, Usage
 
 SAMPLES = Path(__file__).resolve().parents[2] / "samples" / "invoices"
 INVOICE_FILES = sorted(p.name for p in SAMPLES.iterdir() if p.name.startswith("inv_"))
@@ -256,7 +258,7 @@ def test_malformed_price_lists_say_what_is_missing(text: str, error: type[Except
 def test_the_offline_model_extraction_round_trips_through_the_output_parser() -> None:
     pages = pages_of("inv_06_falcon.txt")
     response = OfflineExtractiveModel().generate(extraction_request("inv_06_falcon.txt", pages))
-    parsed = parse_extraction(response.text, "inv_06_falcon.txt")
+    parsed = own_document(parse_model_output(response, ExtractedInvoice, task="extract_invoice"), "inv_06_falcon.txt")
     assert parsed == extract_invoice("inv_06_falcon.txt", pages)
     assert parsed.extractor == EXTRACTOR and "no language model" in EXTRACTOR
 
@@ -271,6 +273,13 @@ def test_the_extraction_prompt_carries_the_schema_and_the_feedback() -> None:
     assert '"ExtractedInvoice"' in request.prompt and "invoice_number = '2'" in request.prompt
     assert request.context["feedback"] == ["invoice_number = '2': the value does not appear in the quote"]
     assert extraction_json_schema()["title"] == "ExtractedInvoice"
+
+
+def parse_extraction(text: str, document: str) -> ExtractedInvoice:
+    answer = ModelResponse(
+        text=text, usage=Usage(input_tokens=1, output_tokens=1), model_id="m", stop_reason="end_turn"
+    )
+    return own_document(parse_model_output(answer, ExtractedInvoice, task="extract_invoice"), document)
 
 
 def test_malformed_model_output_is_repaired_or_rejected() -> None:

@@ -8,21 +8,15 @@ from __future__ import annotations
 
 import html
 import json
-import re
 from collections.abc import Sequence
 from typing import Any
 
-import json_repair
-from pydantic import ValidationError
-
-from longhaul.errors import OutputInvalidError
 from longhaul.invoices.models import ContractSummary, ExtractedInvoice, InvoiceResult, extraction_json_schema
 from longhaul.invoices.sourcing import SourcingError
 from longhaul.llm.port import ModelRequest
 
 EXTRACT_PROMPT_VERSION = "extract-invoice-1"
 SUMMARY_PROMPT_VERSION = "summarize-reconciliation-1"
-_FENCED = re.compile(r"```[A-Za-z0-9_-]*[ \t]*\n?(.*?)```", re.DOTALL)
 
 EXTRACT_SYSTEM = """You extract invoices into JSON for an accounts-payable reconciliation.
 Rules:
@@ -107,34 +101,6 @@ def summary_request(
         max_tokens=max_tokens,
         offline="longhaul.invoices.offline:summarize",
     )
-
-
-def _json_candidate(text: str) -> str:
-    fenced = _FENCED.search(text)
-    if fenced:
-        return fenced.group(1)
-    start, end = text.find("{"), text.rfind("}")
-    return text[start : end + 1] if 0 <= start < end else text
-
-
-def parse_extraction(text: str, document: str) -> ExtractedInvoice:
-    """The model's extraction, mechanically repaired if needed; `OutputInvalidError` if it is not the schema."""
-    try:
-        invoice = ExtractedInvoice.model_validate_json(text)
-    except ValidationError:
-        try:
-            repaired: Any = json_repair.loads(_json_candidate(text))
-            if isinstance(repaired, dict):
-                repaired.setdefault("document", document)
-            invoice = ExtractedInvoice.model_validate(repaired)
-        except (ValidationError, ValueError, RecursionError) as error:
-            excerpt = text[:200].replace("\n", " ")
-            raise OutputInvalidError(
-                f"extract_invoice: model output does not match ExtractedInvoice even after repair ({error}); "
-                f"output began: {excerpt!r}",
-                step="extract_invoice",
-            ) from error
-    return own_document(invoice, document)
 
 
 def own_document(invoice: ExtractedInvoice, document: str) -> ExtractedInvoice:
