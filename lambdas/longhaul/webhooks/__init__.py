@@ -1,0 +1,1 @@
+"""Completion webhooks: callback URL checks, Standard Webhooks signing and verification, the outbox, delivery."""
