@@ -58,6 +58,7 @@ def build_app(context: dict[str, object] | None = None) -> cdk.App:
         alarm_email=str(app.node.try_get_context("longhaul:alarm_email") or "") or None,
         model_routes=_json_context(app, "longhaul:model_routes"),
         step_routes=_json_context(app, "longhaul:step_routes"),
+        callback_allowlist=str(app.node.try_get_context("longhaul:callback_allowlist") or ""),
         synthesizer=cdk.DefaultStackSynthesizer(generate_bootstrap_version_rule=False),
         description="Longhaul: durable, observable, budget-aware LLM jobs",
     )

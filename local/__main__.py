@@ -1,7 +1,9 @@
 """`python -m local`: run Longhaul on this machine (in-memory AWS via moto, API on 127.0.0.1:8000).
 
 Environment: LONGHAUL_PORT (API port, default 8000), LONGHAUL_MOTO_PORT (default 8001, 0 = any free port),
-LONGHAUL_LOCAL_KEYS ("alpha=key1,beta=key2,ops=key3:operator"), LONGHAUL_LOG_LEVEL (default INFO),
+LONGHAUL_LOCAL_KEYS ("alpha=key1,beta=key2,ops=key3:operator,alpha-reviewer=key4:reviewer@alpha"),
+LONGHAUL_LOCAL_WEBHOOK_SECRETS ("alpha=whsec_…"), LONGHAUL_CALLBACK_ALLOWLIST ("http://127.0.0.1:9000": local
+webhook receivers, plain http allowed), LONGHAUL_LOG_LEVEL (default INFO),
 LONGHAUL_FAULTS (fault injection, e.g. "draft_answer=transientx2,extract_evidence#3=invalid-input", or the runtime
 kinds `hang`, `duplicate`, `crash-after-side-effect`), LONGHAUL_TIME_SCALE (default 1; e.g. 0.01 makes the local
 Step Functions interpreter's Retry backoffs, Task timeouts and Wait states 100x shorter).

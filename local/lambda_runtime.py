@@ -188,6 +188,11 @@ def configure(*, code_root: Path | None = None, environment_overrides: Mapping[s
         _RUNTIME.environment_overrides = dict(environment_overrides)
 
 
+def environment_overrides() -> dict[str, str]:
+    """The variables currently added to every function's environment."""
+    return dict(_RUNTIME.environment_overrides)
+
+
 def add_middleware(middleware: Middleware) -> Callable[[], None]:
     """Register a middleware around every invocation; returns a function that removes it."""
     _RUNTIME.middlewares.append(middleware)

@@ -43,13 +43,22 @@ REPO_ROOT = Path(__file__).resolve().parent.parent
 HOST = "127.0.0.1"
 KEYS_ENV = "LONGHAUL_LOCAL_KEYS"
 TENANT_POLICIES_ENV = "LONGHAUL_TENANT_POLICIES"
-#: tenant -> "key" or "key:role"; printed by `python -m local`, never valid anywhere but here.
+WEBHOOK_SECRETS_ENV = "LONGHAUL_LOCAL_WEBHOOK_SECRETS"
+CALLBACK_ALLOWLIST_ENV = "LONGHAUL_CALLBACK_ALLOWLIST"
+#: name -> "key", "key:role" or "key:role@tenant" (the name is the tenant unless given); printed by
+#: `python -m local`, never valid anywhere but here.
 DEFAULT_KEYS: dict[str, str] = {
     "alpha": "lh_local_alpha_5f3a9c2e7b1d4068",
     "beta": "lh_local_beta_8e1b6d0c4a2f9357",
     "ops": "lh_local_ops_2c7e9a41b8d05f63:operator",
+    "alpha-reviewer": "lh_local_alpha_reviewer_7c1e5a9d3b0f8264:reviewer@alpha",
 }
-Role = Literal["tenant", "operator"]
+#: tenant -> its webhook signing secret (Standard Webhooks `whsec_`), seeded into the in-memory Secrets Manager.
+DEFAULT_WEBHOOK_SECRETS: dict[str, str] = {
+    "alpha": "whsec_bG9jYWwtYWxwaGEtd2ViaG9vay1zZWNyZXQtMDE=",
+    "beta": "whsec_bG9jYWwtYmV0YS13ZWJob29rLXNlY3JldC0wMg==",
+}
+Role = Literal["tenant", "operator", "reviewer"]
 ROLES: tuple[Role, ...] = get_args(Role)
 _ENV_NAMES = (
     "AWS_ENDPOINT_URL",
@@ -68,18 +77,26 @@ class ApiKey:
     tenant: str
     key: str
     role: Role = "tenant"
+    name: str = ""  # how `key_for`/`auth_header` find it (the tenant's name unless given)
+
+    @property
+    def label(self) -> str:
+        return self.name or self.tenant
 
 
 def parse_keys(spec: str | Mapping[str, str]) -> list[ApiKey]:
-    """`"alpha=key1,ops=key3:operator"` or `{"alpha": "key1", "ops": "key3:operator"}` -> keys."""
+    """`"alpha=key1,ops=key3:operator,alpha-reviewer=key4:reviewer@alpha"` (or the same as a mapping) -> keys.
+
+    The name before `=` is the key's tenant unless `@tenant` follows the role (a reviewer belongs to a tenant)."""
     pairs = spec.items() if isinstance(spec, Mapping) else (p.split("=", 1) for p in spec.split(",") if p.strip())
     keys = []
-    for tenant, value in pairs:
-        key, _, role = value.strip().partition(":")
+    for name, value in pairs:
+        key, _, rest = value.strip().partition(":")
+        role, _, tenant = rest.partition("@")
         matched = [r for r in ROLES if r == (role or "tenant")]
         if not matched:
-            raise ValueError(f"unknown role {role!r} for tenant {tenant!r}; expected one of {ROLES}")
-        keys.append(ApiKey(tenant.strip(), key, matched[0]))
+            raise ValueError(f"unknown role {role!r} for {name!r}; expected one of {ROLES}")
+        keys.append(ApiKey(tenant.strip() or name.strip(), key, matched[0], name.strip()))
     return keys
 
 
@@ -92,6 +109,7 @@ PASSED_THROUGH = (
     "LONGHAUL_BREAKER_WINDOW_SECONDS",
     "LONGHAUL_BREAKER_COOLDOWN_SECONDS",
     TENANT_POLICIES_ENV,
+    CALLBACK_ALLOWLIST_ENV,  # local receivers the user vouches for (plain http allowed)
 )
 
 
@@ -114,6 +132,16 @@ def seed_tenant_policies(table: Any, spec: str) -> None:
     store = BudgetStore(table)
     for tenant, policy in json.loads(spec).items():
         store.put_policy(tenant, TenantPolicy.model_validate(policy))
+
+
+def parse_webhook_secrets(spec: str | Mapping[str, str]) -> dict[str, str]:
+    """`"alpha=whsec_…,beta=whsec_…"` -> {tenant: secret}."""
+    pairs = spec.items() if isinstance(spec, Mapping) else (p.split("=", 1) for p in spec.split(",") if p.strip())
+    secrets = {tenant.strip(): secret.strip() for tenant, secret in pairs}
+    for tenant, secret in secrets.items():
+        if not secret.startswith("whsec_"):
+            raise ValueError(f"the webhook secret of {tenant!r} must start with whsec_")
+    return secrets
 
 
 def seed_api_keys(table: Any, keys: list[ApiKey]) -> None:
@@ -220,6 +248,7 @@ class LocalPlatform:
             seed_api_keys(table, self.keys)
         if self._policies:
             seed_tenant_policies(self.client("dynamodb", resource=True).Table(self._table_name()), self._policies)
+        self._seed_webhook_secrets()
         assert self._servers is not None
         self._servers.scheduler = schedules.Scheduler(self.client("events"), self.client("lambda", read_timeout=900))
         self._servers.scheduler.start()
@@ -233,6 +262,24 @@ class LocalPlatform:
         if self._servers is not None and self._servers.scheduler is not None:
             self._servers.scheduler.stop()
             self._servers.scheduler = None
+
+    def _seed_webhook_secrets(self) -> None:
+        """Each tenant's webhook secret into the in-memory Secrets Manager, where the deliverer reads it (as on AWS)."""
+        lambda_runtime.ensure_code_root_on_path()
+        from longhaul.adapters.secrets import SecretsManagerWebhookSecrets
+
+        spec = os.environ.get(WEBHOOK_SECRETS_ENV) or DEFAULT_WEBHOOK_SECRETS
+        store = SecretsManagerWebhookSecrets(self.client("secretsmanager"), self.webhook_secrets_prefix)
+        for tenant, secret in parse_webhook_secrets(spec).items():
+            store.put(tenant, secret)
+
+    @property
+    def webhook_secrets_prefix(self) -> str:
+        return f"{self.deployment.stack_name}/webhooks/"
+
+    def set_function_environment(self, **variables: str) -> None:
+        """Add variables to every function's environment from now on (e.g. `LONGHAUL_CALLBACK_ALLOWLIST`)."""
+        lambda_runtime.configure(environment_overrides={**lambda_runtime.environment_overrides(), **variables})
 
     def _start_front_door(self, api_port: int) -> None:
         assert self._servers is not None
@@ -274,7 +321,7 @@ class LocalPlatform:
         lambda_runtime.set_time_scale(self._initial_time_scale)
         _reset_moto()
         api_port = int(self.api_url.rsplit(":", 1)[1]) if self.api_url else 0
-        self._deploy_and_seed({k.tenant: f"{k.key}:{k.role}" for k in self.keys})
+        self._deploy_and_seed({k.label: f"{k.key}:{k.role}@{k.tenant}" for k in self.keys})
         self._start_front_door(api_port)
 
     def stop(self) -> None:
@@ -330,11 +377,12 @@ class LocalPlatform:
             raise LookupError("no stack has exactly one AWS::DynamoDB::Table to seed API keys into")
         return name
 
-    def key_for(self, tenant: str) -> str:
-        return next(k.key for k in self.keys if k.tenant == tenant)
+    def key_for(self, name: str) -> str:
+        """The key named `name` (a tenant's own key is named by the tenant; e.g. `alpha-reviewer` a reviewer's)."""
+        return next(k.key for k in self.keys if k.label == name)
 
-    def auth_header(self, tenant: str) -> dict[str, str]:
-        return {"Authorization": f"Bearer {self.key_for(tenant)}"}
+    def auth_header(self, name: str) -> dict[str, str]:
+        return {"Authorization": f"Bearer {self.key_for(name)}"}
 
     def client(self, service: str, *, resource: bool = False, read_timeout: int = 60) -> Any:
         """A boto3 client (or resource) bound to the embedded moto."""

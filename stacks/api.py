@@ -29,6 +29,11 @@ ROUTES: tuple[tuple[str, str], ...] = (
     ("POST", "/v1/ops/jobs/{job_id}/replay"),
     ("GET", "/v1/ops/tenants/{tenant_id}/policy"),
     ("PUT", "/v1/ops/tenants/{tenant_id}/policy"),
+    ("GET", "/v1/ops/webhooks/dead-letters"),
+    ("POST", "/v1/ops/webhooks/{webhook_id}/redeliver"),
+    ("GET", "/v1/reviews"),
+    ("GET", "/v1/reviews/{review_id}"),
+    ("POST", "/v1/reviews/{review_id}/decision"),
     # Without an API key (the function serves them before its key check).
     ("GET", "/v1/health"),
     ("GET", "/v1/openapi.json"),

@@ -18,10 +18,17 @@ from longhaul.settings import Env
 from longhaul.workflows import REGISTRY
 from stacks.api import Api
 from stacks.bundling import code_asset
-from stacks.nag import acknowledge, acknowledge_data_access, acknowledge_executions, acknowledge_platform_findings
+from stacks.nag import (
+    acknowledge,
+    acknowledge_data_access,
+    acknowledge_executions,
+    acknowledge_platform_findings,
+    arn_ref,
+)
 from stacks.observability import Observability
 from stacks.operations import Operations
 from stacks.storage import Storage
+from stacks.webhooks import Webhooks
 from stacks.workflows import Workflows
 
 # Stages whose data goes with the stack; `local` is the embedded runtime's (its in-memory AWS cannot run the
@@ -44,6 +51,7 @@ class LonghaulStack(Stack):
         alarm_email: str | None = None,
         model_routes: Mapping[str, Mapping[str, Any]] | None = None,
         step_routes: Mapping[str, str] | None = None,
+        callback_allowlist: str = "",
         **kwargs: Any,
     ) -> None:
         super().__init__(scope, construct_id, **kwargs)
@@ -57,6 +65,8 @@ class LonghaulStack(Stack):
             Env.MODEL_PROVIDER: model_provider,
             Env.MODEL_ID: model_id,
             Env.STAGE: stage,
+            # One secret per tenant under the stack's own prefix: two deployments in one account never share them.
+            Env.WEBHOOK_SECRETS_PREFIX: f"{self.stack_name}/webhooks/",
         }
         # Routes are checked at synthesis (unknown providers or route names fail here, not in a step).
         routing = Routing.configured(model_routes or {}, step_routes or {}, provider=model_provider, model_id=model_id)
@@ -64,6 +74,13 @@ class LonghaulStack(Stack):
             base_env[Env.MODEL_ROUTES] = json.dumps(model_routes, sort_keys=True)
         if step_routes:
             base_env[Env.STEP_ROUTES] = json.dumps(step_routes, sort_keys=True)
+        if callback_allowlist:
+            base_env[Env.CALLBACK_ALLOWLIST] = callback_allowlist
+        webhooks = Webhooks(
+            self, "Webhooks", code=code, environment=base_env, secrets_prefix=base_env[Env.WEBHOOK_SECRETS_PREFIX]
+        )
+        # Whatever changes a job's status writes its webhook to the outbox and starts its delivery.
+        base_env = {**base_env, Env.WEBHOOK_DELIVERY: webhooks.state_machine.state_machine_arn}
         workflows = Workflows(self, "Workflows", code=code, environment=base_env)
         control_env = {
             **base_env,
@@ -76,8 +93,31 @@ class LonghaulStack(Stack):
         operations = Operations(self, "Operations", code=code, environment=control_env)
 
         # Cross-component grants.
-        for function in (api.function, operations.sweeper, *workflows.functions):
+        for function in (api.function, operations.sweeper, *workflows.functions, *webhooks.functions):
             storage.grant_data_access(function)
+        for function in (api.function, operations.sweeper, *workflows.functions):
+            webhooks.state_machine.grant_start_execution(function)
+        acknowledge_executions(self, webhooks.state_machine)
+        for function in webhooks.functions:
+            acknowledge(
+                webhooks.state_machine,
+                f"IAM5[Resource::{arn_ref(function)}:*]",
+                "Invoking any version or alias of the webhook delivery's own functions.",
+            )
+        acknowledge(
+            webhooks.dead_letter_queue,
+            "SQS3",
+            "This queue is the webhooks' dead-letter queue; a dead-letter queue of its own would add nothing.",
+        )
+        acknowledge(
+            webhooks.deliverer,
+            "IAM5[Resource::arn:<AWS::Partition>:secretsmanager:<AWS::Region>:<AWS::AccountId>:secret:"
+            f"{base_env[Env.WEBHOOK_SECRETS_PREFIX]}*]",
+            "Reads the webhook signing secret of whichever tenant the webhook belongs to; one secret per tenant, "
+            "all under this stack's prefix.",
+        )
+        for machine in workflows.state_machines.values():  # a decision resumes the review's task token
+            machine.grant_task_response(api.function)
         for machine in workflows.state_machines.values():
             machine.grant_start_execution(api.function)
             machine.grant_execution(
@@ -104,6 +144,7 @@ class LonghaulStack(Stack):
         CfnOutput(self, "AlarmTopicArn", value=observability.alarm_topic.topic_arn, description="alarm notifications")
 
         self.storage, self.api, self.workflows, self.observability = storage, api, workflows, observability
+        self.webhooks = webhooks
         # moto's CloudFormation (the local runtime) fails on a KMS key's tags (it reads the KMS API's TagKey).
         untagged = ["AWS::KMS::Key"] if stage == LOCAL_STAGE else []
         Tags.of(self).add("project", "longhaul", exclude_resource_types=untagged)

@@ -14,8 +14,9 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from aws_cdk import Duration
+from aws_cdk import ArnFormat, Duration, Stack
 from aws_cdk import aws_cloudwatch as cloudwatch
+from aws_cdk import aws_iam as iam
 from aws_cdk import aws_lambda as lambda_
 from aws_cdk import aws_logs as logs
 from aws_cdk import aws_sqs as sqs
@@ -24,7 +25,7 @@ from aws_cdk import aws_stepfunctions_tasks as tasks
 from constructs import Construct
 
 from longhaul.errors import ITEMS_FAILED, JOB_STOPPED
-from longhaul.step_events import FailureEvent, StepEvent, payload
+from longhaul.step_events import FailureEvent, ReviewEvent, StepEvent, payload
 from longhaul.workflows import StepKind, WorkflowSpec
 from state_machines.policy import DEFAULT_POLICY, STOPPED_ERRORS, TIMEOUT_ERRORS, StepPolicy
 
@@ -34,6 +35,9 @@ FunctionFactory = Callable[[str, str, int, int], lambda_.IFunction]
 
 STEP_HANDLER = "handlers.steps.handler"  # dispatches on the event's (workflow, step)
 RECORDER_HANDLER = "handlers.steps.record_failure"
+REVIEW_HANDLER = "handlers.review.handler"  # the review lane: wait (task token), advance (decision or next rung)
+# A review rung's wait ends with one of these when nobody decided in time: the lane takes the next rung.
+RUNG_ENDED = ("States.Timeout", "States.HeartbeatTimeout")
 RECORD_FAILURE = "record_failure"
 
 
@@ -58,6 +62,10 @@ class WorkflowBuilder(Construct):
         self.dead_letter_queues: dict[str, sqs.Queue] = {}
         self.alarms: list[cloudwatch.Alarm] = []
         self.visited: list[str] = []  # the spec's steps in the order the definition chains them
+        self.review_lanes: dict[str, lambda_.IFunction] = {}  # review step -> its lane's function
+        # Named after the stack (two deployments never clash) so that its review lane can be granted task responses
+        # on its ARN without referencing the machine, which references the lane: no dependency cycle.
+        self.machine_name = f"{Stack.of(self).stack_name}-{spec.name}"
         self._recorder = self._function(
             RECORD_FAILURE, RECORDER_HANDLER, self.policy.lambda_timeout, self.policy.recorder_memory_mb
         )
@@ -183,7 +191,89 @@ class WorkflowBuilder(Construct):
         fan_out.next(tally).next(verdict)
         return sfn.Chain.custom(fan_out, [all_done], all_done)
 
-    def state_machine(self, definition: sfn.IChainable, *, timeout: Duration) -> sfn.StateMachine:
+    def review(self, name: str) -> sfn.Chain:
+        """The spec's review step: open it (through the step runner: does this job need a review?), then, while it
+        is pending, wait on a task token one rung of the escalation ladder at a time (`TimeoutSecondsPath`: a third
+        of the review's deadline; time-scaled locally like every wait), and let the lane apply the decision or
+        take the next rung. `next` in `$.steps.<name>` steers: `wait`, `stop` (rejected or expired: recorded), or on.
+        """
+        timeout, memory = self._visit(name, StepKind.REVIEW)
+        opened = self._lambda_task(
+            name,
+            self._function(name, STEP_HANDLER, timeout, memory),
+            timeout,
+            payload=payload(
+                StepEvent, step=name, attempt="$$.State.RetryCount", execution="$$.Execution.Id", input="$"
+            ),
+            result_path=f"$.steps.{name}",
+        )
+        self._apply_retries(opened)
+        lane = self._function(
+            f"{name}-lane", REVIEW_HANDLER, self.policy.lambda_timeout, self.policy.recorder_memory_mb
+        )
+        self.review_lanes[name] = lane
+        lane.add_to_role_policy(
+            iam.PolicyStatement(
+                actions=["states:SendTaskSuccess", "states:SendTaskFailure", "states:SendTaskHeartbeat"],
+                resources=[
+                    Stack.of(self).format_arn(
+                        service="states",
+                        resource="stateMachine",
+                        resource_name=self.machine_name,
+                        arn_format=ArnFormat.COLON_RESOURCE_NAME,
+                    )
+                ],
+            )
+        )
+        wait = tasks.LambdaInvoke(
+            self,
+            f"{name}: wait",
+            lambda_function=lane,
+            integration_pattern=sfn.IntegrationPattern.WAIT_FOR_TASK_TOKEN,
+            payload=sfn.TaskInput.from_object(
+                payload(
+                    ReviewEvent,
+                    action="wait",
+                    step=name,
+                    execution="$$.Execution.Id",
+                    token=sfn.JsonPath.task_token,
+                    input="$",
+                )
+            ),
+            retry_on_service_exceptions=False,
+            result_path=f"$.review_wait.{name}",
+            task_timeout=sfn.Timeout.at(f"$.steps.{name}.wait_seconds"),
+        )
+        self._apply_transient_retry(wait)
+        advance = self._lambda_task(
+            f"{name}: advance",
+            lane,
+            self.policy.lambda_timeout,
+            payload=payload(ReviewEvent, action="advance", step=name, execution="$$.Execution.Id", input="$"),
+            result_path=f"$.steps.{name}",
+        )
+        self._apply_retries(advance)
+        wait.add_catch(advance, errors=list(RUNG_ENDED), result_path=f"$.review_wait.{name}")
+        for task in (opened, wait, advance):
+            task.add_catch(self._job_stopped, errors=list(STOPPED_ERRORS))
+        failure = self._failure_path(name, job_path="$.job_id", end=self._job_failed)
+        for task in (opened, wait, advance):
+            task.add_catch(failure, result_path="$.failure")
+        done = sfn.Pass(self, f"{name}: done", result_path=sfn.JsonPath.DISCARD)
+        steer = (
+            sfn.Choice(self, f"{name}: decided?")
+            .when(sfn.Condition.string_equals(f"$.steps.{name}.next", "wait"), wait)
+            .when(sfn.Condition.string_equals(f"$.steps.{name}.next", "stop"), self._job_stopped)
+            .otherwise(done)
+        )
+        opened.next(steer)
+        wait.next(advance)
+        advance.next(steer)
+        return sfn.Chain.custom(opened, [done], done)
+
+    def state_machine(
+        self, definition: sfn.IChainable, *, timeout: Duration, name: str | None = None
+    ) -> sfn.StateMachine:
         """The Standard state machine, with full logging and X-Ray tracing; its chain must visit the spec's steps
         in the spec's order."""
         if tuple(self.visited) != self.spec.step_names:
@@ -195,6 +285,7 @@ class WorkflowBuilder(Construct):
             self,
             "StateMachine",
             definition_body=sfn.DefinitionBody.from_chainable(definition),
+            state_machine_name=name or self.machine_name,
             state_machine_type=sfn.StateMachineType.STANDARD,
             timeout=timeout,
             tracing_enabled=True,
@@ -235,7 +326,7 @@ class WorkflowBuilder(Construct):
             task_timeout=sfn.Timeout.duration(Duration.seconds(self.policy.task_timeout(timeout))),
         )
 
-    def _apply_retries(self, task: sfn.TaskStateBase) -> None:
+    def _apply_transient_retry(self, task: sfn.TaskStateBase) -> None:
         p = self.policy
         task.add_retry(
             errors=list(p.transient_errors),
@@ -245,6 +336,10 @@ class WorkflowBuilder(Construct):
             max_delay=Duration.seconds(p.retry_max_delay),
             jitter_strategy=sfn.JitterType.FULL,
         )
+
+    def _apply_retries(self, task: sfn.TaskStateBase) -> None:
+        p = self.policy
+        self._apply_transient_retry(task)
         task.add_retry(
             errors=list(TIMEOUT_ERRORS),
             interval=Duration.seconds(p.retry_interval),

@@ -1,6 +1,6 @@
 """Workflow `document-analysis`: answer a question over documents, with verified citations.
 
-parse → chunk → index → retrieve → fan out evidence extraction → draft → verify citations → publish.
+parse → chunk → index → retrieve → fan out evidence extraction → draft → verify citations → review → publish.
 """
 
 from __future__ import annotations
@@ -20,6 +20,7 @@ def define(b: WorkflowBuilder, *, timeout: Duration) -> sfn.StateMachine:
         .next(b.fan_out("extract_evidence"))
         .next(b.step("draft_answer"))
         .next(b.step("verify_citations"))
+        .next(b.review("review"))
         .next(b.step("publish_result"))
         .next(sfn.Succeed(b, "Job completed"))
     )

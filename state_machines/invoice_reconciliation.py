@@ -1,4 +1,5 @@
-"""Workflow `invoice-reconciliation`: parse → extract each invoice → check rules and reconcile → summarize → publish."""
+"""Workflow `invoice-reconciliation`: parse → extract each invoice → check rules and reconcile → summarize → review
+→ publish."""
 
 from __future__ import annotations
 
@@ -14,6 +15,7 @@ def define(b: WorkflowBuilder, *, timeout: Duration) -> sfn.StateMachine:
         .next(b.fan_out("extract_invoices"))
         .next(b.step("check_invoices"))
         .next(b.step("summarize_findings"))
+        .next(b.review("review"))
         .next(b.step("publish_report"))
         .next(sfn.Succeed(b, "Job completed"))
     )

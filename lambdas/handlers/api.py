@@ -1,7 +1,8 @@
 """The API function: Powertools REST resolver, validated by the pydantic contracts, RFC 9457 errors.
 
 Before routing: the body size, then the API key (no validation feedback without one), the operator role on
-`/v1/ops/`, and a JSON body's media type. Health, the OpenAPI document and Swagger UI need no key.
+`/v1/ops/`, the reviewer role on `/v1/reviews` (a reviewer key reaches nothing else), and a JSON body's media type.
+Health, the OpenAPI document and Swagger UI need no key.
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from aws_lambda_powertools.event_handler.openapi.params import Body, Header, Pat
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
 from handlers.api_ops import router as operator_routes
+from handlers.api_reviews import router as reviewer_routes
 from handlers.api_shared import PROBLEM_JSON, SSE, EventsLimit, events_response, job_service, principal, problems
 from longhaul import limits
 from longhaul.auth import Principal, bearer_token
@@ -267,6 +269,7 @@ def cancel_job(job_id: Annotated[str, Path()]) -> Response[str]:
 
 
 app.include_router(operator_routes)
+app.include_router(reviewer_routes)
 
 # ---------------------------------------------------------------------- without a key
 
@@ -361,8 +364,14 @@ def handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
     principal = _authenticate(event)
     if principal is None:
         return _raw_problem(Unauthorized(), event)
-    if str(event.get("path", "")).startswith("/v1/ops/") and principal.role != "operator":
+    path = str(event.get("path", ""))
+    if path.startswith("/v1/ops/") and principal.role != "operator":
         return _raw_problem(Forbidden("operator routes need a key with the operator role"), event)
+    reviewer_route = path == "/v1/reviews" or path.startswith("/v1/reviews/")
+    if reviewer_route and principal.role != "reviewer":
+        return _raw_problem(Forbidden("review routes need a key with the reviewer role"), event)
+    if principal.role == "reviewer" and not reviewer_route:
+        return _raw_problem(Forbidden("a reviewer key reaches only the review routes (/v1/reviews)"), event)
     # A body that is not JSON is refused before anything reads it (a missing Content-Type is read as JSON).
     content_type = _content_type(event)
     media_type = content_type.split(";")[0].strip().lower()

@@ -1,4 +1,4 @@
-"""The operator routes of the API function (`/v1/ops/...`): any tenant's jobs, dead letters, replay.
+"""The operator routes of the API function (`/v1/ops/...`): any tenant's jobs, dead letters, replay, dead webhooks.
 
 The handler has already refused non-operator keys; each route checks the role again, so a route never depends
 on where it is mounted.
@@ -27,10 +27,16 @@ from longhaul.contracts import (
     ReplayRequest,
     TenantPolicyView,
 )
-from longhaul.problems import Forbidden
+from longhaul.problems import ApiProblem, Forbidden, NotFound
+from longhaul.webhooks import dispatcher
+from longhaul.webhooks.views import WebhookList, WebhookView
 from longhaul.wiring import services
 
 router = Router()
+
+
+class WebhookNotDead(ApiProblem):
+    status, slug, title = 409, "webhook-not-dead", "Only a dead webhook is redelivered"
 
 
 def _operator() -> Principal:
@@ -155,3 +161,35 @@ def get_tenant_policy(tenant_id: Annotated[str, Path()]) -> TenantPolicyView:
 def put_tenant_policy(tenant_id: Annotated[str, Path()], policy: Annotated[TenantPolicy, Body()]) -> TenantPolicyView:
     _operator()
     return operations.set_tenant_policy(services(), tenant_id, policy)
+
+
+@router.get(
+    "/v1/ops/webhooks/dead-letters",
+    summary="Webhooks whose delivery gave up, newest first (their dead-letter queue holds the same)",
+    responses=OPS_PROBLEMS,
+)
+def list_dead_webhooks(limit: Annotated[int, Query(ge=1, le=500)] = 100) -> WebhookList:
+    _operator()
+    return WebhookList(webhooks=[WebhookView.of(r) for r in dispatcher.dead_webhooks(services(), limit=limit)])
+
+
+@router.post(
+    "/v1/ops/webhooks/<webhook_id>/redeliver",
+    summary="Deliver a dead webhook again: the same webhook-id and body, a new series of retries",
+    responses={
+        202: {"description": "Redelivery started", "content": {"application/json": {"model": WebhookView}}},
+        **OPS_PROBLEMS,
+        **problems(404, "No such webhook"),
+        **problems(409, "The webhook is not dead"),
+    },
+)
+def redeliver_webhook(webhook_id: Annotated[str, Path()]) -> Response[str]:
+    _operator()
+    s = services()
+    record = s.outbox.get(webhook_id) if webhook_id.startswith("msg_") else None
+    if record is None:
+        raise NotFound(f"no webhook {webhook_id!r}")
+    if record.status != "dead":
+        raise WebhookNotDead(f"webhook {webhook_id} is {record.status}; only dead webhooks are redelivered")
+    fresh = dispatcher.redeliver(s, webhook_id) or record
+    return Response(status_code=202, content_type="application/json", body=WebhookView.of(fresh).model_dump_json())

@@ -1,4 +1,4 @@
-"""Tenant API keys: stored hashed; a key maps to a tenant and a role."""
+"""API keys: stored hashed; a key maps to a tenant and a role (`tenant`, `reviewer` of that tenant, `operator`)."""
 
 from __future__ import annotations
 
@@ -8,12 +8,16 @@ from typing import Any, Literal
 
 from pydantic import BaseModel
 
-Role = Literal["tenant", "operator"]
+Role = Literal["tenant", "operator", "reviewer"]
 
 
 class Principal(BaseModel):
+    """Who calls: a tenant's key, a reviewer of that tenant, or an operator. `key_id` names the key in audit
+    records (a prefix of its hash, never the key)."""
+
     tenant_id: str
     role: Role = "tenant"
+    key_id: str | None = None
 
 
 def key_hash(api_key: str) -> str:

@@ -104,6 +104,31 @@ class DocumentAnalysisInput(Strict):
         return self
 
 
+class ReviewRequest(Strict):
+    """Whether a person reviews the job's draft before it is published, and how long they have."""
+
+    mode: Annotated[
+        Literal["always", "never", "auto"] | None,
+        Field(
+            default=None,
+            description="`always`, `never`, or `auto` (when the workflow's own check asks for it: document-analysis "
+            "when citation verification dropped a claim, invoice-reconciliation when a discrepancy was found). "
+            "Default: the workflow's.",
+        ),
+    ]
+    deadline_seconds: Annotated[
+        int | None,
+        Field(
+            default=None,
+            ge=limits.MIN_REVIEW_DEADLINE_SECONDS,
+            le=limits.MAX_REVIEW_DEADLINE_SECONDS,
+            description="How long the review may wait: a reminder at a third, reassignment at two thirds, the "
+            f"workflow's final action at the end ({limits.MIN_REVIEW_DEADLINE_SECONDS}-"
+            f"{limits.MAX_REVIEW_DEADLINE_SECONDS} s; default: the workflow's).",
+        ),
+    ]
+
+
 class JobRequestBase(Strict):
     """What every job request has; each workflow's request (`longhaul.workflows.JobRequest`, a union on `workflow`)
     adds its `workflow` name and its `input` model."""
@@ -135,6 +160,17 @@ class JobRequestBase(Strict):
             le=limits.MAX_DEADLINE_SECONDS,
             description=f"End the job `expired` after this long ({limits.MIN_DEADLINE_SECONDS}-"
             f"{limits.MAX_DEADLINE_SECONDS} s, default {limits.DEFAULT_DEADLINE_SECONDS}).",
+        ),
+    ]
+    review: Annotated[ReviewRequest | None, Field(default=None, description="Human review before publishing.")]
+    callback_url: Annotated[
+        str | None,
+        Field(
+            default=None,
+            max_length=2048,
+            description="Where to POST signed webhooks (Standard Webhooks) when the job completes, fails, is "
+            "cancelled or expires, and when it waits for review: `https` to a public address (plain `http` only "
+            "for origins in LONGHAUL_CALLBACK_ALLOWLIST).",
         ),
     ]
 
@@ -234,6 +270,28 @@ class BudgetView(BaseModel):
     steps: list[StepUsage] = Field(default_factory=list)
 
 
+class ReviewSummary(BaseModel):
+    """The job's review, while one is open (or how the last one ended)."""
+
+    review_id: str
+    status: Literal["pending", "decided", "expired", "cancelled"] = "pending"
+    since: datetime
+    deadline: datetime
+    assignee_group: str
+    reminders: int = 0
+
+
+class CallbackStatus(BaseModel):
+    """The latest webhook of the job: its delivery never changes the job's status."""
+
+    status: Literal["pending", "retrying", "delivered", "dead"]
+    event: str
+    webhook_id: str
+    attempts: int = 0
+    last_attempt_at: datetime | None = None
+    last_error: str | None = None
+
+
 class JobView(BaseModel):
     job_id: str
     workflow: str
@@ -250,6 +308,8 @@ class JobView(BaseModel):
     finished_at: datetime | None = None
     deadline_at: datetime | None = None
     error: JobError | None = None
+    review: ReviewSummary | None = None
+    callback: CallbackStatus | None = None
 
 
 class JobList(BaseModel):

@@ -108,3 +108,18 @@ ITEMS_FAILED = "ItemsFailed"
 # The errors of the state machines' Fail states: the failure was recorded (the job failed), or the job stopped.
 STEP_FAILED = "StepFailed"
 JOB_STOPPED = "JobStopped"
+
+
+class WebhookDeliveryFailed(LonghaulError):
+    """A webhook attempt did not get a 2xx answer: the delivery state machine retries it with backoff and jitter.
+
+    Not one of the step classes: a delivery is not a step of a job and its failure never changes the job."""
+
+    kind = "webhook-undelivered"
+    retryable = True
+
+
+class WebhookUndeliverable(LonghaulError):
+    """A webhook that no retry can deliver (its URL is now refused, the tenant has no secret): dead at once."""
+
+    kind = "webhook-undeliverable"

@@ -6,6 +6,7 @@ does what every workflow shares: idempotency, the job record, starting its execu
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import re
@@ -53,7 +54,9 @@ from longhaul.problems import (
 from longhaul.records import JOB_ID, Charge, Job
 from longhaul.storage.jobs import ACTIVE, IdempotencyConflict, NewJob, TransitionRejected
 from longhaul.storage.listing import BadCursor
+from longhaul.storage.reviews import ReviewClosed
 from longhaul.submission import Intake
+from longhaul.webhooks.addresses import UnsafeCallback, check_url, system_resolver
 from longhaul.wiring import Services
 from longhaul.workflows import REGISTRY
 
@@ -92,6 +95,7 @@ class JobService:
                 f"workflow {request.workflow!r} is not deployed", allowed_workflows=sorted(s.settings.workflows)
             )
         spec = REGISTRY[request.workflow]
+        self._check_callback(request.callback_url)
         payload_hash = canonical_hash(request)
         if idempotency_key:
             existing = s.jobs.find_idempotent(principal.tenant_id, idempotency_key)
@@ -125,6 +129,10 @@ class JobService:
                     budget_tokens=budget_tokens,
                     budget_cost_micro=budget_cost,
                     route=request.route,
+                    review_mode=request.review.mode if request.review else None,
+                    review_deadline_seconds=request.review.deadline_seconds if request.review else None,
+                    callback_url=request.callback_url,
+                    links_base=base_url if request.callback_url else None,
                 )
             )
         except IdempotencyConflict as conflict:
@@ -164,6 +172,18 @@ class JobService:
                 retry_after_seconds=max(1, int((midnight - s.now()).total_seconds())),
             )
         return tokens, cost
+
+    def _check_callback(self, url: str | None) -> None:
+        """A callback URL must be https to a public address (resolved now, and again at every delivery)."""
+        if url is None:
+            return
+        try:
+            check_url(url, allowlist=self.services.settings.callback_allowlist, resolver=system_resolver)
+        except UnsafeCallback as unsafe:
+            raise InvalidRequest(
+                "the callback URL is not allowed",
+                errors=[{"loc": ["body", "callback_url"], "msg": str(unsafe), "type": "unsafe_callback"}],
+            ) from None
 
     def _ensure_started(self, job: Job) -> None:
         if job.status != JobStatus.QUEUED:
@@ -271,6 +291,7 @@ class JobService:
                 "the cancellation is recorded but the execution could not be stopped yet; "
                 "the sweep will finish it, or cancel again"
             ) from None
+        self._close_review(job)
         outcome = self._cancel_outcome(s.jobs.get_job(job_id) or job, "cancelled")
         try:
             s.jobs.transition(
@@ -286,6 +307,16 @@ class JobService:
                 latest, f"the job ended {latest.status.value} before the cancellation took hold"
             )
         return outcome.model_copy(update={"status": JobStatus.CANCELLED})
+
+    def _close_review(self, job: Job) -> None:
+        """A cancelled job's open review is closed for its reviewers (its wait was stopped with the execution)."""
+        if job.review is None or job.review.status != "pending":
+            return
+        review = self.services.reviews.get(job.review.review_id)
+        if review is not None:
+            with contextlib.suppress(ReviewClosed):
+                self.services.reviews.change(review, {}, status="cancelled")
+            self.services.reviews.drop_token(review.review_id)
 
     def _cancel_outcome(self, job: Job, message: str) -> CancelOutcome:
         done = [r for r in self.services.checkpoints.steps(job.job_id) if r.succeeded]

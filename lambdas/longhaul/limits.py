@@ -21,6 +21,12 @@ DEFAULT_PASSAGES_PER_GROUP = 4
 MIN_DEADLINE_SECONDS = 60
 MAX_DEADLINE_SECONDS = 24 * 3600
 DEFAULT_DEADLINE_SECONDS = 2 * 3600
+# A review's deadline (the escalation ladder's length). Bounded by the execution's own 24 h bound, with the rest of
+# the job's time: a job waiting for review gets its deadline pushed to the review's deadline plus this margin.
+MIN_REVIEW_DEADLINE_SECONDS = 10
+MAX_REVIEW_DEADLINE_SECONDS = 12 * 3600
+DEFAULT_REVIEW_DEADLINE_SECONDS = 4 * 3600
+REVIEW_DEADLINE_MARGIN_SECONDS = 900
 
 # Document and upload names: shown in citations, never used in storage keys.
 MAX_NAME_CHARS = 128

@@ -270,11 +270,20 @@ def sweep(services: Services, now: datetime, *, stuck_after: timedelta | None = 
                 counts["expired"] += _expire(services, job, job.deadline_at)
             elif reconcile(services, job, now=now):
                 counts["reconciled"] += 1
-            elif job.updated_at < now - stuck_after and not _recently_reported(job, now, stuck_after):
+            elif (
+                status != JobStatus.WAITING_FOR_REVIEW  # waiting for a person is its review ladder's business
+                and job.updated_at < now - stuck_after
+                and not _recently_reported(job, now, stuck_after)
+            ):
                 idle = int((now - job.updated_at).total_seconds())
                 jobs.append_event(job.job_id, "job_stuck", step=job.current_step, detail={"idle_seconds": idle})
                 jobs.mark_stuck(job.job_id, iso(now))
                 counts["stuck"] += 1
+    from longhaul.webhooks.dispatcher import relay_pending  # the outbox's safety net: starts what was missed
+
+    relayed = relay_pending(services)
+    if relayed:
+        logger.info("webhooks relayed", extra={"webhooks": relayed})
     metrics.add_metric(name="StuckJobs", unit="Count", value=counts["stuck"])
     metrics.add_metric(name="ExpiredJobs", unit="Count", value=counts["expired"])
     return counts

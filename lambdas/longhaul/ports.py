@@ -66,3 +66,26 @@ class DeadLetters(Protocol):
 
     def purge(self, job_id: str) -> int:
         """Remove the job's letters from the index and its messages from the queues; the number of messages."""
+
+
+class TaskTokens(Protocol):
+    """Resumes an execution waiting on a task token (a review). A token that is no longer valid (its wait timed out,
+    the execution ended) is not an error: the review lane reads the decision from the store anyway."""
+
+    def succeed(self, token: str, output: Mapping[str, Any]) -> bool:
+        """Resume the wait with `output`; False when the token was no longer valid."""
+
+    def fail(self, token: str, *, error: str, cause: str = "") -> bool:
+        """End the wait with `error` (an ASL error name); False when the token was no longer valid."""
+
+
+class WebhookDispatch(Protocol):
+    """Starts the delivery of one webhook of the outbox (at most one run per `name`)."""
+
+    def start(self, webhook_id: str, job_id: str, *, name: str | None = None) -> None:
+        """Start delivering; a run of that name (default: the webhook id) that exists already counts as started."""
+
+
+class WebhookSecrets(Protocol):
+    def signing_secrets(self, tenant_id: str) -> list[str]:
+        """The tenant's secrets that sign now: the current one first, then one in its rotation grace period."""

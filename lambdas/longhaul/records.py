@@ -16,10 +16,12 @@ from longhaul.budgets import usd
 from longhaul.contracts import (
     TERMINAL_STATUSES,
     BudgetView,
+    CallbackStatus,
     JobError,
     JobStatus,
     JobView,
     Progress,
+    ReviewSummary,
     StepUsage,
     Usage,
 )
@@ -69,6 +71,12 @@ class Job(Record):
     budget_exhausted: str | None = None
     route: str | None = None
     stuck_reported_at: datetime | None = None
+    review_mode: str | None = None  # as requested; None: the workflow's default
+    review_deadline_seconds: int | None = None
+    review: ReviewSummary | None = None
+    callback_url: str | None = None
+    links_base: str | None = None  # the API's base URL at submit, for the links of webhooks
+    callback: CallbackStatus | None = None
 
     def initial_state(self) -> WorkflowState:
         """The state document an execution of this job starts with."""
@@ -120,6 +128,8 @@ class Job(Record):
             finished_at=self.finished_at,
             deadline_at=self.deadline_at,
             error=self.error,
+            review=self.review,
+            callback=self.callback,
         )
 
 
@@ -184,3 +194,64 @@ class IdempotencyRecord(Record):
     job_id: str
     payload_hash: str
     expires_at: int
+
+
+ReviewStatus = Literal["pending", "decided", "expired", "cancelled"]
+Decision = Literal["approve", "reject", "edit"]
+
+
+class ReviewRecord(Record):
+    """A human review of one job's draft. Its task token is a separate item that never leaves the stores."""
+
+    review_id: str
+    job_id: str
+    tenant_id: str
+    workflow: str
+    step: str
+    status: ReviewStatus = "pending"
+    since: datetime
+    deadline: datetime
+    deadline_seconds: int
+    assignee_group: str
+    secondary_group: str
+    reminders: int = 0
+    rung: int = 0  # 0 waiting, 1 reminded, 2 reassigned, 3 final action taken
+    reasons: list[str] = Field(default_factory=list)
+    material_key: str
+    decision: Decision | None = None
+    comment: str | None = None
+    edits_key: str | None = None
+    decided_by: str | None = None
+    decided_at: datetime | None = None
+    updated_at: datetime | None = None
+
+    def summary(self) -> ReviewSummary:
+        return ReviewSummary(
+            review_id=self.review_id,
+            status=self.status,
+            since=self.since,
+            deadline=self.deadline,
+            assignee_group=self.assignee_group,
+            reminders=self.reminders,
+        )
+
+
+OutboxStatus = Literal["pending", "retrying", "delivered", "dead"]
+
+
+class OutboxRecord(Record):
+    """One webhook to deliver, written in the same transaction as the status change it announces."""
+
+    webhook_id: str
+    job_id: str
+    tenant_id: str
+    event: str
+    url: str
+    body: str  # the exact JSON that is signed and sent, every attempt
+    status: OutboxStatus = "pending"
+    attempts: int = 0
+    created_at: datetime
+    last_attempt_at: datetime | None = None
+    last_error: str | None = None
+    delivered_at: datetime | None = None
+    redeliveries: int = 0

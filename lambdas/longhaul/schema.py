@@ -6,8 +6,12 @@ tables (built from the synthesized template), so the three cannot drift.
 Items:  JOB#<id>/JOB  ·  JOB#<id>/STEP#<step>[#<item>]  ·  JOB#<id>/EVENT#<seq>  ·  JOB#<id>/CHARGE#<id>
         JOB#<id>/DEADLETTER#<step>#<item>  ·  IDEMP#<tenant>#<key>/IDEMP  ·  APIKEY#<sha256>/APIKEY
         TENANT#<id>/POLICY  ·  TENANT#<id>/USAGE#<yyyy-mm-dd>  ·  BREAKER#<provider>#<model>/BREAKER
+        REVIEW#<id>/REVIEW  ·  REVIEW#<id>/TOKEN (the task token: no index key, never projected anywhere)
+        OUTBOX#<webhook id>/OUTBOX
 Indexes: by_tenant (gsi1pk TENANT#<tenant>, gsi1sk <created_at>#<job>) lists a tenant's jobs by time;
-         by_state (gsi2pk STATUS#<status> | DEADLETTER, gsi2sk <time>) lists jobs by status and dead letters;
+         by_tenant also lists a tenant's reviews by status (gsi1pk REVIEWS#<tenant>#<status>, gsi1sk <since>#<id>);
+         by_state (gsi2pk STATUS#<status> | DEADLETTER, gsi2sk <time>) lists jobs by status and dead letters,
+         and webhooks by delivery status (gsi2pk OUTBOX#<status>);
          by_created (gsi3pk JOBS, gsi3sk <created_at>#<job>, keys only) lists every job by time.
 """
 
@@ -31,6 +35,10 @@ CHARGE_PREFIX = "CHARGE#"
 DEAD_LETTER_PREFIX = "DEADLETTER#"
 DEAD_LETTER_PARTITION = "DEADLETTER"
 EVENT_SEQ_DIGITS = 10
+
+REVIEW_SK = "REVIEW"
+REVIEW_TOKEN_SK = "TOKEN"
+OUTBOX_SK = "OUTBOX"
 
 # Artifact prefixes: intermediate ones expire (bucket lifecycle), results are kept.
 UPLOADS_PREFIX = "uploads/"
@@ -91,3 +99,23 @@ def tenant_partition(tenant_id: str) -> str:
 
 def status_partition(status: str) -> str:
     return f"STATUS#{status}"
+
+
+def review_key(review_id: str) -> dict[str, str]:
+    return {PK: f"REVIEW#{review_id}", SK: REVIEW_SK}
+
+
+def review_token_key(review_id: str) -> dict[str, str]:
+    return {PK: f"REVIEW#{review_id}", SK: REVIEW_TOKEN_SK}
+
+
+def reviews_partition(tenant_id: str, status: str) -> str:
+    return f"REVIEWS#{tenant_id}#{status}"
+
+
+def outbox_key(webhook_id: str) -> dict[str, str]:
+    return {PK: f"OUTBOX#{webhook_id}", SK: OUTBOX_SK}
+
+
+def outbox_partition(status: str) -> str:
+    return f"OUTBOX#{status}"

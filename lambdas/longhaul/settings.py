@@ -38,6 +38,9 @@ class Env:
     BREAKER_WINDOW_SECONDS = "LONGHAUL_BREAKER_WINDOW_SECONDS"
     BREAKER_COOLDOWN_SECONDS = "LONGHAUL_BREAKER_COOLDOWN_SECONDS"
     TENANT_POLICIES = "LONGHAUL_TENANT_POLICIES"
+    CALLBACK_ALLOWLIST = "LONGHAUL_CALLBACK_ALLOWLIST"
+    WEBHOOK_DELIVERY = "LONGHAUL_WEBHOOK_DELIVERY"
+    WEBHOOK_SECRETS_PREFIX = "LONGHAUL_WEBHOOK_SECRETS_PREFIX"
 
 
 class Settings(BaseModel):
@@ -62,6 +65,17 @@ class Settings(BaseModel):
     breaker_failures: int = Field(default=5, alias=Env.BREAKER_FAILURES, gt=0)
     breaker_window_seconds: int = Field(default=60, alias=Env.BREAKER_WINDOW_SECONDS, gt=0)
     breaker_cooldown_seconds: int = Field(default=30, alias=Env.BREAKER_COOLDOWN_SECONDS, gt=0)
+    # Origins (`http://127.0.0.1:9000`) whose callbacks skip the address checks and may use plain http.
+    callback_allowlist: frozenset[str] = Field(default=frozenset(), alias=Env.CALLBACK_ALLOWLIST)
+    webhook_delivery: str | None = Field(default=None, alias=Env.WEBHOOK_DELIVERY)  # state machine ARN
+    webhook_secrets_prefix: str = Field(default="longhaul/webhooks/", alias=Env.WEBHOOK_SECRETS_PREFIX)
+
+    @field_validator("callback_allowlist", mode="before")
+    @classmethod
+    def _parse_allowlist(cls, value: object) -> object:
+        from longhaul.webhooks.addresses import parse_allowlist
+
+        return parse_allowlist(value) if isinstance(value, str) else value
 
     @field_validator("workflows", "dead_letter_queues", "model_routes", "step_routes", "model_prices", mode="before")
     @classmethod

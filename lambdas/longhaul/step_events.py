@@ -69,3 +69,13 @@ def payload(model: type[BaseModel], **fields: Any) -> dict[str, Any]:
         (f"{name}.$" if isinstance(value, str) and value.startswith("$") else name): value
         for name, value in fields.items()
     }
+
+
+class ReviewEvent(BaseModel):
+    """What the review lane's Tasks pass to its function: `wait` (with the task token) or `advance`."""
+
+    action: str
+    step: str
+    execution: str | None = None
+    token: str | None = None
+    input: WorkflowState

@@ -3,22 +3,28 @@
 from __future__ import annotations
 
 import threading
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from functools import cached_property, lru_cache
 
 from longhaul import aws
 from longhaul.adapters.dead_letters import QueueDeadLetters
-from longhaul.adapters.stepfunctions import StepFunctionsEngine
+from longhaul.adapters.secrets import SecretsManagerWebhookSecrets
+from longhaul.adapters.stepfunctions import StepFunctionsDispatch, StepFunctionsEngine, StepFunctionsTokens
 from longhaul.artifacts import ArtifactStore
 from longhaul.llm.port import ModelGateway
 from longhaul.llm.routes import DEFAULT_ROUTE, Route, Routing
-from longhaul.ports import DeadLetters, WorkflowEngine
+from longhaul.observability import logger
+from longhaul.ports import DeadLetters, TaskTokens, WebhookDispatch, WebhookSecrets, WorkflowEngine
+from longhaul.records import OutboxRecord
 from longhaul.settings import Settings, get_settings
 from longhaul.storage.breakers import BreakerPolicy, BreakerStore
 from longhaul.storage.budgets import BudgetStore
 from longhaul.storage.checkpoints import CheckpointStore
 from longhaul.storage.jobs import JobStore
+from longhaul.storage.reviews import ReviewStore
+from longhaul.webhooks.outbox import OutboxStore
 
 
 @dataclass(frozen=True)
@@ -29,9 +35,20 @@ class Services:
     artifacts: ArtifactStore
     engine: WorkflowEngine
     dead_letters: DeadLetters
+    tokens: TaskTokens | None = None
+    dispatch: WebhookDispatch | None = None
+    webhook_secrets: WebhookSecrets | None = None
 
     def now(self) -> datetime:
         return self.jobs.clock.now()
+
+    @property
+    def reviews(self) -> ReviewStore:
+        return ReviewStore(self.jobs.table, clock=self.jobs.clock)
+
+    @property
+    def outbox(self) -> OutboxStore:
+        return OutboxStore(self.jobs.table, clock=self.jobs.clock)
 
     def gateway(self) -> ModelGateway:
         """The adapter of the `default` route (steps call models through `StepContext.model()`)."""
@@ -87,17 +104,34 @@ def clear() -> None:
     _adapter.cache_clear()
 
 
+def _relay(dispatch: WebhookDispatch | None) -> Callable[[OutboxRecord], None] | None:
+    """Start a webhook's delivery as soon as its transaction committed (the sweep starts any this missed)."""
+    if dispatch is None:
+        return None
+
+    def relay(webhook: OutboxRecord) -> None:
+        dispatch.start(webhook.webhook_id, webhook.job_id)
+        logger.info("webhook queued", extra={"webhook_id": webhook.webhook_id, "event": webhook.event})
+
+    return relay
+
+
 def _build(settings: Settings) -> Services:
     s3 = aws.client("s3")
     presign = aws.client("s3", settings.s3_public_endpoint) if settings.s3_public_endpoint else s3
     table = aws.dynamodb_table(settings.table_name)
+    stepfunctions = aws.client("stepfunctions")
+    dispatch = StepFunctionsDispatch(stepfunctions, settings.webhook_delivery) if settings.webhook_delivery else None
     return Services(
         settings=settings,
-        jobs=JobStore(table),
+        jobs=JobStore(table, on_outbox=_relay(dispatch)),
         checkpoints=CheckpointStore(table),
         artifacts=ArtifactStore(s3, settings.bucket_name, presign_client=presign),
-        engine=StepFunctionsEngine(aws.client("stepfunctions"), settings.workflows),
+        engine=StepFunctionsEngine(stepfunctions, settings.workflows),
         dead_letters=QueueDeadLetters(table, aws.client("sqs"), settings.dead_letter_queues),
+        tokens=StepFunctionsTokens(stepfunctions),
+        dispatch=dispatch,
+        webhook_secrets=SecretsManagerWebhookSecrets(aws.client("secretsmanager"), settings.webhook_secrets_prefix),
     )
 
 

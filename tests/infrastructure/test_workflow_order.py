@@ -52,7 +52,8 @@ def machines(template: dict[str, Any]) -> dict[str, dict[str, Any]]:
     by_workflow = {}
     for machine in resources(template, "AWS::StepFunctions::StateMachine").values():
         asl = definition(machine)
-        by_workflow[asl["Comment"].removeprefix("Longhaul workflow ")] = asl
+        if asl["Comment"].startswith("Longhaul workflow "):  # not the webhook delivery
+            by_workflow[asl["Comment"].removeprefix("Longhaul workflow ")] = asl
     return by_workflow
 
 

@@ -11,7 +11,7 @@ import pytest
 from boto3.dynamodb.conditions import Key
 from botocore.exceptions import ClientError
 
-from longhaul.auth import Principal, api_key_item
+from longhaul.auth import api_key_item
 from longhaul.contracts import JobStatus
 from longhaul.records import Job
 from longhaul.storage.checkpoints import CheckpointStore
@@ -357,6 +357,9 @@ def test_an_api_key_resolves_to_its_tenant_and_role(store: JobStore, table: Any)
     table.put_item(Item=api_key_item("key-of-a-0123456789", "tenant-a"))
     table.put_item(Item=api_key_item("key-of-ops-0123456789", "ops", role="operator"))
 
-    assert store.principal_for_key("key-of-a-0123456789") == Principal(tenant_id="tenant-a", role="tenant")
-    assert store.principal_for_key("key-of-ops-0123456789") == Principal(tenant_id="ops", role="operator")
+    tenant, operator = store.principal_for_key("key-of-a-0123456789"), store.principal_for_key("key-of-ops-0123456789")
+    assert tenant is not None and operator is not None
+    assert (tenant.tenant_id, tenant.role) == ("tenant-a", "tenant")
+    assert (operator.tenant_id, operator.role) == ("ops", "operator")
+    assert tenant.key_id and tenant.key_id != operator.key_id  # names the key in audit records, never is it
     assert store.principal_for_key("key-unknown-0123456789") is None

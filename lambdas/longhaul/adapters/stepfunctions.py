@@ -72,3 +72,51 @@ class StepFunctionsEngine:
             raise RedriveRefused(str(message)) from None
         except (BotoCoreError, AttributeError, NotImplementedError) as error:
             raise RedriveRefused(f"redrive is not available here ({type(error).__name__})") from None
+
+
+class StepFunctionsTokens:
+    """Task tokens of `.waitForTaskToken` Tasks (reviews)."""
+
+    GONE = frozenset({"TaskTimedOut", "TaskDoesNotExist", "InvalidToken"})
+
+    def __init__(self, client: Any) -> None:
+        self._client = client
+
+    def succeed(self, token: str, output: Mapping[str, Any]) -> bool:
+        return self._send(lambda: self._client.send_task_success(taskToken=token, output=json.dumps(dict(output))))
+
+    def fail(self, token: str, *, error: str, cause: str = "") -> bool:
+        return self._send(lambda: self._client.send_task_failure(taskToken=token, error=error, cause=cause))
+
+    def _send(self, call: Any) -> bool:
+        try:
+            call()
+            return True
+        except ClientError as error:
+            if _code(error) in self.GONE:
+                return False
+            raise EngineUnavailable(f"SendTask*: {_code(error)}") from None  # never echo the token
+        except BotoCoreError as error:
+            raise EngineUnavailable(f"SendTask*: {type(error).__name__}") from None
+
+
+class StepFunctionsDispatch:
+    """Webhook deliveries as executions of the delivery state machine, named by the webhook id (so a webhook is
+    delivered by one run however often it is started)."""
+
+    def __init__(self, client: Any, state_machine_arn: str) -> None:
+        self._client = client
+        self._arn = state_machine_arn
+
+    def start(self, webhook_id: str, job_id: str, *, name: str | None = None) -> None:
+        try:
+            self._client.start_execution(
+                stateMachineArn=self._arn,
+                name=name or webhook_id,
+                input=json.dumps({"webhook_id": webhook_id, "job_id": job_id}),
+            )
+        except ClientError as error:
+            if _code(error) != "ExecutionAlreadyExists":
+                raise EngineUnavailable(f"StartExecution: {_code(error)}") from error
+        except BotoCoreError as error:
+            raise EngineUnavailable(f"StartExecution: {type(error).__name__}") from error

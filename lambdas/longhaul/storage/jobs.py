@@ -7,7 +7,7 @@ no status take their sequence number from the same counter in the same kind of t
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any
@@ -19,9 +19,11 @@ from longhaul.auth import Principal, key_hash
 from longhaul.clock import Clock, SystemClock, iso
 from longhaul.contracts import TERMINAL_STATUSES, EventView, JobStatus
 from longhaul.errors import TransientError
-from longhaul.records import IdempotencyRecord, Job
+from longhaul.observability import logger
+from longhaul.records import IdempotencyRecord, Job, OutboxRecord
 from longhaul.storage.dynamo import Cancelled, backoff, plain, transact, update_expression
 from longhaul.storage.listing import JobListing
+from longhaul.webhooks.outbox import outbox_writes
 
 S = JobStatus
 # Which statuses a job may move to from each status. Anything else is rejected.
@@ -71,23 +73,46 @@ class NewJob:
     budget_tokens: int | None = None
     budget_cost_micro: int | None = None
     route: str | None = None
+    review_mode: str | None = None
+    review_deadline_seconds: int | None = None
+    callback_url: str | None = None
+    links_base: str | None = None
 
 
 def _job(item: Mapping[str, Any]) -> Job:
     return Job.model_validate(plain(item))
 
 
+OutboxRelay = Callable[[OutboxRecord], None]
+
+
 class JobStore(JobListing):
-    def __init__(self, table: Any, *, clock: Clock | None = None, idempotency_ttl: timedelta = timedelta(hours=24)):
+    """`on_outbox` is told of each webhook once its transaction has committed (it starts the delivery); if it fails
+    or never runs, the sweep finds the webhook still pending and starts it then."""
+
+    def __init__(
+        self,
+        table: Any,
+        *,
+        clock: Clock | None = None,
+        idempotency_ttl: timedelta = timedelta(hours=24),
+        on_outbox: OutboxRelay | None = None,
+    ):
         super().__init__(table)
         self.clock = clock or SystemClock()
         self.idempotency_ttl = idempotency_ttl
+        self.on_outbox = on_outbox
 
     # ------------------------------------------------------------------ API keys
 
     def principal_for_key(self, api_key: str) -> Principal | None:
-        item = self.table.get_item(Key=schema.api_key_key(key_hash(api_key))).get("Item")
-        return Principal(tenant_id=item["tenant_id"], role=item.get("role", "tenant")) if item else None
+        digest = key_hash(api_key)
+        item = self.table.get_item(Key=schema.api_key_key(digest)).get("Item")
+        return (
+            Principal(tenant_id=item["tenant_id"], role=item.get("role", "tenant"), key_id=digest[:12])
+            if item
+            else None
+        )
 
     # ------------------------------------------------------------------ jobs
 
@@ -132,6 +157,13 @@ class JobStore(JobListing):
             item |= {"spent_tokens": 0, "spent_cost_micro": 0, "cost_micro": 0}
         if job.route:
             item["route"] = job.route
+        optional = {
+            "review_mode": job.review_mode,
+            "review_deadline_seconds": job.review_deadline_seconds,
+            "callback_url": job.callback_url,
+            "links_base": job.links_base,
+        }
+        item.update({k: v for k, v in optional.items() if v is not None})
         writes: list[dict[str, Any]] = [
             {"Put": {"TableName": self.table.name, "Item": item, "ConditionExpression": "attribute_not_exists(pk)"}},
             {"Put": {"TableName": self.table.name, "Item": self._event_item(job.job_id, 1, "job_queued", S.QUEUED)}},
@@ -222,6 +254,9 @@ class JobStore(JobListing):
                 fields["finished_at"] = now
             if to == S.RUNNING and current.started_at is None:
                 fields["started_at"] = now
+            # The webhook announcing this change, if any, commits with it (the transactional outbox).
+            outbox, callback_fields, webhook = outbox_writes(self.table.name, current, to, seq, now, detail)
+            fields.update(callback_fields)
             update = update_expression(fields, extra_set=("version = :v1", "event_seq = :seq"))
             try:
                 transact(
@@ -251,13 +286,24 @@ class JobStore(JobListing):
                                 "ConditionExpression": "attribute_not_exists(pk)",
                             }
                         },
+                        *outbox,
                     ],
                 )
                 merged = {**current.model_dump(mode="json"), **fields, "version": current.version + 1, "event_seq": seq}
+                if webhook is not None:
+                    self._relay(webhook)
                 return _job(merged)
             except Cancelled:
                 continue  # it changed meanwhile: read again
         raise TransitionRejected(f"job {job_id} kept changing; transition to {to.value} abandoned")
+
+    def _relay(self, webhook: OutboxRecord) -> None:
+        if self.on_outbox is None:
+            return
+        try:
+            self.on_outbox(webhook)
+        except Exception:  # the status change has committed; the sweep relays what was not started here
+            logger.exception("webhook not started; the sweep will start it", extra={"webhook_id": webhook.webhook_id})
 
     def update_job(self, job_id: str, fields: Mapping[str, Any], *, only_if: Iterable[JobStatus] = ACTIVE) -> bool:
         """Set informational fields (current step, progress) while the job is in one of `only_if`."""

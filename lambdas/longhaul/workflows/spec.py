@@ -14,7 +14,7 @@ import importlib
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from enum import StrEnum
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import BaseModel
 
@@ -31,6 +31,31 @@ Prepare = Callable[["Intake", Any], "PreparedInput"]
 class StepKind(StrEnum):
     STEP = "step"  # one Lambda invocation over the whole state
     FAN_OUT = "fan-out"  # a Map: one invocation per item of an earlier step's output list
+    REVIEW = "review"  # a person decides on the draft; the execution waits on a task token (no compute held)
+
+
+ReviewMode = Literal["always", "never", "auto"]
+FinalAction = Literal["expire", "approve"]
+# The platform's body of every review step (decides whether a review is needed, opens it); see `longhaul.review`.
+REVIEW_WORK = "longhaul.review.lane:open_review"
+
+
+@dataclass(frozen=True)
+class ReviewPolicy:
+    """How a workflow's review behaves: who reviews, when it is needed, and the escalation ladder on its deadline
+    (a reminder at one third, reassignment to `secondary_group` at two thirds, `final_action` at the deadline).
+
+    The workflow's domain module provides `review_reasons(ctx) -> list[str]` (why `auto` asks for a review; empty:
+    no review) and `review_material(ctx) -> BaseModel` (the draft and its evidence, shown to the reviewer); its
+    publish step applies accepted `edits` (validated by `edits_model`) like model output.
+    """
+
+    assignee_group: str
+    secondary_group: str
+    edits_model: type[BaseModel]
+    mode: ReviewMode = "never"
+    deadline_seconds: int = limits.DEFAULT_REVIEW_DEADLINE_SECONDS
+    final_action: FinalAction = "expire"
 
 
 @dataclass(frozen=True)
@@ -42,10 +67,13 @@ class StepSpec:
     timeout_seconds: int | None = None  # Lambda timeout; None = the house policy's default
     memory_mb: int | None = None
     calls_model: bool = False
+    review: ReviewPolicy | None = None  # a review step's policy
 
     def __post_init__(self) -> None:
         if (self.kind == StepKind.FAN_OUT) != (self.over is not None):
             raise ValueError(f"step {self.name!r}: a fan-out names what it fans out `over`, and only a fan-out does")
+        if (self.kind == StepKind.REVIEW) != (self.review is not None):
+            raise ValueError(f"step {self.name!r}: a review step has a review policy, and only a review step does")
 
 
 def step(name: str, **options: Any) -> StepSpec:
@@ -54,6 +82,10 @@ def step(name: str, **options: Any) -> StepSpec:
 
 def fan_out(name: str, *, over: str, **options: Any) -> StepSpec:
     return StepSpec(name, kind=StepKind.FAN_OUT, over=over, **options)
+
+
+def review(name: str, *, policy: ReviewPolicy, **options: Any) -> StepSpec:
+    return StepSpec(name, kind=StepKind.REVIEW, review=policy, **options)
 
 
 @dataclass(frozen=True)
@@ -69,6 +101,8 @@ class WorkflowSpec:
 
     def __post_init__(self) -> None:
         names = [s.name for s in self.steps]
+        if sum(1 for s in self.steps if s.kind == StepKind.REVIEW) > 1:
+            raise ValueError(f"workflow {self.name!r}: at most one review step")
         if len(set(names)) != len(names):
             raise ValueError(f"workflow {self.name!r}: step names repeat: {names}")
         for s in self.steps:
@@ -89,6 +123,11 @@ class WorkflowSpec:
         return tuple(s.name for s in self.steps if s.calls_model)
 
     @property
+    def review_step(self) -> StepSpec | None:
+        """The workflow's review step (at most one)."""
+        return next((s for s in self.steps if s.kind == StepKind.REVIEW), None)
+
+    @property
     def last_step(self) -> str:
         return self.steps[-1].name
 
@@ -99,10 +138,19 @@ class WorkflowSpec:
             raise KeyError(f"workflow {self.name!r} has no step {name!r}; steps: {list(self.step_names)}") from None
 
     def work(self, name: str) -> StepWork:
-        """The domain function of a step (the domain module is imported here, never by the API)."""
-        self.step(name)
+        """The domain function of a step (the domain module is imported here, never by the API); a review step's is
+        the platform's."""
+        if self.step(name).kind == StepKind.REVIEW:
+            module, _, function = REVIEW_WORK.partition(":")
+            opened: StepWork = getattr(importlib.import_module(module), function)
+            return opened
         work: StepWork = getattr(importlib.import_module(self.domain), name)
         return work
+
+    def hook(self, name: str) -> Callable[..., Any]:
+        """A function of the domain module by name (e.g. the review hooks `review_reasons`, `review_material`)."""
+        found: Callable[..., Any] = getattr(importlib.import_module(self.domain), name)
+        return found
 
     def prepare(self) -> Prepare:
         """The workflow's submission logic: validate and store its input (see `longhaul.submission`)."""

@@ -1,12 +1,42 @@
 """Workflow `document-analysis`: answer a question over documents, with verified citations.
 
-parse → chunk → index → retrieve → fan out evidence extraction over passage groups → draft → verify → publish.
+parse → chunk → index → retrieve → fan out evidence extraction over passage groups → draft → verify → review →
+publish. The review (when asked for; `auto`: when verification dropped a claim) may edit the answer and the claims;
+edited claims are verified against their pages like the model's.
 """
 
 from __future__ import annotations
 
-from longhaul.contracts import DocumentAnalysisInput, JobResult
-from longhaul.workflows.spec import WorkflowSpec, fan_out, step
+from typing import Annotated
+
+from pydantic import Field, model_validator
+
+from longhaul.contracts import DocumentAnalysisInput, JobResult, Strict
+from longhaul.workflows.spec import ReviewPolicy, WorkflowSpec, fan_out, review, step
+
+
+class EditedCitation(Strict):
+    chunk_id: Annotated[str, Field(min_length=1, max_length=200)]
+    quote: Annotated[str, Field(min_length=1, max_length=2000)]
+
+
+class EditedClaim(Strict):
+    text: Annotated[str, Field(min_length=1, max_length=2000)]
+    citations: Annotated[list[EditedCitation], Field(min_length=1, max_length=20)]
+
+
+class AnswerEdits(Strict):
+    """A reviewer's edits: a new answer and/or claims (each citation is verified like the model's)."""
+
+    answer: Annotated[str | None, Field(default=None, min_length=1, max_length=20_000)]
+    claims: Annotated[list[EditedClaim] | None, Field(default=None, max_length=100)]
+
+    @model_validator(mode="after")
+    def _something(self) -> AnswerEdits:
+        if self.answer is None and self.claims is None:
+            raise ValueError("edit the `answer`, the `claims`, or both")
+        return self
+
 
 SPEC = WorkflowSpec(
     name="document-analysis",
@@ -28,6 +58,12 @@ SPEC = WorkflowSpec(
         ),
         step("draft_answer", timeout_seconds=120, calls_model=True),
         step("verify_citations"),
+        review(
+            "review",
+            policy=ReviewPolicy(
+                assignee_group="analysts", secondary_group="analysis-leads", edits_model=AnswerEdits, mode="never"
+            ),
+        ),
         step("publish_result"),
     ),
 )

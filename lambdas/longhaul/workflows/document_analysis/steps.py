@@ -17,8 +17,10 @@ from longhaul.contracts import Claim, DocumentAnalysisInput, DocumentSummary, Jo
 from longhaul.documents import Chunk, ParsedDocument, chunk_document, parse_document
 from longhaul.errors import InvalidInputError
 from longhaul.retrieval import LexicalIndex, group_passages
+from longhaul.review.contracts import ReviewEvidence, ReviewMaterial
 from longhaul.runner import StepContext
 from longhaul.submission import Intake, PreparedInput, StoredDocument
+from longhaul.workflows.document_analysis.spec import AnswerEdits
 
 TOP_K = 16
 GROUP_SIZE = 4
@@ -153,9 +155,61 @@ def verify_citations(ctx: StepContext) -> dict[str, Any]:
     return {"verified_key": key, "claims": len(claims), "citations_dropped": verification.citations_dropped}
 
 
+# ---------------------------------------------------------------------- review
+
+
+def review_reasons(ctx: StepContext) -> list[str]:
+    """`auto` review: when citation verification dropped a claim."""
+    verified = ctx.services.artifacts.get_json(ctx.output_of("verify_citations")["verified_key"])
+    verification = Verification.model_validate(verified["verification"])
+    if verification.claims_dropped:
+        return [
+            f"citation verification dropped {verification.claims_dropped} claim(s) "
+            f"({verification.citations_dropped} citation(s) not found on their pages)"
+        ]
+    return []
+
+
+def review_material(ctx: StepContext) -> ReviewMaterial:
+    """The verified draft, and every citation the model gave (verified or not) with its document and page."""
+    store = ctx.services.artifacts
+    verified = store.get_json(ctx.output_of("verify_citations")["verified_key"])
+    draft = Draft.model_validate(store.get_json(ctx.output_of("draft_answer")["draft_key"]))
+    chunks = {c.chunk_id: c for c in _chunks(ctx)}
+    kept = {(c["chunk_id"], c["quote"]) for claim in verified["claims"] for c in claim["citations"]}
+    evidence = []
+    for claim in draft.claims:
+        for citation in claim.citations:
+            chunk = chunks.get(citation.chunk_id)
+            evidence.append(
+                ReviewEvidence(
+                    claim=claim.text,
+                    document=chunk.document if chunk else "(unknown passage)",
+                    page=chunk.page if chunk else None,
+                    quote=citation.quote,
+                    verified=(citation.chunk_id, citation.quote) in kept,
+                )
+            )
+    return ReviewMaterial(draft=verified, evidence=evidence)
+
+
+def _reviewed(ctx: StepContext, verified: dict[str, Any]) -> dict[str, Any]:
+    """The verified draft with a reviewer's edits: edited claims are verified against their pages like the model's."""
+    decision = ctx.state.steps.get("review") or {}
+    if not decision.get("edits_key"):
+        return verified
+    edits = AnswerEdits.model_validate(ctx.services.artifacts.get_json(str(decision["edits_key"])))
+    answer = edits.answer if edits.answer is not None else verified["answer"]
+    if edits.claims is None:
+        return {**verified, "answer": answer}
+    draft = Draft.model_validate({"answer": answer, "claims": [c.model_dump() for c in edits.claims]})
+    claims, verification = analysis.verify_citations(draft, {c.chunk_id: c for c in _chunks(ctx)})
+    return {"answer": answer, "claims": [c.model_dump() for c in claims], "verification": verification.model_dump()}
+
+
 def publish_result(ctx: StepContext) -> dict[str, Any]:
     store, services = ctx.services.artifacts, ctx.services
-    verified = store.get_json(ctx.output_of("verify_citations")["verified_key"])
+    verified = _reviewed(ctx, store.get_json(ctx.output_of("verify_citations")["verified_key"]))
     claims = [Claim.model_validate(c) for c in verified["claims"]]
     documents = [
         ParsedDocument.model_validate(store.get_json(k)) for k in ctx.output_of("parse_documents")["parsed_keys"]

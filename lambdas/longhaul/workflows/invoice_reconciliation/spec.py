@@ -2,7 +2,8 @@
 deterministic business rules and reconcile them against the contract's price list.
 
 parse → fan out extraction over invoices (sourced, re-extracted with feedback) → business rules and reconciliation
-→ summary (checked against the validated numbers) → publish.
+→ summary (checked against the validated numbers) → review → publish. The review (when asked for; `auto`: when a
+discrepancy was found) may edit the summary, which is then checked like the model's.
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ from pydantic import Field, model_validator
 
 from longhaul.contracts import DocumentInput, Strict
 from longhaul.invoices.models import InvoiceReconciliationResult
-from longhaul.workflows.spec import WorkflowSpec, fan_out, step
+from longhaul.workflows.spec import ReviewPolicy, WorkflowSpec, fan_out, review, step
 
 MAX_INVOICES = 100
 
@@ -35,6 +36,12 @@ class InvoiceReconciliationInput(Strict):
         return self
 
 
+class SummaryEdits(Strict):
+    """A reviewer's summary; used only if every figure in it is a validated number (like the model's)."""
+
+    summary: Annotated[str, Field(min_length=1, max_length=5000)]
+
+
 SPEC = WorkflowSpec(
     name="invoice-reconciliation",
     description="Reconcile invoices against a contract's price list, every finding with a verbatim source.",
@@ -52,6 +59,15 @@ SPEC = WorkflowSpec(
         ),
         step("check_invoices"),
         step("summarize_findings", timeout_seconds=120, calls_model=True),
+        review(
+            "review",
+            policy=ReviewPolicy(
+                assignee_group="accounts-payable",
+                secondary_group="finance-controllers",
+                edits_model=SummaryEdits,
+                mode="never",
+            ),
+        ),
         step("publish_report"),
     ),
 )

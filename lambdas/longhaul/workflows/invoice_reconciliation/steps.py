@@ -19,9 +19,10 @@ from longhaul.invoices import prompts, report, sourcing
 from longhaul.invoices.models import ContractSummary, ExtractedInvoice, InvoiceResult
 from longhaul.invoices.pricelist import PriceList, PriceListError, parse_price_list
 from longhaul.invoices.sourcing import SourcingError
+from longhaul.review.contracts import ReviewEvidence, ReviewMaterial
 from longhaul.runner import StepContext
 from longhaul.submission import Intake, PreparedInput, StoredDocument
-from longhaul.workflows.invoice_reconciliation.spec import InvoiceReconciliationInput
+from longhaul.workflows.invoice_reconciliation.spec import InvoiceReconciliationInput, SummaryEdits
 
 WORKFLOW = "invoice-reconciliation"
 MAX_REEXTRACTIONS = 2  # after the first extraction, at most this many more with the sourcing errors as feedback
@@ -172,9 +173,44 @@ def summarize_findings(ctx: StepContext) -> dict[str, Any]:
     return {"summary_key": key}
 
 
+def review_reasons(ctx: StepContext) -> list[str]:
+    """`auto` review: when any discrepancy was found."""
+    found = [(r.document, len(r.discrepancies)) for r in _checked(ctx).invoices if r.discrepancies]
+    return [f"{document}: {count} discrepancy(ies)" for document, count in found]
+
+
+def review_material(ctx: StepContext) -> ReviewMaterial:
+    """The draft (the model's summary and each invoice's status) and every discrepancy with its source line."""
+    checked = _checked(ctx)
+    summary = ctx.services.artifacts.get_json(ctx.output_of("summarize_findings")["summary_key"])
+    draft = {
+        "summary": str(summary.get("text") or ""),
+        "invoices": [
+            {"document": r.document, "status": r.status, "discrepancies": len(r.discrepancies)}
+            for r in checked.invoices
+        ],
+    }
+    evidence = [
+        ReviewEvidence(
+            claim=f"{d.rule} at {d.field}: expected {d.expected}, found {d.actual}"
+            + (f" ({d.note})" if d.note else ""),
+            document=d.source.document if d.source else r.document,
+            page=d.source.page if d.source else None,
+            quote=d.source.quote if d.source else "",
+            verified=d.source is not None,
+        )
+        for r in checked.invoices
+        for d in r.discrepancies
+    ]
+    return ReviewMaterial(draft=draft, evidence=evidence)
+
+
 def publish_report(ctx: StepContext) -> dict[str, Any]:
     store, checked = ctx.services.artifacts, _checked(ctx)
     summary = store.get_json(ctx.output_of("summarize_findings")["summary_key"])
+    decision = ctx.state.steps.get("review") or {}
+    if decision.get("edits_key"):  # the reviewer's summary, checked like the model's
+        summary = {"text": SummaryEdits.model_validate(store.get_json(str(decision["edits_key"]))).summary}
     job = ctx.services.jobs.get_job(ctx.job_id)
     result = report.reconciliation_result(
         checked.invoices,

@@ -1,0 +1,67 @@
+"""The reviewer routes of the API function (`/v1/reviews/...`): a tenant's reviews, one review, a decision.
+
+The handler refuses other roles on these paths before routing (403); each use case checks the role again.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Literal
+
+from aws_lambda_powertools.event_handler import Response
+from aws_lambda_powertools.event_handler.api_gateway import Router
+from aws_lambda_powertools.event_handler.openapi.params import Body, Path, Query
+
+from handlers.api_shared import principal, problems
+from longhaul import limits
+from longhaul.review.contracts import DecisionOutcome, DecisionRequest, ReviewDetail, ReviewList
+from longhaul.review.service import ReviewService
+from longhaul.wiring import services
+
+router = Router()
+REVIEW_PROBLEMS = {
+    **problems(401, "Missing or unknown API key"),
+    **problems(403, "Not a reviewer key"),
+    **problems(404, "No such review for this tenant"),
+}
+
+
+def _service() -> ReviewService:
+    return ReviewService(services())
+
+
+@router.get(
+    "/v1/reviews",
+    summary="The tenant's reviews in a status, newest first, paged",
+    responses={**REVIEW_PROBLEMS, **problems(400, "Not a cursor of this listing")},
+)
+def list_reviews(
+    status: Annotated[Literal["pending", "decided", "expired"], Query()] = "pending",
+    limit: Annotated[int, Query(ge=1, le=limits.MAX_PAGE_SIZE)] = 50,
+    cursor: Annotated[str | None, Query(description="`next_cursor` of the previous page")] = None,
+) -> ReviewList:
+    return _service().list(principal(router), status, limit, cursor)
+
+
+@router.get(
+    "/v1/reviews/<review_id>",
+    summary="What to review: the draft result, the evidence with its sources, why review was required",
+    responses=REVIEW_PROBLEMS,
+)
+def get_review(review_id: Annotated[str, Path()]) -> ReviewDetail:
+    return _service().detail(principal(router), review_id)
+
+
+@router.post(
+    "/v1/reviews/<review_id>/decision",
+    summary="Decide: approve, reject, or edit (the edits are validated like model output); the job resumes",
+    responses={
+        200: {"description": "Decided", "content": {"application/json": {"model": DecisionOutcome}}},
+        **REVIEW_PROBLEMS,
+        **problems(409, "Already decided, expired or cancelled"),
+        **problems(415, f"Body not {limits.ACCEPTED_MEDIA_TYPE}"),
+        **problems(422, "Invalid decision or edits"),
+    },
+)
+def decide_review(review_id: Annotated[str, Path()], request: Annotated[DecisionRequest, Body()]) -> Response[str]:
+    outcome = _service().decide(principal(router), review_id, request)
+    return Response(status_code=200, content_type="application/json", body=outcome.model_dump_json())

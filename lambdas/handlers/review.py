@@ -1,0 +1,27 @@
+"""The review lane's function: `wait` (store the task token, the job waits for review) and `advance` (apply the
+decision or take the escalation ladder's next rung), dispatched on the Task's `action`."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from aws_lambda_powertools.utilities.typing import LambdaContext
+
+from longhaul.errors import InternalError
+from longhaul.observability import logger
+from longhaul.review import lane
+from longhaul.wiring import services
+
+
+@logger.inject_lambda_context(clear_state=True)  # never log_event: the wait's event carries the task token
+def handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
+    state = event.get("input") or {}
+    action = event.get("action")
+    logger.append_keys(
+        job_id=state.get("job_id"), workflow=state.get("workflow"), step=event.get("step"), action=action
+    )
+    if action == "wait":
+        return lane.wait(event, services())
+    if action == "advance":
+        return lane.advance(event, services())
+    raise InternalError(f"unknown review action {action!r}")

@@ -1,0 +1,291 @@
+"""The review step's lane: open a review, wait on a task token, climb the escalation ladder, apply the decision.
+
+The state machine runs (see `state_machines.builder.WorkflowBuilder.review`):
+
+    <review step> (open_review, through the step runner) → Choice on `next`
+      "wait"     → <step>: wait (Lambda `.waitForTaskToken`, TimeoutSecondsPath = one rung) → <step>: advance → Choice
+      "stop"     → Fail (the job was rejected or expired: already recorded)
+      otherwise  → the next step (no review needed, or the decision is in)
+
+The wait holds no compute: the Lambda stores the token (server side only), moves the job to `waiting_for_review`
+and returns. A decision resumes the token at once; a rung's timeout ends the wait instead, and `advance` takes the
+next rung of the ladder: a reminder at one third of the deadline (event + metric), reassignment to the secondary
+group at two thirds (event), the policy's final action at the deadline (`expire`: the job ends `expired`;
+`approve`: it goes on as approved). Each rung is a new wait with its own timeout, so nothing waits forever even if
+a decision's token was lost: the next `advance` reads the decision from the store, which is the truth.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+from collections.abc import Mapping
+from datetime import timedelta
+from typing import Any
+
+from pydantic import BaseModel
+
+from longhaul import artifacts as keys
+from longhaul import limits
+from longhaul.clock import iso
+from longhaul.contracts import TERMINAL_STATUSES, JobError, JobStatus
+from longhaul.errors import CancelledError, InternalError
+from longhaul.observability import emit, logger
+from longhaul.records import Job, ReviewRecord
+from longhaul.runner import StepContext
+from longhaul.step_events import ReviewEvent
+from longhaul.storage.jobs import TransitionRejected
+from longhaul.storage.reviews import ReviewClosed
+from longhaul.wiring import Services
+from longhaul.workflows import REGISTRY
+from longhaul.workflows.spec import ReviewPolicy
+
+RUNGS = 3  # remind, reassign, final action: the wait is split in three equal parts
+EXPIRED_REASON = "review not answered in time"
+S = JobStatus
+
+
+def review_id_for(job: Job, step: str) -> str:
+    """One review per job attempt and step: a retried step opens the same review again, a replay a new one."""
+    return "rev_" + hashlib.sha256(f"{job.job_id}/{job.attempts}/{step}".encode()).hexdigest()[:24]
+
+
+def rung_seconds(deadline_seconds: int) -> int:
+    return max(1, deadline_seconds // RUNGS)
+
+
+def _policy(workflow: str, step: str) -> ReviewPolicy:
+    policy = REGISTRY[workflow].step(step).review
+    if policy is None:
+        raise InternalError(f"{workflow}/{step} is not a review step", step=step)
+    return policy
+
+
+def _wait(review: ReviewRecord) -> dict[str, Any]:
+    return {
+        "next": "wait",
+        "required": True,
+        "review_id": review.review_id,
+        "wait_seconds": rung_seconds(review.deadline_seconds),
+    }
+
+
+# ---------------------------------------------------------------------- open (the review step's work)
+
+
+def open_review(ctx: StepContext) -> dict[str, Any]:
+    """Decide whether the job needs a review (its mode, the workflow's reasons) and open it."""
+    services, step, workflow = ctx.services, ctx.event.step, ctx.state.workflow
+    spec, policy = REGISTRY[workflow], _policy(workflow, step)
+    job = services.jobs.get_job(ctx.job_id)
+    assert job is not None  # the runner checked it
+    mode = job.review_mode or policy.mode
+    if mode == "never":
+        return {"next": "continue", "required": False, "mode": mode}
+    reasons = [str(r) for r in spec.hook("review_reasons")(ctx)]
+    if mode == "auto" and not reasons:
+        return {"next": "continue", "required": False, "mode": mode}
+    if mode == "always":
+        reasons = ["the job asked for review of every draft (mode always)", *reasons]
+    material: BaseModel = spec.hook("review_material")(ctx)
+    material_key = services.artifacts.put_json(keys.work_key(job.job_id, step, "material.json"), material)
+    deadline_seconds = job.review_deadline_seconds or policy.deadline_seconds
+    now = services.now()
+    review = services.reviews.open(
+        ReviewRecord(
+            review_id=review_id_for(job, step),
+            job_id=job.job_id,
+            tenant_id=job.tenant_id,
+            workflow=workflow,
+            step=step,
+            since=now,
+            deadline=now + timedelta(seconds=deadline_seconds),
+            deadline_seconds=deadline_seconds,
+            assignee_group=policy.assignee_group,
+            secondary_group=policy.secondary_group,
+            reasons=reasons,
+            material_key=material_key,
+        )
+    )
+    # Waiting for a person does not eat the job's own time: its deadline moves past the review's.
+    fields: dict[str, Any] = {"review": review.summary().model_dump(mode="json")}
+    latest = review.deadline + timedelta(seconds=limits.REVIEW_DEADLINE_MARGIN_SECONDS)
+    if job.deadline_at is None or job.deadline_at < latest:
+        fields["deadline_at"] = iso(latest)
+    services.jobs.update_job(job.job_id, fields)
+    return _wait(review)
+
+
+# ---------------------------------------------------------------------- the lane's Lambda (wait, advance)
+
+
+def _review_of(services: Services, event: ReviewEvent) -> tuple[Job, ReviewRecord]:
+    opened = event.input.steps.get(event.step) or {}
+    review = services.reviews.get(str(opened.get("review_id") or ""))
+    job = services.jobs.get_job(event.input.job_id)
+    if review is None or job is None:
+        raise InternalError("the review or its job does not exist", step=event.step)
+    if job.status in TERMINAL_STATUSES or job.status == S.CANCEL_REQUESTED:
+        raise CancelledError(f"job {job.job_id} is {job.status.value}", step=event.step)
+    return job, review
+
+
+def wait(raw_event: Mapping[str, Any], services: Services) -> dict[str, Any]:
+    """Store the token and wait (the job is `waiting_for_review`); if the review closed meanwhile, resume at once."""
+    event = ReviewEvent.model_validate(raw_event)
+    job, review = _review_of(services, event)
+    if event.token is None:
+        raise InternalError("the wait Task passed no task token", step=event.step)
+    tokens = services.tokens
+    assert tokens is not None
+    if review.status != "pending":
+        tokens.succeed(event.token, {"closed": review.status})
+        return {"waiting": False}
+    services.reviews.set_token(review.review_id, event.token)
+    if job.status in (S.RUNNING, S.RETRYING):
+        with contextlib.suppress(TransitionRejected):  # moved meanwhile: the next advance sorts it out
+            services.jobs.transition(
+                job.job_id,
+                S.WAITING_FOR_REVIEW,
+                event="review_requested",
+                step=event.step,
+                detail={
+                    "review_id": review.review_id,
+                    "assignee_group": review.assignee_group,
+                    "deadline": iso(review.deadline),
+                    "reasons": review.reasons,
+                },
+                set_fields={"current_step": event.step, "review": review.summary().model_dump(mode="json")},
+                allowed_from=[S.RUNNING, S.RETRYING],
+            )
+            emit("ReviewsRequested", workflow=job.workflow)
+    again = services.reviews.get(review.review_id)
+    if again is not None and again.status != "pending":  # decided while the token was being stored
+        tokens.succeed(event.token, {"closed": again.status})
+    return {"waiting": True}
+
+
+def advance(raw_event: Mapping[str, Any], services: Services) -> dict[str, Any]:
+    """After a wait: apply the decision, or take the ladder's next rung."""
+    event = ReviewEvent.model_validate(raw_event)
+    job, review = _review_of(services, event)
+    services.reviews.drop_token(review.review_id)  # spent either way: a later wait stores a new one
+    for _ in range(3):  # a decision may land while a rung is taken: then apply it
+        if review.status == "decided":
+            return _apply(services, event, job, review)
+        if review.status != "pending":
+            return {"next": "stop", "review_id": review.review_id}
+        try:
+            return _climb(services, event, job, review)
+        except ReviewClosed:
+            latest = services.reviews.get(review.review_id)
+            assert latest is not None
+            review = latest
+    raise InternalError("the review kept changing", step=event.step)
+
+
+def _climb(services: Services, event: ReviewEvent, job: Job, review: ReviewRecord) -> dict[str, Any]:
+    policy, jobs, rung = _policy(job.workflow, event.step), services.jobs, review.rung + 1
+    detail: dict[str, Any] = {"review_id": review.review_id, "rung": rung, "deadline": iso(review.deadline)}
+    if rung == 1:
+        review = services.reviews.change(review, {"rung": rung, "reminders": review.reminders + 1})
+        jobs.append_event(
+            job.job_id, "review_reminder", step=event.step, detail={**detail, "assignee_group": review.assignee_group}
+        )
+        emit("ReviewReminders", workflow=job.workflow)
+    elif rung == 2:
+        review = services.reviews.change(review, {"rung": rung, "assignee_group": review.secondary_group})
+        jobs.append_event(
+            job.job_id,
+            "review_reassigned",
+            step=event.step,
+            detail={**detail, "from": policy.assignee_group, "to": review.assignee_group},
+        )
+        emit("ReviewsReassigned", workflow=job.workflow)
+    elif policy.final_action == "approve":
+        review = services.reviews.change(
+            review,
+            {
+                "rung": rung,
+                "decision": "approve",
+                "decided_by": "policy",
+                "decided_at": iso(services.now()),
+                "comment": f"approved by the workflow's policy: {EXPIRED_REASON}",
+            },
+            status="decided",
+        )
+        jobs.append_event(job.job_id, "review_auto_approved", step=event.step, detail=detail)
+        return _apply(services, event, job, review)
+    else:
+        review = services.reviews.change(review, {"rung": rung}, status="expired")
+        error = JobError(kind="review-expired", error="ReviewExpired", step=event.step, message=EXPIRED_REASON)
+        with contextlib.suppress(TransitionRejected):
+            jobs.transition(
+                job.job_id,
+                S.EXPIRED,
+                event="job_expired",
+                step=event.step,
+                detail={**detail, "reason": EXPIRED_REASON},
+                set_fields={
+                    "error": error.model_dump(exclude_none=True),
+                    "review": review.summary().model_dump(mode="json"),
+                    "current_step": None,
+                },
+            )
+        emit("ReviewsExpired", workflow=job.workflow)
+        return {"next": "stop", "review_id": review.review_id}
+    jobs.update_job(
+        job.job_id, {"review": review.summary().model_dump(mode="json")}, only_if=[S.WAITING_FOR_REVIEW, S.RUNNING]
+    )
+    return _wait(review)
+
+
+def _apply(services: Services, event: ReviewEvent, job: Job, review: ReviewRecord) -> dict[str, Any]:
+    """Resume the job with the decision (approve/edit), or fail it (reject)."""
+    jobs, summary = services.jobs, review.summary().model_dump(mode="json")
+    detail = {
+        "review_id": review.review_id,
+        "decision": review.decision,
+        "decided_by": review.decided_by,
+        "comment": review.comment,
+    }
+    if review.decision == "reject":
+        message = f"the reviewer rejected the draft: {review.comment}" if review.comment else "the reviewer rejected it"
+        error = JobError(kind="review-rejected", error="ReviewRejected", step=event.step, message=message[:500])
+        with contextlib.suppress(TransitionRejected):
+            jobs.transition(
+                job.job_id,
+                S.FAILED,
+                event="job_failed",
+                step=event.step,
+                detail={**error.model_dump(exclude_none=True), **detail},
+                set_fields={"error": error.model_dump(exclude_none=True), "review": summary},
+            )
+            emit("JobsFailed", workflow=job.workflow, step=event.step, kind=error.kind)
+        return {"next": "stop", "review_id": review.review_id}
+    if job.status == S.WAITING_FOR_REVIEW:
+        try:
+            jobs.transition(
+                job.job_id,
+                S.RUNNING,
+                event="review_decided",
+                step=event.step,
+                detail=detail,
+                set_fields={"review": summary},
+            )
+        except TransitionRejected as moved:
+            raise CancelledError(f"job {job.job_id} moved while resuming: {moved}", step=event.step) from None
+    else:  # decided before the wait moved the job: it is still running
+        jobs.append_event(job.job_id, "review_decided", step=event.step, detail=detail)
+        jobs.update_job(job.job_id, {"review": summary})
+    output = {
+        "next": "continue",
+        "required": True,
+        "review_id": review.review_id,
+        "decision": review.decision,
+        "edits_key": review.edits_key,
+    }
+    # The step's checkpoint carries the decision: a replay from a later step does not ask again.
+    services.checkpoints.put_step(job.job_id, event.step, None, {"output": output})
+    logger.info("review decided", extra={"job_id": job.job_id, "review_id": review.review_id})
+    return output

@@ -1,0 +1,145 @@
+"""The review aggregate: a human review of a job's draft, listed per tenant and status, and its task token.
+
+The token is its own item (no index key, so no index ever projects it) read only by the decision and the review
+lane; nothing that builds a response, an event or a log line reads it. Every change of a review is conditional on
+its current status, so two decisions, or a decision and the deadline, cannot both win.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+from collections.abc import Mapping
+from typing import Any
+
+from botocore.exceptions import ClientError
+
+from longhaul import schema
+from longhaul.clock import Clock, SystemClock, iso
+from longhaul.records import ReviewRecord, ReviewStatus
+from longhaul.storage.dynamo import plain, update_expression
+from longhaul.storage.listing import BadCursor
+
+PAGE_MAX = 200
+
+
+class ReviewClosed(Exception):
+    """The review is no longer pending (decided, expired or cancelled): `status` says which."""
+
+    def __init__(self, status: str) -> None:
+        super().__init__(status)
+        self.status = status
+
+
+def _index_keys(record: ReviewRecord, status: str) -> dict[str, str]:
+    return {
+        schema.GSI1_PK: schema.reviews_partition(record.tenant_id, status),
+        schema.GSI1_SK: f"{iso(record.since)}#{record.review_id}",
+    }
+
+
+class ReviewStore:
+    def __init__(self, table: Any, *, clock: Clock | None = None) -> None:
+        self.table = table
+        self.clock = clock or SystemClock()
+
+    def open(self, record: ReviewRecord) -> ReviewRecord:
+        """Create the review; one that exists already (a retried step) is returned as it is."""
+        item = {
+            **schema.review_key(record.review_id),
+            **record.model_dump(mode="json", exclude_none=True),
+            **_index_keys(record, record.status),
+        }
+        try:
+            self.table.put_item(Item=item, ConditionExpression="attribute_not_exists(pk)")
+        except ClientError as error:
+            if error.response["Error"]["Code"] != "ConditionalCheckFailedException":
+                raise
+            existing = self.get(record.review_id)
+            assert existing is not None
+            return existing
+        return record
+
+    def get(self, review_id: str, *, tenant_id: str | None = None) -> ReviewRecord | None:
+        """The review, or None (also when it belongs to another tenant: a 404, never a 403)."""
+        item = self.table.get_item(Key=schema.review_key(review_id), ConsistentRead=True).get("Item")
+        if item is None or (tenant_id is not None and item["tenant_id"] != tenant_id):
+            return None
+        return ReviewRecord.model_validate(plain(item))
+
+    # ------------------------------------------------------------------ the token (server side only)
+
+    def set_token(self, review_id: str, token: str) -> None:
+        self.table.put_item(Item={**schema.review_token_key(review_id), "token": token, "at": iso(self.clock.now())})
+
+    def token(self, review_id: str) -> str | None:
+        item = self.table.get_item(Key=schema.review_token_key(review_id), ConsistentRead=True).get("Item")
+        return str(item["token"]) if item else None
+
+    def drop_token(self, review_id: str) -> None:
+        self.table.delete_item(Key=schema.review_token_key(review_id))
+
+    # ------------------------------------------------------------------ changes, each conditional on `pending`
+
+    def change(
+        self, record: ReviewRecord, fields: Mapping[str, Any], *, status: ReviewStatus | None = None
+    ) -> ReviewRecord:
+        """Set `fields` (and move to `status`) while the review is pending; `ReviewClosed` otherwise."""
+        now = iso(self.clock.now())
+        updates: dict[str, Any] = {**fields, "updated_at": now}
+        if status is not None:
+            updates.update({"status": status, **_index_keys(record, status)})
+        update = update_expression(updates)
+        try:
+            self.table.update_item(
+                Key=schema.review_key(record.review_id),
+                UpdateExpression=update["UpdateExpression"],
+                ConditionExpression="#status = :pending",
+                ExpressionAttributeNames={**update["ExpressionAttributeNames"], "#status": "status"},
+                ExpressionAttributeValues={**update["ExpressionAttributeValues"], ":pending": "pending"},
+            )
+        except ClientError as error:
+            if error.response["Error"]["Code"] != "ConditionalCheckFailedException":
+                raise
+            latest = self.get(record.review_id)
+            raise ReviewClosed(latest.status if latest else "missing") from None
+        updated = self.get(record.review_id)
+        assert updated is not None
+        return updated
+
+    # ------------------------------------------------------------------ listing
+
+    def page(
+        self, tenant_id: str, status: ReviewStatus, *, limit: int, cursor: str | None = None
+    ) -> tuple[list[ReviewRecord], str | None]:
+        """A tenant's reviews in a status, newest first, and the cursor of the next page (None at the end)."""
+        partition = schema.reviews_partition(tenant_id, status)
+        kwargs: dict[str, Any] = {
+            "IndexName": schema.BY_TENANT,
+            "KeyConditionExpression": f"{schema.GSI1_PK} = :pk",
+            "ExpressionAttributeValues": {":pk": partition},
+            "ScanIndexForward": False,
+            "Limit": max(1, min(limit, PAGE_MAX)),
+        }
+        if cursor is not None:
+            kwargs["ExclusiveStartKey"] = _decode(cursor, partition)
+        response = self.table.query(**kwargs)
+        items = response.get("Items", [])
+        records = [ReviewRecord.model_validate(plain(i)) for i in items]
+        last = response.get("LastEvaluatedKey")
+        return records, (_encode(last) if last and len(items) == kwargs["Limit"] else None)
+
+
+def _encode(key: Mapping[str, Any]) -> str:
+    return base64.urlsafe_b64encode(json.dumps(dict(key), sort_keys=True).encode()).decode().rstrip("=")
+
+
+def _decode(cursor: str, partition: str) -> dict[str, str]:
+    try:
+        key = json.loads(base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4)))
+    except ValueError:
+        raise BadCursor("not a cursor of this listing") from None
+    expected = {schema.PK, schema.SK, schema.GSI1_PK, schema.GSI1_SK}
+    if not isinstance(key, dict) or set(key) != expected or key[schema.GSI1_PK] != partition:
+        raise BadCursor("not a cursor of this listing")
+    return {k: str(v) for k, v in key.items()}

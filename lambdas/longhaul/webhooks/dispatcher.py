@@ -1,0 +1,143 @@
+"""Webhook delivery use cases: one attempt (sign, send pinned to a checked address, record), the dead letter once
+the retries are exhausted, the relay of webhooks whose delivery was never started, and an operator's redelivery.
+
+The delivery state machine (`stacks/webhooks.py`) runs `deliver` with Retry on `WebhookDeliveryFailed`
+(exponential backoff, full jitter, over hours) and catches the rest into `dead_letter` and its own queue. Nothing
+here changes a job's status: only its `callback` view.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from datetime import timedelta
+from typing import Any
+
+from pydantic import BaseModel
+
+from longhaul.clock import iso
+from longhaul.errors import InternalError, WebhookDeliveryFailed, WebhookUndeliverable
+from longhaul.observability import emit, logger
+from longhaul.ports import EngineUnavailable
+from longhaul.records import OutboxRecord
+from longhaul.webhooks import http
+from longhaul.webhooks.addresses import UnsafeCallback, check_url
+from longhaul.webhooks.signing import sign
+from longhaul.wiring import Services
+
+RELAY_AFTER = timedelta(minutes=1)  # a pending webhook older than this was not started after its commit
+
+
+class DeliveryEvent(BaseModel):
+    webhook_id: str
+    job_id: str
+    error: str | None = None
+    cause: str | None = None
+
+
+class WebhookDeadLetter(BaseModel):
+    """The message in the webhooks' dead-letter queue (the URL's origin only: a query may hold a receiver's token)."""
+
+    webhook_id: str
+    job_id: str
+    tenant_id: str
+    event: str
+    origin: str
+    attempts: int
+    last_error: str | None
+    failed_at: str
+    redeliver: dict[str, str]
+
+
+def _record(services: Services, webhook_id: str) -> OutboxRecord:
+    record = services.outbox.get(webhook_id)
+    if record is None:
+        raise InternalError(f"no webhook {webhook_id}")
+    return record
+
+
+def deliver(
+    raw_event: Mapping[str, Any], services: Services, *, resolver: http.Resolver | None = None
+) -> dict[str, Any]:
+    """One attempt; raises `WebhookDeliveryFailed` (retried) or `WebhookUndeliverable` (dead at once)."""
+    event = DeliveryEvent.model_validate(raw_event)
+    outbox, record = services.outbox, _record(services, event.webhook_id)
+    if record.status == "delivered":
+        return {"status": "delivered", "attempts": record.attempts}
+    secrets = services.webhook_secrets.signing_secrets(record.tenant_id) if services.webhook_secrets else []
+    if not secrets:
+        outbox.attempted(record, delivered=False, error="the tenant has no webhook secret")
+        raise WebhookUndeliverable(f"tenant {record.tenant_id} has no webhook secret")
+    try:
+        target = check_url(record.url, allowlist=services.settings.callback_allowlist)
+    except UnsafeCallback as unsafe:
+        outbox.attempted(record, delivered=False, error=f"refused: {unsafe}")
+        raise WebhookUndeliverable(f"refused: {unsafe}") from None
+    body = record.body.encode()
+    headers = sign(secrets, record.webhook_id, int(services.now().timestamp()), body)
+    try:
+        delivered = http.post(target, body, headers, resolver=resolver or http.system_resolver)
+    except http.DeliveryFailed as failed:
+        outbox.attempted(record, delivered=False, error=str(failed))
+        emit("WebhookAttemptsFailed", event=record.event)
+        raise WebhookDeliveryFailed(str(failed)) from None
+    outbox.attempted(record, delivered=True)
+    emit("WebhooksDelivered", event=record.event)
+    logger.info("webhook delivered", extra={"webhook_id": record.webhook_id, "status": delivered.status})
+    return {"status": "delivered", "attempts": record.attempts + 1}
+
+
+def dead_letter(raw_event: Mapping[str, Any], services: Services) -> dict[str, Any]:
+    """The retries are exhausted (or the webhook cannot be delivered): mark it dead; the message for its queue."""
+    event = DeliveryEvent.model_validate(raw_event)
+    record = _record(services, event.webhook_id)
+    services.outbox.dead(record, event.error if not record.last_error else None)
+    fresh = services.outbox.get(record.webhook_id) or record
+    emit("WebhooksDead", event=record.event)
+    target_origin = _origin(record.url)
+    return WebhookDeadLetter(
+        webhook_id=record.webhook_id,
+        job_id=record.job_id,
+        tenant_id=record.tenant_id,
+        event=record.event,
+        origin=target_origin,
+        attempts=fresh.attempts,
+        last_error=fresh.last_error,
+        failed_at=iso(services.now()),
+        redeliver={"method": "POST", "path": f"/v1/ops/webhooks/{record.webhook_id}/redeliver"},
+    ).model_dump(mode="json")
+
+
+def _origin(url: str) -> str:
+    from urllib.parse import urlsplit
+
+    parts = urlsplit(url)
+    return f"{parts.scheme}://{parts.hostname or ''}" + (f":{parts.port}" if parts.port else "")
+
+
+def relay_pending(services: Services) -> int:
+    """Start the delivery of webhooks still pending a while after their commit (their start was lost)."""
+    if services.dispatch is None:
+        return 0
+    started = 0
+    for record in services.outbox.by_status("pending", before=iso(services.now() - RELAY_AFTER), limit=200):
+        name = record.webhook_id if not record.redeliveries else f"{record.webhook_id}-r{record.redeliveries}"
+        try:
+            services.dispatch.start(record.webhook_id, record.job_id, name=name)
+            started += 1
+        except EngineUnavailable:
+            logger.warning("webhook relay failed; next sweep", extra={"webhook_id": record.webhook_id})
+    return started
+
+
+def dead_webhooks(services: Services, *, limit: int) -> list[OutboxRecord]:
+    return services.outbox.by_status("dead", limit=limit)
+
+
+def redeliver(services: Services, webhook_id: str) -> OutboxRecord | None:
+    """An operator's replay of a dead webhook: the same id and body, a new run of retries. None if unknown."""
+    record = services.outbox.get(webhook_id)
+    if record is None or services.dispatch is None:
+        return None
+    fresh = services.outbox.requeue(record)
+    services.dispatch.start(fresh.webhook_id, fresh.job_id, name=f"{fresh.webhook_id}-r{fresh.redeliveries}")
+    return fresh
