@@ -52,6 +52,7 @@ DEFAULT_KEYS: dict[str, str] = {
     "beta": "lh_local_beta_8e1b6d0c4a2f9357",
     "ops": "lh_local_ops_2c7e9a41b8d05f63:operator",
     "alpha-reviewer": "lh_local_alpha_reviewer_7c1e5a9d3b0f8264:reviewer@alpha",
+    "beta-reviewer": "lh_local_beta_reviewer_4e8a2c6f0d1b9357:reviewer@beta",
 }
 #: tenant -> its webhook signing secret (Standard Webhooks `whsec_`), seeded into the in-memory Secrets Manager.
 DEFAULT_WEBHOOK_SECRETS: dict[str, str] = {

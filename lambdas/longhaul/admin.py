@@ -1,6 +1,6 @@
-"""Operator commands against a deployed stack: create an API key for a tenant or an operator.
+"""Operator commands against a deployed stack: create an API key for a tenant, a reviewer of a tenant, or an operator.
 
-    PYTHONPATH=lambdas python -m longhaul.admin create-key --stack Longhaul-prod --tenant acme [--role operator]
+    PYTHONPATH=lambdas python -m longhaul.admin create-key --stack Longhaul-prod --tenant acme [--role reviewer]
 
 The jobs table is found from the stack's `TableName` output (CloudFormation DescribeStacks), with the usual AWS
 credentials and region. The new key is printed once; only its SHA-256 is stored, so a lost key is replaced, not
@@ -13,7 +13,7 @@ import argparse
 import secrets
 import sys
 from collections.abc import Sequence
-from typing import Any, cast
+from typing import Any, cast, get_args
 
 import boto3
 
@@ -59,7 +59,7 @@ def _parser() -> argparse.ArgumentParser:
     create = commands.add_parser("create-key", help="create an API key; prints it once, stores only its hash")
     create.add_argument("--stack", required=True, help="the deployed stack, e.g. Longhaul-prod")
     create.add_argument("--tenant", required=True, help="tenant id the key acts for")
-    create.add_argument("--role", choices=("tenant", "operator"), default="tenant")
+    create.add_argument("--role", choices=get_args(Role), default="tenant")
     create.add_argument("--region", help="the stack's region (default: the AWS CLI's configured region)")
     return parser
 

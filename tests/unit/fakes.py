@@ -109,3 +109,36 @@ class FakeDeadLetters:
         self.letters = [d for d in self.letters if d.job_id != job_id]
         self.purged.append(job_id)
         return len(removed)
+
+
+@dataclass
+class FakeTokens:
+    """`TaskTokens`: remembers which tokens are waiting; resuming one that is not (spent, timed out) answers False."""
+
+    waiting: set[str] = field(default_factory=set)
+    succeeded: list[tuple[str, dict[str, Any]]] = field(default_factory=list)
+    failed: list[tuple[str, str]] = field(default_factory=list)
+
+    def succeed(self, token: str, output: Mapping[str, Any]) -> bool:
+        if token not in self.waiting:
+            return False
+        self.waiting.discard(token)
+        self.succeeded.append((token, dict(output)))
+        return True
+
+    def fail(self, token: str, *, error: str, cause: str = "") -> bool:
+        if token not in self.waiting:
+            return False
+        self.waiting.discard(token)
+        self.failed.append((token, error))
+        return True
+
+
+@dataclass
+class FakeDispatch:
+    """`WebhookDispatch`: records the runs it was asked to start (a name starts once)."""
+
+    started: dict[str, tuple[str, str]] = field(default_factory=dict)
+
+    def start(self, webhook_id: str, job_id: str, *, name: str | None = None) -> None:
+        self.started.setdefault(name or webhook_id, (webhook_id, job_id))

@@ -151,7 +151,7 @@ def test_a_replay_of_a_cancelled_job_lists_exactly_what_will_run_again(
     # Then the response names every step and item that will run, not only those from `from_step`
     assert response.status == 202, response.raw_body
     plan = response.body
-    assert plan["rerun_steps"] == ["extract_evidence", "draft_answer", "verify_citations", "publish_result"]
+    assert plan["rerun_steps"] == ["extract_evidence", "draft_answer", "verify_citations", "review", "publish_result"]
     assert plan["rerun_items"] == [2, 4] and plan["kept_items"] == [0, 1, 3]
     replayed = next(e for e in call_api("GET", f"/v1/jobs/{job_id}/events", key=KEY_A).body["events"][::-1])
     assert replayed["type"] == "job_replayed" and replayed["detail"]["rerun_items"] == [2, 4]
@@ -182,6 +182,7 @@ def test_a_replay_from_before_the_fan_out_reruns_all_its_items(
         "extract_evidence",
         "draft_answer",
         "verify_citations",
+        "review",
         "publish_result",
     ]
     assert plan["rerun_items"] == [0, 1] and plan["kept_items"] == []

@@ -286,6 +286,6 @@ def _apply(services: Services, event: ReviewEvent, job: Job, review: ReviewRecor
         "edits_key": review.edits_key,
     }
     # The step's checkpoint carries the decision: a replay from a later step does not ask again.
-    services.checkpoints.put_step(job.job_id, event.step, None, {"output": output})
+    services.checkpoints.put_step(job.job_id, event.step, None, {"status": "succeeded", "output": output})
     logger.info("review decided", extra={"job_id": job.job_id, "review_id": review.review_id})
     return output

@@ -20,7 +20,7 @@ from longhaul.observability import emit, logger
 from longhaul.ports import EngineUnavailable
 from longhaul.records import OutboxRecord
 from longhaul.webhooks import http
-from longhaul.webhooks.addresses import UnsafeCallback, check_url
+from longhaul.webhooks.addresses import Resolver, UnsafeCallback, check_url, system_resolver
 from longhaul.webhooks.signing import sign
 from longhaul.wiring import Services
 
@@ -55,9 +55,7 @@ def _record(services: Services, webhook_id: str) -> OutboxRecord:
     return record
 
 
-def deliver(
-    raw_event: Mapping[str, Any], services: Services, *, resolver: http.Resolver | None = None
-) -> dict[str, Any]:
+def deliver(raw_event: Mapping[str, Any], services: Services, *, resolver: Resolver | None = None) -> dict[str, Any]:
     """One attempt; raises `WebhookDeliveryFailed` (retried) or `WebhookUndeliverable` (dead at once)."""
     event = DeliveryEvent.model_validate(raw_event)
     outbox, record = services.outbox, _record(services, event.webhook_id)
@@ -75,7 +73,7 @@ def deliver(
     body = record.body.encode()
     headers = sign(secrets, record.webhook_id, int(services.now().timestamp()), body)
     try:
-        delivered = http.post(target, body, headers, resolver=resolver or http.system_resolver)
+        delivered = http.post(target, body, headers, resolver=resolver or system_resolver)
     except http.DeliveryFailed as failed:
         outbox.attempted(record, delivered=False, error=str(failed))
         emit("WebhookAttemptsFailed", event=record.event)

@@ -1,0 +1,233 @@
+"""The review lane and the reviewer's use cases over the stores on moto, with the clock and task tokens faked.
+
+Time is skipped: the interpreter ends each rung's wait with a timeout and calls `advance`; here the test calls it.
+The task token never appears in anything a caller, an event or a listing gets.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from collections.abc import Iterator
+from datetime import timedelta
+from typing import Any
+
+import pytest
+
+from longhaul.auth import Principal
+from longhaul.contracts import JobStatus
+from longhaul.problems import ApiProblem
+from longhaul.records import ReviewRecord
+from longhaul.review import lane
+from longhaul.review.contracts import DecisionRequest, ReviewMaterial
+from longhaul.review.service import ReviewService
+from longhaul.step_events import WorkflowState
+from longhaul.wiring import Services
+from longhaul.workflows.spec import ReviewPolicy
+from tests.unit.fakes import FakeTokens
+from tests.unit.test_sweep import create, events, read
+
+S = JobStatus
+TOKEN = "AQCEAAAAKgAAAAMAAAAAAAAAAc2tva2VuLXNlY3JldC12YWx1ZS0wMDEx"  # shaped like a real one
+REVIEWER_A = Principal(tenant_id="tenant-a", role="reviewer", key_id="abc123")
+REVIEWER_B = Principal(tenant_id="tenant-b", role="reviewer", key_id="def456")
+TENANT_A = Principal(tenant_id="tenant-a", role="tenant")
+
+
+@pytest.fixture
+def tokens() -> FakeTokens:
+    return FakeTokens()
+
+
+@pytest.fixture
+def lane_services(services: Services, tokens: FakeTokens) -> Services:
+    return dataclasses.replace(services, tokens=tokens)
+
+
+@pytest.fixture
+def opened(lane_services: Services) -> Iterator[tuple[str, ReviewRecord]]:
+    """A running job whose review step opened a review of 90 s (three rungs of 30 s)."""
+    jid = create(lane_services, to=[S.RUNNING])
+    job = read(lane_services.jobs, jid)
+    material = lane_services.artifacts.put_json(
+        f"work/{jid}/review/material.json", ReviewMaterial(draft={"answer": "42"}, evidence=[])
+    )
+    now = lane_services.now()
+    review = lane_services.reviews.open(
+        ReviewRecord(
+            review_id=lane.review_id_for(job, "review"),
+            job_id=jid,
+            tenant_id="tenant-a",
+            workflow="document-analysis",
+            step="review",
+            since=now,
+            deadline=now + timedelta(seconds=90),
+            deadline_seconds=90,
+            assignee_group="analysts",
+            secondary_group="analysis-leads",
+            reasons=["asked for"],
+            material_key=material,
+        )
+    )
+    yield jid, review
+
+
+def event(jid: str, review: ReviewRecord, action: str, token: str | None = None) -> dict[str, Any]:
+    state = WorkflowState(
+        job_id=jid,
+        tenant_id="tenant-a",
+        workflow="document-analysis",
+        input_key=f"work/{jid}/input.json",
+        steps={"review": {"review_id": review.review_id, "next": "wait", "wait_seconds": 30}},
+    )
+    return {"action": action, "step": "review", "token": token, "input": state.model_dump()}
+
+
+def wait(services: Services, tokens: FakeTokens, jid: str, review: ReviewRecord, token: str = TOKEN) -> None:
+    tokens.waiting.add(token)
+    lane.wait(event(jid, review, "wait", token), services)
+
+
+def test_the_wait_stores_the_token_and_the_job_waits_for_review(
+    lane_services: Services, tokens: FakeTokens, opened: tuple[str, ReviewRecord]
+) -> None:
+    jid, review = opened
+
+    wait(lane_services, tokens, jid, review)
+
+    job = read(lane_services.jobs, jid)
+    assert job.status == S.WAITING_FOR_REVIEW
+    assert job.review is not None and job.review.review_id == review.review_id
+    assert lane_services.reviews.token(review.review_id) == TOKEN
+    assert "review_requested" in events(lane_services.jobs, jid)
+
+
+def test_an_unanswered_review_climbs_the_ladder_then_the_job_expires(
+    lane_services: Services, tokens: FakeTokens, opened: tuple[str, ReviewRecord]
+) -> None:
+    jid, review = opened
+    wait(lane_services, tokens, jid, review)
+
+    rungs = []
+    for n in range(3):  # each rung's wait times out (time skipped), then the lane advances
+        outcome = lane.advance(event(jid, review, "advance"), lane_services)
+        rungs.append(outcome["next"])
+        if outcome["next"] == "wait":
+            wait(lane_services, tokens, jid, review, token=f"{TOKEN}-{n}")
+
+    job = read(lane_services.jobs, jid)
+    closed = lane_services.reviews.get(review.review_id)
+    types = events(lane_services.jobs, jid)
+    assert rungs == ["wait", "wait", "stop"]
+    assert types.index("review_reminder") < types.index("review_reassigned") < types.index("job_expired")
+    assert job.status == S.EXPIRED and job.error is not None
+    assert job.error.message == lane.EXPIRED_REASON and job.error.kind == "review-expired"
+    assert closed is not None and closed.status == "expired" and closed.reminders == 1
+    assert closed.assignee_group == "analysis-leads"
+    assert job.review is not None and job.review.assignee_group == "analysis-leads" and job.review.reminders == 1
+    assert lane_services.reviews.token(review.review_id) is None
+    with pytest.raises(ApiProblem) as late:  # a decision after expiry
+        ReviewService(lane_services).decide(REVIEWER_A, review.review_id, DecisionRequest(decision="approve"))
+    assert late.value.status == 409
+
+
+def test_a_policy_may_approve_an_unanswered_review(
+    lane_services: Services, tokens: FakeTokens, opened: tuple[str, ReviewRecord], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    jid, review = opened
+    approving = ReviewPolicy("analysts", "analysis-leads", edits_model=ReviewMaterial, final_action="approve")
+    monkeypatch.setattr(lane, "_policy", lambda workflow, step: approving)
+    wait(lane_services, tokens, jid, review)
+
+    outcomes = [lane.advance(event(jid, review, "advance"), lane_services)["next"] for _ in range(3)]
+
+    assert outcomes == ["wait", "wait", "continue"]
+    assert read(lane_services.jobs, jid).status == S.RUNNING
+    assert "review_auto_approved" in events(lane_services.jobs, jid)
+
+
+def test_a_decision_resumes_the_wait_and_the_job_goes_on(
+    lane_services: Services, tokens: FakeTokens, opened: tuple[str, ReviewRecord]
+) -> None:
+    jid, review = opened
+    wait(lane_services, tokens, jid, review)
+    service = ReviewService(lane_services)
+
+    outcome = service.decide(REVIEWER_A, review.review_id, DecisionRequest(decision="approve", comment="fine"))
+    resumed = lane.advance(event(jid, review, "advance"), lane_services)
+
+    assert outcome.decision == "approve"
+    assert tokens.succeeded == [(TOKEN, {"decided": True})]
+    assert resumed["next"] == "continue" and resumed["decision"] == "approve"
+    assert read(lane_services.jobs, jid).status == S.RUNNING
+    assert lane_services.checkpoints.get_step(jid, "review").output == resumed  # a replay reuses the decision
+    with pytest.raises(ApiProblem) as second:
+        service.decide(REVIEWER_A, review.review_id, DecisionRequest(decision="reject"))
+    assert second.value.status == 409
+
+
+def test_a_rejection_fails_the_job_as_review_rejected(
+    lane_services: Services, tokens: FakeTokens, opened: tuple[str, ReviewRecord]
+) -> None:
+    jid, review = opened
+    wait(lane_services, tokens, jid, review)
+
+    ReviewService(lane_services).decide(REVIEWER_A, review.review_id, DecisionRequest(decision="reject", comment="no"))
+    stopped = lane.advance(event(jid, review, "advance"), lane_services)
+
+    job = read(lane_services.jobs, jid)
+    assert stopped["next"] == "stop"
+    assert job.status == S.FAILED and job.error is not None and job.error.kind == "review-rejected"
+
+
+def test_edits_are_validated_by_the_workflows_edits_model(
+    lane_services: Services, tokens: FakeTokens, opened: tuple[str, ReviewRecord]
+) -> None:
+    _, review = opened
+    service = ReviewService(lane_services)
+
+    with pytest.raises(ApiProblem) as invalid:
+        service.decide(REVIEWER_A, review.review_id, DecisionRequest(decision="edit", edits={"answer": ""}))
+    with pytest.raises(ApiProblem) as missing:
+        service.decide(REVIEWER_A, review.review_id, DecisionRequest(decision="edit"))
+    edited = service.decide(REVIEWER_A, review.review_id, DecisionRequest(decision="edit", edits={"answer": "43"}))
+
+    assert invalid.value.status == 422 and missing.value.status == 422
+    stored = lane_services.reviews.get(review.review_id)
+    assert edited.decision == "edit" and stored is not None and stored.edits_key
+    assert lane_services.artifacts.get_json(stored.edits_key) == {"answer": "43", "claims": None}
+
+
+def test_only_the_tenants_reviewers_see_a_review(lane_services: Services, opened: tuple[str, ReviewRecord]) -> None:
+    _, review = opened
+    service = ReviewService(lane_services)
+
+    pending = service.list(REVIEWER_A, "pending", 10, None)
+    with pytest.raises(ApiProblem) as other_tenant:
+        service.detail(REVIEWER_B, review.review_id)
+    with pytest.raises(ApiProblem) as tenant_key:
+        service.detail(TENANT_A, review.review_id)
+
+    assert [r.review_id for r in pending.reviews] == [review.review_id]
+    assert service.list(REVIEWER_B, "pending", 10, None).reviews == []
+    assert other_tenant.value.status == 404 and tenant_key.value.status == 403
+
+
+def test_the_token_is_in_no_response_event_or_listing(
+    lane_services: Services, tokens: FakeTokens, opened: tuple[str, ReviewRecord]
+) -> None:
+    jid, review = opened
+    wait(lane_services, tokens, jid, review)
+    service = ReviewService(lane_services)
+
+    seen = [
+        service.list(REVIEWER_A, "pending", 10, None).model_dump_json(),
+        service.detail(REVIEWER_A, review.review_id).model_dump_json(),
+        read(lane_services.jobs, jid).view().model_dump_json(),
+        json.dumps([e.model_dump(mode="json") for e in lane_services.jobs.list_events(jid)[0]]),
+        service.decide(REVIEWER_A, review.review_id, DecisionRequest(decision="approve")).model_dump_json(),
+        json.dumps(lane.advance(event(jid, review, "advance"), lane_services)),
+    ]
+
+    assert all(TOKEN not in text for text in seen)
+    assert lane_services.reviews.token(review.review_id) is None  # spent

@@ -1,0 +1,213 @@
+"""Scenarios: a person reviews a job's draft before it is published, or nobody does and the ladder ends it; signed
+webhooks reach a receiver on 127.0.0.1, once per event, and a failing receiver ends in the dead-letter queue while
+the job stays as it was. Waits are time-scaled (the interpreter's), never slept here."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+import requests
+
+from local.deploy import wait_until
+from local.platform import DEFAULT_WEBHOOK_SECRETS, LocalPlatform
+from longhaul.webhooks.signing import verify
+from tests.unit.receiver import Receiver, receiver
+from tests.workflows.conftest import Client
+
+FAST = 0.0005  # the delivery's retry ladder (about 3 h) in a few seconds
+
+
+@pytest.fixture
+def reviewer(platform: LocalPlatform) -> Client:
+    return Client(platform, "alpha-reviewer")
+
+
+@pytest.fixture
+def other_reviewer(platform: LocalPlatform) -> Client:
+    return Client(platform, "beta-reviewer")
+
+
+@pytest.fixture
+def allow(platform: LocalPlatform) -> Iterator[Any]:
+    """Allow-list local receivers for callbacks (as `LONGHAUL_CALLBACK_ALLOWLIST` does), and restore afterwards."""
+    scale = platform.time_scale
+
+    def add(*receivers: Receiver) -> None:
+        platform.set_function_environment(LONGHAUL_CALLBACK_ALLOWLIST=",".join(r.origin for r in receivers))
+
+    yield add
+    platform.set_function_environment(LONGHAUL_CALLBACK_ALLOWLIST="")
+    platform.set_time_scale(scale)
+
+
+def status_of(client: Client, job_id: str, wanted: str, timeout: float = 120) -> dict[str, Any]:
+    def reached() -> dict[str, Any] | None:
+        job: dict[str, Any] = client.get(f"/v1/jobs/{job_id}").json()
+        return job if job["status"] == wanted else None
+
+    return wait_until(reached, timeout=timeout, interval=0.2, what=f"job {job_id} to be {wanted}")
+
+
+def task_tokens(platform: LocalPlatform) -> list[str]:
+    table = platform.client("dynamodb", resource=True).Table(platform.deployment.table_name)
+    items = table.scan()["Items"]
+    return [str(i["token"]) for i in items if i.get("sk") == "TOKEN"]
+
+
+def test_a_reviewer_approves_and_the_job_completes(
+    platform: LocalPlatform, alpha: Client, reviewer: Client, other_reviewer: Client, sample_request: dict[str, Any]
+) -> None:
+    job_id = alpha.submit({**sample_request, "review": {"mode": "always", "deadline_seconds": 3600}})
+    waiting = status_of(alpha, job_id, "waiting_for_review")
+    review_id = waiting["review"]["review_id"]
+    tokens = task_tokens(platform)
+
+    pending = reviewer.get("/v1/reviews", status="pending")
+    detail = reviewer.get(f"/v1/reviews/{review_id}")
+    as_tenant = alpha.get("/v1/reviews", status="pending")
+    as_other = other_reviewer.get(f"/v1/reviews/{review_id}")
+    decided = reviewer.post(f"/v1/reviews/{review_id}/decision", {"decision": "approve", "comment": "looks right"})
+    finished = alpha.wait(job_id)
+    again = reviewer.post(f"/v1/reviews/{review_id}/decision", {"decision": "reject"})
+
+    assert waiting["review"]["assignee_group"] == "analysts" and waiting["review"]["reminders"] == 0
+    assert review_id in [r["review_id"] for r in pending.json()["reviews"]]
+    assert detail.status_code == 200 and detail.json()["draft"]["answer"] and detail.json()["reasons"]
+    assert all(e["document"] and "verified" in e for e in detail.json()["evidence"])
+    assert as_tenant.status_code == 403 and as_other.status_code == 404
+    assert decided.status_code == 200 and decided.json()["decision"] == "approve"
+    assert finished["status"] == "completed" and alpha.get(f"/v1/jobs/{job_id}/result").status_code == 200
+    assert again.status_code == 409
+    types = [e["type"] for e in alpha.events(job_id)]
+    assert types.index("review_requested") < types.index("review_decided") < types.index("job_completed")
+    seen = [r.text for r in (pending, detail, decided, again)] + [
+        json.dumps(alpha.events(job_id)),
+        json.dumps(finished),
+    ]
+    assert tokens and not any(t in text for t in tokens for text in seen)
+
+
+def test_an_unanswered_review_is_reminded_reassigned_and_expires(alpha: Client, sample_request: dict[str, Any]) -> None:
+    job_id = alpha.submit({**sample_request, "review": {"mode": "always", "deadline_seconds": 30}})
+
+    finished = alpha.wait(job_id)
+
+    assert finished["status"] == "expired" and finished["error"]["message"] == "review not answered in time"
+    events = alpha.events(job_id)
+    types = [e["type"] for e in events]
+    assert types.index("review_reminder") < types.index("review_reassigned") < types.index("job_expired")
+    reassigned = next(e for e in events if e["type"] == "review_reassigned")
+    assert reassigned["detail"]["to"] == "analysis-leads"
+    assert finished["review"]["status"] == "expired"
+
+
+def test_cancel_during_a_review_stops_the_wait(alpha: Client, reviewer: Client, sample_request: dict[str, Any]) -> None:
+    job_id = alpha.submit({**sample_request, "review": {"mode": "always", "deadline_seconds": 3600}})
+    review_id = status_of(alpha, job_id, "waiting_for_review")["review"]["review_id"]
+
+    cancelled = alpha.post(f"/v1/jobs/{job_id}/cancel")
+    late = reviewer.post(f"/v1/reviews/{review_id}/decision", {"decision": "approve"})
+
+    assert cancelled.status_code == 202 and alpha.wait(job_id, timeout=10)["status"] == "cancelled"
+    assert late.status_code == 409 and reviewer.get(f"/v1/reviews/{review_id}").json()["status"] == "cancelled"
+
+
+def test_a_callback_arrives_once_per_event_signed_with_the_tenants_secret(
+    alpha: Client, allow: Any, sample_request: dict[str, Any]
+) -> None:
+    with receiver() as hook:
+        allow(hook)
+        job_id = alpha.submit({**sample_request, "callback_url": f"{hook.origin}/longhaul"})
+        finished = alpha.wait(job_id)
+        delivered = wait_until(
+            lambda: ((j := alpha.get(f"/v1/jobs/{job_id}").json())["callback"]["status"] == "delivered" and j) or None,
+            timeout=60,
+            what="the webhook to be delivered",
+        )
+
+    (request,) = hook.received
+    body = json.loads(request.body)
+    assert finished["status"] == "completed"
+    assert verify(request.body, request.headers, DEFAULT_WEBHOOK_SECRETS["alpha"]) == request.headers["webhook-id"]
+    assert (
+        body["type"] == "job.completed" and body["data"]["job_id"] == job_id and "answer" not in request.body.decode()
+    )
+    assert body["data"]["links"]["result"].endswith(f"/v1/jobs/{job_id}/result")
+    assert (
+        delivered["callback"]["attempts"] == 1 and delivered["callback"]["webhook_id"] == request.headers["webhook-id"]
+    )
+
+
+def test_a_failing_receiver_gets_retries_then_the_webhook_is_dead_lettered(
+    platform: LocalPlatform, alpha: Client, allow: Any, sample_request: dict[str, Any]
+) -> None:
+    operator = {"Authorization": f"Bearer {platform.key_for('ops')}"}
+    with receiver(status=500) as hook:
+        allow(hook)
+        job_id = alpha.submit({**sample_request, "callback_url": f"{hook.origin}/longhaul"})
+        assert alpha.wait(job_id)["status"] == "completed"
+        platform.set_time_scale(FAST)
+        dead = wait_until(
+            lambda: ((j := alpha.get(f"/v1/jobs/{job_id}").json())["callback"]["status"] == "dead" and j) or None,
+            timeout=120,
+            what="the webhook to be dead-lettered",
+        )
+
+    attempts = dead["callback"]["attempts"]
+    assert attempts == 10 and len(hook.received) == attempts
+    assert {r.headers["webhook-id"] for r in hook.received} == {dead["callback"]["webhook_id"]}
+    assert dead["status"] == "completed" and dead["callback"]["last_error"] == "HTTP 500"
+    listed = requests.get(f"{platform.api_url}/v1/ops/webhooks/dead-letters", headers=operator, timeout=30).json()
+    assert dead["callback"]["webhook_id"] in [w["webhook_id"] for w in listed["webhooks"]]
+    queue = platform.client("sqs")
+    url = next(u for u in queue.list_queues()["QueueUrls"] if "WebhooksDeadLetters" in u)
+    messages = queue.receive_message(QueueUrl=url, MaxNumberOfMessages=10).get("Messages", [])
+    assert any(json.loads(m["Body"])["webhook_id"] == dead["callback"]["webhook_id"] for m in messages)
+
+
+def test_a_redirect_to_an_internal_address_is_not_followed(
+    platform: LocalPlatform, alpha: Client, allow: Any, sample_request: dict[str, Any]
+) -> None:
+    with receiver() as internal, receiver(status=302) as hook:
+        hook.location = f"{internal.origin}/latest/meta-data/"
+        allow(hook, internal)
+        job_id = alpha.submit({**sample_request, "callback_url": f"{hook.origin}/longhaul"})
+        alpha.wait(job_id)
+        platform.set_time_scale(FAST)
+        dead = wait_until(
+            lambda: ((j := alpha.get(f"/v1/jobs/{job_id}").json())["callback"]["status"] == "dead" and j) or None,
+            timeout=120,
+            what="the webhook to give up",
+        )
+
+    assert internal.received == [] and len(hook.received) == dead["callback"]["attempts"]
+    assert "redirects are not followed" in dead["callback"]["last_error"]
+
+
+@pytest.mark.parametrize(
+    "url",
+    [
+        "http://127.0.0.1:9/hook",
+        "https://2130706433/",
+        "https://0x7f.1/",
+        "https://0177.0.0.1/",
+        "https://[::ffff:127.0.0.1]/",
+        "https://169.254.169.254/latest/meta-data/",
+        "https://100.64.0.1/",
+        "https://10.0.0.1/",
+        "https://[fe80::1]/",
+        "https://224.0.0.1/",
+        "https://0.0.0.0/",
+        "https://user:pw@hooks.example.com/",
+        "file:///etc/passwd",
+        "https://localhost/",
+    ],
+)
+def test_a_hostile_callback_url_is_422_at_submit(alpha: Client, sample_request: dict[str, Any], url: str) -> None:
+    response = alpha.post("/v1/jobs", {**sample_request, "callback_url": url})
+
+    assert response.status_code == 422
+    assert response.json()["errors"][0]["loc"] == ["body", "callback_url"]
