@@ -230,15 +230,12 @@ class WorkflowBuilder(Construct):
             f"{name}: wait",
             lambda_function=lane,
             integration_pattern=sfn.IntegrationPattern.WAIT_FOR_TASK_TOKEN,
+            # The token as CDK's own JsonPath (which it checks a callback payload for), the rest by field name.
             payload=sfn.TaskInput.from_object(
-                payload(
-                    ReviewEvent,
-                    action="wait",
-                    step=name,
-                    execution="$$.Execution.Id",
-                    token=sfn.JsonPath.task_token,
-                    input="$",
-                )
+                {
+                    **payload(ReviewEvent, action="wait", step=name, execution="$$.Execution.Id", input="$"),
+                    "token": sfn.JsonPath.task_token,
+                }
             ),
             retry_on_service_exceptions=False,
             result_path=f"$.review_wait.{name}",
