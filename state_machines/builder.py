@@ -14,9 +14,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from aws_cdk import ArnFormat, Duration, Stack
+from aws_cdk import Duration, Stack
 from aws_cdk import aws_cloudwatch as cloudwatch
-from aws_cdk import aws_iam as iam
 from aws_cdk import aws_lambda as lambda_
 from aws_cdk import aws_logs as logs
 from aws_cdk import aws_sqs as sqs
@@ -25,7 +24,7 @@ from aws_cdk import aws_stepfunctions_tasks as tasks
 from constructs import Construct
 
 from longhaul.errors import ITEMS_FAILED, JOB_STOPPED
-from longhaul.step_events import FailureEvent, ReviewEvent, StepEvent, payload
+from longhaul.step_events import FailureEvent, StepEvent, payload
 from longhaul.workflows import StepKind, WorkflowSpec
 from state_machines.policy import DEFAULT_POLICY, STOPPED_ERRORS, TIMEOUT_ERRORS, StepPolicy
 
@@ -35,9 +34,6 @@ FunctionFactory = Callable[[str, str, int, int], lambda_.IFunction]
 
 STEP_HANDLER = "handlers.steps.handler"  # dispatches on the event's (workflow, step)
 RECORDER_HANDLER = "handlers.steps.record_failure"
-REVIEW_HANDLER = "handlers.review.handler"  # the review lane: wait (task token), advance (decision or next rung)
-# A review rung's wait ends with one of these when nobody decided in time: the lane takes the next rung.
-RUNG_ENDED = ("States.Timeout", "States.HeartbeatTimeout")
 RECORD_FAILURE = "record_failure"
 
 
@@ -192,81 +188,11 @@ class WorkflowBuilder(Construct):
         return sfn.Chain.custom(fan_out, [all_done], all_done)
 
     def review(self, name: str) -> sfn.Chain:
-        """The spec's review step: open it (through the step runner: does this job need a review?), then, while it
-        is pending, wait on a task token one rung of the escalation ladder at a time (`TimeoutSecondsPath`: a third
-        of the review's deadline; time-scaled locally like every wait), and let the lane apply the decision or
-        take the next rung. `next` in `$.steps.<name>` steers: `wait`, `stop` (rejected or expired: recorded), or on.
-        """
-        timeout, memory = self._visit(name, StepKind.REVIEW)
-        opened = self._lambda_task(
-            name,
-            self._function(name, STEP_HANDLER, timeout, memory),
-            timeout,
-            payload=payload(
-                StepEvent, step=name, attempt="$$.State.RetryCount", execution="$$.Execution.Id", input="$"
-            ),
-            result_path=f"$.steps.{name}",
-        )
-        self._apply_retries(opened)
-        lane = self._function(
-            f"{name}-lane", REVIEW_HANDLER, self.policy.lambda_timeout, self.policy.recorder_memory_mb
-        )
-        self.review_lanes[name] = lane
-        lane.add_to_role_policy(
-            iam.PolicyStatement(
-                actions=["states:SendTaskSuccess", "states:SendTaskFailure", "states:SendTaskHeartbeat"],
-                resources=[
-                    Stack.of(self).format_arn(
-                        service="states",
-                        resource="stateMachine",
-                        resource_name=self.machine_name,
-                        arn_format=ArnFormat.COLON_RESOURCE_NAME,
-                    )
-                ],
-            )
-        )
-        wait = tasks.LambdaInvoke(
-            self,
-            f"{name}: wait",
-            lambda_function=lane,
-            integration_pattern=sfn.IntegrationPattern.WAIT_FOR_TASK_TOKEN,
-            # The token as CDK's own JsonPath (which it checks a callback payload for), the rest by field name.
-            payload=sfn.TaskInput.from_object(
-                {
-                    **payload(ReviewEvent, action="wait", step=name, execution="$$.Execution.Id", input="$"),
-                    "token": sfn.JsonPath.task_token,
-                }
-            ),
-            retry_on_service_exceptions=False,
-            result_path=f"$.review_wait.{name}",
-            task_timeout=sfn.Timeout.at(f"$.steps.{name}.wait_seconds"),
-        )
-        self._apply_transient_retry(wait)
-        advance = self._lambda_task(
-            f"{name}: advance",
-            lane,
-            self.policy.lambda_timeout,
-            payload=payload(ReviewEvent, action="advance", step=name, execution="$$.Execution.Id", input="$"),
-            result_path=f"$.steps.{name}",
-        )
-        self._apply_retries(advance)
-        wait.add_catch(advance, errors=list(RUNG_ENDED), result_path=f"$.review_wait.{name}")
-        for task in (opened, wait, advance):
-            task.add_catch(self._job_stopped, errors=list(STOPPED_ERRORS))
-        failure = self._failure_path(name, job_path="$.job_id", end=self._job_failed)
-        for task in (opened, wait, advance):
-            task.add_catch(failure, result_path="$.failure")
-        done = sfn.Pass(self, f"{name}: done", result_path=sfn.JsonPath.DISCARD)
-        steer = (
-            sfn.Choice(self, f"{name}: decided?")
-            .when(sfn.Condition.string_equals(f"$.steps.{name}.next", "wait"), wait)
-            .when(sfn.Condition.string_equals(f"$.steps.{name}.next", "stop"), self._job_stopped)
-            .otherwise(done)
-        )
-        opened.next(steer)
-        wait.next(advance)
-        advance.next(steer)
-        return sfn.Chain.custom(opened, [done], done)
+        """The spec's review step: open it, then wait on a task token one rung of the escalation ladder at a time and
+        let the lane apply the decision or take the next rung (see `state_machines.review_lane`)."""
+        from state_machines.review_lane import review_chain
+
+        return review_chain(self, name)
 
     def state_machine(
         self, definition: sfn.IChainable, *, timeout: Duration, name: str | None = None

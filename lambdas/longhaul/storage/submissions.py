@@ -1,0 +1,192 @@
+"""Submissions of the job aggregate: a new job written with its first event and its idempotency record in one
+transaction (a repeated or concurrent submission of the same payload finds the same job, another payload is a
+conflict), and the undoing of a job whose execution could not be started."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import timedelta
+from typing import Any
+
+from longhaul import schema
+from longhaul.clock import Clock, iso
+from longhaul.contracts import JobStatus
+from longhaul.errors import TransientError
+from longhaul.records import IdempotencyRecord, Job
+from longhaul.storage.dynamo import Cancelled, backoff, plain, transact
+
+S = JobStatus
+APPEND_TRIES = 25
+
+
+class IdempotencyConflict(Exception):
+    """The idempotency key was used with a different payload."""
+
+    def __init__(self, job_id: str) -> None:
+        super().__init__(job_id)
+        self.job_id = job_id
+
+
+@dataclass(frozen=True)
+class NewJob:
+    job_id: str
+    tenant_id: str
+    workflow: str
+    input_key: str
+    payload_hash: str
+    model: str
+    estimated_sla_seconds: int
+    idempotency_key: str | None = None
+    total_steps: int = 0
+    deadline_at: str | None = None
+    deadline_seconds: int | None = None
+    budget_tokens: int | None = None
+    budget_cost_micro: int | None = None
+    route: str | None = None
+    review_mode: str | None = None
+    review_deadline_seconds: int | None = None
+    callback_url: str | None = None
+    links_base: str | None = None
+
+
+class JobSubmissions:
+    """Mixed into `JobStore`, which provides the table, the clock, `get_job` and `_event_item`."""
+
+    table: Any
+    client: Any
+    clock: Clock
+    idempotency_ttl: timedelta
+
+    def get_job(self, job_id: str, *, tenant_id: str | None = None) -> Job | None:
+        raise NotImplementedError
+
+    def _event_item(self, job_id: str, seq: int, event: str, status: JobStatus | None = None) -> dict[str, Any]:
+        raise NotImplementedError
+
+    def create_job(self, job: NewJob) -> tuple[Job, bool]:
+        """Create the job (and its idempotency record) atomically. Returns (job, created).
+
+        With an idempotency key, a concurrent or repeated submission of the same payload returns the existing
+        job; a different payload raises `IdempotencyConflict`.
+        """
+        now = self.clock.now()
+        item: dict[str, Any] = {
+            **schema.job_key(job.job_id),
+            "job_id": job.job_id,
+            "tenant_id": job.tenant_id,
+            "workflow": job.workflow,
+            "status": S.QUEUED.value,
+            "version": 1,
+            "event_seq": 1,
+            "attempts": 1,
+            "input_key": job.input_key,
+            "payload_hash": job.payload_hash,
+            "model": job.model,
+            "estimated_sla_seconds": job.estimated_sla_seconds,
+            "progress": {"completed": 0, "total": job.total_steps, "unit": "steps", "message": "queued"},
+            "created_at": iso(now),
+            "updated_at": iso(now),
+            schema.GSI1_PK: schema.tenant_partition(job.tenant_id),
+            schema.GSI1_SK: f"{iso(now)}#{job.job_id}",
+            schema.GSI2_PK: schema.status_partition(S.QUEUED.value),
+            schema.GSI2_SK: iso(now),
+            schema.GSI3_PK: schema.ALL_JOBS_PARTITION,
+            schema.GSI3_SK: f"{iso(now)}#{job.job_id}",
+            "execution_name": job.job_id,
+        }
+        if job.deadline_at:
+            item["deadline_at"] = job.deadline_at
+            item["deadline_seconds"] = job.deadline_seconds
+        if job.idempotency_key:
+            item["idempotency_key"] = job.idempotency_key
+        if job.budget_tokens is not None:
+            item |= {"budget_tokens": job.budget_tokens, "budget_cost_micro": job.budget_cost_micro}
+            item |= {"spent_tokens": 0, "spent_cost_micro": 0, "cost_micro": 0}
+        if job.route:
+            item["route"] = job.route
+        optional = {
+            "review_mode": job.review_mode,
+            "review_deadline_seconds": job.review_deadline_seconds,
+            "callback_url": job.callback_url,
+            "links_base": job.links_base,
+        }
+        item.update({k: v for k, v in optional.items() if v is not None})
+        writes: list[dict[str, Any]] = [
+            {"Put": {"TableName": self.table.name, "Item": item, "ConditionExpression": "attribute_not_exists(pk)"}},
+            {"Put": {"TableName": self.table.name, "Item": self._event_item(job.job_id, 1, "job_queued", S.QUEUED)}},
+        ]
+        if job.idempotency_key:
+            writes.append(
+                {
+                    "Put": {
+                        "TableName": self.table.name,
+                        "Item": {
+                            **schema.idempotency_key(job.tenant_id, job.idempotency_key),
+                            "job_id": job.job_id,
+                            "payload_hash": job.payload_hash,
+                            "created_at": iso(now),
+                            schema.TTL_ATTRIBUTE: int((now + self.idempotency_ttl).timestamp()),
+                        },
+                        "ConditionExpression": f"attribute_not_exists(pk) OR {schema.TTL_ATTRIBUTE} < :now",
+                        "ExpressionAttributeValues": {":now": int(now.timestamp())},
+                    }
+                }
+            )
+        try:
+            transact(self.client, writes)
+            return Job.model_validate(plain(item)), True
+        except Cancelled:
+            if not job.idempotency_key:
+                raise
+        existing = None
+        for tries in range(APPEND_TRIES):  # the winner's transaction may still be committing
+            existing = self.find_idempotent(job.tenant_id, job.idempotency_key)
+            if existing is not None:
+                break
+            backoff(tries)
+        if existing is None:
+            raise TransientError("a concurrent submission with this Idempotency-Key is still being written; retry")
+        if existing.payload_hash != job.payload_hash:
+            raise IdempotencyConflict(existing.job_id)
+        found = self.get_job(existing.job_id)
+        if found is None:
+            raise TransientError("the job of this Idempotency-Key is not visible yet; retry")
+        return found, False
+
+    def find_idempotent(self, tenant_id: str, key: str) -> IdempotencyRecord | None:
+        item = self.table.get_item(Key=schema.idempotency_key(tenant_id, key), ConsistentRead=True).get("Item")
+        if item and int(item[schema.TTL_ATTRIBUTE]) >= int(self.clock.now().timestamp()):
+            return IdempotencyRecord.model_validate(plain(item))
+        return None
+
+    def discard_new_job(self, job: Job) -> None:
+        """Undo `create_job` for a job whose execution could not be started (nothing stays of a rejected job)."""
+        deletes: list[dict[str, Any]] = [
+            {
+                "Delete": {
+                    "TableName": self.table.name,
+                    "Key": schema.job_key(job.job_id),
+                    "ConditionExpression": "#status = :queued",
+                    "ExpressionAttributeNames": {"#status": "status"},
+                    "ExpressionAttributeValues": {":queued": S.QUEUED.value},
+                }
+            },
+            {
+                "Delete": {
+                    "TableName": self.table.name,
+                    "Key": {schema.PK: schema.job_pk(job.job_id), schema.SK: schema.event_sk(1)},
+                }
+            },
+        ]
+        if job.idempotency_key:
+            deletes.append(
+                {
+                    "Delete": {
+                        "TableName": self.table.name,
+                        "Key": schema.idempotency_key(job.tenant_id, job.idempotency_key),
+                        "ConditionExpression": "job_id = :job",
+                        "ExpressionAttributeValues": {":job": job.job_id},
+                    }
+                }
+            )
+        transact(self.client, deletes)
