@@ -110,6 +110,8 @@ def model_step_timeouts(template: dict[str, Any]) -> dict[tuple[str, str], int]:
     found: dict[tuple[str, str], int] = {}
     for machine in resources(template, "AWS::StepFunctions::StateMachine").values():
         asl = definition(machine)
+        if not asl["Comment"].startswith("Longhaul workflow "):  # the webhook delivery calls no model
+            continue
         spec = REGISTRY[asl["Comment"].removeprefix("Longhaul workflow ")]
         for name, state, _ in all_states(asl["States"]):
             step = payload_step(state)
