@@ -153,7 +153,7 @@ def test_an_overdue_job_is_expired_by_the_scheduled_sweep(
         platform.scheduler.fire(_sweep_schedule(platform))
         # Then the job is expired and its execution stopped, without anyone calling the sweep
         assert alpha.get(f"/v1/jobs/{job_id}").json()["status"] == "expired"
-        arn = next(iter(platform.deployment.state_machines.values())).replace(":stateMachine:", ":execution:")
+        arn = platform.deployment.state_machine(DOCUMENT_ANALYSIS).replace(":stateMachine:", ":execution:")
         assert platform.wait_for_execution(f"{arn}:{job_id}", timeout=10)["status"] == "ABORTED"
         assert_consistent(alpha.events(job_id))
     finally:

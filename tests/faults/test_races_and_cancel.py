@@ -160,7 +160,7 @@ def test_a_step_of_a_job_being_cancelled_ends_the_execution_without_warnings_or_
 
     # When the step's retry finds it: CancelledError, the state machine's JobStopped
     lambda_runtime.interrupt_waits()
-    machine = next(iter(platform.deployment.state_machines.values()))
+    machine = platform.deployment.state_machine(DOCUMENT_ANALYSIS)
     arn = machine.replace(":stateMachine:", ":execution:") + f":{job_id}"
     ended = platform.wait_for_execution(arn, timeout=30)
 

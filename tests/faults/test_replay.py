@@ -42,7 +42,7 @@ def test_a_job_failing_at_a_late_step_is_replayed_from_it_without_redoing_earlie
     response = ops.post(f"/v1/ops/jobs/{job_id}/replay", {"from_step": "verify_citations", "reason": "fixed rule"})
     assert response.status_code == 202, response.text
     assert response.json()["attempt"] == 2
-    assert response.json()["rerun_steps"] == ["verify_citations", "publish_result"]
+    assert response.json()["rerun_steps"] == ["verify_citations", "review", "publish_result"]
     assert response.json()["rerun_items"] == []
 
     # Then the job completes without re-running the earlier steps
@@ -51,7 +51,7 @@ def test_a_job_failing_at_a_late_step_is_replayed_from_it_without_redoing_earlie
     events = alpha.events(job_id)
     assert_consistent(events)
     rerun = {e["step"] for e in _events_after_replay(events) if e["type"] == "step_started"}
-    assert rerun == {"verify_citations", "publish_result"} == set(response.json()["rerun_steps"])
+    assert rerun == {"verify_citations", "review", "publish_result"} == set(response.json()["rerun_steps"])
     replayed = next(e for e in events if e["type"] == "job_replayed")
     assert replayed["detail"]["by"] == "ops" and replayed["detail"]["reason"] == "fixed rule"
     # their artifacts untouched and no new model calls charged
@@ -97,7 +97,13 @@ def test_in_a_fan_out_of_20_items_only_the_3_failed_items_rerun(
     response = ops.post(f"/v1/ops/jobs/{job_id}/replay", {"from_step": "extract_evidence", "reason": "fixed items"})
     assert response.status_code == 202, response.text
     assert response.json()["rerun_items"] == [3, 7, 11] and len(response.json()["kept_items"]) == 17
-    assert response.json()["rerun_steps"] == ["extract_evidence", "draft_answer", "verify_citations", "publish_result"]
+    assert response.json()["rerun_steps"] == [
+        "extract_evidence",
+        "draft_answer",
+        "verify_citations",
+        "review",
+        "publish_result",
+    ]
 
     assert alpha.wait(job_id)["status"] == "completed"
     events = alpha.events(job_id)
