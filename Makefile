@@ -8,7 +8,7 @@ export PYTHONDONTWRITEBYTECODE := 1
 
 .PHONY: run test lint types unit runtime infrastructure workflows faults synth openapi bench clean
 
-$(BIN)/.installed: requirements.txt requirements-dev.txt lambdas/requirements.txt constraints.txt
+$(BIN)/.installed: requirements.txt requirements-dev.txt lambdas/requirements.txt lambdas/workers/ocr/requirements.txt constraints.txt
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet --upgrade pip
 	$(BIN)/pip install --quiet -r requirements-dev.txt -c constraints.txt

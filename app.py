@@ -9,6 +9,7 @@ Context (cdk.json or `-c key=value`):
   longhaul:alarm_email     an address subscribed to the alarm topic (optional; confirm the e-mail AWS sends)
   longhaul:model_routes    model routes by name (JSON object; see the README's "Model routes")
   longhaul:step_routes     the route of each model step (JSON object {"step": "route"})
+  longhaul:container_insights  true to enable CloudWatch Container Insights on the workers' ECS cluster
 """
 
 from __future__ import annotations
@@ -59,6 +60,7 @@ def build_app(context: dict[str, object] | None = None) -> cdk.App:
         model_routes=_json_context(app, "longhaul:model_routes"),
         step_routes=_json_context(app, "longhaul:step_routes"),
         callback_allowlist=str(app.node.try_get_context("longhaul:callback_allowlist") or ""),
+        container_insights=_flag(app.node.try_get_context("longhaul:container_insights")),
         synthesizer=cdk.DefaultStackSynthesizer(generate_bootstrap_version_rule=False),
         description="Longhaul: durable, observable, budget-aware LLM jobs",
     )

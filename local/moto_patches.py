@@ -574,6 +574,131 @@ def back_up_whole_tables() -> None:
     _restore(_dynamodb_models(), "copy")
 
 
+# --- ECS: RunTask starts the container's worker, StopTask stops it -------------------------------------------
+
+
+def _ecs_backend_class() -> type:
+    from moto.ecs.models import EC2ContainerServiceBackend
+
+    return EC2ContainerServiceBackend
+
+
+def _run_task(self: Any, *args: Any, **kwargs: Any) -> Any:
+    """`EC2ContainerServiceBackend.run_task`, then each recorded task's worker started (`local.workers.launch`)."""
+    from local import workers
+
+    tasks = _original(_ecs_backend_class(), "run_task")(self, *args, **kwargs)
+    for task in tasks:
+        workers.launch(task, self.describe_task_definition(task.task_definition_arn))
+    return tasks
+
+
+def _stop_task(self: Any, cluster_str: str, task_str: str, reason: str) -> Any:
+    """`EC2ContainerServiceBackend.stop_task`, and the task's worker told to stop (SIGTERM, then SIGKILL)."""
+    from local import workers
+
+    task = _original(_ecs_backend_class(), "stop_task")(self, cluster_str, task_str, reason)
+    workers.stop(task.task_arn)
+    return task
+
+
+def _recase_keys(value: Any, first: Callable[[str], str]) -> Any:
+    """`value` with the first letter of every dict key passed through `first`, recursively, in place."""
+    if isinstance(value, dict):
+        for key in list(value):
+            item = _recase_keys(value.pop(key), first)
+            value[first(key[:1]) + key[1:]] = item
+    elif isinstance(value, list):
+        for item in value:
+            _recase_keys(item, first)
+    return value
+
+
+def _ecs_normalise_parameters(self: Any, parameters: dict[str, Any], *args: Any, **kwargs: Any) -> None:
+    _recase_keys(parameters, str.lower)
+
+
+def _ecs_normalise_response(self: Any, response: Any, *args: Any, **kwargs: Any) -> None:
+    _recase_keys(response, str.upper)
+
+
+def _ecs_state_class() -> type:
+    from moto.stepfunctions.parser.asl.component.state.exec.state_task.service.state_task_service_ecs import (
+        StateTaskServiceEcs,
+    )
+
+    return StateTaskServiceEcs
+
+
+def translate_ecs_task_names() -> None:
+    """Make the interpreter's ECS integration speak both its languages: ASL's PascalCase, ECS's camelCase.
+
+    Upstream passes a Task's `Parameters` as written (`Cluster`, `TaskDefinition`, `Overrides`...) to boto3, whose
+    serializer (parameter validation off) knows only `cluster`, `taskDefinition`...: every `ecs:runTask` Task fails
+    with `States.Runtime` "'Cluster'". Its response normalisation is the base no-op too, so reading the result's
+    `Tasks[0].ClusterArn` would fail next. Now parameter keys are lowered and response keys raised at their first
+    letter, recursively, which is exactly the mapping between the two (`AwsvpcConfiguration` ↔ `awsvpcConfiguration`).
+    """
+    _replace(_ecs_state_class(), "_normalise_parameters", _ecs_normalise_parameters)
+    _replace(_ecs_state_class(), "_normalise_response", _ecs_normalise_response)
+
+
+def untranslate_ecs_task_names() -> None:
+    _restore(_ecs_state_class(), "_normalise_response")
+    _restore(_ecs_state_class(), "_normalise_parameters")
+
+
+def _callback_state_class() -> type:
+    from moto.stepfunctions.parser.asl.component.state.exec.state_task.service.state_task_service_callback import (
+        StateTaskServiceCallback,
+    )
+
+    return StateTaskServiceCallback
+
+
+def _callback_eval_execution(self: Any, env: Any) -> None:
+    """`StateTaskServiceCallback._eval_execution` (one attempt), with a fresh task token for every retry."""
+    context = env.states.context_object.context_object_data
+    token = (context.get("Task") or {}).get("Token")
+    endpoint = env.callback_pool_manager.get(token) if token else None
+    if endpoint is not None and getattr(endpoint, "longhaul_attempted", False):
+        endpoint = env.callback_pool_manager.add(env.states.context_object.update_task_token())
+    if endpoint is not None:
+        endpoint.longhaul_attempted = True
+    _original(_callback_state_class(), "_eval_execution")(self, env)
+
+
+def token_per_attempt() -> None:
+    """Give each attempt of a `.waitForTaskToken` Task its own task token, as AWS does.
+
+    Upstream makes the token once per state entry and every Retry attempt waits on the same callback endpoint: once
+    a worker has answered `SendTaskFailure`, each retry finds that outcome at once and fails without waiting for its
+    own worker (and a timed-out worker could answer for the retry). Now a retry gets a new token and endpoint.
+    """
+    _replace(_callback_state_class(), "_eval_execution", _callback_eval_execution)
+
+
+def share_token_across_attempts() -> None:
+    _restore(_callback_state_class(), "_eval_execution")
+
+
+def run_container_tasks_locally() -> None:
+    """Make ECS `RunTask` run the task, as `ecs:runTask.waitForTaskToken` expects.
+
+    Upstream records the task (status RUNNING for ever) and runs nothing: the state machine would wait for a token
+    nobody holds until its heartbeat bound. Now each container of the task whose name is a worker of this
+    repository (`lambdas/workers/<name>`) starts as a subprocess with the task's environment and overrides
+    (`local.workers`); its exit marks the task STOPPED, and `StopTask` terminates it.
+    """
+    _replace(_ecs_backend_class(), "run_task", _run_task)
+    _replace(_ecs_backend_class(), "stop_task", _stop_task)
+
+
+def record_container_tasks_only() -> None:
+    _restore(_ecs_backend_class(), "stop_task")
+    _restore(_ecs_backend_class(), "run_task")
+
+
 def apply() -> None:
     """Install every patch (idempotent)."""
     enable_execution()
@@ -584,10 +709,16 @@ def apply() -> None:
     stop_executions_promptly()
     quiet_interpreter_logs()
     backup_only_touched_items()
+    translate_ecs_task_names()
+    token_per_attempt()
+    run_container_tasks_locally()
 
 
 def revert() -> None:
     """Restore moto's own behaviour (idempotent)."""
+    record_container_tasks_only()
+    share_token_across_attempts()
+    untranslate_ecs_task_names()
     back_up_whole_tables()
     loud_interpreter_logs()
     unstop_executions()

@@ -34,7 +34,7 @@ from pathlib import Path
 from types import TracebackType
 from typing import Any, ClassVar
 
-from local import lambda_runtime, moto_patches, schedules
+from local import lambda_runtime, moto_patches, schedules, workers
 from local.deploy import REGION, Deployment, deploy_assembly, synthesize, wait_until
 from local.frontdoor import FrontDoor
 from local.keys import DEFAULT_KEYS as DEFAULT_KEYS  # re-exported
@@ -256,6 +256,7 @@ class LocalPlatform:
             self._servers.front_door = None
         self._stop_scheduler()
         stop_running_executions()
+        workers.stop_all()
         lambda_runtime.interrupt_waits()
         lambda_runtime.set_time_scale(self._initial_time_scale)
         _reset_moto()
@@ -275,6 +276,7 @@ class LocalPlatform:
             if self._servers.front_door is not None:
                 self._servers.front_door.stop()
             stop_running_executions()
+            workers.stop_all()
             _stop_moto(self._servers.moto)
             self._servers = None
         lambda_runtime.interrupt_waits()

@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import Any
 
 from fpdf import FPDF
 
@@ -208,6 +209,64 @@ def _scanned_page(pdf: FPDF) -> None:
     pdf.line(120, 220, 180, 220)
 
 
+# A lease amendment that exists only as scanned images: no text layer at all, so only OCR can read it.
+SCANNED_PAGES: list[list[str]] = [
+    [
+        "LEASE AMENDMENT No. 2",
+        "",
+        "This amendment is made on 14 April 2025 between Harbourside",
+        "Properties Ltd (the Landlord) and Contoso Retail plc (the Tenant)",
+        "and amends the lease of Unit 7, Quayside Park, Bristol.",
+        "",
+        "1. Term",
+        "The term of the lease is extended until 31 March 2031.",
+        "",
+        "2. Rent",
+        "From 1 May 2025 the annual rent is 84,000 GBP, payable",
+        "quarterly in advance on the usual quarter days.",
+    ],
+    [
+        "3. Security deposit",
+        "The Tenant shall pay a security deposit of 21,000 GBP.",
+        "The Landlord shall return the deposit within 45 days",
+        "after the end of the term, less any unpaid rent.",
+        "",
+        "4. Break clause",
+        "The Tenant may end the lease on 31 March 2028 by giving",
+        "at least nine months written notice to the Landlord.",
+        "",
+        "Signed for the Landlord: M. Okafor",
+        "Signed for the Tenant: J. Lindqvist",
+    ],
+]
+SCANNED_DPI = 150
+
+
+def _scan(lines: list[str]) -> Any:
+    """One A4 page as a greyscale image of typed lines, slightly blurred, as a scanner would give it."""
+    from PIL import Image, ImageDraw, ImageFilter, ImageFont
+
+    width, height = round(8.27 * SCANNED_DPI), round(11.69 * SCANNED_DPI)
+    image = Image.new("L", (width, height), 250)
+    draw = ImageDraw.Draw(image)
+    font = ImageFont.load_default(size=30)  # the FreeType font inside Pillow: the same glyphs everywhere
+    y = 150
+    for line in lines:
+        if line:
+            draw.text((130, y), line, fill=25, font=font)
+        y += 52
+    return image.filter(ImageFilter.GaussianBlur(0.6))
+
+
+def make_scanned_amendment(path: Path) -> None:
+    pdf = _new_pdf("Lease amendment No. 2 (scanned)")
+    pdf.set_auto_page_break(auto=False)
+    for lines in SCANNED_PAGES:
+        pdf.add_page()
+        pdf.image(_scan(lines), x=0, y=0, w=pdf.w, h=pdf.h)
+    pdf.output(str(path))
+
+
 def make_master_services_agreement(path: Path) -> None:
     pdf = _new_pdf("Master Services Agreement")
     for sections in MSA_PAGES:
@@ -258,6 +317,7 @@ def make_request(path: Path) -> None:
 def main() -> None:
     make_master_services_agreement(DOCUMENTS / "master_services_agreement.pdf")
     make_signed_schedule(DOCUMENTS / "schedule_3_service_levels_signed.pdf")
+    make_scanned_amendment(DOCUMENTS / "lease_amendment_scanned.pdf")
     make_request(HERE / "request.json")
     for name, pages in INVOICE_PDFS.items():
         make_invoice_pdf(INVOICES / name, pages)

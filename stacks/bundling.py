@@ -39,7 +39,9 @@ RUNTIME = lambda_.Runtime.PYTHON_3_14
 ARCHITECTURE = lambda_.Architecture.ARM_64
 # Lambda's limit on a function's unzipped code (and layers): 250 MB.
 UNZIPPED_LIMIT_BYTES = 262_144_000
-EXCLUDE = ["**/__pycache__", "**/*.pyc", "tests", ".mypy_cache"]
+# `workers/` is the container workers' code (its own image, its own heavy requirements): never in the Lambda asset.
+WORKERS_DIR = "workers"
+EXCLUDE = ["**/__pycache__", "**/*.pyc", "tests", ".mypy_cache", WORKERS_DIR]
 _MACHINES = {"arm64": "aarch64", "x86_64": "x86_64"}
 # Wheels for the Lambda platform (Amazon Linux 2023, glibc 2.34): any manylinux tag up to that.
 _MANYLINUX = ("2014", "_2_28", "_2_34")
@@ -67,7 +69,9 @@ TARGET = Platform(python=RUNTIME.name.removeprefix("python"), machine=_MACHINES[
 def build_bundle(out: Path, target: Platform = TARGET) -> None:
     """Wheels for `target`, the source tree, and bytecode for `target`'s Python, all in `out`."""
     install_dependencies(out, target)
-    shutil.copytree(LAMBDAS_DIR, out, dirs_exist_ok=True, ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
+    shutil.copytree(
+        LAMBDAS_DIR, out, dirs_exist_ok=True, ignore=shutil.ignore_patterns("__pycache__", "*.pyc", WORKERS_DIR)
+    )
     compile_bytecode(out, target.python)
 
 

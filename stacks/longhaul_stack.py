@@ -29,6 +29,7 @@ from stacks.observability import Observability
 from stacks.operations import Operations
 from stacks.storage import Storage
 from stacks.webhooks import Webhooks
+from stacks.workers import Workers
 from stacks.workflows import Workflows
 
 # Stages whose data goes with the stack; `local` is the embedded runtime's (its in-memory AWS cannot run the
@@ -52,6 +53,7 @@ class LonghaulStack(Stack):
         model_routes: Mapping[str, Mapping[str, Any]] | None = None,
         step_routes: Mapping[str, str] | None = None,
         callback_allowlist: str = "",
+        container_insights: bool = False,
         **kwargs: Any,
     ) -> None:
         super().__init__(scope, construct_id, **kwargs)
@@ -81,9 +83,18 @@ class LonghaulStack(Stack):
         )
         # Whatever changes a job's status writes its webhook to the outbox and starts its delivery.
         base_env = {**base_env, Env.WEBHOOK_DELIVERY: webhooks.state_machine.state_machine_arn}
-        workflows = Workflows(self, "Workflows", code=code, environment=base_env)
+        workers = Workers(
+            self,
+            "Workers",
+            storage=storage,
+            environment=base_env,
+            removal_policy=removal,
+            container_insights=container_insights,
+        )
+        workflows = Workflows(self, "Workflows", code=code, environment=base_env, containers=workers.targets)
         control_env = {
             **base_env,
+            Env.CONTAINER_CLUSTER: workers.cluster.cluster_arn,
             Env.WORKFLOWS: json.dumps(
                 {name: machine.state_machine_arn for name, machine in workflows.state_machines.items()}
             ),
@@ -125,6 +136,13 @@ class LonghaulStack(Stack):
             )
             machine.grant_execution(operations.sweeper, "states:DescribeExecution", "states:StopExecution")
             acknowledge_executions(self, machine)
+        for name, builder in workflows.builders.items():  # a container task answers its own token, nothing else
+            for target in builder.container_targets.values():
+                workflows.state_machines[name].grant_task_response(target.task_definition.task_role)
+        for function in (api.function, operations.sweeper):  # cancellation stops the job's container tasks
+            workers.grant_stop_tasks(function)
+        for target in workers.targets.values():  # a worker's status change starts its webhook's delivery
+            webhooks.state_machine.grant_start_execution(target.task_definition.task_role)
         observability = Observability(
             self,
             "Observability",
@@ -145,6 +163,7 @@ class LonghaulStack(Stack):
 
         self.storage, self.api, self.workflows, self.observability = storage, api, workflows, observability
         self.webhooks = webhooks
+        self.workers = workers
         # moto's CloudFormation (the local runtime) fails on a KMS key's tags (it reads the KMS API's TagKey).
         untagged = ["AWS::KMS::Key"] if stage == LOCAL_STAGE else []
         Tags.of(self).add("project", "longhaul", exclude_resource_types=untagged)

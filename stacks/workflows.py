@@ -17,7 +17,7 @@ from longhaul.settings import Env
 from longhaul.workflows import REGISTRY, WorkflowSpec
 from stacks.functions import platform_function
 from stacks.nag import acknowledge, arn_ref
-from state_machines.builder import FunctionFactory, WorkflowBuilder
+from state_machines.builder import ContainerTarget, FunctionFactory, WorkflowBuilder
 from state_machines.policy import DEFAULT_POLICY, StepPolicy
 
 # Per-job deadlines are enforced by the steps and the sweep; this bounds any execution.
@@ -40,6 +40,7 @@ class Workflows(Construct):
         code: lambda_.Code,
         environment: Mapping[str, str],
         policy: StepPolicy = DEFAULT_POLICY,
+        containers: Mapping[str, ContainerTarget] | None = None,
     ) -> None:
         super().__init__(scope, construct_id)
         self._code = code
@@ -49,7 +50,12 @@ class Workflows(Construct):
         for spec in REGISTRY.values():
             scope_id = spec.name.title().replace("-", "")
             builder = WorkflowBuilder(
-                self, scope_id, spec=spec, make_function=self._function_factory(scope_id), policy=policy
+                self,
+                scope_id,
+                spec=spec,
+                make_function=self._function_factory(scope_id),
+                policy=policy,
+                containers=containers,
             )
             self.builders[spec.name] = builder
             machine = state_machine_module(spec)(builder, timeout=EXECUTION_TIMEOUT)

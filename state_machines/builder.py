@@ -11,11 +11,14 @@ references, stored under `$.steps.<name>`.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 from typing import Any
 
 from aws_cdk import Duration, Stack
 from aws_cdk import aws_cloudwatch as cloudwatch
+from aws_cdk import aws_ecs as ecs
+from aws_cdk import aws_iam as iam
 from aws_cdk import aws_lambda as lambda_
 from aws_cdk import aws_logs as logs
 from aws_cdk import aws_sqs as sqs
@@ -24,7 +27,8 @@ from aws_cdk import aws_stepfunctions_tasks as tasks
 from constructs import Construct
 
 from longhaul.errors import ITEMS_FAILED, JOB_STOPPED
-from longhaul.step_events import FailureEvent, StepEvent, payload
+from longhaul.settings import Env
+from longhaul.step_events import TASK_GROUP_PREFIX, FailureEvent, StepEvent, WorkflowState, payload
 from longhaul.workflows import StepKind, WorkflowSpec
 from state_machines.policy import DEFAULT_POLICY, STOPPED_ERRORS, TIMEOUT_ERRORS, StepPolicy
 
@@ -35,6 +39,19 @@ FunctionFactory = Callable[[str, str, int, int], lambda_.IFunction]
 STEP_HANDLER = "handlers.steps.handler"  # dispatches on the event's (workflow, step)
 RECORDER_HANDLER = "handlers.steps.record_failure"
 RECORD_FAILURE = "record_failure"
+RUN_TASK_WAIT = "arn:aws:states:::ecs:runTask.waitForTaskToken"
+
+
+@dataclass(frozen=True)
+class ContainerTarget:
+    """Where a container step's tasks run: provided by the workers construct (`stacks/workers.py`)."""
+
+    cluster: ecs.ICluster
+    task_definition: ecs.FargateTaskDefinition
+    container_name: str
+    subnet_ids: list[str]
+    security_group_ids: list[str]
+    assign_public_ip: bool
 
 
 class WorkflowBuilder(Construct):
@@ -48,8 +65,11 @@ class WorkflowBuilder(Construct):
         spec: WorkflowSpec,
         make_function: FunctionFactory,
         policy: StepPolicy = DEFAULT_POLICY,
+        containers: Mapping[str, ContainerTarget] | None = None,
     ) -> None:
         super().__init__(scope, construct_id)
+        self._containers = dict(containers or {})
+        self.container_targets: dict[str, ContainerTarget] = {}  # by step, for the grants
         self.spec = spec
         self.workflow = spec.name
         self.policy = policy
@@ -118,7 +138,6 @@ class WorkflowBuilder(Construct):
         a summary of the failed items and no further dead letter; a replay then reruns only those items.
         """
         timeout, memory = self._visit(name, StepKind.FAN_OUT)
-        items_path = f"$.steps.{self.spec.step(name).over}"
         function = self._function(name, STEP_HANDLER, timeout, memory)
         item_task = self._lambda_task(
             f"{name} item",
@@ -144,6 +163,12 @@ class WorkflowBuilder(Construct):
             self._failure_path(name, job_path="$.input.job_id", item_path="$.item", end=item_failed, timeout=timeout),
             result_path="$.failure",
         )
+        return self._item_map(name, item_task.next(item_done), max_concurrency=max_concurrency)
+
+    def _item_map(self, name: str, processor: sfn.IChainable, *, max_concurrency: int | None = None) -> sfn.Chain:
+        """A Map running `processor` for each item of the step's `over` list (`{item, ref, input}`); each item
+        yields `true` when it failed. After it, if any item failed, the job fails once (`ItemsFailed`)."""
+        items_path = f"$.steps.{self.spec.step(name).over}"
         results = f"$.fanout.{name}"
         fan_out = sfn.Map(
             self,
@@ -158,7 +183,7 @@ class WorkflowBuilder(Construct):
             result_path=results,
             comment=f"Fan-out of {name} over {items_path}",
         )
-        fan_out.item_processor(item_task.next(item_done))
+        fan_out.item_processor(processor)
         fan_out.add_catch(self._job_stopped, errors=[JOB_STOPPED])
         fan_out.add_catch(
             self._failure_path(f"{name} map", job_path="$.job_id", end=self._job_failed, step=name),
@@ -186,6 +211,88 @@ class WorkflowBuilder(Construct):
         )
         fan_out.next(tally).next(verdict)
         return sfn.Chain.custom(fan_out, [all_done], all_done)
+
+    def container(self, name: str) -> sfn.Chain:
+        """The spec's container step `name`: one ECS Fargate task per item of its `over` list, each resumed by its
+        task token (`ecs:runTask.waitForTaskToken`), under the house policy: a task timeout, a heartbeat bound, the
+        retry classes, catch → the step's own DLQ. Skipped (a Choice) when the list is empty.
+
+        Each task gets the step's event (references only) and its token in its environment; the worker reports
+        `SendTaskSuccess`/`SendTaskFailure` (a typed error's class name, which Retry/Catch match).
+        """
+        spec = self.spec.step(name)
+        timeout, _ = self._visit(name, StepKind.CONTAINER)
+        assert spec.container is not None and spec.over is not None
+        target = self._containers.get(spec.container)
+        if target is None:
+            raise ValueError(f"{self.workflow}: {name} runs container {spec.container!r}, which is not deployed")
+        self.container_targets[name] = target
+        heartbeat = spec.heartbeat_seconds or self.policy.container_heartbeat
+        event = sfn.Pass(
+            self,
+            f"{name} item event",
+            parameters=payload(
+                StepEvent,
+                step=name,
+                item="$.item",
+                ref="$.ref",
+                execution="$$.Execution.Id",
+                input={f"{field}.$": f"$.input.{field}" for field in WorkflowState.model_fields if field != "steps"},
+            ),
+            result_path="$.event",
+        )
+        environment = [
+            {"Name": Env.TASK_TOKEN, "Value.$": "$$.Task.Token"},
+            {"Name": Env.STEP_EVENT, "Value.$": "States.JsonToString($.event)"},
+            {"Name": Env.STEP_ATTEMPT, "Value.$": "States.Format('{}', $$.State.RetryCount)"},
+            # The worker beats four times per bound: one lost or slow heartbeat call does not time the task out.
+            {"Name": Env.HEARTBEAT_SECONDS, "Value": str(max(1, heartbeat // 4))},
+        ]
+        task = sfn.CustomState(
+            self,
+            f"{name} item",
+            state_json={
+                "Type": "Task",
+                "Resource": RUN_TASK_WAIT,
+                "Parameters": {
+                    "Cluster": target.cluster.cluster_arn,
+                    "TaskDefinition": target.task_definition.task_definition_arn,
+                    "LaunchType": "FARGATE",
+                    "Group.$": f"States.Format('{TASK_GROUP_PREFIX}{{}}', $.input.job_id)",
+                    "NetworkConfiguration": {
+                        "AwsvpcConfiguration": {
+                            "Subnets": target.subnet_ids,
+                            "SecurityGroups": target.security_group_ids,
+                            "AssignPublicIp": "ENABLED" if target.assign_public_ip else "DISABLED",
+                        }
+                    },
+                    "Overrides": {"ContainerOverrides": [{"Name": target.container_name, "Environment": environment}]},
+                },
+                "TimeoutSeconds": self.policy.task_timeout(timeout),
+                "HeartbeatSeconds": heartbeat,
+                "ResultPath": None,
+            },
+        )
+        self._apply_retries(task)
+        item_stopped = sfn.Fail(self, f"{name} item stopped", error=JOB_STOPPED, cause="The job stopped.")
+        task.add_catch(item_stopped, errors=list(STOPPED_ERRORS))
+        item_done = sfn.Pass(self, f"{name} item done", result=sfn.Result.from_boolean(False))
+        item_failed = sfn.Pass(self, f"{name} item failed", result=sfn.Result.from_boolean(True))
+        task.add_catch(
+            self._failure_path(name, job_path="$.input.job_id", item_path="$.item", end=item_failed, timeout=timeout),
+            result_path="$.failure",
+        )
+        chain = self._item_map(name, event.next(task).next(item_done))
+        skipped = sfn.Pass(self, f"{name}: nothing to do", result_path=sfn.JsonPath.DISCARD)
+        after = sfn.Pass(self, f"{name}: done", result_path=sfn.JsonPath.DISCARD)
+        choice = (
+            sfn.Choice(self, f"{name}: any items?")
+            .when(sfn.Condition.is_present(f"$.steps.{spec.over}[0]"), chain)
+            .otherwise(skipped)
+        )
+        chain.next(after)
+        skipped.next(after)
+        return sfn.Chain.custom(choice, [after], after)
 
     def review(self, name: str) -> sfn.Chain:
         """The spec's review step: open it, then wait on a task token one rung of the escalation ladder at a time and
@@ -215,6 +322,8 @@ class WorkflowBuilder(Construct):
             logs=sfn.LogOptions(destination=log_group, level=sfn.LogLevel.ALL, include_execution_data=False),
             comment=f"Longhaul workflow {self.workflow}",
         )
+        for target in self.container_targets.values():
+            self._grant_run_task(machine, target)
         self.alarms.append(
             cloudwatch.Alarm(
                 self,
@@ -227,6 +336,28 @@ class WorkflowBuilder(Construct):
             )
         )
         return machine
+
+    @staticmethod
+    def _grant_run_task(machine: sfn.StateMachine, target: ContainerTarget) -> None:
+        """RunTask of this task definition in this cluster, and passing its two roles to ECS; nothing else (a
+        `.waitForTaskToken` task needs no polling or event rule)."""
+        machine.add_to_role_policy(
+            iam.PolicyStatement(
+                actions=["ecs:RunTask"],
+                resources=[target.task_definition.task_definition_arn],
+                conditions={"ArnEquals": {"ecs:cluster": target.cluster.cluster_arn}},
+            )
+        )
+        roles = [target.task_definition.task_role.role_arn]
+        if target.task_definition.execution_role is not None:
+            roles.append(target.task_definition.execution_role.role_arn)
+        machine.add_to_role_policy(
+            iam.PolicyStatement(
+                actions=["iam:PassRole"],
+                resources=roles,
+                conditions={"StringEquals": {"iam:PassedToService": "ecs-tasks.amazonaws.com"}},
+            )
+        )
 
     # ------------------------------------------------------------------ policy
 
@@ -249,7 +380,7 @@ class WorkflowBuilder(Construct):
             task_timeout=sfn.Timeout.duration(Duration.seconds(self.policy.task_timeout(timeout))),
         )
 
-    def _apply_transient_retry(self, task: sfn.TaskStateBase) -> None:
+    def _apply_transient_retry(self, task: sfn.TaskStateBase | sfn.CustomState) -> None:
         p = self.policy
         task.add_retry(
             errors=list(p.transient_errors),
@@ -260,7 +391,7 @@ class WorkflowBuilder(Construct):
             jitter_strategy=sfn.JitterType.FULL,
         )
 
-    def _apply_retries(self, task: sfn.TaskStateBase) -> None:
+    def _apply_retries(self, task: sfn.TaskStateBase | sfn.CustomState) -> None:
         p = self.policy
         self._apply_transient_retry(task)
         task.add_retry(

@@ -1,6 +1,7 @@
 """Workflow `document-analysis`: answer a question over documents, with verified citations.
 
-parse → chunk → index → retrieve → fan out evidence extraction → draft → verify citations → review → publish.
+parse → OCR of scanned pages (container tasks, only when a page needs it) → chunk → index → retrieve →
+fan out evidence extraction → draft → verify citations → review → publish.
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ from state_machines.builder import WorkflowBuilder
 def define(b: WorkflowBuilder, *, timeout: Duration) -> sfn.StateMachine:
     definition = (
         b.step("parse_documents")
+        .next(b.container("ocr_pages"))
         .next(b.step("chunk_documents"))
         .next(b.step("build_index"))
         .next(b.step("retrieve_passages"))

@@ -40,6 +40,11 @@ class StepPolicy:
     # A timeout that recurs on every attempt is retried at most once.
     timeout_max_attempts: int = 1
     map_max_concurrency: int = 8
+    # A container task must heartbeat within this bound (its worker beats every quarter of it), or it is timed
+    # out (`States.Timeout`, retried once) — a worker that hangs or died without reporting.
+    container_heartbeat: int = 120
+    container_cpu: int = 2048  # 2 vCPU: onnxruntime uses both for one page
+    container_memory_mb: int = 4096
     dlq_retention_days: int = 14
     recorder_memory_mb: int = 256
     send_timeout: int = 30  # the dead letter's SendMessage Task

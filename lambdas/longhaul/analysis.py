@@ -225,7 +225,14 @@ def _verified(citation: DraftCitation, chunks: Mapping[str, Chunk]) -> Citation 
     quote = locate_quote(citation.quote, chunk.text) if chunk else None
     if chunk is None or quote is None:
         return None
-    return Citation(document=chunk.document, page=chunk.page, chunk_id=chunk.chunk_id, quote=quote)
+    return Citation(
+        document=chunk.document,
+        page=chunk.page,
+        chunk_id=chunk.chunk_id,
+        quote=quote,
+        source=chunk.source,
+        ocr_confidence=chunk.ocr_confidence,
+    )
 
 
 def verify_citations(draft: Draft, chunks: Mapping[str, Chunk]) -> tuple[list[Claim], Verification]:

@@ -380,6 +380,12 @@ class Citation(BaseModel):
     page: int = Field(ge=1)
     chunk_id: str
     quote: str = Field(description="Verbatim text from that page.")
+    source: Literal["text", "ocr"] = Field(
+        default="text", description="Where the page's text came from: its text layer, or OCR of its image."
+    )
+    ocr_confidence: float | None = Field(
+        default=None, ge=0, le=1, description="For OCR text: the page's mean line confidence."
+    )
 
 
 class Claim(BaseModel):
@@ -410,7 +416,13 @@ class DocumentSummary(BaseModel):
     name: str
     media_type: str
     pages: int
-    pages_needing_ocr: list[int] = Field(default_factory=list)
+    pages_needing_ocr: list[int] = Field(
+        default_factory=list, description="Pages without a text layer that were not read (OCR found no usable text)."
+    )
+    pages_ocr: list[int] = Field(default_factory=list, description="Pages whose text was read by OCR.")
+    pages_unreadable: list[int] = Field(
+        default_factory=list, description="Pages OCR tried and could not read (blank, or too low a confidence)."
+    )
 
 
 class DayUsageView(BaseModel):

@@ -10,6 +10,7 @@ import re
 from collections.abc import Iterable
 from io import BytesIO
 from pathlib import PurePath
+from typing import Literal
 
 from pydantic import BaseModel
 
@@ -35,7 +36,10 @@ _ENUMERATOR = re.compile(r"\(?[0-9ivxIVX]+(\.[0-9]+)*\)?")
 class ParsedPage(BaseModel):
     number: int
     text: str
-    needs_ocr: bool = False
+    needs_ocr: bool = False  # no text layer, and not (yet) read by OCR
+    source: Literal["text", "ocr"] = "text"
+    ocr_confidence: float | None = None
+    ocr_unreadable: bool = False  # OCR tried this page and found no usable text
 
 
 class ParsedDocument(BaseModel):
@@ -49,6 +53,16 @@ class ParsedDocument(BaseModel):
         """1-based numbers of the pages without a text layer."""
         return [page.number for page in self.pages if page.needs_ocr]
 
+    @property
+    def pages_ocr(self) -> list[int]:
+        """1-based numbers of the pages whose text OCR read."""
+        return [page.number for page in self.pages if page.source == "ocr"]
+
+    @property
+    def pages_unreadable(self) -> list[int]:
+        """1-based numbers of the pages OCR could not read."""
+        return [page.number for page in self.pages if page.ocr_unreadable]
+
 
 class Chunk(BaseModel):
     chunk_id: str
@@ -56,6 +70,8 @@ class Chunk(BaseModel):
     document_index: int
     page: int
     text: str
+    source: Literal["text", "ocr"] = "text"
+    ocr_confidence: float | None = None
 
 
 # ---------------------------------------------------------------- parsing
@@ -241,6 +257,8 @@ def chunk_document(doc: ParsedDocument, *, max_chars: int = 1200) -> list[Chunk]
                     document_index=doc.index,
                     page=page.number,
                     text=page.text[start:end],
+                    source=page.source,
+                    ocr_confidence=page.ocr_confidence,
                 )
             )
     return chunks

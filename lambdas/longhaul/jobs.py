@@ -40,6 +40,7 @@ from longhaul.contracts import (
 )
 from longhaul.errors import TransientError
 from longhaul.observability import emit, logger
+from longhaul.operations import stop_container_tasks
 from longhaul.ports import EngineUnavailable
 from longhaul.problems import (
     ApiProblem,
@@ -292,6 +293,7 @@ class JobService:
                 "the sweep will finish it, or cancel again"
             ) from None
         self._close_review(job)
+        stop_container_tasks(s, job_id, reason=f"job cancelled by {principal.tenant_id}")
         outcome = self._cancel_outcome(s.jobs.get_job(job_id) or job, "cancelled")
         try:
             s.jobs.transition(

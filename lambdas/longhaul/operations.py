@@ -329,12 +329,22 @@ def _transition_or_none(
         return None
 
 
+def stop_container_tasks(services: Services, job_id: str, *, reason: str) -> None:
+    """Stop the job's container tasks (best effort: a worker also stops by itself at its next page, when it sees
+    the job is no longer running or its heartbeat is refused)."""
+    try:
+        services.container_tasks.stop_job_tasks(job_id, reason=reason)
+    except EngineUnavailable:
+        logger.warning("the job's container tasks could not be stopped now", extra={"job_id": job_id})
+
+
 def _stop(services: Services, job: Job, *, error: str, cause: str = "") -> bool:
     """Stop the job's execution; False when the engine did not answer (the sweep tries again next time)."""
     if job.workflow not in services.settings.workflows:
         return True
     try:
         services.engine.stop(job.workflow, job.execution_name, error=error, cause=cause)
+        stop_container_tasks(services, job.job_id, reason=f"job stopped: {error}")
         return True
     except EngineUnavailable:
         logger.warning("the execution could not be stopped yet", extra={"job_id": job.job_id})

@@ -89,3 +89,18 @@ class WebhookDispatch(Protocol):
 class WebhookSecrets(Protocol):
     def signing_secrets(self, tenant_id: str) -> list[str]:
         """The tenant's secrets that sign now: the current one first, then one in its rotation grace period."""
+
+
+class ContainerTasks(Protocol):
+    """The container tasks of container steps (ECS): a job that stops stops its running tasks too. (Stopping a
+    state machine execution does not stop the tasks of its `.waitForTaskToken` steps.)"""
+
+    def stop_job_tasks(self, job_id: str, *, reason: str) -> int:
+        """Stop the job's running tasks; how many were told to stop. Best effort: `EngineUnavailable`."""
+
+
+class NoContainerTasks:
+    """A deployment without container workers."""
+
+    def stop_job_tasks(self, job_id: str, *, reason: str) -> int:
+        return 0

@@ -41,6 +41,13 @@ class Env:
     CALLBACK_ALLOWLIST = "LONGHAUL_CALLBACK_ALLOWLIST"
     WEBHOOK_DELIVERY = "LONGHAUL_WEBHOOK_DELIVERY"
     WEBHOOK_SECRETS_PREFIX = "LONGHAUL_WEBHOOK_SECRETS_PREFIX"
+    # Container steps (ECS): the cluster whose tasks a cancellation stops; what a worker task is started with.
+    CONTAINER_CLUSTER = "LONGHAUL_CONTAINER_CLUSTER"
+    TASK_TOKEN = "LONGHAUL_TASK_TOKEN"
+    STEP_EVENT = "LONGHAUL_STEP_EVENT"
+    STEP_ATTEMPT = "LONGHAUL_STEP_ATTEMPT"
+    HEARTBEAT_SECONDS = "LONGHAUL_HEARTBEAT_SECONDS"
+    INJECT_FAULT = "LONGHAUL_INJECT_FAULT"  # local runtime only: the fault one worker task plays
 
 
 class Settings(BaseModel):
@@ -76,6 +83,8 @@ class Settings(BaseModel):
         from longhaul.webhooks.addresses import parse_allowlist
 
         return parse_allowlist(value) if isinstance(value, str) else value
+
+    container_cluster: str | None = Field(default=None, alias=Env.CONTAINER_CLUSTER)
 
     @field_validator("workflows", "dead_letter_queues", "model_routes", "step_routes", "model_prices", mode="before")
     @classmethod

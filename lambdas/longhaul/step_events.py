@@ -57,6 +57,14 @@ class FailureEvent(BaseModel):
     limits: StepLimits | None = None
 
 
+# A container task's ECS group names its job, so a cancellation finds (ListTasks + DescribeTasks) and stops it.
+TASK_GROUP_PREFIX = "longhaul:"
+
+
+def task_group(job_id: str) -> str:
+    return f"{TASK_GROUP_PREFIX}{job_id}"
+
+
 def payload(model: type[BaseModel], **fields: Any) -> dict[str, Any]:
     """A Task payload for `model`: `name=value` for constants, `name="$.path"` values become `name.$` JSONPaths.
 

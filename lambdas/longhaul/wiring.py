@@ -4,19 +4,28 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from functools import cached_property, lru_cache
 
 from longhaul import aws
 from longhaul.adapters.dead_letters import QueueDeadLetters
+from longhaul.adapters.ecs import EcsContainerTasks
 from longhaul.adapters.secrets import SecretsManagerWebhookSecrets
 from longhaul.adapters.stepfunctions import StepFunctionsDispatch, StepFunctionsEngine, StepFunctionsTokens
 from longhaul.artifacts import ArtifactStore
 from longhaul.llm.port import ModelGateway
 from longhaul.llm.routes import DEFAULT_ROUTE, Route, Routing
 from longhaul.observability import logger
-from longhaul.ports import DeadLetters, TaskTokens, WebhookDispatch, WebhookSecrets, WorkflowEngine
+from longhaul.ports import (
+    ContainerTasks,
+    DeadLetters,
+    NoContainerTasks,
+    TaskTokens,
+    WebhookDispatch,
+    WebhookSecrets,
+    WorkflowEngine,
+)
 from longhaul.records import OutboxRecord
 from longhaul.settings import Settings, get_settings
 from longhaul.storage.breakers import BreakerPolicy, BreakerStore
@@ -38,6 +47,7 @@ class Services:
     tokens: TaskTokens | None = None
     dispatch: WebhookDispatch | None = None
     webhook_secrets: WebhookSecrets | None = None
+    container_tasks: ContainerTasks = field(default_factory=NoContainerTasks)
 
     def now(self) -> datetime:
         return self.jobs.clock.now()
@@ -132,6 +142,11 @@ def _build(settings: Settings) -> Services:
         tokens=StepFunctionsTokens(stepfunctions),
         dispatch=dispatch,
         webhook_secrets=SecretsManagerWebhookSecrets(aws.client("secretsmanager"), settings.webhook_secrets_prefix),
+        container_tasks=(
+            EcsContainerTasks(aws.client("ecs"), settings.container_cluster)
+            if settings.container_cluster
+            else NoContainerTasks()
+        ),
     )
 
 

@@ -32,6 +32,12 @@ class StepKind(StrEnum):
     STEP = "step"  # one Lambda invocation over the whole state
     FAN_OUT = "fan-out"  # a Map: one invocation per item of an earlier step's output list
     REVIEW = "review"  # a person decides on the draft; the execution waits on a task token (no compute held)
+    # A Map of container tasks (ECS Fargate) resumed by task token: one task per item of an earlier step's output
+    # list, for heavy work that does not belong in a Lambda (OCR). An empty list skips the step.
+    CONTAINER = "container"
+
+
+ITEM_KINDS = frozenset({StepKind.FAN_OUT, StepKind.CONTAINER})
 
 
 ReviewMode = Literal["always", "never", "auto"]
@@ -64,16 +70,20 @@ class StepSpec:
     kind: StepKind = StepKind.STEP
     over: str | None = None  # fan-out: "<earlier step>.<output field>" holding the list of item references
     item_unit: str = "item"  # what one fan-out item is, for people ("invoice", "passage group")
-    timeout_seconds: int | None = None  # Lambda timeout; None = the house policy's default
+    timeout_seconds: int | None = None  # Lambda (or container task) timeout; None = the house policy's default
     memory_mb: int | None = None
     calls_model: bool = False
     review: ReviewPolicy | None = None  # a review step's policy
+    container: str | None = None  # a container step: the worker it runs (`stacks/workers.py` builds its task)
+    heartbeat_seconds: int | None = None  # a container step: the worker's heartbeat bound; None = the policy's
 
     def __post_init__(self) -> None:
-        if (self.kind == StepKind.FAN_OUT) != (self.over is not None):
+        if (self.kind in ITEM_KINDS) != (self.over is not None):
             raise ValueError(f"step {self.name!r}: a fan-out names what it fans out `over`, and only a fan-out does")
         if (self.kind == StepKind.REVIEW) != (self.review is not None):
             raise ValueError(f"step {self.name!r}: a review step has a review policy, and only a review step does")
+        if (self.kind == StepKind.CONTAINER) != (self.container is not None):
+            raise ValueError(f"step {self.name!r}: a container step names its `container`, and only one does")
 
 
 def step(name: str, **options: Any) -> StepSpec:
@@ -86,6 +96,11 @@ def fan_out(name: str, *, over: str, **options: Any) -> StepSpec:
 
 def review(name: str, *, policy: ReviewPolicy, **options: Any) -> StepSpec:
     return StepSpec(name, kind=StepKind.REVIEW, review=policy, **options)
+
+
+def container(name: str, *, over: str, worker: str, **options: Any) -> StepSpec:
+    """A container step: one task of `worker` per item of `over`, each resumed by its task token."""
+    return StepSpec(name, kind=StepKind.CONTAINER, over=over, container=worker, **options)
 
 
 @dataclass(frozen=True)
@@ -116,7 +131,12 @@ class WorkflowSpec:
 
     @property
     def fan_out_steps(self) -> frozenset[str]:
-        return frozenset(s.name for s in self.steps if s.kind == StepKind.FAN_OUT)
+        """Steps that run per item (fan-outs and container steps): replays rerun only their unfinished items."""
+        return frozenset(s.name for s in self.steps if s.kind in ITEM_KINDS)
+
+    @property
+    def container_steps(self) -> tuple[StepSpec, ...]:
+        return tuple(s for s in self.steps if s.kind == StepKind.CONTAINER)
 
     @property
     def model_steps(self) -> tuple[str, ...]:
@@ -181,6 +201,11 @@ class Registry(Mapping[str, WorkflowSpec]):
     @property
     def all_steps(self) -> frozenset[str]:
         return frozenset(step for spec in self._specs.values() for step in spec.step_names)
+
+    @property
+    def containers(self) -> frozenset[str]:
+        """The workers any container step runs (one task definition each)."""
+        return frozenset(s.container for spec in self._specs.values() for s in spec.container_steps if s.container)
 
     @property
     def all_fan_out_steps(self) -> frozenset[str]:

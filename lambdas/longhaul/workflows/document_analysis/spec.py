@@ -1,6 +1,7 @@
 """Workflow `document-analysis`: answer a question over documents, with verified citations.
 
-parse → chunk → index → retrieve → fan out evidence extraction over passage groups → draft → verify → review →
+parse → OCR of scanned pages (container tasks over page batches; skipped when no page needs it) → chunk →
+index → retrieve → fan out evidence extraction over passage groups → draft → verify → review →
 publish. The review (when asked for; `auto`: when verification dropped a claim) may edit the answer and the claims;
 edited claims are verified against their pages like the model's.
 """
@@ -12,7 +13,7 @@ from typing import Annotated
 from pydantic import Field, model_validator
 
 from longhaul.contracts import DocumentAnalysisInput, JobResult, Strict
-from longhaul.workflows.spec import ReviewPolicy, WorkflowSpec, fan_out, review, step
+from longhaul.workflows.spec import ReviewPolicy, WorkflowSpec, container, fan_out, review, step
 
 
 class EditedCitation(Strict):
@@ -46,6 +47,14 @@ SPEC = WorkflowSpec(
     domain="longhaul.workflows.document_analysis.steps",
     steps=(
         step("parse_documents", timeout_seconds=300, memory_mb=1769),
+        container(
+            "ocr_pages",
+            over="parse_documents.ocr_batches",
+            worker="ocr",
+            item_unit="page batch",
+            timeout_seconds=900,
+            heartbeat_seconds=120,
+        ),
         step("chunk_documents"),
         step("build_index", memory_mb=1769),
         step("retrieve_passages"),

@@ -1,6 +1,7 @@
 """Workflow `document-analysis`, its domain: the submission logic and one function per step of its spec.
 
-Steps exchange S3 keys, never text: parse_documents → chunk_documents → build_index → retrieve_passages →
+Steps exchange S3 keys, never text: parse_documents → ocr_pages (per page batch, in the OCR worker's container;
+only when a page has no text layer) → chunk_documents → build_index → retrieve_passages →
 extract_evidence (per passage group) → draft_answer → verify_citations → publish_result.
 """
 
@@ -10,12 +11,12 @@ from typing import Any
 
 from pydantic import BaseModel, TypeAdapter
 
-from longhaul import analysis
+from longhaul import analysis, ocr
 from longhaul import artifacts as keys
 from longhaul.analysis import Draft, Evidence, EvidenceSet
-from longhaul.contracts import Claim, DocumentAnalysisInput, DocumentSummary, JobResult, Verification
+from longhaul.contracts import Claim, DocumentAnalysisInput, DocumentSummary, JobResult, JobStatus, Verification
 from longhaul.documents import Chunk, ParsedDocument, chunk_document, parse_document
-from longhaul.errors import InvalidInputError
+from longhaul.errors import CancelledError, InvalidInputError
 from longhaul.retrieval import LexicalIndex, group_passages
 from longhaul.review.contracts import ReviewEvidence, ReviewMaterial
 from longhaul.runner import StepContext
@@ -67,7 +68,7 @@ def _chunks(ctx: StepContext) -> list[Chunk]:
 
 def parse_documents(ctx: StepContext) -> dict[str, Any]:
     job_input, store = _input(ctx), ctx.services.artifacts
-    parsed_keys, pages, ocr = [], 0, 0
+    parsed_keys, pages, needing, documents = [], 0, 0, []
     for doc in job_input.documents:
         parsed = parse_document(
             index=doc.index, name=doc.name, data=store.get_bytes(doc.key), media_type=doc.media_type
@@ -75,18 +76,64 @@ def parse_documents(ctx: StepContext) -> dict[str, Any]:
         parsed_keys.append(
             store.put_json(keys.work_key(ctx.job_id, "parse_documents", f"{doc.index:03d}.json"), parsed)
         )
+        documents.append((parsed, doc.key))
         pages += len(parsed.pages)
-        ocr += len(parsed.pages_needing_ocr)
-    return {"parsed_keys": parsed_keys, "documents": len(parsed_keys), "pages": pages, "pages_needing_ocr": ocr}
+        needing += len(parsed.pages_needing_ocr)
+    batches = [
+        store.put_json(keys.work_key(ctx.job_id, "parse_documents", f"ocr-batch-{batch.number:03d}.json"), batch)
+        for batch in ocr.plan_batches(documents)
+    ]
+    return {
+        "parsed_keys": parsed_keys,
+        "documents": len(parsed_keys),
+        "pages": pages,
+        "pages_needing_ocr": needing,
+        "ocr_batches": batches,  # the container step's items: empty when every page has a text layer
+    }
+
+
+def ocr_pages(ctx: StepContext) -> dict[str, Any]:
+    """One page batch, read in the OCR worker (a container task resumed by its token, never a Lambda).
+
+    Between pages it checks that the job is still running and that the worker may go on (its heartbeat was
+    accepted); a cancelled job stops it, and the runner then commits nothing.
+    """
+    worker, store = ocr.current(), ctx.services.artifacts  # set by the worker's entrypoint
+    batch = ocr.OcrBatch.model_validate(store.get_json(str(ctx.event.ref)))
+
+    def between_pages() -> None:
+        worker.check()
+        job = ctx.services.jobs.get_job(ctx.job_id)
+        if job is None or job.status not in (JobStatus.RUNNING, JobStatus.RETRYING):
+            raise CancelledError(f"job {ctx.job_id} is no longer running; OCR stopped", step=ctx.event.step)
+
+    result = ocr.read_batch(batch, fetch=store.get_bytes, engine=worker.engine, between_pages=between_pages)
+    key = store.put_json(keys.work_key(ctx.job_id, ocr.STEP, f"batch-{batch.number:03d}.json"), result)
+    read = sum(1 for p in result.pages if p.status == "read")
+    return {"ocr_key": key, "pages_read": read, "pages_unreadable": len(result.pages) - read}
+
+
+def _documents(ctx: StepContext) -> list[ParsedDocument]:
+    """The parsed documents, with the text of the pages OCR read (its batches' results at their fixed keys)."""
+    store = ctx.services.artifacts
+    batches = ctx.output_of("parse_documents").get("ocr_batches", [])
+    results = [
+        ocr.OcrBatchResult.model_validate(store.get_json(keys.work_key(ctx.job_id, ocr.STEP, f"batch-{n:03d}.json")))
+        for n in range(len(batches))
+    ]
+    return [
+        ocr.apply_ocr(ParsedDocument.model_validate(store.get_json(k)), results)
+        for k in ctx.output_of("parse_documents")["parsed_keys"]
+    ]
 
 
 def chunk_documents(ctx: StepContext) -> dict[str, Any]:
     store = ctx.services.artifacts
     chunks: list[Chunk] = []
-    for key in ctx.output_of("parse_documents")["parsed_keys"]:
-        chunks.extend(chunk_document(ParsedDocument.model_validate(store.get_json(key))))
+    for document in _documents(ctx):
+        chunks.extend(chunk_document(document))
     if not chunks:
-        raise InvalidInputError("no document has extractable text (pages without a text layer need OCR)")
+        raise InvalidInputError("no document has extractable text (no text layer, and OCR read nothing)")
     key = store.put_bytes(
         keys.work_key(ctx.job_id, "chunk_documents", "chunks.json"), _CHUNKS.dump_json(chunks), "application/json"
     )
@@ -211,9 +258,7 @@ def publish_result(ctx: StepContext) -> dict[str, Any]:
     store, services = ctx.services.artifacts, ctx.services
     verified = _reviewed(ctx, store.get_json(ctx.output_of("verify_citations")["verified_key"]))
     claims = [Claim.model_validate(c) for c in verified["claims"]]
-    documents = [
-        ParsedDocument.model_validate(store.get_json(k)) for k in ctx.output_of("parse_documents")["parsed_keys"]
-    ]
+    documents = _documents(ctx)
     job = services.jobs.get_job(ctx.job_id)
     result = JobResult(
         job_id=ctx.job_id,
@@ -225,7 +270,12 @@ def publish_result(ctx: StepContext) -> dict[str, Any]:
         model=job.model if job else "",
         documents=[
             DocumentSummary(
-                name=d.name, media_type=d.media_type, pages=len(d.pages), pages_needing_ocr=d.pages_needing_ocr
+                name=d.name,
+                media_type=d.media_type,
+                pages=len(d.pages),
+                pages_needing_ocr=d.pages_needing_ocr,
+                pages_ocr=d.pages_ocr,
+                pages_unreadable=d.pages_unreadable,
             )
             for d in documents
         ],
