@@ -11,7 +11,8 @@ from longhaul.documents import parse_document
 from longhaul.workflows import REGISTRY
 from tests.workflows.conftest import SAMPLES, Client
 
-STEPS = REGISTRY["document-analysis"].step_names
+SPEC = REGISTRY["document-analysis"]
+STEPS = SPEC.step_names
 
 
 def _page_text(request: dict[str, Any], document: str, page: int) -> str:
@@ -42,12 +43,12 @@ def test_happy_path_completes_with_verified_citations_and_ordered_step_events(al
         assert citation["document"] in names
         assert citation["quote"] in _page_text(sample_request, citation["document"], citation["page"])
 
-    # And the events list every step's start and finish, in workflow order
+    # And the events list every step's start and finish, in workflow order (no page needs OCR: no OCR step)
     events = alpha.events(accepted["job_id"])
     assert [e["seq"] for e in events] == sorted({e["seq"] for e in events})
     top_level = [(e["type"], e["step"]) for e in events if e["type"].startswith("step_") and e.get("item") is None]
     expected = [
-        (kind, step) for step in STEPS if step != "extract_evidence" for kind in ("step_started", "step_finished")
+        (kind, step) for step in STEPS if step not in SPEC.fan_out_steps for kind in ("step_started", "step_finished")
     ]
     assert top_level == expected
     items = [e for e in events if e.get("step") == "extract_evidence"]
@@ -73,7 +74,9 @@ def test_uploaded_pdf_is_parsed_and_pages_without_text_are_marked_for_ocr(alpha:
     assert job["status"] == "completed", job
     result = alpha.get(f"/v1/jobs/{job_id}/result").json()
     (summary,) = result["documents"]
+    # The scanned page holds only drawn lines: OCR finds no text there, so it is reported, not dropped
     assert summary["media_type"] == "application/pdf" and summary["pages_needing_ocr"] == [2]
+    assert summary["pages_unreadable"] == [2] and summary["pages_ocr"] == []
     assert all(c["document"] == pdf.name for c in result["citations"])
 
 
