@@ -136,7 +136,9 @@ def test_a_replay_of_a_cancelled_job_lists_exactly_what_will_run_again(
     job_id = submit(call_api).body["job_id"]
     running(table, job_id, started_ago=timedelta(seconds=10), completed=4)
     for step in ("parse_documents", "chunk_documents", "build_index"):
-        checkpoints.commit_step(job_id, step, None, {"status": "succeeded", "output": {"key": f"{step}.json"}})
+        # parse_documents found no page to OCR: the container step has no item
+        output = {"key": f"{step}.json", "ocr_batches": []}
+        checkpoints.commit_step(job_id, step, None, {"status": "succeeded", "output": output})
     groups = [f"group-{n}" for n in range(5)]
     checkpoints.commit_step(job_id, "retrieve_passages", None, {"status": "succeeded", "output": {"groups": groups}})
     for item in (0, 1, 3):
@@ -165,7 +167,9 @@ def test_a_replay_from_before_the_fan_out_reruns_all_its_items(
     job_id = submit(call_api).body["job_id"]
     store = running(table, job_id, started_ago=timedelta(seconds=10), completed=4)
     for step in ("parse_documents", "chunk_documents", "build_index"):
-        checkpoints.commit_step(job_id, step, None, {"status": "succeeded", "output": {"key": f"{step}.json"}})
+        # parse_documents found no page to OCR: the container step has no item
+        output = {"key": f"{step}.json", "ocr_batches": []}
+        checkpoints.commit_step(job_id, step, None, {"status": "succeeded", "output": output})
     checkpoints.commit_step(
         job_id, "retrieve_passages", None, {"status": "succeeded", "output": {"groups": ["a", "b"]}}
     )
