@@ -162,9 +162,14 @@ def stop(task_arn: str, *, grace_seconds: float = STOP_GRACE_SECONDS) -> bool:
     return True
 
 
-def running_tasks() -> list[str]:
+def running_tasks(group: str | None = None) -> list[str]:
+    """The tasks whose worker still runs (of one ECS group, e.g. `longhaul:<job id>`, if given)."""
     with _LOCK:
-        return [arn for arn, r in _RUNNING.items() if r.process.poll() is None]
+        return [
+            arn
+            for arn, r in _RUNNING.items()
+            if r.process.poll() is None and (group is None or getattr(r.task, "group", None) == group)
+        ]
 
 
 def stop_all() -> int:

@@ -17,6 +17,7 @@ from local import workers
 from local.deploy import wait_until
 from local.platform import LocalPlatform
 from longhaul.ocr import OcrBatchResult
+from longhaul.step_events import task_group
 from tests.workflows.conftest import SAMPLES, Client
 
 SCANNED = SAMPLES / "documents" / "lease_amendment_scanned.pdf"
@@ -140,19 +141,21 @@ def test_a_worker_that_stops_heartbeating_is_timed_out_and_retried(
     assert alpha.wait(job_id, timeout=300)["status"] == "completed"
     starts = [e for e in alpha.events(job_id) if e["type"] == "step_started" and e.get("step") == "ocr_pages"]
     assert len(starts) == 1  # the hung task never started the step; the retried one did
+    assert not any(e["type"] == "step_attempt_failed" for e in alpha.events(job_id))
 
 
 def test_cancel_during_ocr_stops_the_worker_and_commits_nothing(alpha: Client, platform: LocalPlatform) -> None:
     job_id = _submit(alpha, [(SCANNED.name, SCANNED.read_bytes())])
+    group = task_group(job_id)
 
     def ocr_started() -> bool | None:
         started = any(e["type"] == "step_started" and e.get("step") == "ocr_pages" for e in alpha.events(job_id))
-        return True if started and workers.running_tasks() else None
+        return True if started and workers.running_tasks(group) else None
 
     wait_until(ocr_started, timeout=120, interval=0.1, what="the OCR worker to start")
     cancelled = alpha.post(f"/v1/jobs/{job_id}/cancel", None)
     assert cancelled.status_code == 202, cancelled.text
-    wait_until(lambda: not workers.running_tasks() or None, timeout=30, interval=0.1, what="the worker to stop")
+    wait_until(lambda: not workers.running_tasks(group) or None, timeout=30, interval=0.1, what="the worker to stop")
     assert alpha.wait(job_id)["status"] == "cancelled"
     events = alpha.events(job_id)
     assert not any(e["type"] == "step_finished" and e.get("step") == "ocr_pages" for e in events)

@@ -33,7 +33,9 @@ from longhaul.step_events import StepEvent
 
 LOG = logging.getLogger("longhaul.workers.ocr")
 DEFAULT_HEARTBEAT_SECONDS = 30.0
-HANG_LIMIT_SECONDS = 3600.0  # a `hang` fault's worker waits this long at most (or until stopped)
+# A `hang` fault's worker stays silent this many heartbeat intervals (twice the state machine's heartbeat bound,
+# by then its task was timed out and retried), then exits without reporting, as a stuck container killed would.
+HANG_INTERVALS = 8
 # The token is no longer waited for: the execution stopped, the task timed out, or it was already answered.
 TOKEN_GONE = {"TaskTimedOut", "TaskDoesNotExist", "InvalidToken"}
 
@@ -124,7 +126,8 @@ def run(env: Mapping[str, str], engine: ocr.OcrEngine | None = None) -> int:
 
     token, event = env[Env.TASK_TOKEN], _event(env)
     client = aws.client("stepfunctions")
-    heartbeat = Heartbeat(client, token, float(env.get(Env.HEARTBEAT_SECONDS) or DEFAULT_HEARTBEAT_SECONDS))
+    interval = float(env.get(Env.HEARTBEAT_SECONDS) or DEFAULT_HEARTBEAT_SECONDS)
+    heartbeat = Heartbeat(client, token, interval)
     if threading.current_thread() is threading.main_thread():
 
         def on_sigterm(signum: int, frame: FrameType | None) -> None:
@@ -133,7 +136,7 @@ def run(env: Mapping[str, str], engine: ocr.OcrEngine | None = None) -> int:
         signal.signal(signal.SIGTERM, on_sigterm)
     injected = env.get(Env.INJECT_FAULT)
     if injected == HANG:  # a worker that stops heartbeating: the state machine times it out and retries
-        heartbeat.stopping.wait(HANG_LIMIT_SECONDS)
+        heartbeat.stopping.wait(interval * HANG_INTERVALS)
         return 1
     if injected:
         faults.install(FaultInjector(f"{event['step']}#{event['item']}={injected}x1"))
