@@ -270,7 +270,9 @@ class WorkflowBuilder(Construct):
                 },
                 "TimeoutSeconds": self.policy.task_timeout(timeout),
                 "HeartbeatSeconds": heartbeat,
-                "ResultPath": None,
+                # The worker's answer (the step output: references only) replaces the item's state; the item's
+                # Pass then yields its boolean. (A null ResultPath does not survive CustomState's JSON.)
+                "ResultPath": "$",
             },
         )
         self._apply_retries(task)

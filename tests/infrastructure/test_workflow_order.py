@@ -42,7 +42,11 @@ def visited_steps(asl: dict[str, Any]) -> list[str]:
         step_name = state_step(state)
         if step_name is not None:
             visited.append(step_name)
-        name = state.get("Default") if state["Type"] == "Choice" else state.get("Next")
+        if state["Type"] == "Choice":  # a container step's "any items?" goes to its Map; others' success is Default
+            maps = [c["Next"] for c in state.get("Choices", []) if states[c["Next"]]["Type"] == "Map"]
+            name = maps[0] if maps else state.get("Default")
+        else:
+            name = state.get("Next")
     return visited
 
 
