@@ -107,7 +107,9 @@ def test_the_ocr_step_is_skipped_when_no_page_needs_it(template: dict[str, Any])
     choice = states["ocr_pages: any items?"]
     assert choice["Type"] == "Choice"
     (rule,) = choice["Choices"]
-    assert rule == {"Variable": "$.steps.parse_documents.ocr_batches[0]", "IsPresent": True, "Next": "ocr_pages"}
+    assert rule == {"Variable": "$.fanout_count.ocr_pages.items", "NumericGreaterThan": 0, "Next": "ocr_pages"}
+    counted = states["ocr_pages: count items"]
+    assert counted["Parameters"] == {"items.$": "States.ArrayLength($.steps.parse_documents.ocr_batches)"}
     assert states[choice["Default"]]["Next"] == states["ocr_pages: all items done"]["Next"]
 
 
