@@ -72,13 +72,15 @@ def _role_actions(template: dict[str, Any], role_id: str) -> set[str]:
     return actions
 
 
-def test_the_task_role_reaches_only_artifacts_job_items_and_its_task_tokens(template: dict[str, Any]) -> None:
+def test_the_task_role_reaches_only_artifacts_job_items_webhook_starts_and_its_task_tokens(
+    template: dict[str, Any],
+) -> None:
     (task,) = resources(template, "AWS::ECS::TaskDefinition").values()
     role_id = task["Properties"]["TaskRoleArn"]["Fn::GetAtt"][0]
     actions = _role_actions(template, role_id)
     assert {"s3:GetObject", "s3:PutObject", "states:SendTaskSuccess", "states:SendTaskFailure"} <= actions
     assert "states:SendTaskHeartbeat" in actions
-    allowed_prefixes = ("s3:GetObject", "s3:PutObject", "dynamodb:", "states:SendTask")
+    allowed_prefixes = ("s3:GetObject", "s3:PutObject", "dynamodb:", "states:SendTask", "states:StartExecution")
     assert all(a.startswith(allowed_prefixes) for a in actions), sorted(actions)
     assert "s3:DeleteObject" not in actions and "dynamodb:DeleteItem" not in actions
 
