@@ -31,7 +31,6 @@ from longhaul.errors import (
 )
 from longhaul.failures import sanitize
 from longhaul.faults import CrashFault
-from longhaul.llm.port import Usage
 from longhaul.model_calls import ModelCalls
 from longhaul.observability import emit, logger
 from longhaul.records import Job
@@ -85,18 +84,6 @@ class StepContext:
     @property
     def model_calls(self) -> list[dict[str, Any]]:
         return self._model.calls if self._model else []
-
-    def charge(self, usage: Usage, *, call: int = 0) -> None:
-        """Charge a model call to the job once per (job attempt, step, item, call): a retried step never charges
-        twice for the same call; `call` numbers the calls of one step (re-extractions, say)."""
-        item = "" if self.event.item is None else str(self.event.item)
-        suffix = f"/{call}" if call else ""
-        self.services.checkpoints.charge(
-            self.job_id,
-            f"{self.job_attempt}/{self.event.step}/{item}{suffix}",
-            input_tokens=usage.input_tokens,
-            output_tokens=usage.output_tokens,
-        )
 
 
 StepWork = Callable[[StepContext], dict[str, Any]]

@@ -12,7 +12,7 @@ from longhaul.contracts import JobStatus
 from longhaul.storage.checkpoints import CheckpointStore
 from longhaul.storage.jobs import JobStore, TransitionRejected
 from tests.unit.conftest import FakeClock
-from tests.unit.test_job_store import items_of, new_job, read
+from tests.unit.test_job_store import items_of, new_job
 
 S = JobStatus
 
@@ -102,30 +102,3 @@ def test_delete_steps_removes_exactly_the_named_records(checkpoints: CheckpointS
     checkpoints.delete_steps(running, [("extract", 1), ("draft", None), ("never_ran", None)])
 
     assert [(r.step, r.item) for r in checkpoints.steps(running)] == [("extract", 0), ("extract", 2), ("parse", None)]
-
-
-def test_a_charge_is_made_once_per_charge_id_and_adds_to_the_job(
-    store: JobStore, checkpoints: CheckpointStore, running: str
-) -> None:
-    # When the same call is charged twice (a retried delivery) and another call once
-    assert checkpoints.charge(running, "1/draft/", input_tokens=100, output_tokens=10) is True
-    assert checkpoints.charge(running, "1/draft/", input_tokens=100, output_tokens=10) is False
-    assert checkpoints.charge(running, "1/extract/3", input_tokens=7, output_tokens=2) is True
-
-    # Then the job's totals count each call once, and each charge is listed once
-    job = read(store, running)
-    assert (job.usage_input_tokens, job.usage_output_tokens) == (107, 12)
-    assert sorted((c.charge_id, c.input_tokens, c.output_tokens) for c in checkpoints.charges(running)) == [
-        ("1/draft/", 100, 10),
-        ("1/extract/3", 7, 2),
-    ]
-
-
-def test_the_next_attempt_of_a_job_is_charged_again(
-    store: JobStore, checkpoints: CheckpointStore, running: str
-) -> None:
-    checkpoints.charge(running, "1/draft/", input_tokens=100, output_tokens=10)
-
-    assert checkpoints.charge(running, "2/draft/", input_tokens=100, output_tokens=10) is True
-
-    assert read(store, running).usage_input_tokens == 200

@@ -14,7 +14,6 @@ from botocore.exceptions import ClientError
 from longhaul.contracts import JobStatus
 from longhaul.errors import CancelledError, InternalError, InvalidInputError, LonghaulError, TransientError
 from longhaul.failures import MESSAGE_LIMIT
-from longhaul.llm.port import Usage
 from longhaul.records import Job
 from longhaul.runner import StepContext, run_step
 from longhaul.storage.checkpoints import CheckpointStore
@@ -390,28 +389,3 @@ def test_an_aws_error_while_completing_is_a_typed_transient_error(
 
     with pytest.raises(TransientError):
         run_step(step_event("b"), services, work=FakeWork({"result_key": "results/x"}), spec=SPEC)
-
-
-# ---------------------------------------------------------------------- model charges
-
-
-@pytest.mark.usefixtures("job")
-def test_a_model_charge_is_made_once_per_step_whatever_the_retries(
-    store: JobStore, checkpoints: CheckpointStore, services: Services
-) -> None:
-    calls = {"n": 0}
-
-    def charging(ctx: StepContext) -> dict[str, Any]:
-        ctx.charge(Usage(input_tokens=100, output_tokens=20))
-        calls["n"] += 1
-        if calls["n"] == 1:
-            raise TransientError("the model answered, the write after it did not")
-        return {"ok": True}
-
-    with pytest.raises(TransientError):
-        run_step(step_event("a", attempt=0), services, work=charging, spec=SPEC)
-    run_step(step_event("a", attempt=1), services, work=charging, spec=SPEC)
-
-    assert [(c.charge_id, c.input_tokens) for c in checkpoints.charges(JOB_ID)] == [("1/a/", 100)]
-    job = current(store)
-    assert (job.usage_input_tokens, job.usage_output_tokens) == (100, 20)

@@ -83,35 +83,5 @@ class CheckpointStore:
 
     # ------------------------------------------------------------------ charges
 
-    def charge(self, job_id: str, charge_id: str, *, input_tokens: int, output_tokens: int) -> bool:
-        """Add usage to the job's totals once per `charge_id`; False when already charged."""
-        return transact_guarded(
-            self.client,
-            [
-                {
-                    "Put": {
-                        "TableName": self.table.name,
-                        "Item": {
-                            **schema.charge_key(job_id, charge_id),
-                            "charge_id": charge_id,
-                            "input_tokens": input_tokens,
-                            "output_tokens": output_tokens,
-                            "at": iso(self.clock.now()),
-                        },
-                        "ConditionExpression": "attribute_not_exists(pk)",
-                    }
-                },
-                {
-                    "Update": {
-                        "TableName": self.table.name,
-                        "Key": schema.job_key(job_id),
-                        "UpdateExpression": "ADD usage_input_tokens :i, usage_output_tokens :o",
-                        "ExpressionAttributeValues": {":i": input_tokens, ":o": output_tokens},
-                    }
-                },
-            ],
-            what=f"charging job {job_id}",
-        )
-
     def charges(self, job_id: str) -> list[Charge]:
         return [Charge.model_validate(i) for i in query_prefix(self.table, schema.job_pk(job_id), schema.CHARGE_PREFIX)]
