@@ -11,7 +11,7 @@ import json
 from collections.abc import Mapping
 from typing import Annotated, Any
 
-from aws_lambda_powertools.event_handler import APIGatewayRestResolver, Response
+from aws_lambda_powertools.event_handler import Response
 from aws_lambda_powertools.event_handler.openapi.exceptions import (
     RequestUnsupportedContentType,
     RequestValidationError,
@@ -23,6 +23,7 @@ from aws_lambda_powertools.utilities.typing import LambdaContext
 from handlers.api_ops import router as operator_routes
 from handlers.api_reviews import router as reviewer_routes
 from handlers.api_shared import PROBLEM_JSON, SSE, EventsLimit, events_response, job_service, principal, problems
+from handlers.resolver import ThreadSafeRestResolver
 from longhaul import limits
 from longhaul.auth import Principal, bearer_token
 from longhaul.contracts import (
@@ -68,7 +69,7 @@ DESCRIPTION = (
 # Served without an API key (and checked against the gateway's routes).
 PUBLIC_PATHS = frozenset({"/v1/health", "/v1/openapi.json", "/v1/docs"})
 JSON_METHODS = frozenset({"POST", "PUT", "PATCH"})
-app = APIGatewayRestResolver(enable_validation=True)
+app = ThreadSafeRestResolver(enable_validation=True)  # the local runtime resolves requests concurrently
 
 
 def _problem_response(problem: ApiProblem) -> Response[str]:

@@ -6,18 +6,60 @@ query exact dimension sets, must not depend on which function emitted a metric.
 
 No X-Ray SDK tracer: the functions and state machines run with X-Ray active tracing, which records each
 invocation without it, and the SDK (the largest cold-start cost) would bundle a second botocore.
+
+The logger's keys (`append_keys`, `inject_lambda_context(clear_state=True)`) are kept per thread: the local runtime
+runs several invocations of one function at once in one interpreter, where one shared set of keys would give a
+request's log lines another request's `tenant_id` or `job_id`, or lose them to another's `clear_state`. On AWS a
+sandbox runs one invocation at a time, on one thread: the same behaviour as upstream's.
 """
 
 from __future__ import annotations
 
 import json
+import threading
+from typing import Any
 
 from aws_lambda_powertools import Logger, Metrics
+from aws_lambda_powertools.logging.formatter import LambdaPowertoolsFormatter
 from aws_lambda_powertools.metrics import MetricUnit
 from aws_lambda_powertools.metrics.base import SingleMetric
 from aws_lambda_powertools.metrics.functions import is_metrics_disabled
 
-logger = Logger(service="longhaul")
+
+class PerThreadKeysFormatter(LambdaPowertoolsFormatter):
+    """Powertools' JSON formatter whose keys (`log_format`) belong to the thread that set them.
+
+    A thread starts from the keys the formatter had when `seal()` was called (the service and the defaults the
+    `Logger` adds when it is built); what it appends or clears after that is its own.
+    """
+
+    def __init__(self, **kwargs: Any) -> None:
+        self._threads = threading.local()
+        self._template: dict[str, Any] | None = None
+        super().__init__(**kwargs)
+
+    @property
+    def log_format(self) -> dict[str, Any]:
+        own: dict[str, Any] | None = getattr(self._threads, "log_format", None)
+        if own is None:
+            own = dict(self._template or {})
+            self._threads.log_format = own
+        return own
+
+    @log_format.setter
+    def log_format(self, value: dict[str, Any]) -> None:
+        self._threads.log_format = value
+        if self._template is None:  # until `seal()`: the constructing thread's keys, which the Logger completes
+            self._template = value
+
+    def seal(self) -> None:
+        """Fix the keys every thread starts from to the current ones (call once the `Logger` is built)."""
+        self._template = dict(self.log_format)
+
+
+_formatter = PerThreadKeysFormatter()
+logger = Logger(service="longhaul", logger_formatter=_formatter)
+_formatter.seal()
 NAMESPACE = "Longhaul"
 # An empty service (not None, which falls back to POWERTOOLS_SERVICE_NAME) adds no `service` dimension.
 NO_SERVICE = ""
