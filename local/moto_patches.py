@@ -14,6 +14,7 @@ import threading
 import time
 import types
 import uuid
+from collections import OrderedDict
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any
@@ -699,6 +700,101 @@ def record_container_tasks_only() -> None:
     _restore(_ecs_backend_class(), "run_task")
 
 
+# --- Step Functions definitions: parsed once, shared by every execution -----------------------------------
+
+#: How many distinct definitions keep their parsed program (a deployment has a handful; `reset()` redeploys the same).
+DEFINITION_CACHE_SIZE = 64
+_DEFINITIONS: OrderedDict[str, tuple[Any, Any]] = OrderedDict()  # definition text -> (program, parse tree)
+_DEFINITIONS_LOCK = threading.Lock()
+_PARSING: dict[str, threading.Lock] = {}  # definition text -> held while it is parsed (one parse per text)
+
+
+def _asl_parser_class() -> type:
+    from moto.stepfunctions.parser.asl.parse.asl_parser import AmazonStateLanguageParser
+
+    return AmazonStateLanguageParser
+
+
+def _fix_heap_keys(component: Any) -> None:
+    """Give every evaluation component of `component` its `heap_key` now, before threads share it.
+
+    Upstream draws a component's key lazily (`EvalComponent.heap_key`: the first reader stores a new uid): two
+    executions reading it at once could each draw one and then look up a Retry's attempt counter in
+    `env.heap` under the other's key. Drawn once here, every execution reads the same key (the counters
+    themselves live in each execution's own `env.heap`).
+    """
+    from moto.stepfunctions.parser.asl.component.component import Component
+    from moto.stepfunctions.parser.asl.component.eval_component import EvalComponent
+
+    seen: set[int] = set()
+    pending: list[Any] = [component]
+    while pending:
+        value = pending.pop()
+        if id(value) in seen:
+            continue
+        seen.add(id(value))
+        if isinstance(value, EvalComponent):
+            _ = value.heap_key
+        if isinstance(value, Component):
+            pending.extend(vars(value).values())
+        elif isinstance(value, list | tuple | set | frozenset):
+            pending.extend(value)
+        elif isinstance(value, dict):
+            pending.extend(value.values())
+
+
+def _cached_parse(definition: str) -> tuple[Any, Any]:
+    """`AmazonStateLanguageParser.parse`, once per definition text; later calls return the same (program, tree)."""
+    with _DEFINITIONS_LOCK:
+        found = _DEFINITIONS.get(definition)
+        if found is not None:
+            _DEFINITIONS.move_to_end(definition)
+            return found
+        parsing = _PARSING.setdefault(definition, threading.Lock())
+    with parsing:  # concurrent first executions of one definition wait for a single parse
+        with _DEFINITIONS_LOCK:
+            found = _DEFINITIONS.get(definition)
+        if found is not None:
+            return found
+        try:
+            program, tree = _original(_asl_parser_class(), "parse")(definition)  # an invalid one raises: not cached
+            _fix_heap_keys(program)
+            with _DEFINITIONS_LOCK:
+                _DEFINITIONS[definition] = (program, tree)
+                while len(_DEFINITIONS) > DEFINITION_CACHE_SIZE:
+                    _DEFINITIONS.popitem(last=False)
+        finally:
+            with _DEFINITIONS_LOCK:
+                _PARSING.pop(definition, None)
+        return program, tree
+
+
+def forget_parsed_definitions() -> None:
+    """Empty the cache of `parse_definitions_once` (tests)."""
+    with _DEFINITIONS_LOCK:
+        _DEFINITIONS.clear()
+
+
+def parse_definitions_once() -> None:
+    """Parse a state machine definition once and share its program between executions.
+
+    Upstream parses the definition text again (ANTLR lexer, parser, then the preprocessor that builds the program of
+    evaluation components) at `CreateStateMachine` and at every `StartExecution`, in the execution's thread: about
+    0.35 s of CPU for the document-analysis definition (38 KB), which under a burst of submissions competes for the
+    interpreter lock with the API itself. The program is safe to share: its components hold only what the
+    definition says; everything an execution changes lives in its `Environment` (states, heap of Retry counters,
+    frames, Map run records, callback endpoints), created per execution. The one lazily drawn value, each
+    component's `heap_key`, is drawn at parse time (`_fix_heap_keys`). Keyed by the exact text (an updated
+    definition is a new text, so it is parsed anew), bounded to `DEFINITION_CACHE_SIZE` texts.
+    """
+    _replace(_asl_parser_class(), "parse", staticmethod(_cached_parse))
+
+
+def parse_definitions_every_time() -> None:
+    _restore(_asl_parser_class(), "parse")
+    forget_parsed_definitions()
+
+
 def apply() -> None:
     """Install every patch (idempotent)."""
     enable_execution()
@@ -712,10 +808,12 @@ def apply() -> None:
     translate_ecs_task_names()
     token_per_attempt()
     run_container_tasks_locally()
+    parse_definitions_once()
 
 
 def revert() -> None:
     """Restore moto's own behaviour (idempotent)."""
+    parse_definitions_every_time()
     record_container_tasks_only()
     share_token_across_attempts()
     untranslate_ecs_task_names()

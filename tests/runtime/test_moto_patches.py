@@ -417,3 +417,112 @@ def test_stop_during_a_wait_state_aborts_at_once_with_the_patch() -> None:
 
     assert sfn.describe_execution(executionArn=execution)["status"] == "ABORTED"
     assert "PassStateEntered" not in _aborted_history(execution)
+
+
+# --- parse_definitions_once -------------------------------------------------------------------------------------
+
+RETRIED_RUNS: dict[str, int] = {}
+
+
+def flaky_per_run(event: dict[str, Any], context: Any) -> dict[str, Any]:
+    """Fails the first call of each run (`event["run"]`), so every execution needs its own Retry attempt."""
+    calls = RETRIED_RUNS[event["run"]] = RETRIED_RUNS.get(event["run"], 0) + 1
+    if calls == 1:
+        raise TransientGlitch(f"first call of {event['run']} fails")
+    return {"run": event["run"], "calls": calls}
+
+
+def _retry_definition() -> str:
+    return json.dumps(
+        {
+            "StartAt": "Work",
+            "States": {
+                "Work": {
+                    "Type": "Task",
+                    "Resource": "arn:aws:states:::lambda:invoke",
+                    "Parameters": {"FunctionName": "x", "Payload.$": "$"},
+                    "Retry": [{"ErrorEquals": ["TransientGlitch"], "IntervalSeconds": 1, "MaxAttempts": 1}],
+                    "End": True,
+                }
+            },
+        }
+    )
+
+
+def _heap_keys_drawn(program: Any) -> list[bool]:
+    from moto.stepfunctions.parser.asl.component.component import Component
+    from moto.stepfunctions.parser.asl.component.eval_component import EvalComponent
+
+    found: list[bool] = []
+    seen: set[int] = set()
+    pending: list[Any] = [program]
+    while pending:
+        value = pending.pop()
+        if id(value) in seen:
+            continue
+        seen.add(id(value))
+        if isinstance(value, EvalComponent):
+            found.append(value.__dict__.get("_EvalComponent__heap_key") is not None)
+        if isinstance(value, Component):
+            pending.extend(vars(value).values())
+        elif isinstance(value, list | tuple):
+            pending.extend(value)
+    return found
+
+
+@pytest.mark.usefixtures("unpatched")
+def test_every_parse_builds_a_new_program_with_lazy_heap_keys_without_the_patch() -> None:
+    from moto.stepfunctions.parser.asl.parse.asl_parser import AmazonStateLanguageParser
+
+    first, _ = AmazonStateLanguageParser.parse(_retry_definition())
+    second, _ = AmazonStateLanguageParser.parse(_retry_definition())
+
+    assert first is not second
+    drawn = _heap_keys_drawn(first)
+    assert drawn and not any(drawn)  # drawn on first read, by whichever execution reads first
+
+
+@pytest.mark.usefixtures("patched")
+def test_a_definition_is_parsed_once_with_its_heap_keys_drawn_with_the_patch() -> None:
+    from moto.stepfunctions.parser.asl.parse.asl_parser import AmazonStateLanguageParser, ASLParserException
+
+    first, tree = AmazonStateLanguageParser.parse(_retry_definition())
+    second, same_tree = AmazonStateLanguageParser.parse(_retry_definition())
+
+    assert first is second and tree is same_tree
+    assert all(_heap_keys_drawn(first))
+    for _ in range(2):  # an invalid definition is refused every time, never cached
+        with pytest.raises(ASLParserException):
+            AmazonStateLanguageParser.parse('{"StartAt": "Nowhere", "States": {"X": {"Type": "Nope"}}}')
+
+
+@pytest.mark.usefixtures("patched")
+def test_executions_sharing_a_parsed_program_keep_their_own_retry_state_with_the_patch() -> None:
+    # Given a deployed machine whose Task fails once per run and is retried once
+    _upload_code()
+    RETRIED_RUNS.clear()
+    function = _function()
+    function["Properties"]["Handler"] = f"{__name__}.flaky_per_run"
+    definition = json.loads(_retry_definition())
+    definition["States"]["Work"]["Parameters"]["FunctionName"] = "${FunctionArn}"
+    machine = {
+        "Type": "AWS::StepFunctions::StateMachine",
+        "Properties": {
+            "DefinitionString": {"Fn::Sub": [json.dumps(definition), {"FunctionArn": {"Fn::GetAtt": ["Fn", "Arn"]}}]},
+            "RoleArn": {"Fn::GetAtt": ["Role", "Arn"]},
+        },
+    }
+    ids = _deploy({"Fn": function, "Machine": machine})
+    sfn = boto3.client("stepfunctions", region_name=REGION)
+
+    # When three executions of it run at once (one program, parsed when the machine was created)
+    runs = ["a", "b", "c"]
+    arns = [
+        sfn.start_execution(stateMachineArn=ids["Machine"], input=json.dumps({"run": run}))["executionArn"]
+        for run in runs
+    ]
+
+    # Then each used its own single retry: a shared attempt counter would exhaust MaxAttempts 1 for the others
+    finished = [_finished(arn) for arn in arns]
+    assert [f["status"] for f in finished] == ["SUCCEEDED"] * 3, finished
+    assert [json.loads(f["output"])["Payload"] for f in finished] == [{"run": r, "calls": 2} for r in runs]
