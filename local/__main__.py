@@ -18,6 +18,7 @@ import sys
 import threading
 import warnings
 
+from local import lambda_runtime
 from local.platform import LocalPlatform
 
 DEFAULT_API_PORT = 8000
@@ -62,8 +63,9 @@ Then poll it (job_id from the response):
   curl -sS {api}/v1/jobs/<job_id>/events  -H "Authorization: Bearer {first}"
   curl -sS {api}/v1/jobs/<job_id>/result  -H "Authorization: Bearer {first}"
 
-This is one process with an in-memory AWS, for development, demos and tests: each function runs one invocation
-at a time, and Ctrl-C stops everything (all state is in memory and is lost).
+This is one process with an in-memory AWS, for development, demos and tests: each function runs up to
+{lambda_runtime.DEFAULT_CONCURRENCY} invocations at a time, and Ctrl-C stops everything (all state is in memory and is
+lost).
 """
 
 

@@ -5,11 +5,13 @@ code root (the repository's `lambdas/` directory, on `sys.path`) and called with
 The function's environment is given through `longhaul.settings.function_environment` (a context variable):
 `os.environ` is never touched per invocation, since other threads copy it concurrently.
 
-Each function behaves as ONE warm sandbox: its invocations run one at a time (a lock per function, held around
-the handler call only, not around middlewares). Handlers keep per-request state in module globals (Powertools'
-`APIGatewayRestResolver` stores the current event and route on the module-level `app`): concurrent calls of
-one function in one interpreter corrupt each other (seen as `KeyError: '_route'`). Different functions run
-concurrently; a Map over one function is serialized, like a function with reserved concurrency 1.
+Each function behaves as a pool of warm sandboxes: up to `concurrency_of(fn)` invocations of it run at once (its
+`ReservedConcurrentExecutions` when the template sets one, else `DEFAULT_CONCURRENCY`, see `configure`); the
+next one waits for a free slot, held around the handler call only (not around middlewares), so a 1,000-item Map
+does not run 1,000 handlers at once. The sandboxes share one interpreter, so what a handler keeps per request is
+per thread: the API's resolver state (`handlers.resolver`), the logger's keys (`longhaul.observability`), the
+function environment (a context variable); the shared objects are thread-safe (boto3 clients, built once per
+process under a lock; the settings and services caches; the fault injector).
 
 A handler exception is reported exactly like AWS: header `x-amz-function-error: Unhandled` and a payload
 `{"errorType", "errorMessage", "stackTrace"}`; Step Functions matches Retry/Catch on `errorType`.
@@ -53,6 +55,9 @@ REPO_ROOT = Path(__file__).resolve().parent.parent
 DEFAULT_CODE_ROOT = REPO_ROOT / "lambdas"
 
 Handler = Callable[[Any, Any], Any]
+#: Concurrent invocations of one function when its template sets no reserved concurrency (Lambda's unreserved
+#: concurrency is per account; locally a bound per function keeps a large fan-out from starting a thread per item).
+DEFAULT_CONCURRENCY = 10
 
 
 @dataclass
@@ -85,6 +90,7 @@ class Invocation:
     environment: Mapping[str, str]
     invocation_type: str = "RequestResponse"
     timeout: float = 3.0  # the function's configured timeout, seconds
+    concurrency: int = DEFAULT_CONCURRENCY  # how many invocations of this function may run at once
 
 
 class Middleware(Protocol):
@@ -118,6 +124,8 @@ class _Runtime:
         self.handlers: dict[str, Handler] = {}
         self.locks: dict[str, threading.Lock] = {}
         self.locks_guard = threading.Lock()
+        self.default_concurrency = DEFAULT_CONCURRENCY
+        self.slots: dict[tuple[str, int], threading.BoundedSemaphore] = {}  # (function ARN, bound) -> its slots
         self.time_scale = 1.0
         self.interrupt = threading.Event()  # set (and replaced) by `interrupt_waits`
         self.hanging: dict[str, str] = {}  # request id -> function name, while a `hang` fault waits
@@ -180,12 +188,31 @@ def hanging() -> list[str]:
     return list(_RUNTIME.hanging.values())
 
 
-def configure(*, code_root: Path | None = None, environment_overrides: Mapping[str, str] | None = None) -> None:
-    """Set the code root (default: `<repo>/lambdas`) and variables added to every function's environment."""
+def configure(
+    *,
+    code_root: Path | None = None,
+    environment_overrides: Mapping[str, str] | None = None,
+    default_concurrency: int | None = None,
+) -> None:
+    """Set the code root (default: `<repo>/lambdas`), variables added to every function's environment, and how many
+    invocations of a function without reserved concurrency may run at once (default `DEFAULT_CONCURRENCY`)."""
     if code_root is not None:
         _RUNTIME.code_root = Path(code_root)
     if environment_overrides is not None:
         _RUNTIME.environment_overrides = dict(environment_overrides)
+    if default_concurrency is not None:
+        if default_concurrency < 1:
+            raise ValueError(f"concurrency must be at least 1, got {default_concurrency}")
+        _RUNTIME.default_concurrency = int(default_concurrency)
+
+
+def concurrency_of(fn: FunctionSpec) -> int:
+    """How many invocations of `fn` may run at once: its reserved concurrency, else the configured default."""
+    reserved = getattr(fn, "reserved_concurrency", None)
+    try:
+        return max(1, int(reserved)) if reserved not in (None, "") else _RUNTIME.default_concurrency
+    except (TypeError, ValueError):
+        return _RUNTIME.default_concurrency
 
 
 def environment_overrides() -> dict[str, str]:
@@ -212,6 +239,11 @@ def middleware(fn: Middleware) -> Iterator[None]:
 def _lock_for(key: str) -> threading.Lock:
     with _RUNTIME.locks_guard:
         return _RUNTIME.locks.setdefault(key, threading.Lock())
+
+
+def _slots_for(function_arn: str, bound: int) -> threading.BoundedSemaphore:
+    with _RUNTIME.locks_guard:
+        return _RUNTIME.slots.setdefault((function_arn, bound), threading.BoundedSemaphore(bound))
 
 
 def ensure_code_root_on_path() -> None:
@@ -284,7 +316,8 @@ def _call_chain(invocation: Invocation) -> Any:
 
     def innermost() -> Any:
         handler = resolve_handler(invocation.handler)
-        with _lock_for("run:" + invocation.context.invoked_function_arn), use_environment(invocation.environment):
+        slots = _slots_for(invocation.context.invoked_function_arn, invocation.concurrency)
+        with slots, use_environment(invocation.environment):
             return handler(invocation.event, invocation.context)
 
     call: Callable[[], Any] = innermost
@@ -305,6 +338,7 @@ def run(fn: FunctionSpec, event: Any, invocation_type: str = "RequestResponse") 
         environment=function_environment(fn),
         invocation_type=invocation_type,
         timeout=float(fn.timeout or 3),
+        concurrency=concurrency_of(fn),
     )
     started = time.monotonic()
     try:

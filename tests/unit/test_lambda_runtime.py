@@ -58,6 +58,7 @@ class FakeFunction:
     timeout: int = 30
     memory_size: int = 256
     version: str = "$LATEST"
+    reserved_concurrency: int | None = None
 
     @property
     def function_arn(self) -> str:
@@ -172,27 +173,83 @@ def test_moto_invoke_reports_unhandled_function_error(moto_lambda: Any) -> None:
     assert json.loads(response["Payload"].read())["errorType"] == "QuotaExceeded"
 
 
-ACTIVE: list[int] = []
-PEAK: list[int] = []
+RENDEZVOUS = threading.Barrier(2, timeout=10)
 
 
-def count_overlap(event: Any, context: Any) -> int:
-    ACTIVE.append(1)
-    PEAK.append(len(ACTIVE))
-    for _ in range(20_000):  # keep the handler busy without sleeping
-        pass
-    ACTIVE.pop()
-    return len(PEAK)
+def meet_another_invocation(event: Any, context: Any) -> str:
+    """Returns only when a second invocation is inside its handler at the same time (else the barrier breaks)."""
+    RENDEZVOUS.wait()
+    return str(context.aws_request_id)
 
 
-def test_invocations_of_one_function_do_not_overlap() -> None:
-    fn = _fn(count_overlap, function_name="single-sandbox")
+def test_invocations_of_one_function_run_concurrently() -> None:
+    # Given one function, when two invocations of it are made at once, both are inside the handler together
+    RENDEZVOUS.reset()
+    fn = _fn(meet_another_invocation, function_name="shared-sandboxes")
 
-    with ThreadPoolExecutor(max_workers=8) as pool:
-        results = list(pool.map(lambda _: lambda_runtime.run(fn, {}), range(16)))
+    with ThreadPoolExecutor(max_workers=2) as pool:
+        results = list(pool.map(lambda _: lambda_runtime.run(fn, {}), range(2)))
 
-    assert not any(errored for _, errored in results)
-    assert max(PEAK) == 1
+    assert [errored for _, errored in results] == [False, False]  # a broken barrier would be a function error
+    assert len({payload for payload, _ in results}) == 2
+
+
+@dataclass
+class Gate:
+    """Counts the invocations inside `gated` and holds them until opened."""
+
+    lock: threading.Lock = field(default_factory=threading.Lock)
+    opened: threading.Event = field(default_factory=threading.Event)
+    inside: int = 0
+    peak: int = 0
+    entered: list[int] = field(default_factory=list)
+
+
+GATE = Gate()
+
+
+def gated(event: Any, context: Any) -> int:
+    with GATE.lock:
+        GATE.inside += 1
+        GATE.peak = max(GATE.peak, GATE.inside)
+        GATE.entered.append(event["n"])
+    GATE.opened.wait(10)
+    with GATE.lock:
+        GATE.inside -= 1
+    return int(event["n"])
+
+
+@pytest.mark.parametrize(("reserved", "bound"), [(2, 2), (None, lambda_runtime.DEFAULT_CONCURRENCY)])
+def test_concurrent_invocations_of_one_function_are_bounded(reserved: int | None, bound: int) -> None:
+    # Given a function with reserved concurrency (or the default bound), when more invocations than that arrive
+    global GATE
+    GATE = Gate()
+    fn = _fn(gated, function_name=f"bounded-{reserved}", reserved_concurrency=reserved)
+    total = bound + 4
+
+    with ThreadPoolExecutor(max_workers=total) as pool:
+        futures = [pool.submit(lambda_runtime.run, fn, {"n": n}) for n in range(total)]
+        wait_until(lambda: GATE.inside == bound or None, timeout=10, interval=0.01, what="the first invocations")
+        GATE.opened.wait(0.2)  # room for any invocation beyond the bound to (wrongly) enter
+        inside_while_held = GATE.inside
+        GATE.opened.set()
+        results = [future.result(timeout=10) for future in futures]
+
+    # Then exactly `bound` run at once; the others wait for a slot and still run
+    assert inside_while_held == bound
+    assert GATE.peak == bound
+    assert sorted(json.loads(payload) for payload, _ in results) == list(range(total))
+
+
+def test_default_concurrency_is_configurable_and_validated() -> None:
+    lambda_runtime.configure(default_concurrency=3)
+    try:
+        assert lambda_runtime.concurrency_of(_fn(gated)) == 3
+        assert lambda_runtime.concurrency_of(_fn(gated, reserved_concurrency=5)) == 5
+    finally:
+        lambda_runtime.configure(default_concurrency=lambda_runtime.DEFAULT_CONCURRENCY)
+    with pytest.raises(ValueError):
+        lambda_runtime.configure(default_concurrency=0)
 
 
 # --- error types ----------------------------------------------------------------------------------------------
