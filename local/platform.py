@@ -331,7 +331,8 @@ class LocalPlatform:
         from botocore.config import Config
 
         session = boto3.session.Session(region_name=REGION)
-        config = Config(read_timeout=read_timeout, retries={"max_attempts": 1})
+        # The front door's client is shared by every concurrent request: a pool as large as the clients it serves.
+        config = Config(read_timeout=read_timeout, retries={"max_attempts": 1}, max_pool_connections=64)
         factory = session.resource if resource else session.client
         return factory(service, endpoint_url=self.moto_endpoint, config=config)
 

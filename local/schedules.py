@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import json
 import logging
+import os
 import re
 import threading
 import uuid
@@ -175,11 +176,26 @@ def scale_deadlines(invocation: lambda_runtime.Invocation, call_next: Callable[[
     return result
 
 
-def _scale_deadline(table_name: str, job_id: str, scale: float) -> None:
+_TABLES: dict[tuple[str | None, str], Any] = {}  # (endpoint, table name) -> table resource
+_TABLES_LOCK = threading.Lock()
+
+
+def _table(name: str) -> Any:
+    """One DynamoDB table resource per platform endpoint and table, built once per submission burst rather than per
+    job (its own session: boto3's default one is not thread-safe)."""
     import boto3
+
+    key = (os.environ.get("AWS_ENDPOINT_URL"), name)  # a platform started later in the process has its own endpoint
+    with _TABLES_LOCK:
+        if key not in _TABLES:
+            _TABLES[key] = boto3.session.Session().resource("dynamodb").Table(name)
+        return _TABLES[key]
+
+
+def _scale_deadline(table_name: str, job_id: str, scale: float) -> None:
     from botocore.exceptions import ClientError
 
-    table = boto3.resource("dynamodb").Table(table_name)
+    table = _table(table_name)
     key = {"pk": f"JOB#{job_id}", "sk": "JOB"}
     job = table.get_item(Key=key, ConsistentRead=True).get("Item") or {}
     deadline, seconds = job.get("deadline_at"), job.get("deadline_seconds")

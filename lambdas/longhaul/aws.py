@@ -14,7 +14,15 @@ import boto3
 from botocore.config import Config
 
 _lock = threading.Lock()
-_CONFIG = Config(retries={"mode": "standard", "max_attempts": 4}, connect_timeout=5, read_timeout=30)
+# A pool above botocore's 10 connections: the local runtime shares one client between concurrent invocations (a
+# full pool discards connections, and each new one costs a handshake and a server thread); on AWS it is never full.
+MAX_POOL_CONNECTIONS = 64
+_CONFIG = Config(
+    retries={"mode": "standard", "max_attempts": 4},
+    connect_timeout=5,
+    read_timeout=30,
+    max_pool_connections=MAX_POOL_CONNECTIONS,
+)
 
 # botocore's standard retry mode sleeps at most min(2 ** (i - 1), 20) s before retry i (1-based), and up to 5 s more
 # when the service answers with `x-amz-retry-after` (botocore.retries.standard.ExponentialBackoff).
