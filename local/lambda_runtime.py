@@ -7,8 +7,8 @@ The function's environment is given through `longhaul.settings.function_environm
 
 Each function behaves as a pool of warm sandboxes: up to `concurrency_of(fn)` invocations of it run at once (its
 `ReservedConcurrentExecutions` when the template sets one, else `DEFAULT_CONCURRENCY`, see `configure`); the
-next one waits for a free slot, held around the handler call only (not around middlewares), so a 1,000-item Map
-does not run 1,000 handlers at once. The sandboxes share one interpreter, so what a handler keeps per request is
+next one waits for a free slot, held by the whole invocation (middlewares included: a `hang` fault holds its sandbox,
+as a hung invocation does on AWS), so a 1,000-item Map does not run 1,000 handlers at once. The sandboxes share one interpreter, so what a handler keeps per request is
 per thread: the API's resolver state (`handlers.resolver`), the logger's keys (`longhaul.observability`), the
 function environment (a context variable); the shared objects are thread-safe (boto3 clients, built once per
 process under a lock; the settings and services caches; the fault injector).
@@ -316,14 +316,15 @@ def _call_chain(invocation: Invocation) -> Any:
 
     def innermost() -> Any:
         handler = resolve_handler(invocation.handler)
-        slots = _slots_for(invocation.context.invoked_function_arn, invocation.concurrency)
-        with slots, use_environment(invocation.environment):
+        with use_environment(invocation.environment):
             return handler(invocation.event, invocation.context)
 
     call: Callable[[], Any] = innermost
     for mw in reversed(list(_RUNTIME.middlewares)):
         call = functools.partial(mw, invocation, call)
-    return call()
+    # The slot is the sandbox: held by the whole invocation, middlewares included (a `hang` holds it, as on AWS).
+    with _slots_for(invocation.context.invoked_function_arn, invocation.concurrency):
+        return call()
 
 
 def run(fn: FunctionSpec, event: Any, invocation_type: str = "RequestResponse") -> tuple[bytes, bool]:

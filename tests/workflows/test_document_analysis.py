@@ -3,10 +3,13 @@
 from __future__ import annotations
 
 import json
+import threading
+from collections.abc import Callable
 from typing import Any
 
 import requests
 
+from local import lambda_runtime
 from longhaul.documents import parse_document
 from longhaul.workflows import REGISTRY
 from tests.workflows.conftest import SAMPLES, Client
@@ -149,3 +152,37 @@ def test_a_question_the_documents_do_not_address_completes_with_an_honest_answer
     result = alpha.get(f"/v1/jobs/{job_id}/result").json()
     assert result["citations"] == [] and result["claims"] == []
     assert "no passage" in result["answer"]
+
+
+def test_fan_out_items_run_in_parallel(alpha: Client, sample_request):
+    # Given a middleware that holds the first delivery of the first two extract_evidence items until both are inside
+    # their invocations (serialized items would break the barrier: the first would wait alone, in vain)
+    meet = threading.Barrier(2, timeout=30)
+    lock = threading.Lock()
+    claimed: set[int] = set()
+    met: list[int] = []
+
+    def rendezvous(invocation: lambda_runtime.Invocation, call_next: Callable[[], Any]) -> Any:
+        event = invocation.event
+        step = lambda_runtime.is_step_event(event) and event["step"] == "extract_evidence"  # not a failure record
+        item = event.get("item") if step else None
+        with lock:
+            first = item in (0, 1) and item not in claimed
+            if first:
+                claimed.add(item)
+        if first:
+            meet.wait()
+            met.append(item)
+        return call_next()
+
+    # When a job whose fan-out has one item per passage runs
+    request = {**sample_request, "input": {**sample_request["input"], "passages_per_group": 1}}
+    with lambda_runtime.middleware(rendezvous):
+        job_id = alpha.submit(request)
+        job = alpha.wait(job_id)
+
+    # Then two items of the fan-out were in their invocations at the same time, and the job completed
+    assert sorted(met) == [0, 1]
+    assert job["status"] == "completed", job
+    events = alpha.events(job_id)
+    assert {0, 1} <= {e.get("item") for e in events if e.get("step") == "extract_evidence"}

@@ -1,0 +1,200 @@
+"""Benchmark: accepted submissions per second (`POST /v1/jobs` → 202) at 1, 8 and 50 concurrent clients, locally.
+
+    make bench            # or: .venv/bin/python bench/submissions.py --requests 40,120,200
+
+The platform runs as `python -m local` in a subprocess (the real HTTP front door on 127.0.0.1, in-memory AWS);
+the clients are threads of this process, each with its own keep-alive HTTP session, each submitting small
+document-analysis jobs (one inline text document) as fast as it gets answers. Every accepted job also starts its
+execution, whose steps run in the platform process at the same time as the submissions: the figures are what a
+user sees while the platform works, not an idle API. After each phase the bench waits for that phase's jobs to
+finish (so the next phase starts on a quiet platform) and prints how long they took.
+
+Prints figures; asserts nothing.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import socket
+import subprocess
+import sys
+import threading
+import time
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+import requests
+
+ROOT = Path(__file__).resolve().parents[1]
+KEY = "lh_bench_alpha_3d9f1c7a5e2b8064"
+TERMINAL = frozenset({"completed", "failed", "cancelled", "expired"})
+TEXT = (
+    "The Supplier's aggregate liability under this Agreement is capped at the Fees paid in the twelve months "
+    "before the claim. Either party may terminate on 90 days' written notice. Service credits are the Customer's "
+    "sole remedy for missed availability targets."
+)
+
+
+def _free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])
+
+
+def start_platform(port: int) -> subprocess.Popen[bytes]:
+    env = {
+        **os.environ,
+        "LONGHAUL_PORT": str(port),
+        "LONGHAUL_MOTO_PORT": "0",
+        "LONGHAUL_LOCAL_KEYS": f"alpha={KEY}",
+        "LONGHAUL_LOG_LEVEL": "WARNING",
+        "POWERTOOLS_LOG_LEVEL": "WARNING",
+    }
+    process = subprocess.Popen(
+        [sys.executable, "-m", "local"], cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
+    )
+    deadline = time.monotonic() + 300  # a first run synthesizes the stack
+    while time.monotonic() < deadline:
+        if process.poll() is not None:
+            raise RuntimeError(f"`python -m local` exited with {process.returncode}")
+        try:
+            if requests.get(f"http://127.0.0.1:{port}/v1/health", timeout=2).ok:
+                return process
+        except requests.RequestException:
+            pass
+        time.sleep(0.5)
+    process.terminate()
+    raise RuntimeError("the local platform did not answer within 300 s")
+
+
+def job_body(n: int) -> dict[str, Any]:
+    return {
+        "workflow": "document-analysis",
+        "input": {
+            "question": "What are the liability caps and termination rights?",
+            "documents": [{"name": f"contract-{n}.txt", "media_type": "text/plain", "text": TEXT}],
+        },
+    }
+
+
+def burst(api: str, clients: int, total: int) -> dict[str, Any]:
+    """`total` submissions spread over `clients` threads; returns latencies of the 202s, statuses, job ids."""
+    headers = {"Authorization": f"Bearer {KEY}"}
+    lock = threading.Lock()
+    counter = iter(range(total))
+    latencies: list[float] = []
+    statuses: Counter[str] = Counter()
+    job_ids: list[str] = []
+    start = threading.Barrier(clients + 1)
+
+    def client() -> None:
+        session = requests.Session()  # keep-alive: one connection per client
+        start.wait()
+        while True:
+            with lock:
+                n = next(counter, None)
+            if n is None:
+                return
+            began = time.perf_counter()
+            try:
+                response = session.post(f"{api}/v1/jobs", json=job_body(n), headers=headers, timeout=60)
+                status = str(response.status_code)
+            except requests.RequestException as exc:
+                response, status = None, type(exc).__name__
+            elapsed = time.perf_counter() - began
+            with lock:
+                statuses[status] += 1
+                if response is not None and response.status_code == 202:
+                    latencies.append(elapsed)
+                    job_ids.append(response.json()["job_id"])
+
+    threads = [threading.Thread(target=client, daemon=True) for _ in range(clients)]
+    for thread in threads:
+        thread.start()
+    start.wait()
+    began = time.perf_counter()
+    for thread in threads:
+        thread.join()
+    return {"wall": time.perf_counter() - began, "latencies": latencies, "statuses": statuses, "job_ids": job_ids}
+
+
+def drain(api: str, job_ids: list[str], timeout: float) -> tuple[float, Counter[str]]:
+    """Wait until every job is terminal (or `timeout`); returns the time waited and the final statuses."""
+    headers = {"Authorization": f"Bearer {KEY}"}
+    began = time.perf_counter()
+    pending = list(job_ids)
+    final: Counter[str] = Counter()
+    session = requests.Session()
+    while pending and time.perf_counter() - began < timeout:
+        still = []
+        for job_id in pending:
+            status = session.get(f"{api}/v1/jobs/{job_id}", headers=headers, timeout=60).json().get("status")
+            if status in TERMINAL:
+                final[status] += 1
+            else:
+                still.append(job_id)
+        pending = still
+        if pending:
+            time.sleep(0.5)
+    if pending:
+        final["unfinished"] = len(pending)
+    return time.perf_counter() - began, final
+
+
+def _percentile(values: list[float], fraction: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, max(0, round(fraction * len(ordered)) - 1))] if ordered else float("nan")
+
+
+def _load() -> str:
+    """The machine's 1-minute load average: other processes share the cores, and the figures depend on it."""
+    return f"{os.getloadavg()[0]:.1f}"
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--clients", default="1,8,50", help="client counts, one phase each")
+    parser.add_argument("--requests", default="40,120,200", help="submissions per phase (same order)")
+    parser.add_argument("--drain-timeout", type=float, default=300, help="seconds to wait for a phase's jobs")
+    parser.add_argument("--no-drain", action="store_true", help="start each phase without waiting for the last")
+    args = parser.parse_args()
+    sys.stdout.reconfigure(line_buffering=True)  # type: ignore[union-attr]  # figures as they come, even when piped
+    counts = [int(c) for c in args.clients.split(",")]
+    phases = list(zip(counts, (int(r) for r in args.requests.split(",")), strict=True))
+    port = _free_port()
+    print(f"cores: {os.cpu_count()}; load average {_load()}; platform: `python -m local` subprocess on port {port}")
+    booted = time.perf_counter()
+    platform = start_platform(port)
+    api = f"http://127.0.0.1:{port}"
+    print(f"platform ready in {time.perf_counter() - booted:.1f}s")
+    print("each accepted job starts its execution: its workflow runs in the platform during the submissions")
+    print(f"{'clients':>7} {'requests':>8} {'accepted/s':>10} {'p50 202':>8} {'p99 202':>8} {'errors':>7}  drain")
+    try:
+        burst(api, 1, 2)  # warm: imports, first clients, first execution
+        for clients, total in phases:
+            result = burst(api, clients, total)
+            latencies = result["latencies"]
+            errors = {k: v for k, v in result["statuses"].items() if k != "202"}
+            line = (
+                f"{clients:>7} {total:>8} {len(latencies) / result['wall']:>10.1f} "
+                f"{_percentile(latencies, 0.5) * 1000:>6.0f}ms {_percentile(latencies, 0.99) * 1000:>6.0f}ms "
+                f"{sum(errors.values()):>7}"
+            )
+            if args.no_drain:
+                print(line + "  (not waited)" + (f"  {errors}" if errors else ""), flush=True)
+                continue
+            waited, final = drain(api, result["job_ids"], args.drain_timeout)
+            done = ", ".join(f"{n} {status}" for status, n in sorted(final.items()))
+            print(f"{line}  {waited:.1f}s after the burst: {done}; load {_load()}" + (f"  {errors}" if errors else ""))
+    finally:
+        platform.terminate()
+        try:
+            platform.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            platform.kill()
+
+
+if __name__ == "__main__":
+    main()
