@@ -21,7 +21,7 @@ from longhaul.invoices.pricelist import PriceList, PriceListError, parse_price_l
 from longhaul.invoices.sourcing import SourcingError
 from longhaul.review.contracts import ReviewEvidence, ReviewMaterial
 from longhaul.runner import StepContext
-from longhaul.submission import Intake, PreparedInput, StoredDocument
+from longhaul.submission import Intake, PreparedInput, StoredDocument, read_document
 from longhaul.workflows.invoice_reconciliation.spec import InvoiceReconciliationInput, SummaryEdits
 
 WORKFLOW = "invoice-reconciliation"
@@ -91,14 +91,14 @@ def parse_documents(ctx: StepContext) -> dict[str, Any]:
     contract = job_input.contract
     try:
         prices = parse_price_list(
-            contract.name, _pages(store.get_bytes(contract.key), contract.name, contract.media_type)
+            contract.name, _pages(read_document(store, contract), contract.name, contract.media_type)
         )
     except PriceListError as error:
         raise InvalidInputError(str(error), step=ctx.event.step) from None
     price_list_key = store.put_json(keys.work_key(ctx.job_id, "parse_documents", "price-list.json"), prices)
     invoices, pages = [], 0
     for number, doc in enumerate(job_input.invoices):
-        text_pages = _pages(store.get_bytes(doc.key), doc.name, doc.media_type)
+        text_pages = _pages(read_document(store, doc), doc.name, doc.media_type)
         pages += len(text_pages)
         key = keys.work_key(ctx.job_id, "parse_documents", f"invoice-{number:03d}.json")
         invoices.append(store.put_json(key, {"document": doc.name, "pages": text_pages}))
