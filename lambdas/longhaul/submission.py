@@ -12,7 +12,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from pydantic import BaseModel
+from pydantic import BaseModel, Field
 
 from longhaul import archives
 from longhaul import artifacts as keys
@@ -33,7 +33,8 @@ class StoredDocument(BaseModel):
     name: str
     media_type: str
     key: str
-    member: ArchiveMember | None = None
+    # Left out of the stored input when absent: the input of a job of plain documents reads as it always has.
+    member: ArchiveMember | None = Field(default=None, exclude_if=lambda member: member is None)
 
 
 def read_document(store: ArtifactStore, document: StoredDocument) -> bytes:
