@@ -11,9 +11,10 @@ from typing import Any
 
 import pytest
 
-from longhaul import archives, limits
+from longhaul import archives, limits, ocr
 from longhaul.artifacts import ArtifactStore
 from longhaul.contracts import ArchiveInput
+from longhaul.documents import ParsedDocument, ParsedPage
 from longhaul.errors import InvalidInputError
 from longhaul.problems import InvalidRequest
 from longhaul.submission import Intake, StoredDocument, read_document
@@ -320,3 +321,17 @@ def test_a_plain_document_is_read_whole(artifacts: CountingStore) -> None:
     )
 
     assert data == b"inline" and artifacts.whole == ["work/job-1/source/000"] and artifacts.ranges == []
+
+
+def test_ocr_reads_a_scanned_member_from_its_archive(artifacts: CountingStore) -> None:
+    # Given a PDF member of an archive with a page that needs OCR
+    document = member_document(artifacts, zip_of(("scans/lease.pdf", b"%PDF-1.4 scanned")))
+    parsed = ParsedDocument(
+        index=0, name=document.name, media_type="application/pdf", pages=[ParsedPage(number=1, text="", needs_ocr=True)]
+    )
+
+    # When its OCR batch is planned, Then the batch says where the member is, and the worker reads just that member
+    [batch] = ocr.plan_batches([(parsed, document)])
+    [pages] = batch.documents
+    assert (pages.key, pages.member) == (KEY, document.member)
+    assert read_document(artifacts, pages.source()) == b"%PDF-1.4 scanned"
