@@ -224,8 +224,12 @@ def _overlaps(members: Sequence[zipfile.ZipInfo], directory_start: int) -> list[
     return problems
 
 
-def inspect(store: ArtifactStore, key: str, size: int) -> tuple[list[ArchiveEntry], list[ArchiveProblem]]:
-    """The archive's documents in directory order, and every problem found (nothing is read but the directory)."""
+def inspect(
+    store: ArtifactStore, key: str, size: int, *, max_documents: int | None = None
+) -> tuple[list[ArchiveEntry], list[ArchiveProblem]]:
+    """The archive's documents in directory order, and every problem found (nothing is read but the directory);
+    at most `max_documents` (default: `MAX_DOCUMENTS`)."""
+    most = limits.MAX_DOCUMENTS if max_documents is None else max_documents
     if size > limits.MAX_ARCHIVE_BYTES:
         return [], [ArchiveProblem(None, f"the archive is {size} bytes, above {limits.MAX_ARCHIVE_BYTES}", upload=True)]
     reader = RangedObject(store, key, size, max_read=limits.MAX_ARCHIVE_DIRECTORY_BYTES)
@@ -265,8 +269,8 @@ def inspect(store: ArtifactStore, key: str, size: int) -> tuple[list[ArchiveEntr
     problems.extend(_overlaps(members, directory_start))
     if not members:
         problems.append(ArchiveProblem(None, "the archive holds no document"))
-    if len(members) > limits.MAX_DOCUMENTS:
-        problems.append(ArchiveProblem(None, f"{len(members)} documents, above {limits.MAX_DOCUMENTS}"))
+    if len(members) > most:
+        problems.append(ArchiveProblem(None, f"{len(members)} documents, above {most}"))
     expanded = sum(info.file_size for info in members)
     if expanded > limits.MAX_ARCHIVE_EXPANDED_BYTES:
         problems.append(

@@ -92,7 +92,14 @@ class Intake:
     def documents(self, docs: Sequence[DocumentInput], *, loc: Sequence[str | int]) -> list[StoredDocument]:
         return [self.document(d, index=i, loc=[*loc, i]) for i, d in enumerate(docs)]
 
-    def archive(self, archive: ArchiveInput, *, first_index: int, loc: Sequence[str | int]) -> list[StoredDocument]:
+    def archive(
+        self,
+        archive: ArchiveInput,
+        *,
+        first_index: int,
+        loc: Sequence[str | int],
+        max_documents: int | None = None,
+    ) -> list[StoredDocument]:
         """The documents of an uploaded ZIP archive, in its directory's order, indexed from `first_index`; every
         problem of the archive names `loc` and the entry (only its central directory is read)."""
         key = keys.upload_key(self.tenant_id, archive.upload_id)
@@ -100,7 +107,7 @@ class Intake:
         if size is None:
             self.problem([*loc, "upload_id"], "no such upload (or not uploaded yet)")
             return []
-        entries, problems = archives.inspect(self.artifacts, key, size)
+        entries, problems = archives.inspect(self.artifacts, key, size, max_documents=max_documents)
         for problem in problems[: archives.MAX_LISTED_PROBLEMS]:
             if problem.entry is None:
                 self.problem([*loc, "upload_id"] if problem.upload else list(loc), problem.message)

@@ -7,9 +7,11 @@ import io
 import struct
 import warnings
 import zipfile
+from pathlib import Path
 from typing import Any
 
 import pytest
+from pydantic import ValidationError
 
 from longhaul import archives, limits, ocr
 from longhaul.artifacts import ArtifactStore
@@ -18,6 +20,8 @@ from longhaul.documents import ParsedDocument, ParsedPage
 from longhaul.errors import InvalidInputError
 from longhaul.problems import InvalidRequest
 from longhaul.submission import Intake, StoredDocument, read_document
+from longhaul.workflows.invoice_reconciliation import steps as invoice_steps
+from longhaul.workflows.invoice_reconciliation.spec import InvoiceReconciliationInput
 
 TENANT = "tenant-a"
 UPLOAD_ID = "up_" + "a" * 32
@@ -335,3 +339,64 @@ def test_ocr_reads_a_scanned_member_from_its_archive(artifacts: CountingStore) -
     [pages] = batch.documents
     assert (pages.key, pages.member) == (KEY, document.member)
     assert read_document(artifacts, pages.source()) == b"%PDF-1.4 scanned"
+
+
+# ---------------------------------------------------------------- invoices as an archive
+
+INVOICES = Path(__file__).resolve().parents[2] / "samples" / "invoices"
+CONTRACT = {"name": "contract_price_list.txt", "text": (INVOICES / "contract_price_list.txt").read_text()}
+
+
+def invoice_input(**invoices: Any) -> InvoiceReconciliationInput:
+    return InvoiceReconciliationInput.model_validate({"contract": CONTRACT, **invoices})
+
+
+def test_invoices_can_be_one_archive_indexed_after_the_contract(artifacts: CountingStore) -> None:
+    # Given an archive of two invoices (text and PDF) in a folder
+    names = ("inv_01_northwind.txt", "inv_03_cobalt.pdf")
+    upload(artifacts, zip_of(*[(f"2025/{name}", (INVOICES / name).read_bytes()) for name in names]))
+    intake = Intake(job_id="job-1", tenant_id=TENANT, artifacts=artifacts)
+
+    # When the invoice workflow prepares a job naming it
+    prepared = invoice_steps.prepare(intake, invoice_input(invoices_archive={"upload_id": UPLOAD_ID}))
+    intake.check()
+
+    # Then the invoices are the members, indexed after the contract
+    payload = invoice_steps.JobInput.model_validate(prepared.payload.model_dump())
+    assert payload.contract.index == 0 and payload.contract.member is None
+    assert [(d.index, d.name, d.media_type, d.key) for d in payload.invoices] == [
+        (1, "2025/inv_01_northwind.txt", "text/plain", KEY),
+        (2, "2025/inv_03_cobalt.pdf", "application/pdf", KEY),
+    ]
+    assert read_document(artifacts, payload.invoices[0]) == (INVOICES / names[0]).read_bytes()
+
+
+def test_an_invoice_named_like_the_contract_is_422(artifacts: CountingStore) -> None:
+    upload(artifacts, zip_of((CONTRACT["name"], b"Invoice 1")))
+    intake = Intake(job_id="job-1", tenant_id=TENANT, artifacts=artifacts)
+
+    with pytest.raises(InvalidRequest) as raised:  # before the contract is read
+        invoice_steps.prepare(intake, invoice_input(invoices_archive={"upload_id": UPLOAD_ID}))
+    assert [e["loc"] for e in raised.value.errors or []] == [["input", "invoices_archive"]]
+
+
+def test_invoices_archive_counts_against_the_invoice_limit(
+    artifacts: CountingStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(invoice_steps, "MAX_INVOICES", 1)
+    upload(artifacts, zip_of(("a.txt", b"Invoice 1"), ("b.txt", b"Invoice 2")))
+    intake = Intake(job_id="job-1", tenant_id=TENANT, artifacts=artifacts)
+
+    with pytest.raises(InvalidRequest) as raised:  # before the contract is read
+        invoice_steps.prepare(intake, invoice_input(invoices_archive={"upload_id": UPLOAD_ID}))
+    assert raised.value.errors == [{"loc": ["input", "invoices_archive"], "msg": "2 documents, above 1"}]
+
+
+@pytest.mark.parametrize(
+    "invoices",
+    [{}, {"invoices": [{"name": "i.txt", "text": "Invoice"}], "invoices_archive": {"upload_id": UPLOAD_ID}}],
+    ids=["neither", "both"],
+)
+def test_invoices_or_invoices_archive_exactly_one(invoices: dict[str, Any]) -> None:
+    with pytest.raises(ValidationError, match="exactly one of `invoices` or `invoices_archive`"):
+        invoice_input(**invoices)

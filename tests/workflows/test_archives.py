@@ -76,3 +76,33 @@ def test_a_hostile_archive_is_refused_naming_the_entry(alpha: Client):
     errors = response.json()["errors"]
     assert ["input", "archive", "entries", "../../etc/cron.d/evil.txt"] in [e["loc"] for e in errors]
     assert [j["job_id"] for j in alpha.get("/v1/jobs", limit=200).json()["jobs"]] == jobs_before  # no job stored
+
+
+def test_invoices_as_one_archive_are_reconciled_by_their_paths(alpha: Client):
+    # Given two invoices (a PDF with a planted price discrepancy, a clean text) zipped in a folder and uploaded
+    invoices = SAMPLES / "invoices"
+    buffer = io.BytesIO()
+    with zipfile.ZipFile(buffer, "w", compression=zipfile.ZIP_DEFLATED) as archive:
+        for name in ("inv_03_cobalt.pdf", "inv_01_northwind.txt"):
+            archive.write(invoices / name, f"2025/{name}")
+    upload_id = upload_zip(alpha, buffer.getvalue())
+    contract = {"name": "contract_price_list.txt", "text": (invoices / "contract_price_list.txt").read_text()}
+
+    # When a reconciliation job names the archive
+    job_id = alpha.submit(
+        {
+            "workflow": "invoice-reconciliation",
+            "input": {"contract": contract, "invoices_archive": {"upload_id": upload_id}},
+        }
+    )
+
+    # Then it completes, each invoice reported under its path, the planted discrepancy found in the PDF member
+    job = alpha.wait(job_id)
+    assert job["status"] == "completed", job
+    result = alpha.get(f"/v1/jobs/{job_id}/result").json()
+    statuses = {i["document"]: i["status"] for i in result["invoices"]}
+    assert statuses == {"2025/inv_03_cobalt.pdf": "discrepancies", "2025/inv_01_northwind.txt": "matched"}
+    [cobalt] = [i for i in result["invoices"] if i["document"] == "2025/inv_03_cobalt.pdf"]
+    assert ("contract-price", "85.00", "95.00") in [
+        (d["rule"], d["expected"], d["actual"]) for d in cobalt["discrepancies"]
+    ]

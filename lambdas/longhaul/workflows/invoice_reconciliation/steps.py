@@ -22,7 +22,7 @@ from longhaul.invoices.sourcing import SourcingError
 from longhaul.review.contracts import ReviewEvidence, ReviewMaterial
 from longhaul.runner import StepContext
 from longhaul.submission import Intake, PreparedInput, StoredDocument, read_document
-from longhaul.workflows.invoice_reconciliation.spec import InvoiceReconciliationInput, SummaryEdits
+from longhaul.workflows.invoice_reconciliation.spec import MAX_INVOICES, InvoiceReconciliationInput, SummaryEdits
 
 WORKFLOW = "invoice-reconciliation"
 MAX_REEXTRACTIONS = 2  # after the first extraction, at most this many more with the sourcing errors as feedback
@@ -61,13 +61,23 @@ def _pages(data: bytes, name: str, media_type: str) -> list[tuple[int, str]]:
 
 def prepare(intake: Intake, job_input: InvoiceReconciliationInput) -> PreparedInput:
     contract = intake.document(job_input.contract, index=0, loc=["contract"])
-    invoices = [intake.document(d, index=i + 1, loc=["invoices", i]) for i, d in enumerate(job_input.invoices)]
+    if job_input.invoices_archive is not None:
+        invoices = intake.archive(
+            job_input.invoices_archive, first_index=1, loc=["invoices_archive"], max_documents=MAX_INVOICES
+        )
+        if contract.name in {d.name for d in invoices}:
+            intake.problem(["invoices_archive"], f"a member is named like the contract ({contract.name!r})")
+    else:
+        invoices = [
+            intake.document(d, index=i + 1, loc=["invoices", i]) for i, d in enumerate(job_input.invoices or ())
+        ]
     intake.check()  # an upload that is missing says so before the contract is read
     try:
         parse_price_list(contract.name, _pages(intake.read(contract), contract.name, contract.media_type))
     except PriceListError as error:
         intake.problem(["contract"], str(error))
-    uploads = sum(1 for d in (job_input.contract, *job_input.invoices) if d.upload_id)
+    uploads = sum(1 for d in (job_input.contract, *(job_input.invoices or ())) if d.upload_id)
+    uploads += len(invoices) if job_input.invoices_archive is not None else 0
     return PreparedInput(
         payload=JobInput(workflow=WORKFLOW, contract=contract, invoices=invoices),
         estimated_sla_seconds=20 + 10 * len(invoices) + 15 * uploads,
