@@ -209,6 +209,11 @@ def entry_problem(info: zipfile.ZipInfo) -> str | None:
     return None
 
 
+def _name_bytes(info: zipfile.ZipInfo) -> int:
+    """The length of the name as stored (UTF-8 when flagged, else the historical cp437 that zipfile decoded)."""
+    return len(info.orig_filename.encode("utf-8" if info.flag_bits & 0x800 else "cp437", errors="replace"))
+
+
 def _overlaps(members: Sequence[zipfile.ZipInfo], directory_start: int) -> list[ArchiveProblem]:
     """Members whose local header and data (at least 30 bytes + name + compressed size: the local extra field can
     only make it longer) run into the next member or the central directory."""
@@ -216,7 +221,7 @@ def _overlaps(members: Sequence[zipfile.ZipInfo], directory_start: int) -> list[
     ordered = sorted(members, key=lambda i: i.header_offset)
     for position, info in enumerate(ordered):
         following = ordered[position + 1] if position + 1 < len(ordered) else None
-        end = info.header_offset + _LOCAL_HEADER.size + len(info.orig_filename.encode()) + info.compress_size
+        end = info.header_offset + _LOCAL_HEADER.size + _name_bytes(info) + info.compress_size
         limit = following.header_offset if following is not None else directory_start
         if end > limit:
             what = f"{following.orig_filename!r}" if following is not None else "the central directory"

@@ -150,6 +150,14 @@ def test_a_large_archive_reads_its_directory_with_a_second_ranged_get_only(artif
     assert all(end - start < 80_000 for _, start, end in artifacts.ranges)
 
 
+def test_non_ascii_names_are_names_not_overlaps(artifacts: CountingStore) -> None:
+    intake, documents = resolve(artifacts, zip_of(("contrats/clé.txt", b"un"), ("contrats/été.md", b"deux")))
+
+    intake.check()
+    assert [d.name for d in documents] == ["contrats/clé.txt", "contrats/été.md"]
+    assert read_document(artifacts, documents[1]) == b"deux"
+
+
 def test_documents_indexes_start_where_asked(artifacts: CountingStore) -> None:
     upload(artifacts, zip_of(("a.txt", b"one"), ("b.txt", b"two")))
     intake = Intake(job_id="job-1", tenant_id=TENANT, artifacts=artifacts)
