@@ -51,6 +51,19 @@ class ArtifactStore:
         data: bytes = self.s3.get_object(Bucket=self.bucket, Key=key)["Body"].read()
         return data
 
+    def get_range(self, key: str, start: int, end: int) -> bytes:
+        """Bytes `start` to `end` (inclusive, as HTTP ranges count) of an object: one ranged GET, so a reader of a
+        large object (an archive's directory, one of its members) fetches only what it needs."""
+        if start < 0 or end < start:
+            raise ValueError(f"invalid byte range {start}-{end}")
+        data: bytes = self.s3.get_object(Bucket=self.bucket, Key=key, Range=f"bytes={start}-{end}")["Body"].read()
+        return data
+
+    def size(self, key: str) -> int | None:
+        """The object's length in bytes, or None when there is no such object."""
+        head = self.head(key)
+        return None if head is None else int(head.get("ContentLength", 0))
+
     def get_json(self, key: str) -> Any:
         return json.loads(self.get_bytes(key))
 

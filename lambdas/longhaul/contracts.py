@@ -16,12 +16,13 @@ from longhaul import limits
 from longhaul.budgets import JobBudget, TenantPolicy
 
 MEDIA_TYPES = ("application/pdf", "text/plain", "text/markdown")
+UPLOAD_ID_PATTERN = r"^up_[0-9a-f]{32}$"
 # Control characters, line/paragraph separators and bidirectional overrides (which can disguise a name).
 _UNSAFE_CHARACTERS = re.compile(r"[\x00-\x1f\x7f-\x9f\u2028\u2029\u202a-\u202e\u2066-\u2069]")
 _WINDOWS_DRIVE = re.compile(r"^[A-Za-z]:")
 
 
-def _safe_name(name: str) -> str:
+def check_plain_name(name: str) -> str:
     """A name is shown in citations and results, never used as a path; refuse what would be one."""
     if _UNSAFE_CHARACTERS.search(name):
         raise ValueError("must not contain control characters")
@@ -42,7 +43,7 @@ SafeName = Annotated[
         description=f"A plain name of at most {limits.MAX_NAME_CHARS} characters: no path separators, no `..`, "
         "no control characters, no leading or trailing whitespace.",
     ),
-    AfterValidator(_safe_name),
+    AfterValidator(check_plain_name),
 ]
 
 
@@ -59,7 +60,7 @@ class DocumentInput(Strict):
     name: Annotated[SafeName, Field(description="Name used in citations (never a storage path).")]
     text: Annotated[str | None, Field(default=None, min_length=1, description="Inline text (plain or Markdown).")]
     upload_id: Annotated[
-        str | None, Field(default=None, pattern=r"^up_[0-9a-f]{32}$", description="From POST /v1/uploads.")
+        str | None, Field(default=None, pattern=UPLOAD_ID_PATTERN, description="From POST /v1/uploads.")
     ]
     media_type: Annotated[
         Literal["application/pdf", "text/plain", "text/markdown"] | None,
@@ -75,11 +76,38 @@ class DocumentInput(Strict):
         return self
 
 
+class ArchiveInput(Strict):
+    """Documents given as one uploaded ZIP archive: each member is a document, named by its path inside it."""
+
+    upload_id: Annotated[
+        str,
+        Field(
+            pattern=UPLOAD_ID_PATTERN,
+            description="From POST /v1/uploads (`application/zip`). Checked at submission from its central "
+            f"directory: 1 to {limits.MAX_DOCUMENTS} documents (.pdf, .txt, .md, .markdown; folders allowed, "
+            "directories, `__MACOSX/` and `.DS_Store` skipped), relative names without `..`, backslashes or "
+            f"control characters (up to {limits.MAX_ARCHIVE_NAME_CHARS} characters), no links or encrypted "
+            f"members, stored or deflate only, each member up to {limits.MAX_UPLOAD_BYTES} bytes expanded and "
+            f"{limits.MAX_ARCHIVE_EXPANDED_BYTES} bytes in all, no member expanding more than "
+            f"{limits.MAX_ARCHIVE_RATIO} times, no overlapping members.",
+        ),
+    ]
+
+
 class DocumentAnalysisInput(Strict):
     question: Annotated[str, Field(min_length=limits.MIN_QUESTION_CHARS, max_length=limits.MAX_QUESTION_CHARS)]
     documents: Annotated[
-        list[DocumentInput],
-        Field(min_length=1, max_length=limits.MAX_DOCUMENTS, description=f"1 to {limits.MAX_DOCUMENTS} documents."),
+        list[DocumentInput] | None,
+        Field(
+            default=None,
+            min_length=1,
+            max_length=limits.MAX_DOCUMENTS,
+            description=f"1 to {limits.MAX_DOCUMENTS} documents (or give `archive`).",
+        ),
+    ]
+    archive: Annotated[
+        ArchiveInput | None,
+        Field(default=None, description="The documents as one uploaded ZIP archive (or give `documents`)."),
     ]
     max_passages: Annotated[
         int,
@@ -98,7 +126,9 @@ class DocumentAnalysisInput(Strict):
 
     @model_validator(mode="after")
     def _unique_names(self) -> DocumentAnalysisInput:
-        names = [d.name for d in self.documents]
+        if (self.documents is None) == (self.archive is None):
+            raise ValueError("give exactly one of `documents` or `archive`")
+        names = [d.name for d in self.documents or ()]
         if len(set(names)) != len(names):
             raise ValueError("document names must be unique (citations refer to them)")
         return self
@@ -190,7 +220,10 @@ class ReplayRequest(Strict):
 
 class UploadRequest(Strict):
     filename: SafeName
-    media_type: Literal["application/pdf", "text/plain", "text/markdown"]
+    media_type: Annotated[
+        Literal["application/pdf", "text/plain", "text/markdown", "application/zip"],
+        Field(description="`application/zip` for an archive of documents (`input.archive`)."),
+    ]
 
 
 # ---------------------------------------------------------------- responses

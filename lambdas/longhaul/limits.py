@@ -35,6 +35,21 @@ MAX_NAME_CHARS = 128
 MAX_UPLOAD_BYTES = 50 * MIB
 UPLOAD_URL_SECONDS = 900
 
+# ZIP archives of documents (`input.archive`), checked at submission from the archive's central directory alone.
+# An archive is at most this large, and its documents expand to at most this much in all (each one at most
+# MAX_UPLOAD_BYTES, like an upload); at most MAX_DOCUMENTS of them.
+MAX_ARCHIVE_BYTES = 2 * 1024 * MIB
+MAX_ARCHIVE_EXPANDED_BYTES = 2 * 1024 * MIB
+# Names inside an archive may have folders (`contracts/2024/a.pdf`, the document's name): a longer bound.
+MAX_ARCHIVE_NAME_CHARS = 255
+# A member above ARCHIVE_RATIO_FLOOR_BYTES that expands more than this many times is a bomb (deflate's own ceiling
+# is about 1032:1; real documents stay far below 100:1).
+MAX_ARCHIVE_RATIO = 100
+ARCHIVE_RATIO_FLOOR_BYTES = 1 * MIB
+# The central directory is read in one ranged GET: bounded so a hostile archive cannot make the API function read
+# (and parse) megabytes of entries it will refuse anyway.
+MAX_ARCHIVE_DIRECTORY_BYTES = 8 * MIB
+
 # Pages.
 MAX_PAGE_SIZE = 200
 MAX_OPS_PAGE_SIZE = 500

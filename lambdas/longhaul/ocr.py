@@ -19,8 +19,10 @@ from typing import Literal, Protocol
 
 from pydantic import BaseModel, Field
 
+from longhaul.archives import ArchiveMember
 from longhaul.documents import ParsedDocument, ParsedPage
 from longhaul.errors import InternalError
+from longhaul.submission import StoredDocument
 
 # Pages per container task: a batch must end well inside the task's timeout at ~2-4 s a page on one vCPU.
 MAX_BATCH_PAGES = 8
@@ -39,8 +41,15 @@ class OcrDocumentPages(BaseModel):
 
     index: int
     name: str
-    key: str  # the document's bytes in the artifact store
+    key: str  # the document's bytes in the artifact store (with `member`: the archive holding them)
+    member: ArchiveMember | None = None
     pages: list[int]
+
+    def source(self) -> StoredDocument:
+        """The stored document to read (with `submission.read_document`)."""
+        return StoredDocument(
+            index=self.index, name=self.name, media_type="application/pdf", key=self.key, member=self.member
+        )
 
 
 class OcrBatch(BaseModel):
@@ -106,17 +115,21 @@ def current() -> OcrWorker:
     return worker
 
 
-def plan_batches(documents: Iterable[tuple[ParsedDocument, str]], batch_size: int = MAX_BATCH_PAGES) -> list[OcrBatch]:
-    """Batches of the pages needing OCR, in document then page order; `documents` pairs each with its stored key."""
+def plan_batches(
+    documents: Iterable[tuple[ParsedDocument, StoredDocument]], batch_size: int = MAX_BATCH_PAGES
+) -> list[OcrBatch]:
+    """Batches of the pages needing OCR, in document then page order; `documents` pairs each with its stored
+    document (where its bytes are)."""
     if batch_size < 1:
         raise ValueError("batch_size must be at least 1")
-    pending = [(doc, key, page) for doc, key in documents for page in doc.pages_needing_ocr]
+    pending = [(doc, stored, page) for doc, stored in documents for page in doc.pages_needing_ocr]
     batches: list[OcrBatch] = []
     for start in range(0, len(pending), batch_size):
         by_document: dict[int, OcrDocumentPages] = {}
-        for doc, key, page in pending[start : start + batch_size]:
+        for doc, stored, page in pending[start : start + batch_size]:
             entry = by_document.setdefault(
-                doc.index, OcrDocumentPages(index=doc.index, name=doc.name, key=key, pages=[])
+                doc.index,
+                OcrDocumentPages(index=doc.index, name=doc.name, key=stored.key, member=stored.member, pages=[]),
             )
             entry.pages.append(page)
         batches.append(OcrBatch(number=len(batches), documents=list(by_document.values())))
@@ -147,14 +160,14 @@ def page_result(document_index: int, number: int, lines: Sequence[OcrLine]) -> O
 def read_batch(
     batch: OcrBatch,
     *,
-    fetch: Callable[[str], bytes],
+    fetch: Callable[[OcrDocumentPages], bytes],
     engine: OcrEngine,
     between_pages: Callable[[], None],
 ) -> OcrBatchResult:
     """Read every page of the batch; `between_pages` runs before each page (it raises to stop: a cancelled job)."""
     pages: list[OcrPage] = []
     for document in batch.documents:
-        pdf = fetch(document.key)
+        pdf = fetch(document)
         for number in document.pages:
             between_pages()
             pages.append(page_result(document.index, number, engine.read_page(pdf, number)))

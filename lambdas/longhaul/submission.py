@@ -12,24 +12,37 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from pydantic import BaseModel
+from pydantic import BaseModel, Field
 
+from longhaul import archives
 from longhaul import artifacts as keys
+from longhaul.archives import ArchiveMember
 from longhaul.artifacts import ArtifactStore
-from longhaul.contracts import MEDIA_TYPES, DocumentInput
+from longhaul.contracts import MEDIA_TYPES, ArchiveInput, DocumentInput
+from longhaul.limits import MAX_UPLOAD_BYTES
 from longhaul.problems import InvalidRequest
 
-MAX_UPLOAD_BYTES = 50 * 1024 * 1024
 MARKDOWN_SUFFIXES = (".md", ".markdown")
 
 
 class StoredDocument(BaseModel):
-    """A document of a job's input, by reference: `key` is its bytes in the artifacts bucket."""
+    """A document of a job's input, by reference: `key` is its bytes in the artifacts bucket or, with `member`,
+    the archive upload whose member it is (read with `read_document`)."""
 
     index: int
     name: str
     media_type: str
     key: str
+    # Left out of the stored input when absent: the input of a job of plain documents reads as it always has.
+    member: ArchiveMember | None = Field(default=None, exclude_if=lambda member: member is None)
+
+
+def read_document(store: ArtifactStore, document: StoredDocument) -> bytes:
+    """A stored document's bytes: its object, or its member of an archive (ranged reads of that member only; a
+    member that expands beyond its declared size is `InvalidInputError`)."""
+    if document.member is None:
+        return store.get_bytes(document.key)
+    return archives.read_member(store, document.key, document.member)
 
 
 @dataclass
@@ -79,12 +92,42 @@ class Intake:
     def documents(self, docs: Sequence[DocumentInput], *, loc: Sequence[str | int]) -> list[StoredDocument]:
         return [self.document(d, index=i, loc=[*loc, i]) for i, d in enumerate(docs)]
 
+    def archive(
+        self,
+        archive: ArchiveInput,
+        *,
+        first_index: int,
+        loc: Sequence[str | int],
+        max_documents: int | None = None,
+    ) -> list[StoredDocument]:
+        """The documents of an uploaded ZIP archive, in its directory's order, indexed from `first_index`; every
+        problem of the archive names `loc` and the entry (only its central directory is read)."""
+        key = keys.upload_key(self.tenant_id, archive.upload_id)
+        size = self.artifacts.size(key)
+        if size is None:
+            self.problem([*loc, "upload_id"], "no such upload (or not uploaded yet)")
+            return []
+        entries, problems = archives.inspect(self.artifacts, key, size, max_documents=max_documents)
+        for problem in problems[: archives.MAX_LISTED_PROBLEMS]:
+            if problem.entry is None:
+                self.problem([*loc, "upload_id"] if problem.upload else list(loc), problem.message)
+            else:
+                self.problem([*loc, "entries", problem.entry], f"{problem.entry!r}: {problem.message}")
+        if len(problems) > archives.MAX_LISTED_PROBLEMS:
+            self.problem(list(loc), f"and {len(problems) - archives.MAX_LISTED_PROBLEMS} more problems")
+        return [
+            StoredDocument(
+                index=first_index + i, name=entry.name, media_type=entry.media_type, key=key, member=entry.member
+            )
+            for i, entry in enumerate(entries)
+        ]
+
     def read(self, document: StoredDocument) -> bytes:
-        """The bytes of a resolved document (inline text not yet written, or an upload)."""
+        """The bytes of a resolved document (inline text not yet written, an upload, or an archive's member)."""
         for key, data, _ in self._pending:
             if key == document.key:
                 return data
-        return self.artifacts.get_bytes(document.key)
+        return read_document(self.artifacts, document)
 
     def problem(self, loc: Sequence[str | int], message: str) -> None:
         self._problems.append({"loc": ["input", *loc], "msg": message})

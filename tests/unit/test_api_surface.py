@@ -184,12 +184,15 @@ def test_the_openapi_document_states_every_limit() -> None:
         limits.MAX_DOCUMENTS,
         limits.MAX_PASSAGES,
         limits.MAX_UPLOAD_BYTES,
+        limits.MAX_ARCHIVE_BYTES,
+        limits.MAX_ARCHIVE_EXPANDED_BYTES,
         limits.MIN_DEADLINE_SECONDS,
         limits.MAX_DEADLINE_SECONDS,
     ):
         assert str(figure) in spec["info"]["description"], figure
     schemas = spec["components"]["schemas"]
-    assert schemas["DocumentAnalysisInput"]["properties"]["documents"]["maxItems"] == limits.MAX_DOCUMENTS
+    documents = schemas["DocumentAnalysisInput"]["properties"]["documents"]["anyOf"][0]  # or `archive`
+    assert documents["maxItems"] == limits.MAX_DOCUMENTS
     for request in REQUEST_MODELS:  # every workflow's request states the deadline's bounds
         deadline = schemas[request.__name__]["properties"]["deadline_seconds"]["anyOf"][0]
         assert (deadline["minimum"], deadline["maximum"]) == (limits.MIN_DEADLINE_SECONDS, limits.MAX_DEADLINE_SECONDS)
@@ -255,5 +258,9 @@ def test_the_readme_states_the_same_limits() -> None:
         f"{limits.MAX_UPLOAD_BYTES} bytes",
         f"{limits.MIN_DEADLINE_SECONDS}–{limits.MAX_DEADLINE_SECONDS}",
         f"{limits.UPLOAD_URL_SECONDS} s",
+        f"{limits.MAX_ARCHIVE_BYTES} bytes",
+        f"{limits.MAX_ARCHIVE_EXPANDED_BYTES} bytes",
+        f"{limits.MAX_ARCHIVE_NAME_CHARS} characters",
+        f"{limits.MAX_ARCHIVE_RATIO}:1",
     ):
         assert figure in section, figure

@@ -11,6 +11,7 @@ from botocore.exceptions import ClientError
 from longhaul import ocr
 from longhaul.documents import ParsedDocument, ParsedPage, chunk_document
 from longhaul.errors import CancelledError, InternalError
+from longhaul.submission import StoredDocument
 from workers.ocr.entrypoint import Heartbeat
 
 
@@ -23,12 +24,16 @@ def _doc(index: int, pages: list[str]) -> ParsedDocument:
     )
 
 
+def _stored(doc: ParsedDocument, key: str) -> StoredDocument:
+    return StoredDocument(index=doc.index, name=doc.name, media_type=doc.media_type, key=key)
+
+
 def test_batches_hold_only_pages_without_text_and_are_bounded() -> None:
     first, second = _doc(0, ["text", "", "", ""]), _doc(1, ["", "more"])
-    batches = ocr.plan_batches([(first, "k0"), (second, "k1")], batch_size=2)
+    batches = ocr.plan_batches([(first, _stored(first, "k0")), (second, _stored(second, "k1"))], batch_size=2)
     assert [[(d.index, d.pages) for d in b.documents] for b in batches] == [[(0, [2, 3])], [(0, [4]), (1, [1])]]
     assert [b.number for b in batches] == [0, 1] and all(b.page_count <= 2 for b in batches)
-    assert ocr.plan_batches([(_doc(0, ["all text"]), "k")]) == []
+    assert ocr.plan_batches([(text := _doc(0, ["all text"]), _stored(text, "k"))]) == []
 
 
 def test_a_page_is_read_with_its_mean_confidence_or_reported_unreadable() -> None:
@@ -65,7 +70,7 @@ def test_reading_a_batch_checks_between_pages_and_stops_when_told() -> None:
         def read_page(self, pdf: bytes, page_number: int) -> list[ocr.OcrLine]:
             return [ocr.OcrLine(text=f"page {page_number}", confidence=0.9)]
 
-    batch = ocr.plan_batches([(_doc(0, ["", "", ""]), "k")])[0]
+    batch = ocr.plan_batches([(scan := _doc(0, ["", "", ""]), _stored(scan, "k"))])[0]
     checks: list[int] = []
 
     def between_pages() -> None:
@@ -74,9 +79,9 @@ def test_reading_a_batch_checks_between_pages_and_stops_when_told() -> None:
             raise CancelledError("job cancelled")
 
     with pytest.raises(CancelledError):
-        ocr.read_batch(batch, fetch=lambda key: b"%PDF", engine=Engine(), between_pages=between_pages)
+        ocr.read_batch(batch, fetch=lambda pages: b"%PDF", engine=Engine(), between_pages=between_pages)
     assert len(checks) == 3  # two pages read, stopped before the third
-    result = ocr.read_batch(batch, fetch=lambda key: b"%PDF", engine=Engine(), between_pages=lambda: None)
+    result = ocr.read_batch(batch, fetch=lambda pages: b"%PDF", engine=Engine(), between_pages=lambda: None)
     assert [p.text for p in result.pages] == ["page 1", "page 2", "page 3"]
 
 

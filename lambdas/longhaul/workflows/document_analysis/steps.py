@@ -20,7 +20,7 @@ from longhaul.errors import CancelledError, InvalidInputError
 from longhaul.retrieval import LexicalIndex, group_passages
 from longhaul.review.contracts import ReviewEvidence, ReviewMaterial
 from longhaul.runner import StepContext
-from longhaul.submission import Intake, PreparedInput, StoredDocument
+from longhaul.submission import Intake, PreparedInput, StoredDocument, read_document
 from longhaul.workflows.document_analysis.spec import AnswerEdits
 
 TOP_K = 16
@@ -41,7 +41,10 @@ class JobInput(BaseModel):
 
 
 def prepare(intake: Intake, job_input: DocumentAnalysisInput) -> PreparedInput:
-    documents = intake.documents(job_input.documents, loc=["documents"])
+    if job_input.archive is not None:
+        documents = intake.archive(job_input.archive, first_index=0, loc=["archive"])
+    else:
+        documents = intake.documents(job_input.documents or [], loc=["documents"])
     payload = JobInput(
         workflow="document-analysis",
         question=job_input.question,
@@ -49,13 +52,13 @@ def prepare(intake: Intake, job_input: DocumentAnalysisInput) -> PreparedInput:
         max_passages=job_input.max_passages,
         passages_per_group=job_input.passages_per_group,
     )
-    return PreparedInput(payload=payload, estimated_sla_seconds=estimate_sla_seconds(job_input))
+    return PreparedInput(payload=payload, estimated_sla_seconds=estimate_sla_seconds(job_input, len(documents)))
 
 
-def estimate_sla_seconds(job_input: DocumentAnalysisInput) -> int:
-    inline_chars = sum(len(d.text or "") for d in job_input.documents)
-    uploads = sum(1 for d in job_input.documents if d.upload_id)
-    return 30 + 5 * len(job_input.documents) + 20 * uploads + inline_chars // 20_000
+def estimate_sla_seconds(job_input: DocumentAnalysisInput, documents: int) -> int:
+    inline_chars = sum(len(d.text or "") for d in job_input.documents or ())
+    uploads = documents - sum(1 for d in job_input.documents or () if d.text is not None)
+    return 30 + 5 * documents + 20 * uploads + inline_chars // 20_000
 
 
 def _input(ctx: StepContext) -> JobInput:
@@ -71,12 +74,12 @@ def parse_documents(ctx: StepContext) -> dict[str, Any]:
     parsed_keys, pages, needing, documents = [], 0, 0, []
     for doc in job_input.documents:
         parsed = parse_document(
-            index=doc.index, name=doc.name, data=store.get_bytes(doc.key), media_type=doc.media_type
+            index=doc.index, name=doc.name, data=read_document(store, doc), media_type=doc.media_type
         )
         parsed_keys.append(
             store.put_json(keys.work_key(ctx.job_id, "parse_documents", f"{doc.index:03d}.json"), parsed)
         )
-        documents.append((parsed, doc.key))
+        documents.append((parsed, doc))
         pages += len(parsed.pages)
         needing += len(parsed.pages_needing_ocr)
     batches = [
@@ -107,7 +110,12 @@ def ocr_pages(ctx: StepContext) -> dict[str, Any]:
         if job is None or job.status not in (JobStatus.RUNNING, JobStatus.RETRYING):
             raise CancelledError(f"job {ctx.job_id} is no longer running; OCR stopped", step=ctx.event.step)
 
-    result = ocr.read_batch(batch, fetch=store.get_bytes, engine=worker.engine, between_pages=between_pages)
+    result = ocr.read_batch(
+        batch,
+        fetch=lambda pages: read_document(store, pages.source()),
+        engine=worker.engine,
+        between_pages=between_pages,
+    )
     key = store.put_json(keys.work_key(ctx.job_id, ocr.STEP, f"batch-{batch.number:03d}.json"), result)
     read = sum(1 for p in result.pages if p.status == "read")
     return {"ocr_key": key, "pages_read": read, "pages_unreadable": len(result.pages) - read}

@@ -12,7 +12,7 @@ from typing import Annotated
 
 from pydantic import Field, model_validator
 
-from longhaul.contracts import DocumentInput, Strict
+from longhaul.contracts import ArchiveInput, DocumentInput, Strict
 from longhaul.invoices.models import InvoiceReconciliationResult
 from longhaul.workflows.spec import ReviewPolicy, WorkflowSpec, fan_out, review, step
 
@@ -24,13 +24,28 @@ class InvoiceReconciliationInput(Strict):
         DocumentInput, Field(description="The price list: product code, description, agreed unit price, currency.")
     ]
     invoices: Annotated[
-        list[DocumentInput],
-        Field(min_length=1, max_length=MAX_INVOICES, description="One document per invoice (text or PDF)."),
+        list[DocumentInput] | None,
+        Field(
+            default=None,
+            min_length=1,
+            max_length=MAX_INVOICES,
+            description="One document per invoice (text or PDF); or give `invoices_archive`.",
+        ),
+    ]
+    invoices_archive: Annotated[
+        ArchiveInput | None,
+        Field(
+            default=None,
+            description=f"The invoices as one uploaded ZIP archive, one member per invoice (1 to {MAX_INVOICES}); "
+            "or give `invoices`.",
+        ),
     ]
 
     @model_validator(mode="after")
     def _unique_names(self) -> InvoiceReconciliationInput:
-        names = [self.contract.name, *(d.name for d in self.invoices)]
+        if (self.invoices is None) == (self.invoices_archive is None):
+            raise ValueError("give exactly one of `invoices` or `invoices_archive`")
+        names = [self.contract.name, *(d.name for d in self.invoices or ())]
         if len(set(names)) != len(names):
             raise ValueError("document names must be unique (sources refer to them)")
         return self

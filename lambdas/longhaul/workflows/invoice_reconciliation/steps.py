@@ -21,8 +21,8 @@ from longhaul.invoices.pricelist import PriceList, PriceListError, parse_price_l
 from longhaul.invoices.sourcing import SourcingError
 from longhaul.review.contracts import ReviewEvidence, ReviewMaterial
 from longhaul.runner import StepContext
-from longhaul.submission import Intake, PreparedInput, StoredDocument
-from longhaul.workflows.invoice_reconciliation.spec import InvoiceReconciliationInput, SummaryEdits
+from longhaul.submission import Intake, PreparedInput, StoredDocument, read_document
+from longhaul.workflows.invoice_reconciliation.spec import MAX_INVOICES, InvoiceReconciliationInput, SummaryEdits
 
 WORKFLOW = "invoice-reconciliation"
 MAX_REEXTRACTIONS = 2  # after the first extraction, at most this many more with the sourcing errors as feedback
@@ -61,13 +61,23 @@ def _pages(data: bytes, name: str, media_type: str) -> list[tuple[int, str]]:
 
 def prepare(intake: Intake, job_input: InvoiceReconciliationInput) -> PreparedInput:
     contract = intake.document(job_input.contract, index=0, loc=["contract"])
-    invoices = [intake.document(d, index=i + 1, loc=["invoices", i]) for i, d in enumerate(job_input.invoices)]
+    if job_input.invoices_archive is not None:
+        invoices = intake.archive(
+            job_input.invoices_archive, first_index=1, loc=["invoices_archive"], max_documents=MAX_INVOICES
+        )
+        if contract.name in {d.name for d in invoices}:
+            intake.problem(["invoices_archive"], f"a member is named like the contract ({contract.name!r})")
+    else:
+        invoices = [
+            intake.document(d, index=i + 1, loc=["invoices", i]) for i, d in enumerate(job_input.invoices or ())
+        ]
     intake.check()  # an upload that is missing says so before the contract is read
     try:
         parse_price_list(contract.name, _pages(intake.read(contract), contract.name, contract.media_type))
     except PriceListError as error:
         intake.problem(["contract"], str(error))
-    uploads = sum(1 for d in (job_input.contract, *job_input.invoices) if d.upload_id)
+    uploads = sum(1 for d in (job_input.contract, *(job_input.invoices or ())) if d.upload_id)
+    uploads += len(invoices) if job_input.invoices_archive is not None else 0
     return PreparedInput(
         payload=JobInput(workflow=WORKFLOW, contract=contract, invoices=invoices),
         estimated_sla_seconds=20 + 10 * len(invoices) + 15 * uploads,
@@ -91,14 +101,14 @@ def parse_documents(ctx: StepContext) -> dict[str, Any]:
     contract = job_input.contract
     try:
         prices = parse_price_list(
-            contract.name, _pages(store.get_bytes(contract.key), contract.name, contract.media_type)
+            contract.name, _pages(read_document(store, contract), contract.name, contract.media_type)
         )
     except PriceListError as error:
         raise InvalidInputError(str(error), step=ctx.event.step) from None
     price_list_key = store.put_json(keys.work_key(ctx.job_id, "parse_documents", "price-list.json"), prices)
     invoices, pages = [], 0
     for number, doc in enumerate(job_input.invoices):
-        text_pages = _pages(store.get_bytes(doc.key), doc.name, doc.media_type)
+        text_pages = _pages(read_document(store, doc), doc.name, doc.media_type)
         pages += len(text_pages)
         key = keys.work_key(ctx.job_id, "parse_documents", f"invoice-{number:03d}.json")
         invoices.append(store.put_json(key, {"document": doc.name, "pages": text_pages}))
