@@ -24,7 +24,7 @@ from aws_lambda_powertools.metrics import MetricUnit
 
 from longhaul.budgets import SLA_CLASSES, TenantPolicy
 from longhaul.contracts import JobStatus
-from longhaul.observability import emit, logger
+from longhaul.observability import QUEUE_WAIT_METRIC, emit, logger
 from longhaul.ports import EngineUnavailable, IntakeQueues, Waiting
 from longhaul.records import Job
 from longhaul.storage.admission import AdmissionStore
@@ -33,7 +33,6 @@ from longhaul.wiring import Services
 CLASS_WEIGHTS: Mapping[str, int] = {"interactive": 8, "standard": 3, "batch": 1}
 AGING_SECONDS = 60.0  # a minute of waiting is worth one unit of virtual time
 RECEIVE_PER_CLASS = 100  # messages one round reads from each intake queue
-QUEUE_WAIT_METRIC = "QueueWaitSeconds"
 
 
 def fair_order(waiting: Iterable[Waiting], weights: Mapping[str, int], now: datetime) -> list[Waiting]:
