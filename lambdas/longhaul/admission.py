@@ -32,7 +32,7 @@ from longhaul.wiring import Services
 
 CLASS_WEIGHTS: Mapping[str, int] = {"interactive": 8, "standard": 3, "batch": 1}
 AGING_SECONDS = 60.0  # a minute of waiting is worth one unit of virtual time
-RECEIVE_PER_CLASS = 100  # messages one round reads from each intake queue
+RECEIVE_PER_CLASS = 50  # messages one round reads from each intake queue
 
 
 def fair_order(waiting: Iterable[Waiting], weights: Mapping[str, int], now: datetime) -> list[Waiting]:
@@ -133,7 +133,13 @@ class Admission:
             s.intake.send(Waiting(job.job_id, job.tenant_id, job.sla_class, job.created_at))
         except Exception:  # the job is marked waiting: the sweep sends it to its queue again
             logger.exception("a waiting job was not sent to its intake queue", extra={"job_id": job.job_id})
-        self._wake()
+        # A round can start something only with a slot free for the tenant and the platform; otherwise the slot's
+        # release wakes the dispatcher (a backlog's submissions do not each cost a round).
+        if (
+            counters.tenant_in_flight < policy.jobs_in_flight
+            and counters.global_in_flight < s.settings.max_jobs_in_flight
+        ):
+            self._wake()
         return seconds
 
     def _wake(self) -> None:
@@ -151,8 +157,8 @@ class Admission:
         s = self.services
         intake: IntakeQueues | None = s.intake
         report = DispatchReport()
-        if intake is None:
-            return report
+        if intake is None or self.store.platform_in_flight() >= s.settings.max_jobs_in_flight:
+            return report  # nothing could start: the next release wakes a round
         received = [w for sla_class in SLA_CLASSES for w in intake.receive(sla_class, RECEIVE_PER_CLASS)]
         report.received = len(received)
         if not received:

@@ -251,7 +251,7 @@ def test_over_its_jobs_in_flight_a_job_waits_and_starts_when_a_slot_frees(
     estimates = [s[1] for s in submitted[2:]]
     assert all(e > 0 for e in estimates) and estimates == sorted(estimates)
     assert intake.waiting_ids() == [s[0] for s in submitted[2:]]
-    assert wake.woken >= 3
+    assert wake.woken == 0  # at its limit nothing could start: a release wakes the dispatcher, not these
     view = JobService(admitted).view(Principal(tenant_id=TENANT_A), submitted[2][0])
     assert view.status == JobStatus.QUEUED and view.estimated_start_seconds and view.sla_class == "batch"
 

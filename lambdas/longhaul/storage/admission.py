@@ -187,6 +187,10 @@ class AdmissionStore:
         ]
         return self._try(writes, what=f"queueing job {job.job_id}")
 
+    def platform_in_flight(self) -> int:
+        item = self.table.get_item(Key=schema.admission_global_key(), ConsistentRead=True).get("Item") or {}
+        return int(item.get("in_flight", 0))
+
     def counters(self, tenant_id: str) -> Counters:
         global_key, tenant_key = _keys(tenant_id)
         platform = self.table.get_item(Key=global_key, ConsistentRead=True).get("Item") or {}
