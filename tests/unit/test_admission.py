@@ -314,3 +314,27 @@ def test_a_cancelled_waiting_job_never_starts_and_its_message_is_dropped(
     assert queued not in [s.execution for s in engine.started]
     assert intake_of(admitted).waiting_ids() == []
     assert counters(admitted, TENANT_A) == (0, 0, 0, 0)
+
+
+def test_the_sweep_never_fails_a_waiting_job_and_sends_a_forgotten_one_again(
+    admitted: wiring.Services, table: Any, clock: FakeClock
+) -> None:
+    from longhaul.operations import sweep
+
+    # Given a job waiting for a slot (its tenant is at its limit), and one that never reached admission (a crash)
+    policy_of(table, TENANT_A, jobs_in_flight=1)
+    submit_as(admitted, TENANT_A, "standard")
+    waiting_job = submit_as(admitted, TENANT_A, "standard")[0]
+    lost = create(admitted, "job_" + "2" * 28, TENANT_B)
+    intake = intake_of(admitted)
+    assert intake.waiting_ids() == [waiting_job]
+
+    # When the sweep runs 20 minutes later (no execution exists for either)
+    clock.advance(timedelta(minutes=20))
+    counts = sweep(admitted, clock.now())
+
+    # Then neither failed: the waiting one was sent to its queue again, the lost one was admitted and started
+    assert (admitted.jobs.get_job(waiting_job) or lost).status == JobStatus.QUEUED
+    assert counts["requeued"] == 2 and counts["reconciled"] == 0
+    assert intake.waiting_ids() == [waiting_job, waiting_job]  # a duplicate: the dispatcher drops the second
+    assert (admitted.jobs.get_job(lost.job_id) or lost).slot
