@@ -61,6 +61,7 @@ def build_app(context: dict[str, object] | None = None) -> cdk.App:
         step_routes=_json_context(app, "longhaul:step_routes"),
         callback_allowlist=str(app.node.try_get_context("longhaul:callback_allowlist") or ""),
         container_insights=_flag(app.node.try_get_context("longhaul:container_insights")),
+        max_jobs_in_flight=int(str(app.node.try_get_context("longhaul:max_jobs_in_flight") or 1000)),
         synthesizer=cdk.DefaultStackSynthesizer(generate_bootstrap_version_rule=False),
         description="Longhaul: durable, observable, budget-aware LLM jobs",
     )

@@ -16,6 +16,7 @@ from longhaul.llm.bedrock import split_inference_profile
 from longhaul.llm.routes import Routing
 from longhaul.settings import Env
 from longhaul.workflows import REGISTRY
+from stacks.admission import Admission, dispatcher_name
 from stacks.api import Api
 from stacks.bundling import code_asset
 from stacks.nag import (
@@ -54,6 +55,7 @@ class LonghaulStack(Stack):
         step_routes: Mapping[str, str] | None = None,
         callback_allowlist: str = "",
         container_insights: bool = False,
+        max_jobs_in_flight: int = 1000,
         **kwargs: Any,
     ) -> None:
         super().__init__(scope, construct_id, **kwargs)
@@ -69,6 +71,9 @@ class LonghaulStack(Stack):
             Env.STAGE: stage,
             # One secret per tenant under the stack's own prefix: two deployments in one account never share them.
             Env.WEBHOOK_SECRETS_PREFIX: f"{self.stack_name}/webhooks/",
+            # Whatever ends a job gives back its slot and wakes the dispatcher (by name: see stacks/admission.py).
+            Env.ADMISSION_DISPATCHER: dispatcher_name(self),
+            Env.MAX_JOBS_IN_FLIGHT: str(max_jobs_in_flight),
         }
         # Routes are checked at synthesis (unknown providers or route names fail here, not in a step).
         routing = Routing.configured(model_routes or {}, step_routes or {}, provider=model_provider, model_id=model_id)
@@ -100,12 +105,33 @@ class LonghaulStack(Stack):
             ),
             Env.DEAD_LETTER_QUEUES: workflows.dead_letter_queues_env,
         }
+        admission = Admission(self, "Admission", code=code, environment=control_env)
+        control_env = {**control_env, **admission.environment}
         api = Api(self, "Api", code=code, stage_name=stage, environment=control_env)
         operations = Operations(self, "Operations", code=code, environment=control_env)
 
         # Cross-component grants.
-        for function in (api.function, operations.sweeper, *workflows.functions, *webhooks.functions):
+        for function in (
+            api.function,
+            operations.sweeper,
+            admission.dispatcher,
+            *workflows.functions,
+            *webhooks.functions,
+        ):
             storage.grant_data_access(function)
+        # Submissions (and the sweep's repairs) queue jobs; whatever can end a job wakes the dispatcher.
+        for function in (api.function, operations.sweeper):
+            admission.grant_enqueue(function)
+        admission.grant_wake(
+            [
+                api.function,
+                operations.sweeper,
+                *workflows.functions,
+                *(target.task_definition.task_role for target in workers.targets.values()),
+            ]
+        )
+        for queue in admission.dead_letter_queues.values():
+            acknowledge(queue, "SQS3", "This queue is an intake queue's dead-letter queue.")
         for function in (api.function, operations.sweeper, *workflows.functions):
             webhooks.state_machine.grant_start_execution(function)
         acknowledge_executions(self, webhooks.state_machine)
@@ -131,6 +157,7 @@ class LonghaulStack(Stack):
             machine.grant_task_response(api.function)
         for machine in workflows.state_machines.values():
             machine.grant_start_execution(api.function)
+            machine.grant_start_execution(admission.dispatcher)
             machine.grant_execution(
                 api.function, "states:DescribeExecution", "states:StopExecution", "states:RedriveExecution"
             )
@@ -149,6 +176,7 @@ class LonghaulStack(Stack):
             state_machines=workflows.state_machines,
             steps={name: spec.step_names for name, spec in REGISTRY.items()},
             dead_letter_queues={w: b.dead_letter_queues for w, b in workflows.builders.items()},
+            intake_queues=admission.queues,
             model_provider=model_provider,
             alarm_email=alarm_email,
             removal_policy=removal,
@@ -164,6 +192,7 @@ class LonghaulStack(Stack):
         self.storage, self.api, self.workflows, self.observability = storage, api, workflows, observability
         self.webhooks = webhooks
         self.workers = workers
+        self.admission = admission
         # moto's CloudFormation (the local runtime) fails on a KMS key's tags (it reads the KMS API's TagKey).
         untagged = ["AWS::KMS::Key"] if stage == LOCAL_STAGE else []
         Tags.of(self).add("project", "longhaul", exclude_resource_types=untagged)

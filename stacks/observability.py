@@ -19,7 +19,7 @@ from aws_cdk import aws_sqs as sqs
 from aws_cdk import aws_stepfunctions as sfn
 from constructs import Construct, IConstruct
 
-from longhaul.observability import NAMESPACE, PLATFORM_MISCONFIGURED
+from longhaul.observability import NAMESPACE, PLATFORM_MISCONFIGURED, QUEUE_WAIT_METRIC
 
 PERIOD = Duration.minutes(5)
 
@@ -40,6 +40,7 @@ class Observability(Construct):
         steps: Mapping[str, tuple[str, ...]],
         dead_letter_queues: Mapping[str, Mapping[str, sqs.IQueue]],
         model_provider: str,
+        intake_queues: Mapping[str, sqs.IQueue] | None = None,
         alarm_email: str | None = None,
         removal_policy: RemovalPolicy = RemovalPolicy.RETAIN,
     ) -> None:
@@ -97,6 +98,27 @@ class Observability(Construct):
                     width=24,
                 )
             )
+
+        if intake_queues:
+            self._admission_widgets(intake_queues)
+
+    def _admission_widgets(self, intake_queues: Mapping[str, sqs.IQueue]) -> None:
+        """Per SLA class: how long jobs waited for a slot (`QueueWaitSeconds`, 0 when they started at once), and how
+        many wait now."""
+        self.dashboard.add_widgets(
+            *(
+                cw.GraphWidget(
+                    title=f"{sla_class}: queue wait (s)",
+                    left=[
+                        _metric(QUEUE_WAIT_METRIC, statistic, sla_class=sla_class).with_(label=statistic)
+                        for statistic in ("p50", "p90", "Maximum")
+                    ],
+                    right=[queue.metric_approximate_number_of_messages_visible(period=PERIOD, label="waiting")],
+                    width=8,
+                )
+                for sla_class, queue in intake_queues.items()
+            )
+        )
 
     def _alarm_topic(self, email: str | None, removal_policy: RemovalPolicy) -> sns.Topic:
         # A customer managed key: CloudWatch cannot publish to a topic encrypted with the AWS managed SNS key.

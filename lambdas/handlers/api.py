@@ -75,12 +75,14 @@ app = ThreadSafeRestResolver(enable_validation=True)  # the local runtime resolv
 
 
 def _problem_response(problem: ApiProblem) -> Response[str]:
-    headers = {"WWW-Authenticate": 'Bearer realm="longhaul"'} if problem.status == 401 else None
+    headers = {"WWW-Authenticate": 'Bearer realm="longhaul"'} if problem.status == 401 else {}
+    if "retry_after_seconds" in problem.extra:  # a 429 says when to come back (RFC 9110 Retry-After, in seconds)
+        headers["Retry-After"] = str(problem.extra["retry_after_seconds"])
     return Response(
         status_code=problem.status,
         content_type=PROBLEM_JSON,
         body=json.dumps(problem.body(instance=app.current_event.path)),
-        headers=headers,
+        headers=headers or None,
     )
 
 
@@ -164,7 +166,16 @@ def _not_found(_: Exception) -> Response[str]:
         **problems(400, "Malformed JSON or Idempotency-Key"),
         **problems(413, f"Body over {limits.MAX_BODY_BYTES} bytes (LONGHAUL_MAX_BODY_BYTES)"),
         **problems(415, f"Body not {limits.ACCEPTED_MEDIA_TYPE}"),
-        **problems(422, "Invalid input or name, unknown workflow, or Idempotency-Key reused with another payload"),
+        **problems(
+            422,
+            "Invalid input or name, unknown workflow, Idempotency-Key reused with another payload, or a budget, route "
+            "or sla_class outside the tenant's policy",
+        ),
+        **problems(
+            429,
+            "Over the tenant's submissions_per_minute (`rate-limited`) or daily model allowance; the Retry-After "
+            "header and `retry_after_seconds` say when to retry",
+        ),
     },
 )
 def submit_job(

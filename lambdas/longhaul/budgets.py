@@ -12,7 +12,7 @@ import json
 import math
 from collections.abc import Mapping
 from decimal import ROUND_CEILING, Decimal
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -35,8 +35,13 @@ class JobBudget(BaseModel):
     max_cost_usd: Annotated[UsdAmount | None, Field(default=None)]
 
 
+SlaClass = Literal["interactive", "standard", "batch"]
+SLA_CLASSES: tuple[SlaClass, ...] = ("interactive", "standard", "batch")
+
+
 class TenantPolicy(BaseModel):
-    """A tenant's ceilings per job and its daily allowance (UTC days). Defaults apply to tenants without one."""
+    """A tenant's ceilings per job, its daily allowance (UTC days) and its admission quotas. Defaults apply to
+    tenants without one."""
 
     model_config = ConfigDict(extra="forbid")
 
@@ -46,6 +51,18 @@ class TenantPolicy(BaseModel):
     daily_cost_usd: UsdAmount = Decimal("1000")
     routes: list[str] | None = Field(
         default=None, description="Model routes the tenant's jobs may choose; null: every configured route."
+    )
+    submissions_per_minute: int = Field(
+        default=600, gt=0, description="Job submissions accepted per minute (a fixed UTC minute); 429 above."
+    )
+    jobs_in_flight: int = Field(
+        default=50, gt=0, description="Jobs running at once; more are accepted `queued` and start as slots free."
+    )
+    weight: int = Field(
+        default=1, ge=1, le=100, description="The tenant's share of free slots against other tenants' backlogs."
+    )
+    sla_classes: list[SlaClass] = Field(
+        default_factory=lambda: list(SLA_CLASSES), min_length=1, description="SLA classes the tenant's jobs may use."
     )
 
 

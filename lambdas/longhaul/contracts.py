@@ -13,7 +13,7 @@ from typing import Annotated, Literal
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, model_validator
 
 from longhaul import limits
-from longhaul.budgets import JobBudget, TenantPolicy
+from longhaul.budgets import JobBudget, SlaClass, TenantPolicy
 
 MEDIA_TYPES = ("application/pdf", "text/plain", "text/markdown")
 UPLOAD_ID_PATTERN = r"^up_[0-9a-f]{32}$"
@@ -203,6 +203,14 @@ class JobRequestBase(Strict):
             "for origins in LONGHAUL_CALLBACK_ALLOWLIST).",
         ),
     ]
+    sla_class: Annotated[
+        SlaClass,
+        Field(
+            default="standard",
+            description="How urgently the job should start: `interactive` before `standard` before `batch` when "
+            "jobs wait for a slot (weighted, with aging, so none waits forever); one of the tenant's `sla_classes`.",
+        ),
+    ]
 
 
 class ReplayRequest(Strict):
@@ -251,6 +259,12 @@ class JobAccepted(BaseModel):
     events_url: str
     result_url: str
     estimated_sla_seconds: int
+    estimated_start_seconds: int = Field(
+        default=0,
+        description="0 when the job started at once; when it waits for a slot (`queued`), the estimated seconds "
+        "until it starts: ceil(jobs of its tenant waiting / the tenant's jobs_in_flight) x the job's "
+        "estimated_sla_seconds.",
+    )
 
 
 class Progress(BaseModel):
@@ -343,6 +357,10 @@ class JobView(BaseModel):
     error: JobError | None = None
     review: ReviewSummary | None = None
     callback: CallbackStatus | None = None
+    sla_class: SlaClass = "standard"
+    estimated_start_seconds: int | None = Field(
+        default=None, description="While the job waits for a slot (`queued`): the estimated seconds until it starts."
+    )
 
 
 class JobList(BaseModel):

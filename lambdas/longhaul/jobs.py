@@ -22,8 +22,9 @@ from pydantic import BaseModel
 
 from longhaul import artifacts as keys
 from longhaul import limits
+from longhaul.admission import Admission
 from longhaul.auth import Principal
-from longhaul.budgets import job_limits, to_micro, usd
+from longhaul.budgets import TenantPolicy, job_limits, to_micro, usd
 from longhaul.clock import iso
 from longhaul.contracts import (
     CancelOutcome,
@@ -50,6 +51,7 @@ from longhaul.problems import (
     InvalidRequest,
     NotFound,
     NotReady,
+    RateLimited,
     Unavailable,
 )
 from longhaul.records import JOB_ID, Charge, Job
@@ -98,6 +100,8 @@ class JobService:
         spec = REGISTRY[request.workflow]
         self._check_callback(request.callback_url)
         payload_hash = canonical_hash(request)
+        policy = s.budgets.policy(principal.tenant_id)
+        # An idempotent retry of an accepted job is answered before the rate limit: it is not a new submission.
         if idempotency_key:
             existing = s.jobs.find_idempotent(principal.tenant_id, idempotency_key)
             if existing is not None:
@@ -105,9 +109,10 @@ class JobService:
                     raise IdempotencyKeyReused(job_id=existing.job_id)
                 found = s.jobs.get_job(existing.job_id)
                 if found is not None:
-                    self._ensure_started(found)
-                    return self._accepted(found, base_url), False
-        budget_tokens, budget_cost = self._admit(principal.tenant_id, request)
+                    waits = self._ensure_started(found, policy)
+                    return self._accepted(found, base_url, waits), False
+        self._within_rate(principal.tenant_id, policy)
+        budget_tokens, budget_cost = self._admit(principal.tenant_id, request, policy)
         job_id = new_job_id()
         intake = Intake(job_id=job_id, tenant_id=principal.tenant_id, artifacts=s.artifacts)
         prepared = spec.prepare()(intake, request.input)
@@ -134,6 +139,7 @@ class JobService:
                     review_deadline_seconds=request.review.deadline_seconds if request.review else None,
                     callback_url=request.callback_url,
                     links_base=base_url if request.callback_url else None,
+                    sla_class=request.sla_class,
                 )
             )
         except IdempotencyConflict as conflict:
@@ -141,27 +147,46 @@ class JobService:
         except TransientError as contended:
             raise Unavailable(f"{contended}; retry with the same Idempotency-Key") from None
         try:
-            self._ensure_started(job)
+            waits = self._ensure_started(job, policy)
         except Unavailable:
             if created:  # nothing is kept of a job that could not start
                 s.jobs.discard_new_job(job)
             raise
         if created:
             emit("JobsSubmitted", workflow=spec.name)
-        return self._accepted(job, base_url), created
+        return self._accepted(job, base_url, waits), created
 
-    def _admit(self, tenant_id: str, request: JobRequestBase) -> tuple[int, int]:
-        """The job's budget within the tenant's policy (422 above a ceiling or for a route it may not use), and the
-        tenant's daily allowance not spent (429): checked before any work."""
+    def _within_rate(self, tenant_id: str, policy: TenantPolicy) -> None:
+        """One conditional write on the tenant's counter of this minute; over its rate a 429 (nothing stored). Other
+        tenants have counters of their own: they never notice."""
+        retry_after = self.services.admission.take_submission(tenant_id, policy.submissions_per_minute)
+        if retry_after is not None:
+            raise RateLimited(
+                f"tenant {tenant_id} may submit {policy.submissions_per_minute} jobs a minute; "
+                f"retry in {retry_after} s",
+                retry_after_seconds=retry_after,
+                submissions_per_minute=policy.submissions_per_minute,
+            )
+
+    def _admit(self, tenant_id: str, request: JobRequestBase, policy: TenantPolicy) -> tuple[int, int]:
+        """The job's budget within the tenant's policy (422 above a ceiling, for a route or an SLA class it may not
+        use), and the tenant's daily allowance not spent (429): checked before any work."""
         s = self.services
-        policy = s.budgets.policy(tenant_id)
         tokens, cost, problems = job_limits(request.budget, policy)
+        if request.sla_class not in policy.sla_classes:
+            problems.append(
+                {"loc": ["body", "sla_class"], "msg": f"not an SLA class this tenant may use: {policy.sla_classes}"}
+            )
         if request.route is not None:
             allowed = sorted(policy.routes if policy.routes is not None else s.routing.routes)
             if request.route not in allowed or request.route not in s.routing.routes:
                 problems.append({"loc": ["body", "route"], "msg": f"not a route this tenant may use: {allowed}"})
         if problems:
-            raise InvalidRequest("the job's budget or route is not within the tenant's policy", errors=problems)
+            raise InvalidRequest(
+                "the job's budget, route or SLA class is not within the tenant's policy",
+                errors=problems,
+                **({"allowed_sla_classes": policy.sla_classes} if request.sla_class not in policy.sla_classes else {}),
+            )
         day = s.budgets.day_usage(tenant_id)
         daily_cost = to_micro(policy.daily_cost_usd)
         if day.tokens >= policy.daily_tokens or day.cost_micro >= daily_cost:
@@ -186,17 +211,16 @@ class JobService:
                 errors=[{"loc": ["body", "callback_url"], "msg": str(unsafe), "type": "unsafe_callback"}],
             ) from None
 
-    def _ensure_started(self, job: Job) -> None:
-        if job.status != JobStatus.QUEUED:
-            return
+    def _ensure_started(self, job: Job, policy: TenantPolicy) -> int:
+        """Start the job now if admission allows, else leave it waiting for a slot: the estimated seconds to start."""
         try:
-            self.services.engine.start(job.workflow, job.execution_name, job.initial_state().model_dump())
+            return Admission(self.services).admit(job, policy)
         except EngineUnavailable as error:
             raise Unavailable("the workflow engine did not accept the job; retry with the same Idempotency-Key") from (
                 error
             )
 
-    def _accepted(self, job: Job, base_url: str) -> JobAccepted:
+    def _accepted(self, job: Job, base_url: str, estimated_start_seconds: int = 0) -> JobAccepted:
         url = f"{base_url}/v1/jobs/{job.job_id}"
         return JobAccepted(
             job_id=job.job_id,
@@ -205,6 +229,7 @@ class JobService:
             events_url=f"{url}/events",
             result_url=f"{url}/result",
             estimated_sla_seconds=job.estimated_sla_seconds,
+            estimated_start_seconds=estimated_start_seconds,
         )
 
     # ------------------------------------------------------------------ uploads

@@ -67,6 +67,8 @@ metrics = Metrics(namespace=NAMESPACE, service=NO_SERVICE)
 
 # A platform configuration error (e.g. Bedrock model access not enabled); an alarm watches it.
 PLATFORM_MISCONFIGURED = "PlatformMisconfigured"
+# Seconds a job waited for an admission slot (dimension `sla_class`; 0 when it started at once).
+QUEUE_WAIT_METRIC = "QueueWaitSeconds"
 
 
 def emit(name: str, value: float = 1, unit: MetricUnit = MetricUnit.Count, **dimensions: str) -> None:

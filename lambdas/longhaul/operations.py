@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any, Literal
 
+from longhaul.admission import Admission
 from longhaul.auth import Principal
 from longhaul.budgets import JobBudget, TenantPolicy, to_micro, usd
 from longhaul.clock import iso
@@ -29,6 +30,7 @@ REPLAYABLE = frozenset({JobStatus.FAILED, JobStatus.CANCELLED, JobStatus.EXPIRED
 # Fail states of the house policy: the failure was recorded, the job failed or stopped.
 ENDED_BY_FAILURE_PATH = frozenset({STEP_FAILED, JOB_STOPPED})
 START_GRACE = timedelta(minutes=5)  # a queued job may wait this long for its execution to appear
+REQUEUE_AFTER = timedelta(minutes=10)  # a job waiting this long without news is sent to its intake queue again
 SWEPT = (JobStatus.QUEUED, JobStatus.RUNNING, JobStatus.RETRYING, JobStatus.WAITING_FOR_REVIEW)
 
 
@@ -260,7 +262,8 @@ def sweep(services: Services, now: datetime, *, stuck_after: timedelta | None = 
     execution), fail jobs whose execution ended without saying so, and report jobs with no progress for a while."""
     jobs = services.jobs
     stuck_after = stuck_after or timedelta(minutes=services.settings.stuck_after_minutes)
-    counts = {"checked": 0, "expired": 0, "stuck": 0, "reconciled": 0, "cancelled": 0}
+    counts = {"checked": 0, "expired": 0, "stuck": 0, "reconciled": 0, "cancelled": 0, "requeued": 0}
+    admission = Admission(services)
     for status in (*SWEPT, JobStatus.CANCEL_REQUESTED):
         for job in jobs.list_jobs(status=status, limit=None, oldest_first=True):
             counts["checked"] += 1
@@ -268,6 +271,10 @@ def sweep(services: Services, now: datetime, *, stuck_after: timedelta | None = 
                 counts["cancelled"] += _finish_cancel(services, job)
             elif job.deadline_at and now > job.deadline_at:
                 counts["expired"] += _expire(services, job, job.deadline_at)
+            elif status == JobStatus.QUEUED and admission.enabled and not job.slot:
+                # It waits for a slot (no execution yet, by design), or never reached admission (a crash).
+                if job.waiting or job.updated_at < now - START_GRACE:
+                    counts["requeued"] += admission.repair(job, requeue_after=REQUEUE_AFTER)
             elif reconcile(services, job, now=now):
                 counts["reconciled"] += 1
             elif (

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
+from datetime import datetime
 from enum import StrEnum
 from typing import Any, Protocol
 
@@ -104,3 +105,33 @@ class NoContainerTasks:
 
     def stop_job_tasks(self, job_id: str, *, reason: str) -> int:
         return 0
+
+
+@dataclass(frozen=True)
+class Waiting:
+    """A job waiting for a slot, as its intake queue carries it (`receipt` identifies the message received)."""
+
+    job_id: str
+    tenant_id: str
+    sla_class: str
+    queued_at: datetime
+    receipt: str = ""
+
+
+class IntakeQueues(Protocol):
+    """One queue per SLA class of the jobs waiting for a slot (at least once: a job may come twice)."""
+
+    def send(self, waiting: Waiting) -> None: ...
+
+    def receive(self, sla_class: str, limit: int) -> list[Waiting]:
+        """Up to `limit` messages of the class, hidden from other receivers until deleted or put back."""
+
+    def delete(self, received: list[Waiting]) -> None: ...
+
+    def put_back(self, received: list[Waiting]) -> None:
+        """Make them visible again at once (they wait for the next round)."""
+
+
+class AdmissionWake(Protocol):
+    def wake(self) -> None:
+        """Ask the dispatcher for a round soon, without waiting for it."""

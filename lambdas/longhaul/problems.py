@@ -74,6 +74,12 @@ class DailyAllowanceExhausted(ApiProblem):
     status, slug, title = 429, "daily-allowance-exhausted", "The tenant has spent its daily model allowance"
 
 
+class RateLimited(ApiProblem):
+    """Over the tenant's `submissions_per_minute`: `Retry-After` (and `retry_after_seconds`) says when to come back."""
+
+    status, slug, title = 429, "rate-limited", "The tenant is over its submission rate"
+
+
 class Unavailable(ApiProblem):
     status, slug, title = 503, "unavailable", "The platform could not accept the job right now; retry later"
 

@@ -7,12 +7,12 @@ Stored timestamps are ISO-8601 strings in DynamoDB and `datetime` here; numbers 
 from __future__ import annotations
 
 import re
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from longhaul.budgets import usd
+from longhaul.budgets import SlaClass, usd
 from longhaul.contracts import (
     TERMINAL_STATUSES,
     BudgetView,
@@ -77,6 +77,17 @@ class Job(Record):
     callback_url: str | None = None
     links_base: str | None = None  # the API's base URL at submit, for the links of webhooks
     callback: CallbackStatus | None = None
+    # Admission: the job's class; `slot` while it holds one of the in-flight slots, `waiting` while it waits for one.
+    sla_class: SlaClass = "standard"
+    slot: bool = False
+    waiting: bool = False
+    estimated_start_at: datetime | None = None
+
+    def estimated_start_seconds(self, now: datetime) -> int | None:
+        """While it waits for a slot: the seconds until its estimated start (at least 1: it has not started)."""
+        if not self.waiting or self.status != JobStatus.QUEUED or self.estimated_start_at is None:
+            return None
+        return max(1, int((self.estimated_start_at - now).total_seconds()))
 
     def initial_state(self) -> WorkflowState:
         """The state document an execution of this job starts with."""
@@ -130,6 +141,8 @@ class Job(Record):
             error=self.error,
             review=self.review,
             callback=self.callback,
+            sla_class=self.sla_class,
+            estimated_start_seconds=self.estimated_start_seconds(now or datetime.now(UTC)),
         )
 
 

@@ -8,6 +8,7 @@ Items:  JOB#<id>/JOB  ·  JOB#<id>/STEP#<step>[#<item>]  ·  JOB#<id>/EVENT#<seq
         TENANT#<id>/POLICY  ·  TENANT#<id>/USAGE#<yyyy-mm-dd>  ·  BREAKER#<provider>#<model>/BREAKER
         REVIEW#<id>/REVIEW  ·  REVIEW#<id>/TOKEN (the task token: no index key, never projected anywhere)
         OUTBOX#<webhook id>/OUTBOX
+        ADMISSION/GLOBAL · TENANT#<id>/ADMISSION (jobs in flight and waiting) · TENANT#<id>/RATE#<minute> (TTL'd)
 Indexes: by_tenant (gsi1pk TENANT#<tenant>, gsi1sk <created_at>#<job>) lists a tenant's jobs by time;
          by_tenant also lists a tenant's reviews by status (gsi1pk REVIEWS#<tenant>#<status>, gsi1sk <since>#<id>);
          by_state (gsi2pk STATUS#<status> | DEADLETTER, gsi2sk <time>) lists jobs by status and dead letters,
@@ -79,6 +80,21 @@ def tenant_policy_key(tenant_id: str) -> dict[str, str]:
 def tenant_usage_key(tenant_id: str, day: str) -> dict[str, str]:
     """A tenant's spending on one UTC day (`yyyy-mm-dd`)."""
     return {PK: f"TENANT#{tenant_id}", SK: f"USAGE#{day}"}
+
+
+def admission_global_key() -> dict[str, str]:
+    """The platform's jobs in flight and waiting (one item: every admission decision conditions on it)."""
+    return {PK: "ADMISSION", SK: "GLOBAL"}
+
+
+def admission_tenant_key(tenant_id: str) -> dict[str, str]:
+    """A tenant's jobs in flight and waiting."""
+    return {PK: f"TENANT#{tenant_id}", SK: "ADMISSION"}
+
+
+def submission_rate_key(tenant_id: str, minute: int) -> dict[str, str]:
+    """A tenant's submissions in one UTC minute (minutes since the epoch)."""
+    return {PK: f"TENANT#{tenant_id}", SK: f"RATE#{minute}"}
 
 
 def breaker_key(provider: str, model_id: str) -> dict[str, str]:

@@ -47,6 +47,10 @@ class Env:
     STEP_EVENT = "LONGHAUL_STEP_EVENT"
     STEP_ATTEMPT = "LONGHAUL_STEP_ATTEMPT"
     HEARTBEAT_SECONDS = "LONGHAUL_HEARTBEAT_SECONDS"
+    # Admission: the intake queue of each SLA class, the platform's jobs in flight, the dispatcher to wake.
+    INTAKE_QUEUES = "LONGHAUL_INTAKE_QUEUES"
+    MAX_JOBS_IN_FLIGHT = "LONGHAUL_MAX_JOBS_IN_FLIGHT"
+    ADMISSION_DISPATCHER = "LONGHAUL_ADMISSION_DISPATCHER"
     INJECT_FAULT = "LONGHAUL_INJECT_FAULT"  # local runtime only: the fault one worker task plays
 
 
@@ -85,8 +89,14 @@ class Settings(BaseModel):
         return parse_allowlist(value) if isinstance(value, str) else value
 
     container_cluster: str | None = Field(default=None, alias=Env.CONTAINER_CLUSTER)
+    # {"interactive": queue URL, "standard": …, "batch": …}; empty: no admission control (every job starts at once).
+    intake_queues: dict[str, str] = Field(default_factory=dict, alias=Env.INTAKE_QUEUES)
+    max_jobs_in_flight: int = Field(default=1000, alias=Env.MAX_JOBS_IN_FLIGHT, gt=0)
+    admission_dispatcher: str | None = Field(default=None, alias=Env.ADMISSION_DISPATCHER)  # function name
 
-    @field_validator("workflows", "dead_letter_queues", "model_routes", "step_routes", "model_prices", mode="before")
+    @field_validator(
+        "workflows", "dead_letter_queues", "intake_queues", "model_routes", "step_routes", "model_prices", mode="before"
+    )
     @classmethod
     def _parse_json(cls, value: object) -> object:
         return json.loads(value) if isinstance(value, str) else value

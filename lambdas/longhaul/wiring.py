@@ -11,6 +11,7 @@ from functools import cached_property, lru_cache
 from longhaul import aws
 from longhaul.adapters.dead_letters import QueueDeadLetters
 from longhaul.adapters.ecs import EcsContainerTasks
+from longhaul.adapters.intake import LambdaWake, SqsIntakeQueues
 from longhaul.adapters.secrets import SecretsManagerWebhookSecrets
 from longhaul.adapters.stepfunctions import StepFunctionsDispatch, StepFunctionsEngine, StepFunctionsTokens
 from longhaul.artifacts import ArtifactStore
@@ -18,16 +19,19 @@ from longhaul.llm.port import ModelGateway
 from longhaul.llm.routes import DEFAULT_ROUTE, Route, Routing
 from longhaul.observability import logger
 from longhaul.ports import (
+    AdmissionWake,
     ContainerTasks,
     DeadLetters,
+    IntakeQueues,
     NoContainerTasks,
     TaskTokens,
     WebhookDispatch,
     WebhookSecrets,
     WorkflowEngine,
 )
-from longhaul.records import OutboxRecord
+from longhaul.records import Job, OutboxRecord
 from longhaul.settings import Settings, get_settings
+from longhaul.storage.admission import AdmissionStore
 from longhaul.storage.breakers import BreakerPolicy, BreakerStore
 from longhaul.storage.budgets import BudgetStore
 from longhaul.storage.checkpoints import CheckpointStore
@@ -48,6 +52,8 @@ class Services:
     dispatch: WebhookDispatch | None = None
     webhook_secrets: WebhookSecrets | None = None
     container_tasks: ContainerTasks = field(default_factory=NoContainerTasks)
+    intake: IntakeQueues | None = None  # None: no admission control, every job starts at once
+    wake: AdmissionWake | None = None
 
     def now(self) -> datetime:
         return self.jobs.clock.now()
@@ -72,6 +78,10 @@ class Services:
     @cached_property
     def budgets(self) -> BudgetStore:
         return BudgetStore(self.jobs.table, clock=self.jobs.clock)
+
+    @cached_property
+    def admission(self) -> AdmissionStore:
+        return AdmissionStore(self.jobs.table, clock=self.jobs.clock)
 
     @cached_property
     def breakers(self) -> BreakerStore:
@@ -126,15 +136,21 @@ def _relay(dispatch: WebhookDispatch | None) -> Callable[[OutboxRecord], None] |
     return relay
 
 
+def _wake_on_release(wake: AdmissionWake | None) -> Callable[[Job], None] | None:
+    """A freed slot wakes the dispatcher at once (its schedule hands out any slot this missed)."""
+    return (lambda _job: wake.wake()) if wake is not None else None
+
+
 def _build(settings: Settings) -> Services:
     s3 = aws.client("s3")
     presign = aws.client("s3", settings.s3_public_endpoint) if settings.s3_public_endpoint else s3
     table = aws.dynamodb_table(settings.table_name)
     stepfunctions = aws.client("stepfunctions")
     dispatch = StepFunctionsDispatch(stepfunctions, settings.webhook_delivery) if settings.webhook_delivery else None
+    wake = LambdaWake(aws.client("lambda"), settings.admission_dispatcher) if settings.admission_dispatcher else None
     return Services(
         settings=settings,
-        jobs=JobStore(table, on_outbox=_relay(dispatch)),
+        jobs=JobStore(table, on_outbox=_relay(dispatch), on_release=_wake_on_release(wake)),
         checkpoints=CheckpointStore(table),
         artifacts=ArtifactStore(s3, settings.bucket_name, presign_client=presign),
         engine=StepFunctionsEngine(stepfunctions, settings.workflows),
@@ -147,6 +163,8 @@ def _build(settings: Settings) -> Services:
             if settings.container_cluster
             else NoContainerTasks()
         ),
+        intake=SqsIntakeQueues(aws.client("sqs"), settings.intake_queues) if settings.intake_queues else None,
+        wake=wake,
     )
 
 

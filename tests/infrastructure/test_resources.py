@@ -89,9 +89,10 @@ def test_the_sweeper_runs_on_a_schedule(template):
         if f["Properties"]["Handler"] == "handlers.ops.sweep"
     ]
     assert len(sweepers) == 1
-    (rule,) = rules.values()
+    (rule,) = [
+        r for r in rules.values() if r["Properties"]["Targets"][0]["Arn"] == {"Fn::GetAtt": [sweepers[0], "Arn"]}
+    ]
     assert rule["Properties"]["ScheduleExpression"] == "rate(5 minutes)"
-    assert rule["Properties"]["Targets"][0]["Arn"] == {"Fn::GetAtt": [sweepers[0], "Arn"]}
 
 
 def test_functions_are_traced_and_log_to_retained_groups(template):

@@ -72,7 +72,7 @@ def _role_actions(template: dict[str, Any], role_id: str) -> set[str]:
     return actions
 
 
-def test_the_task_role_reaches_only_artifacts_job_items_webhook_starts_and_its_task_tokens(
+def test_the_task_role_reaches_only_artifacts_job_items_webhook_starts_its_task_tokens_and_the_dispatcher(
     template: dict[str, Any],
 ) -> None:
     (task,) = resources(template, "AWS::ECS::TaskDefinition").values()
@@ -80,7 +80,16 @@ def test_the_task_role_reaches_only_artifacts_job_items_webhook_starts_and_its_t
     actions = _role_actions(template, role_id)
     assert {"s3:GetObject", "s3:PutObject", "states:SendTaskSuccess", "states:SendTaskFailure"} <= actions
     assert "states:SendTaskHeartbeat" in actions
-    allowed_prefixes = ("s3:GetObject", "s3:PutObject", "dynamodb:", "states:SendTask", "states:StartExecution")
+    # lambda:InvokeFunction: a job it ends gives back its slot and wakes the admission dispatcher (that function only,
+    # tests/infrastructure/test_admission.py)
+    allowed_prefixes = (
+        "s3:GetObject",
+        "s3:PutObject",
+        "dynamodb:",
+        "states:SendTask",
+        "states:StartExecution",
+        "lambda:InvokeFunction",
+    )
     assert all(a.startswith(allowed_prefixes) for a in actions), sorted(actions)
     assert "s3:DeleteObject" not in actions and "dynamodb:DeleteItem" not in actions
 

@@ -8,11 +8,11 @@ that exists counts as started, stopping a missing or ended one is fine, an unkno
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from longhaul.contracts import DeadLetter
-from longhaul.ports import EngineUnavailable, Execution, ExecutionStatus, RedriveRefused
+from longhaul.ports import EngineUnavailable, Execution, ExecutionStatus, RedriveRefused, Waiting
 
 ENDED = frozenset(
     {ExecutionStatus.SUCCEEDED, ExecutionStatus.FAILED, ExecutionStatus.TIMED_OUT, ExecutionStatus.ABORTED}
@@ -142,3 +142,47 @@ class FakeDispatch:
 
     def start(self, webhook_id: str, job_id: str, *, name: str | None = None) -> None:
         self.started.setdefault(name or webhook_id, (webhook_id, job_id))
+
+
+@dataclass
+class FakeIntake:
+    """`IntakeQueues` in memory: one list per SLA class; a received message is hidden until deleted or put back."""
+
+    queues: dict[str, list[Waiting]] = field(default_factory=dict)
+    hidden: list[Waiting] = field(default_factory=list)
+    sent: list[Waiting] = field(default_factory=list)
+    _receipts: int = 0
+
+    def send(self, waiting: Waiting) -> None:
+        self.sent.append(waiting)
+        self.queues.setdefault(waiting.sla_class, []).append(waiting)
+
+    def receive(self, sla_class: str, limit: int) -> list[Waiting]:
+        queue = self.queues.get(sla_class, [])
+        taken, self.queues[sla_class] = queue[:limit], queue[limit:]
+        received = []
+        for item in taken:
+            self._receipts += 1
+            received.append(replace(item, receipt=f"r{self._receipts}"))
+        self.hidden += received
+        return received
+
+    def delete(self, received: list[Waiting]) -> None:
+        gone = {w.receipt for w in received}
+        self.hidden = [w for w in self.hidden if w.receipt not in gone]
+
+    def put_back(self, received: list[Waiting]) -> None:
+        self.delete(received)
+        for item in received:
+            self.queues.setdefault(item.sla_class, []).append(item)
+
+    def waiting_ids(self) -> list[str]:
+        return [w.job_id for q in self.queues.values() for w in q]
+
+
+@dataclass
+class FakeWake:
+    woken: int = 0
+
+    def wake(self) -> None:
+        self.woken += 1

@@ -45,6 +45,7 @@ def test_submit_accepts_the_job_and_starts_an_execution_named_after_it(
         "events_url": f"{base}/events",
         "result_url": f"{base}/result",
         "estimated_sla_seconds": body["estimated_sla_seconds"],
+        "estimated_start_seconds": 0,  # it started at once
     }
     assert isinstance(body["estimated_sla_seconds"], int) and body["estimated_sla_seconds"] > 0
     assert response.header("Location") == base

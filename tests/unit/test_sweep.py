@@ -172,6 +172,7 @@ def test_a_job_with_recent_progress_is_not_stuck(services: Services, engine: Fak
         "stuck": 0,
         "reconciled": 0,
         "cancelled": 0,
+        "requeued": 0,
     }
 
 

@@ -21,6 +21,7 @@ from longhaul.contracts import TERMINAL_STATUSES, EventView, JobStatus
 from longhaul.errors import TransientError
 from longhaul.observability import logger
 from longhaul.records import Job, OutboxRecord
+from longhaul.storage.admission import release_writes
 from longhaul.storage.dynamo import Cancelled, backoff, plain, transact, update_expression
 from longhaul.storage.listing import JobListing
 from longhaul.storage.submissions import IdempotencyConflict as IdempotencyConflict  # re-exported
@@ -57,11 +58,14 @@ def _job(item: Mapping[str, Any]) -> Job:
 
 
 OutboxRelay = Callable[[OutboxRecord], None]
+SlotReleased = Callable[[Job], None]
 
 
 class JobStore(JobSubmissions, JobListing):
     """`on_outbox` is told of each webhook once its transaction has committed (it starts the delivery); if it fails
-    or never runs, the sweep finds the webhook still pending and starts it then."""
+    or never runs, the sweep finds the webhook still pending and starts it then. `on_release` is told of each job
+    whose terminal transition gave back its slot (it wakes the admission dispatcher; the schedule is the safety
+    net)."""
 
     def __init__(
         self,
@@ -70,11 +74,13 @@ class JobStore(JobSubmissions, JobListing):
         clock: Clock | None = None,
         idempotency_ttl: timedelta = timedelta(hours=24),
         on_outbox: OutboxRelay | None = None,
+        on_release: SlotReleased | None = None,
     ):
         super().__init__(table)
         self.clock = clock or SystemClock()
         self.idempotency_ttl = idempotency_ttl
         self.on_outbox = on_outbox
+        self.on_release = on_release
 
     # ------------------------------------------------------------------ API keys
 
@@ -134,6 +140,12 @@ class JobStore(JobSubmissions, JobListing):
             # The webhook announcing this change, if any, commits with it (the transactional outbox).
             outbox, callback_fields, webhook = outbox_writes(self.table.name, current, to, seq, now, detail)
             fields.update(callback_fields)
+            # A terminal job gives back its slot, and a job leaving the queue its place in it, in this very
+            # transaction: the version condition makes it happen once, and no crash can come between the two.
+            freed = current if to in TERMINAL_STATUSES or (source == S.QUEUED and to != S.RUNNING) else None
+            releases = release_writes(self.table.name, freed) if freed is not None else []
+            if releases:
+                fields.update({"slot": None, "waiting": None})
             update = update_expression(fields, extra_set=("version = :v1", "event_seq = :seq"))
             try:
                 transact(
@@ -164,11 +176,15 @@ class JobStore(JobSubmissions, JobListing):
                             }
                         },
                         *outbox,
+                        *releases,
                     ],
                 )
                 merged = {**current.model_dump(mode="json"), **fields, "version": current.version + 1, "event_seq": seq}
+                merged |= {"slot": False, "waiting": False} if releases else {}
                 if webhook is not None:
                     self._relay(webhook)
+                if releases and current.slot:
+                    self._released(current)
                 return _job(merged)
             except Cancelled:
                 continue  # it changed meanwhile: read again
@@ -181,6 +197,14 @@ class JobStore(JobSubmissions, JobListing):
             self.on_outbox(webhook)
         except Exception:  # the status change has committed; the sweep relays what was not started here
             logger.exception("webhook not started; the sweep will start it", extra={"webhook_id": webhook.webhook_id})
+
+    def _released(self, job: Job) -> None:
+        if self.on_release is None:
+            return
+        try:
+            self.on_release(job)
+        except Exception:  # the slot is free; the dispatcher's schedule hands it out if this wake-up was lost
+            logger.exception("the admission dispatcher was not woken", extra={"job_id": job.job_id})
 
     def update_job(self, job_id: str, fields: Mapping[str, Any], *, only_if: Iterable[JobStatus] = ACTIVE) -> bool:
         """Set informational fields (current step, progress) while the job is in one of `only_if`."""

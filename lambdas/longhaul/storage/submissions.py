@@ -47,6 +47,7 @@ class NewJob:
     review_deadline_seconds: int | None = None
     callback_url: str | None = None
     links_base: str | None = None
+    sla_class: str = "standard"
 
 
 class JobSubmissions:
@@ -93,6 +94,7 @@ class JobSubmissions:
             schema.GSI3_PK: schema.ALL_JOBS_PARTITION,
             schema.GSI3_SK: f"{iso(now)}#{job.job_id}",
             "execution_name": job.job_id,
+            "sla_class": job.sla_class,
         }
         if job.deadline_at:
             item["deadline_at"] = job.deadline_at

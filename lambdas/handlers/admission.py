@@ -1,0 +1,23 @@
+"""The admission dispatcher: woken after a submission that waits and after a slot is freed, and every minute."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from aws_lambda_powertools.utilities.typing import LambdaContext
+
+from longhaul.admission import Admission
+from longhaul.observability import logger
+from longhaul.wiring import services
+
+
+@logger.inject_lambda_context(clear_state=True)
+def dispatch(event: dict[str, Any], context: LambdaContext) -> dict[str, int]:
+    """One round: start the waiting jobs the free slots allow, weighted-fair across tenants and SLA classes."""
+    report = Admission(services()).dispatch()
+    if report.received:
+        logger.info(
+            "admission round",
+            extra={"received": report.received, "started": len(report.started), "kept": report.kept},
+        )
+    return {"received": report.received, "started": len(report.started), "dropped": len(report.dropped)}

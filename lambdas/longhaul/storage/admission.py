@@ -1,0 +1,216 @@
+"""Admission in DynamoDB: each tenant's submission rate, and the counters of jobs in flight and waiting.
+
+Every counter is an item of the jobs table changed by conditional writes, never a number in a process, so any
+number of API and dispatcher instances share one truth:
+
+- the submission rate is one `UpdateItem` per submission on the tenant's item of the current UTC minute
+  (`ADD n 1` only while `n < limit`; the item expires after the minute);
+- a slot is taken by one transaction: the platform's `in_flight` below its limit, the tenant's below its
+  `jobs_in_flight`, and the job still `queued` without a slot (it then has `slot = true`). A slot is given back in
+  the transaction of the job's terminal transition (`storage/jobs.py`), guarded by the job's `slot`, so it is given
+  back exactly once and a crash between the two cannot leak it;
+- a job that could not take a slot is marked `waiting` (and counted in `queued`, for the estimate of its start) in
+  one transaction; the mark goes when it takes its slot or leaves `queued` otherwise (cancelled, expired).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from botocore.exceptions import ClientError
+
+from longhaul import schema
+from longhaul.clock import Clock, SystemClock, iso
+from longhaul.contracts import JobStatus
+from longhaul.errors import TransientError
+from longhaul.records import Job
+from longhaul.storage.dynamo import Cancelled, backoff, transact
+
+RATE_WINDOW_SECONDS = 60
+CONFLICT_TRIES = 6  # a transaction that lost a race on a counter (TransactionConflict) is tried again
+
+
+@dataclass(frozen=True)
+class Counters:
+    """Jobs holding a slot and jobs waiting for one: the platform's and one tenant's."""
+
+    global_in_flight: int = 0
+    global_queued: int = 0
+    tenant_in_flight: int = 0
+    tenant_queued: int = 0
+
+
+def release_writes(table_name: str, job: Job) -> list[dict[str, Any]]:
+    """Transaction items that give back what `job` holds: its slot (if it has one) and its place in the queue
+    (if it is waiting). The caller's own update of the job (conditioned on its version) clears both marks."""
+    deltas: dict[str, int] = {}
+    if job.slot:
+        deltas["in_flight"] = -1
+    if job.waiting:
+        deltas["queued"] = -1
+    if not deltas:
+        return []
+    return [_counter_update(table_name, key, deltas) for key in _keys(job.tenant_id)]
+
+
+def _keys(tenant_id: str) -> tuple[dict[str, str], dict[str, str]]:
+    return schema.admission_global_key(), schema.admission_tenant_key(tenant_id)
+
+
+def _counter_update(
+    table_name: str,
+    key: dict[str, str],
+    deltas: dict[str, int],
+    *,
+    below: int | None = None,
+    no_backlog: bool = False,
+) -> dict[str, Any]:
+    adds = ", ".join(f"{name} :{name}" for name in deltas)
+    update: dict[str, Any] = {
+        "TableName": table_name,
+        "Key": key,
+        "UpdateExpression": f"ADD {adds}",
+        "ExpressionAttributeValues": {f":{name}": delta for name, delta in deltas.items()},
+    }
+    conditions = []
+    if below is not None:
+        conditions.append("(attribute_not_exists(in_flight) OR in_flight < :limit)")
+        update["ExpressionAttributeValues"][":limit"] = below
+    if no_backlog:
+        conditions.append("(attribute_not_exists(queued) OR queued <= :none)")
+        update["ExpressionAttributeValues"][":none"] = 0
+    if conditions:
+        update["ConditionExpression"] = " AND ".join(conditions)
+    return {"Update": update}
+
+
+class AdmissionStore:
+    def __init__(self, table: Any, *, clock: Clock | None = None) -> None:
+        self.table = table
+        self.client = table.meta.client
+        self.clock = clock or SystemClock()
+
+    # ------------------------------------------------------------------ submission rate
+
+    def take_submission(self, tenant_id: str, per_minute: int) -> int | None:
+        """Count one submission of the tenant in this UTC minute; None when admitted, else the seconds until the
+        next minute admits again (nothing is counted then)."""
+        now = self.clock.now().timestamp()
+        minute = int(now // RATE_WINDOW_SECONDS)
+        try:
+            self.table.update_item(
+                Key=schema.submission_rate_key(tenant_id, minute),
+                UpdateExpression="ADD n :one SET #ttl = :ttl",
+                ConditionExpression="attribute_not_exists(n) OR n < :limit",
+                ExpressionAttributeNames={"#ttl": schema.TTL_ATTRIBUTE},
+                ExpressionAttributeValues={
+                    ":one": 1,
+                    ":limit": per_minute,
+                    ":ttl": (minute + 2) * RATE_WINDOW_SECONDS,
+                },
+            )
+            return None
+        except ClientError as error:
+            if error.response["Error"]["Code"] != "ConditionalCheckFailedException":
+                raise
+        return max(1, int((minute + 1) * RATE_WINDOW_SECONDS - now + 0.999))
+
+    # ------------------------------------------------------------------ slots
+
+    def acquire(self, job_id: str, tenant_id: str, *, tenant_limit: int, global_limit: int, waiting: bool) -> bool:
+        """Take a slot for a queued job: True when taken. `waiting`: the job is in the intake queue (it leaves it);
+        otherwise (a new job) the tenant must have none waiting either: a new job never overtakes its own tenant's
+        backlog, it joins it and the dispatcher orders them."""
+        deltas = {"in_flight": 1, **({"queued": -1} if waiting else {})}
+        condition = "#status = :queued AND attribute_not_exists(slot)"
+        condition += " AND waiting = :true" if waiting else " AND attribute_not_exists(waiting)"
+        guard = {
+            "Update": {
+                "TableName": self.table.name,
+                "Key": schema.job_key(job_id),
+                "UpdateExpression": "SET slot = :true REMOVE waiting",
+                "ConditionExpression": condition,
+                "ExpressionAttributeNames": {"#status": "status"},
+                "ExpressionAttributeValues": {":true": True, ":queued": JobStatus.QUEUED.value},
+            }
+        }
+        global_key, tenant_key = _keys(tenant_id)
+        writes = [
+            guard,
+            _counter_update(self.table.name, global_key, deltas, below=global_limit),
+            _counter_update(self.table.name, tenant_key, deltas, below=tenant_limit, no_backlog=not waiting),
+        ]
+        return self._try(writes, what=f"taking a slot for job {job_id}")
+
+    def give_back(self, job: Job) -> bool:
+        """Give back the slot of a job whose execution could not be started; it waits in the queue again."""
+        global_key, tenant_key = _keys(job.tenant_id)
+        writes = [
+            {
+                "Update": {
+                    "TableName": self.table.name,
+                    "Key": schema.job_key(job.job_id),
+                    "UpdateExpression": "SET waiting = :true REMOVE slot",
+                    "ConditionExpression": "#status = :queued AND slot = :true",
+                    "ExpressionAttributeNames": {"#status": "status"},
+                    "ExpressionAttributeValues": {":true": True, ":queued": JobStatus.QUEUED.value},
+                }
+            },
+            _counter_update(self.table.name, global_key, {"in_flight": -1, "queued": 1}),
+            _counter_update(self.table.name, tenant_key, {"in_flight": -1, "queued": 1}),
+        ]
+        return self._try(writes, what=f"giving back the slot of job {job.job_id}")
+
+    def enqueue(self, job: Job, estimated_start_at: datetime) -> bool:
+        """Mark a queued job without a slot as waiting for one (counted in `queued`); False if it is not such a job."""
+        global_key, tenant_key = _keys(job.tenant_id)
+        writes = [
+            {
+                "Update": {
+                    "TableName": self.table.name,
+                    "Key": schema.job_key(job.job_id),
+                    "UpdateExpression": "SET waiting = :true, estimated_start_at = :at",
+                    "ConditionExpression": "#status = :queued AND attribute_not_exists(slot) "
+                    "AND attribute_not_exists(waiting)",
+                    "ExpressionAttributeNames": {"#status": "status"},
+                    "ExpressionAttributeValues": {
+                        ":true": True,
+                        ":queued": JobStatus.QUEUED.value,
+                        ":at": iso(estimated_start_at),
+                    },
+                }
+            },
+            _counter_update(self.table.name, global_key, {"queued": 1}),
+            _counter_update(self.table.name, tenant_key, {"queued": 1}),
+        ]
+        return self._try(writes, what=f"queueing job {job.job_id}")
+
+    def platform_in_flight(self) -> int:
+        item = self.table.get_item(Key=schema.admission_global_key(), ConsistentRead=True).get("Item") or {}
+        return int(item.get("in_flight", 0))
+
+    def counters(self, tenant_id: str) -> Counters:
+        global_key, tenant_key = _keys(tenant_id)
+        platform = self.table.get_item(Key=global_key, ConsistentRead=True).get("Item") or {}
+        tenant = self.table.get_item(Key=tenant_key, ConsistentRead=True).get("Item") or {}
+        return Counters(
+            global_in_flight=int(platform.get("in_flight", 0)),
+            global_queued=max(0, int(platform.get("queued", 0))),
+            tenant_in_flight=int(tenant.get("in_flight", 0)),
+            tenant_queued=max(0, int(tenant.get("queued", 0))),
+        )
+
+    def _try(self, writes: list[dict[str, Any]], *, what: str) -> bool:
+        """False when a condition did not hold; a conflict with a concurrent transaction on a counter is retried
+        (DynamoDB reports it as `TransactionConflict`; moto serialises transactions and reports no reasons)."""
+        for tries in range(CONFLICT_TRIES):
+            try:
+                transact(self.client, writes)
+                return True
+            except Cancelled as cancelled:
+                if "ConditionalCheckFailed" in cancelled.reasons or not cancelled.reasons:
+                    return False
+                backoff(tries)
+        raise TransientError(f"{what} stayed contended; retry")

@@ -1,0 +1,104 @@
+"""Admission in the synthesized template: an intake queue per SLA class with its dead-letter queue and an alarm, the
+dispatcher on a one-minute schedule, and grants no wider than each function needs."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pytest
+
+from longhaul.budgets import SLA_CLASSES
+from longhaul.settings import Env
+from tests.infrastructure.conftest import resources
+
+
+def functions(template: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    return resources(template, "AWS::Lambda::Function")
+
+
+@pytest.fixture(scope="module")
+def dispatcher(template: dict[str, Any]) -> tuple[str, dict[str, Any]]:
+    (found,) = [
+        (k, v)
+        for k, v in functions(template).items()
+        if v["Properties"].get("Handler") == "handlers.admission.dispatch"
+    ]
+    return found
+
+
+def statements_of(template: dict[str, Any], function: dict[str, Any]) -> list[dict[str, Any]]:
+    role = function["Properties"]["Role"]["Fn::GetAtt"][0]
+    policies = [
+        p for p in resources(template, "AWS::IAM::Policy").values() if {"Ref": role} in p["Properties"]["Roles"]
+    ]
+    return [s for p in policies for s in p["Properties"]["PolicyDocument"]["Statement"]]
+
+
+def actions(statement: dict[str, Any]) -> list[str]:
+    found = statement["Action"]
+    return [found] if isinstance(found, str) else list(found)
+
+
+def test_each_sla_class_has_an_intake_queue_with_a_dead_letter_queue_and_an_alarm(
+    template: dict[str, Any], dispatcher: tuple[str, dict[str, Any]]
+) -> None:
+    queues = resources(template, "AWS::SQS::Queue")
+    assert Env.INTAKE_QUEUES in _env(dispatcher[1])  # the queues' URLs by class (rendered at deploy)
+    intake = {k: v for k, v in queues.items() if "RedrivePolicy" in v["Properties"] and "Admission" in k}
+    assert len(intake) == len(SLA_CLASSES)
+    alarms = resources(template, "AWS::CloudWatch::Alarm")
+    for queue in intake.values():
+        dead = queue["Properties"]["RedrivePolicy"]["deadLetterTargetArn"]["Fn::GetAtt"][0]
+        assert queues[dead]["Properties"]["SqsManagedSseEnabled"] is True
+        watched = [
+            a
+            for a in alarms.values()
+            if {"Name": "QueueName", "Value": {"Fn::GetAtt": [dead, "QueueName"]}}
+            in a["Properties"].get("Dimensions", [])
+        ]
+        assert len(watched) == 1, dead
+        # a long backlog is read often: only a message no round could handle is dead-lettered
+        assert queue["Properties"]["RedrivePolicy"]["maxReceiveCount"] >= 100
+
+
+def _env(function: dict[str, Any]) -> dict[str, Any]:
+    variables: dict[str, Any] = function["Properties"]["Environment"]["Variables"]
+    return variables
+
+
+def test_the_dispatcher_runs_every_minute_under_a_name_every_waker_knows(
+    template: dict[str, Any], dispatcher: tuple[str, dict[str, Any]]
+) -> None:
+    logical_id, function = dispatcher
+    rules = [
+        r
+        for r in resources(template, "AWS::Events::Rule").values()
+        if any(t["Arn"] == {"Fn::GetAtt": [logical_id, "Arn"]} for t in r["Properties"]["Targets"])
+    ]
+    assert [r["Properties"]["ScheduleExpression"] for r in rules] == ["rate(1 minute)"]
+    name = function["Properties"]["FunctionName"]
+    assert isinstance(name, str) and name.endswith("-admission")
+    for other in functions(template).values():
+        variables = other["Properties"].get("Environment", {}).get("Variables", {})
+        if Env.TABLE in variables:  # every platform function can end a job, so each knows whom to wake
+            assert variables[Env.ADMISSION_DISPATCHER] == name
+            assert int(variables[Env.MAX_JOBS_IN_FLIGHT]) > 0
+
+
+def test_grants_are_least_privilege(template: dict[str, Any], dispatcher: tuple[str, dict[str, Any]]) -> None:
+    _, function = dispatcher
+    granted = [a for s in statements_of(template, function) for a in actions(s)]
+    # it consumes the intake queues and starts executions; it never sends, stops or redrives
+    assert "sqs:ReceiveMessage" in granted and "sqs:DeleteMessage" in granted
+    assert "states:StartExecution" in granted
+    assert not {"sqs:SendMessage", "states:StopExecution", "states:RedriveExecution", "lambda:InvokeFunction"} & set(
+        granted
+    )
+    # the functions that wake it may invoke it and nothing else in Lambda
+    for other in functions(template).values():
+        for statement in statements_of(template, other):
+            if "lambda:InvokeFunction" in actions(statement):
+                resource = json.dumps(statement["Resource"])
+                assert resource.endswith('-admission"]}') or "-admission" in resource, resource
+                assert "*" not in resource
