@@ -47,6 +47,8 @@ class Env:
     STEP_EVENT = "LONGHAUL_STEP_EVENT"
     STEP_ATTEMPT = "LONGHAUL_STEP_ATTEMPT"
     HEARTBEAT_SECONDS = "LONGHAUL_HEARTBEAT_SECONDS"
+    TASK_CPU = "LONGHAUL_TASK_CPU"  # a container worker's task size (CPU units, memory MB): what its time costs
+    TASK_MEMORY_MB = "LONGHAUL_TASK_MEMORY_MB"
     INJECT_FAULT = "LONGHAUL_INJECT_FAULT"  # local runtime only: the fault one worker task plays
 
 
