@@ -252,3 +252,24 @@ def test_step_usage_adds_up_on_the_job_and_reads_back_as_one_record(services: Se
     assert stored.metered == Metered(lambda_invocations=2, lambda_mb_ms=1200, s3_requests=2, s3_class_b=2,
                                      sqs_requests=1)  # fmt: skip
     assert store.get_job("job_missing") is None
+
+
+def test_the_readme_states_the_price_table_as_the_code_has_it() -> None:
+    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text()
+    section = readme[readme.index("## What a job costs") : readme.index("## Adding a workflow")]
+    p = AWS_PRICES
+
+    def per(amount: Decimal, scale: int) -> str:
+        return f"${(amount * scale).normalize():f}"
+
+    for figure in (
+        f"{p.region}, as of {p.as_of.isoformat()}",
+        per(p.step_functions_transition, 1),
+        f"{per(p.lambda_gb_second_arm64, 1)} per GB-s, {per(p.lambda_request, 1_000_000)} per million requests",
+        f"{per(p.fargate_vcpu_hour_arm64, 1)} per vCPU-hour, {per(p.fargate_gb_hour_arm64, 1)} per GB-hour",
+        f"{per(p.dynamodb_read_unit, 1_000_000)} per million read units",
+        f"{per(p.dynamodb_write_unit, 1_000_000)} per million write units",
+        f"{per(p.s3_class_a, 1000)} per 1,000 PUT/COPY/POST/LIST, {per(p.s3_class_b, 1000)} per 1,000 GET",
+        f"{per(p.sqs_request, 1_000_000)} per million requests",
+    ):
+        assert figure in section, figure
