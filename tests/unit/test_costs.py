@@ -273,3 +273,26 @@ def test_the_readme_states_the_price_table_as_the_code_has_it() -> None:
         f"{per(p.sqs_request, 1_000_000)} per million requests",
     ):
         assert figure in section, figure
+
+
+def test_a_replayed_job_counts_the_transitions_of_each_of_its_executions(
+    services: Services, engine: FakeEngine, store: JobStore
+) -> None:
+    # Given a job counted after its first execution, then replayed (a second execution, `<job id>-r2`) and finished
+    job = _finished_job(store)
+    first = [HistoryEvent(id=e["id"], type=e["type"], previous_id=e.get("previousEventId")) for e in HISTORY]
+    engine.histories[("document-analysis", job.job_id)] = ExecutionHistory(events=first)
+    engine.set_status("document-analysis", job.job_id, ExecutionStatus.FAILED)
+    assert with_transitions(services, job).orchestration_transitions == 7
+    replayed = store.get_job(job.job_id).model_copy(  # type: ignore[union-attr]
+        update={"attempts": 2, "execution_name": f"{job.job_id}-r2"}
+    )
+    second = [HistoryEvent(id=1, type="ExecutionStarted"), HistoryEvent(id=2, type="TaskStateEntered", previous_id=1)]
+    engine.histories[("document-analysis", f"{job.job_id}-r2")] = ExecutionHistory(events=second)
+    engine.set_status("document-analysis", f"{job.job_id}-r2", ExecutionStatus.SUCCEEDED)
+
+    # When its status is read again, Then both executions count, and the new figure replaces the first
+    assert with_transitions(services, replayed).orchestration_transitions == 7 + 1
+    stored = store.get_job(job.job_id)
+    assert stored is not None
+    assert (stored.orchestration_transitions, stored.orchestration_counted_attempt) == (8, 2)
