@@ -10,7 +10,9 @@ Transitions (the Step Functions Standard bill), counted from the execution histo
 - every retry of a Task is one more: a `*Scheduled` event whose previous event is not its state's `*StateEntered`
   (AWS bills retries as transitions; the history shows them as another scheduling, without a new state entered);
 - a Distributed Map's child executions are executions of their own: their transitions count too, when the engine
-  lists them (else the cost says `estimated`).
+  lists them. When it does not (no permission, or the local engine, which keeps no child executions), the children
+  are estimated from below: one transition per step invocation the job recorded that no history shows scheduled
+  (each ran in a Task state entered, or retried, in a child), and the cost says `estimated`.
 They are counted once, on the first read after every execution of the job has ended, and stored on the job: a
 status read never pages a history twice.
 """
@@ -44,6 +46,11 @@ def count_transitions(events: Sequence[HistoryEvent]) -> int:
             if previous is not None and not previous.type.endswith("StateEntered"):
                 retries += 1
     return entered + retries
+
+
+def lambda_scheduled(events: Sequence[HistoryEvent]) -> int:
+    """Lambda invocations a history shows (each attempt of a Lambda Task)."""
+    return sum(1 for e in events if e.type in SCHEDULED and e.resource_type == "lambda")
 
 
 @contextmanager
@@ -80,13 +87,16 @@ def with_transitions(services: Services, job: Job) -> Job:
     try:
         if services.engine.describe(job.workflow, job.execution_name).status == ExecutionStatus.RUNNING:
             return job  # the execution still runs its last states (callback, completion): count later
-        transitions = history_events = 0
+        transitions = history_events = lambda_tasks = 0
         complete = True
         for name in executions_of(job):
             history = services.engine.history(job.workflow, name)
             transitions += count_transitions(history.events) + sum(count_transitions(c) for c in history.children)
             history_events += len(history.events)
+            lambda_tasks += lambda_scheduled(history.events) + sum(lambda_scheduled(c) for c in history.children)
             complete = complete and history.complete
+        if not complete:
+            transitions += max(0, job.metered.lambda_invocations - lambda_tasks)
     except EngineUnavailable:
         logger.warning("transitions not counted; the next read tries again", extra={"job_id": job.job_id})
         return job

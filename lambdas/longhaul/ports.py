@@ -38,6 +38,7 @@ class HistoryEvent:
     type: str
     previous_id: int | None = None
     map_run_arn: str | None = None  # a `MapRunStarted` event: the Distributed Map run it started
+    resource_type: str | None = None  # a scheduled Task: what it calls (`lambda`, `ecs`, `sqs`, ...)
 
 
 @dataclass(frozen=True)

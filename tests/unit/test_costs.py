@@ -296,3 +296,29 @@ def test_a_replayed_job_counts_the_transitions_of_each_of_its_executions(
     stored = store.get_job(job.job_id)
     assert stored is not None
     assert (stored.orchestration_transitions, stored.orchestration_counted_attempt) == (8, 2)
+
+
+def test_unreachable_children_are_estimated_from_the_step_invocations_no_history_shows(
+    services: Services, engine: FakeEngine, store: JobStore
+) -> None:
+    # Given a finished job whose 10 step invocations ran 4 Lambda Tasks in the parent (one retried) and the rest in
+    # Distributed Map children the engine does not list
+    job = _finished_job(store)
+    services.usage.add(job.job_id, Metered(lambda_invocations=10))
+    events = [
+        HistoryEvent(
+            id=e["id"],
+            type=e["type"],
+            previous_id=e.get("previousEventId"),
+            resource_type=(e.get("taskScheduledEventDetails") or {}).get("resourceType"),
+        )
+        for e in HISTORY
+    ]
+    engine.histories[("document-analysis", job.job_id)] = ExecutionHistory(events=events, complete=False)
+    engine.set_status("document-analysis", job.job_id, ExecutionStatus.SUCCEEDED)
+
+    # When it is counted, Then the 6 invocations no history shows are 6 transitions more, and the cost is estimated
+    counted = with_transitions(services, store.get_job(job.job_id))  # type: ignore[arg-type]
+    assert counted.orchestration_transitions == 7 + (10 - 4)
+    cost = counted.view().cost
+    assert cost is not None and cost.estimated is True

@@ -107,6 +107,9 @@ class StepFunctionsEngine:
                 type=str(e["type"]),
                 previous_id=int(e["previousEventId"]) if e.get("previousEventId") is not None else None,
                 map_run_arn=(e.get("mapRunStartedEventDetails") or {}).get("mapRunArn"),
+                resource_type="lambda"
+                if str(e["type"]).startswith("LambdaFunction")
+                else (e.get("taskScheduledEventDetails") or {}).get("resourceType"),
             )
             for e in self._pages("get_execution_history", "events", executionArn=arn, maxResults=1000)
         ]
