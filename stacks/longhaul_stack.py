@@ -159,7 +159,11 @@ class LonghaulStack(Stack):
             machine.grant_start_execution(api.function)
             machine.grant_start_execution(admission.dispatcher)
             machine.grant_execution(
-                api.function, "states:DescribeExecution", "states:StopExecution", "states:RedriveExecution"
+                api.function,
+                "states:DescribeExecution",
+                "states:StopExecution",
+                "states:RedriveExecution",
+                "states:GetExecutionHistory",  # a finished job's cost counts its state transitions
             )
             machine.grant_execution(operations.sweeper, "states:DescribeExecution", "states:StopExecution")
             acknowledge_executions(self, machine)

@@ -21,6 +21,7 @@ from aws_cdk import aws_logs as logs
 from constructs import Construct
 
 from longhaul.schema import UPLOADS_PREFIX, WORK_PREFIX
+from longhaul.settings import Env
 from longhaul.workflows import REGISTRY
 from stacks.bundling import LAMBDAS_DIR
 from stacks.functions import LOG_RETENTION
@@ -111,7 +112,12 @@ class Workers(Construct):
                 platform=ecr_assets.Platform.LINUX_ARM64,
                 exclude=IMAGE_EXCLUDE,
             ),
-            environment=dict(environment),
+            # the task's size, so the worker can say what its time costs
+            environment={
+                **environment,
+                Env.TASK_CPU: str(policy.container_cpu),
+                Env.TASK_MEMORY_MB: str(policy.container_memory_mb),
+            },
             logging=ecs.LogDrivers.aws_logs(stream_prefix=name, log_group=log_group),
             memory_limit_mib=policy.container_memory_mb,
             readonly_root_filesystem=False,  # the OCR engine caches its optimized models on local disk

@@ -13,6 +13,8 @@ from typing import Any
 import boto3
 from botocore.config import Config
 
+from longhaul.metering import instrument
+
 _lock = threading.Lock()
 # A pool above botocore's 10 connections: the local runtime shares one client between concurrent invocations (a
 # full pool discards connections, and each new one costs a handshake and a server thread); on AWS it is never full.
@@ -76,10 +78,15 @@ def config_for(service: str) -> Config:
 @cache
 def client(service: str, endpoint_url: str | None = None) -> Any:
     with _lock:
-        return boto3.session.Session().client(service, endpoint_url=endpoint_url, config=config_for(service))
+        # metered: a step's calls count into its job's cost (`longhaul.metering`)
+        return instrument(
+            boto3.session.Session().client(service, endpoint_url=endpoint_url, config=config_for(service))
+        )
 
 
 @cache
 def dynamodb_table(name: str) -> Any:
     with _lock:
-        return boto3.session.Session().resource("dynamodb", config=_CONFIG).Table(name)
+        table = boto3.session.Session().resource("dynamodb", config=_CONFIG).Table(name)
+        instrument(table.meta.client)
+        return table

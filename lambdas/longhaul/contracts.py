@@ -6,7 +6,7 @@ The OpenAPI document in `docs/openapi.json` is generated from these models; a te
 from __future__ import annotations
 
 import re
-from datetime import datetime
+from datetime import date, datetime
 from enum import StrEnum
 from typing import Annotated, Literal
 
@@ -339,6 +339,57 @@ class CallbackStatus(BaseModel):
     last_error: str | None = None
 
 
+class RequestUsage(BaseModel):
+    """The AWS requests the job's steps made, by service, and the billing units estimated from them."""
+
+    dynamodb: int = 0
+    s3: int = 0
+    sqs: int = 0
+    dynamodb_read_units: float = Field(default=0, description="Estimated: items of at most 4 KB assumed.")
+    dynamodb_write_units: int = Field(default=0, description="Estimated: items of at most 1 KB assumed.")
+    s3_class_a: int = Field(default=0, description="PUT, COPY, POST and LIST requests.")
+    s3_class_b: int = Field(default=0, description="GET, HEAD and other requests (DELETE is free).")
+
+
+class OrchestrationCost(BaseModel):
+    """What running the workflow costs: state transitions, compute and requests (see README, What a job costs)."""
+
+    transitions: int | None = Field(
+        default=None,
+        description="Billed state transitions of every execution of the job (Distributed Map children included); "
+        "null until its executions have ended.",
+    )
+    history_events: int | None = Field(default=None, description="Events in the histories of the job's executions.")
+    lambda_invocations: int = 0
+    lambda_gb_seconds: float = Field(default=0, description="Billed duration x configured memory of step invocations.")
+    fargate_seconds: float = Field(default=0, description="Billed task time of container steps (a minute at least).")
+    requests: RequestUsage = Field(default_factory=RequestUsage)
+    usd: str = Field(description="US dollars (decimal string, six decimals).")
+
+
+class ModelCost(BaseModel):
+    """The model calls' tokens and cost, as the job's budget ledger settled them."""
+
+    input_tokens: int = 0
+    output_tokens: int = 0
+    usd: str
+
+
+class JobCost(BaseModel):
+    """What the job has cost so far, priced from the repository's price table (one region, dated)."""
+
+    currency: Literal["USD"] = "USD"
+    total: str = Field(description="Orchestration plus model, US dollars (decimal string).")
+    orchestration: OrchestrationCost
+    model: ModelCost
+    region: str
+    prices_as_of: date
+    estimated: bool = Field(
+        description="True while a figure is still incomplete: the job runs, its transitions are not counted yet, "
+        "or a child execution's history was not reachable."
+    )
+
+
 class JobView(BaseModel):
     job_id: str
     workflow: str
@@ -361,6 +412,7 @@ class JobView(BaseModel):
     estimated_start_seconds: int | None = Field(
         default=None, description="While the job waits for a slot (`queued`): the estimated seconds until it starts."
     )
+    cost: JobCost | None = None
 
 
 class JobList(BaseModel):

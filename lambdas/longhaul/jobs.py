@@ -39,6 +39,7 @@ from longhaul.contracts import (
     UploadRequest,
     UploadTicket,
 )
+from longhaul.costs import with_transitions
 from longhaul.errors import TransientError
 from longhaul.observability import emit, logger
 from longhaul.operations import stop_container_tasks
@@ -257,8 +258,9 @@ class JobService:
         return job
 
     def view(self, principal: Principal, job_id: str, *, any_tenant: bool = False) -> JobView:
-        """The job, with its budget spent per step (from the job's ledger)."""
-        job = self.job(principal, job_id, any_tenant=any_tenant)
+        """The job, with its budget spent per step (from the job's ledger) and its cost (transitions counted once
+        its executions have ended)."""
+        job = with_transitions(self.services, self.job(principal, job_id, any_tenant=any_tenant))
         view = job.view(now=self.services.now())
         if view.budget is not None:
             steps = step_usage(self.services.budgets.ledger(job_id))

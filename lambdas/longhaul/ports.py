@@ -5,7 +5,7 @@ in-memory fakes, so each use case (submission, the runner, replay, the sweep) is
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime
 from enum import StrEnum
 from typing import Any, Protocol
@@ -32,6 +32,26 @@ class ExecutionStatus(StrEnum):
 
 
 @dataclass(frozen=True)
+class HistoryEvent:
+    """One event of an execution's history: its id, type and the id of the event it follows."""
+
+    id: int
+    type: str
+    previous_id: int | None = None
+    map_run_arn: str | None = None  # a `MapRunStarted` event: the Distributed Map run it started
+    resource_type: str | None = None  # a scheduled Task: what it calls (`lambda`, `ecs`, `sqs`, ...)
+
+
+@dataclass(frozen=True)
+class ExecutionHistory:
+    """An execution's whole history, and those of the child executions of its Distributed Map runs."""
+
+    events: list[HistoryEvent] = field(default_factory=list)
+    children: list[list[HistoryEvent]] = field(default_factory=list)
+    complete: bool = True  # False: a child execution (or the list of them) was not reachable
+
+
+@dataclass(frozen=True)
 class Execution:
     status: ExecutionStatus
     error: str | None = None  # the error the execution ended with (e.g. a Fail state's error name)
@@ -51,6 +71,10 @@ class WorkflowEngine(Protocol):
 
     def redrive(self, workflow: str, execution: str) -> None:
         """Redrive a failed execution from where it stopped. `RedriveRefused` with the engine's reason."""
+
+    def history(self, workflow: str, execution: str) -> ExecutionHistory:
+        """Its events, all pages, with its Distributed Map children's (empty when there is no such execution).
+        `EngineUnavailable`."""
 
 
 class DeadLetters(Protocol):

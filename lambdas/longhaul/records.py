@@ -7,10 +7,11 @@ Stored timestamps are ISO-8601 strings in DynamoDB and `datetime` here; numbers 
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping
 from datetime import UTC, datetime
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from longhaul.budgets import SlaClass, usd
 from longhaul.contracts import (
@@ -25,6 +26,9 @@ from longhaul.contracts import (
     StepUsage,
     Usage,
 )
+from longhaul.metering import PREFIX as METERED_PREFIX
+from longhaul.metering import Metered
+from longhaul.pricing import job_cost
 from longhaul.step_events import WorkflowState
 
 JOB_ID = re.compile(r"^job_[0-9a-f]{28}$")
@@ -83,11 +87,28 @@ class Job(Record):
     waiting: bool = False
     estimated_start_at: datetime | None = None
 
+    # What the job's step invocations used (`metered_<counter>` attributes of the item, one ADD per invocation), and
+    # the state transitions of its executions, counted once they have all ended (`longhaul.costs`).
+    metered: Metered = Field(default_factory=Metered)
+    orchestration_transitions: int | None = None
+    orchestration_history_events: int | None = None
+    orchestration_counted_attempt: int = 0
+    orchestration_complete: bool = True
+
     def estimated_start_seconds(self, now: datetime) -> int | None:
         """While it waits for a slot: the seconds until its estimated start (at least 1: it has not started)."""
         if not self.waiting or self.status != JobStatus.QUEUED or self.estimated_start_at is None:
             return None
         return max(1, int((self.estimated_start_at - now).total_seconds()))
+
+    @model_validator(mode="before")
+    @classmethod
+    def _gather_metered(cls, data: Any) -> Any:
+        """The item's flat `metered_<counter>` attributes (ADD needs top-level numbers) as one `Metered`."""
+        if isinstance(data, Mapping) and any(str(k).startswith(METERED_PREFIX) for k in data):
+            rest = {k: v for k, v in data.items() if not str(k).startswith(METERED_PREFIX)}
+            return {**rest, "metered": Metered.from_item(data)}
+        return data
 
     def initial_state(self) -> WorkflowState:
         """The state document an execution of this job starts with."""
@@ -143,7 +164,21 @@ class Job(Record):
             callback=self.callback,
             sla_class=self.sla_class,
             estimated_start_seconds=self.estimated_start_seconds(now or datetime.now(UTC)),
+            cost=job_cost(
+                self.metered,
+                transitions=self.orchestration_transitions,
+                history_events=self.orchestration_history_events,
+                input_tokens=self.usage_input_tokens,
+                output_tokens=self.usage_output_tokens,
+                model_cost_micro=self.cost_micro,
+                final=self.finished and self.transitions_counted and self.orchestration_complete,
+            ),
         )
+
+    @property
+    def transitions_counted(self) -> bool:
+        """The transitions of every execution of this job (its latest attempt included) are counted."""
+        return self.orchestration_transitions is not None and self.orchestration_counted_attempt >= self.attempts
 
 
 class StepError(Record):

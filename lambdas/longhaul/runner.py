@@ -22,6 +22,7 @@ from botocore.exceptions import BotoCoreError, ClientError
 from longhaul import faults
 from longhaul.clock import iso
 from longhaul.contracts import TERMINAL_STATUSES, JobStatus
+from longhaul.costs import recording
 from longhaul.errors import (
     CancelledError,
     InternalError,
@@ -109,7 +110,19 @@ def run_step(
     spec: WorkflowSpec | None = None,
 ) -> dict[str, Any]:
     """Run one step (or fan-out item) of the event's own workflow (`spec` defaults to the registry's) with its domain
-    function (`work` defaults to the spec's)."""
+    function (`work` defaults to the spec's). Whatever the outcome, the invocation's usage is added to the job's
+    cost (`longhaul.costs.recording`)."""
+    with recording(services, raw_event):
+        return _run_step(raw_event, services, work=work, spec=spec)
+
+
+def _run_step(
+    raw_event: Mapping[str, Any],
+    services: Services,
+    *,
+    work: StepWork | None,
+    spec: WorkflowSpec | None,
+) -> dict[str, Any]:
     event = StepEvent.model_validate(raw_event)
     spec = spec or REGISTRY[event.input.workflow]
     work = work or spec.work(event.step)

@@ -51,6 +51,8 @@ class Env:
     INTAKE_QUEUES = "LONGHAUL_INTAKE_QUEUES"
     MAX_JOBS_IN_FLIGHT = "LONGHAUL_MAX_JOBS_IN_FLIGHT"
     ADMISSION_DISPATCHER = "LONGHAUL_ADMISSION_DISPATCHER"
+    TASK_CPU = "LONGHAUL_TASK_CPU"  # a container worker's task size (CPU units, memory MB): what its time costs
+    TASK_MEMORY_MB = "LONGHAUL_TASK_MEMORY_MB"
     INJECT_FAULT = "LONGHAUL_INJECT_FAULT"  # local runtime only: the fault one worker task plays
 
 

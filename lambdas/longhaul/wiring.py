@@ -37,6 +37,7 @@ from longhaul.storage.budgets import BudgetStore
 from longhaul.storage.checkpoints import CheckpointStore
 from longhaul.storage.jobs import JobStore
 from longhaul.storage.reviews import ReviewStore
+from longhaul.storage.usage import UsageStore
 from longhaul.webhooks.outbox import OutboxStore
 
 
@@ -82,6 +83,10 @@ class Services:
     @cached_property
     def admission(self) -> AdmissionStore:
         return AdmissionStore(self.jobs.table, clock=self.jobs.clock)
+
+    @cached_property
+    def usage(self) -> UsageStore:
+        return UsageStore(self.jobs.table)
 
     @cached_property
     def breakers(self) -> BreakerStore:

@@ -12,7 +12,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from longhaul.contracts import DeadLetter
-from longhaul.ports import EngineUnavailable, Execution, ExecutionStatus, RedriveRefused, Waiting
+from longhaul.ports import EngineUnavailable, Execution, ExecutionHistory, ExecutionStatus, RedriveRefused, Waiting
 
 ENDED = frozenset(
     {ExecutionStatus.SUCCEEDED, ExecutionStatus.FAILED, ExecutionStatus.TIMED_OUT, ExecutionStatus.ABORTED}
@@ -45,6 +45,8 @@ class FakeEngine:
     started: list[Started] = field(default_factory=list)
     stopped: list[Stopped] = field(default_factory=list)
     redriven: list[tuple[str, str]] = field(default_factory=list)
+    histories: dict[tuple[str, str], ExecutionHistory] = field(default_factory=dict)
+    history_reads: list[tuple[str, str]] = field(default_factory=list)
 
     def set_status(self, workflow: str, execution: str, status: ExecutionStatus, *, error: str | None = None) -> None:
         self.executions[(workflow, execution)] = Execution(status, error)
@@ -79,6 +81,12 @@ class FakeEngine:
             raise RedriveRefused(f"execution {execution} is not redrivable")
         self.redriven.append((workflow, execution))
         self.executions[(workflow, execution)] = Execution(ExecutionStatus.RUNNING)
+
+    def history(self, workflow: str, execution: str) -> ExecutionHistory:
+        if self.unavailable:
+            raise EngineUnavailable("GetExecutionHistory: ThrottlingException")
+        self.history_reads.append((workflow, execution))
+        return self.histories.get((workflow, execution), ExecutionHistory())
 
 
 @dataclass

@@ -90,10 +90,20 @@ def test_a_duplicate_delivery_returns_the_checkpoint_without_running_or_writing(
     again = FakeWork({"n": 2})
     output = run_step(step_event("a"), services, work=again, spec=SPEC)
 
-    # Then the checkpointed output comes back, the work is not run, and nothing is written
+    # Then the checkpointed output comes back, the work is not run, and nothing is written but the invocation's
+    # usage (a duplicate delivery is billed too)
     assert output == first == {"n": 1}
     assert again.calls == []
-    assert partition(table) == before
+    assert unmetered(partition(table)) == unmetered(before)
+    assert metered_requests(partition(table)) == metered_requests(before) + 1
+
+
+def metered_requests(items: list[dict[str, Any]]) -> int:
+    return int(next(i for i in items if i["sk"] == "JOB").get("metered_dynamodb_requests", 0))
+
+
+def unmetered(items: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    return [{k: v for k, v in item.items() if not k.startswith("metered_")} for item in items]
 
 
 @pytest.mark.usefixtures("job")
@@ -307,7 +317,7 @@ def test_a_step_for_a_stopped_job_raises_cancelled_and_writes_nothing(
         run_step(step_event("a"), services, work=work, spec=SPEC)
 
     assert work.calls == []
-    assert partition(table) == before
+    assert unmetered(partition(table)) == unmetered(before)  # but the invocation's usage
 
 
 def test_a_step_for_a_missing_job_is_invalid_input(services: Services, table: Any) -> None:

@@ -88,6 +88,9 @@ def test_a_scanned_pdf_is_read_by_ocr_and_its_pages_are_cited(alpha: Client, pla
     ocr = [(e["type"], e.get("item")) for e in events if e.get("step") == "ocr_pages"]
     assert ocr == [("step_started", 0), ("step_finished", 0)]
 
+    # And its cost counts the worker's task time, billed a minute at least
+    assert job["cost"]["orchestration"]["fargate_seconds"] >= 60
+
 
 def test_a_mixed_pdf_cites_its_text_page_and_its_scanned_page(alpha: Client, platform: LocalPlatform) -> None:
     job_id = _submit(

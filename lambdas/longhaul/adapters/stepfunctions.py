@@ -8,7 +8,14 @@ from typing import Any
 
 from botocore.exceptions import BotoCoreError, ClientError
 
-from longhaul.ports import EngineUnavailable, Execution, ExecutionStatus, RedriveRefused
+from longhaul.ports import (
+    EngineUnavailable,
+    Execution,
+    ExecutionHistory,
+    ExecutionStatus,
+    HistoryEvent,
+    RedriveRefused,
+)
 
 
 def execution_arn(state_machine_arn: str, execution_name: str) -> str:
@@ -72,6 +79,49 @@ class StepFunctionsEngine:
             raise RedriveRefused(str(message)) from None
         except (BotoCoreError, AttributeError, NotImplementedError) as error:
             raise RedriveRefused(f"redrive is not available here ({type(error).__name__})") from None
+
+    def history(self, workflow: str, execution: str) -> ExecutionHistory:
+        arn = execution_arn(self._machine(workflow), execution)
+        try:
+            events = self._events(arn)
+        except ClientError as error:
+            if _code(error) == "ExecutionDoesNotExist":
+                return ExecutionHistory()
+            raise EngineUnavailable(f"GetExecutionHistory: {_code(error)}") from error
+        except BotoCoreError as error:
+            raise EngineUnavailable(f"GetExecutionHistory: {type(error).__name__}") from error
+        children: list[list[HistoryEvent]] = []
+        complete = True
+        for run in (e.map_run_arn for e in events if e.map_run_arn):
+            try:  # best effort: the children's transitions are billed too, but an older engine may not list them
+                for child in self._pages("list_executions", "executions", mapRunArn=run):
+                    children.append(self._events(child["executionArn"]))
+            except (ClientError, BotoCoreError, TypeError):
+                complete = False
+        return ExecutionHistory(events=events, children=children, complete=complete)
+
+    def _events(self, arn: str) -> list[HistoryEvent]:
+        return [
+            HistoryEvent(
+                id=int(e["id"]),
+                type=str(e["type"]),
+                previous_id=int(e["previousEventId"]) if e.get("previousEventId") is not None else None,
+                map_run_arn=(e.get("mapRunStartedEventDetails") or {}).get("mapRunArn"),
+                resource_type="lambda"
+                if str(e["type"]).startswith("LambdaFunction")
+                else (e.get("taskScheduledEventDetails") or {}).get("resourceType"),
+            )
+            for e in self._pages("get_execution_history", "events", executionArn=arn, maxResults=1000)
+        ]
+
+    def _pages(self, operation: str, key: str, **kwargs: Any) -> list[dict[str, Any]]:
+        items: list[dict[str, Any]] = []
+        while True:
+            page = getattr(self._client, operation)(**kwargs)
+            items.extend(page.get(key, []))
+            if not page.get("nextToken"):
+                return items
+            kwargs["nextToken"] = page["nextToken"]
 
 
 class StepFunctionsTokens:

@@ -23,7 +23,7 @@ from typing import Any
 
 from botocore.exceptions import BotoCoreError, ClientError
 
-from longhaul import aws, faults, ocr
+from longhaul import aws, faults, metering, ocr
 from longhaul.errors import CancelledError, InternalError, LonghaulError
 from longhaul.failures import sanitize
 from longhaul.faults import HANG, CrashFault, FaultInjector
@@ -33,6 +33,9 @@ from longhaul.step_events import StepEvent
 
 LOG = logging.getLogger("longhaul.workers.ocr")
 DEFAULT_HEARTBEAT_SECONDS = 30.0
+# The task size when the environment does not say (the house policy's: 2 vCPU, 4 GB).
+DEFAULT_TASK_CPU = 2048
+DEFAULT_TASK_MEMORY_MB = 4096
 # A `hang` fault's worker stays silent this many heartbeat intervals (twice the state machine's heartbeat bound,
 # by then its task was timed out and retried), then exits without reporting, as a stuck container killed would.
 HANG_INTERVALS = 8
@@ -108,6 +111,12 @@ def _event(env: Mapping[str, str]) -> dict[str, Any]:
     return event
 
 
+def _task_size(env: Mapping[str, str]) -> metering.Compute:
+    """The Fargate task's size, as its task definition declares it (what the step's usage is billed at)."""
+    cpu = int(env.get(Env.TASK_CPU) or DEFAULT_TASK_CPU)
+    return metering.Compute("fargate", memory_mb=int(env.get(Env.TASK_MEMORY_MB) or DEFAULT_TASK_MEMORY_MB), cpu=cpu)
+
+
 def _report(
     client: Any, token: str, *, output: Mapping[str, Any] | None = None, error: LonghaulError | None = None
 ) -> None:
@@ -142,7 +151,10 @@ def run(env: Mapping[str, str], engine: ocr.OcrEngine | None = None) -> int:
         faults.install(FaultInjector(f"{event['step']}#{event['item']}={injected}x1"))
     heartbeat.start()
     try:
-        with ocr.running_in(ocr.OcrWorker(engine=engine or _LazyEngine(), check=heartbeat.check)):
+        with (
+            ocr.running_in(ocr.OcrWorker(engine=engine or _LazyEngine(), check=heartbeat.check)),
+            metering.running_on(_task_size(env)),
+        ):
             output = run_step(event, services())
     except CrashFault:
         LOG.error("worker crashed before its checkpoint (injected)")

@@ -1,0 +1,135 @@
+"""Benchmark: what a document-analysis job costs on AWS at 10, 100 and 1,000 documents, from the local runtime.
+
+    make bench            # or: .venv/bin/python bench/cost.py --documents 10,100,1000
+
+Runs one job per size with small inline documents, reads each job's cost from its status (the transitions of its
+execution history, the Lambda time and AWS requests its steps recorded, the model tokens of its budget ledger) and
+prints per size: state transitions (and per document), the parent execution's history events (a Standard execution
+may hold 25,000), Lambda GB-seconds, requests, orchestration and model dollars per job, and per 1,000 jobs.
+
+Model dollars are the offline model's token counts priced as the Bedrock model the stack deploys by default (read
+from `app.py`): the offline model costs nothing, but its token counts are what a real one would roughly be billed.
+A size the platform refuses (its document limit) is skipped with the problem it answered. Prints figures; asserts
+nothing.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import re
+import sys
+import time
+import warnings
+from decimal import Decimal
+from pathlib import Path
+from typing import Any
+
+import requests
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "lambdas"))
+
+from local.deploy import wait_until  # noqa: E402
+from local.platform import LocalPlatform  # noqa: E402
+from longhaul.budgets import PRICES, cost_micro, price_of  # noqa: E402
+from longhaul.pricing import AWS_PRICES  # noqa: E402
+
+HISTORY_LIMIT = 25_000  # events in one Standard execution's history
+TERMINAL = {"completed", "failed", "cancelled", "expired"}
+
+
+def bedrock_model() -> str:
+    """The Bedrock model `app.py` deploys by default (read, not imported: importing it synthesizes)."""
+    found = re.search(r'^DEFAULT_BEDROCK_MODEL = "([^"]+)"', (ROOT / "app.py").read_text(), re.MULTILINE)
+    return found.group(1) if found else "anthropic.claude-sonnet-4-20250514-v1:0"
+
+
+def request_of(documents: int) -> dict[str, Any]:
+    """A job over `documents` small contracts, each with a liability cap and a notice period to find."""
+    docs = [
+        {
+            "name": f"contract_{i:04d}.txt",
+            "media_type": "text/plain",
+            "text": f"Supply agreement {i} between Northwind Analytics Ltd and customer {i}.\n\n"
+            f"Liability. The Supplier's aggregate liability is capped at {1000 + i * 10} GBP per year.\n\n"
+            f"Termination. Either party may terminate on {30 + i % 60} days' written notice.\n",
+        }
+        for i in range(documents)
+    ]
+    return {
+        "workflow": "document-analysis",
+        "input": {"question": "What are the liability caps and the termination notice periods?", "documents": docs},
+    }
+
+
+def run(platform: LocalPlatform, headers: dict[str, str], documents: int) -> dict[str, Any] | str:
+    """The job's status once its transitions are counted, or why the platform refused the size."""
+    accepted = requests.post(f"{platform.api_url}/v1/jobs", json=request_of(documents), headers=headers, timeout=60)
+    if accepted.status_code != 202:
+        problem = accepted.json() if accepted.headers.get("content-type", "").endswith("json") else {}
+        errors = "; ".join(str(e.get("msg")) for e in problem.get("errors") or [])
+        detail = errors or problem.get("detail") or problem.get("title") or accepted.text[:200]
+        return f"refused it: {accepted.status_code} {detail}"
+    job_id = accepted.json()["job_id"]
+
+    def counted() -> dict[str, Any] | None:
+        job: dict[str, Any] = requests.get(f"{platform.api_url}/v1/jobs/{job_id}", headers=headers, timeout=60).json()
+        if job["status"] not in TERMINAL:
+            return None
+        return job if job["cost"]["orchestration"]["transitions"] is not None else None
+
+    return wait_until(counted, timeout=120 + documents * 3, interval=0.5, what=f"{job_id} to finish and be counted")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--documents", default="10,100,1000", help="comma-separated document counts")
+    args = parser.parse_args()
+    sizes = [int(n) for n in args.documents.split(",") if n.strip()]
+    logging.disable(logging.WARNING)
+    warnings.filterwarnings("ignore")
+    model = bedrock_model()
+    price = price_of(model, PRICES)
+    print(
+        f"cost per job, {AWS_PRICES.region} list prices as of {AWS_PRICES.as_of}; model tokens of the offline model "
+        f"priced as {model} (${price.input}/${price.output} per million input/output tokens)"
+    )
+    platform = LocalPlatform.start(ROOT)
+    headers = platform.auth_header(platform.keys[0].tenant)
+    header = (
+        f"{'docs':>5} {'status':>9} {'transitions':>11} {'per doc':>8} {'history':>8} {'GB-s':>8} "
+        f"{'DDB req':>8} {'S3 req':>7} {'SQS':>4} {'orch $/job':>11} {'model $/job':>12} {'$/1,000 jobs':>13} {'s':>6}"
+    )
+    print(header)
+    # Lambda time is the local runtime's (in-process, sharing the machine's cores with the in-memory AWS): an upper
+    # bound of what the same steps take on AWS.
+    try:
+        for documents in sizes:
+            started = time.perf_counter()
+            job = run(platform, headers, documents)
+            if isinstance(job, str):
+                print(f"{documents:>5} skipped: the platform {job}")
+                continue
+            cost = job["cost"]
+            orchestration, usage = cost["orchestration"], cost["orchestration"]["requests"]
+            model_usd = Decimal(cost_micro(cost["model"]["input_tokens"], cost["model"]["output_tokens"], price))
+            model_usd /= 1_000_000
+            per_thousand = (Decimal(orchestration["usd"]) + model_usd) * 1000
+            history = orchestration["history_events"]
+            print(
+                f"{documents:>5} {job['status']:>9} {orchestration['transitions']:>11} "
+                f"{orchestration['transitions'] / documents:>8.1f} {history:>8} "
+                f"{orchestration['lambda_gb_seconds']:>8.2f} {usage['dynamodb']:>8} {usage['s3']:>7} "
+                f"{usage['sqs']:>4} {orchestration['usd']:>11} {model_usd:>12.6f} {per_thousand:>13.2f} "
+                f"{time.perf_counter() - started:>6.1f}"
+            )
+            if history > HISTORY_LIMIT * 0.8:
+                print(f"      the parent history holds {history} events: {history / HISTORY_LIMIT:.0%} of the limit")
+    finally:
+        platform.stop()
+
+
+if __name__ == "__main__":
+    main()
