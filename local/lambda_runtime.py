@@ -8,10 +8,11 @@ The function's environment is given through `longhaul.settings.function_environm
 Each function behaves as a pool of warm sandboxes: up to `concurrency_of(fn)` invocations of it run at once (its
 `ReservedConcurrentExecutions` when the template sets one, else `DEFAULT_CONCURRENCY`, see `configure`); the
 next one waits for a free slot, held by the whole invocation (middlewares included: a `hang` fault holds its sandbox,
-as a hung invocation does on AWS), so a 1,000-item Map does not run 1,000 handlers at once. The sandboxes share one interpreter, so what a handler keeps per request is
-per thread: the API's resolver state (`handlers.resolver`), the logger's keys (`longhaul.observability`), the
-function environment (a context variable); the shared objects are thread-safe (boto3 clients, built once per
-process under a lock; the settings and services caches; the fault injector).
+as a hung invocation does on AWS), so a 1,000-item Map does not run 1,000 handlers at once. The sandboxes share one
+interpreter, so what a handler keeps per request is per thread: the API's resolver state (`handlers.resolver`), the
+logger's keys (`longhaul.observability`), the function environment (a context variable); the shared objects are
+thread-safe (boto3 clients, built once per process under a lock; the settings and services caches; the fault
+injector).
 
 A handler exception is reported exactly like AWS: header `x-amz-function-error: Unhandled` and a payload
 `{"errorType", "errorMessage", "stackTrace"}`; Step Functions matches Retry/Catch on `errorType`.

@@ -526,3 +526,48 @@ def test_executions_sharing_a_parsed_program_keep_their_own_retry_state_with_the
     finished = [_finished(arn) for arn in arns]
     assert [f["status"] for f in finished] == ["SUCCEEDED"] * 3, finished
     assert [json.loads(f["output"])["Payload"] for f in finished] == [{"run": r, "calls": 2} for r in runs]
+
+
+# --- resolve_backends_once --------------------------------------------------------------------------------------
+
+
+def _count_module_listings(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    from moto import backends
+
+    listed: list[str] = []
+    original = backends.list_of_moto_modules
+
+    def counting() -> Any:
+        listed.append("listed")
+        return original()
+
+    monkeypatch.setattr(backends, "list_of_moto_modules", counting)
+    return listed
+
+
+def _dispatcher() -> Any:
+    from moto.moto_server.werkzeug_app import DomainDispatcherApplication, create_backend_app
+
+    return DomainDispatcherApplication(create_backend_app)
+
+
+@pytest.mark.usefixtures("unpatched")
+def test_the_server_lists_its_modules_for_every_request_without_the_patch(monkeypatch: pytest.MonkeyPatch) -> None:
+    listed = _count_module_listings(monkeypatch)
+    dispatcher = _dispatcher()
+
+    found = [dispatcher.get_backend_for_host("dynamodb.us-east-1.amazonaws.com") for _ in range(3)]
+
+    assert found == ["dynamodb"] * 3
+    assert len(listed) == 3
+
+
+@pytest.mark.usefixtures("patched")
+def test_the_server_resolves_a_host_once_with_the_patch(monkeypatch: pytest.MonkeyPatch) -> None:
+    listed = _count_module_listings(monkeypatch)
+    dispatcher = _dispatcher()
+
+    found = [dispatcher.get_backend_for_host(host) for host in ["dynamodb.us-east-1.amazonaws.com"] * 3 + ["s3"]]
+
+    assert found == ["dynamodb"] * 3 + ["s3"]
+    assert len(listed) == 2  # once per host
