@@ -156,7 +156,7 @@ def _distributed(
         f"{name} (distributed)",
         item_reader=sfn.S3JsonItemReader(bucket=bucket, key=sfn.JsonPath.string_at(f"{over}.manifest_key")),
         item_selector={"batch.$": "$$.Map.Item.Value", "input.$": "$"},
-        result_writer_v2=sfn.ResultWriterV2(bucket=bucket, prefix=f"{RESULTS_PREFIX}/{b.workflow}/{name}"),
+        result_writer=sfn.ResultWriter(bucket=bucket, prefix=f"{RESULTS_PREFIX}/{b.workflow}/{name}"),
         tolerated_failure_percentage=0,
         map_execution_type=sfn.StateMachineType.STANDARD,
         max_concurrency=b.policy.distributed_map_max_concurrency,
