@@ -104,9 +104,9 @@ class CheckpointStore:
             UpdateExpression="ADD #items :item",
             ExpressionAttributeNames={"#items": "items"},
             ExpressionAttributeValues={":item": {item}},
-            ReturnValues="UPDATED_NEW",
+            ReturnValues="ALL_NEW",  # (moto returns no UPDATED_NEW attribute when the set did not change)
         )
-        return len(got["Attributes"]["items"])
+        return len(got["Attributes"].get("items", ()))
 
     # ------------------------------------------------------------------ charges
 
