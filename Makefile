@@ -49,8 +49,9 @@ synth: $(BIN)/.installed ## synthesize the CDK app into cdk.out (offline)
 openapi: $(BIN)/.installed ## regenerate docs/openapi.json from the models
 	PYTHONPATH=lambdas $(BIN)/python -c "from handlers.api import openapi_json; print(openapi_json())" > docs/openapi.json
 
-bench: $(BIN)/.installed ## print submit-to-completed time, transitions per document, handlers' cold-import times, OCR pages per second
+bench: $(BIN)/.installed ## print submit-to-completed time, transitions per document, a 1,000-document job, handlers' cold-import times, OCR pages per second
 	$(BIN)/python bench/end_to_end.py
+	$(BIN)/python bench/large_job.py
 	$(BIN)/python bench/cold_start.py
 	$(BIN)/python bench/ocr.py
 
