@@ -27,6 +27,7 @@ from local.deploy import wait_until  # noqa: E402
 from local.platform import LocalPlatform  # noqa: E402
 
 WORKFLOW = "document-analysis"
+MACHINE = "DocumentAnalysis"  # its construct path
 
 
 def request(documents: int) -> dict[str, Any]:
@@ -47,7 +48,7 @@ def request(documents: int) -> dict[str, Any]:
 
 def history(platform: LocalPlatform, job_id: str) -> list[dict[str, Any]]:
     sfn = platform.client("stepfunctions")
-    arn = platform.deployment.state_machine(WORKFLOW).replace(":stateMachine:", ":execution:") + f":{job_id}"
+    arn = platform.deployment.state_machine(MACHINE).replace(":stateMachine:", ":execution:") + f":{job_id}"
     events: list[dict[str, Any]] = []
     token = None
     while True:
@@ -84,6 +85,7 @@ def main() -> None:
 
         job = wait_until(done, timeout=3600, interval=0.5, what=job_id)
         elapsed = time.perf_counter() - started
+        print(f"job {job_id}: {job['status']} after {elapsed:.1f}s; progress {job['progress']}", flush=True)
         events = history(platform, job_id)
         transitions = sum(1 for e in events if e["type"].endswith("StateEntered"))
         counted = [m for m in seen if m.startswith("parse_documents: ")]
