@@ -28,6 +28,7 @@ from aws_cdk import aws_stepfunctions_tasks as tasks
 from longhaul import limits
 from longhaul.errors import ITEMS_FAILED, JOB_STOPPED
 from longhaul.step_events import TallyEvent, payload
+from state_machines.policy import STOPPED_ERRORS
 
 if TYPE_CHECKING:
     from state_machines.builder import WorkflowBuilder
@@ -35,9 +36,6 @@ if TYPE_CHECKING:
 # Builds one copy of a step's per-item processor; its argument prefixes every state name of the copy.
 ProcessorFactory = Callable[[str], sfn.IChainable]
 
-# What a Distributed Map fails with when child executions failed (a child fails only when its job stopped, or its
-# failure path itself failed): more than the tolerated share, which is none.
-TOLERATED_FAILURE_EXCEEDED = "States.ExceedToleratedFailureThreshold"
 RESULTS_PREFIX = "map-results"  # the ResultWriter's prefix in the artifacts bucket (ephemeral, like work/)
 
 
@@ -165,8 +163,9 @@ def _distributed(
     )
     fan_out.item_processor(batch.next(batch_result))
     fan_out.add_catch(b._job_stopped, errors=[JOB_STOPPED])
-    # A child fails only when its job stopped or its failure path failed: the tally decides which (it fails
-    # `JobStopped` for a stopped job) and records the failure otherwise.
+    # A child fails only when its job stopped or its failure path failed; on AWS the Map then fails with
+    # `States.ExceedToleratedFailureThreshold` (none is tolerated), not with the child's error. The tally decides
+    # which (a stopped job: `CancelledError`, the job stops) and the failure is recorded otherwise.
     tally_after_failure = _tally_task(b, name, state=f"{name}: tally after a failed batch")
     tally_after_failure.next(b._failure_path(f"{name} distributed", job_path="$.job_id", end=b._job_failed, step=name))
     fan_out.add_catch(tally_after_failure, result_path="$.failure")
@@ -175,7 +174,7 @@ def _distributed(
 
 def _tally_task(b: WorkflowBuilder, name: str, *, state: str | None = None) -> tasks.LambdaInvoke:
     """The platform function that counts the step's committed items against the list's count (the distributed
-    branch's results stay in S3). It raises `JobStopped` when the job no longer runs."""
+    branch's results stay in S3). It raises `CancelledError` when the job no longer runs: the job stops."""
     task = tasks.LambdaInvoke(
         b,
         state or f"{name}: tally batched items",
@@ -195,5 +194,5 @@ def _tally_task(b: WorkflowBuilder, name: str, *, state: str | None = None) -> t
         task_timeout=sfn.Timeout.duration(Duration.seconds(b.policy.task_timeout())),
     )
     b._apply_retries(task)
-    task.add_catch(b._job_stopped, errors=[JOB_STOPPED])
+    task.add_catch(b._job_stopped, errors=list(STOPPED_ERRORS))
     return task
