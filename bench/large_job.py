@@ -70,7 +70,7 @@ def main() -> None:
     try:
         body = request(args.documents)
         started = time.perf_counter()
-        accepted = requests.post(f"{platform.api_url}/v1/jobs", json=body, headers=headers, timeout=60)
+        accepted = requests.post(f"{platform.api_url}/v1/jobs", json=body, headers=headers, timeout=600)
         accepted.raise_for_status()
         job_id = accepted.json()["job_id"]
         accepted_s = time.perf_counter() - started
