@@ -96,7 +96,14 @@ class LonghaulStack(Stack):
             removal_policy=removal,
             container_insights=container_insights,
         )
-        workflows = Workflows(self, "Workflows", code=code, environment=base_env, containers=workers.targets)
+        workflows = Workflows(
+            self,
+            "Workflows",
+            code=code,
+            environment=base_env,
+            containers=workers.targets,
+            artifacts=storage.artifacts,
+        )
         control_env = {
             **base_env,
             Env.CONTAINER_CLUSTER: workers.cluster.cluster_arn,

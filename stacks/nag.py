@@ -19,10 +19,15 @@ def acknowledge(scope: IConstruct, rule: str, reason: str) -> None:
 
 def arn_ref(resource: IConstruct) -> str:
     """How cdk-nag writes a resource's `Fn::GetAtt Arn` in a finding id: `<LogicalId.Arn>`."""
+    return f"<{logical_id(resource)}.Arn>"
+
+
+def logical_id(resource: IConstruct) -> str:
+    """A resource's logical id (how cdk-nag writes its `Ref` in a finding id, inside `<>` or a rendered intrinsic)."""
     cfn = resource.node.default_child
     assert isinstance(cfn, CfnElement)
     stack = Stack.of(resource)
-    return f"<{stack.resolve(stack.get_logical_id(cfn))}.Arn>"
+    return str(stack.resolve(stack.get_logical_id(cfn)))
 
 
 def acknowledge_platform_findings(stack: Stack) -> None:

@@ -9,6 +9,7 @@ from collections.abc import Callable, Mapping
 
 from aws_cdk import Duration
 from aws_cdk import aws_lambda as lambda_
+from aws_cdk import aws_s3 as s3
 from aws_cdk import aws_stepfunctions as sfn
 from constructs import Construct
 
@@ -16,7 +17,7 @@ from longhaul.limits import MAX_DEADLINE_SECONDS
 from longhaul.settings import Env
 from longhaul.workflows import REGISTRY, WorkflowSpec
 from stacks.functions import platform_function
-from stacks.nag import acknowledge, arn_ref
+from stacks.nag import acknowledge, arn_ref, logical_id
 from state_machines.builder import ContainerTarget, FunctionFactory, WorkflowBuilder
 from state_machines.policy import DEFAULT_POLICY, StepPolicy
 
@@ -41,6 +42,7 @@ class Workflows(Construct):
         environment: Mapping[str, str],
         policy: StepPolicy = DEFAULT_POLICY,
         containers: Mapping[str, ContainerTarget] | None = None,
+        artifacts: s3.IBucket | None = None,
     ) -> None:
         super().__init__(scope, construct_id)
         self._code = code
@@ -56,6 +58,7 @@ class Workflows(Construct):
                 make_function=self._function_factory(scope_id),
                 policy=policy,
                 containers=containers,
+                artifacts=artifacts,
             )
             self.builders[spec.name] = builder
             machine = state_machine_module(spec)(builder, timeout=EXECUTION_TIMEOUT)
@@ -66,6 +69,8 @@ class Workflows(Construct):
                     f"IAM5[Resource::{arn_ref(function)}:*]",
                     "Invoking any version or alias of this workflow's own step function.",
                 )
+            if builder.distributed_maps:
+                _acknowledge_distributed_maps(machine, builder)
             for queue in builder.dead_letter_queues.values():
                 acknowledge(
                     queue,
@@ -106,3 +111,22 @@ class Workflows(Construct):
             )
 
         return make
+
+
+def _acknowledge_distributed_maps(machine: sfn.StateMachine, builder: WorkflowBuilder) -> None:
+    """The grants CDK's DistributedMap adds: its child executions (of this machine only) and the artifacts bucket's
+    objects (the manifests under `work/`, the results under the map's prefix)."""
+    assert builder.artifacts_bucket is not None
+    bucket = logical_id(builder.artifacts_bucket)
+    for resource in (f"arn:<AWS::Partition>:s3:::<{bucket}>/*", f"<{bucket}.Arn>/*"):
+        acknowledge(
+            machine,
+            f"IAM5[Resource::{resource}]",
+            "A Distributed Map reads its item manifest and writes its results in the artifacts bucket.",
+        )
+    own = '{"Fn::Select":[6,{"Fn::Split":[":",{"Ref":"' + logical_id(machine) + '"}]}]}'
+    acknowledge(
+        machine,
+        f"IAM5[Resource::arn:<AWS::Partition>:states:<AWS::Region>:<AWS::AccountId>:execution:{own}/*:*]",
+        "A Distributed Map describes and stops the child executions of this very state machine.",
+    )

@@ -21,15 +21,17 @@ from aws_cdk import aws_ecs as ecs
 from aws_cdk import aws_iam as iam
 from aws_cdk import aws_lambda as lambda_
 from aws_cdk import aws_logs as logs
+from aws_cdk import aws_s3 as s3
 from aws_cdk import aws_sqs as sqs
 from aws_cdk import aws_stepfunctions as sfn
 from aws_cdk import aws_stepfunctions_tasks as tasks
 from constructs import Construct
 
-from longhaul.errors import ITEMS_FAILED, JOB_STOPPED
+from longhaul.errors import JOB_STOPPED
 from longhaul.settings import Env
 from longhaul.step_events import TASK_GROUP_PREFIX, FailureEvent, StepEvent, WorkflowState, payload
 from longhaul.workflows import StepKind, WorkflowSpec
+from state_machines.maps import item_map
 from state_machines.policy import DEFAULT_POLICY, STOPPED_ERRORS, TIMEOUT_ERRORS, StepPolicy
 
 # (construct id, handler, timeout seconds, memory MB) -> function. Provided by the workflow construct, which
@@ -39,6 +41,8 @@ FunctionFactory = Callable[[str, str, int, int], lambda_.IFunction]
 STEP_HANDLER = "handlers.steps.handler"  # dispatches on the event's (workflow, step)
 RECORDER_HANDLER = "handlers.steps.record_failure"
 RECORD_FAILURE = "record_failure"
+TALLY_HANDLER = "handlers.steps.tally_items"
+TALLY_ITEMS = "tally_items"
 RUN_TASK_WAIT = "arn:aws:states:::ecs:runTask.waitForTaskToken"
 
 
@@ -66,8 +70,12 @@ class WorkflowBuilder(Construct):
         make_function: FunctionFactory,
         policy: StepPolicy = DEFAULT_POLICY,
         containers: Mapping[str, ContainerTarget] | None = None,
+        artifacts: s3.IBucket | None = None,
     ) -> None:
         super().__init__(scope, construct_id)
+        self.artifacts_bucket = artifacts  # Distributed Maps read their manifests from it and write results to it
+        self._tally: lambda_.IFunction | None = None
+        self.distributed_maps = 0
         self._containers = dict(containers or {})
         self.container_targets: dict[str, ContainerTarget] = {}  # by step, for the grants
         self.spec = spec
@@ -97,6 +105,16 @@ class WorkflowBuilder(Construct):
             error=JOB_STOPPED,
             cause="The job was cancelled or passed its deadline; see its events.",
         )
+
+    @property
+    def tally_function(self) -> lambda_.IFunction:
+        """The platform function counting a Distributed Map's committed items (the recorder's code, another
+        handler); created with the first Distributed Map."""
+        if self._tally is None:
+            self._tally = self._function(
+                TALLY_ITEMS, TALLY_HANDLER, self.policy.lambda_timeout, self.policy.recorder_memory_mb
+            )
+        return self._tally
 
     # ------------------------------------------------------------------ steps
 
@@ -130,8 +148,8 @@ class WorkflowBuilder(Construct):
         return task
 
     def fan_out(self, name: str, *, max_concurrency: int | None = None) -> sfn.Chain:
-        """The spec's fan-out `name`: a Map over the list its spec names (`over`, an earlier step's output field);
-        each item runs the step with `{item, ref, input}`.
+        """The spec's fan-out `name`: a Map over the item list its spec names (`over`, an earlier step's `ItemList`);
+        each item runs the step with `{item, ref, input}` (see `state_machines.maps`: inline or distributed).
 
         Every item runs even when some fail: a failing item records its failure and sends its own dead letter,
         and yields `true` (a success yields `false`). After the Map, if any item failed, the job fails once with
@@ -139,83 +157,55 @@ class WorkflowBuilder(Construct):
         """
         timeout, memory = self._visit(name, StepKind.FAN_OUT)
         function = self._function(name, STEP_HANDLER, timeout, memory)
-        item_task = self._lambda_task(
-            f"{name} item",
-            function,
-            timeout,
-            payload=payload(
-                StepEvent,
-                step=name,
-                item="$.item",
-                ref="$.ref",
-                attempt="$$.State.RetryCount",
-                execution="$$.Execution.Id",
-                input="$.input",
-            ),
-            result_path=sfn.JsonPath.DISCARD,
-        )
-        self._apply_retries(item_task)
-        item_done = sfn.Pass(self, f"{name} item done", result=sfn.Result.from_boolean(False))
-        item_failed = sfn.Pass(self, f"{name} item failed", result=sfn.Result.from_boolean(True))
-        item_stopped = sfn.Fail(self, f"{name} item stopped", error=JOB_STOPPED, cause="The job stopped.")
-        item_task.add_catch(item_stopped, errors=list(STOPPED_ERRORS))
-        item_task.add_catch(
-            self._failure_path(name, job_path="$.input.job_id", item_path="$.item", end=item_failed, timeout=timeout),
-            result_path="$.failure",
-        )
-        return self._item_map(name, item_task.next(item_done), max_concurrency=max_concurrency)
 
-    def _item_map(self, name: str, processor: sfn.IChainable, *, max_concurrency: int | None = None) -> sfn.Chain:
-        """A Map running `processor` for each item of the step's `over` list (`{item, ref, input}`); each item
-        yields `true` when it failed. After it, if any item failed, the job fails once (`ItemsFailed`)."""
-        items_path = f"$.steps.{self.spec.step(name).over}"
-        results = f"$.fanout.{name}"
-        fan_out = sfn.Map(
-            self,
-            name,
-            items_path=items_path,
-            item_selector={
-                "item.$": "$$.Map.Item.Index",
-                "ref.$": "$$.Map.Item.Value",
-                "input.$": "$",
-            },
-            max_concurrency=max_concurrency or self.policy.map_max_concurrency,
-            result_path=results,
-            comment=f"Fan-out of {name} over {items_path}",
-        )
-        fan_out.item_processor(processor)
-        fan_out.add_catch(self._job_stopped, errors=[JOB_STOPPED])
-        fan_out.add_catch(
-            self._failure_path(f"{name} map", job_path="$.job_id", end=self._job_failed, step=name),
+        def processor(prefix: str) -> sfn.IChainable:
+            item_task = self._lambda_task(
+                f"{prefix} item",
+                function,
+                timeout,
+                payload=payload(
+                    StepEvent,
+                    step=name,
+                    item="$.item",
+                    ref="$.ref",
+                    attempt="$$.State.RetryCount",
+                    execution="$$.Execution.Id",
+                    input="$.input",
+                ),
+                result_path=sfn.JsonPath.DISCARD,
+            )
+            self._apply_retries(item_task)
+            return self._item_outcomes(name, prefix, item_task, timeout)
+
+        return item_map(self, name, processor, max_concurrency=max_concurrency)
+
+    def _item_outcomes(
+        self, name: str, prefix: str, task: sfn.TaskStateBase | sfn.CustomState, timeout: int
+    ) -> sfn.IChainable:
+        """An item's Task → `false`; a stopped job → the item fails `JobStopped`; any other failure → record it, dead
+        letter → `true`. `prefix` keeps the state names of each copy of the processor unique."""
+        item_done = sfn.Pass(self, f"{prefix} item done", result=sfn.Result.from_boolean(False))
+        item_failed = sfn.Pass(self, f"{prefix} item failed", result=sfn.Result.from_boolean(True))
+        item_stopped = sfn.Fail(self, f"{prefix} item stopped", error=JOB_STOPPED, cause="The job stopped.")
+        task.add_catch(item_stopped, errors=list(STOPPED_ERRORS))
+        task.add_catch(
+            self._failure_path(
+                prefix,
+                job_path="$.input.job_id",
+                item_path="$.item",
+                end=item_failed,
+                timeout=timeout,
+                step=name,
+                ref_path="$.ref",
+            ),
             result_path="$.failure",
         )
-        tally = sfn.Pass(
-            self,
-            f"{name}: tally items",
-            parameters={"any_failed.$": f"States.ArrayContains({results}, true)"},
-            result_path=f"$.fanout_tally.{name}",
-        )
-        all_done = sfn.Pass(self, f"{name}: all items done", result_path=sfn.JsonPath.DISCARD)
-        items_failed = self._failure_path(
-            f"{name} items",
-            job_path="$.job_id",
-            end=self._job_failed,
-            step=name,
-            error=ITEMS_FAILED,
-            dead_letter=False,
-        )
-        verdict = (
-            sfn.Choice(self, f"{name}: any item failed?")
-            .when(sfn.Condition.boolean_equals(f"$.fanout_tally.{name}.any_failed", True), items_failed)
-            .otherwise(all_done)
-        )
-        fan_out.next(tally).next(verdict)
-        return sfn.Chain.custom(fan_out, [all_done], all_done)
+        return task.next(item_done)
 
     def container(self, name: str) -> sfn.Chain:
         """The spec's container step `name`: one ECS Fargate task per item of its `over` list, each resumed by its
         task token (`ecs:runTask.waitForTaskToken`), under the house policy: a task timeout, a heartbeat bound, the
-        retry classes, catch → the step's own DLQ. Skipped (a Choice) when the list is empty.
+        retry classes, catch → the step's own DLQ. Skipped when the list is empty.
 
         Each task gets the step's event (references only) and its token in its environment; the worker reports
         `SendTaskSuccess`/`SendTaskFailure` (a typed error's class name, which Retry/Catch match).
@@ -228,19 +218,28 @@ class WorkflowBuilder(Construct):
             raise ValueError(f"{self.workflow}: {name} runs container {spec.container!r}, which is not deployed")
         self.container_targets[name] = target
         heartbeat = spec.heartbeat_seconds or self.policy.container_heartbeat
-        event = sfn.Pass(
-            self,
-            f"{name} item event",
-            parameters=payload(
-                StepEvent,
-                step=name,
-                item="$.item",
-                ref="$.ref",
-                execution="$$.Execution.Id",
-                input={f"{field}.$": f"$.input.{field}" for field in WorkflowState.model_fields if field != "steps"},
-            ),
-            result_path="$.event",
-        )
+
+        def processor(prefix: str) -> sfn.IChainable:
+            event = sfn.Pass(
+                self,
+                f"{prefix} item event",
+                parameters=payload(
+                    StepEvent,
+                    step=name,
+                    item="$.item",
+                    ref="$.ref",
+                    execution="$$.Execution.Id",
+                    input={f"{f}.$": f"$.input.{f}" for f in WorkflowState.model_fields if f != "steps"},
+                ),
+                result_path="$.event",
+            )
+            task = self._run_task(f"{prefix} item", target, timeout, heartbeat)
+            self._apply_retries(task)
+            return event.next(self._item_outcomes(name, prefix, task, timeout))
+
+        return item_map(self, name, processor, skip_empty=True)
+
+    def _run_task(self, state: str, target: ContainerTarget, timeout: int, heartbeat: int) -> sfn.CustomState:
         environment = [
             {"Name": Env.TASK_TOKEN, "Value.$": "$$.Task.Token"},
             {"Name": Env.STEP_EVENT, "Value.$": "States.JsonToString($.event)"},
@@ -248,9 +247,9 @@ class WorkflowBuilder(Construct):
             # The worker beats four times per bound: one lost or slow heartbeat call does not time the task out.
             {"Name": Env.HEARTBEAT_SECONDS, "Value": str(max(1, heartbeat // 4))},
         ]
-        task = sfn.CustomState(
+        return sfn.CustomState(
             self,
-            f"{name} item",
+            state,
             state_json={
                 "Type": "Task",
                 "Resource": RUN_TASK_WAIT,
@@ -275,34 +274,6 @@ class WorkflowBuilder(Construct):
                 "ResultPath": "$",
             },
         )
-        self._apply_retries(task)
-        item_stopped = sfn.Fail(self, f"{name} item stopped", error=JOB_STOPPED, cause="The job stopped.")
-        task.add_catch(item_stopped, errors=list(STOPPED_ERRORS))
-        item_done = sfn.Pass(self, f"{name} item done", result=sfn.Result.from_boolean(False))
-        item_failed = sfn.Pass(self, f"{name} item failed", result=sfn.Result.from_boolean(True))
-        task.add_catch(
-            self._failure_path(name, job_path="$.input.job_id", item_path="$.item", end=item_failed, timeout=timeout),
-            result_path="$.failure",
-        )
-        chain = self._item_map(name, event.next(task).next(item_done))
-        skipped = sfn.Pass(self, f"{name}: nothing to do", result_path=sfn.JsonPath.DISCARD)
-        after = sfn.Pass(self, f"{name}: done", result_path=sfn.JsonPath.DISCARD)
-        # Counted, not `IsPresent` on `[0]`: moto's interpreter logs that test's missing path as a failed state.
-        count = sfn.Pass(
-            self,
-            f"{name}: count items",
-            parameters={"items.$": f"States.ArrayLength($.steps.{spec.over})"},
-            result_path=f"$.fanout_count.{name}",
-        )
-        choice = (
-            sfn.Choice(self, f"{name}: any items?")
-            .when(sfn.Condition.number_greater_than(f"$.fanout_count.{name}.items", 0), chain)
-            .otherwise(skipped)
-        )
-        chain.next(after)
-        skipped.next(after)
-        count.next(choice)
-        return sfn.Chain.custom(count, [after], after)
 
     def review(self, name: str) -> sfn.Chain:
         """The spec's review step: open it, then wait on a task token one rung of the escalation ladder at a time and
@@ -449,6 +420,7 @@ class WorkflowBuilder(Construct):
         error: str | None = None,
         dead_letter: bool = True,
         timeout: int | None = None,
+        ref_path: str | None = None,
     ) -> sfn.IChainable:
         """record failure (job and step) → dead letter to the step's own queue → `end`.
 
@@ -471,6 +443,8 @@ class WorkflowBuilder(Construct):
         fields.update({"error": error} if error else {"error": "$.failure.Error", "cause": "$.failure.Cause"})
         if item_path:
             fields["item"] = item_path
+        if ref_path:  # the item's reference, so that its failure and dead letter can name the document
+            fields["ref"] = ref_path
         record = tasks.LambdaInvoke(
             self,
             f"{state_prefix}: record failure",

@@ -1,7 +1,7 @@
 """Workflow `document-analysis`: answer a question over documents, with verified citations.
 
-parse → OCR of scanned pages (container tasks, only when a page needs it) → chunk → index → retrieve →
-fan out evidence extraction → draft → verify citations → review → publish.
+list documents → parse each document (fan-out) → plan OCR → OCR of scanned pages (container tasks, only when a page
+needs it) → chunk → index → retrieve → fan out evidence extraction → draft → verify citations → review → publish.
 """
 
 from __future__ import annotations
@@ -14,7 +14,9 @@ from state_machines.builder import WorkflowBuilder
 
 def define(b: WorkflowBuilder, *, timeout: Duration) -> sfn.StateMachine:
     definition = (
-        b.step("parse_documents")
+        b.step("list_documents")
+        .next(b.fan_out("parse_documents"))
+        .next(b.step("plan_ocr"))
         .next(b.container("ocr_pages"))
         .next(b.step("chunk_documents"))
         .next(b.step("build_index"))

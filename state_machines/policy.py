@@ -40,6 +40,8 @@ class StepPolicy:
     # A timeout that recurs on every attempt is retried at most once.
     timeout_max_attempts: int = 1
     map_max_concurrency: int = 8
+    # Child executions of a Distributed Map running at once (each runs its batch with `map_max_concurrency`).
+    distributed_map_max_concurrency: int = 10
     # A container task must heartbeat within this bound (its worker beats every quarter of it), or it is timed
     # out (`States.Timeout`, retried once) — a worker that hangs or died without reporting.
     container_heartbeat: int = 120

@@ -1,5 +1,6 @@
 """Step handlers: one entry point for every step of every workflow, dispatched on the event's own (workflow, step)
-through the workflow registry; and the failure recorder of the house policy."""
+through the workflow registry; the failure recorder of the house policy, and the item tally of its Distributed
+Maps."""
 
 from __future__ import annotations
 
@@ -8,6 +9,7 @@ from typing import Any
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
 from longhaul.failures import record_failure as _record_failure
+from longhaul.items import tally
 from longhaul.observability import logger
 from longhaul.runner import run_step
 from longhaul.wiring import services
@@ -26,3 +28,9 @@ def handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
 def record_failure(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
     logger.append_keys(job_id=event.get("job_id"), workflow=event.get("workflow"), step=event.get("step"))
     return _record_failure(event, services())
+
+
+@logger.inject_lambda_context(clear_state=True)
+def tally_items(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
+    logger.append_keys(job_id=event.get("job_id"), workflow=event.get("workflow"), step=event.get("step"))
+    return tally(event, services())

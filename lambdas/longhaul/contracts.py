@@ -434,6 +434,7 @@ class DeadLetter(BaseModel):
     workflow: str
     step: str
     item: int | None = None
+    item_name: str | None = Field(default=None, description="The item's document, when the item is one.")
     error: str
     kind: str
     message: str
@@ -448,6 +449,15 @@ class DeadLetterList(BaseModel):
     dead_letters: list[DeadLetter]
 
 
+class NamedItem(BaseModel):
+    """A fan-out item as people know it: e.g. item 17 of parse_documents is the document "contract-18.txt"."""
+
+    step: str
+    item: int
+    unit: str
+    name: str | None = None
+
+
 class ReplayOutcome(BaseModel):
     job_id: str
     status: JobStatus
@@ -460,6 +470,9 @@ class ReplayOutcome(BaseModel):
         "earlier step has run again)."
     )
     kept_items: list[int] = Field(description="The fan-out items whose checkpoints are reused.")
+    rerun_named: list[NamedItem] = Field(
+        default_factory=list, description="The items that will run again, each with its step, unit and name."
+    )
 
 
 class EventView(BaseModel):

@@ -47,6 +47,12 @@ def _cause_message(cause: str | None) -> str:
     return sanitize(cause)
 
 
+def ref_name(ref: Any) -> str | None:
+    """The name an item's reference carries (a document's), if any."""
+    name = ref.get("name") if isinstance(ref, dict) else None
+    return name if isinstance(name, str) else None
+
+
 def record_failure(raw_event: Mapping[str, Any], services: Services) -> dict[str, Any]:
     """Record a failure and return the dead-letter message (also kept in the table for operators).
 
@@ -74,7 +80,10 @@ def record_failure(raw_event: Mapping[str, Any], services: Services) -> dict[str
     stored_error = error.model_dump(exclude_none=True)
     job = jobs.get_job(event.job_id)
     if event.item is not None:
-        jobs.append_event(event.job_id, "item_failed", step=event.step, item=event.item, detail=stored_error)
+        named = {"item_name": ref_name(event.ref)} if ref_name(event.ref) else {}
+        jobs.append_event(
+            event.job_id, "item_failed", step=event.step, item=event.item, detail={**stored_error, **named}
+        )
     else:
         try:
             jobs.transition(
@@ -95,6 +104,7 @@ def record_failure(raw_event: Mapping[str, Any], services: Services) -> dict[str
         workflow=event.workflow,
         step=event.step,
         item=event.item,
+        item_name=ref_name(event.ref),
         error=error.error,
         kind=error.kind,
         message=error.message,

@@ -11,7 +11,7 @@ API_GATEWAY_MAX_BODY_BYTES = 10 * MIB
 MAX_BODY_BYTES = 1 * MIB
 
 # A job's input.
-MAX_DOCUMENTS = 50
+MAX_DOCUMENTS = 5000
 MAX_QUESTION_CHARS = 2000
 MIN_QUESTION_CHARS = 3
 MAX_PASSAGES = 100
@@ -27,6 +27,12 @@ MIN_REVIEW_DEADLINE_SECONDS = 10
 MAX_REVIEW_DEADLINE_SECONDS = 12 * 3600
 DEFAULT_REVIEW_DEADLINE_SECONDS = 4 * 3600
 REVIEW_DEADLINE_MARGIN_SECONDS = 900
+
+# Fan-outs. A list of at most INLINE_MAP_MAX_ITEMS items travels in the state and runs as an inline Map; a longer one
+# stays in its S3 manifest (batches of MAP_BATCH_ITEMS items) and runs as a Distributed Map, one child execution per
+# batch, so no execution's history (25,000 events) or payload (256 KB) comes near its limit at MAX_DOCUMENTS.
+INLINE_MAP_MAX_ITEMS = 40
+MAP_BATCH_ITEMS = 50
 
 # Document and upload names: shown in citations, never used in storage keys.
 MAX_NAME_CHARS = 128

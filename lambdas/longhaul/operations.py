@@ -7,16 +7,28 @@ from __future__ import annotations
 
 import contextlib
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any, Literal
+
+from pydantic import ValidationError
 
 from longhaul.admission import Admission
 from longhaul.auth import Principal
 from longhaul.budgets import JobBudget, TenantPolicy, to_micro, usd
 from longhaul.clock import iso
-from longhaul.contracts import DayUsageView, DeadLetter, JobList, JobStatus, ReplayOutcome, TenantPolicyView
+from longhaul.contracts import (
+    DayUsageView,
+    DeadLetter,
+    JobList,
+    JobStatus,
+    NamedItem,
+    ReplayOutcome,
+    TenantPolicyView,
+)
 from longhaul.errors import JOB_STOPPED, STEP_FAILED
+from longhaul.failures import ref_name
+from longhaul.items import ItemBatch, ItemList, item_count
 from longhaul.observability import logger, metrics
 from longhaul.ports import EngineUnavailable, ExecutionStatus, RedriveRefused
 from longhaul.problems import ApiProblem, BadRequest, InvalidRequest, NotFound, Unavailable
@@ -73,6 +85,7 @@ class ReplayPlan:
     kept_items: list[int]
     rerun_items: list[int]
     drop: list[tuple[str, int | None]]
+    rerun_named: list[NamedItem] = field(default_factory=list)
 
 
 def replay(
@@ -120,6 +133,7 @@ def replay(
         "rerun_steps": plan.rerun_steps,
         "rerun_items": plan.rerun_items,
         "kept_items": plan.kept_items,
+        "rerun_named": [n.model_dump() for n in plan.rerun_named],
     }
     # The replay spends from the same budget; an operator may raise it (recorded). Exhaustion is forgotten: the next
     # reservation is checked against the limits again.
@@ -226,6 +240,7 @@ def _plan(services: Services, job: Job, from_step: str, mode: str) -> ReplayPlan
     rerun_steps: list[str] = []
     kept_items: list[int] = []
     rerun_items: list[int] = []
+    named: list[NamedItem] = []
     for step in spec.steps:
         if step.over is None:
             if (step.name, None) not in checkpoints:
@@ -241,16 +256,39 @@ def _plan(services: Services, job: Job, from_step: str, mode: str) -> ReplayPlan
             rerun_steps.append(step.name)
         kept_items += done
         rerun_items += missing
-    return ReplayPlan(from_step, rerun_steps, sorted(kept_items), sorted(rerun_items), drop)
+        if missing and not producer_reruns:
+            names = _item_names(services, records, producer, field, set(missing))
+            unit = step.item_unit
+            named += [NamedItem(step=step.name, item=i, unit=unit, name=names.get(i)) for i in missing]
+    return ReplayPlan(from_step, rerun_steps, sorted(kept_items), sorted(rerun_items), drop, named)
+
+
+def _item_names(
+    services: Services, records: list[StepRecord], producer: str, field: str, wanted: set[int]
+) -> dict[int, str]:
+    """The names of the `wanted` items of a fan-out whose references carry one (documents), read from the item list
+    (or its manifest, for a long one); empty when the list has no names."""
+    output = next((r.output for r in records if r.step == producer and r.item is None and r.succeeded), None)
+    try:
+        listed = ItemList.model_validate((output or {}).get(field))
+    except ValidationError:
+        return {}
+    items = listed.items
+    if items is None:
+        try:
+            items = [i for b in services.artifacts.get_json(listed.manifest_key) for i in ItemBatch(**b).items]
+        except Exception:  # the names are a courtesy: an expired manifest leaves the numbers
+            logger.warning("item manifest unreadable", extra={"key": listed.manifest_key})
+            return {}
+    return {i.index: name for i in items if i.index in wanted and (name := ref_name(i.ref))}
 
 
 def _item_count(records: list[StepRecord], producer: str, field: str) -> int | None:
-    """How many items a fan-out has: the length of the list in its producer's committed output (None if the
+    """How many items a fan-out has: the count of the item list in its producer's committed output (None if the
     producer never committed)."""
     for record in records:
         if record.step == producer and record.item is None and record.succeeded and record.output is not None:
-            items = record.output.get(field)
-            return len(items) if isinstance(items, list) else None
+            return item_count(record.output.get(field))
     return None
 
 

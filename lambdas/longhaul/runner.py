@@ -32,6 +32,7 @@ from longhaul.errors import (
 )
 from longhaul.failures import sanitize
 from longhaul.faults import CrashFault
+from longhaul.items import item_count
 from longhaul.model_calls import ModelCalls
 from longhaul.observability import emit, logger
 from longhaul.records import Job
@@ -192,6 +193,8 @@ def _run_step(
             _complete(services, spec, job_id, step, output)
         elif item is None:
             jobs.update_job(job_id, {"progress": _progress(spec, step, done=True)})
+        else:
+            _item_progress(services, spec, event, item)
 
     _guarded(commit, step=step, item=item)
     return output
@@ -304,6 +307,33 @@ def _record_attempt_failure(services: Services, event: StepEvent, error: Longhau
                 item=event.item,
                 allowed_from=[JobStatus.RUNNING],
             )
+
+
+def _item_progress(services: Services, spec: WorkflowSpec, event: StepEvent, item: int) -> None:
+    """A fan-out's progress in its own unit ("parse_documents: 312 of 1,000 documents"): the count of its committed
+    items (atomic and idempotent, see `CheckpointStore.count_item`) of its list's count."""
+    over = spec.step(event.step).over
+    producer, _, field = (over or "").partition(".")
+    total = item_count((event.input.steps.get(producer) or {}).get(field))
+    if total is None:
+        return
+    completed = services.checkpoints.count_item(event.input.job_id, event.step, item)
+    unit = plural(spec.step(event.step).item_unit, total)
+    message = f"{event.step}: {completed:,} of {total:,} {unit}"
+    progress = {
+        "completed": completed,
+        "total": total,
+        "unit": plural(spec.step(event.step).item_unit),
+        "message": message,
+    }
+    services.jobs.show_item_progress(event.input.job_id, event.step, progress)
+
+
+def plural(unit: str, count: int = 2) -> str:
+    """ "document" → "documents", "passage group" → "passage groups", "page batch" → "page batches"."""
+    if count == 1:
+        return unit
+    return f"{unit}es" if unit.endswith(("s", "sh", "ch", "x")) else f"{unit}s"
 
 
 def _progress(spec: WorkflowSpec, step: str, *, done: bool) -> dict[str, Any]:

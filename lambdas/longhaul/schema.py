@@ -31,6 +31,7 @@ ALL_JOBS_PARTITION = "JOBS"
 
 JOB_SK = "JOB"
 STEP_PREFIX = "STEP#"
+ITEMS_DONE_PREFIX = "ITEMSDONE#"
 EVENT_PREFIX = "EVENT#"
 CHARGE_PREFIX = "CHARGE#"
 DEAD_LETTER_PREFIX = "DEADLETTER#"
@@ -59,6 +60,11 @@ def job_key(job_id: str) -> dict[str, str]:
 
 def step_sk(step: str, item: int | None) -> str:
     return f"{STEP_PREFIX}{step}" if item is None else f"{STEP_PREFIX}{step}#{item:06d}"
+
+
+def items_done_sk(step: str) -> str:
+    """The set of a fan-out's committed items (its progress counter)."""
+    return f"{ITEMS_DONE_PREFIX}{step}"
 
 
 def event_sk(seq: int) -> str:

@@ -54,7 +54,25 @@ class FailureEvent(BaseModel):
     cause: str | None = None
     execution: str | None = None
     item: int | None = None
+    ref: Any = None  # a fan-out item's reference: a document's names it in the failure and its dead letter
     limits: StepLimits | None = None
+
+
+class TallyEvent(BaseModel):
+    """What a Distributed Map's tally Task passes: the fan-out step and how many items its list has."""
+
+    job_id: str
+    step: str
+    workflow: str
+    count: int
+
+
+class ItemTally(BaseModel):
+    """The tally's answer: whether any item of the fan-out did not commit."""
+
+    any_failed: bool
+    committed: int
+    count: int
 
 
 # A container task's ECS group names its job, so a cancellation finds (ListTasks + DescribeTasks) and stops it.

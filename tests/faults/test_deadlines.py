@@ -141,7 +141,7 @@ def test_an_overdue_job_is_expired_by_the_scheduled_sweep(
     # Given a job whose 60 s deadline (0.6 s at 0.01) passes while its first step hangs (then held at real time)
     before = platform.time_scale
     platform.set_time_scale(0.01)
-    inject("parse_documents=hang")
+    inject("list_documents=hang")
     job_id = alpha.submit({**sample_request, "deadline_seconds": 60})
     wait_until(lambda: lambda_runtime.hanging() or None, timeout=60, what="the hang")
     platform.set_time_scale(1.0)

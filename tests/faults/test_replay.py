@@ -96,7 +96,10 @@ def test_in_a_fan_out_of_20_items_only_the_3_failed_items_rerun(
     inject("")
     response = ops.post(f"/v1/ops/jobs/{job_id}/replay", {"from_step": "extract_evidence", "reason": "fixed items"})
     assert response.status_code == 202, response.text
-    assert response.json()["rerun_items"] == [3, 7, 11] and len(response.json()["kept_items"]) == 17
+    # kept: the 17 other passage groups, and the one document parsed (item 0 of parse_documents)
+    assert response.json()["rerun_items"] == [3, 7, 11] and len(response.json()["kept_items"]) == 17 + 1
+    named = [(n["step"], n["item"], n["unit"]) for n in response.json()["rerun_named"]]
+    assert named == [("extract_evidence", n, "passage group") for n in (3, 7, 11)]
     assert response.json()["rerun_steps"] == [
         "extract_evidence",
         "draft_answer",

@@ -7,6 +7,7 @@ from typing import Any
 
 import pytest
 
+from longhaul import limits
 from longhaul.errors import DETERMINISTIC_ERROR_NAMES, RETRYABLE_ERROR_NAMES
 from longhaul.workflows import REGISTRY
 from tests.infrastructure.conftest import all_states, definition, resources
@@ -35,15 +36,22 @@ def step_tasks(machine: dict[str, Any]) -> list[tuple[str, dict[str, Any], dict[
     ]
 
 
+def step_of(task_name: str) -> str:
+    """The step a step Task runs: `<step>`, `<step> item` (inline Map) or `<step> batch item` (Distributed Map)."""
+    return task_name.removesuffix(" item").removesuffix(" batch")
+
+
 def test_every_step_task_has_a_timeout_not_below_its_lambda_timeout(machines, lambda_timeouts):
     for machine in machines.values():
         tasks = step_tasks(machine)
         spec = REGISTRY[machine["Comment"].removeprefix("Longhaul workflow ")]
-        assert len(tasks) == len(spec.steps)  # one Task per step; a fan-out's is inside its Map
+        # one Task per step; a fan-out's is inside its Map, twice: the inline Map's and the Distributed Map's batch
+        assert len(tasks) == len(spec.steps) + len(spec.fan_out_steps)
+        assert sorted({step_of(name) for name, _, _ in tasks}) == sorted(spec.step_names)
         for name, state, _ in tasks:
             assert state.get("TimeoutSeconds"), f"{name} has no TimeoutSeconds"
             if state["Resource"].startswith("arn:aws:states:::ecs:runTask"):  # a container step: its own bounds
-                step_spec = spec.step(name.removesuffix(" item"))
+                step_spec = spec.step(step_of(name))
                 assert state["TimeoutSeconds"] >= (step_spec.timeout_seconds or 0), name
                 assert 0 < state["HeartbeatSeconds"] < state["TimeoutSeconds"], f"{name}: nothing waits forever"
                 continue
@@ -81,7 +89,7 @@ def test_every_step_catches_all_into_record_failure_then_its_own_dead_letter_que
     for machine in machines.values():
         dlq_by_step: dict[str, str] = {}
         for name, state, scope in step_tasks(machine):
-            step = name.removesuffix(" item")
+            step = step_of(name)
             catch_all = [c for c in state.get("Catch", []) if c["ErrorEquals"] == ["States.ALL"]]
             assert catch_all, f"{name} has no catch-all"
             record = scope[catch_all[0]["Next"]]
@@ -127,26 +135,88 @@ def test_only_references_travel_between_states(machines):
                 assert state["ResultPath"] is None or state["Resource"].startswith("arn:aws:states:::ecs:")
             else:
                 assert state["ResultPath"] == f"$.steps.{name}"
-        maps = [s for _, s, _ in all_states(machine["States"]) if s["Type"] == "Map"]
-        for fan_out in maps:
-            assert set(fan_out["ItemSelector"]) == {"item.$", "ref.$", "input.$"}
-            assert fan_out["ResultPath"].startswith("$.fanout."), "a fan-out keeps only one boolean per item"
+        maps = [(n, s) for n, s, _ in all_states(machine["States"]) if s["Type"] == "Map"]
+        for name, fan_out in maps:
             assert fan_out.get("MaxConcurrency", 0) > 0
+            if "ItemReader" in fan_out:  # a Distributed Map: a batch of the manifest and the state per child
+                assert set(fan_out["ItemSelector"]) == {"batch.$", "input.$"}
+                assert fan_out["ResultPath"].startswith("$.fanout.") and "ResultWriter" in fan_out
+                continue
+            assert set(fan_out["ItemSelector"]) == {"item.$", "ref.$", "input.$"}
+            assert fan_out["ResultPath"].startswith("$.fanout.") or name.endswith(" batch items"), (
+                "a fan-out keeps only one boolean per item"
+            )
             ends = [s for s in fan_out["ItemProcessor"]["States"].values() if s.get("End")]
             assert all(s["Type"] == "Fail" or isinstance(s.get("Result"), bool) for s in ends)
 
 
 def test_a_fan_out_fails_the_job_once_after_all_items_ran(machines):
-    """Failed items do not stop the others; a Choice after the Map fails the job without another dead letter."""
+    """Failed items do not stop the others; a Choice after the Map fails the job without another dead letter. The
+    inline Map tallies its booleans; the Distributed Map's tally counts committed items (its results are in S3);
+    each child execution yields whether any item of its batch failed."""
     for machine in machines.values():
         states = machine["States"]
-        for _name, state, _ in all_states(states):
+        for name, state, scope in all_states(states):
             if state["Type"] != "Map":
                 continue
-            tally = states[state["Next"]]
-            assert "States.ArrayContains" in json.dumps(tally["Parameters"])
+            tally = scope[state["Next"]]
+            if name.endswith(" batch items"):  # inside a child execution: its answer to the Distributed Map
+                assert "States.ArrayContains" in json.dumps(tally["Parameters"]) and tally.get("End")
+                continue
+            if "ItemReader" in state:
+                assert tally["Type"] == "Task" and tally["Parameters"]["count.$"].endswith(".count")
+            else:
+                assert "States.ArrayContains" in json.dumps(tally["Parameters"])
             verdict = states[tally["Next"]]
             assert verdict["Type"] == "Choice"
             record = states[verdict["Choices"][0]["Next"]]
             assert record["Parameters"]["error"] == "ItemsFailed"
             assert states[record["Next"]]["Type"] == "Fail", "the summary must not send a second dead letter"
+
+
+def test_a_fan_out_chooses_inline_or_distributed_by_its_item_count(machines):
+    """Up to INLINE_MAP_MAX_ITEMS items run in an inline Map over the list in the state; above, a Distributed Map reads
+    the batched manifest from S3 (child executions of the same machine, none of them tolerated to fail unnoticed)."""
+    for machine in machines.values():
+        spec = REGISTRY[machine["Comment"].removeprefix("Longhaul workflow ")]
+        states = machine["States"]
+        for step in spec.fan_out_steps:
+            over = f"$.steps.{spec.step(step).over}"
+            count = states[f"{step}: count items"]
+            assert count["Parameters"] == {"items.$": f"{over}.count"}
+            choice = states[count["Next"]]
+            above = next(c for c in choice["Choices"] if "NumericGreaterThan" in c)
+            assert above["NumericGreaterThan"] == limits.INLINE_MAP_MAX_ITEMS
+            distributed, inline = states[above["Next"]], states[choice["Default"]]
+            assert inline["ItemsPath"] == f"{over}.items"
+            assert distributed["ItemReader"]["Resource"].endswith(":states:::s3:getObject")
+            assert distributed["ItemReader"]["ReaderConfig"]["InputType"] == "JSON"
+            assert distributed["ItemReader"]["Parameters"]["Key.$"] == f"{over}.manifest_key"
+            assert distributed["ResultWriter"]["Resource"].endswith(":states:::s3:putObject")
+            assert distributed.get("ToleratedFailurePercentage", 0) == 0  # the default: none tolerated
+            config = distributed["ItemProcessor"]["ProcessorConfig"]
+            assert config == {"Mode": "DISTRIBUTED", "ExecutionType": "STANDARD"}
+            batch = distributed["ItemProcessor"]["States"][distributed["ItemProcessor"]["StartAt"]]
+            assert batch["Type"] == "Map" and batch["ItemsPath"] == "$.batch.items"
+            assert batch["ItemSelector"]["input.$"] == "$.input"
+
+
+def test_a_distributed_map_may_start_and_stop_only_its_own_children_and_read_the_artifacts(template):
+    policies = resources(template, "AWS::IAM::Policy")
+    machines = resources(template, "AWS::StepFunctions::StateMachine")
+    for logical_id, machine in machines.items():
+        if not machine["Properties"].get("Comment", "").startswith("Longhaul workflow "):
+            continue
+        role = machine["Properties"]["RoleArn"]["Fn::GetAtt"][0]
+        statements = [
+            s
+            for p in policies.values()
+            if {"Ref": role} in p["Properties"]["Roles"]
+            for s in p["Properties"]["PolicyDocument"]["Statement"]
+        ]
+        start = [s for s in statements if s["Action"] == "states:StartExecution"]
+        assert start and all(s["Resource"] == {"Ref": logical_id} for s in start), logical_id
+        children = [s for s in statements if "states:StopExecution" in s["Action"]]
+        assert children and all(logical_id in json.dumps(s["Resource"]) for s in children)
+        reads = [s for s in statements if "s3:GetObject" in json.dumps(s["Action"])]
+        assert reads and all("StorageArtifacts" in json.dumps(s["Resource"]) for s in reads)

@@ -101,7 +101,12 @@ def test_the_ocr_step_is_a_task_token_run_task_under_the_house_policy(template: 
         for _, s, _ in all_states(asl["States"])
         if s.get("Resource") == "arn:aws:states:::ecs:runTask.waitForTaskToken"
     ]
-    (run,) = runs
+    assert len(runs) == 2, "the inline Map's item and the Distributed Map's batch item"
+    for run in runs:
+        _check_run_task(run)
+
+
+def _check_run_task(run: dict[str, Any]) -> None:
     assert run["TimeoutSeconds"] > 0 and 0 < run["HeartbeatSeconds"] < run["TimeoutSeconds"]
     assert run["Parameters"]["LaunchType"] == "FARGATE"
     (override,) = run["Parameters"]["Overrides"]["ContainerOverrides"]
@@ -115,13 +120,14 @@ def test_the_ocr_step_is_a_task_token_run_task_under_the_house_policy(template: 
 
 def test_the_ocr_step_is_skipped_when_no_page_needs_it(template: dict[str, Any]) -> None:
     states = _ocr_machine(template)["States"]
-    choice = states["ocr_pages: any items?"]
-    assert choice["Type"] == "Choice"
-    (rule,) = choice["Choices"]
-    assert rule == {"Variable": "$.fanout_count.ocr_pages.items", "NumericGreaterThan": 0, "Next": "ocr_pages"}
     counted = states["ocr_pages: count items"]
-    assert counted["Parameters"] == {"items.$": "States.ArrayLength($.steps.parse_documents.ocr_batches)"}
-    assert states[choice["Default"]]["Next"] == states["ocr_pages: all items done"]["Next"]
+    assert counted["Parameters"] == {"items.$": "$.steps.plan_ocr.ocr_batches.count"}
+    choice = states[counted["Next"]]
+    assert choice["Type"] == "Choice"
+    none = choice["Choices"][0]
+    assert none["Variable"] == "$.fanout_count.ocr_pages.items" and none["NumericEquals"] == 0
+    assert states[none["Next"]]["Next"] == "ocr_pages: all items done"
+    assert states[choice["Default"]]["Type"] == "Map"
 
 
 def test_the_api_and_the_sweep_may_stop_only_the_clusters_tasks(template: dict[str, Any]) -> None:

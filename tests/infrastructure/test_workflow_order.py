@@ -13,6 +13,7 @@ from typing import Any
 import aws_cdk as cdk
 import pytest
 from aws_cdk import aws_lambda as lambda_
+from aws_cdk import aws_s3 as s3
 from aws_cdk import aws_stepfunctions as sfn
 from pydantic import BaseModel
 
@@ -23,10 +24,11 @@ from tests.infrastructure.conftest import definition, payload_step, resources
 
 
 def state_step(state: dict[str, Any]) -> str | None:
-    """The spec step a state runs: a Task's payload `step`; a Map's, the one step its item processor runs."""
+    """The spec step a state runs: a Task's payload `step`; a Map's, the one step its item processor runs (a
+    Distributed Map's, the one its batches' Map runs)."""
     processor = state.get("ItemProcessor") or state.get("Iterator")
     if state.get("Type") == "Map" and processor:
-        steps = {payload_step(s) for s in processor["States"].values()} - {None}
+        steps = {state_step(s) for s in processor["States"].values()} - {None}
         assert len(steps) == 1, f"a Map runs one step's items, this one {steps}"
         return steps.pop()
     return payload_step(state)
@@ -40,9 +42,10 @@ def visited_steps(asl: dict[str, Any]) -> list[str]:
         seen.add(name)
         state = states[name]
         step_name = state_step(state)
-        if step_name is not None:
+        # a Distributed Map's tally names its step too: one visit
+        if step_name is not None and visited[-1:] != [step_name]:
             visited.append(step_name)
-        if state["Type"] == "Choice":  # a container step's "any items?" goes to its Map; others' success is Default
+        if state["Type"] == "Choice":  # a fan-out's "inline or distributed?" takes the first Map; others' Default
             maps = [c["Next"] for c in state.get("Choices", []) if states[c["Next"]]["Type"] == "Map"]
             name = maps[0] if maps else state.get("Default")
         else:
@@ -75,8 +78,15 @@ def test_fan_out_steps_are_maps_over_their_specs_source(machines: dict[str, dict
     spec = REGISTRY[workflow]
     maps = {state_step(s): s for s in machines[workflow]["States"].values() if s["Type"] == "Map" and state_step(s)}
     assert set(maps) == set(spec.fan_out_steps)
-    for name, state in maps.items():
-        assert state["ItemsPath"] == f"$.steps.{spec.step(name).over}"
+    for state in machines[workflow]["States"].values():
+        name = state_step(state) if state["Type"] == "Map" else None
+        if name is None:
+            continue
+        over = f"$.steps.{spec.step(name).over}"
+        if "ItemReader" in state:  # the Distributed Map reads the list's manifest
+            assert state["ItemReader"]["Parameters"]["Key.$"] == f"{over}.manifest_key"
+        else:
+            assert state["ItemsPath"] == f"{over}.items"
 
 
 # ---------------------------------------------------------------------- the builder's own check
@@ -114,7 +124,9 @@ def build(define: Define) -> dict[str, Any]:
             memory_size=memory,
         )
 
-    builder = WorkflowBuilder(stack, "Flow", spec=TEST_SPEC, make_function=make_function)
+    builder = WorkflowBuilder(
+        stack, "Flow", spec=TEST_SPEC, make_function=make_function, artifacts=s3.Bucket(stack, "Artifacts")
+    )
     builder.state_machine(define(builder), timeout=cdk.Duration.hours(1))
     template = app.synth().get_stack_by_name("OrderCheck").template
     [machine] = resources(template, "AWS::StepFunctions::StateMachine").values()

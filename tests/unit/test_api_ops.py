@@ -129,16 +129,30 @@ def test_only_a_moving_job_has_an_eta(call_api: CallApi, table: Any) -> None:
 # ---------------------------------------------------------------------- replay plan
 
 
+def _listed(count: int) -> dict[str, Any]:
+    ref = {"index": 0, "name": "doc-0.txt", "media_type": "text/plain", "key": "k"}
+    return {"count": count, "manifest_key": "m.json", "items": [{"index": 0, "ref": ref}][:count]}
+
+
+def parsed_up_to_the_index(checkpoints: CheckpointStore, job_id: str) -> None:
+    """One document listed and parsed, no page to OCR (the container step has no item), chunked and indexed."""
+    for step, output in (
+        ("list_documents", {"documents": _listed(1)}),
+        ("plan_ocr", {"ocr_batches": _listed(0)}),
+        ("chunk_documents", {"chunks_key": "c.json"}),
+        ("build_index", {"index_key": "i.zip"}),
+    ):
+        checkpoints.commit_step(job_id, step, None, {"status": "succeeded", "output": output})
+    checkpoints.commit_step(job_id, "parse_documents", 0, {"status": "succeeded", "output": {"pages": 1}})
+
+
 def test_a_replay_of_a_cancelled_job_lists_exactly_what_will_run_again(
     call_api: CallApi, table: Any, checkpoints: CheckpointStore
 ) -> None:
     # Given a job cancelled in its fan-out: 3 of its 5 items committed, the steps after it never ran
     job_id = submit(call_api).body["job_id"]
     running(table, job_id, started_ago=timedelta(seconds=10), completed=4)
-    for step in ("parse_documents", "chunk_documents", "build_index"):
-        # parse_documents found no page to OCR: the container step has no item
-        output = {"key": f"{step}.json", "ocr_batches": []}
-        checkpoints.commit_step(job_id, step, None, {"status": "succeeded", "output": output})
+    parsed_up_to_the_index(checkpoints, job_id)
     groups = [f"group-{n}" for n in range(5)]
     checkpoints.commit_step(job_id, "retrieve_passages", None, {"status": "succeeded", "output": {"groups": groups}})
     for item in (0, 1, 3):
@@ -154,7 +168,12 @@ def test_a_replay_of_a_cancelled_job_lists_exactly_what_will_run_again(
     assert response.status == 202, response.raw_body
     plan = response.body
     assert plan["rerun_steps"] == ["extract_evidence", "draft_answer", "verify_citations", "review", "publish_result"]
-    assert plan["rerun_items"] == [2, 4] and plan["kept_items"] == [0, 1, 3]
+    # (kept: the one parsed document, item 0 of parse_documents, and items 0, 1, 3 of extract_evidence)
+    assert plan["rerun_items"] == [2, 4] and plan["kept_items"] == [0, 0, 1, 3]
+    assert [(n["step"], n["item"], n["unit"]) for n in plan["rerun_named"]] == [
+        ("extract_evidence", 2, "passage group"),
+        ("extract_evidence", 4, "passage group"),
+    ]
     replayed = next(e for e in call_api("GET", f"/v1/jobs/{job_id}/events", key=KEY_A).body["events"][::-1])
     assert replayed["type"] == "job_replayed" and replayed["detail"]["rerun_items"] == [2, 4]
     assert checkpoints.get_step(job_id, "extract_evidence", 0) is not None, "kept checkpoints stay"
@@ -166,10 +185,7 @@ def test_a_replay_from_before_the_fan_out_reruns_all_its_items(
 ) -> None:
     job_id = submit(call_api).body["job_id"]
     store = running(table, job_id, started_ago=timedelta(seconds=10), completed=4)
-    for step in ("parse_documents", "chunk_documents", "build_index"):
-        # parse_documents found no page to OCR: the container step has no item
-        output = {"key": f"{step}.json", "ocr_batches": []}
-        checkpoints.commit_step(job_id, step, None, {"status": "succeeded", "output": output})
+    parsed_up_to_the_index(checkpoints, job_id)
     checkpoints.commit_step(
         job_id, "retrieve_passages", None, {"status": "succeeded", "output": {"groups": ["a", "b"]}}
     )
@@ -189,6 +205,6 @@ def test_a_replay_from_before_the_fan_out_reruns_all_its_items(
         "review",
         "publish_result",
     ]
-    assert plan["rerun_items"] == [0, 1] and plan["kept_items"] == []
+    assert plan["rerun_items"] == [0, 1] and plan["kept_items"] == [0]  # the parsed document is kept
     assert checkpoints.get_step(job_id, "extract_evidence", 0) is None
     assert checkpoints.get_step(job_id, "chunk_documents") is not None

@@ -20,6 +20,10 @@ def _step_key(job_id: str, step: str, item: int | None) -> dict[str, str]:
     return {schema.PK: schema.job_pk(job_id), schema.SK: schema.step_sk(step, item)}
 
 
+def _items_done_key(job_id: str, step: str) -> dict[str, str]:
+    return {schema.PK: schema.job_pk(job_id), schema.SK: schema.items_done_sk(step)}
+
+
 class CheckpointStore:
     def __init__(self, table: Any, *, clock: Clock | None = None) -> None:
         self.table = table
@@ -77,9 +81,32 @@ class CheckpointStore:
         return [StepRecord.model_validate(i) for i in items]
 
     def delete_steps(self, job_id: str, records: Iterable[tuple[str, int | None]]) -> None:
+        """Delete step records; a dropped item also leaves its fan-out's progress count (it will commit again)."""
+        dropped: dict[str, set[int]] = {}
         with self.table.batch_writer() as batch:
             for step, item in records:
                 batch.delete_item(Key=_step_key(job_id, step, item))
+                if item is not None:
+                    dropped.setdefault(step, set()).add(item)
+        for step, items in dropped.items():
+            self.table.update_item(
+                Key=_items_done_key(job_id, step),
+                UpdateExpression="DELETE #items :items",
+                ExpressionAttributeNames={"#items": "items"},
+                ExpressionAttributeValues={":items": items},
+            )
+
+    def count_item(self, job_id: str, step: str, item: int) -> int:
+        """Count a committed item of a fan-out; how many of its items have committed. Atomic and idempotent: the
+        count is the size of a set of item numbers, so a duplicate or retried commit of an item adds nothing."""
+        got = self.table.update_item(
+            Key=_items_done_key(job_id, step),
+            UpdateExpression="ADD #items :item",
+            ExpressionAttributeNames={"#items": "items"},
+            ExpressionAttributeValues={":item": {item}},
+            ReturnValues="ALL_NEW",  # (moto returns no UPDATED_NEW attribute when the set did not change)
+        )
+        return len(got["Attributes"].get("items", ()))
 
     # ------------------------------------------------------------------ charges
 

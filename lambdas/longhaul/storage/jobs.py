@@ -225,6 +225,41 @@ class JobStore(JobSubmissions, JobListing):
                 return False
             raise
 
+    def show_item_progress(self, job_id: str, step: str, progress: Mapping[str, Any]) -> bool:
+        """Set a fan-out's progress (`completed` items of `total`; its message starts with `<step>: `) unless the job
+        shows more of the same step already: items commit concurrently, so a smaller count arriving late never
+        replaces a larger one."""
+        now = iso(self.clock.now())
+        allowed = {f":s{i}": s.value for i, s in enumerate(ACTIVE)}
+        try:
+            self.table.update_item(
+                Key=schema.job_key(job_id),
+                UpdateExpression="SET #progress = :progress, updated_at = :now, #gsi2 = :now",
+                ConditionExpression=(
+                    f"#status IN ({', '.join(allowed)}) AND (attribute_not_exists(#progress.#message) "
+                    "OR NOT begins_with(#progress.#message, :prefix) OR #progress.#completed < :completed)"
+                ),
+                ExpressionAttributeNames={
+                    "#status": "status",
+                    "#progress": "progress",
+                    "#message": "message",
+                    "#completed": "completed",
+                    "#gsi2": schema.GSI2_SK,
+                },
+                ExpressionAttributeValues={
+                    ":progress": dict(progress),
+                    ":now": now,
+                    ":prefix": f"{step}: ",
+                    ":completed": progress["completed"],
+                    **allowed,
+                },
+            )
+            return True
+        except ClientError as error:
+            if error.response["Error"]["Code"] == "ConditionalCheckFailedException":
+                return False
+            raise
+
     def mark_stuck(self, job_id: str, at: str) -> None:
         """Remember when a job was reported stuck, without making it look updated."""
         self.table.update_item(

@@ -1,9 +1,9 @@
 """Workflow `document-analysis`: answer a question over documents, with verified citations.
 
-parse → OCR of scanned pages (container tasks over page batches; skipped when no page needs it) → chunk →
-index → retrieve → fan out evidence extraction over passage groups → draft → verify → review →
-publish. The review (when asked for; `auto`: when verification dropped a claim) may edit the answer and the claims;
-edited claims are verified against their pages like the model's.
+list the documents → parse each (a fan-out per document) → plan OCR → OCR of scanned pages (container tasks over
+page batches; skipped when no page needs it) → chunk → index → retrieve → fan out evidence extraction over passage
+groups → draft → verify → review → publish. The review (when asked for; `auto`: when verification dropped a claim)
+may edit the answer and the claims; edited claims are verified against their pages like the model's.
 """
 
 from __future__ import annotations
@@ -46,10 +46,19 @@ SPEC = WorkflowSpec(
     result_model=JobResult,
     domain="longhaul.workflows.document_analysis.steps",
     steps=(
-        step("parse_documents", timeout_seconds=300, memory_mb=1769),
+        step("list_documents"),
+        # One document per item (a Distributed Map above `limits.INLINE_MAP_MAX_ITEMS` documents).
+        fan_out(
+            "parse_documents",
+            over="list_documents.documents",
+            item_unit="document",
+            timeout_seconds=300,
+            memory_mb=1769,
+        ),
+        step("plan_ocr", timeout_seconds=300, memory_mb=1769),
         container(
             "ocr_pages",
-            over="parse_documents.ocr_batches",
+            over="plan_ocr.ocr_batches",
             worker="ocr",
             item_unit="page batch",
             timeout_seconds=900,

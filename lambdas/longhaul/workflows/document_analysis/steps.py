@@ -1,8 +1,8 @@
 """Workflow `document-analysis`, its domain: the submission logic and one function per step of its spec.
 
-Steps exchange S3 keys, never text: parse_documents → ocr_pages (per page batch, in the OCR worker's container;
-only when a page has no text layer) → chunk_documents → build_index → retrieve_passages →
-extract_evidence (per passage group) → draft_answer → verify_citations → publish_result.
+Steps exchange S3 keys, never text: list_documents → parse_documents (per document) → plan_ocr → ocr_pages (per
+page batch, in the OCR worker's container; only when a page has no text layer) → chunk_documents → build_index →
+retrieve_passages → extract_evidence (per passage group) → draft_answer → verify_citations → publish_result.
 """
 
 from __future__ import annotations
@@ -17,6 +17,7 @@ from longhaul.analysis import Draft, Evidence, EvidenceSet
 from longhaul.contracts import Claim, DocumentAnalysisInput, DocumentSummary, JobResult, JobStatus, Verification
 from longhaul.documents import Chunk, ParsedDocument, chunk_document, parse_document
 from longhaul.errors import CancelledError, InvalidInputError
+from longhaul.items import write_item_list
 from longhaul.retrieval import LexicalIndex, group_passages
 from longhaul.review.contracts import ReviewEvidence, ReviewMaterial
 from longhaul.runner import StepContext
@@ -69,29 +70,46 @@ def _chunks(ctx: StepContext) -> list[Chunk]:
     return _CHUNKS.validate_python(ctx.services.artifacts.get_json(ctx.output_of("chunk_documents")["chunks_key"]))
 
 
+def list_documents(ctx: StepContext) -> dict[str, Any]:
+    """The job's documents as the item list `parse_documents` runs over (each item's ref: its `StoredDocument`)."""
+    documents = _input(ctx).documents
+    refs = [d.model_dump(mode="json") for d in documents]
+    return {"documents": write_item_list(ctx.services.artifacts, ctx.job_id, "list_documents", "documents", refs)}
+
+
+def _parsed_key(job_id: str, index: int) -> str:
+    return keys.work_key(job_id, "parse_documents", f"{index:03d}.json")
+
+
 def parse_documents(ctx: StepContext) -> dict[str, Any]:
-    job_input, store = _input(ctx), ctx.services.artifacts
-    parsed_keys, pages, needing, documents = [], 0, 0, []
-    for doc in job_input.documents:
-        parsed = parse_document(
-            index=doc.index, name=doc.name, data=read_document(store, doc), media_type=doc.media_type
-        )
-        parsed_keys.append(
-            store.put_json(keys.work_key(ctx.job_id, "parse_documents", f"{doc.index:03d}.json"), parsed)
-        )
-        documents.append((parsed, doc))
-        pages += len(parsed.pages)
-        needing += len(parsed.pages_needing_ocr)
+    """One document (a fan-out item): parse it and write its pages at a key fixed by its index."""
+    store, doc = ctx.services.artifacts, StoredDocument.model_validate(ctx.event.ref)
+    parsed = parse_document(index=doc.index, name=doc.name, data=read_document(store, doc), media_type=doc.media_type)
+    key = store.put_json(_parsed_key(ctx.job_id, doc.index), parsed)
+    return {"parsed_key": key, "pages": len(parsed.pages), "pages_needing_ocr": len(parsed.pages_needing_ocr)}
+
+
+def _document_count(ctx: StepContext) -> int:
+    return int(ctx.output_of("list_documents")["documents"]["count"])
+
+
+def plan_ocr(ctx: StepContext) -> dict[str, Any]:
+    """The pages without a text layer, across documents, in batches: the OCR container step's items."""
+    store = ctx.services.artifacts
+    documents = [
+        (ParsedDocument.model_validate(store.get_json(_parsed_key(ctx.job_id, doc.index))), doc)
+        for doc in _input(ctx).documents
+    ]
     batches = [
-        store.put_json(keys.work_key(ctx.job_id, "parse_documents", f"ocr-batch-{batch.number:03d}.json"), batch)
+        store.put_json(keys.work_key(ctx.job_id, "plan_ocr", f"ocr-batch-{batch.number:03d}.json"), batch)
         for batch in ocr.plan_batches(documents)
     ]
     return {
-        "parsed_keys": parsed_keys,
-        "documents": len(parsed_keys),
-        "pages": pages,
-        "pages_needing_ocr": needing,
-        "ocr_batches": batches,  # the container step's items: empty when every page has a text layer
+        "documents": len(documents),
+        "pages": sum(len(d.pages) for d, _ in documents),
+        "pages_needing_ocr": sum(len(d.pages_needing_ocr) for d, _ in documents),
+        # the container step's items: empty when every page has a text layer
+        "ocr_batches": write_item_list(store, ctx.job_id, "plan_ocr", "ocr_batches", batches),
     }
 
 
@@ -124,14 +142,14 @@ def ocr_pages(ctx: StepContext) -> dict[str, Any]:
 def _documents(ctx: StepContext) -> list[ParsedDocument]:
     """The parsed documents, with the text of the pages OCR read (its batches' results at their fixed keys)."""
     store = ctx.services.artifacts
-    batches = ctx.output_of("parse_documents").get("ocr_batches", [])
+    batches = int(ctx.output_of("plan_ocr")["ocr_batches"]["count"])
     results = [
         ocr.OcrBatchResult.model_validate(store.get_json(keys.work_key(ctx.job_id, ocr.STEP, f"batch-{n:03d}.json")))
-        for n in range(len(batches))
+        for n in range(batches)
     ]
     return [
-        ocr.apply_ocr(ParsedDocument.model_validate(store.get_json(k)), results)
-        for k in ctx.output_of("parse_documents")["parsed_keys"]
+        ocr.apply_ocr(ParsedDocument.model_validate(store.get_json(_parsed_key(ctx.job_id, i))), results)
+        for i in range(_document_count(ctx))
     ]
 
 
@@ -166,7 +184,8 @@ def retrieve_passages(ctx: StepContext) -> dict[str, Any]:
     for number, group in enumerate(group_passages(hits, job_input.passages_per_group)):
         key = keys.work_key(ctx.job_id, "retrieve_passages", f"group-{number:03d}.json")
         groups.append(store.put_bytes(key, _CHUNKS.dump_json([chunks[i] for i in group]), "application/json"))
-    return {"groups": groups, "passages": len(hits)}
+    listed = write_item_list(store, ctx.job_id, "retrieve_passages", "groups", groups)
+    return {"groups": listed, "passages": len(hits)}
 
 
 def extract_evidence(ctx: StepContext) -> dict[str, Any]:
@@ -181,7 +200,7 @@ def draft_answer(ctx: StepContext) -> dict[str, Any]:
     store = ctx.services.artifacts
     chunks = {c.chunk_id: c for c in _chunks(ctx)}
     evidence: list[Evidence] = []
-    for number in range(len(ctx.output_of("retrieve_passages")["groups"])):
+    for number in range(int(ctx.output_of("retrieve_passages")["groups"]["count"])):
         key = keys.work_key(ctx.job_id, "extract_evidence", f"group-{number:03d}.json")
         evidence.extend(EvidenceSet.model_validate(store.get_json(key)).evidence)
     ranked = analysis.rank_evidence(evidence, chunks, limit=MAX_EVIDENCE)

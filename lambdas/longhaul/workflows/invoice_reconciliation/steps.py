@@ -19,6 +19,7 @@ from longhaul.invoices import prompts, report, sourcing
 from longhaul.invoices.models import ContractSummary, ExtractedInvoice, InvoiceResult
 from longhaul.invoices.pricelist import PriceList, PriceListError, parse_price_list
 from longhaul.invoices.sourcing import SourcingError
+from longhaul.items import write_item_list
 from longhaul.review.contracts import ReviewEvidence, ReviewMaterial
 from longhaul.runner import StepContext
 from longhaul.submission import Intake, PreparedInput, StoredDocument, read_document
@@ -112,7 +113,8 @@ def parse_documents(ctx: StepContext) -> dict[str, Any]:
         pages += len(text_pages)
         key = keys.work_key(ctx.job_id, "parse_documents", f"invoice-{number:03d}.json")
         invoices.append(store.put_json(key, {"document": doc.name, "pages": text_pages}))
-    return {"price_list_key": price_list_key, "invoices": invoices, "pages": pages, "products": len(prices.prices)}
+    listed = write_item_list(store, ctx.job_id, "parse_documents", "invoices", invoices)
+    return {"price_list_key": price_list_key, "invoices": listed, "pages": pages, "products": len(prices.prices)}
 
 
 class _InvoicePages(BaseModel):
@@ -147,7 +149,7 @@ def extract_invoices(ctx: StepContext) -> dict[str, Any]:
 
 
 def _extractions(ctx: StepContext) -> Sequence[Extraction]:
-    store, count = ctx.services.artifacts, len(ctx.output_of("parse_documents")["invoices"])
+    store, count = ctx.services.artifacts, int(ctx.output_of("parse_documents")["invoices"]["count"])
     return [
         Extraction.model_validate(
             store.get_json(keys.work_key(ctx.job_id, "extract_invoices", f"invoice-{n:03d}.json"))

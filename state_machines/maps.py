@@ -1,0 +1,198 @@
+"""The fan-out Maps of the house policy: an inline Map for a short item list, a Distributed Map for a long one.
+
+A fan-out runs over an `ItemList` (`longhaul.items`): `count`, `manifest_key` and, while they are few, the `items`.
+A Choice on `count` picks the branch:
+
+- inline (count <= `INLINE_MAP_MAX_ITEMS`): a Map over `items` in the execution itself;
+- distributed (above): a Distributed Map whose ItemReader reads the manifest (batches of items) from the artifacts
+  bucket, one child execution per batch; each child runs an inline Map over its batch's items. Child executions
+  keep their own histories, so the parent's history grows by a few events per batch, not per item; the
+  ResultWriter keeps the children's results out of the parent's state.
+
+Both branches run the very same per-item processor (built twice: state names are unique per definition), so an item
+is one Lambda invocation, one checkpoint, one fault index and one dead letter whatever the branch. Every item runs
+even when some fail (a failing item records its failure, sends its own dead letter and yields `true`); after the
+Map the job fails once (`ItemsFailed`) if any item failed. The inline branch tallies its results; the distributed
+branch cannot see them, so a small platform function counts the step's committed items in the checkpoint store.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import TYPE_CHECKING
+
+from aws_cdk import Duration
+from aws_cdk import aws_stepfunctions as sfn
+from aws_cdk import aws_stepfunctions_tasks as tasks
+
+from longhaul import limits
+from longhaul.errors import ITEMS_FAILED, JOB_STOPPED
+from longhaul.step_events import TallyEvent, payload
+from state_machines.policy import STOPPED_ERRORS
+
+if TYPE_CHECKING:
+    from state_machines.builder import WorkflowBuilder
+
+# Builds one copy of a step's per-item processor; its argument prefixes every state name of the copy.
+ProcessorFactory = Callable[[str], sfn.IChainable]
+
+RESULTS_PREFIX = "map-results"  # the ResultWriter's prefix in the artifacts bucket (ephemeral, like work/)
+
+
+def item_map(
+    b: WorkflowBuilder,
+    name: str,
+    make_processor: ProcessorFactory,
+    *,
+    max_concurrency: int | None = None,
+    skip_empty: bool = False,
+) -> sfn.Chain:
+    """The fan-out of step `name` over its `over` ItemList: count → inline or distributed Map → verdict.
+
+    `skip_empty` (container steps): an empty list skips the step instead of running an empty Map.
+    """
+    over = f"$.steps.{b.spec.step(name).over}"
+    concurrency = max_concurrency or b.policy.map_max_concurrency
+    # Counted into its own field first: moto's interpreter logs a test of a missing path as a failed state.
+    count = sfn.Pass(
+        b, f"{name}: count items", parameters={"items.$": f"{over}.count"}, result_path=f"$.fanout_count.{name}"
+    )
+    counted = f"$.fanout_count.{name}.items"
+    done = sfn.Pass(b, f"{name}: all items done", result_path=sfn.JsonPath.DISCARD)
+    items_failed = b._failure_path(
+        f"{name} items", job_path="$.job_id", end=b._job_failed, step=name, error=ITEMS_FAILED, dead_letter=False
+    )
+
+    inline = _inline(b, name, make_processor, over, concurrency)
+    inline_verdict = (
+        sfn.Choice(b, f"{name}: any item failed?")
+        .when(sfn.Condition.boolean_equals(f"$.fanout_tally.{name}.any_failed", True), items_failed)
+        .otherwise(done)
+    )
+    inline.next(
+        sfn.Pass(
+            b,
+            f"{name}: tally items",
+            parameters={"any_failed.$": f"States.ArrayContains($.fanout.{name}, true)"},
+            result_path=f"$.fanout_tally.{name}",
+        )
+    ).next(inline_verdict)
+
+    distributed = _distributed(b, name, make_processor, over, concurrency)
+    distributed_verdict = (
+        sfn.Choice(b, f"{name}: any batched item failed?")
+        .when(sfn.Condition.boolean_equals(f"$.fanout_tally.{name}.any_failed", True), items_failed)
+        .otherwise(done)
+    )
+    distributed.next(_tally_task(b, name)).next(distributed_verdict)
+
+    choice = sfn.Choice(b, f"{name}: inline or distributed?")
+    if skip_empty:
+        skipped = sfn.Pass(b, f"{name}: nothing to do", result_path=sfn.JsonPath.DISCARD)
+        choice.when(sfn.Condition.number_equals(counted, 0), skipped)
+        skipped.next(done)
+    choice.when(sfn.Condition.number_greater_than(counted, limits.INLINE_MAP_MAX_ITEMS), distributed)
+    choice.otherwise(inline)
+    count.next(choice)
+    return sfn.Chain.custom(count, [done], done)
+
+
+def _catch_stops_and_failures(b: WorkflowBuilder, name: str, map_state: sfn.Map, prefix: str) -> None:
+    map_state.add_catch(b._job_stopped, errors=[JOB_STOPPED])
+    map_state.add_catch(
+        b._failure_path(prefix, job_path="$.job_id", end=b._job_failed, step=name), result_path="$.failure"
+    )
+
+
+def _inline(b: WorkflowBuilder, name: str, make_processor: ProcessorFactory, over: str, concurrency: int) -> sfn.Map:
+    fan_out = sfn.Map(
+        b,
+        name,
+        items_path=f"{over}.items",
+        item_selector={
+            "item.$": "$$.Map.Item.Value.index",
+            "ref.$": "$$.Map.Item.Value.ref",
+            "input.$": "$",
+        },
+        max_concurrency=concurrency,
+        result_path=f"$.fanout.{name}",
+        comment=f"Fan-out of {name} over {over}.items (inline: at most {limits.INLINE_MAP_MAX_ITEMS} items)",
+    )
+    fan_out.item_processor(make_processor(name))
+    _catch_stops_and_failures(b, name, fan_out, f"{name} map")
+    return fan_out
+
+
+def _distributed(
+    b: WorkflowBuilder, name: str, make_processor: ProcessorFactory, over: str, concurrency: int
+) -> sfn.DistributedMap:
+    """One child execution per batch of the manifest; the child runs its batch's items as an inline Map and yields
+    whether any of them failed."""
+    prefix = f"{name} batch"
+    batch = sfn.Map(
+        b,
+        f"{prefix} items",
+        items_path="$.batch.items",
+        item_selector={
+            "item.$": "$$.Map.Item.Value.index",
+            "ref.$": "$$.Map.Item.Value.ref",
+            "input.$": "$.input",
+        },
+        max_concurrency=concurrency,
+        result_path="$.results",
+    )
+    batch.item_processor(make_processor(prefix))
+    batch_result = sfn.Pass(
+        b, f"{prefix}: any item failed", parameters={"any_failed.$": "States.ArrayContains($.results, true)"}
+    )
+    bucket = b.artifacts_bucket
+    if bucket is None:
+        raise ValueError(f"{b.workflow}: {name} may run as a Distributed Map, which needs the artifacts bucket")
+    b.distributed_maps += 1
+    fan_out = sfn.DistributedMap(
+        b,
+        f"{name} (distributed)",
+        item_reader=sfn.S3JsonItemReader(bucket=bucket, key=sfn.JsonPath.string_at(f"{over}.manifest_key")),
+        item_selector={"batch.$": "$$.Map.Item.Value", "input.$": "$"},
+        result_writer=sfn.ResultWriter(bucket=bucket, prefix=f"{RESULTS_PREFIX}/{b.workflow}/{name}"),
+        tolerated_failure_percentage=0,
+        map_execution_type=sfn.StateMachineType.STANDARD,
+        max_concurrency=b.policy.distributed_map_max_concurrency,
+        result_path=f"$.fanout.{name}",
+        comment=f"Fan-out of {name} over the manifest of {over} (batches of {limits.MAP_BATCH_ITEMS} items)",
+    )
+    fan_out.item_processor(batch.next(batch_result))
+    fan_out.add_catch(b._job_stopped, errors=[JOB_STOPPED])
+    # A child fails only when its job stopped or its failure path failed; on AWS the Map then fails with
+    # `States.ExceedToleratedFailureThreshold` (none is tolerated), not with the child's error. The tally decides
+    # which (a stopped job: `CancelledError`, the job stops) and the failure is recorded otherwise.
+    tally_after_failure = _tally_task(b, name, state=f"{name}: tally after a failed batch")
+    tally_after_failure.next(b._failure_path(f"{name} distributed", job_path="$.job_id", end=b._job_failed, step=name))
+    fan_out.add_catch(tally_after_failure, result_path="$.failure")
+    return fan_out
+
+
+def _tally_task(b: WorkflowBuilder, name: str, *, state: str | None = None) -> tasks.LambdaInvoke:
+    """The platform function that counts the step's committed items against the list's count (the distributed
+    branch's results stay in S3). It raises `CancelledError` when the job no longer runs: the job stops."""
+    task = tasks.LambdaInvoke(
+        b,
+        state or f"{name}: tally batched items",
+        lambda_function=b.tally_function,
+        payload=sfn.TaskInput.from_object(
+            payload(
+                TallyEvent,
+                step=name,
+                workflow=b.workflow,
+                job_id="$.job_id",
+                count=f"$.steps.{b.spec.step(name).over}.count",
+            )
+        ),
+        payload_response_only=True,
+        retry_on_service_exceptions=False,
+        result_path=f"$.fanout_tally.{name}",
+        task_timeout=sfn.Timeout.duration(Duration.seconds(b.policy.task_timeout())),
+    )
+    b._apply_retries(task)
+    task.add_catch(b._job_stopped, errors=list(STOPPED_ERRORS))
+    return task
