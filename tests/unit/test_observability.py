@@ -28,6 +28,7 @@ def test_no_service_dimension_whatever_the_functions_service_name(monkeypatch, c
     """Each function sets its own POWERTOOLS_SERVICE_NAME; the dashboard queries the emitter's dimensions only."""
     monkeypatch.delenv("POWERTOOLS_METRICS_DISABLED", raising=False)
     monkeypatch.setenv("POWERTOOLS_SERVICE_NAME", "longhaul-draft_answer")
+    metrics.clear_metrics()  # what an earlier test (e.g. the sweep's) left buffered in the shared object
     emit("JobsCompleted", workflow="document-analysis")
     metrics.add_metric(name="StuckJobs", unit="Count", value=2)
     metrics.flush_metrics()
