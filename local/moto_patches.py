@@ -537,16 +537,56 @@ def _transact_write_items(self: Any, transact_items: list[dict[str, Any]]) -> No
     """`DynamoDBBackend.transact_write_items`, its rollback backup limited to the items the transaction addresses."""
     from moto.dynamodb.models import DynamoDBBackend
 
-    backups, streams = _back_up_items(self, transact_items)
-    was_active = getattr(_TRANSACTION, "active", False)
-    _TRANSACTION.active = True
-    try:
-        _original(DynamoDBBackend, "transact_write_items")(self, transact_items)
-    except BaseException:
-        _restore_items(backups, streams)
-        raise
-    finally:
-        _TRANSACTION.active = was_active
+    with DYNAMODB_LOCK:  # a transaction is atomic (see `serialize_dynamodb_operations`)
+        backups, streams = _back_up_items(self, transact_items)
+        was_active = getattr(_TRANSACTION, "active", False)
+        _TRANSACTION.active = True
+        try:
+            _original(DynamoDBBackend, "transact_write_items")(self, transact_items)
+        except BaseException:
+            _restore_items(backups, streams)
+            raise
+        finally:
+            _TRANSACTION.active = was_active
+
+
+# One lock for every DynamoDB operation of the in-memory AWS: see `serialize_dynamodb_operations`.
+DYNAMODB_LOCK = threading.RLock()
+ATOMIC_DYNAMODB_OPERATIONS = ("put_item", "get_item", "update_item", "delete_item", "query", "scan")
+
+
+def _atomic(name: str) -> Callable[..., Any]:
+    def operation(self: Any, *args: Any, **kwargs: Any) -> Any:
+        from moto.dynamodb.models import DynamoDBBackend
+
+        with DYNAMODB_LOCK:
+            return _original(DynamoDBBackend, name)(self, *args, **kwargs)
+
+    operation.__name__ = name
+    return operation
+
+
+def serialize_dynamodb_operations() -> None:
+    """Make each DynamoDB operation atomic, as it is on AWS.
+
+    moto's server answers requests on many threads, and its `update_item` reads the item, applies the expression and
+    writes it back with no lock: two concurrent `ADD`s to one item lose one of them, a condition can pass on a state
+    another thread is changing, and a query can fail with "dictionary changed size during iteration". Once a function
+    serves concurrent invocations (a fan-out's items counting their progress on the job, metering their usage), that
+    is lost work. One re-entrant lock around each item operation, query, scan and transaction (`_transact_write_items`
+    takes it too) gives the serializable single-item writes DynamoDB guarantees.
+    """
+    from moto.dynamodb.models import DynamoDBBackend
+
+    for name in ATOMIC_DYNAMODB_OPERATIONS:
+        _replace(DynamoDBBackend, name, _atomic(name))
+
+
+def unserialize_dynamodb_operations() -> None:
+    from moto.dynamodb.models import DynamoDBBackend
+
+    for name in ATOMIC_DYNAMODB_OPERATIONS:
+        _restore(DynamoDBBackend, name)
 
 
 def backup_only_touched_items() -> None:
@@ -845,6 +885,7 @@ def apply() -> None:
     stop_executions_promptly()
     quiet_interpreter_logs()
     backup_only_touched_items()
+    serialize_dynamodb_operations()
     translate_ecs_task_names()
     token_per_attempt()
     run_container_tasks_locally()
@@ -859,6 +900,7 @@ def revert() -> None:
     record_container_tasks_only()
     share_token_across_attempts()
     untranslate_ecs_task_names()
+    unserialize_dynamodb_operations()
     back_up_whole_tables()
     loud_interpreter_logs()
     unstop_executions()

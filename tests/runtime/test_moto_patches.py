@@ -571,3 +571,50 @@ def test_the_server_resolves_a_host_once_with_the_patch(monkeypatch: pytest.Monk
 
     assert found == ["dynamodb"] * 3 + ["s3"]
     assert len(listed) == 2  # once per host
+
+
+# --- DynamoDB: each operation is atomic ----------------------------------------------------------------------
+
+
+def _counter_table() -> Any:
+    dynamodb = boto3.resource("dynamodb", region_name=REGION)
+    table = dynamodb.create_table(
+        TableName="counters",
+        KeySchema=[{"AttributeName": "pk", "KeyType": "HASH"}],
+        AttributeDefinitions=[{"AttributeName": "pk", "AttributeType": "S"}],
+        BillingMode="PAY_PER_REQUEST",
+    )
+    table.put_item(Item={"pk": "job", "n": 0})
+    return table
+
+
+def test_an_update_reads_and_writes_its_item_without_a_lock_without_the_patch() -> None:
+    import inspect
+
+    from moto.dynamodb.models import DynamoDBBackend
+
+    moto_patches.unserialize_dynamodb_operations()
+    source = inspect.getsource(DynamoDBBackend.update_item)
+    assert "lock" not in source.lower()  # read, apply, write back: concurrent ADDs can lose one another
+
+
+def test_concurrent_adds_to_one_item_all_count_with_the_patch(patched: None) -> None:
+    import threading
+
+    from moto.dynamodb.models import DynamoDBBackend
+
+    assert DynamoDBBackend.update_item.__name__ == "update_item"
+    assert DynamoDBBackend.update_item is not moto_patches._original(DynamoDBBackend, "update_item")
+    table = _counter_table()
+    threads, adds = 8, 40
+
+    def add() -> None:
+        for _ in range(adds):
+            table.update_item(Key={"pk": "job"}, UpdateExpression="ADD n :one", ExpressionAttributeValues={":one": 1})
+
+    workers = [threading.Thread(target=add) for _ in range(threads)]
+    for worker in workers:
+        worker.start()
+    for worker in workers:
+        worker.join()
+    assert table.get_item(Key={"pk": "job"})["Item"]["n"] == threads * adds
