@@ -27,6 +27,7 @@ from aws_cdk import aws_stepfunctions_tasks as tasks
 
 from longhaul import limits
 from longhaul.errors import ITEMS_FAILED, JOB_STOPPED
+from longhaul.schema import MAP_RESULTS_PREFIX
 from longhaul.step_events import TallyEvent, payload
 from state_machines.policy import STOPPED_ERRORS
 
@@ -35,8 +36,6 @@ if TYPE_CHECKING:
 
 # Builds one copy of a step's per-item processor; its argument prefixes every state name of the copy.
 ProcessorFactory = Callable[[str], sfn.IChainable]
-
-RESULTS_PREFIX = "map-results"  # the ResultWriter's prefix in the artifacts bucket (ephemeral, like work/)
 
 
 def item_map(
@@ -154,7 +153,7 @@ def _distributed(
         f"{name} (distributed)",
         item_reader=sfn.S3JsonItemReader(bucket=bucket, key=sfn.JsonPath.string_at(f"{over}.manifest_key")),
         item_selector={"batch.$": "$$.Map.Item.Value", "input.$": "$"},
-        result_writer=sfn.ResultWriter(bucket=bucket, prefix=f"{RESULTS_PREFIX}/{b.workflow}/{name}"),
+        result_writer=sfn.ResultWriter(bucket=bucket, prefix=f"{MAP_RESULTS_PREFIX}{b.workflow}/{name}"),
         tolerated_failure_percentage=0,
         map_execution_type=sfn.StateMachineType.STANDARD,
         max_concurrency=b.policy.distributed_map_max_concurrency,

@@ -193,6 +193,7 @@ def test_a_fan_out_chooses_inline_or_distributed_by_its_item_count(machines):
             assert distributed["ItemReader"]["ReaderConfig"]["InputType"] == "JSON"
             assert distributed["ItemReader"]["Parameters"]["Key.$"] == f"{over}.manifest_key"
             assert distributed["ResultWriter"]["Resource"].endswith(":states:::s3:putObject")
+            assert distributed["ResultWriter"]["Parameters"]["Prefix"].startswith("map-results/")  # it expires
             assert distributed.get("ToleratedFailurePercentage", 0) == 0  # the default: none tolerated
             config = distributed["ItemProcessor"]["ProcessorConfig"]
             assert config == {"Mode": "DISTRIBUTED", "ExecutionType": "STANDARD"}
