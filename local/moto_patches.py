@@ -615,6 +615,37 @@ def back_up_whole_tables() -> None:
     _restore(_dynamodb_models(), "copy")
 
 
+# --- Step Functions: a Map run's executions ----------------------------------------------------------------
+
+
+def _list_executions(self: Any) -> Any:
+    from moto.stepfunctions.exceptions import ResourceNotFound
+    from moto.stepfunctions.responses import StepFunctionResponse
+
+    if self._get_param("mapRunArn") and not self._get_param("stateMachineArn"):
+        raise ResourceNotFound(self._get_param("mapRunArn"))
+    return _original(StepFunctionResponse, "list_executions")(self)
+
+
+def refuse_map_run_listings() -> None:
+    """`ListExecutions(mapRunArn=...)` answers `ResourceNotFound` (a 400) instead of a server error.
+
+    moto's interpreter keeps no child executions of a Distributed Map, and its `list_executions` reads only
+    `stateMachineArn`: with a map run's ARN it concatenates `None` into a message and the server answers 500, which
+    botocore retries and the server prints as a traceback. The cost model asks for a job's map-run children (they
+    are billed on AWS); locally it now hears at once that there are none to list and marks its count estimated.
+    """
+    from moto.stepfunctions.responses import StepFunctionResponse
+
+    _replace(StepFunctionResponse, "list_executions", _list_executions)
+
+
+def list_map_runs_like_upstream() -> None:
+    from moto.stepfunctions.responses import StepFunctionResponse
+
+    _restore(StepFunctionResponse, "list_executions")
+
+
 # --- ECS: RunTask starts the container's worker, StopTask stops it -------------------------------------------
 
 
@@ -886,6 +917,7 @@ def apply() -> None:
     quiet_interpreter_logs()
     backup_only_touched_items()
     serialize_dynamodb_operations()
+    refuse_map_run_listings()
     translate_ecs_task_names()
     token_per_attempt()
     run_container_tasks_locally()
@@ -900,6 +932,7 @@ def revert() -> None:
     record_container_tasks_only()
     share_token_across_attempts()
     untranslate_ecs_task_names()
+    list_map_runs_like_upstream()
     unserialize_dynamodb_operations()
     back_up_whole_tables()
     loud_interpreter_logs()

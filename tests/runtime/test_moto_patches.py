@@ -618,3 +618,21 @@ def test_concurrent_adds_to_one_item_all_count_with_the_patch(patched: None) -> 
     for worker in workers:
         worker.join()
     assert table.get_item(Key={"pk": "job"})["Item"]["n"] == threads * adds
+
+
+# --- Step Functions: a Map run's executions ----------------------------------------------------------------
+
+MAP_RUN = f"arn:aws:states:{REGION}:123456789012:mapRun:machine/run:0f6c1a9e-2d4b-4f7e-9a3c-5b8e7d6f1c2a"
+
+
+def test_listing_a_map_runs_executions_is_a_server_error_without_the_patch(unpatched: None) -> None:
+    sfn = boto3.client("stepfunctions", region_name=REGION)
+    with pytest.raises(TypeError):  # the server answers 500 (and prints the traceback)
+        sfn.list_executions(mapRunArn=MAP_RUN)
+
+
+def test_listing_a_map_runs_executions_is_resource_not_found_with_the_patch(patched: None) -> None:
+    sfn = boto3.client("stepfunctions", region_name=REGION)
+    with pytest.raises(ClientError) as raised:
+        sfn.list_executions(mapRunArn=MAP_RUN)
+    assert raised.value.response["Error"]["Code"] == "ResourceNotFound"
