@@ -786,6 +786,28 @@ def _asl_parser_class() -> type:
     return AmazonStateLanguageParser
 
 
+def evaluation_components(root: Any) -> Iterator[Any]:
+    """Every evaluation component (`EvalComponent`) reachable from `root`, a parsed program or part of one, once."""
+    from moto.stepfunctions.parser.asl.component.component import Component
+    from moto.stepfunctions.parser.asl.component.eval_component import EvalComponent
+
+    seen: set[int] = set()
+    pending: list[Any] = [root]
+    while pending:
+        value = pending.pop()
+        if id(value) in seen:
+            continue
+        seen.add(id(value))
+        if isinstance(value, EvalComponent):
+            yield value
+        if isinstance(value, Component):
+            pending.extend(vars(value).values())
+        elif isinstance(value, list | tuple | set | frozenset):
+            pending.extend(value)
+        elif isinstance(value, dict):
+            pending.extend(value.values())
+
+
 def _fix_heap_keys(component: Any) -> None:
     """Give every evaluation component of `component` its `heap_key` now, before threads share it.
 
@@ -794,24 +816,8 @@ def _fix_heap_keys(component: Any) -> None:
     `env.heap` under the other's key. Drawn once here, every execution reads the same key (the counters
     themselves live in each execution's own `env.heap`).
     """
-    from moto.stepfunctions.parser.asl.component.component import Component
-    from moto.stepfunctions.parser.asl.component.eval_component import EvalComponent
-
-    seen: set[int] = set()
-    pending: list[Any] = [component]
-    while pending:
-        value = pending.pop()
-        if id(value) in seen:
-            continue
-        seen.add(id(value))
-        if isinstance(value, EvalComponent):
-            _ = value.heap_key
-        if isinstance(value, Component):
-            pending.extend(vars(value).values())
-        elif isinstance(value, list | tuple | set | frozenset):
-            pending.extend(value)
-        elif isinstance(value, dict):
-            pending.extend(value.values())
+    for evaluated in evaluation_components(component):
+        _ = evaluated.heap_key
 
 
 def _cached_parse(definition: str) -> tuple[Any, Any]:

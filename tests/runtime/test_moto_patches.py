@@ -450,24 +450,10 @@ def _retry_definition() -> str:
 
 
 def _heap_keys_drawn(program: Any) -> list[bool]:
-    from moto.stepfunctions.parser.asl.component.component import Component
-    from moto.stepfunctions.parser.asl.component.eval_component import EvalComponent
-
-    found: list[bool] = []
-    seen: set[int] = set()
-    pending: list[Any] = [program]
-    while pending:
-        value = pending.pop()
-        if id(value) in seen:
-            continue
-        seen.add(id(value))
-        if isinstance(value, EvalComponent):
-            found.append(value.__dict__.get("_EvalComponent__heap_key") is not None)
-        if isinstance(value, Component):
-            pending.extend(vars(value).values())
-        elif isinstance(value, list | tuple):
-            pending.extend(value)
-    return found
+    return [
+        component.__dict__.get("_EvalComponent__heap_key") is not None
+        for component in moto_patches.evaluation_components(program)
+    ]
 
 
 @pytest.mark.usefixtures("unpatched")
