@@ -137,6 +137,8 @@ def _run_step(
         output = dict(checkpoint.output or {})
         if item is None and step == spec.last_step:  # committed, but the job may not have completed (crash between)
             _guarded(lambda: _complete(services, spec, job_id, step, output), step=step, item=item)
+        elif item is not None:  # committed, but its attempt may have ended before counting it (idempotent)
+            _guarded(lambda: _item_progress(services, spec, event, item), step=step, item=item)
         return output
 
     def begin() -> None:

@@ -19,7 +19,8 @@ from longhaul.runner import StepContext, run_step
 from longhaul.storage.checkpoints import CheckpointStore
 from longhaul.storage.jobs import JobStore
 from longhaul.wiring import Services
-from longhaul.workflows import REGISTRY
+from longhaul.workflows import REGISTRY, WorkflowSpec
+from longhaul.workflows.spec import fan_out, step
 from tests.unit.step_support import (
     JOB_ID,
     SPEC,
@@ -399,3 +400,36 @@ def test_an_aws_error_while_completing_is_a_typed_transient_error(
 
     with pytest.raises(TransientError):
         run_step(step_event("b"), services, work=FakeWork({"result_key": "results/x"}), spec=SPEC)
+
+
+@pytest.mark.usefixtures("job")
+def test_an_item_committed_before_its_attempt_ended_is_counted_by_the_retried_delivery(
+    store: JobStore, checkpoints: CheckpointStore, services: Services, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Given a fan-out over three items, whose item 1 commits but whose attempt ends before it is counted
+    spec = WorkflowSpec(
+        name=WORKFLOW,
+        description="a fan-out",
+        input_model=SPEC.input_model,
+        result_model=SPEC.result_model,
+        steps=(step("list"), fan_out("each", over="list.parts", item_unit="part"), step("end")),
+        domain="tests.unit.test_runner",
+    )
+    steps = {"list": {"parts": ["p0", "p1", "p2"]}}
+
+    def item(n: int, attempt: int = 0) -> dict[str, Any]:
+        return {**step_event("each", attempt, steps=steps), "item": n}
+
+    run_step(item(0), services, work=FakeWork({"part": 0}), spec=spec)
+    real = checkpoints.count_item
+    monkeypatch.setattr(checkpoints, "count_item", lambda *a: (_ for _ in ()).throw(TransientError("lost")))
+    with pytest.raises(TransientError):
+        run_step(item(1), services, work=FakeWork({"part": 1}), spec=spec)
+    monkeypatch.setattr(checkpoints, "count_item", real)
+    assert current(store).progress.message == "each: 1 of 3 parts"
+
+    # When Step Functions retries that item: its checkpoint is reused, and it is counted
+    work = FakeWork({"part": 1})
+    assert run_step(item(1, attempt=1), services, work=work, spec=spec) == {"part": 1}
+    assert work.calls == []
+    assert current(store).progress.message == "each: 2 of 3 parts"
