@@ -606,6 +606,44 @@ def test_concurrent_adds_to_one_item_all_count_with_the_patch(patched: None) -> 
     assert table.get_item(Key={"pk": "job"})["Item"]["n"] == threads * adds
 
 
+def test_every_update_parses_its_expression_again_without_the_patch(unpatched: None) -> None:
+    from moto.dynamodb.parsing.expressions import UpdateExpressionParser
+
+    assert UpdateExpressionParser.make("SET a = :a ADD n :one") is not UpdateExpressionParser.make(
+        "SET a = :a ADD n :one"
+    )
+
+
+def test_an_update_expression_is_parsed_once_and_applies_to_each_item_with_the_patch(patched: None) -> None:
+    from moto.dynamodb.parsing.expressions import UpdateExpressionParser
+
+    expression = "SET #s = :s, tags = list_append(if_not_exists(tags, :empty), :tag) ADD n :one"
+    assert UpdateExpressionParser.make(expression) is UpdateExpressionParser.make(expression)
+    table = _counter_table()
+    for pk, status in (("job", "running"), ("other", "queued"), ("job", "done")):
+        table.update_item(
+            Key={"pk": pk},
+            UpdateExpression=expression,
+            ExpressionAttributeNames={"#s": "status"},
+            ExpressionAttributeValues={":s": status, ":one": 1, ":tag": [status], ":empty": []},
+        )
+    assert table.get_item(Key={"pk": "job"})["Item"] == {
+        "pk": "job",
+        "n": 2,
+        "status": "done",
+        "tags": ["running", "done"],
+    }
+    assert table.get_item(Key={"pk": "other"})["Item"] == {
+        "pk": "other",
+        "n": 1,
+        "status": "queued",
+        "tags": ["queued"],
+    }
+    with pytest.raises(ClientError) as raised:  # a text that does not parse is refused every time
+        table.update_item(Key={"pk": "job"}, UpdateExpression="SET = :s", ExpressionAttributeValues={":s": 1})
+    assert raised.value.response["Error"]["Code"] == "ValidationException"
+
+
 # --- Step Functions: a Map run's executions ----------------------------------------------------------------
 
 MAP_RUN = f"arn:aws:states:{REGION}:123456789012:mapRun:machine/run:0f6c1a9e-2d4b-4f7e-9a3c-5b8e7d6f1c2a"
@@ -622,3 +660,102 @@ def test_listing_a_map_runs_executions_is_resource_not_found_with_the_patch(patc
     with pytest.raises(ClientError) as raised:
         sfn.list_executions(mapRunArn=MAP_RUN)
     assert raised.value.response["Error"]["Code"] == "ResourceNotFound"
+
+
+# --- Step Functions: JSONPaths parsed once, one client per service -------------------------------------------
+
+
+def test_every_evaluation_parses_its_json_path_again_without_the_patch(unpatched: None) -> None:
+    from moto.stepfunctions.parser.asl.component.common.path import result_path
+    from moto.stepfunctions.parser.asl.utils import json_path
+
+    assert json_path.parse("$.steps.parse") is not json_path.parse("$.steps.parse")
+    assert result_path.parse("$.steps.parse") is not result_path.parse("$.steps.parse")
+
+
+def test_a_json_path_is_parsed_once_and_still_reads_and_writes_with_the_patch(patched: None) -> None:
+    from moto.stepfunctions.parser.asl.component.common.path import result_path
+    from moto.stepfunctions.parser.asl.utils import json_path
+
+    assert json_path.parse("$.steps.parse") is json_path.parse("$.steps.parse")
+    assert result_path.parse("$.steps") is result_path.parse("$.steps")
+    assert json_path.extract_json("$.steps.parse", {"steps": {"parse": {"key": "a"}}}) == {"key": "a"}
+    assert json_path.extract_json("$.steps.parse", {"steps": {"parse": {"key": "b"}}}) == {"key": "b"}
+    first, second = {"job": 1}, {"job": 2}
+    result_path.parse("$.steps").update_or_create(first, {"x": 1})
+    result_path.parse("$.steps").update_or_create(second, {"x": 2})
+    assert first == {"job": 1, "steps": {"x": 1}} and second == {"job": 2, "steps": {"x": 2}}
+
+
+def test_every_task_builds_a_new_client_without_the_patch(unpatched: None) -> None:
+    from moto.stepfunctions.parser.asl.component.state.exec.state_task import lambda_eval_utils
+
+    assert lambda_eval_utils.boto_client_for(REGION, "lambda") is not lambda_eval_utils.boto_client_for(
+        REGION, "lambda"
+    )
+
+
+def test_tasks_share_one_client_per_service_with_the_patch(patched: None) -> None:
+    from moto.stepfunctions.parser.asl.component.state.exec.state_task import lambda_eval_utils
+    from moto.stepfunctions.parser.asl.component.state.exec.state_task.service import state_task_service_aws_sdk
+
+    client = lambda_eval_utils.boto_client_for(REGION, "lambda")
+    assert lambda_eval_utils.boto_client_for(REGION, "lambda") is client
+    assert state_task_service_aws_sdk.boto_client_for(REGION, "lambda") is client
+    assert state_task_service_aws_sdk.boto_client_for(REGION, "s3") is not client
+    assert client.meta.config.retries["total_max_attempts"] == 1  # as upstream's: the interpreter retries, not boto
+
+
+# --- SQS: a receive reads each queue's retention once per message, not all its attributes ------------------
+
+
+def _queue_of(messages: int, retention_seconds: int = 345600) -> tuple[Any, str]:
+    sqs = boto3.client("sqs", region_name=REGION)
+    url = sqs.create_queue(QueueName="intake", Attributes={"MessageRetentionPeriod": str(retention_seconds)})[
+        "QueueUrl"
+    ]
+    for n in range(messages):
+        sqs.send_message(QueueUrl=url, MessageBody=str(n))
+    return sqs, url
+
+
+def _attribute_reads_during(monkeypatch: pytest.MonkeyPatch, receive: Any) -> int:
+    from moto.sqs.models import SQSBackend
+
+    reads = 0
+    original = SQSBackend.get_queue_attributes
+
+    def counted(self: Any, *args: Any, **kwargs: Any) -> Any:
+        nonlocal reads
+        reads += 1
+        return original(self, *args, **kwargs)
+
+    monkeypatch.setattr(SQSBackend, "get_queue_attributes", counted)
+    receive()
+    return reads
+
+
+def test_a_receive_computes_all_queue_attributes_per_message_without_the_patch(
+    unpatched: None, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    sqs, url = _queue_of(30)
+    reads = _attribute_reads_during(monkeypatch, lambda: sqs.receive_message(QueueUrl=url, MaxNumberOfMessages=10))
+    assert reads >= 10  # each walks every message of the queue three times: quadratic in the backlog
+
+
+def test_a_receive_checks_retention_without_reading_attributes_with_the_patch(
+    patched: None, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from moto.sqs.models import sqs_backends
+
+    sqs, url = _queue_of(30, retention_seconds=60)
+    got: list[Any] = []
+    reads = _attribute_reads_during(
+        monkeypatch, lambda: got.extend(sqs.receive_message(QueueUrl=url, MaxNumberOfMessages=10)["Messages"])
+    )
+    assert reads == 0 and len(got) == 10
+    # a message older than the queue's retention period is still not delivered
+    queue = sqs_backends["123456789012"][REGION].get_queue("intake")
+    for message in queue._messages:
+        message.sent_timestamp -= 120_000
+    assert sqs.receive_message(QueueUrl=url, MaxNumberOfMessages=10).get("Messages", []) == []
