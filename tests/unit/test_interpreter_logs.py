@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import logging
+import time
 from collections.abc import Iterator
 from typing import Any
 
@@ -106,3 +107,35 @@ def test_a_real_failure_logs_one_short_error_line_with_the_patch(caplog: pytest.
     assert record.levelno == logging.ERROR
     assert "'Job failed'" in message and "Broken: the index is corrupt" in message
     assert "\n" not in message and len(message) < 300
+
+
+def _waiting_fan_out() -> dict[str, Any]:
+    """A fan-out whose items wait (a model call, an OCR task): stopped while they do, as a cancelled job is."""
+    item = {"StartAt": "work", "States": {"work": {"Type": "Wait", "Seconds": 30, "End": True}}}
+    fan_out = {
+        "Type": "Map",
+        "ItemsPath": "$.items",
+        "ItemProcessor": {"ProcessorConfig": {"Mode": "INLINE"}, **item},
+        "End": True,
+    }
+    return {"StartAt": "fan out", "States": {"fan out": fan_out}}
+
+
+@pytest.mark.usefixtures("patched")
+def test_stopping_an_execution_during_a_fan_out_logs_nothing_at_warning_or_above_with_the_patch(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    caplog.set_level(logging.INFO)
+    sfn = boto3.client("stepfunctions", region_name=REGION)
+    machine = sfn.create_state_machine(name="stop", definition=json.dumps(_waiting_fan_out()), roleArn=ROLE)
+    arn = sfn.start_execution(stateMachineArn=machine["stateMachineArn"], input='{"items": [1, 2, 3]}')["executionArn"]
+
+    def waiting() -> bool | None:
+        events = sfn.get_execution_history(executionArn=arn)["events"]
+        return sum(e["type"] == "WaitStateEntered" for e in events) == 3 or None
+
+    wait_until(waiting, timeout=30, what="the items to wait")
+    sfn.stop_execution(executionArn=arn, error="JobStopped", cause="cancelled")
+    wait_until(lambda: sfn.describe_execution(executionArn=arn)["status"] == "ABORTED" or None, timeout=30)
+    time.sleep(1.0)  # the aborted items unwind in their own threads
+    assert not _loud(caplog), [r.getMessage()[:200] for r in _loud(caplog)]
