@@ -1029,9 +1029,10 @@ UPDATE_EXPRESSION_CACHE_SIZE = 1024
 
 
 def _update_expression_parser_class() -> type:
-    from moto.dynamodb.parsing.expressions import UpdateExpressionParser
+    from moto.dynamodb.parsing import expressions
 
-    return UpdateExpressionParser
+    parser: type = getattr(expressions, "UpdateExpressionParser")  # noqa: B009 (not visible to mypy in moto)
+    return parser
 
 
 @functools.lru_cache(maxsize=UPDATE_EXPRESSION_CACHE_SIZE)
