@@ -639,9 +639,12 @@ def test_an_update_expression_is_parsed_once_and_applies_to_each_item_with_the_p
         "status": "queued",
         "tags": ["queued"],
     }
-    with pytest.raises(ClientError) as raised:  # a text that does not parse is refused every time
-        table.update_item(Key={"pk": "job"}, UpdateExpression="SET = :s", ExpressionAttributeValues={":s": 1})
-    assert raised.value.response["Error"]["Code"] == "ValidationException"
+    for invalid in ("SET = :s", "SET a = :s SET b = :s"):  # unparsable, two SET clauses: refused every time
+        for _ in range(2):
+            with pytest.raises(ClientError) as raised:
+                table.update_item(Key={"pk": "job"}, UpdateExpression=invalid, ExpressionAttributeValues={":s": 1})
+            assert raised.value.response["Error"]["Code"] == "ValidationException"
+    assert table.get_item(Key={"pk": "job"})["Item"]["status"] == "done"
 
 
 # --- Step Functions: a Map run's executions ----------------------------------------------------------------
