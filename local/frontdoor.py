@@ -1,8 +1,9 @@
 """The local front door: serves the deployed REST API's routes over HTTP, as API Gateway would.
 
 moto stores the REST API (resources, methods, Lambda-proxy integrations) but does not execute it. The routes
-are read back from moto; each request becomes a REST proxy event, the integrated function is invoked through
-moto's Lambda API (so the in-process runtime and its middlewares apply) and the proxy result is mapped back.
+are read back from moto; each request becomes a REST proxy event, the integrated function is invoked as API Gateway
+does (the platform passes the in-process runtime's `invoke_integration`: its middlewares, timeout and concurrency
+apply; by default moto's Lambda API) and the proxy result is mapped back.
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ import re
 import threading
 import time
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -199,8 +201,19 @@ def proxy_response(payload: dict[str, Any], request_id: str) -> Response:
 class FrontDoor:
     """A threaded werkzeug server that routes requests to the REST API's Lambda integrations."""
 
-    def __init__(self, apigateway: Any, lambda_client: Any, rest_api_id: str, stage: str) -> None:
+    def __init__(
+        self,
+        apigateway: Any,
+        lambda_client: Any,
+        rest_api_id: str,
+        stage: str,
+        *,
+        integration: Callable[[str, dict[str, Any]], tuple[bytes, bool]] | None = None,
+    ) -> None:
+        """`integration(function_arn, event) -> (payload, errored)` invokes a route's function; by default moto's
+        Lambda `Invoke` through `lambda_client`."""
         self.lambda_client = lambda_client
+        self.integration = integration or self._invoke_through_api
         self.rest_api_id = rest_api_id
         self.stage = stage
         self.routes = load_routes(apigateway, rest_api_id)
@@ -259,17 +272,17 @@ class FrontDoor:
 
     def _invoke(self, route: Route, event: dict[str, Any]) -> Response:
         request_id = event["requestContext"]["requestId"]
-        result = self.lambda_client.invoke(FunctionName=route.function_arn, Payload=json.dumps(event).encode())
-        raw = result["Payload"].read()
+        method, path = event["httpMethod"], event["path"]
+        raw, errored = self.integration(route.function_arn, event)
         try:
             payload = json.loads(raw)
         except ValueError:
             payload = None
-        if result.get("FunctionError") or not isinstance(payload, dict) or "statusCode" not in payload:
+        if errored or not isinstance(payload, dict) or "statusCode" not in payload:
             LOG.error(
                 "%s %s: malformed Lambda proxy response or error: %s",
-                event["httpMethod"],
-                event["path"],
+                method,
+                path,
                 raw[:2000],
             )
             return problem(
@@ -280,6 +293,10 @@ class FrontDoor:
                 {"x-amzn-RequestId": request_id},
             )
         return proxy_response(payload, request_id)
+
+    def _invoke_through_api(self, function_arn: str, event: dict[str, Any]) -> tuple[bytes, bool]:
+        result = self.lambda_client.invoke(FunctionName=function_arn, Payload=json.dumps(event).encode())
+        return result["Payload"].read(), bool(result.get("FunctionError"))
 
     def start(self, host: str, port: int) -> int:
         """Serve in a daemon thread; returns the bound port (`port=0` picks a free one)."""

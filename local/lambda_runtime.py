@@ -354,6 +354,16 @@ def run(fn: FunctionSpec, event: Any, invocation_type: str = "RequestResponse") 
     return json.dumps(result, default=str).encode(), False
 
 
+def invoke_integration(function_arn: str, event: Any) -> tuple[bytes, bool]:
+    """Invoke a deployed function synchronously as an AWS service's integration does (API Gateway's Lambda proxy):
+    the same runtime, middlewares, timeout and concurrency as `Invoke`, without a round trip through moto's Lambda API
+    (a serialized event, an HTTP request to the server and its dispatch). Returns (JSON payload, errored)."""
+    from moto.awslambda.utils import get_backend
+
+    _, _, _, region, account, _ = function_arn.split(":", 5)
+    return run(get_backend(account, region).get_function(function_arn), event)
+
+
 def _ms(started: float) -> float:
     return (time.monotonic() - started) * 1000
 

@@ -232,6 +232,7 @@ class LocalPlatform:
             self.client("lambda", read_timeout=900),
             target.rest_api_id,
             target.stage_name,
+            integration=lambda_runtime.invoke_integration,
         )
         port = door.start(HOST, api_port)
         self._servers.front_door = door
