@@ -6,9 +6,10 @@ import json
 from collections.abc import Mapping
 from typing import Any
 
-from aws_cdk import Aws, CfnOutput, RemovalPolicy, Stack, Tags
+from aws_cdk import ArnFormat, Aws, CfnOutput, RemovalPolicy, Stack, Tags
 from aws_cdk import aws_iam as iam
 from aws_cdk import aws_secretsmanager as sm
+from aws_cdk.aws_stepfunctions import StateMachine
 from constructs import Construct
 
 from longhaul.admin import TABLE_OUTPUT
@@ -172,6 +173,7 @@ class LonghaulStack(Stack):
                 "states:RedriveExecution",
                 "states:GetExecutionHistory",  # a finished job's cost counts its state transitions
             )
+            grant_map_run_history(api.function, machine)
             machine.grant_execution(operations.sweeper, "states:DescribeExecution", "states:StopExecution")
             acknowledge_executions(self, machine)
         for name, builder in workflows.builders.items():  # a container task answers its own token, nothing else
@@ -241,3 +243,25 @@ class LonghaulStack(Stack):
             f"IAM5[Resource::arn:<AWS::Partition>:bedrock:*::foundation-model/{base_model}]",
             "Cross-region inference profiles invoke the configured model in whichever region they route to.",
         )
+
+
+def grant_map_run_history(grantee: iam.IGrantable, machine: StateMachine) -> None:
+    """ListExecutions of the machine's Map runs (`mapRun:<machine>/<label>:<id>`) and GetExecutionHistory of their
+    child executions (`execution:<machine>/<label>:<id>`): a finished job's cost counts the state transitions of its
+    Distributed Maps' children too (without them its count is a lower bound, marked `estimated`)."""
+    stack = Stack.of(machine)
+
+    def arn(resource: str) -> str:
+        return stack.format_arn(
+            service="states",
+            resource=resource,
+            resource_name=f"{machine.state_machine_name}/*",
+            arn_format=ArnFormat.COLON_RESOURCE_NAME,
+        )
+
+    grantee.grant_principal.add_to_principal_policy(
+        iam.PolicyStatement(actions=["states:ListExecutions"], resources=[arn("mapRun")])
+    )
+    grantee.grant_principal.add_to_principal_policy(
+        iam.PolicyStatement(actions=["states:GetExecutionHistory"], resources=[arn("execution")])
+    )

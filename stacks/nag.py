@@ -58,15 +58,30 @@ def acknowledge_data_access(scope: Construct, *, table: IConstruct, bucket: ICon
     )
 
 
-def acknowledge_executions(scope: Construct, machine: IConstruct) -> None:
-    """`grant_execution` scopes to this state machine's executions (`execution:<name>:*`)."""
+def _machine_name(machine: IConstruct) -> str:
+    """How cdk-nag writes a state machine's name (`state_machine_name`: a part of its ARN) in a finding id."""
     cfn = machine.node.default_child
     assert isinstance(cfn, CfnElement)
     stack = Stack.of(machine)
     logical_id = stack.resolve(stack.get_logical_id(cfn))
-    name = f'{{"Fn::Select":[6,{{"Fn::Split":[":",{{"Ref":"{logical_id}"}}]}}]}}'
+    return f'{{"Fn::Select":[6,{{"Fn::Split":[":",{{"Ref":"{logical_id}"}}]}}]}}'
+
+
+def acknowledge_executions(scope: Construct, machine: IConstruct) -> None:
+    """`grant_execution` scopes to this state machine's executions (`execution:<name>:*`); the map-run reads
+    (`longhaul_stack.grant_map_run_history`) to its Distributed Maps' runs and their child executions."""
+    name = _machine_name(machine)
+    arn = "arn:<AWS::Partition>:states:<AWS::Region>:<AWS::AccountId>"
     acknowledge(
         scope,
-        f"IAM5[Resource::arn:<AWS::Partition>:states:<AWS::Region>:<AWS::AccountId>:execution:{name}:*]",
+        f"IAM5[Resource::{arn}:execution:{name}:*]",
         "Stopping or redriving any execution of this one state machine (cancellation, deadlines, operator redrive).",
     )
+    by_name = f"<{logical_id(machine)}.Name>"  # `state_machine_name`, as the map-run grants use it
+    for resource in (f"{arn}:mapRun:{by_name}/*", f"{arn}:execution:{by_name}/*"):
+        acknowledge(
+            scope,
+            f"IAM5[Resource::{resource}]",
+            "Listing the child executions of this state machine's Distributed Map runs and reading their histories: "
+            "a finished job's cost counts the transitions of its whole run.",
+        )

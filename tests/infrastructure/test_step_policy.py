@@ -205,9 +205,9 @@ def test_a_fan_out_chooses_inline_or_distributed_by_its_item_count(machines):
 def test_a_distributed_map_may_start_and_stop_only_its_own_children_and_read_the_artifacts(template):
     policies = resources(template, "AWS::IAM::Policy")
     machines = resources(template, "AWS::StepFunctions::StateMachine")
-    for logical_id, machine in machines.items():
-        if not machine["Properties"].get("Comment", "").startswith("Longhaul workflow "):
-            continue
+    workflows = {i: m for i, m in machines.items() if definition(m)["Comment"].startswith("Longhaul workflow ")}
+    assert len(workflows) == len(REGISTRY)
+    for logical_id, machine in workflows.items():
         role = machine["Properties"]["RoleArn"]["Fn::GetAtt"][0]
         statements = [
             s
@@ -221,3 +221,22 @@ def test_a_distributed_map_may_start_and_stop_only_its_own_children_and_read_the
         assert children and all(logical_id in json.dumps(s["Resource"]) for s in children)
         reads = [s for s in statements if "s3:GetObject" in json.dumps(s["Action"])]
         assert reads and all("StorageArtifacts" in json.dumps(s["Resource"]) for s in reads)
+
+
+def test_the_api_may_read_the_map_runs_and_child_histories_of_each_workflow_for_a_jobs_cost(template):
+    functions = resources(template, "AWS::Lambda::Function")
+    (api,) = [f for f in functions.values() if f["Properties"]["Handler"] == "handlers.api.handler"]
+    role = api["Properties"]["Role"]["Fn::GetAtt"][0]
+    statements = [
+        s
+        for p in resources(template, "AWS::IAM::Policy").values()
+        if {"Ref": role} in p["Properties"]["Roles"]
+        for s in p["Properties"]["PolicyDocument"]["Statement"]
+    ]
+    machines = resources(template, "AWS::StepFunctions::StateMachine")
+    workflows = [i for i, m in machines.items() if definition(m)["Comment"].startswith("Longhaul workflow ")]
+    assert len(workflows) == len(REGISTRY)
+    for action, resource in (("states:ListExecutions", ":mapRun:"), ("states:GetExecutionHistory", ":execution:")):
+        granted = [json.dumps(s["Resource"]) for s in statements if s["Action"] == action]
+        for logical_id in workflows:  # this machine's runs and children only: `<kind>:<machine name>/*`
+            assert any(resource in g and logical_id in g and g.endswith('/*"]]}') for g in granted), (action, granted)
