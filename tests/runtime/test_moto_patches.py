@@ -6,8 +6,11 @@ Tiny hand-written CloudFormation templates, moto in decorator mode: no CDK, no s
 
 from __future__ import annotations
 
+import hashlib
+import inspect
 import io
 import json
+import textwrap
 import zipfile
 from collections.abc import Iterator
 from typing import Any
@@ -690,6 +693,17 @@ def test_a_json_path_is_parsed_once_and_still_reads_and_writes_with_the_patch(pa
     assert first == {"job": 1, "steps": {"x": 1}} and second == {"job": 2, "steps": {"x": 2}}
 
 
+def _digest(fn: Any) -> str:
+    return hashlib.sha256(textwrap.dedent(inspect.getsource(fn)).encode()).hexdigest()[:16]
+
+
+def test_upstream_boto_client_for_is_the_one_the_shared_client_reproduces() -> None:
+    from moto.stepfunctions.parser.asl.utils import boto_client
+
+    # `_shared_boto_client` builds the client as this function does (credentials, endpoint, timeouts, no retries)
+    assert _digest(boto_client.boto_client_for) == "1f44dc2ac8aa2179", "boto_client_for changed upstream: re-check"
+
+
 def test_every_task_builds_a_new_client_without_the_patch(unpatched: None) -> None:
     from moto.stepfunctions.parser.asl.component.state.exec.state_task import lambda_eval_utils
 
@@ -736,6 +750,13 @@ def _attribute_reads_during(monkeypatch: pytest.MonkeyPatch, receive: Any) -> in
     monkeypatch.setattr(SQSBackend, "get_queue_attributes", counted)
     receive()
     return reads
+
+
+def test_upstream_retention_check_is_the_one_the_patch_reproduces() -> None:
+    from moto.sqs.models import SQSBackend
+
+    upstream = moto_patches._original(SQSBackend, "is_message_valid_based_on_retention_period")
+    assert _digest(upstream) == "9c430561cf6d7cb4", "the retention check changed upstream: re-check the patch"
 
 
 def test_a_receive_computes_all_queue_attributes_per_message_without_the_patch(
