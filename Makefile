@@ -52,6 +52,7 @@ openapi: $(BIN)/.installed ## regenerate docs/openapi.json from the models
 bench: $(BIN)/.installed ## print submit-to-completed time, accepted submissions/s, a 1,000-document job, cost per job at 10/100/1,000 documents, handlers' cold-import times, OCR pages per second
 	$(BIN)/python bench/end_to_end.py
 	$(BIN)/python bench/submissions.py
+	$(BIN)/python bench/submissions.py --hold
 	$(BIN)/python bench/large_job.py
 	$(BIN)/python bench/cost.py
 	$(BIN)/python bench/cold_start.py

@@ -1,13 +1,18 @@
 """Benchmark: accepted submissions per second (`POST /v1/jobs` → 202) at 1, 8 and 50 concurrent clients, locally.
 
-    make bench            # or: .venv/bin/python bench/submissions.py --requests 40,120,200
+    make bench            # or: .venv/bin/python bench/submissions.py --requests 40,120,200 [--hold]
 
 The platform runs as `python -m local` in a subprocess (the real HTTP front door on 127.0.0.1, in-memory AWS);
 the clients are threads of this process, each with its own keep-alive HTTP session, each submitting small
-document-analysis jobs (one inline text document) as fast as it gets answers. Every accepted job also starts its
-execution, whose steps run in the platform process at the same time as the submissions: the figures are what a
-user sees while the platform works, not an idle API. After each phase the bench waits for that phase's jobs to
-finish (so the next phase starts on a quiet platform) and prints how long they took.
+document-analysis jobs (one inline text document) as fast as it gets answers. By default every accepted job also
+starts its execution (up to the tenant policy's default jobs in flight), whose steps run in the platform process
+at the same time as the submissions: the figures are what a user sees while the platform works, not an idle API.
+After each phase the bench waits for that phase's jobs to finish (so the next phase starts on a quiet platform)
+and prints how long they took.
+
+With `--hold` the tenant may run one job at a time: the others are accepted `queued` and wait in the intake queue,
+so the figures are the API's own path (authentication, checks, the input written, the job and its admission
+recorded) with one workflow running beside it. Each phase's jobs are then cancelled instead of waited for.
 
 Prints figures; asserts nothing.
 """
@@ -15,6 +20,7 @@ Prints figures; asserts nothing.
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import socket
 import subprocess
@@ -43,12 +49,15 @@ def _free_port() -> int:
         return int(probe.getsockname()[1])
 
 
-def start_platform(port: int) -> subprocess.Popen[bytes]:
+def start_platform(port: int, *, hold: bool) -> subprocess.Popen[bytes]:
+    # The bench measures throughput, not the tenant's rate limit: the submissions of a minute stay under it.
+    policy = {"submissions_per_minute": 100_000, **({"jobs_in_flight": 1} if hold else {})}
     env = {
         **os.environ,
         "LONGHAUL_PORT": str(port),
         "LONGHAUL_MOTO_PORT": "0",
         "LONGHAUL_LOCAL_KEYS": f"alpha={KEY}",
+        "LONGHAUL_TENANT_POLICIES": json.dumps({"alpha": policy}),
         "LONGHAUL_LOG_LEVEL": "WARNING",
         "POWERTOOLS_LOG_LEVEL": "WARNING",
     }
@@ -143,6 +152,16 @@ def drain(api: str, job_ids: list[str], timeout: float) -> tuple[float, Counter[
     return time.perf_counter() - began, final
 
 
+def cancel(api: str, job_ids: list[str]) -> Counter[str]:
+    """Cancel every job (a waiting job never starts); the answers' statuses."""
+    headers = {"Authorization": f"Bearer {KEY}"}
+    session = requests.Session()
+    return Counter(
+        str(session.post(f"{api}/v1/jobs/{job_id}/cancel", headers=headers, timeout=60).status_code)
+        for job_id in job_ids
+    )
+
+
 def _percentile(values: list[float], fraction: float) -> float:
     ordered = sorted(values)
     return ordered[min(len(ordered) - 1, max(0, round(fraction * len(ordered)) - 1))] if ordered else float("nan")
@@ -159,6 +178,7 @@ def main() -> None:
     parser.add_argument("--requests", default="40,120,200", help="submissions per phase (same order)")
     parser.add_argument("--drain-timeout", type=float, default=300, help="seconds to wait for a phase's jobs")
     parser.add_argument("--no-drain", action="store_true", help="start each phase without waiting for the last")
+    parser.add_argument("--hold", action="store_true", help="one job in flight: the others wait queued (API path)")
     args = parser.parse_args()
     sys.stdout.reconfigure(line_buffering=True)  # type: ignore[union-attr]  # figures as they come, even when piped
     counts = [int(c) for c in args.clients.split(",")]
@@ -166,10 +186,13 @@ def main() -> None:
     port = _free_port()
     print(f"cores: {os.cpu_count()}; load average {_load()}; platform: `python -m local` subprocess on port {port}")
     booted = time.perf_counter()
-    platform = start_platform(port)
+    platform = start_platform(port, hold=args.hold)
     api = f"http://127.0.0.1:{port}"
     print(f"platform ready in {time.perf_counter() - booted:.1f}s")
-    print("each accepted job starts its execution: its workflow runs in the platform during the submissions")
+    if args.hold:
+        print("one job in flight: the others are accepted queued (the API's own path); each phase's are cancelled")
+    else:
+        print("each accepted job starts its execution: its workflow runs in the platform during the submissions")
     print(f"{'clients':>7} {'requests':>8} {'accepted/s':>10} {'p50 202':>8} {'p99 202':>8} {'errors':>7}  drain")
     try:
         burst(api, 1, 2)  # warm: imports, first clients, first execution
@@ -182,6 +205,10 @@ def main() -> None:
                 f"{_percentile(latencies, 0.5) * 1000:>6.0f}ms {_percentile(latencies, 0.99) * 1000:>6.0f}ms "
                 f"{sum(errors.values()):>7}"
             )
+            if args.hold:
+                cancelled = cancel(api, result["job_ids"])
+                print(f"{line}  cancelled: {dict(cancelled)}" + (f"  {errors}" if errors else ""), flush=True)
+                continue
             if args.no_drain:
                 print(line + "  (not waited)" + (f"  {errors}" if errors else ""), flush=True)
                 continue
