@@ -1,12 +1,16 @@
 """Benchmark: one document-analysis job over an uploaded ZIP archive of many documents, on the local runtime.
 
-    .venv/bin/python bench/archive_job.py --documents 1000
+    .venv/bin/python bench/archive_job.py --documents 1000 [--fail 17,45,90]
 
 Zips `--documents` short text documents in folders, uploads the archive with its presigned PUT, submits
 `{"archive": {"upload_id"}}` and waits for the job. Prints the upload size, the time to 202 (the archive check) and
-submit-to-completed time, and the number of citations. The archive check reads its document limit at run time; it
-is lifted to `--documents` for the run (the `documents` list keeps the contract's own bound). The local runtime is
-one process: figures measure the platform's overhead, not AWS. Prints figures; asserts nothing.
+submit-to-completed time, the job's progress, its parent execution's history size, and the number of citations.
+With `--fail`, those documents (0-based indexes) fail to parse on every attempt (`parse_documents#N=invalid-input`):
+the job fails after every other document was parsed; the bench prints its progress and dead letters, then clears the
+faults, replays from `parse_documents` as an operator and prints how many documents were parsed again and the time
+to completed. The archive check reads its document limit at run time; it is lifted to `--documents` for the run
+(the `documents` list keeps the contract's own bound). The local runtime is one process: figures measure the
+platform's overhead, not AWS. Prints figures; asserts nothing.
 """
 
 from __future__ import annotations
@@ -28,7 +32,9 @@ sys.path.insert(0, str(ROOT))
 
 from local.deploy import wait_until  # noqa: E402
 from local.platform import LocalPlatform  # noqa: E402
-from longhaul import limits  # noqa: E402
+from longhaul import faults, limits  # noqa: E402
+
+TERMINAL = ("completed", "failed", "cancelled", "expired")
 
 
 def archive_of(documents: int) -> bytes:
@@ -43,17 +49,62 @@ def archive_of(documents: int) -> bytes:
     return buffer.getvalue()
 
 
+def _history(platform: LocalPlatform, job_id: str) -> list[dict[str, Any]]:
+    """The job's parent execution's history (its Distributed Maps' children keep their own)."""
+    sfn = platform.client("stepfunctions")
+    machine = platform.deployment.state_machine("DocumentAnalysis")
+    arn = machine.replace(":stateMachine:", ":execution:") + f":{job_id}"
+    events: list[dict[str, Any]] = []
+    token = None
+    while True:
+        page = sfn.get_execution_history(executionArn=arn, maxResults=1000, **({"nextToken": token} if token else {}))
+        events.extend(page["events"])
+        token = page.get("nextToken")
+        if not token:
+            return events
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--documents", type=int, default=1000)
     parser.add_argument("--timeout", type=float, default=1800)
+    parser.add_argument("--fail", default="", help="document indexes that fail to parse, e.g. 17,45,90")
     args = parser.parse_args()
+    failing = [int(n) for n in args.fail.split(",") if n.strip()]
     limits.MAX_DOCUMENTS = max(limits.MAX_DOCUMENTS, args.documents)
     logging.disable(logging.WARNING)
     warnings.filterwarnings("ignore")
     platform = LocalPlatform.start(ROOT)
     headers = platform.auth_header(platform.keys[0].tenant)
+    api = platform.api_url
+
+    def wait_for(job_id: str) -> dict[str, Any]:
+        def done() -> dict[str, Any] | None:
+            job: dict[str, Any] = requests.get(f"{api}/v1/jobs/{job_id}", headers=headers, timeout=30).json()
+            return job if job["status"] in TERMINAL else None
+
+        return wait_until(done, timeout=args.timeout, interval=0.5, what=job_id)
+
+    def parsed_again(job_id: str) -> int:
+        """How many documents started parsing after the job's last replay."""
+        events: list[dict[str, Any]] = []
+        cursor = None
+        while True:
+            page = requests.get(
+                f"{api}/v1/jobs/{job_id}/events",
+                headers=headers,
+                params={"cursor": cursor} if cursor else {},
+                timeout=60,
+            ).json()
+            events.extend(page["events"])
+            cursor = page["next_cursor"]
+            if not cursor:
+                break
+        replayed = max(i for i, e in enumerate(events) if e["type"] == "job_replayed")
+        return sum(e["type"] == "step_started" and e["step"] == "parse_documents" for e in events[replayed:])
+
     try:
+        faults.install(faults.FaultInjector(",".join(f"parse_documents#{n}=invalid-input" for n in failing)))
         data = archive_of(args.documents)
         ticket = requests.post(
             f"{platform.api_url}/v1/uploads",
@@ -72,19 +123,41 @@ def main() -> None:
         accepted_s = time.perf_counter() - started
         job_id = accepted.json()["job_id"]
 
-        def done() -> dict[str, Any] | None:
-            job = requests.get(f"{platform.api_url}/v1/jobs/{job_id}", headers=headers, timeout=30).json()
-            return job if job["status"] in ("completed", "failed", "cancelled", "expired") else None
-
-        job = wait_until(done, timeout=args.timeout, interval=0.5, what=job_id)
+        job = wait_for(job_id)
         elapsed = time.perf_counter() - started
+        history = len(_history(platform, job_id))
+        print(
+            f"{args.documents} documents, archive {len(data) / 1024:.0f} KiB: accepted in {accepted_s:.2f}s, "
+            f"{job['status']} in {elapsed:.1f}s; progress {job['progress']['message']!r}; "
+            f"parent execution history {history} events"
+        )
+        if failing:
+            listed = requests.get(
+                f"{api}/v1/ops/dead-letters",
+                headers=platform.auth_header("ops"),
+                params={"step": "parse_documents", "limit": 100},
+                timeout=60,
+            ).json()["dead_letters"]
+            named = sorted((d["item"], d["item_name"]) for d in listed if d["job_id"] == job_id)
+            print(f"failed documents {job.get('error', {}).get('items')}; dead letters name {named}")
+            faults.install(faults.FaultInjector(""))
+            replayed_at = time.perf_counter()
+            replay = requests.post(
+                f"{api}/v1/ops/jobs/{job_id}/replay",
+                json={"from_step": "parse_documents", "reason": "parser fixed"},
+                headers=platform.auth_header("ops"),
+                timeout=120,
+            ).json()
+            print(f"replay reruns {replay.get('rerun_named')}")
+            job = wait_for(job_id)
+            print(
+                f"after the replay: {job['status']} in {time.perf_counter() - replayed_at:.1f}s; "
+                f"{parsed_again(job_id)} documents parsed again; progress {job['progress']['message']!r}"
+            )
         result = requests.get(f"{platform.api_url}/v1/jobs/{job_id}/result", headers=headers, timeout=60)
         citations = len(result.json().get("citations", [])) if result.status_code == 200 else 0
         documents = len(result.json().get("documents", [])) if result.status_code == 200 else 0
-        print(
-            f"{args.documents} documents, archive {len(data) / 1024:.0f} KiB: accepted in {accepted_s:.2f}s, "
-            f"{job['status']} in {elapsed:.1f}s; result lists {documents} documents, {citations} citations"
-        )
+        print(f"result lists {documents} documents, {citations} citations")
         if job.get("error"):
             print(f"error: {job['error']}")
     finally:
