@@ -3,7 +3,7 @@
 moto stores the REST API (resources, methods, Lambda-proxy integrations) but does not execute it. The routes
 are read back from moto; each request becomes a REST proxy event, the integrated function is invoked as API Gateway
 does (the platform passes the in-process runtime's `invoke_integration`: its middlewares, timeout and concurrency
-apply; by default moto's Lambda API) and the proxy result is mapped back.
+apply) and the proxy result is mapped back.
 """
 
 from __future__ import annotations
@@ -204,16 +204,13 @@ class FrontDoor:
     def __init__(
         self,
         apigateway: Any,
-        lambda_client: Any,
         rest_api_id: str,
         stage: str,
         *,
-        integration: Callable[[str, dict[str, Any]], tuple[bytes, bool]] | None = None,
+        integration: Callable[[str, dict[str, Any]], tuple[bytes, bool]],
     ) -> None:
-        """`integration(function_arn, event) -> (payload, errored)` invokes a route's function; by default moto's
-        Lambda `Invoke` through `lambda_client`."""
-        self.lambda_client = lambda_client
-        self.integration = integration or self._invoke_through_api
+        """`integration(function_arn, event) -> (payload, errored)` invokes a route's function."""
+        self.integration = integration
         self.rest_api_id = rest_api_id
         self.stage = stage
         self.routes = load_routes(apigateway, rest_api_id)
@@ -293,10 +290,6 @@ class FrontDoor:
                 {"x-amzn-RequestId": request_id},
             )
         return proxy_response(payload, request_id)
-
-    def _invoke_through_api(self, function_arn: str, event: dict[str, Any]) -> tuple[bytes, bool]:
-        result = self.lambda_client.invoke(FunctionName=function_arn, Payload=json.dumps(event).encode())
-        return result["Payload"].read(), bool(result.get("FunctionError"))
 
     def start(self, host: str, port: int) -> int:
         """Serve in a daemon thread; returns the bound port (`port=0` picks a free one)."""

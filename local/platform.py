@@ -229,7 +229,6 @@ class LocalPlatform:
         assert target.rest_api_id is not None
         door = FrontDoor(
             self.client("apigateway"),
-            self.client("lambda", read_timeout=900),
             target.rest_api_id,
             target.stage_name,
             integration=lambda_runtime.invoke_integration,
