@@ -1,6 +1,6 @@
 """Benchmark: one document-analysis job over an uploaded ZIP archive of many documents, on the local runtime.
 
-    .venv/bin/python bench/archive_job.py --documents 1000 [--fail 17,45,90]
+    .venv/bin/python bench/archive_job.py --documents 1000 [--fail 17,45,90 | --cancel-at 300]
 
 Zips `--documents` short text documents in folders, uploads the archive with its presigned PUT, submits
 `{"archive": {"upload_id"}}` and waits for the job. Prints the upload size, the time to 202 (the archive check) and
@@ -8,9 +8,10 @@ submit-to-completed time, the job's progress, its parent execution's history siz
 With `--fail`, those documents (0-based indexes) fail to parse on every attempt (`parse_documents#N=invalid-input`):
 the job fails after every other document was parsed; the bench prints its progress and dead letters, then clears the
 faults, replays from `parse_documents` as an operator and prints how many documents were parsed again and the time
-to completed. The archive check reads its document limit at run time; it is lifted to `--documents` for the run
-(the `documents` list keeps the contract's own bound). The local runtime is one process: figures measure the
-platform's overhead, not AWS. Prints figures; asserts nothing.
+to completed. With `--cancel-at N`, the job is cancelled once N documents are parsed; the bench prints how soon it
+ended and how many documents started after the cancel was recorded. The archive check reads its document limit at
+run time; it is lifted to `--documents` for the run (the `documents` list keeps the contract's own bound). The local
+runtime is one process: figures measure the platform's overhead, not AWS. Prints figures; asserts nothing.
 """
 
 from __future__ import annotations
@@ -69,6 +70,7 @@ def main() -> None:
     parser.add_argument("--documents", type=int, default=1000)
     parser.add_argument("--timeout", type=float, default=1800)
     parser.add_argument("--fail", default="", help="document indexes that fail to parse, e.g. 17,45,90")
+    parser.add_argument("--cancel-at", type=int, help="cancel the job once this many documents are parsed")
     args = parser.parse_args()
     failing = [int(n) for n in args.fail.split(",") if n.strip()]
     limits.MAX_DOCUMENTS = max(limits.MAX_DOCUMENTS, args.documents)
@@ -85,8 +87,7 @@ def main() -> None:
 
         return wait_until(done, timeout=args.timeout, interval=0.5, what=job_id)
 
-    def parsed_again(job_id: str) -> int:
-        """How many documents started parsing after the job's last replay."""
+    def job_events(job_id: str) -> list[dict[str, Any]]:
         events: list[dict[str, Any]] = []
         cursor = None
         while True:
@@ -99,9 +100,36 @@ def main() -> None:
             events.extend(page["events"])
             cursor = page["next_cursor"]
             if not cursor:
-                break
-        replayed = max(i for i, e in enumerate(events) if e["type"] == "job_replayed")
-        return sum(e["type"] == "step_started" and e["step"] == "parse_documents" for e in events[replayed:])
+                return events
+
+    def parse_starts_after(job_id: str, event_type: str) -> int:
+        """How many documents started parsing after the job's last event of `event_type`."""
+        events = job_events(job_id)
+        last = max(i for i, e in enumerate(events) if e["type"] == event_type)
+        return sum(e["type"] == "step_started" and e["step"] == "parse_documents" for e in events[last:])
+
+    def cancel_when_parsed(job_id: str, documents: int) -> None:
+        """Cancel the job once `documents` are parsed; print how it stopped."""
+
+        def parsed() -> int | None:
+            job = requests.get(f"{api}/v1/jobs/{job_id}", headers=headers, timeout=30).json()
+            message = job["progress"]["message"]
+            done = message.startswith("parse_documents: ") and int(message.split()[1].replace(",", "")) >= documents
+            return job["progress"]["completed"] if done or job["status"] in TERMINAL else None
+
+        count = wait_until(parsed, timeout=args.timeout, interval=0.2, what="documents to be parsed")
+        asked = time.perf_counter()
+        answer = requests.post(f"{api}/v1/jobs/{job_id}/cancel", headers=headers, timeout=60)
+        job = wait_for(job_id)
+        execution = platform.client("stepfunctions").describe_execution(
+            executionArn=platform.deployment.state_machine("DocumentAnalysis").replace(":stateMachine:", ":execution:")
+            + f":{job_id}"
+        )
+        print(
+            f"cancel asked after {count} documents parsed: {answer.status_code}; {job['status']} after "
+            f"{time.perf_counter() - asked:.1f}s; {parse_starts_after(job_id, 'cancel_requested')} documents started "
+            f"after the cancel was recorded; execution {execution['status']}; progress {job['progress']['message']!r}"
+        )
 
     try:
         faults.install(faults.FaultInjector(",".join(f"parse_documents#{n}=invalid-input" for n in failing)))
@@ -122,6 +150,9 @@ def main() -> None:
         accepted.raise_for_status()
         accepted_s = time.perf_counter() - started
         job_id = accepted.json()["job_id"]
+        if args.cancel_at is not None:
+            cancel_when_parsed(job_id, args.cancel_at)
+            return
 
         job = wait_for(job_id)
         elapsed = time.perf_counter() - started
@@ -152,7 +183,8 @@ def main() -> None:
             job = wait_for(job_id)
             print(
                 f"after the replay: {job['status']} in {time.perf_counter() - replayed_at:.1f}s; "
-                f"{parsed_again(job_id)} documents parsed again; progress {job['progress']['message']!r}"
+                f"{parse_starts_after(job_id, 'job_replayed')} documents parsed again; "
+                f"progress {job['progress']['message']!r}"
             )
         result = requests.get(f"{platform.api_url}/v1/jobs/{job_id}/result", headers=headers, timeout=60)
         citations = len(result.json().get("citations", [])) if result.status_code == 200 else 0

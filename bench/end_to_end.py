@@ -63,7 +63,8 @@ def run_job(platform: LocalPlatform, headers: dict[str, str], body: dict[str, An
     job = wait_until(done, timeout=300, interval=0.05, what=job_id)
     elapsed = time.perf_counter() - started
     sfn = platform.client("stepfunctions")
-    machine = next(iter(platform.deployment.state_machines.values()))
+    # the workflow's own machine (its construct is named after the workflow: "document-analysis" → DocumentAnalysis)
+    machine = platform.deployment.state_machine("".join(part.title() for part in body["workflow"].split("-")))
     execution = machine.replace(":stateMachine:", ":execution:") + f":{job_id}"
     history = sfn.get_execution_history(executionArn=execution, maxResults=1000)["events"]
     transitions = sum(1 for e in history if e["type"].endswith("StateEntered"))
