@@ -2,7 +2,7 @@
 
 Pins: each upstream function a hook wraps or replaces must still exist with the same signature and the code the
 hook relies on (a wrapped function: the exact wait line; a replaced function: its whole source, by digest). When
-one fails, moto changed: re-check that hook in `local/moto_patches.py`, then update the pin.
+one fails, moto changed: re-check that hook in `local/moto_patches/interpreter.py`, then update the pin.
 Behaviour: hand-written ASL against moto in decorator mode, functions run in-process; no CDK, no server.
 """
 

@@ -25,6 +25,7 @@ from moto.dynamodb.models import DynamoDBBackend, dynamodb_backends
 from moto.dynamodb.models.dynamo_type import Item
 
 from local import moto_patches
+from local.moto_patches import dynamodb as dynamodb_patches
 
 REGION = "us-east-1"
 TABLE = "jobs"  # pk/sk, GSI by_tenant (gsi1pk/gsi1sk), stream: like Longhaul's table
@@ -51,7 +52,7 @@ def _aws_env(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 def _is_patched() -> bool:
-    return DynamoDBBackend.transact_write_items.__module__ == moto_patches.__name__
+    return DynamoDBBackend.transact_write_items.__module__ == dynamodb_patches.__name__
 
 
 @pytest.fixture(params=["upstream", "patched"])

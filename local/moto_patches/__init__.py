@@ -1,0 +1,129 @@
+"""Every change Longhaul makes to moto (5.2.5) lives in this package, a module per service; each is small,
+documented and idempotent.
+
+`apply()` installs all of them, `revert()` restores moto's own behaviour (used by the tests that pin the
+upstream behaviour each patch works around). Patches replace module attributes or methods; the originals
+are kept in `core._ORIGINALS` the first time and never overwritten, so applying twice is harmless.
+"""
+
+from __future__ import annotations
+
+from local.moto_patches.awslambda import run_lambdas_in_process, stop_running_lambdas_in_process
+from local.moto_patches.core import (
+    _ORIGINALS,
+    RUNTIME_CONFIG,
+    _original,
+    disable_execution,
+    enable_execution,
+)
+from local.moto_patches.dynamodb import (
+    back_up_whole_tables,
+    backup_only_touched_items,
+    parse_update_expressions_every_time,
+    parse_update_expressions_once,
+    serialize_dynamodb_operations,
+    unserialize_dynamodb_operations,
+)
+from local.moto_patches.ecs import (
+    record_container_tasks_only,
+    run_container_tasks_locally,
+    translate_ecs_task_names,
+    untranslate_ecs_task_names,
+)
+from local.moto_patches.interpreter import (
+    _wait_hooks,
+    loud_interpreter_logs,
+    quiet_interpreter_logs,
+    scale_interpreter_waits,
+    stop_executions_promptly,
+    unscale_interpreter_waits,
+    unstop_executions,
+)
+from local.moto_patches.server import resolve_backends_every_time, resolve_backends_once
+from local.moto_patches.sqs import check_retention_directly, check_retention_through_attributes
+from local.moto_patches.stepfunctions import (
+    create_interpreter_clients_every_time,
+    evaluation_components,
+    list_map_runs_like_upstream,
+    name_executions_like_aws,
+    parse_definitions_every_time,
+    parse_definitions_once,
+    parse_json_paths_every_time,
+    parse_json_paths_once,
+    refuse_map_run_listings,
+    route_state_machines_to_interpreter,
+    share_interpreter_clients,
+    share_token_across_attempts,
+    token_per_attempt,
+    unname_executions,
+    unroute_state_machines,
+)
+
+__all__ = [
+    "RUNTIME_CONFIG",
+    "_original",
+    "_wait_hooks",
+    "apply",
+    "back_up_whole_tables",
+    "backup_only_touched_items",
+    "disable_execution",
+    "enable_execution",
+    "evaluation_components",
+    "is_applied",
+    "quiet_interpreter_logs",
+    "revert",
+    "route_state_machines_to_interpreter",
+    "run_container_tasks_locally",
+    "scale_interpreter_waits",
+    "unserialize_dynamodb_operations",
+]
+
+
+def apply() -> None:
+    """Install every patch (idempotent)."""
+    enable_execution()
+    route_state_machines_to_interpreter()
+    name_executions_like_aws()
+    run_lambdas_in_process()
+    scale_interpreter_waits()
+    stop_executions_promptly()
+    quiet_interpreter_logs()
+    backup_only_touched_items()
+    serialize_dynamodb_operations()
+    refuse_map_run_listings()
+    translate_ecs_task_names()
+    token_per_attempt()
+    run_container_tasks_locally()
+    parse_definitions_once()
+    resolve_backends_once()
+    parse_json_paths_once()
+    share_interpreter_clients()
+    check_retention_directly()
+    parse_update_expressions_once()
+
+
+def revert() -> None:
+    """Restore moto's own behaviour (idempotent)."""
+    parse_update_expressions_every_time()
+    check_retention_through_attributes()
+    create_interpreter_clients_every_time()
+    parse_json_paths_every_time()
+    resolve_backends_every_time()
+    parse_definitions_every_time()
+    record_container_tasks_only()
+    share_token_across_attempts()
+    untranslate_ecs_task_names()
+    list_map_runs_like_upstream()
+    unserialize_dynamodb_operations()
+    back_up_whole_tables()
+    loud_interpreter_logs()
+    unstop_executions()
+    unscale_interpreter_waits()
+    stop_running_lambdas_in_process()
+    unname_executions()
+    unroute_state_machines()
+    disable_execution()
+
+
+def is_applied() -> bool:
+    return bool(_ORIGINALS)

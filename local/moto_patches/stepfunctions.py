@@ -1,0 +1,331 @@
+"""Step Functions: state machines created by CloudFormation run in the interpreter, executions are named like AWS's,
+a Map run's executions are not listed, each attempt of a callback Task gets its own token, and what every execution
+would parse or build again (definitions, JSONPaths, boto3 clients) is made once."""
+
+from __future__ import annotations
+
+import functools
+import threading
+import uuid
+from collections import OrderedDict
+from collections.abc import Iterator
+from typing import Any
+
+from local.moto_patches.core import _module, _original, _replace, _restore
+
+
+def _stepfunctions_modules() -> list[object]:
+    import moto.stepfunctions.models
+
+    return [moto.stepfunctions.models]
+
+
+def route_state_machines_to_interpreter() -> None:
+    """Make CloudFormation-created state machines land in the executing (parser) backend.
+
+    `StateMachine.create_from_cloudformation_json` uses the module global `stepfunctions_backends`, the
+    non-executing backend, while the API (with `execute_state_machine`) reads `stepfunctions_parser_backends`:
+    the stack's machines would be invisible to `start_execution`. Only the models module is rebound: the
+    package attribute `moto.stepfunctions.stepfunctions_backends` must stay, the server derives its URL map
+    from that backend's module, and `responses.get_backend` already picks the parser backend by config.
+    """
+    from moto.stepfunctions.parser.models import stepfunctions_parser_backends
+
+    for module in _stepfunctions_modules():
+        _replace(module, "stepfunctions_backends", stepfunctions_parser_backends)
+
+
+def unroute_state_machines() -> None:
+    for module in _stepfunctions_modules():
+        _restore(module, "stepfunctions_backends")
+
+
+def _start_execution_with_generated_name(
+    self: Any, state_machine_arn: str, name: str | None = None, *args: Any, **kwargs: Any
+) -> Any:
+    original = _original(_parser_backend_class(), "start_execution")
+    return original(self, state_machine_arn, name or str(uuid.uuid4()), *args, **kwargs)
+
+
+def _parser_backend_class() -> type:
+    from moto.stepfunctions.parser.models import StepFunctionsParserBackend
+
+    return StepFunctionsParserBackend
+
+
+def name_executions_like_aws() -> None:
+    """Give an unnamed execution a UUID name, as AWS does.
+
+    The executing backend uses the missing name as is: every unnamed execution is called `None`, so the
+    second unnamed `StartExecution` of a state machine fails with `ExecutionAlreadyExists`.
+    """
+    _replace(_parser_backend_class(), "start_execution", _start_execution_with_generated_name)
+
+
+def unname_executions() -> None:
+    _restore(_parser_backend_class(), "start_execution")
+
+
+# --- Step Functions: a Map run's executions ----------------------------------------------------------------
+
+
+def _list_executions(self: Any) -> Any:
+    from moto.stepfunctions.exceptions import ResourceNotFound
+    from moto.stepfunctions.responses import StepFunctionResponse
+
+    if self._get_param("mapRunArn") and not self._get_param("stateMachineArn"):
+        raise ResourceNotFound(self._get_param("mapRunArn"))
+    return _original(StepFunctionResponse, "list_executions")(self)
+
+
+def refuse_map_run_listings() -> None:
+    """`ListExecutions(mapRunArn=...)` answers `ResourceNotFound` (a 400) instead of a server error.
+
+    moto's interpreter keeps no child executions of a Distributed Map, and its `list_executions` reads only
+    `stateMachineArn`: with a map run's ARN it concatenates `None` into a message and the server answers 500, which
+    botocore retries and the server prints as a traceback. The cost model asks for a job's map-run children (they
+    are billed on AWS); locally it now hears at once that there are none to list and marks its count estimated.
+    """
+    from moto.stepfunctions.responses import StepFunctionResponse
+
+    _replace(StepFunctionResponse, "list_executions", _list_executions)
+
+
+def list_map_runs_like_upstream() -> None:
+    from moto.stepfunctions.responses import StepFunctionResponse
+
+    _restore(StepFunctionResponse, "list_executions")
+
+
+def _callback_state_class() -> type:
+    from moto.stepfunctions.parser.asl.component.state.exec.state_task.service.state_task_service_callback import (
+        StateTaskServiceCallback,
+    )
+
+    return StateTaskServiceCallback
+
+
+def _callback_eval_execution(self: Any, env: Any) -> None:
+    """`StateTaskServiceCallback._eval_execution` (one attempt), with a fresh task token for every retry."""
+    context = env.states.context_object.context_object_data
+    token = (context.get("Task") or {}).get("Token")
+    endpoint = env.callback_pool_manager.get(token) if token else None
+    if endpoint is not None and getattr(endpoint, "longhaul_attempted", False):
+        endpoint = env.callback_pool_manager.add(env.states.context_object.update_task_token())
+    if endpoint is not None:
+        endpoint.longhaul_attempted = True
+    _original(_callback_state_class(), "_eval_execution")(self, env)
+
+
+def token_per_attempt() -> None:
+    """Give each attempt of a `.waitForTaskToken` Task its own task token, as AWS does.
+
+    Upstream makes the token once per state entry and every Retry attempt waits on the same callback endpoint: once
+    a worker has answered `SendTaskFailure`, each retry finds that outcome at once and fails without waiting for its
+    own worker (and a timed-out worker could answer for the retry). Now a retry gets a new token and endpoint.
+    """
+    _replace(_callback_state_class(), "_eval_execution", _callback_eval_execution)
+
+
+def share_token_across_attempts() -> None:
+    _restore(_callback_state_class(), "_eval_execution")
+
+
+# --- Step Functions definitions: parsed once, shared by every execution -----------------------------------
+
+#: How many distinct definitions keep their parsed program (a deployment has a handful; `reset()` redeploys the same).
+DEFINITION_CACHE_SIZE = 64
+_DEFINITIONS: OrderedDict[str, tuple[Any, Any]] = OrderedDict()  # definition text -> (program, parse tree)
+_DEFINITIONS_LOCK = threading.Lock()
+_PARSING: dict[str, threading.Lock] = {}  # definition text -> held while it is parsed (one parse per text)
+
+
+def _asl_parser_class() -> type:
+    from moto.stepfunctions.parser.asl.parse.asl_parser import AmazonStateLanguageParser
+
+    return AmazonStateLanguageParser
+
+
+def evaluation_components(root: Any) -> Iterator[Any]:
+    """Every evaluation component (`EvalComponent`) reachable from `root`, a parsed program or part of one, once."""
+    from moto.stepfunctions.parser.asl.component.component import Component
+    from moto.stepfunctions.parser.asl.component.eval_component import EvalComponent
+
+    seen: set[int] = set()
+    pending: list[Any] = [root]
+    while pending:
+        value = pending.pop()
+        if id(value) in seen:
+            continue
+        seen.add(id(value))
+        if isinstance(value, EvalComponent):
+            yield value
+        if isinstance(value, Component):
+            pending.extend(vars(value).values())
+        elif isinstance(value, list | tuple | set | frozenset):
+            pending.extend(value)
+        elif isinstance(value, dict):
+            pending.extend(value.values())
+
+
+def _fix_heap_keys(component: Any) -> None:
+    """Give every evaluation component of `component` its `heap_key` now, before threads share it.
+
+    Upstream draws a component's key lazily (`EvalComponent.heap_key`: the first reader stores a new uid): two
+    executions reading it at once could each draw one and then look up a Retry's attempt counter in
+    `env.heap` under the other's key. Drawn once here, every execution reads the same key (the counters
+    themselves live in each execution's own `env.heap`).
+    """
+    for evaluated in evaluation_components(component):
+        _ = evaluated.heap_key
+
+
+def _cached_parse(definition: str) -> tuple[Any, Any]:
+    """`AmazonStateLanguageParser.parse`, once per definition text; later calls return the same (program, tree)."""
+    with _DEFINITIONS_LOCK:
+        found = _DEFINITIONS.get(definition)
+        if found is not None:
+            _DEFINITIONS.move_to_end(definition)
+            return found
+        parsing = _PARSING.setdefault(definition, threading.Lock())
+    with parsing:  # concurrent first executions of one definition wait for a single parse
+        with _DEFINITIONS_LOCK:
+            found = _DEFINITIONS.get(definition)
+        if found is not None:
+            return found
+        try:
+            program, tree = _original(_asl_parser_class(), "parse")(definition)  # an invalid one raises: not cached
+            _fix_heap_keys(program)
+            with _DEFINITIONS_LOCK:
+                _DEFINITIONS[definition] = (program, tree)
+                while len(_DEFINITIONS) > DEFINITION_CACHE_SIZE:
+                    _DEFINITIONS.popitem(last=False)
+        finally:
+            with _DEFINITIONS_LOCK:
+                _PARSING.pop(definition, None)
+        return program, tree
+
+
+def forget_parsed_definitions() -> None:
+    """Empty the cache of `parse_definitions_once` (tests)."""
+    with _DEFINITIONS_LOCK:
+        _DEFINITIONS.clear()
+
+
+def parse_definitions_once() -> None:
+    """Parse a state machine definition once and share its program between executions.
+
+    Upstream parses the definition text again (ANTLR lexer, parser, then the preprocessor that builds the program of
+    evaluation components) at `CreateStateMachine` and at every `StartExecution`, in the execution's thread: about
+    0.35 s of CPU for the document-analysis definition (38 KB), which under a burst of submissions competes for the
+    interpreter lock with the API itself. The program is safe to share: its components hold only what the
+    definition says; everything an execution changes lives in its `Environment` (states, heap of Retry counters,
+    frames, Map run records, callback endpoints), created per execution. The one lazily drawn value, each
+    component's `heap_key`, is drawn at parse time (`_fix_heap_keys`). Keyed by the exact text (an updated
+    definition is a new text, so it is parsed anew), bounded to `DEFINITION_CACHE_SIZE` texts.
+    """
+    _replace(_asl_parser_class(), "parse", staticmethod(_cached_parse))
+
+
+def parse_definitions_every_time() -> None:
+    _restore(_asl_parser_class(), "parse")
+    forget_parsed_definitions()
+
+
+# --- Step Functions paths and clients: parsed once, created once ---------------------------------------------
+
+#: JSONPath texts kept parsed (a deployment's definitions hold a few hundred distinct paths).
+JSON_PATH_CACHE_SIZE = 4096
+_JSON_PATH_MODULES = (
+    "moto.stepfunctions.parser.asl.utils.json_path",  # InputPath, Parameters' "x.$", OutputPath, ItemsPath, Choice
+    "moto.stepfunctions.parser.asl.component.common.path.result_path",  # ResultPath
+)
+
+
+def parse_json_paths_once() -> None:
+    """Parse each JSONPath text once, not at every evaluation.
+
+    Upstream calls `jsonpath_ng.parse` (and its `ext` variant) every time a state reads or writes a path: each call
+    builds a new PLY parser (`yacc`), about 1 ms of CPU, several times per state of every execution: 6% of the
+    platform's CPU in a burst of submissions. A parsed path is a tree of immutable nodes (`find`,
+    `update_or_create` build new values, never change the tree), so one parse per text serves every execution.
+    """
+    for name in _JSON_PATH_MODULES:
+        module = _module(name)
+        _replace(module, "parse", functools.lru_cache(maxsize=JSON_PATH_CACHE_SIZE)(_original(module, "parse")))
+
+
+def parse_json_paths_every_time() -> None:
+    for name in _JSON_PATH_MODULES:
+        _restore(_module(name), "parse")
+
+
+_BOTO_CLIENT_USERS = (
+    "moto.stepfunctions.parser.asl.component.state.exec.state_task.lambda_eval_utils",
+    "moto.stepfunctions.parser.asl.component.state.exec.state_map.item_reader.eval.resource_eval_s3",
+    "moto.stepfunctions.parser.asl.component.state.exec.state_map.result_writer.resource_eval.resource_eval_s3",
+    "moto.stepfunctions.parser.asl.component.state.exec.state_task.service.state_task_service_aws_sdk",
+    "moto.stepfunctions.parser.asl.component.state.exec.state_task.service.state_task_service_dynamodb",
+    "moto.stepfunctions.parser.asl.component.state.exec.state_task.service.state_task_service_ecs",
+    "moto.stepfunctions.parser.asl.component.state.exec.state_task.service.state_task_service_events",
+    "moto.stepfunctions.parser.asl.component.state.exec.state_task.service.state_task_service_sfn",
+    "moto.stepfunctions.parser.asl.component.state.exec.state_task.service.state_task_service_sns",
+    "moto.stepfunctions.parser.asl.component.state.exec.state_task.service.state_task_service_sqs",
+    "moto.stepfunctions.parser.asl.component.state.exec.state_task.service.state_task_service_unsupported",
+)
+#: Connections one shared client keeps per host: a Map's items and concurrent executions call at once.
+BOTO_CLIENT_POOL = 64
+_BOTO_CLIENTS: dict[tuple[str, str, bool, int], Any] = {}
+_BOTO_CLIENTS_LOCK = threading.Lock()
+
+
+def _shared_boto_client(region: str, service: str, state_credentials: Any = None) -> Any:
+    """Upstream's `boto_client_for` (same credentials, endpoint, timeouts, no retries), one client per region,
+    service and endpoint, with a connection pool for concurrent callers."""
+    import boto3
+    from botocore.config import Config
+    from moto.core.models import botocore_stubber
+    from moto.settings import moto_server_port
+    from moto.stepfunctions.parser.asl.component.common.timeouts.timeout import TimeoutSeconds
+
+    intercepting = bool(botocore_stubber.enabled)
+    key = (region, service, intercepting, int(moto_server_port()))
+    with _BOTO_CLIENTS_LOCK:
+        client = _BOTO_CLIENTS.get(key)
+        if client is None:
+            client = boto3.client(
+                aws_access_key_id="ak",
+                region_name=region,
+                service_name=service,
+                aws_secret_access_key="sk",
+                config=Config(
+                    parameter_validation=False,
+                    retries={"max_attempts": 0, "total_max_attempts": 1},
+                    connect_timeout=TimeoutSeconds.DEFAULT_TIMEOUT_SECONDS,
+                    read_timeout=TimeoutSeconds.DEFAULT_TIMEOUT_SECONDS,
+                    max_pool_connections=BOTO_CLIENT_POOL,
+                ),
+                **({} if intercepting else {"endpoint_url": f"http://localhost:{moto_server_port()}"}),
+            )
+            _BOTO_CLIENTS[key] = client
+    return client
+
+
+def share_interpreter_clients() -> None:
+    """Create the interpreter's AWS client for a region and service once, not for every Task.
+
+    Upstream's `boto_client_for` builds a new boto3 client (a session, the service model, an endpoint resolver) for
+    every Lambda invocation, SDK integration, item reader and result writer: about 5 ms of CPU per Task, 5% of the
+    platform's CPU in a burst of submissions. botocore clients are thread-safe; each Task's call is stateless (the
+    interpreter passes no per-execution credentials here), so one client per region, service and endpoint serves
+    them all.
+    """
+    for name in _BOTO_CLIENT_USERS:
+        _replace(_module(name), "boto_client_for", _shared_boto_client)
+
+
+def create_interpreter_clients_every_time() -> None:
+    for name in _BOTO_CLIENT_USERS:
+        _restore(_module(name), "boto_client_for")
+    with _BOTO_CLIENTS_LOCK:
+        _BOTO_CLIENTS.clear()
