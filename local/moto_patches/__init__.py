@@ -31,6 +31,7 @@ from local.moto_patches.ecs import (
     untranslate_ecs_task_names,
 )
 from local.moto_patches.interpreter import (
+    ABORTED_ITERATION,
     _wait_hooks,
     loud_interpreter_logs,
     quiet_interpreter_logs,
@@ -60,6 +61,7 @@ from local.moto_patches.stepfunctions import (
 )
 
 __all__ = [
+    "ABORTED_ITERATION",
     "RUNTIME_CONFIG",
     "_original",
     "_wait_hooks",

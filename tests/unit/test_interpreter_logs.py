@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import json
 import logging
-import time
 from collections.abc import Iterator
 from typing import Any
 
@@ -125,7 +124,7 @@ def _waiting_fan_out() -> dict[str, Any]:
 def test_stopping_an_execution_during_a_fan_out_logs_nothing_at_warning_or_above_with_the_patch(
     caplog: pytest.LogCaptureFixture,
 ) -> None:
-    caplog.set_level(logging.INFO)
+    caplog.set_level(logging.DEBUG, logger="local.moto_patches")
     sfn = boto3.client("stepfunctions", region_name=REGION)
     machine = sfn.create_state_machine(name="stop", definition=json.dumps(_waiting_fan_out()), roleArn=ROLE)
     arn = sfn.start_execution(stateMachineArn=machine["stateMachineArn"], input='{"items": [1, 2, 3]}')["executionArn"]
@@ -137,5 +136,10 @@ def test_stopping_an_execution_during_a_fan_out_logs_nothing_at_warning_or_above
     wait_until(waiting, timeout=30, what="the items to wait")
     sfn.stop_execution(executionArn=arn, error="JobStopped", cause="cancelled")
     wait_until(lambda: sfn.describe_execution(executionArn=arn)["status"] == "ABORTED" or None, timeout=30)
-    time.sleep(1.0)  # the aborted items unwind in their own threads
+    # the aborted items unwind in their own threads: wait for their line, whatever its level
+    wait_until(
+        lambda: any(moto_patches.ABORTED_ITERATION in r.getMessage() for r in caplog.records) or None,
+        timeout=30,
+        what="the aborted iterations to be logged",
+    )
     assert not _loud(caplog), [r.getMessage()[:200] for r in _loud(caplog)]
