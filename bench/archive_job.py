@@ -50,21 +50,6 @@ def archive_of(documents: int) -> bytes:
     return buffer.getvalue()
 
 
-def _history(platform: LocalPlatform, job_id: str) -> list[dict[str, Any]]:
-    """The job's parent execution's history (its Distributed Maps' children keep their own)."""
-    sfn = platform.client("stepfunctions")
-    machine = platform.deployment.state_machine("DocumentAnalysis")
-    arn = machine.replace(":stateMachine:", ":execution:") + f":{job_id}"
-    events: list[dict[str, Any]] = []
-    token = None
-    while True:
-        page = sfn.get_execution_history(executionArn=arn, maxResults=1000, **({"nextToken": token} if token else {}))
-        events.extend(page["events"])
-        token = page.get("nextToken")
-        if not token:
-            return events
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--documents", type=int, default=1000)
@@ -156,7 +141,7 @@ def main() -> None:
 
         job = wait_for(job_id)
         elapsed = time.perf_counter() - started
-        history = len(_history(platform, job_id))
+        history = len(platform.execution_history("DocumentAnalysis", job_id))
         print(
             f"{args.documents} documents, archive {len(data) / 1024:.0f} KiB: accepted in {accepted_s:.2f}s, "
             f"{job['status']} in {elapsed:.1f}s; progress {job['progress']['message']!r}; "

@@ -46,19 +46,6 @@ def request(documents: int) -> dict[str, Any]:
     }
 
 
-def history(platform: LocalPlatform, job_id: str) -> list[dict[str, Any]]:
-    sfn = platform.client("stepfunctions")
-    arn = platform.deployment.state_machine(MACHINE).replace(":stateMachine:", ":execution:") + f":{job_id}"
-    events: list[dict[str, Any]] = []
-    token = None
-    while True:
-        page = sfn.get_execution_history(executionArn=arn, maxResults=1000, **({"nextToken": token} if token else {}))
-        events.extend(page["events"])
-        token = page.get("nextToken")
-        if not token:
-            return events
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--documents", type=int, default=1000)
@@ -86,7 +73,7 @@ def main() -> None:
         job = wait_until(done, timeout=3600, interval=0.5, what=job_id)
         elapsed = time.perf_counter() - started
         print(f"job {job_id}: {job['status']} after {elapsed:.1f}s; progress {job['progress']}", flush=True)
-        events = history(platform, job_id)
+        events = platform.execution_history(MACHINE, job_id)
         transitions = sum(1 for e in events if e["type"].endswith("StateEntered"))
         counted = [m for m in seen if m.startswith("parse_documents: ")]
         print(f"documents: {args.documents}  status: {job['status']}  body: {len(accepted.request.body or b'')} bytes")

@@ -336,6 +336,22 @@ class LocalPlatform:
         factory = session.resource if resource else session.client
         return factory(service, endpoint_url=self.moto_endpoint, config=config)
 
+    def execution_history(self, machine: str, name: str) -> list[dict[str, Any]]:
+        """Every event of the execution `name` of the state machine whose logical id or path contains `machine`
+        (a Distributed Map's child executions keep their own)."""
+        sfn = self.client("stepfunctions")
+        arn = self.deployment.state_machine(machine).replace(":stateMachine:", ":execution:") + f":{name}"
+        events: list[dict[str, Any]] = []
+        token = None
+        while True:
+            page = sfn.get_execution_history(
+                executionArn=arn, maxResults=1000, **({"nextToken": token} if token else {})
+            )
+            events.extend(page["events"])
+            token = page.get("nextToken")
+            if not token:
+                return events
+
     def wait_for_execution(self, execution_arn: str, *, timeout: float = 60) -> dict[str, Any]:
         """Poll a Step Functions execution until it leaves RUNNING; returns `describe_execution`."""
         sfn = self.client("stepfunctions")

@@ -38,20 +38,6 @@ def _started(events: list[dict[str, Any]], step: str) -> list[int]:
     return sorted(e["item"] for e in events if e["type"] == "step_started" and e["step"] == step)
 
 
-def _parent_history(platform: LocalPlatform, job_id: str, execution: str) -> list[dict[str, Any]]:
-    sfn = platform.client("stepfunctions")
-    machine = platform.deployment.state_machine(DOCUMENT_ANALYSIS)
-    arn = machine.replace(":stateMachine:", ":execution:") + f":{execution}"
-    events: list[dict[str, Any]] = []
-    token = None
-    while True:
-        page = sfn.get_execution_history(executionArn=arn, maxResults=1000, **({"nextToken": token} if token else {}))
-        events.extend(page["events"])
-        token = page.get("nextToken")
-        if not token:
-            return events
-
-
 def test_a_job_above_the_inline_threshold_parses_per_document_and_replays_only_the_failed_documents(
     platform: LocalPlatform, alpha: Client, inject
 ):
@@ -74,7 +60,7 @@ def test_a_job_above_the_inline_threshold_parses_per_document_and_replays_only_t
     letters = dead_letters(platform, "parse_documents", job_id, expect=len(FAILING))
     assert sorted((m["item"], m["item_name"]) for m in letters) == [(n, f"contract-{n + 1:04d}.txt") for n in FAILING]
     # And the parent execution's history grew by the batches, not by the documents
-    history = _parent_history(platform, job_id, job_id)
+    history = platform.execution_history(DOCUMENT_ANALYSIS, job_id)
     assert len(history) < 200, len(history)
     print(f"parent execution history: {len(history)} events for {DOCUMENTS} documents")
 
