@@ -33,12 +33,12 @@ def test_a_budget_smaller_than_the_work_fails_budget_exceeded_without_overspendi
     assert budget["max_tokens"] == 5000 and budget["held_tokens"] <= 5000 and budget["exhausted"] == "job"
     assert job["usage"]["input_tokens"] + job["usage"]["output_tokens"] <= 5000
     assert job["error"]["step"] == "extract_evidence" and job["error"]["items"], "failed mid fan-out"
-    # And no model call was made after the first reservation that did not fit (also inside the fan-out): items run
-    # concurrently, so a call reserved before the refusal may be recorded after it, but no item that starts after
-    # the refusal calls the model
+    # And some calls fit the budget, but no model call was made after the first reservation that did not fit (also
+    # inside the fan-out): items run concurrently, so calls reserved before the refusal may all be recorded after it,
+    # but no item that starts after the refusal calls the model
     events = alpha.events(job_id)
+    assert "model_called" in _types(events)
     refused = min(i for i, e in enumerate(events) if e["type"] == "budget_exceeded")
-    assert "model_called" in _types(events[:refused])
     later = [e for e in events[refused:] if e.get("step") == "extract_evidence"]
     started_later = {e.get("item") for e in later if e["type"] == "step_started"}
     called_later = {e.get("item") for e in later if e["type"] == "model_called"}
