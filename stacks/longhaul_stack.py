@@ -259,8 +259,9 @@ def grant_map_run_history(grantee: iam.IGrantable, machine: StateMachine) -> Non
             arn_format=ArnFormat.COLON_RESOURCE_NAME,
         )
 
+    # ListExecutions with a `mapRunArn` is authorized on the map run; on the machine too, whichever IAM evaluates
     grantee.grant_principal.add_to_principal_policy(
-        iam.PolicyStatement(actions=["states:ListExecutions"], resources=[arn("mapRun")])
+        iam.PolicyStatement(actions=["states:ListExecutions"], resources=[arn("mapRun"), machine.state_machine_arn])
     )
     grantee.grant_principal.add_to_principal_policy(
         iam.PolicyStatement(actions=["states:GetExecutionHistory"], resources=[arn("execution")])

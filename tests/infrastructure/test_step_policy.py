@@ -237,6 +237,11 @@ def test_the_api_may_read_the_map_runs_and_child_histories_of_each_workflow_for_
     workflows = [i for i, m in machines.items() if definition(m)["Comment"].startswith("Longhaul workflow ")]
     assert len(workflows) == len(REGISTRY)
     for action, resource in (("states:ListExecutions", ":mapRun:"), ("states:GetExecutionHistory", ":execution:")):
-        granted = [json.dumps(s["Resource"]) for s in statements if s["Action"] == action]
+        granted = [
+            json.dumps(r)
+            for s in statements
+            if s["Action"] == action
+            for r in (s["Resource"] if isinstance(s["Resource"], list) else [s["Resource"]])
+        ]
         for logical_id in workflows:  # this machine's runs and children only: `<kind>:<machine name>/*`
             assert any(resource in g and logical_id in g and g.endswith('/*"]]}') for g in granted), (action, granted)
