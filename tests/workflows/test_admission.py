@@ -80,13 +80,15 @@ def test_a_backlog_waits_its_turn_while_another_tenants_interactive_job_starts_a
         interval=0.2,
         what="the interactive job to start",
     )
-    statuses = [gamma.get(f"/v1/jobs/{a['job_id']}").json()["status"] for a in accepted]
-    assert statuses.count("queued") >= BACKLOG - 4
 
     # and as gamma's jobs finish its queued ones start, never more than 2 at a time, until all are done
     finished = [gamma.wait(a["job_id"], timeout=300) for a in accepted]
     assert [j["status"] for j in finished] == ["completed"] * BACKLOG
-    assert delta.wait(interactive)["status"] == "completed"
+    interactive_job = delta.wait(interactive)
+    assert interactive_job["status"] == "completed"
+    # (the interactive job did not wait for the backlog: a good part of it started only after it)
+    started_after = [j for j in finished if at(j["started_at"]) > at(interactive_job["started_at"])]
+    assert len(started_after) >= BACKLOG // 3, [j["started_at"] for j in finished]
     moments = sorted(
         [(at(j["started_at"]), 1) for j in finished] + [(at(j["finished_at"]), -1) for j in finished],
         key=lambda m: (m[0], m[1]),
