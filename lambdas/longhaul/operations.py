@@ -147,7 +147,7 @@ def replay(
             "to": {"max_tokens": tokens, "max_cost_usd": usd(cost or 0)},
         }
     try:  # the compare-and-set makes concurrent replays safe: one wins, the others get a 409
-        jobs.transition(
+        replayed = jobs.transition(
             job_id,
             JobStatus.QUEUED,
             event="job_replayed",
@@ -167,9 +167,9 @@ def replay(
         raise NotReplayable(f"job {job_id} changed meanwhile: {rejected}") from None
     services.checkpoints.delete_steps(job_id, plan.drop)  # no execution of the job runs now: nobody reads these
     if mode == "replay":
-        try:
-            services.engine.start(job.workflow, name, job.initial_state().model_dump())
-        except EngineUnavailable as error:
+        try:  # through admission, as a submission: it starts holding a slot, or waits for one in its class's queue
+            Admission(services).admit(replayed, services.budgets.policy(job.tenant_id))
+        except EngineUnavailable as error:  # (only without admission control: with it, the job waits and is retried)
             _undo(services, job, event="replay_not_started", reason=str(error))
             raise Unavailable("the workflow engine did not start the replay; replay again") from error
     else:

@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from longhaul import wiring
+from longhaul import operations, wiring
 from longhaul.admission import Admission, estimated_start_seconds, fair_order
 from longhaul.auth import Principal
 from longhaul.budgets import TenantPolicy
@@ -28,6 +28,7 @@ from tests.unit.fakes import FakeEngine, FakeIntake, FakeWake
 from tests.unit.test_job_store_races import SerializedWrites
 
 NOW = datetime(2025, 1, 2, 3, 4, 5, tzinfo=UTC)
+STEP = "list_documents"  # the first step of the workflow the tests' jobs run
 
 
 def waiting(job_id: str, tenant: str, sla_class: str, seconds_ago: float = 0) -> Waiting:
@@ -267,6 +268,35 @@ def test_over_its_jobs_in_flight_a_job_waits_and_starts_when_a_slot_frees(
     assert report.started == [submitted[2][0]]
     assert counters(admitted, TENANT_A)[2:] == (2, 2)
     assert JobService(admitted).view(Principal(tenant_id=TENANT_A), submitted[2][0]).estimated_start_seconds is None
+
+
+def test_a_replay_goes_through_admission_like_a_submission(
+    admitted: wiring.Services, table: Any, engine: FakeEngine
+) -> None:
+    # Given tenant A may run 1 job, and its first job failed (giving its slot back) while a second one runs
+    policy_of(table, TENANT_A, jobs_in_flight=1)
+    intake = admitted.intake
+    assert isinstance(intake, FakeIntake)
+    first, _, _ = submit_as(admitted, TENANT_A, "standard")
+    admitted.jobs.transition(first, JobStatus.FAILED, event="job_failed")
+    second, second_wait, _ = submit_as(admitted, TENANT_A, "standard")
+    assert second_wait == 0 and counters(admitted, TENANT_A)[2:] == (1, 0)
+    started = len(engine.started)
+
+    # When an operator replays the failed job
+    operations.replay(admitted, Principal(tenant_id="ops", role="operator"), first, from_step=STEP, reason="fixed")
+
+    # Then it does not start beside the running one: it waits for the tenant's slot, in its class's queue
+    assert len(engine.started) == started
+    assert counters(admitted, TENANT_A)[2:] == (1, 1) and intake.waiting_ids() == [first]
+    replayed = admitted.jobs.get_job(first)
+    assert replayed is not None and replayed.status == JobStatus.QUEUED and replayed.waiting
+
+    # and when the running job ends, the replay starts (its new execution) holding the slot
+    admitted.jobs.transition(second, JobStatus.FAILED, event="job_failed")
+    assert Admission(admitted).dispatch().started == [first]
+    assert engine.started[-1].execution == f"{first}-r{replayed.attempts}"
+    assert counters(admitted, TENANT_A)[2:] == (1, 0)
 
 
 def test_the_dispatcher_starts_interactive_work_of_another_tenant_before_a_backlog(
