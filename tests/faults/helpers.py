@@ -81,3 +81,14 @@ def charges(platform: LocalPlatform, job_id: str) -> list[dict[str, Any]]:
         ExpressionAttributeValues={":pk": f"JOB#{job_id}", ":c": "CHARGE#"},
     )
     return list(response["Items"])
+
+
+def step_records(platform: LocalPlatform, job_id: str) -> list[dict[str, Any]]:
+    """The job's step (and fan-out item) records, as stored."""
+    table = platform.client("dynamodb", resource=True).Table(platform.deployment.table_name)
+    response = table.query(
+        KeyConditionExpression="pk = :pk AND begins_with(sk, :s)",
+        ExpressionAttributeValues={":pk": f"JOB#{job_id}", ":s": "STEP#"},
+        ConsistentRead=True,
+    )
+    return list(response["Items"])
