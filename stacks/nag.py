@@ -59,7 +59,8 @@ def acknowledge_data_access(scope: Construct, *, table: IConstruct, bucket: ICon
 
 
 def _machine_name(machine: IConstruct) -> str:
-    """How cdk-nag writes a state machine's name (`state_machine_name`: a part of its ARN) in a finding id."""
+    """How cdk-nag writes the state machine name that `grant_execution` cuts from the machine's ARN (`Fn::Select`
+    over `Fn::Split`), in a finding id; `state_machine_name` itself is written `<LogicalId.Name>`."""
     cfn = machine.node.default_child
     assert isinstance(cfn, CfnElement)
     stack = Stack.of(machine)
