@@ -26,10 +26,10 @@ sys.path.insert(0, str(ROOT / "lambdas"))
 import boto3  # noqa: E402
 from moto import mock_aws  # noqa: E402
 
-from longhaul import limits  # noqa: E402
-from longhaul.artifacts import ArtifactStore  # noqa: E402
-from longhaul.contracts import ArchiveInput  # noqa: E402
-from longhaul.submission import Intake, read_document  # noqa: E402
+from longhaul.core import limits  # noqa: E402
+from longhaul.core.contracts import ArchiveInput  # noqa: E402
+from longhaul.documents.intake import Intake, read_document  # noqa: E402
+from longhaul.storage.artifacts import ArtifactStore  # noqa: E402
 
 BUCKET = "bench-artifacts"
 UPLOAD_ID = "up_" + "b" * 32

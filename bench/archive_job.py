@@ -33,7 +33,7 @@ sys.path.insert(0, str(ROOT))
 
 from local.deploy import wait_until  # noqa: E402
 from local.platform import LocalPlatform  # noqa: E402
-from longhaul import faults, limits  # noqa: E402
+from longhaul.core import faults, limits  # noqa: E402
 
 TERMINAL = ("completed", "failed", "cancelled", "expired")
 

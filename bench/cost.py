@@ -33,8 +33,8 @@ sys.path.insert(0, str(ROOT / "lambdas"))
 
 from local.deploy import wait_until  # noqa: E402
 from local.platform import LocalPlatform  # noqa: E402
-from longhaul.budgets import PRICES, cost_micro, price_of  # noqa: E402
-from longhaul.pricing import AWS_PRICES  # noqa: E402
+from longhaul.core.budgets import PRICES, cost_micro, price_of  # noqa: E402
+from longhaul.core.pricing import AWS_PRICES  # noqa: E402
 
 HISTORY_LIMIT = 25_000  # events in one Standard execution's history
 TERMINAL = {"completed", "failed", "cancelled", "expired"}

@@ -76,7 +76,7 @@ def _install_faults(spec: str) -> str:
     from local import lambda_runtime
 
     lambda_runtime.ensure_code_root_on_path()
-    from longhaul import faults
+    from longhaul.core import faults
 
     faults.install(faults.FaultInjector(spec))
     return spec

@@ -26,7 +26,7 @@ from werkzeug.wrappers import Request, Response
 from local import lambda_runtime
 
 lambda_runtime.ensure_code_root_on_path()  # the limits are stated once, in the domain package
-from longhaul import limits  # noqa: E402
+from longhaul.core import limits  # noqa: E402
 
 LOG = logging.getLogger(__name__)  # not under "longhaul" (the handlers' Powertools logger: it does not propagate)
 # API Gateway's own hard limit: below it the API function applies the platform's limit (and answers its 413).

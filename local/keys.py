@@ -68,9 +68,9 @@ def parse_webhook_secrets(spec: str | Mapping[str, str]) -> dict[str, str]:
 
 
 def seed_api_keys(table: Any, keys: list[ApiKey]) -> None:
-    """Store each key, hashed (`longhaul.auth.api_key_item`), in the boto3 `Table` resource `table`."""
+    """Store each key, hashed (`longhaul.core.auth.api_key_item`), in the boto3 `Table` resource `table`."""
     lambda_runtime.ensure_code_root_on_path()
-    from longhaul.auth import api_key_item
+    from longhaul.core.auth import api_key_item
 
     for api_key in keys:
         table.put_item(Item=api_key_item(api_key.key, api_key.tenant, api_key.role))

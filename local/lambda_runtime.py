@@ -2,7 +2,7 @@
 
 The handler named by the deployed function (e.g. `handlers.steps.parse_documents`) is imported from the
 code root (the repository's `lambdas/` directory, on `sys.path`) and called with a Lambda-like context.
-The function's environment is given through `longhaul.settings.function_environment` (a context variable):
+The function's environment is given through `longhaul.core.settings.function_environment` (a context variable):
 `os.environ` is never touched per invocation, since other threads copy it concurrently.
 
 Each function behaves as a pool of warm sandboxes: up to `concurrency_of(fn)` invocations of it run at once (its
@@ -10,7 +10,7 @@ Each function behaves as a pool of warm sandboxes: up to `concurrency_of(fn)` in
 next one waits for a free slot, held by the whole invocation (middlewares included: a `hang` fault holds its sandbox,
 as a hung invocation does on AWS), so a 1,000-item Map does not run 1,000 handlers at once. The sandboxes share one
 interpreter, so what a handler keeps per request is per thread: the API's resolver state (`handlers.resolver`), the
-logger's keys (`longhaul.observability`), the function environment (a context variable); the shared objects are
+logger's keys (`longhaul.core.observability`), the function environment (a context variable); the shared objects are
 thread-safe (boto3 clients, built once per process under a lock; the settings and services caches; the fault
 injector).
 
@@ -24,7 +24,7 @@ other `BaseException`s (KeyboardInterrupt, SystemExit) still propagate.
 Fault injection: `add_middleware(fn)` registers `fn(invocation, call_next)`, called around every invocation
 (outermost first). It may inspect or replace `invocation.event`, raise (the exception becomes the function
 error), delay, or return a result without calling `call_next`. `runtime_faults` is the built-in one (installed by
-`LocalPlatform`): it fires the `hang` and `duplicate` kinds of `longhaul.faults` for step invocations.
+`LocalPlatform`): it fires the `hang` and `duplicate` kinds of `longhaul.core.faults` for step invocations.
 
 Time scale: `time_scale()` is the factor every local wait is multiplied by (the Step Functions interpreter's Retry
 backoffs, Task timeouts and heartbeats, Wait states, see `moto_patches.scale_interpreter_waits`; and the `hang`
@@ -313,7 +313,7 @@ def error_payload(exc: BaseException) -> dict[str, Any]:
 
 def _call_chain(invocation: Invocation) -> Any:
     ensure_code_root_on_path()
-    from longhaul.settings import function_environment as use_environment
+    from longhaul.core.settings import function_environment as use_environment
 
     def innermost() -> Any:
         handler = resolve_handler(invocation.handler)
@@ -413,18 +413,18 @@ class FunctionTimedOut(Exception):
 
 
 def is_step_event(event: Any) -> bool:
-    """A step invocation's payload (`longhaul.step_events.StepEvent`); a failure record (`FailureEvent`) is not."""
+    """A step invocation's payload (`longhaul.core.step_events.StepEvent`); a failure record (`FailureEvent`) is not."""
     if not isinstance(event, Mapping):
         return False
     ensure_code_root_on_path()
-    from longhaul.step_events import StepEvent
+    from longhaul.core.step_events import StepEvent
 
     required = [name for name, info in StepEvent.model_fields.items() if info.is_required()]
     return all(name in event for name in required) and isinstance(event.get("step"), str)
 
 
 def runtime_faults(invocation: Invocation, call_next: Callable[[], Any]) -> Any:
-    """The built-in middleware firing the runtime fault kinds of `longhaul.faults` for step invocations.
+    """The built-in middleware firing the runtime fault kinds of `longhaul.core.faults` for step invocations.
 
     `duplicate`: the event is delivered twice (the handler runs twice, one after the other, each with its own
     request id); the second result is returned, as an at-least-once redelivery would. `hang`: the handler is not
@@ -435,7 +435,7 @@ def runtime_faults(invocation: Invocation, call_next: Callable[[], Any]) -> Any:
     if not is_step_event(event):
         return call_next()
     ensure_code_root_on_path()
-    from longhaul import faults
+    from longhaul.core import faults
 
     item = event.get("item")
     kind = faults.active().take(event["step"], item if isinstance(item, int) else None, (faults.HANG, faults.DUPLICATE))

@@ -84,7 +84,7 @@ def passed_through(environment: Mapping[str, str]) -> dict[str, str]:
 
 def seed_tenant_policies(table: Any, spec: str) -> None:
     """`LONGHAUL_TENANT_POLICIES` (`{"tenant": {"max_job_tokens": …, "daily_tokens": …}}`) into the table."""
-    from longhaul.budgets import TenantPolicy
+    from longhaul.core.budgets import TenantPolicy
     from longhaul.storage.budgets import BudgetStore
 
     store = BudgetStore(table)

@@ -68,14 +68,14 @@ def entrypoint(container: str) -> list[str] | None:
 
 def _injected_fault(environment: Mapping[str, str]) -> str | None:
     """Consume the configured fault for this task's (step, item), if any (once per task: one attempt)."""
-    from longhaul.settings import Env
+    from longhaul.core.settings import Env
 
     raw = environment.get(Env.STEP_EVENT)
     if not raw:
         return None
     ensure_code_root_on_path()
-    from longhaul import faults
-    from longhaul.errors import BY_KIND
+    from longhaul.core import faults
+    from longhaul.core.errors import BY_KIND
 
     event = json.loads(raw)
     item = event.get("item")
@@ -87,7 +87,7 @@ def _injected_fault(environment: Mapping[str, str]) -> str | None:
 def task_environment(task: Any, container: Mapping[str, Any], overrides: Mapping[str, Any]) -> dict[str, str]:
     """The subprocess environment: this process's (endpoint, credentials, PATH), the container's, the overrides'."""
     ensure_code_root_on_path()
-    from longhaul.settings import Env
+    from longhaul.core.settings import Env
 
     environment = dict(os.environ)
     environment.update(_pairs(container.get("environment", container.get("Environment"))))

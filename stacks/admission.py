@@ -22,8 +22,8 @@ from aws_cdk import aws_sqs as sqs
 from constructs import Construct
 
 from longhaul.adapters.intake import HIDE_SECONDS
-from longhaul.budgets import SLA_CLASSES
-from longhaul.settings import Env
+from longhaul.core.budgets import SLA_CLASSES
+from longhaul.core.settings import Env
 from stacks.functions import platform_function
 
 DISPATCH_EVERY = Duration.minutes(1)

@@ -12,10 +12,10 @@ from aws_cdk import aws_secretsmanager as sm
 from aws_cdk.aws_stepfunctions import StateMachine
 from constructs import Construct
 
-from longhaul.admin import TABLE_OUTPUT
-from longhaul.llm.bedrock import split_inference_profile
-from longhaul.llm.routes import Routing
-from longhaul.settings import Env
+from longhaul.adapters.models.bedrock import split_inference_profile
+from longhaul.core.routes import Routing
+from longhaul.core.settings import Env
+from longhaul.operations.admin import TABLE_OUTPUT
 from longhaul.workflows import REGISTRY
 from stacks.admission import Admission, dispatcher_name
 from stacks.api import Api

@@ -1,7 +1,7 @@
 """Observability: one CloudWatch dashboard for operators (jobs, executions, step durations, dead letters), and
 the alarm topic every alarm of the stack notifies (an e-mail subscription when one is configured).
 
-The dashboard's custom metrics are queried with exactly the dimensions `longhaul.observability.emit` writes.
+The dashboard's custom metrics are queried with exactly the dimensions `longhaul.core.observability.emit` writes.
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ from aws_cdk import aws_sqs as sqs
 from aws_cdk import aws_stepfunctions as sfn
 from constructs import Construct, IConstruct
 
-from longhaul.observability import NAMESPACE, PLATFORM_MISCONFIGURED, QUEUE_WAIT_METRIC
+from longhaul.core.observability import NAMESPACE, PLATFORM_MISCONFIGURED, QUEUE_WAIT_METRIC
 
 PERIOD = Duration.minutes(5)
 

@@ -8,7 +8,7 @@ from aws_cdk import aws_iam as iam
 from aws_cdk import aws_s3 as s3
 from constructs import Construct
 
-from longhaul import schema
+from longhaul.core import schema
 
 
 class Storage(Construct):

@@ -20,8 +20,8 @@ from aws_cdk import aws_iam as iam
 from aws_cdk import aws_logs as logs
 from constructs import Construct
 
-from longhaul.schema import UPLOADS_PREFIX, WORK_PREFIX
-from longhaul.settings import Env
+from longhaul.core.schema import UPLOADS_PREFIX, WORK_PREFIX
+from longhaul.core.settings import Env
 from longhaul.workflows import REGISTRY
 from stacks.bundling import LAMBDAS_DIR
 from stacks.functions import LOG_RETENTION

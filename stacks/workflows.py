@@ -13,8 +13,8 @@ from aws_cdk import aws_s3 as s3
 from aws_cdk import aws_stepfunctions as sfn
 from constructs import Construct
 
-from longhaul.limits import MAX_DEADLINE_SECONDS
-from longhaul.settings import Env
+from longhaul.core.limits import MAX_DEADLINE_SECONDS
+from longhaul.core.settings import Env
 from longhaul.workflows import REGISTRY, WorkflowSpec
 from stacks.functions import platform_function
 from stacks.nag import acknowledge, arn_ref, logical_id

@@ -27,9 +27,9 @@ from aws_cdk import aws_stepfunctions as sfn
 from aws_cdk import aws_stepfunctions_tasks as tasks
 from constructs import Construct
 
-from longhaul.errors import JOB_STOPPED
-from longhaul.settings import Env
-from longhaul.step_events import TASK_GROUP_PREFIX, FailureEvent, StepEvent, WorkflowState, payload
+from longhaul.core.errors import JOB_STOPPED
+from longhaul.core.settings import Env
+from longhaul.core.step_events import TASK_GROUP_PREFIX, FailureEvent, StepEvent, WorkflowState, payload
 from longhaul.workflows import StepKind, WorkflowSpec
 from state_machines.maps import item_map
 from state_machines.policy import DEFAULT_POLICY, STOPPED_ERRORS, TIMEOUT_ERRORS, StepPolicy

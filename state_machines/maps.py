@@ -1,7 +1,7 @@
 """The fan-out Maps of the house policy: an inline Map for a short item list, a Distributed Map for a long one.
 
-A fan-out runs over an `ItemList` (`longhaul.items`): `count`, `manifest_key` and, while they are few, the `items`.
-A Choice on `count` picks the branch:
+A fan-out runs over an `ItemList` (`longhaul.engine.items`): `count`, `manifest_key` and, while they are few, the
+`items`. A Choice on `count` picks the branch:
 
 - inline (count <= `INLINE_MAP_MAX_ITEMS`): a Map over `items` in the execution itself;
 - distributed (above): a Distributed Map whose ItemReader reads the manifest (batches of items) from the artifacts
@@ -25,10 +25,10 @@ from aws_cdk import Duration
 from aws_cdk import aws_stepfunctions as sfn
 from aws_cdk import aws_stepfunctions_tasks as tasks
 
-from longhaul import limits
-from longhaul.errors import ITEMS_FAILED, JOB_STOPPED
-from longhaul.schema import MAP_RESULTS_PREFIX
-from longhaul.step_events import TallyEvent, payload
+from longhaul.core import limits
+from longhaul.core.errors import ITEMS_FAILED, JOB_STOPPED
+from longhaul.core.schema import MAP_RESULTS_PREFIX
+from longhaul.core.step_events import TallyEvent, payload
 from state_machines.policy import STOPPED_ERRORS
 
 if TYPE_CHECKING:

@@ -9,7 +9,7 @@ from dataclasses import dataclass
 
 from aws_cdk import aws_logs as logs
 
-from longhaul.errors import RETRYABLE_ERROR_NAMES, STEP_FAILED
+from longhaul.core.errors import RETRYABLE_ERROR_NAMES, STEP_FAILED
 
 # Lambda service-side failures that are worth retrying (AWS's own recommendation for Lambda tasks).
 LAMBDA_SERVICE_ERRORS: tuple[str, ...] = (

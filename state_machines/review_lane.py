@@ -20,7 +20,7 @@ from aws_cdk import aws_iam as iam
 from aws_cdk import aws_stepfunctions as sfn
 from aws_cdk import aws_stepfunctions_tasks as tasks
 
-from longhaul.step_events import ReviewEvent, StepEvent, payload
+from longhaul.core.step_events import ReviewEvent, StepEvent, payload
 from longhaul.workflows import StepKind
 from state_machines.policy import STOPPED_ERRORS
 

@@ -6,9 +6,9 @@ from typing import Any
 
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
-from longhaul.admission import Admission
-from longhaul.observability import logger
-from longhaul.wiring import services
+from longhaul.core.observability import logger
+from longhaul.operations.admission import Admission
+from longhaul.services import services
 
 
 @logger.inject_lambda_context(clear_state=True)

@@ -24,9 +24,10 @@ from handlers.api_ops import router as operator_routes
 from handlers.api_reviews import router as reviewer_routes
 from handlers.api_shared import PROBLEM_JSON, SSE, EventsLimit, events_response, job_service, principal, problems
 from handlers.resolver import ThreadSafeRestResolver
-from longhaul import limits
-from longhaul.auth import Principal, bearer_token
-from longhaul.contracts import (
+from longhaul.api.jobs import readiness
+from longhaul.core import limits
+from longhaul.core.auth import Principal, bearer_token
+from longhaul.core.contracts import (
     CancelOutcome,
     EventPage,
     Health,
@@ -37,9 +38,8 @@ from longhaul.contracts import (
     UploadRequest,
     UploadTicket,
 )
-from longhaul.jobs import readiness
-from longhaul.observability import logger
-from longhaul.problems import (
+from longhaul.core.observability import logger
+from longhaul.core.problems import (
     ApiProblem,
     Forbidden,
     InternalProblem,
@@ -50,7 +50,7 @@ from longhaul.problems import (
     Unauthorized,
     UnsupportedMediaType,
 )
-from longhaul.wiring import services
+from longhaul.services import services
 from longhaul.workflows import REGISTRY, JobRequest
 
 MARKDOWN = "text/markdown"

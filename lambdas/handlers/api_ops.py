@@ -13,10 +13,10 @@ from aws_lambda_powertools.event_handler.api_gateway import Router
 from aws_lambda_powertools.event_handler.openapi.params import Body, Path, Query
 
 from handlers.api_shared import EventsLimit, events_response, job_service, principal, problems
-from longhaul import limits, operations
-from longhaul.auth import Principal
-from longhaul.budgets import TenantPolicy
-from longhaul.contracts import (
+from longhaul.core import limits
+from longhaul.core.auth import Principal
+from longhaul.core.budgets import TenantPolicy
+from longhaul.core.contracts import (
     CancelOutcome,
     DeadLetterList,
     EventPage,
@@ -27,10 +27,11 @@ from longhaul.contracts import (
     ReplayRequest,
     TenantPolicyView,
 )
-from longhaul.problems import ApiProblem, Forbidden, NotFound
+from longhaul.core.problems import ApiProblem, Forbidden, NotFound
+from longhaul.operations import service as operations
+from longhaul.services import services
 from longhaul.webhooks import dispatcher
 from longhaul.webhooks.views import WebhookList, WebhookView
-from longhaul.wiring import services
 
 router = Router()
 

@@ -12,10 +12,10 @@ from aws_lambda_powertools.event_handler.api_gateway import Router
 from aws_lambda_powertools.event_handler.openapi.params import Body, Path, Query
 
 from handlers.api_shared import principal, problems
-from longhaul import limits
+from longhaul.api.reviews import ReviewService
+from longhaul.core import limits
 from longhaul.review.contracts import DecisionOutcome, DecisionRequest, ReviewDetail, ReviewList
-from longhaul.review.service import ReviewService
-from longhaul.wiring import services
+from longhaul.services import services
 
 router = Router()
 REVIEW_PROBLEMS = {

@@ -10,11 +10,11 @@ from aws_lambda_powertools.event_handler.api_gateway import BaseRouter
 from aws_lambda_powertools.event_handler.openapi.params import Query
 from aws_lambda_powertools.event_handler.openapi.types import OpenAPIResponse
 
-from longhaul import limits
-from longhaul.auth import Principal
-from longhaul.contracts import TERMINAL_STATUSES, Problem
-from longhaul.jobs import JobService
-from longhaul.wiring import services
+from longhaul.api.jobs import JobService
+from longhaul.core import limits
+from longhaul.core.auth import Principal
+from longhaul.core.contracts import TERMINAL_STATUSES, Problem
+from longhaul.services import services
 
 PROBLEM_JSON = "application/problem+json"
 SSE = "text/event-stream"

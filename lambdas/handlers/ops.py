@@ -6,9 +6,9 @@ from typing import Any
 
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
-from longhaul import operations
-from longhaul.observability import logger, metrics
-from longhaul.wiring import services
+from longhaul.core.observability import logger, metrics
+from longhaul.operations import service as operations
+from longhaul.services import services
 
 
 @metrics.log_metrics

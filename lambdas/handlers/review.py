@@ -7,10 +7,10 @@ from typing import Any
 
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
-from longhaul.errors import InternalError
-from longhaul.observability import logger
+from longhaul.core.errors import InternalError
+from longhaul.core.observability import logger
 from longhaul.review import lane
-from longhaul.wiring import services
+from longhaul.services import services
 
 
 @logger.inject_lambda_context(clear_state=True)  # never log_event: the wait's event carries the task token

@@ -8,11 +8,11 @@ from typing import Any
 
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
-from longhaul.failures import record_failure as _record_failure
-from longhaul.items import tally
-from longhaul.observability import logger
-from longhaul.runner import run_step
-from longhaul.wiring import services
+from longhaul.core.observability import logger
+from longhaul.engine.failures import record_failure as _record_failure
+from longhaul.engine.items import tally
+from longhaul.engine.runner import run_step
+from longhaul.services import services
 
 
 @logger.inject_lambda_context(clear_state=True)

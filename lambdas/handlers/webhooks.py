@@ -6,9 +6,9 @@ from typing import Any
 
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
-from longhaul.observability import logger
+from longhaul.core.observability import logger
+from longhaul.services import services
 from longhaul.webhooks import dispatcher
-from longhaul.wiring import services
 
 
 @logger.inject_lambda_context(clear_state=True)

@@ -11,10 +11,10 @@ import pytest
 from local import lambda_runtime, schedules
 from local.deploy import wait_until
 from local.platform import LocalPlatform
-from longhaul import operations
-from longhaul.settings import function_environment
+from longhaul.core.settings import function_environment
+from longhaul.operations import service as operations
+from longhaul.services import Services, services
 from longhaul.storage.jobs import JobStore
-from longhaul.wiring import Services, services
 from tests.faults.helpers import DOCUMENT_ANALYSIS, assert_consistent
 from tests.workflows.conftest import Client
 

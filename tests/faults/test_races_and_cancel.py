@@ -12,8 +12,8 @@ import pytest
 from local import lambda_runtime
 from local.deploy import wait_until
 from local.platform import LocalPlatform
-from longhaul.clock import parse_iso
-from longhaul.contracts import JobStatus
+from longhaul.core.clock import parse_iso
+from longhaul.core.contracts import JobStatus
 from longhaul.storage.jobs import JobStore
 from tests.faults.helpers import DOCUMENT_ANALYSIS, assert_consistent, step_records
 from tests.workflows.conftest import Client

@@ -8,8 +8,8 @@ from typing import Any
 
 import pytest
 
-from longhaul.budgets import SLA_CLASSES
-from longhaul.settings import Env
+from longhaul.core.budgets import SLA_CLASSES
+from longhaul.core.settings import Env
 from tests.infrastructure.conftest import resources
 
 

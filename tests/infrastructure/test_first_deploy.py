@@ -10,9 +10,9 @@ from typing import Any
 
 import pytest
 
-from longhaul import aws
-from longhaul.admin import TABLE_OUTPUT
-from longhaul.observability import NAMESPACE, PLATFORM_MISCONFIGURED
+from longhaul.adapters import aws
+from longhaul.core.observability import NAMESPACE, PLATFORM_MISCONFIGURED
+from longhaul.operations.admin import TABLE_OUTPUT
 from longhaul.workflows import REGISTRY
 from tests.infrastructure.conftest import ALARM_EMAIL, all_states, definition, payload_step, resources
 

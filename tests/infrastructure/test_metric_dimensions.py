@@ -18,7 +18,7 @@ from typing import Any
 
 import pytest
 
-from longhaul import observability
+from longhaul.core import observability
 from tests.infrastructure.conftest import AUTO_DELETE_PROVIDER, ROOT, resources
 
 NAMESPACE = observability.NAMESPACE

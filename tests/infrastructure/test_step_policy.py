@@ -7,8 +7,8 @@ from typing import Any
 
 import pytest
 
-from longhaul import limits
-from longhaul.errors import DETERMINISTIC_ERROR_NAMES, RETRYABLE_ERROR_NAMES
+from longhaul.core import limits
+from longhaul.core.errors import DETERMINISTIC_ERROR_NAMES, RETRYABLE_ERROR_NAMES
 from longhaul.workflows import REGISTRY
 from tests.infrastructure.conftest import all_states, definition, resources
 

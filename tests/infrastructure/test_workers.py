@@ -7,7 +7,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from longhaul.settings import Env
+from longhaul.core.settings import Env
 from longhaul.workflows import REGISTRY
 from tests.infrastructure.conftest import all_states, definition, resources
 

@@ -17,8 +17,8 @@ from aws_cdk import aws_s3 as s3
 from aws_cdk import aws_stepfunctions as sfn
 from pydantic import BaseModel
 
+from longhaul.engine.spec import fan_out, step
 from longhaul.workflows import REGISTRY, WorkflowSpec
-from longhaul.workflows.spec import fan_out, step
 from state_machines.builder import WorkflowBuilder
 from tests.infrastructure.conftest import definition, payload_step, resources
 

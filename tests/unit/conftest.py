@@ -21,12 +21,12 @@ import botocore.session
 import pytest
 from moto import mock_aws
 
-from longhaul import aws as aws_clients
-from longhaul import settings as settings_module
-from longhaul import wiring
-from longhaul.artifacts import ArtifactStore
-from longhaul.auth import api_key_item
-from longhaul.settings import Settings, function_environment
+from longhaul import services as wiring
+from longhaul.adapters import aws as aws_clients
+from longhaul.core import settings as settings_module
+from longhaul.core.auth import api_key_item
+from longhaul.core.settings import Settings, function_environment
+from longhaul.storage.artifacts import ArtifactStore
 from longhaul.storage.checkpoints import CheckpointStore
 from longhaul.storage.jobs import JobStore
 from tests.unit.aws_env import REGION, offline_credentials
@@ -42,7 +42,7 @@ KEY_OPS = "key-operator-0123456789"
 
 
 class FakeClock:
-    """A `longhaul.clock.Clock` that only moves when told to."""
+    """A `longhaul.core.clock.Clock` that only moves when told to."""
 
     def __init__(self, start: datetime | None = None) -> None:
         self.current = start or datetime(2025, 1, 2, 3, 4, 5, tzinfo=UTC)
@@ -68,7 +68,7 @@ _SHARED_LOADER: botocore.loaders.Loader | None = None
 def _shared_loader(data_path: str | None = None) -> botocore.loaders.Loader:
     """One botocore data loader for the whole test run.
 
-    `longhaul.aws` builds a fresh boto3 Session per client, and each one parses botocore's JSON models again
+    `longhaul.adapters.aws` builds a fresh boto3 Session per client, and each one parses botocore's JSON models again
     (~0.1 s each); sharing the (read-only, instance-cached) loader keeps the suite fast without changing
     what the product code does.
     """

@@ -1,4 +1,4 @@
-"""In-memory fakes of the ports (`longhaul.ports`): the workflow engine and the dead letters.
+"""In-memory fakes of the ports (`longhaul.core.ports`): the workflow engine and the dead letters.
 
 Use cases (replay, the sweep, the runner) are tested against these, so a test says what the engine was asked to do
 and what it answered without running an interpreter. They keep the contracts of the ports: starting an execution
@@ -11,8 +11,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from longhaul.contracts import DeadLetter
-from longhaul.ports import EngineUnavailable, Execution, ExecutionHistory, ExecutionStatus, RedriveRefused, Waiting
+from longhaul.core.contracts import DeadLetter
+from longhaul.core.ports import EngineUnavailable, Execution, ExecutionHistory, ExecutionStatus, RedriveRefused, Waiting
 
 ENDED = frozenset(
     {ExecutionStatus.SUCCEEDED, ExecutionStatus.FAILED, ExecutionStatus.TIMED_OUT, ExecutionStatus.ABORTED}

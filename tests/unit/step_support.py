@@ -8,13 +8,13 @@ from typing import Any
 import pytest
 from boto3.dynamodb.conditions import Key
 
-from longhaul.contracts import EventView, JobStatus
-from longhaul.records import Job
-from longhaul.runner import StepContext
+from longhaul.core.contracts import EventView, JobStatus
+from longhaul.core.records import Job
+from longhaul.engine.runner import StepContext
+from longhaul.engine.spec import step
 from longhaul.storage.checkpoints import CheckpointStore
 from longhaul.storage.jobs import JobStore, NewJob
 from longhaul.workflows import REGISTRY, WorkflowSpec
-from longhaul.workflows.spec import step
 
 JOB_ID = "job_runner_1"
 TENANT = "tenant-a"

@@ -1,5 +1,5 @@
-"""`python -m longhaul.admin create-key` against a deployed stack (moto): the stack's table output is found, only
-the key's hash is stored, and the printed key authenticates."""
+"""`python -m longhaul.operations.admin create-key` against a deployed stack (moto): the stack's table output is
+found, only the key's hash is stored, and the printed key authenticates."""
 
 from __future__ import annotations
 
@@ -9,8 +9,8 @@ from typing import Any
 import boto3
 import pytest
 
-from longhaul import admin
-from longhaul.auth import key_hash
+from longhaul.core.auth import key_hash
+from longhaul.operations import admin
 from longhaul.storage.jobs import JobStore
 from tests.unit.aws_env import REGION
 

@@ -10,14 +10,15 @@ from typing import Any
 
 import pytest
 
-from longhaul import operations, wiring
-from longhaul.admission import Admission, estimated_start_seconds, fair_order
-from longhaul.auth import Principal
-from longhaul.budgets import TenantPolicy
-from longhaul.contracts import JobStatus
-from longhaul.jobs import JobService
-from longhaul.ports import Waiting
-from longhaul.records import Job
+from longhaul import services as wiring
+from longhaul.api.jobs import JobService
+from longhaul.core.auth import Principal
+from longhaul.core.budgets import TenantPolicy
+from longhaul.core.contracts import JobStatus
+from longhaul.core.ports import Waiting
+from longhaul.core.records import Job
+from longhaul.operations import service as operations
+from longhaul.operations.admission import Admission, estimated_start_seconds, fair_order
 from longhaul.storage.admission import AdmissionStore
 from longhaul.storage.budgets import BudgetStore
 from longhaul.storage.jobs import JobStore, NewJob
@@ -349,7 +350,7 @@ def test_a_cancelled_waiting_job_never_starts_and_its_message_is_dropped(
 def test_the_sweep_never_fails_a_waiting_job_and_sends_a_forgotten_one_again(
     admitted: wiring.Services, table: Any, clock: FakeClock
 ) -> None:
-    from longhaul.operations import sweep
+    from longhaul.operations.service import sweep
 
     # Given a job waiting for a slot (its tenant is at its limit), and one that never reached admission (a crash)
     policy_of(table, TENANT_A, jobs_in_flight=1)

@@ -6,7 +6,11 @@ from pathlib import Path
 
 import pytest
 
-from longhaul.analysis import (
+from longhaul.adapters.models import ModelRequest, ModelResponse, OfflineExtractiveModel, Usage
+from longhaul.core.contracts import Citation, Claim, DocumentSummary, JobResult, Verification
+from longhaul.core.errors import OutputInvalidError
+from longhaul.documents.parsing import Chunk, ParsedDocument, chunk_document, media_type_for, parse_document
+from longhaul.workflows.document_analysis.analysis import (
     Draft,
     DraftCitation,
     DraftClaim,
@@ -20,11 +24,7 @@ from longhaul.analysis import (
     render_markdown,
     verify_citations,
 )
-from longhaul.contracts import Citation, Claim, DocumentSummary, JobResult, Verification
-from longhaul.documents import Chunk, ParsedDocument, chunk_document, media_type_for, parse_document
-from longhaul.errors import OutputInvalidError
-from longhaul.llm import ModelRequest, ModelResponse, OfflineExtractiveModel, Usage
-from longhaul.retrieval import LexicalIndex, group_passages
+from longhaul.workflows.document_analysis.retrieval import LexicalIndex, group_passages
 
 SAMPLES = Path(__file__).resolve().parents[2] / "samples" / "documents"
 QUESTION = "What are the main risks in these contracts, e.g. liability caps, termination and data protection?"

@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from longhaul.contracts import JobStatus
+from longhaul.core.contracts import JobStatus
 from longhaul.storage.jobs import JobStore
 from longhaul.workflows import REGISTRY
 from tests.unit.api_helpers import (
@@ -455,7 +455,7 @@ def test_a_tenant_key_on_an_operator_route_is_403_before_any_validation(call_api
 
 
 def test_an_unforeseen_error_is_a_500_problem(call_api: CallApi, monkeypatch: Any) -> None:
-    from longhaul.jobs import JobService
+    from longhaul.api.jobs import JobService
 
     def explode(*_: Any, **__: Any) -> Any:
         raise RuntimeError("boom")

@@ -8,8 +8,8 @@ from typing import Any
 
 import pytest
 
-from longhaul.clock import iso
-from longhaul.contracts import JobStatus
+from longhaul.core.clock import iso
+from longhaul.core.contracts import JobStatus
 from longhaul.storage.checkpoints import CheckpointStore
 from longhaul.storage.jobs import JobStore
 from tests.unit.api_helpers import assert_problem, submit

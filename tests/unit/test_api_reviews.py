@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from longhaul.auth import api_key_item
+from longhaul.core.auth import api_key_item
 from tests.unit.api_helpers import BODY, assert_problem, job_items
 from tests.unit.conftest import KEY_A, CallApi
 

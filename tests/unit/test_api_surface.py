@@ -9,8 +9,8 @@ from typing import Any
 import pytest
 
 from handlers import api
-from longhaul import limits
-from longhaul.settings import Settings, function_environment
+from longhaul.core import limits
+from longhaul.core.settings import Settings, function_environment
 from longhaul.workflows import REQUEST_MODELS
 from tests.unit.api_helpers import (
     BODY,

@@ -13,13 +13,14 @@ from typing import Any
 import pytest
 from pydantic import ValidationError
 
-from longhaul import archives, limits, ocr
-from longhaul.artifacts import ArtifactStore
-from longhaul.contracts import ArchiveInput
-from longhaul.documents import ParsedDocument, ParsedPage
-from longhaul.errors import InvalidInputError
-from longhaul.problems import InvalidRequest
-from longhaul.submission import Intake, StoredDocument, read_document
+from longhaul.core import limits
+from longhaul.core.contracts import ArchiveInput
+from longhaul.core.errors import InvalidInputError
+from longhaul.core.problems import InvalidRequest
+from longhaul.documents import archives, ocr
+from longhaul.documents.intake import Intake, StoredDocument, read_document
+from longhaul.documents.parsing import ParsedDocument, ParsedPage
+from longhaul.storage.artifacts import ArtifactStore
 from longhaul.workflows.invoice_reconciliation import steps as invoice_steps
 from longhaul.workflows.invoice_reconciliation.spec import InvoiceReconciliationInput
 

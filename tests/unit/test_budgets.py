@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from longhaul.budgets import (
+from longhaul.core.budgets import (
     JobBudget,
     Price,
     Reservation,
@@ -21,8 +21,8 @@ from longhaul.budgets import (
     usd,
     worst_case_input_tokens,
 )
-from longhaul.errors import BudgetExceededError
-from longhaul.records import Job
+from longhaul.core.errors import BudgetExceededError
+from longhaul.core.records import Job
 from longhaul.storage.budgets import BudgetStore, CallLabels
 from longhaul.storage.jobs import JobStore, NewJob
 

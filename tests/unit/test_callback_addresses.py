@@ -7,7 +7,7 @@ from collections.abc import Sequence
 
 import pytest
 
-from longhaul.webhooks.addresses import (
+from longhaul.core.addresses import (
     UnsafeCallback,
     check_addresses,
     check_url,

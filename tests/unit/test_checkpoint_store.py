@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from longhaul.contracts import JobStatus
+from longhaul.core.contracts import JobStatus
 from longhaul.storage.checkpoints import CheckpointStore
 from longhaul.storage.jobs import JobStore, TransitionRejected
 from tests.unit.conftest import FakeClock

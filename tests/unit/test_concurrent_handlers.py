@@ -1,7 +1,8 @@
 """What a function keeps per request is per thread: the local runtime runs invocations of one function at once.
 
 Powertools keeps the request being resolved (event, route, routing context) and the logger's keys on shared objects;
-`handlers.resolver.ThreadSafeRestResolver` and `longhaul.observability.PerThreadKeysFormatter` keep them per thread.
+`handlers.resolver.ThreadSafeRestResolver` and `longhaul.core.observability.PerThreadKeysFormatter` keep them per
+thread.
 Each test makes two requests meet inside their handlers (a barrier), so they do overlap, then checks what each saw.
 """
 
@@ -16,7 +17,7 @@ from typing import Any
 from aws_lambda_powertools import Logger
 
 from handlers.resolver import ThreadSafeRestResolver
-from longhaul.observability import PerThreadKeysFormatter
+from longhaul.core.observability import PerThreadKeysFormatter
 
 MEET = threading.Barrier(2, timeout=10)
 

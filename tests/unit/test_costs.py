@@ -12,16 +12,24 @@ from typing import Any
 import boto3
 import pytest
 
-from longhaul import metering
 from longhaul.adapters.stepfunctions import StepFunctionsEngine
-from longhaul.contracts import JobStatus
-from longhaul.costs import count_transitions, with_transitions
-from longhaul.metering import Compute, Metered, compute_usage, metered
-from longhaul.ports import ExecutionHistory, ExecutionStatus, HistoryEvent
-from longhaul.pricing import AWS_PRICES, fargate_usd, job_cost, lambda_usd, orchestration_usd, requests_usd, to_micro
-from longhaul.records import Job
+from longhaul.core import metering
+from longhaul.core.contracts import JobStatus
+from longhaul.core.metering import Compute, Metered, compute_usage, metered
+from longhaul.core.ports import ExecutionHistory, ExecutionStatus, HistoryEvent
+from longhaul.core.pricing import (
+    AWS_PRICES,
+    fargate_usd,
+    job_cost,
+    lambda_usd,
+    orchestration_usd,
+    requests_usd,
+    to_micro,
+)
+from longhaul.core.records import Job
+from longhaul.engine.costs import count_transitions, with_transitions
+from longhaul.services import Services
 from longhaul.storage.jobs import JobStore, NewJob
-from longhaul.wiring import Services
 from tests.unit.aws_env import REGION
 from tests.unit.conftest import BUCKET_NAME, TABLE_NAME
 from tests.unit.fakes import FakeEngine

@@ -11,7 +11,7 @@ import boto3
 import pytest
 
 from longhaul.adapters.dead_letters import QueueDeadLetters
-from longhaul.contracts import DeadLetter
+from longhaul.core.contracts import DeadLetter
 from tests.unit.aws_env import REGION
 
 T0 = datetime(2025, 1, 2, 3, 4, 5, tzinfo=UTC)

@@ -8,7 +8,8 @@ from pathlib import Path
 import pytest
 from pypdf import PdfReader, PdfWriter
 
-from longhaul.documents import (
+from longhaul.core.errors import InvalidInputError
+from longhaul.documents.parsing import (
     ParsedDocument,
     ParsedPage,
     chunk_document,
@@ -16,7 +17,6 @@ from longhaul.documents import (
     parse_document,
     sentence_spans,
 )
-from longhaul.errors import InvalidInputError
 
 SAMPLES = Path(__file__).resolve().parents[2] / "samples" / "documents"
 

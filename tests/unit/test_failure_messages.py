@@ -6,13 +6,13 @@ from typing import Any
 
 import pytest
 
-from longhaul.errors import ITEMS_FAILED, LonghaulError, TransientError
-from longhaul.failures import record_failure
-from longhaul.records import Job
-from longhaul.runner import run_step
+from longhaul.core.errors import ITEMS_FAILED, LonghaulError, TransientError
+from longhaul.core.records import Job
+from longhaul.engine.failures import record_failure
+from longhaul.engine.runner import run_step
+from longhaul.services import Services
 from longhaul.storage.checkpoints import CheckpointStore
 from longhaul.storage.jobs import JobStore
-from longhaul.wiring import Services
 from tests.unit.step_support import JOB_ID, SPEC, WORKFLOW, step_event
 from tests.unit.step_support import job as job  # the fixture
 

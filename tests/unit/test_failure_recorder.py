@@ -8,13 +8,13 @@ from typing import Any
 
 import pytest
 
-from longhaul.contracts import JobStatus
-from longhaul.errors import ITEMS_FAILED, InvalidInputError, TransientError
-from longhaul.failures import MESSAGE_LIMIT, record_failure
-from longhaul.runner import run_step
+from longhaul.core.contracts import JobStatus
+from longhaul.core.errors import ITEMS_FAILED, InvalidInputError, TransientError
+from longhaul.engine.failures import MESSAGE_LIMIT, record_failure
+from longhaul.engine.runner import run_step
+from longhaul.services import Services
 from longhaul.storage.checkpoints import CheckpointStore
 from longhaul.storage.jobs import JobStore
-from longhaul.wiring import Services
 from tests.unit.fakes import FakeDeadLetters
 from tests.unit.step_support import (
     JOB_ID,

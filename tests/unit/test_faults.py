@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from longhaul.errors import InvalidInputError, TransientError
-from longhaul.faults import CrashFault, FaultInjector
+from longhaul.core.errors import InvalidInputError, TransientError
+from longhaul.core.faults import CrashFault, FaultInjector
 
 
 def test_a_counted_fault_fires_that_many_times_then_stops():

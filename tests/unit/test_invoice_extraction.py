@@ -7,18 +7,23 @@ from pathlib import Path
 
 import pytest
 
-from longhaul.analysis import parse_model_output
-from longhaul.documents import media_type_for, parse_document
-from longhaul.errors import OutputInvalidError
-from longhaul.invoices.amounts import AmountError, parse_amount
-from longhaul.invoices.extraction import EXTRACTOR, extract_invoice, total_kind
-from longhaul.invoices.models import ExtractedInvoice, amount, extraction_json_schema
-from longhaul.invoices.pricelist import NoCurrencyError, NoPricesError, PriceListError, parse_price_list
-from longhaul.invoices.prompts import extraction_request, own_document
-from longhaul.invoices.sourcing import verify
-from longhaul.invoices.tables import column_role
-from longhaul.llm.offline import OfflineExtractiveModel
-from longhaul.llm.port import ModelResponse, Usage
+from longhaul.adapters.models.offline import OfflineExtractiveModel
+from longhaul.core.errors import OutputInvalidError
+from longhaul.core.llm import ModelResponse, Usage
+from longhaul.documents.parsing import media_type_for, parse_document
+from longhaul.workflows.document_analysis.analysis import parse_model_output
+from longhaul.workflows.invoice_reconciliation.amounts import AmountError, parse_amount
+from longhaul.workflows.invoice_reconciliation.extraction import EXTRACTOR, extract_invoice, total_kind
+from longhaul.workflows.invoice_reconciliation.models import ExtractedInvoice, amount, extraction_json_schema
+from longhaul.workflows.invoice_reconciliation.pricelist import (
+    NoCurrencyError,
+    NoPricesError,
+    PriceListError,
+    parse_price_list,
+)
+from longhaul.workflows.invoice_reconciliation.prompts import extraction_request, own_document
+from longhaul.workflows.invoice_reconciliation.sourcing import verify
+from longhaul.workflows.invoice_reconciliation.tables import column_role
 
 SAMPLES = Path(__file__).resolve().parents[2] / "samples" / "invoices"
 INVOICE_FILES = sorted(p.name for p in SAMPLES.iterdir() if p.name.startswith("inv_"))

@@ -8,12 +8,13 @@ from pathlib import Path
 
 import pytest
 
-from longhaul.documents import media_type_for, parse_document
-from longhaul.invoices.extraction import extract_invoice
-from longhaul.invoices.models import InvoiceReconciliationResult
-from longhaul.invoices.pricelist import PriceList, parse_price_list
-from longhaul.invoices.prompts import summary_request
-from longhaul.invoices.report import (
+from longhaul.adapters.models.offline import OfflineExtractiveModel
+from longhaul.documents.parsing import media_type_for, parse_document
+from longhaul.workflows.invoice_reconciliation.extraction import extract_invoice
+from longhaul.workflows.invoice_reconciliation.models import InvoiceReconciliationResult
+from longhaul.workflows.invoice_reconciliation.pricelist import PriceList, parse_price_list
+from longhaul.workflows.invoice_reconciliation.prompts import summary_request
+from longhaul.workflows.invoice_reconciliation.report import (
     check_summary,
     contract_summary,
     deterministic_summary,
@@ -23,8 +24,7 @@ from longhaul.invoices.report import (
     render_markdown,
     validated_numbers,
 )
-from longhaul.invoices.sourcing import verify
-from longhaul.llm.offline import OfflineExtractiveModel
+from longhaul.workflows.invoice_reconciliation.sourcing import verify
 
 SAMPLES = Path(__file__).resolve().parents[2] / "samples" / "invoices"
 INVOICE_FILES = sorted(p.name for p in SAMPLES.iterdir() if p.name.startswith("inv_"))

@@ -6,12 +6,12 @@ from pathlib import Path
 
 import pytest
 
-from longhaul.documents import media_type_for, parse_document
-from longhaul.invoices.extraction import extract_invoice
-from longhaul.invoices.models import ExtractedInvoice
-from longhaul.invoices.pricelist import PriceList, parse_price_list
-from longhaul.invoices.rules import check
-from longhaul.invoices.sourcing import verify
+from longhaul.documents.parsing import media_type_for, parse_document
+from longhaul.workflows.invoice_reconciliation.extraction import extract_invoice
+from longhaul.workflows.invoice_reconciliation.models import ExtractedInvoice
+from longhaul.workflows.invoice_reconciliation.pricelist import PriceList, parse_price_list
+from longhaul.workflows.invoice_reconciliation.rules import check
+from longhaul.workflows.invoice_reconciliation.sourcing import verify
 
 SAMPLES = Path(__file__).resolve().parents[2] / "samples" / "invoices"
 CONTRACT = (

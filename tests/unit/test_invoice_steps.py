@@ -10,13 +10,13 @@ from typing import Any
 
 import pytest
 
-from longhaul.invoices.extraction import extract_invoice
-from longhaul.llm.port import ModelGateway, ModelRequest, ModelResponse, Usage
-from longhaul.records import Job
-from longhaul.runner import StepContext
-from longhaul.step_events import StepEvent
-from longhaul.wiring import Services
+from longhaul.core.llm import ModelGateway, ModelRequest, ModelResponse, Usage
+from longhaul.core.records import Job
+from longhaul.core.step_events import StepEvent
+from longhaul.engine.runner import StepContext
+from longhaul.services import Services
 from longhaul.workflows.invoice_reconciliation import steps
+from longhaul.workflows.invoice_reconciliation.extraction import extract_invoice
 from tests.unit.step_support import JOB_ID, TENANT, WORKFLOW, events
 from tests.unit.step_support import job as job  # the fixture
 
@@ -121,7 +121,7 @@ def test_re_extraction_is_bounded_and_what_survives_is_an_unsourced_value(servic
 def test_output_that_is_not_the_schema_fails_the_step_as_output_invalid(
     services: Services, job: Job, answer: str
 ) -> None:
-    from longhaul.errors import OutputInvalidError
+    from longhaul.core.errors import OutputInvalidError
 
     with pytest.raises(OutputInvalidError):
         _run(services, ScriptedModel(answer))

@@ -7,13 +7,13 @@ from typing import Any
 
 import pytest
 
-from longhaul import limits
-from longhaul.contracts import JobStatus
-from longhaul.errors import CancelledError
-from longhaul.items import ItemBatch, ItemList, item_count, tally, write_item_list
+from longhaul.core import limits
+from longhaul.core.contracts import JobStatus
+from longhaul.core.errors import CancelledError
+from longhaul.engine.items import ItemBatch, ItemList, item_count, tally, write_item_list
+from longhaul.services import Services
 from longhaul.storage.checkpoints import CheckpointStore
 from longhaul.storage.jobs import JobStore
-from longhaul.wiring import Services
 from tests.unit.test_job_store import new_job, read
 
 S = JobStatus

@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from longhaul.contracts import JobStatus
+from longhaul.core.contracts import JobStatus
 from longhaul.storage.jobs import JobStore, NewJob
 from longhaul.storage.listing import BadCursor
 from tests.unit.conftest import FakeClock

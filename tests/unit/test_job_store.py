@@ -11,9 +11,9 @@ import pytest
 from boto3.dynamodb.conditions import Key
 from botocore.exceptions import ClientError
 
-from longhaul.auth import api_key_item
-from longhaul.contracts import JobStatus
-from longhaul.records import Job
+from longhaul.core.auth import api_key_item
+from longhaul.core.contracts import JobStatus
+from longhaul.core.records import Job
 from longhaul.storage.checkpoints import CheckpointStore
 from longhaul.storage.dynamo import Cancelled
 from longhaul.storage.jobs import IdempotencyConflict, JobStore, NewJob, TransitionRejected

@@ -9,8 +9,8 @@ from typing import Any
 
 import pytest
 
-from longhaul.contracts import JobStatus
-from longhaul.records import Job
+from longhaul.core.contracts import JobStatus
+from longhaul.core.records import Job
 from longhaul.storage.jobs import JobStore, TransitionRejected
 from tests.unit.conftest import FakeClock
 from tests.unit.test_job_store import events_of, new_job, read

@@ -31,7 +31,7 @@ def failing(event: Any, context: Any) -> None:
 
 def table_after_rendezvous(event: Any, context: Any) -> dict[str, Any]:
     """Both invocations are inside their handler at the same time before reading their environment."""
-    from longhaul.settings import environ, get_settings
+    from longhaul.core.settings import environ, get_settings
 
     BARRIER.wait()
     return {"env": environ().get("LONGHAUL_TABLE"), "settings": get_settings().table_name}
@@ -264,7 +264,7 @@ class Abandon(BaseException):
 
 
 def crashes(event: Any, context: Any) -> None:
-    from longhaul.faults import CrashFault
+    from longhaul.core.faults import CrashFault
 
     raise CrashFault("died after its side effects")
 
@@ -312,7 +312,7 @@ def _step_event(step: str, item: int | None = None) -> dict[str, Any]:
 
 @pytest.fixture
 def faults_spec() -> Iterator[Callable[[str], None]]:
-    from longhaul import faults
+    from longhaul.core import faults
 
     DELIVERIES.clear()
     remove = lambda_runtime.install_runtime_faults()

@@ -15,8 +15,10 @@ from botocore.exceptions import ClientError
 from botocore.retries.standard import ExponentialBackoff
 from botocore.stub import Stubber
 
-from longhaul import aws
-from longhaul.errors import (
+from longhaul.adapters import aws
+from longhaul.adapters.models import BedrockConverseModel, ModelRequest, OfflineExtractiveModel, gateway_for
+from longhaul.adapters.models.bedrock import split_inference_profile
+from longhaul.core.errors import (
     InternalError,
     LonghaulError,
     PlatformConfigurationError,
@@ -24,9 +26,7 @@ from longhaul.errors import (
     RateLimitedError,
     UpstreamUnavailableError,
 )
-from longhaul.failures import sanitize
-from longhaul.llm import BedrockConverseModel, ModelRequest, OfflineExtractiveModel, gateway_for
-from longhaul.llm.bedrock import split_inference_profile
+from longhaul.engine.failures import sanitize
 from tests.unit.aws_env import offline_credentials
 
 QUESTION = "What is the liability cap and how can the agreement be terminated?"

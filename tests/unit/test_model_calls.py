@@ -13,12 +13,13 @@ from collections.abc import Iterator
 import pytest
 from pydantic import BaseModel
 
-from longhaul import faults, wiring
-from longhaul.errors import BudgetExceededError, OutputInvalidError, UpstreamUnavailableError
-from longhaul.llm.port import ModelRequest, ModelResponse, Usage
-from longhaul.llm.routes import Route
-from longhaul.model_calls import ModelCalls
-from longhaul.settings import Settings
+from longhaul import services as wiring
+from longhaul.core import faults
+from longhaul.core.errors import BudgetExceededError, OutputInvalidError, UpstreamUnavailableError
+from longhaul.core.llm import ModelRequest, ModelResponse, Usage
+from longhaul.core.routes import Route
+from longhaul.core.settings import Settings
+from longhaul.guardrails.gateway import ModelCalls
 from longhaul.storage.jobs import NewJob
 
 JOB = "job_mc_1"

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 
-from longhaul.observability import emit, metrics
+from longhaul.core.observability import emit, metrics
 
 
 def test_a_metric_is_one_emf_line_with_its_dimensions(monkeypatch, capsys):

@@ -8,10 +8,10 @@ from typing import Any
 import pytest
 from botocore.exceptions import ClientError
 
-from longhaul import ocr
-from longhaul.documents import ParsedDocument, ParsedPage, chunk_document
-from longhaul.errors import CancelledError, InternalError
-from longhaul.submission import StoredDocument
+from longhaul.core.errors import CancelledError, InternalError
+from longhaul.documents import ocr
+from longhaul.documents.intake import StoredDocument
+from longhaul.documents.parsing import ParsedDocument, ParsedPage, chunk_document
 from workers.ocr.entrypoint import Heartbeat
 
 

@@ -12,13 +12,18 @@ from typing import Any
 
 import pytest
 
-from longhaul.errors import PlatformConfigurationError, PolicyRefusalError, RateLimitedError, UpstreamUnavailableError
-from longhaul.llm import adapter_for
-from longhaul.llm.openai_compat import OpenAICompatibleModel
-from longhaul.llm.port import ModelRequest
-from longhaul.llm.recording import Fixtures, RecordingModel, ReplayModel
-from longhaul.llm.routes import Route
-from longhaul.settings import function_environment
+from longhaul.adapters.models import adapter_for
+from longhaul.adapters.models.openai_compat import OpenAICompatibleModel
+from longhaul.adapters.models.recording import Fixtures, RecordingModel, ReplayModel
+from longhaul.core.errors import (
+    PlatformConfigurationError,
+    PolicyRefusalError,
+    RateLimitedError,
+    UpstreamUnavailableError,
+)
+from longhaul.core.llm import ModelRequest
+from longhaul.core.routes import Route
+from longhaul.core.settings import function_environment
 
 
 class ChatServer:

@@ -1,6 +1,6 @@
-"""Operator use cases (`longhaul.operations`) against in-memory fakes of the engine and dead letters, the stores on
-moto: replay from a step (inside a fan-out only the unfinished items rerun), concurrent replays, redrive, listings.
-The sweep's tests are in `test_sweep.py`."""
+"""Operator use cases (`longhaul.operations.service`) against in-memory fakes of the engine and dead letters, the
+stores on moto: replay from a step (inside a fan-out only the unfinished items rerun), concurrent replays, redrive,
+listings. The sweep's tests are in `test_sweep.py`."""
 
 from __future__ import annotations
 
@@ -9,16 +9,16 @@ from typing import Any
 
 import pytest
 
-from longhaul import operations
-from longhaul.auth import Principal
-from longhaul.contracts import DeadLetter, JobStatus
-from longhaul.errors import ITEMS_FAILED, JOB_STOPPED, STEP_FAILED
-from longhaul.ports import ExecutionStatus
-from longhaul.problems import BadRequest, InvalidRequest, NotFound, Unavailable
-from longhaul.records import Job
+from longhaul.core.auth import Principal
+from longhaul.core.contracts import DeadLetter, JobStatus
+from longhaul.core.errors import ITEMS_FAILED, JOB_STOPPED, STEP_FAILED
+from longhaul.core.ports import ExecutionStatus
+from longhaul.core.problems import BadRequest, InvalidRequest, NotFound, Unavailable
+from longhaul.core.records import Job
+from longhaul.operations import service as operations
+from longhaul.services import Services
 from longhaul.storage.checkpoints import CheckpointStore
 from longhaul.storage.jobs import JobStore, NewJob
-from longhaul.wiring import Services
 from longhaul.workflows import REGISTRY
 from tests.unit.conftest import FakeClock
 from tests.unit.fakes import FakeDeadLetters, FakeEngine

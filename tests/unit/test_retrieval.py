@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from longhaul.documents import Chunk
-from longhaul.errors import InternalError
-from longhaul.retrieval import LexicalIndex, group_passages, stem, terms
+from longhaul.core.errors import InternalError
+from longhaul.documents.parsing import Chunk
+from longhaul.workflows.document_analysis.retrieval import LexicalIndex, group_passages, stem, terms
 
 TEXTS = [
     "Each party's total aggregate liability shall not exceed the Fees paid in the preceding twelve months.",

@@ -14,16 +14,16 @@ from typing import Any
 
 import pytest
 
-from longhaul.auth import Principal
-from longhaul.contracts import JobStatus
-from longhaul.problems import ApiProblem
-from longhaul.records import ReviewRecord
+from longhaul.api.reviews import ReviewService
+from longhaul.core.auth import Principal
+from longhaul.core.contracts import JobStatus
+from longhaul.core.problems import ApiProblem
+from longhaul.core.records import ReviewRecord
+from longhaul.core.step_events import WorkflowState
+from longhaul.engine.spec import ReviewPolicy
 from longhaul.review import lane
 from longhaul.review.contracts import DecisionRequest, ReviewMaterial
-from longhaul.review.service import ReviewService
-from longhaul.step_events import WorkflowState
-from longhaul.wiring import Services
-from longhaul.workflows.spec import ReviewPolicy
+from longhaul.services import Services
 from tests.unit.fakes import FakeTokens
 from tests.unit.test_sweep import create, events, read
 

@@ -11,16 +11,16 @@ from typing import Any
 import pytest
 from botocore.exceptions import ClientError
 
-from longhaul.contracts import JobStatus
-from longhaul.errors import CancelledError, InternalError, InvalidInputError, LonghaulError, TransientError
-from longhaul.failures import MESSAGE_LIMIT
-from longhaul.records import Job
-from longhaul.runner import StepContext, run_step
+from longhaul.core.contracts import JobStatus
+from longhaul.core.errors import CancelledError, InternalError, InvalidInputError, LonghaulError, TransientError
+from longhaul.core.records import Job
+from longhaul.engine.failures import MESSAGE_LIMIT
+from longhaul.engine.runner import StepContext, run_step
+from longhaul.engine.spec import fan_out, step
+from longhaul.services import Services
 from longhaul.storage.checkpoints import CheckpointStore
 from longhaul.storage.jobs import JobStore
-from longhaul.wiring import Services
 from longhaul.workflows import REGISTRY, WorkflowSpec
-from longhaul.workflows.spec import fan_out, step
 from tests.unit.step_support import (
     JOB_ID,
     SPEC,

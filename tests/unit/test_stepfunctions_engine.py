@@ -10,7 +10,7 @@ import pytest
 from botocore.exceptions import ClientError, EndpointConnectionError
 
 from longhaul.adapters.stepfunctions import StepFunctionsEngine, execution_arn
-from longhaul.ports import EngineUnavailable, Execution, ExecutionStatus, RedriveRefused
+from longhaul.core.ports import EngineUnavailable, Execution, ExecutionStatus, RedriveRefused
 
 WORKFLOW = "document-analysis"
 STATE = {"job_id": "job_1", "tenant_id": "tenant-a", "workflow": WORKFLOW, "input_key": "work/job_1/input.json"}

@@ -1,4 +1,4 @@
-"""The sweep (`longhaul.operations.sweep`) against a fake engine, the stores on moto, time from the fake clock:
+"""The sweep (`longhaul.operations.service.sweep`) against a fake engine, the stores on moto, time from the fake clock:
 finish cancellations, expire jobs past their deadline, reconcile jobs whose execution ended unrecorded, report
 stuck jobs once per window."""
 
@@ -8,13 +8,13 @@ from datetime import timedelta
 
 import pytest
 
-from longhaul import operations
-from longhaul.clock import iso
-from longhaul.contracts import JobStatus
-from longhaul.ports import ExecutionStatus
-from longhaul.records import Job
+from longhaul.core.clock import iso
+from longhaul.core.contracts import JobStatus
+from longhaul.core.ports import ExecutionStatus
+from longhaul.core.records import Job
+from longhaul.operations import service as operations
+from longhaul.services import Services
 from longhaul.storage.jobs import JobStore, NewJob
-from longhaul.wiring import Services
 from tests.unit.conftest import FakeClock
 from tests.unit.fakes import FakeEngine, Stopped
 

@@ -14,14 +14,14 @@ import boto3
 import pytest
 
 from longhaul.adapters.secrets import SecretsManagerWebhookSecrets
-from longhaul.contracts import JobStatus
-from longhaul.errors import WebhookDeliveryFailed, WebhookUndeliverable
-from longhaul.settings import Settings
+from longhaul.core.addresses import parse_allowlist
+from longhaul.core.contracts import JobStatus
+from longhaul.core.errors import WebhookDeliveryFailed, WebhookUndeliverable
+from longhaul.core.settings import Settings
+from longhaul.services import Services
 from longhaul.storage.jobs import NewJob
 from longhaul.webhooks import dispatcher
-from longhaul.webhooks.addresses import parse_allowlist
 from longhaul.webhooks.signing import new_secret, verify
-from longhaul.wiring import Services
 from tests.unit.aws_env import REGION
 from tests.unit.conftest import FakeClock
 from tests.unit.fakes import FakeDispatch

@@ -11,8 +11,8 @@ from typing import Any
 import pytest
 from pydantic import BaseModel, ValidationError
 
+from longhaul.engine.spec import StepSpec, fan_out, step
 from longhaul.workflows import JOB_REQUEST, REGISTRY, Registry, StepKind, WorkflowSpec
-from longhaul.workflows.spec import StepSpec, fan_out, step
 
 SAMPLES = Path(__file__).resolve().parents[2] / "samples"
 

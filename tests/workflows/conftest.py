@@ -13,7 +13,7 @@ import requests
 from local import lambda_runtime
 from local.deploy import wait_until
 from local.platform import LocalPlatform
-from longhaul import faults
+from longhaul.core import faults
 
 ROOT = Path(__file__).resolve().parents[2]
 SAMPLES = ROOT / "samples"

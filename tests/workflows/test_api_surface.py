@@ -11,7 +11,7 @@ import requests
 
 from local.frontdoor import MAX_BODY_BYTES
 from local.platform import LocalPlatform
-from longhaul import limits
+from longhaul.core import limits
 from tests.workflows.conftest import Client
 
 TOO_LARGE = "payload-too-large"

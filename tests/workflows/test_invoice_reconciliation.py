@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 import requests
 
-from longhaul.documents import parse_document
+from longhaul.documents.parsing import parse_document
 from longhaul.workflows import REGISTRY
 from tests.workflows.conftest import SAMPLES, Client
 

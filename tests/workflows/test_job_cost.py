@@ -8,7 +8,7 @@ from typing import Any
 
 from local.deploy import wait_until
 from local.platform import LocalPlatform
-from longhaul.pricing import AWS_PRICES
+from longhaul.core.pricing import AWS_PRICES
 from tests.workflows.conftest import Client
 
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 from typing import Any
 
 from local.platform import LocalPlatform
-from longhaul import limits
+from longhaul.core import limits
 from tests.faults.helpers import DOCUMENT_ANALYSIS, dead_letters
 from tests.workflows.conftest import Client
 

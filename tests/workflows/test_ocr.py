@@ -16,8 +16,8 @@ from pypdf import PdfReader, PdfWriter
 from local import workers
 from local.deploy import wait_until
 from local.platform import LocalPlatform
-from longhaul.ocr import OcrBatchResult
-from longhaul.step_events import task_group
+from longhaul.core.step_events import task_group
+from longhaul.documents.ocr import OcrBatchResult
 from tests.workflows.conftest import SAMPLES, Client
 
 SCANNED = SAMPLES / "documents" / "lease_amendment_scanned.pdf"

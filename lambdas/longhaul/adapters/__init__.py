@@ -1,1 +1,1 @@
-"""Adapters of the ports (`longhaul.ports`) to AWS services."""
+"""Adapters of the ports (`longhaul.core.ports`) to AWS services."""

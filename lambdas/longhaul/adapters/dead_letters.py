@@ -7,8 +7,8 @@ import json
 from collections.abc import Mapping
 from typing import Any
 
-from longhaul import schema
-from longhaul.contracts import DeadLetter
+from longhaul.core import schema
+from longhaul.core.contracts import DeadLetter
 from longhaul.storage.dynamo import plain, query_prefix
 
 SCAN_LIMIT = 1000

@@ -6,8 +6,8 @@ from typing import Any
 
 from botocore.exceptions import BotoCoreError, ClientError
 
-from longhaul.ports import EngineUnavailable
-from longhaul.step_events import task_group
+from longhaul.core.ports import EngineUnavailable
+from longhaul.core.step_events import task_group
 
 DESCRIBE_BATCH = 100  # DescribeTasks takes at most 100 tasks
 

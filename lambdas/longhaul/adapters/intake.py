@@ -8,9 +8,9 @@ from collections.abc import Mapping
 from datetime import datetime
 from typing import Any
 
-from longhaul.clock import iso
-from longhaul.observability import logger
-from longhaul.ports import Waiting
+from longhaul.core.clock import iso
+from longhaul.core.observability import logger
+from longhaul.core.ports import Waiting
 
 RECEIVE_BATCH = 10  # SQS's most per ReceiveMessage
 HIDE_SECONDS = 120  # a received message stays hidden while its round runs (longer than the dispatcher's timeout)

@@ -14,7 +14,7 @@ from typing import Any
 
 from botocore.exceptions import ClientError
 
-from longhaul.clock import Clock, SystemClock, iso
+from longhaul.core.clock import Clock, SystemClock, iso
 from longhaul.webhooks.signing import new_secret
 
 DEFAULT_GRACE = timedelta(hours=24)

@@ -8,7 +8,7 @@ from typing import Any
 
 from botocore.exceptions import BotoCoreError, ClientError
 
-from longhaul.ports import (
+from longhaul.core.ports import (
     EngineUnavailable,
     Execution,
     ExecutionHistory,

@@ -7,7 +7,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, Field
 
-from longhaul.contracts import Strict
+from longhaul.core.contracts import Strict
 
 
 class ReviewEvidence(BaseModel):

@@ -25,20 +25,20 @@ from typing import Any
 
 from pydantic import BaseModel
 
-from longhaul import artifacts as keys
-from longhaul import limits
-from longhaul.clock import iso
-from longhaul.contracts import TERMINAL_STATUSES, JobError, JobStatus
-from longhaul.errors import CancelledError, InternalError
-from longhaul.observability import emit, logger
-from longhaul.records import Job, ReviewRecord
-from longhaul.runner import StepContext
-from longhaul.step_events import ReviewEvent
+from longhaul.core import limits
+from longhaul.core.clock import iso
+from longhaul.core.contracts import TERMINAL_STATUSES, JobError, JobStatus
+from longhaul.core.errors import CancelledError, InternalError
+from longhaul.core.observability import emit, logger
+from longhaul.core.records import Job, ReviewRecord
+from longhaul.core.step_events import ReviewEvent
+from longhaul.engine.runner import StepContext
+from longhaul.engine.spec import ReviewPolicy
+from longhaul.services import Services
+from longhaul.storage import artifacts as keys
 from longhaul.storage.jobs import TransitionRejected
 from longhaul.storage.reviews import ReviewClosed
-from longhaul.wiring import Services
 from longhaul.workflows import REGISTRY
-from longhaul.workflows.spec import ReviewPolicy
 
 RUNGS = 3  # remind, reassign, final action: the wait is split in three equal parts
 EXPIRED_REASON = "review not answered in time"

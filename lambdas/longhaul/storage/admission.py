@@ -21,11 +21,11 @@ from typing import Any
 
 from botocore.exceptions import ClientError
 
-from longhaul import schema
-from longhaul.clock import Clock, SystemClock, iso
-from longhaul.contracts import JobStatus
-from longhaul.errors import TransientError
-from longhaul.records import Job
+from longhaul.core import schema
+from longhaul.core.clock import Clock, SystemClock, iso
+from longhaul.core.contracts import JobStatus
+from longhaul.core.errors import TransientError
+from longhaul.core.records import Job
 from longhaul.storage.dynamo import Cancelled, backoff, transact
 
 RATE_WINDOW_SECONDS = 60

@@ -16,8 +16,8 @@ from typing import Any, Literal
 
 from botocore.exceptions import ClientError
 
-from longhaul import schema
-from longhaul.clock import Clock, SystemClock, iso, parse_iso
+from longhaul.core import schema
+from longhaul.core.clock import Clock, SystemClock, iso, parse_iso
 from longhaul.storage.dynamo import backoff, plain
 
 State = Literal["closed", "open", "half_open"]

@@ -16,11 +16,11 @@ from typing import Any, Literal
 
 from botocore.exceptions import ClientError
 
-from longhaul import schema
-from longhaul.budgets import DEFAULT_POLICY, Reservation, TenantPolicy, job_limits
-from longhaul.clock import Clock, SystemClock, iso
-from longhaul.errors import BudgetExceededError, TransientError
-from longhaul.records import Charge, Job
+from longhaul.core import schema
+from longhaul.core.budgets import DEFAULT_POLICY, Reservation, TenantPolicy, job_limits
+from longhaul.core.clock import Clock, SystemClock, iso
+from longhaul.core.errors import BudgetExceededError, TransientError
+from longhaul.core.records import Charge, Job
 from longhaul.storage.dynamo import Cancelled, plain, query_prefix, transact
 
 Exhausted = Literal["job", "tenant"]

@@ -9,9 +9,9 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from longhaul import schema
-from longhaul.clock import Clock, SystemClock, iso
-from longhaul.records import Charge, StepRecord
+from longhaul.core import schema
+from longhaul.core.clock import Clock, SystemClock, iso
+from longhaul.core.records import Charge, StepRecord
 from longhaul.storage.dynamo import plain, query_prefix, transact_guarded, update_expression
 from longhaul.storage.jobs import ACTIVE, TransitionRejected
 

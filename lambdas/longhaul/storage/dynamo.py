@@ -10,7 +10,7 @@ from typing import Any
 
 from botocore.exceptions import ClientError
 
-from longhaul.errors import TransientError
+from longhaul.core.errors import TransientError
 
 
 class Cancelled(Exception):

@@ -14,20 +14,20 @@ from typing import Any
 
 from botocore.exceptions import ClientError
 
-from longhaul import schema
-from longhaul.auth import Principal, key_hash
-from longhaul.clock import Clock, SystemClock, iso
-from longhaul.contracts import TERMINAL_STATUSES, EventView, JobStatus
-from longhaul.errors import TransientError
-from longhaul.observability import logger
-from longhaul.records import Job, OutboxRecord
+from longhaul.core import schema
+from longhaul.core.auth import Principal, key_hash
+from longhaul.core.clock import Clock, SystemClock, iso
+from longhaul.core.contracts import TERMINAL_STATUSES, EventView, JobStatus
+from longhaul.core.errors import TransientError
+from longhaul.core.observability import logger
+from longhaul.core.records import Job, OutboxRecord
 from longhaul.storage.admission import release_writes
 from longhaul.storage.dynamo import Cancelled, backoff, plain, transact, update_expression
 from longhaul.storage.listing import JobListing
+from longhaul.storage.outbox import outbox_writes
 from longhaul.storage.submissions import IdempotencyConflict as IdempotencyConflict  # re-exported
 from longhaul.storage.submissions import JobSubmissions
 from longhaul.storage.submissions import NewJob as NewJob  # re-exported
-from longhaul.webhooks.outbox import outbox_writes
 
 S = JobStatus
 # Which statuses a job may move to from each status. Anything else is rejected.

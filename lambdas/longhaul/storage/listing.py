@@ -9,10 +9,10 @@ import json
 from collections.abc import Mapping
 from typing import Any
 
-from longhaul import schema
-from longhaul.contracts import JobStatus
-from longhaul.errors import TransientError
-from longhaul.records import Job
+from longhaul.core import schema
+from longhaul.core.contracts import JobStatus
+from longhaul.core.errors import TransientError
+from longhaul.core.records import Job
 from longhaul.storage.dynamo import backoff, plain
 
 BATCH_GET_MAX = 100

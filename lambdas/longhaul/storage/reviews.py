@@ -14,9 +14,9 @@ from typing import Any
 
 from botocore.exceptions import ClientError
 
-from longhaul import schema
-from longhaul.clock import Clock, SystemClock, iso
-from longhaul.records import ReviewRecord, ReviewStatus
+from longhaul.core import schema
+from longhaul.core.clock import Clock, SystemClock, iso
+from longhaul.core.records import ReviewRecord, ReviewStatus
 from longhaul.storage.dynamo import plain, update_expression
 from longhaul.storage.listing import BadCursor
 

@@ -8,11 +8,11 @@ from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any
 
-from longhaul import schema
-from longhaul.clock import Clock, iso
-from longhaul.contracts import JobStatus
-from longhaul.errors import TransientError
-from longhaul.records import IdempotencyRecord, Job
+from longhaul.core import schema
+from longhaul.core.clock import Clock, iso
+from longhaul.core.contracts import JobStatus
+from longhaul.core.errors import TransientError
+from longhaul.core.records import IdempotencyRecord, Job
 from longhaul.storage.dynamo import Cancelled, backoff, plain, transact
 
 S = JobStatus

@@ -11,8 +11,8 @@ from typing import Any
 
 from botocore.exceptions import ClientError
 
-from longhaul import schema
-from longhaul.metering import Metered
+from longhaul.core import schema
+from longhaul.core.metering import Metered
 
 
 class UsageStore:

@@ -14,15 +14,15 @@ from typing import Any
 
 from pydantic import BaseModel
 
-from longhaul.clock import iso
-from longhaul.errors import InternalError, WebhookDeliveryFailed, WebhookUndeliverable
-from longhaul.observability import emit, logger
-from longhaul.ports import EngineUnavailable
-from longhaul.records import OutboxRecord
+from longhaul.core.addresses import Resolver, UnsafeCallback, check_url, system_resolver
+from longhaul.core.clock import iso
+from longhaul.core.errors import InternalError, WebhookDeliveryFailed, WebhookUndeliverable
+from longhaul.core.observability import emit, logger
+from longhaul.core.ports import EngineUnavailable
+from longhaul.core.records import OutboxRecord
+from longhaul.services import Services
 from longhaul.webhooks import http
-from longhaul.webhooks.addresses import Resolver, UnsafeCallback, check_url, system_resolver
 from longhaul.webhooks.signing import sign
-from longhaul.wiring import Services
 
 RELAY_AFTER = timedelta(minutes=1)  # a pending webhook older than this was not started after its commit
 

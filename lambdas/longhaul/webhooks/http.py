@@ -13,7 +13,7 @@ import socket
 import ssl
 from dataclasses import dataclass
 
-from longhaul.webhooks.addresses import CallbackTarget, Resolver, UnsafeCallback, check_addresses, system_resolver
+from longhaul.core.addresses import CallbackTarget, Resolver, UnsafeCallback, check_addresses, system_resolver
 
 USER_AGENT = "Longhaul-Webhooks/1"
 MAX_RESPONSE_BYTES = 4096  # the body of the answer is not used; read a little so the connection closes cleanly

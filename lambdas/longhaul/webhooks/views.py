@@ -6,7 +6,7 @@ from datetime import datetime
 
 from pydantic import BaseModel
 
-from longhaul.records import OutboxRecord
+from longhaul.core.records import OutboxRecord
 
 
 class WebhookView(BaseModel):

@@ -7,8 +7,8 @@ from typing import Annotated, Any, Literal, Union
 
 from pydantic import Field, TypeAdapter, create_model
 
-from longhaul.contracts import JobRequestBase
-from longhaul.workflows.spec import Registry, StepKind, StepSpec, WorkflowSpec
+from longhaul.core.contracts import JobRequestBase
+from longhaul.engine.spec import Registry, StepKind, StepSpec, WorkflowSpec
 
 # Each name is a package here whose `spec` module defines `SPEC`.
 REGISTRY = Registry.of("document_analysis", "invoice_reconciliation")

@@ -14,7 +14,7 @@ import threading
 from pathlib import Path
 from typing import Any
 
-from longhaul.ocr import OcrLine
+from longhaul.documents.ocr import OcrLine
 
 RENDER_SCALE = 2.0  # 144 dpi: small print stays legible to the recogniser, a page stays ~1700x2200 pixels
 ENGINE_NAME = "pp-ocrv5-onnx"

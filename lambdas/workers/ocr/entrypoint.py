@@ -23,13 +23,15 @@ from typing import Any
 
 from botocore.exceptions import BotoCoreError, ClientError
 
-from longhaul import aws, faults, metering, ocr
-from longhaul.errors import CancelledError, InternalError, LonghaulError
-from longhaul.failures import sanitize
-from longhaul.faults import HANG, CrashFault, FaultInjector
-from longhaul.runner import run_step
-from longhaul.settings import Env
-from longhaul.step_events import StepEvent
+from longhaul.adapters import aws
+from longhaul.core import faults, metering
+from longhaul.core.errors import CancelledError, InternalError, LonghaulError
+from longhaul.core.faults import HANG, CrashFault, FaultInjector
+from longhaul.core.settings import Env
+from longhaul.core.step_events import StepEvent
+from longhaul.documents import ocr
+from longhaul.engine.failures import sanitize
+from longhaul.engine.runner import run_step
 
 LOG = logging.getLogger("longhaul.workers.ocr")
 DEFAULT_HEARTBEAT_SECONDS = 30.0
@@ -131,7 +133,7 @@ def _report(
 
 def run(env: Mapping[str, str], engine: ocr.OcrEngine | None = None) -> int:
     """One task: the exit code (0 reported, 1 crashed without reporting, as a killed container would)."""
-    from longhaul.wiring import services
+    from longhaul.services import services
 
     token, event = env[Env.TASK_TOKEN], _event(env)
     client = aws.client("stepfunctions")

@@ -12,8 +12,8 @@ from typing import Annotated
 
 from pydantic import Field, model_validator
 
-from longhaul.contracts import DocumentAnalysisInput, JobResult, Strict
-from longhaul.workflows.spec import ReviewPolicy, WorkflowSpec, container, fan_out, review, step
+from longhaul.core.contracts import DocumentAnalysisInput, JobResult, Strict
+from longhaul.engine.spec import ReviewPolicy, WorkflowSpec, container, fan_out, review, step
 
 
 class EditedCitation(Strict):

@@ -11,17 +11,18 @@ from typing import Any
 
 from pydantic import BaseModel, TypeAdapter
 
-from longhaul import analysis, ocr
-from longhaul import artifacts as keys
-from longhaul.analysis import Draft, Evidence, EvidenceSet
-from longhaul.contracts import Claim, DocumentAnalysisInput, DocumentSummary, JobResult, JobStatus, Verification
-from longhaul.documents import Chunk, ParsedDocument, chunk_document, parse_document
-from longhaul.errors import CancelledError, InvalidInputError
-from longhaul.items import write_item_list
-from longhaul.retrieval import LexicalIndex, group_passages
+from longhaul.core.contracts import Claim, DocumentAnalysisInput, DocumentSummary, JobResult, JobStatus, Verification
+from longhaul.core.errors import CancelledError, InvalidInputError
+from longhaul.documents import ocr
+from longhaul.documents.intake import Intake, PreparedInput, StoredDocument, read_document
+from longhaul.documents.parsing import Chunk, ParsedDocument, chunk_document, parse_document
+from longhaul.engine.items import write_item_list
+from longhaul.engine.runner import StepContext
 from longhaul.review.contracts import ReviewEvidence, ReviewMaterial
-from longhaul.runner import StepContext
-from longhaul.submission import Intake, PreparedInput, StoredDocument, read_document
+from longhaul.storage import artifacts as keys
+from longhaul.workflows.document_analysis import analysis
+from longhaul.workflows.document_analysis.analysis import Draft, Evidence, EvidenceSet
+from longhaul.workflows.document_analysis.retrieval import LexicalIndex, group_passages
 from longhaul.workflows.document_analysis.spec import AnswerEdits
 
 TOP_K = 16

@@ -12,9 +12,9 @@ from typing import Annotated
 
 from pydantic import Field, model_validator
 
-from longhaul.contracts import ArchiveInput, DocumentInput, Strict
-from longhaul.invoices.models import InvoiceReconciliationResult
-from longhaul.workflows.spec import ReviewPolicy, WorkflowSpec, fan_out, review, step
+from longhaul.core.contracts import ArchiveInput, DocumentInput, Strict
+from longhaul.engine.spec import ReviewPolicy, WorkflowSpec, fan_out, review, step
+from longhaul.workflows.invoice_reconciliation.models import InvoiceReconciliationResult
 
 MAX_INVOICES = 100
 

@@ -13,16 +13,16 @@ from typing import Any
 
 from pydantic import BaseModel
 
-from longhaul import artifacts as keys
-from longhaul.errors import InvalidInputError
-from longhaul.invoices import prompts, report, sourcing
-from longhaul.invoices.models import ContractSummary, ExtractedInvoice, InvoiceResult
-from longhaul.invoices.pricelist import PriceList, PriceListError, parse_price_list
-from longhaul.invoices.sourcing import SourcingError
-from longhaul.items import write_item_list
+from longhaul.core.errors import InvalidInputError
+from longhaul.documents.intake import Intake, PreparedInput, StoredDocument, read_document
+from longhaul.engine.items import write_item_list
+from longhaul.engine.runner import StepContext
 from longhaul.review.contracts import ReviewEvidence, ReviewMaterial
-from longhaul.runner import StepContext
-from longhaul.submission import Intake, PreparedInput, StoredDocument, read_document
+from longhaul.storage import artifacts as keys
+from longhaul.workflows.invoice_reconciliation import prompts, report, sourcing
+from longhaul.workflows.invoice_reconciliation.models import ContractSummary, ExtractedInvoice, InvoiceResult
+from longhaul.workflows.invoice_reconciliation.pricelist import PriceList, PriceListError, parse_price_list
+from longhaul.workflows.invoice_reconciliation.sourcing import SourcingError
 from longhaul.workflows.invoice_reconciliation.spec import MAX_INVOICES, InvoiceReconciliationInput, SummaryEdits
 
 WORKFLOW = "invoice-reconciliation"
@@ -51,7 +51,7 @@ class Checked(BaseModel):
 
 
 def _pages(data: bytes, name: str, media_type: str) -> list[tuple[int, str]]:
-    from longhaul.documents import parse_document  # pypdf: only where a document is read
+    from longhaul.documents.parsing import parse_document  # pypdf: only where a document is read
 
     parsed = parse_document(index=0, name=name, data=data, media_type=media_type)
     return [(page.number, page.text) for page in parsed.pages if not page.needs_ocr]

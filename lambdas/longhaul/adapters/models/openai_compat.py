@@ -1,0 +1,109 @@
+"""Any OpenAI-compatible Chat Completions endpoint (`POST {base_url}/chat/completions`), over the standard library.
+
+Structured output asks for `response_format: {"type": "json_schema", …}` with the request's schema. The key comes
+from an environment variable (local) or a Secrets Manager secret (AWS), read once per process. Errors become the
+typed errors: 429 rate-limited; 5xx, timeouts and refused connections upstream-unavailable (the breaker counts
+those); 400/401/403/404/422 platform-misconfigured (the platform builds every request: a 4xx is never an outage).
+"""
+
+from __future__ import annotations
+
+import json
+import urllib.error
+import urllib.request
+from collections.abc import Callable
+from typing import Any
+
+from longhaul.core.errors import (
+    InternalError,
+    LonghaulError,
+    PlatformConfigurationError,
+    PolicyRefusalError,
+    RateLimitedError,
+    UpstreamUnavailableError,
+)
+from longhaul.core.llm import ModelRequest, ModelResponse, Usage
+
+STOP_REASONS = {
+    "stop": "end_turn",
+    "length": "max_tokens",
+    "content_filter": "content_filtered",
+    "tool_calls": "tool_use",
+}
+
+
+def error_for_status(status: int, model_id: str, detail: str) -> LonghaulError:
+    if status == 429:
+        return RateLimitedError(f"openai-compatible {model_id}: 429 {detail}")
+    if status >= 500:
+        return UpstreamUnavailableError(f"openai-compatible {model_id}: {status} {detail}")
+    if status in (400, 401, 403, 404, 422):
+        return PlatformConfigurationError(
+            f"openai-compatible {model_id} refused the platform's request ({status}): check the route's base URL, "
+            f"model id and key ({detail})"
+        )
+    return InternalError(f"openai-compatible {model_id}: unexpected {status} {detail}")
+
+
+class OpenAICompatibleModel:
+    """One model behind one Chat Completions endpoint; temperature 0."""
+
+    provider = "openai"
+
+    def __init__(
+        self, model_id: str, base_url: str, *, api_key: Callable[[], str | None], timeout_seconds: float = 60
+    ) -> None:
+        self.model_id = model_id
+        self.base_url = base_url.rstrip("/")
+        self._api_key = api_key
+        self.timeout_seconds = timeout_seconds
+
+    def generate(self, request: ModelRequest) -> ModelResponse:
+        body: dict[str, Any] = {
+            "model": self.model_id,
+            "messages": [{"role": "system", "content": request.system}, {"role": "user", "content": request.prompt}],
+            "max_tokens": request.max_tokens,
+            "temperature": 0,
+        }
+        if request.response_schema is not None:
+            body["response_format"] = {
+                "type": "json_schema",
+                "json_schema": {"name": request.task[:64], "schema": request.response_schema},
+            }
+        headers = {"Content-Type": "application/json", "Accept": "application/json"}
+        key = self._api_key()
+        if key:
+            headers["Authorization"] = f"Bearer {key}"
+        http = urllib.request.Request(
+            f"{self.base_url}/chat/completions", data=json.dumps(body).encode(), headers=headers, method="POST"
+        )
+        try:
+            with urllib.request.urlopen(http, timeout=self.timeout_seconds) as answer:
+                payload = json.loads(answer.read())
+        except urllib.error.HTTPError as error:
+            detail = error.read(500).decode(errors="replace")
+            raise error_for_status(error.code, self.model_id, " ".join(detail.split())[:200]) from None
+        except (urllib.error.URLError, TimeoutError, ConnectionError) as error:
+            raise UpstreamUnavailableError(f"openai-compatible {self.model_id}: {error}") from None
+        except ValueError as error:  # the body was not JSON
+            raise UpstreamUnavailableError(f"openai-compatible {self.model_id}: malformed response ({error})") from None
+        return self._response(payload)
+
+    def _response(self, payload: dict[str, Any]) -> ModelResponse:
+        try:
+            choice = payload["choices"][0]
+            message = choice.get("message") or {}
+        except (KeyError, IndexError, TypeError):
+            raise UpstreamUnavailableError(f"openai-compatible {self.model_id}: response without choices") from None
+        stop_reason = STOP_REASONS.get(str(choice.get("finish_reason")), str(choice.get("finish_reason")))
+        if message.get("refusal") or stop_reason == "content_filtered":
+            raise PolicyRefusalError(f"openai-compatible {self.model_id} refused the request ({stop_reason})")
+        usage = payload.get("usage") or {}
+        return ModelResponse(
+            text=str(message.get("content") or ""),
+            usage=Usage(
+                input_tokens=int(usage.get("prompt_tokens", 0)), output_tokens=int(usage.get("completion_tokens", 0))
+            ),
+            model_id=self.model_id,
+            stop_reason=stop_reason,
+        )

@@ -1,0 +1,422 @@
+"""The API's use cases: submit a job, create an upload, read status, events and result, cancel. Tenant-scoped.
+
+Submission is the workflow's own (`WorkflowSpec.prepare`: checks, document resolution, SLA estimate); this module
+does what every workflow shares: idempotency, the job record, starting its execution through the engine port.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import json
+import re
+import secrets
+import time
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+from typing import Any, Literal
+
+from pydantic import BaseModel
+
+from longhaul.core import limits
+from longhaul.core.addresses import UnsafeCallback, check_url, system_resolver
+from longhaul.core.auth import Principal
+from longhaul.core.budgets import TenantPolicy, job_limits, to_micro, usd
+from longhaul.core.clock import iso
+from longhaul.core.contracts import (
+    CancelOutcome,
+    EventPage,
+    Health,
+    JobAccepted,
+    JobList,
+    JobRequestBase,
+    JobStatus,
+    JobView,
+    StepUsage,
+    UploadRequest,
+    UploadTicket,
+)
+from longhaul.core.errors import TransientError
+from longhaul.core.observability import emit, logger
+from longhaul.core.ports import EngineUnavailable
+from longhaul.core.problems import (
+    ApiProblem,
+    BadRequest,
+    DailyAllowanceExhausted,
+    IdempotencyKeyReused,
+    InvalidRequest,
+    NotFound,
+    NotReady,
+    RateLimited,
+    Unavailable,
+)
+from longhaul.core.records import JOB_ID, Charge, Job
+from longhaul.documents.intake import Intake
+from longhaul.engine.costs import with_transitions
+from longhaul.operations.admission import Admission
+from longhaul.operations.service import stop_container_tasks
+from longhaul.services import Services
+from longhaul.storage import artifacts as keys
+from longhaul.storage.jobs import ACTIVE, IdempotencyConflict, NewJob, TransitionRejected
+from longhaul.storage.listing import BadCursor
+from longhaul.storage.reviews import ReviewClosed
+from longhaul.workflows import REGISTRY
+
+IDEMPOTENCY_KEY = re.compile(r"^[A-Za-z0-9._:\-]{1,128}$")
+
+
+class AlreadyFinished(ApiProblem):
+    status, slug, title = 409, "already-finished", "The job has already finished"
+
+
+def canonical_hash(request: BaseModel) -> str:
+    """Hash of the validated payload: key order and whitespace do not matter."""
+    canonical = json.dumps(request.model_dump(mode="json"), sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+    return hashlib.sha256(canonical.encode()).hexdigest()
+
+
+def new_job_id() -> str:
+    """Time-ordered, unguessable, valid as a Step Functions execution name."""
+    return f"job_{int(time.time() * 1000):012x}{secrets.token_hex(8)}"
+
+
+@dataclass
+class JobService:
+    services: Services
+
+    # ------------------------------------------------------------------ submit
+
+    def submit(
+        self, principal: Principal, request: JobRequestBase, idempotency_key: str | None, base_url: str
+    ) -> tuple[JobAccepted, bool]:
+        s = self.services
+        if idempotency_key is not None and not IDEMPOTENCY_KEY.match(idempotency_key):
+            raise BadRequest("Idempotency-Key must be 1-128 characters of A-Z a-z 0-9 . _ : -")
+        if request.workflow not in s.settings.workflows or request.workflow not in REGISTRY:
+            raise InvalidRequest(
+                f"workflow {request.workflow!r} is not deployed", allowed_workflows=sorted(s.settings.workflows)
+            )
+        spec = REGISTRY[request.workflow]
+        self._check_callback(request.callback_url)
+        payload_hash = canonical_hash(request)
+        policy = s.budgets.policy(principal.tenant_id)
+        # An idempotent retry of an accepted job is answered before the rate limit: it is not a new submission.
+        if idempotency_key:
+            existing = s.jobs.find_idempotent(principal.tenant_id, idempotency_key)
+            if existing is not None:
+                if existing.payload_hash != payload_hash:
+                    raise IdempotencyKeyReused(job_id=existing.job_id)
+                found = s.jobs.get_job(existing.job_id)
+                if found is not None:
+                    waits = self._ensure_started(found, policy)
+                    return self._accepted(found, base_url, waits), False
+        self._within_rate(principal.tenant_id, policy)
+        budget_tokens, budget_cost = self._admit(principal.tenant_id, request, policy)
+        job_id = new_job_id()
+        intake = Intake(job_id=job_id, tenant_id=principal.tenant_id, artifacts=s.artifacts)
+        prepared = spec.prepare()(intake, request.input)
+        input_key = intake.store(prepared)  # raises the problems `prepare` found; writes only when there are none
+        deadline = request.deadline_seconds or spec.deadline_default_seconds
+        try:
+            job, created = s.jobs.create_job(
+                NewJob(
+                    job_id=job_id,
+                    tenant_id=principal.tenant_id,
+                    workflow=spec.name,
+                    input_key=input_key,
+                    payload_hash=payload_hash,
+                    model=f"{s.settings.model_provider}:{s.settings.model_id}",
+                    estimated_sla_seconds=prepared.estimated_sla_seconds,
+                    idempotency_key=idempotency_key,
+                    total_steps=len(spec.steps),
+                    deadline_at=iso(s.now() + timedelta(seconds=deadline)),
+                    deadline_seconds=deadline,
+                    budget_tokens=budget_tokens,
+                    budget_cost_micro=budget_cost,
+                    route=request.route,
+                    review_mode=request.review.mode if request.review else None,
+                    review_deadline_seconds=request.review.deadline_seconds if request.review else None,
+                    callback_url=request.callback_url,
+                    links_base=base_url if request.callback_url else None,
+                    sla_class=request.sla_class,
+                )
+            )
+        except IdempotencyConflict as conflict:
+            raise IdempotencyKeyReused(job_id=conflict.job_id) from None
+        except TransientError as contended:
+            raise Unavailable(f"{contended}; retry with the same Idempotency-Key") from None
+        try:
+            waits = self._ensure_started(job, policy)
+        except Unavailable:
+            if created:  # nothing is kept of a job that could not start
+                s.jobs.discard_new_job(job)
+            raise
+        if created:
+            emit("JobsSubmitted", workflow=spec.name)
+        return self._accepted(job, base_url, waits), created
+
+    def _within_rate(self, tenant_id: str, policy: TenantPolicy) -> None:
+        """One conditional write on the tenant's counter of this minute; over its rate a 429 (nothing stored). Other
+        tenants have counters of their own: they never notice."""
+        retry_after = self.services.admission.take_submission(tenant_id, policy.submissions_per_minute)
+        if retry_after is not None:
+            raise RateLimited(
+                f"tenant {tenant_id} may submit {policy.submissions_per_minute} jobs a minute; "
+                f"retry in {retry_after} s",
+                retry_after_seconds=retry_after,
+                submissions_per_minute=policy.submissions_per_minute,
+            )
+
+    def _admit(self, tenant_id: str, request: JobRequestBase, policy: TenantPolicy) -> tuple[int, int]:
+        """The job's budget within the tenant's policy (422 above a ceiling, for a route or an SLA class it may not
+        use), and the tenant's daily allowance not spent (429): checked before any work."""
+        s = self.services
+        tokens, cost, problems = job_limits(request.budget, policy)
+        if request.sla_class not in policy.sla_classes:
+            problems.append(
+                {"loc": ["body", "sla_class"], "msg": f"not an SLA class this tenant may use: {policy.sla_classes}"}
+            )
+        if request.route is not None:
+            allowed = sorted(policy.routes if policy.routes is not None else s.routing.routes)
+            if request.route not in allowed or request.route not in s.routing.routes:
+                problems.append({"loc": ["body", "route"], "msg": f"not a route this tenant may use: {allowed}"})
+        if problems:
+            raise InvalidRequest(
+                "the job's budget, route or SLA class is not within the tenant's policy",
+                errors=problems,
+                **({"allowed_sla_classes": policy.sla_classes} if request.sla_class not in policy.sla_classes else {}),
+            )
+        day = s.budgets.day_usage(tenant_id)
+        daily_cost = to_micro(policy.daily_cost_usd)
+        if day.tokens >= policy.daily_tokens or day.cost_micro >= daily_cost:
+            midnight = datetime.combine(s.now().date() + timedelta(days=1), datetime.min.time(), tzinfo=UTC)
+            raise DailyAllowanceExhausted(
+                f"tenant {tenant_id} has spent its daily allowance ({day.tokens} of {policy.daily_tokens} tokens, "
+                f"{usd(day.cost_micro)} of {policy.daily_cost_usd} USD); it renews at {iso(midnight)}",
+                renews_at=iso(midnight),
+                retry_after_seconds=max(1, int((midnight - s.now()).total_seconds())),
+            )
+        return tokens, cost
+
+    def _check_callback(self, url: str | None) -> None:
+        """A callback URL must be https to a public address (resolved now, and again at every delivery)."""
+        if url is None:
+            return
+        try:
+            check_url(url, allowlist=self.services.settings.callback_allowlist, resolver=system_resolver)
+        except UnsafeCallback as unsafe:
+            raise InvalidRequest(
+                "the callback URL is not allowed",
+                errors=[{"loc": ["body", "callback_url"], "msg": str(unsafe), "type": "unsafe_callback"}],
+            ) from None
+
+    def _ensure_started(self, job: Job, policy: TenantPolicy) -> int:
+        """Start the job now if admission allows, else leave it waiting for a slot: the estimated seconds to start."""
+        try:
+            return Admission(self.services).admit(job, policy)
+        except EngineUnavailable as error:
+            raise Unavailable("the workflow engine did not accept the job; retry with the same Idempotency-Key") from (
+                error
+            )
+
+    def _accepted(self, job: Job, base_url: str, estimated_start_seconds: int = 0) -> JobAccepted:
+        url = f"{base_url}/v1/jobs/{job.job_id}"
+        return JobAccepted(
+            job_id=job.job_id,
+            status=job.status,
+            status_url=url,
+            events_url=f"{url}/events",
+            result_url=f"{url}/result",
+            estimated_sla_seconds=job.estimated_sla_seconds,
+            estimated_start_seconds=estimated_start_seconds,
+        )
+
+    # ------------------------------------------------------------------ uploads
+
+    def create_upload(self, principal: Principal, request: UploadRequest) -> UploadTicket:
+        upload_id = f"up_{uuid.uuid4().hex}"
+        url = self.services.artifacts.presigned_put(
+            keys.upload_key(principal.tenant_id, upload_id), request.media_type, limits.UPLOAD_URL_SECONDS
+        )
+        return UploadTicket(
+            upload_id=upload_id,
+            upload_url=url,
+            headers={"Content-Type": request.media_type},
+            expires_in=limits.UPLOAD_URL_SECONDS,
+        )
+
+    # ------------------------------------------------------------------ reads
+
+    def job(self, principal: Principal, job_id: str, *, any_tenant: bool = False) -> Job:
+        """The principal's job (any tenant's, for an operator on an operator route), else a 404: never a 403."""
+        tenant = None if any_tenant and principal.role == "operator" else principal.tenant_id
+        job = self.services.jobs.get_job(job_id, tenant_id=tenant) if JOB_ID.match(job_id) else None
+        if job is None:
+            raise NotFound(f"no job {job_id!r}")
+        return job
+
+    def view(self, principal: Principal, job_id: str, *, any_tenant: bool = False) -> JobView:
+        """The job, with its budget spent per step (from the job's ledger) and its cost (transitions counted once
+        its executions have ended)."""
+        job = with_transitions(self.services, self.job(principal, job_id, any_tenant=any_tenant))
+        view = job.view(now=self.services.now())
+        if view.budget is not None:
+            steps = step_usage(self.services.budgets.ledger(job_id))
+            view = view.model_copy(update={"budget": view.budget.model_copy(update={"steps": steps})})
+        return view
+
+    def list(self, principal: Principal, status: JobStatus | None, limit: int, cursor: str | None = None) -> JobList:
+        return page_of_jobs(self.services, tenant_id=principal.tenant_id, status=status, limit=limit, cursor=cursor)
+
+    def events(
+        self, principal: Principal, job_id: str, cursor: str | None, limit: int, *, any_tenant: bool = False
+    ) -> EventPage:
+        self.job(principal, job_id, any_tenant=any_tenant)
+        try:
+            after = int(cursor) if cursor else 0
+        except ValueError:
+            raise BadRequest("cursor must be a value returned as next_cursor") from None
+        events, next_seq = self.services.jobs.list_events(job_id, after=after, limit=limit)
+        return EventPage(events=events, next_cursor=str(next_seq) if next_seq is not None else None)
+
+    def result(self, principal: Principal, job_id: str) -> BaseModel:
+        job = self.job(principal, job_id)
+        if job.status != JobStatus.COMPLETED or job.result_key is None:
+            raise NotReady(f"job {job_id} is {job.status.value}", job_status=job.status.value)
+        return REGISTRY[job.workflow].result_model.model_validate(self.services.artifacts.get_json(job.result_key))
+
+    # ------------------------------------------------------------------ cancel
+
+    def cancel(self, principal: Principal, job_id: str, *, any_tenant: bool = False) -> CancelOutcome:
+        """Request cancellation, stop the execution, end `cancelled` keeping the completed steps."""
+        s = self.services
+        job = self.job(principal, job_id, any_tenant=any_tenant)
+        if job.status == JobStatus.CANCELLED:
+            return self._cancel_outcome(job, "the job was already cancelled")
+        if job.status in (JobStatus.COMPLETED, JobStatus.FAILED, JobStatus.EXPIRED):
+            raise AlreadyFinished(
+                f"job {job_id} is already {job.status.value}; there is nothing to cancel", job_status=job.status.value
+            )
+        if job.status != JobStatus.CANCEL_REQUESTED:
+            try:
+                s.jobs.transition(
+                    job_id,
+                    JobStatus.CANCEL_REQUESTED,
+                    event="cancel_requested",
+                    detail={"by": principal.tenant_id, "role": principal.role},
+                    allowed_from=[JobStatus.QUEUED, *ACTIVE, JobStatus.WAITING_FOR_REVIEW],
+                )
+            except TransitionRejected:
+                return self.cancel(principal, job_id, any_tenant=any_tenant)  # it moved meanwhile: answer anew
+        try:
+            s.engine.stop(
+                job.workflow, job.execution_name, error="JobCancelled", cause=f"cancelled by {principal.tenant_id}"
+            )
+        except EngineUnavailable:
+            raise Unavailable(
+                "the cancellation is recorded but the execution could not be stopped yet; "
+                "the sweep will finish it, or cancel again"
+            ) from None
+        self._close_review(job)
+        stop_container_tasks(s, job_id, reason=f"job cancelled by {principal.tenant_id}")
+        outcome = self._cancel_outcome(s.jobs.get_job(job_id) or job, "cancelled")
+        try:
+            s.jobs.transition(
+                job_id,
+                JobStatus.CANCELLED,
+                event="job_cancelled",
+                detail={"completed_steps": outcome.completed_steps, "side_effects": outcome.side_effects},
+                set_fields={"current_step": None},
+            )
+        except TransitionRejected:
+            latest = s.jobs.get_job(job_id) or job
+            return self._cancel_outcome(
+                latest, f"the job ended {latest.status.value} before the cancellation took hold"
+            )
+        return outcome.model_copy(update={"status": JobStatus.CANCELLED})
+
+    def _close_review(self, job: Job) -> None:
+        """A cancelled job's open review is closed for its reviewers (its wait was stopped with the execution)."""
+        if job.review is None or job.review.status != "pending":
+            return
+        review = self.services.reviews.get(job.review.review_id)
+        if review is not None:
+            with contextlib.suppress(ReviewClosed):
+                self.services.reviews.change(review, {}, status="cancelled")
+            self.services.reviews.drop_token(review.review_id)
+
+    def _cancel_outcome(self, job: Job, message: str) -> CancelOutcome:
+        done = [r for r in self.services.checkpoints.steps(job.job_id) if r.succeeded]
+        names = REGISTRY[job.workflow].step_names
+        completed = [n for n in names if any(r.step == n and r.item is None for r in done)]
+        items = sorted(r.item for r in done if r.item is not None)
+        effects = [f"artifacts of {step} kept" for step in completed]
+        if items:
+            effects.append(f"{len(items)} fan-out item(s) committed: {items}")
+        charges = [c for c in self.services.checkpoints.charges(job.job_id) if c.status == "settled"]
+        if charges:
+            effects.append(f"{len(charges)} model call(s) charged")
+        return CancelOutcome(
+            job_id=job.job_id, status=job.status, message=message, completed_steps=completed, side_effects=effects
+        )
+
+
+def step_usage(ledger: list[Charge]) -> list[StepUsage]:
+    """The ledger summed per (step, item), in the order of the calls."""
+    rows: dict[tuple[str, int | None], dict[str, Any]] = {}
+    for charge in sorted(ledger, key=lambda c: c.at):
+        if charge.step is None or charge.status == "released":
+            continue
+        row = rows.setdefault(
+            (charge.step, charge.item),
+            {"calls": 0, "input_tokens": 0, "output_tokens": 0, "cost": 0, "held": 0, "models": []},
+        )
+        if charge.status == "settled":
+            row["calls"] += 1
+            row["input_tokens"] += charge.input_tokens
+            row["output_tokens"] += charge.output_tokens
+            row["cost"] += charge.cost_micro
+        else:
+            row["held"] += charge.reserved_tokens
+        model = f"{charge.route}={charge.provider}:{charge.model_id}"
+        if model not in row["models"]:
+            row["models"].append(model)
+    return [
+        StepUsage(
+            step=step,
+            item=item,
+            calls=row["calls"],
+            input_tokens=row["input_tokens"],
+            output_tokens=row["output_tokens"],
+            cost_usd=usd(row["cost"]),
+            held_tokens=row["held"],
+            models=row["models"],
+        )
+        for (step, item), row in rows.items()
+    ]
+
+
+def readiness(services: Callable[[], Services], *, version: str) -> Health:
+    """Ready when the configuration loads and the jobs table answers; says nothing about what is wrong."""
+    checks: dict[str, Literal["ok", "failed"]] = {"configuration": "failed", "table": "failed"}
+    try:
+        jobs = services().jobs
+        checks["configuration"] = "ok"
+        jobs.get_job("job_health_probe")  # a read of an item that never exists
+        checks["table"] = "ok"
+    except Exception:
+        logger.exception("not ready")
+    ready = all(v == "ok" for v in checks.values())
+    return Health(status="ok" if ready else "unavailable", version=version, checks=checks)
+
+
+def page_of_jobs(
+    services: Services, *, tenant_id: str | None, status: JobStatus | None, limit: int, cursor: str | None
+) -> JobList:
+    try:
+        jobs, next_cursor = services.jobs.page_jobs(tenant_id=tenant_id, status=status, limit=limit, cursor=cursor)
+    except BadCursor:
+        raise BadRequest("cursor must be a value returned as next_cursor by the same listing") from None
+    return JobList(jobs=[j.view() for j in jobs], next_cursor=next_cursor)

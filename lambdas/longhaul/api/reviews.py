@@ -1,0 +1,147 @@
+"""The reviewer API's use cases: list a tenant's reviews, show one (draft, evidence, reasons), decide.
+
+Only keys with the `reviewer` role reach these (another role is a 403); a review of another tenant is a 404. A
+decision is a conditional write on the review being pending (a second decision, or one after the deadline's
+final action, is a 409), then the waiting execution is resumed with the task token, which never leaves the store.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from dataclasses import dataclass
+from typing import Any
+
+from pydantic import ValidationError
+
+from longhaul.core.auth import Principal
+from longhaul.core.clock import iso
+from longhaul.core.ports import EngineUnavailable
+from longhaul.core.problems import ApiProblem, BadRequest, Forbidden, InvalidRequest, NotFound
+from longhaul.core.records import ReviewRecord, ReviewStatus
+from longhaul.review.contracts import (
+    DecisionOutcome,
+    DecisionRequest,
+    ReviewDetail,
+    ReviewList,
+    ReviewMaterial,
+    ReviewView,
+)
+from longhaul.services import Services
+from longhaul.storage import artifacts as keys
+from longhaul.storage.listing import BadCursor
+from longhaul.storage.reviews import ReviewClosed
+from longhaul.workflows import REGISTRY
+
+REVIEW_ID_PREFIX = "rev_"
+
+
+class ReviewConflict(ApiProblem):
+    status, slug, title = 409, "review-closed", "The review is no longer pending"
+
+
+def _view(review: ReviewRecord) -> dict[str, Any]:
+    return {
+        "review_id": review.review_id,
+        "job_id": review.job_id,
+        "workflow": review.workflow,
+        "status": review.status,
+        "since": review.since,
+        "deadline": review.deadline,
+        "assignee_group": review.assignee_group,
+        "reminders": review.reminders,
+        "reasons": review.reasons,
+        "decision": review.decision,
+        "decided_at": review.decided_at,
+    }
+
+
+@dataclass
+class ReviewService:
+    services: Services
+
+    def _reviewer(self, principal: Principal) -> str:
+        if principal.role != "reviewer":
+            raise Forbidden("review routes need a key with the reviewer role")
+        return principal.tenant_id
+
+    def _review(self, principal: Principal, review_id: str) -> ReviewRecord:
+        tenant = self._reviewer(principal)
+        found = (
+            self.services.reviews.get(review_id, tenant_id=tenant) if review_id.startswith(REVIEW_ID_PREFIX) else None
+        )
+        if found is None:
+            raise NotFound(f"no review {review_id!r}")
+        return found
+
+    def list(self, principal: Principal, status: ReviewStatus, limit: int, cursor: str | None) -> ReviewList:
+        tenant = self._reviewer(principal)
+        try:
+            found, next_cursor = self.services.reviews.page(tenant, status, limit=limit, cursor=cursor)
+        except BadCursor:
+            raise BadRequest("cursor must be a value returned as next_cursor by the same listing") from None
+        return ReviewList(reviews=[ReviewView.model_validate(_view(r)) for r in found], next_cursor=next_cursor)
+
+    def detail(self, principal: Principal, review_id: str) -> ReviewDetail:
+        review = self._review(principal, review_id)
+        material = ReviewMaterial.model_validate(self.services.artifacts.get_json(review.material_key))
+        return ReviewDetail.model_validate(
+            {**_view(review), "draft": material.draft, "evidence": material.evidence, "comment": review.comment}
+        )
+
+    def decide(self, principal: Principal, review_id: str, request: DecisionRequest) -> DecisionOutcome:
+        review = self._review(principal, review_id)
+        if review.status != "pending":
+            raise ReviewConflict(f"review {review_id} is already {review.status}", review_status=review.status)
+        edits_key = self._edits(review, request)
+        try:
+            decided = self.services.reviews.change(
+                review,
+                {
+                    "decision": request.decision,
+                    "comment": request.comment,
+                    "edits_key": edits_key,
+                    "decided_by": f"{principal.tenant_id}/reviewer/{principal.key_id or 'unknown'}",
+                    "decided_at": iso(self.services.now()),
+                },
+                status="decided",
+            )
+        except ReviewClosed as closed:
+            raise ReviewConflict(
+                f"review {review_id} is already {closed.status}", review_status=closed.status
+            ) from None
+        self._resume(decided)
+        assert decided.decision is not None
+        return DecisionOutcome(review_id=decided.review_id, job_id=decided.job_id, decision=decided.decision)
+
+    def _edits(self, review: ReviewRecord, request: DecisionRequest) -> str | None:
+        if request.decision != "edit":
+            if request.edits:
+                raise InvalidRequest(
+                    "`edits` go with the decision `edit`",
+                    errors=[{"loc": ["body", "edits"], "msg": "only with decision edit"}],
+                )
+            return None
+        if not request.edits:
+            raise InvalidRequest(
+                "the decision `edit` needs `edits`", errors=[{"loc": ["body", "edits"], "msg": "required"}]
+            )
+        policy = REGISTRY[review.workflow].step(review.step).review
+        assert policy is not None
+        try:
+            edits = policy.edits_model.model_validate(request.edits)
+        except ValidationError as invalid:
+            errors = [
+                {"loc": ["body", "edits", *e["loc"]], "msg": e["msg"], "type": e["type"]}
+                for e in invalid.errors(include_url=False, include_input=False)
+            ]
+            raise InvalidRequest("the edits do not match the workflow's edits", errors=errors) from None
+        return self.services.artifacts.put_json(keys.work_key(review.job_id, review.step, "edits.json"), edits)
+
+    def _resume(self, review: ReviewRecord) -> None:
+        """Resume the waiting execution now; if the token is spent (a rung just ended) the lane's next step reads the
+        decision from the store, so nothing is lost."""
+        token, tokens = self.services.reviews.token(review.review_id), self.services.tokens
+        if token is None or tokens is None:
+            return
+        with contextlib.suppress(EngineUnavailable):  # the decision is stored: the lane applies it at the next rung
+            tokens.succeed(token, {"decided": True})

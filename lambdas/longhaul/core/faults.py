@@ -1,0 +1,138 @@
+"""Fault injection, a test hook of the local runtime (never configured in AWS).
+
+Spec: `<step>[#<item>]=<kind>[x<times>],…` e.g. `draft_answer=transientx2,extract_evidence#3=invalid-input`.
+`kind` is a failure class name (`errors.BY_KIND`), or one of the runtime faults: `crash-after-side-effect` (the
+step's work runs, then the process dies before its checkpoint), `hang` (the invocation outlives its Task timeout),
+`duplicate` (the same event is delivered twice), or, at a step that calls a model, a model-output fault applied to
+each call's answer: `malformed-output` (broken JSON that mechanical repair fixes), `schema-invalid-output` (valid
+JSON of the wrong shape), `truncated-output` (cut off at the token limit, as the provider's stop reason says),
+`refusal` (the provider refuses, as its guardrail would). Without `x<times>` a fault fires on every attempt (for
+model-output faults: on every call).
+
+The step runner fires failure classes before the work and `crash-after-side-effect` after it; the local Lambda
+runtime fires `hang` and `duplicate` around the invocation.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import threading
+from dataclasses import dataclass
+
+from longhaul.core.errors import BY_KIND, LonghaulError
+from longhaul.core.llm import ModelResponse
+from longhaul.workflows import REGISTRY
+
+CRASH = "crash-after-side-effect"
+HANG = "hang"
+DUPLICATE = "duplicate"
+RUNTIME_KINDS = (CRASH, HANG, DUPLICATE)
+MALFORMED, SCHEMA_INVALID, TRUNCATED, REFUSAL = (
+    "malformed-output",
+    "schema-invalid-output",
+    "truncated-output",
+    "refusal",
+)
+OUTPUT_KINDS = (MALFORMED, SCHEMA_INVALID, TRUNCATED)
+MODEL_KINDS = (*OUTPUT_KINDS, REFUSAL)
+KINDS = tuple(sorted(BY_KIND)) + RUNTIME_KINDS + MODEL_KINDS
+_RULE = re.compile(r"^(?P<step>[a-z_]+)(?:#(?P<item>\d+))?=(?P<kind>[a-z\-]+?)(?:x(?P<times>\d+))?$")
+
+
+class CrashFault(BaseException):
+    """The process dies (like `Runtime.ExitError`): nothing after it runs, nothing is recorded."""
+
+    error_type = "Runtime.ExitError"
+
+
+@dataclass
+class Fault:
+    step: str
+    item: int | None
+    kind: str
+    remaining: int | None  # None: always
+
+
+class FaultInjector:
+    def __init__(self, spec: str = "") -> None:
+        self._lock = threading.Lock()
+        self.spec = spec
+        self.faults = self.parse(spec)
+
+    @staticmethod
+    def parse(spec: str) -> list[Fault]:
+        faults = []
+        for rule in filter(None, (part.strip() for part in spec.split(","))):
+            match = _RULE.match(rule)
+            if not match or match["kind"] not in KINDS:
+                raise ValueError(f"bad fault {rule!r}: expected <step>[#<item>]=<kind>[x<times>], kinds: {list(KINDS)}")
+            known = sorted(REGISTRY.all_steps)
+            if match["step"] not in known:
+                raise ValueError(f"bad fault {rule!r}: unknown step {match['step']!r}; steps: {known}")
+            if match["kind"] in MODEL_KINDS and match["step"] not in _model_steps():
+                raise ValueError(f"bad fault {rule!r}: model-output faults apply to model steps: {_model_steps()}")
+            item = int(match["item"]) if match["item"] else None
+            if item is not None and match["step"] not in REGISTRY.all_fan_out_steps:
+                raise ValueError(f"bad fault {rule!r}: only fan-out steps have items")
+            times = int(match["times"]) if match["times"] else None
+            faults.append(Fault(match["step"], item, match["kind"], times))
+        return faults
+
+    def take(self, step: str, item: int | None, kinds: tuple[str, ...]) -> str | None:
+        """Consume one occurrence of a fault of one of `kinds` for this step (and item); its kind, or None."""
+        with self._lock:
+            for fault in self.faults:
+                if fault.kind not in kinds or fault.step != step or (fault.item is not None and fault.item != item):
+                    continue
+                if fault.remaining is not None:
+                    if fault.remaining <= 0:
+                        continue
+                    fault.remaining -= 1
+                return fault.kind
+        return None
+
+    def check(self, step: str, item: int | None) -> None:
+        """Raise the configured failure class for this step (and item), if one remains."""
+        kind = self.take(step, item, tuple(BY_KIND))
+        if kind is not None:
+            error: type[LonghaulError] = BY_KIND[kind]
+            raise error(f"injected {kind} fault", step=step, item=item)
+
+    def crash_point(self, step: str, item: int | None) -> None:
+        """After the step's side effects, before its checkpoint."""
+        if self.take(step, item, (CRASH,)):
+            raise CrashFault(f"injected crash of {step} after its side effects")
+
+
+def _model_steps() -> list[str]:
+    return sorted({step for spec in REGISTRY.values() for step in spec.model_steps})
+
+
+def corrupt(response: ModelResponse, kind: str, max_tokens: int) -> ModelResponse:
+    """A model's answer as a model-output fault spoils it."""
+    text = response.text
+    if kind == MALFORMED:  # prose around it, a fence, a trailing comma, the closing brace missing: repairable
+        body = text.rstrip()
+        body = body[:-1].rstrip() + "," if body.endswith("}") else body
+        return response.model_copy(update={"text": f"Here is the JSON you asked for:\n```json\n{body}\n```"})
+    if kind == SCHEMA_INVALID:  # valid JSON, but no object of any step's schema
+        return response.model_copy(update={"text": json.dumps([{"unexpected": "shape", "items": 3}])})
+    if kind == TRUNCATED:  # what a provider returns at its token limit
+        usage = response.usage.model_copy(update={"output_tokens": max_tokens})
+        return response.model_copy(
+            update={"text": text[: max(1, len(text) // 2)], "stop_reason": "max_tokens", "usage": usage}
+        )
+    raise ValueError(f"not a model-output fault: {kind}")
+
+
+_active = FaultInjector()
+
+
+def install(injector: FaultInjector) -> None:
+    global _active
+    _active = injector
+
+
+def active() -> FaultInjector:
+    return _active

@@ -1,0 +1,161 @@
+"""Ports: the AWS services a use case needs, as small interfaces. Adapters live in `longhaul.adapters`; tests use
+in-memory fakes, so each use case (submission, the runner, replay, the sweep) is tested at the lowest layer.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from datetime import datetime
+from enum import StrEnum
+from typing import Any, Protocol
+
+from longhaul.core.contracts import DeadLetter
+
+
+class EngineUnavailable(Exception):
+    """The workflow engine did not accept a call (throttled, unreachable, refused): the caller may try again."""
+
+
+class RedriveRefused(Exception):
+    """The engine will not redrive this execution; the message says why."""
+
+
+class ExecutionStatus(StrEnum):
+    RUNNING = "RUNNING"
+    SUCCEEDED = "SUCCEEDED"
+    FAILED = "FAILED"
+    TIMED_OUT = "TIMED_OUT"
+    ABORTED = "ABORTED"
+    PENDING_REDRIVE = "PENDING_REDRIVE"
+    NOT_STARTED = "NOT_STARTED"  # no execution of that name exists (yet)
+
+
+@dataclass(frozen=True)
+class HistoryEvent:
+    """One event of an execution's history: its id, type and the id of the event it follows."""
+
+    id: int
+    type: str
+    previous_id: int | None = None
+    map_run_arn: str | None = None  # a `MapRunStarted` event: the Distributed Map run it started
+    resource_type: str | None = None  # a scheduled Task: what it calls (`lambda`, `ecs`, `sqs`, ...)
+
+
+@dataclass(frozen=True)
+class ExecutionHistory:
+    """An execution's whole history, and those of the child executions of its Distributed Map runs."""
+
+    events: list[HistoryEvent] = field(default_factory=list)
+    children: list[list[HistoryEvent]] = field(default_factory=list)
+    complete: bool = True  # False: a child execution (or the list of them) was not reachable
+
+
+@dataclass(frozen=True)
+class Execution:
+    status: ExecutionStatus
+    error: str | None = None  # the error the execution ended with (e.g. a Fail state's error name)
+
+
+class WorkflowEngine(Protocol):
+    """Runs one execution per job attempt, named by the job (`<job id>` then `<job id>-r<n>` for replays)."""
+
+    def start(self, workflow: str, execution: str, state: Mapping[str, Any]) -> None:
+        """Start it; an execution of that name that already exists counts as started. `EngineUnavailable`."""
+
+    def stop(self, workflow: str, execution: str, *, error: str, cause: str = "") -> None:
+        """Stop it if it runs; one that does not exist or has ended is fine. `EngineUnavailable`."""
+
+    def describe(self, workflow: str, execution: str) -> Execution:
+        """Its status (`NOT_STARTED` when there is none)."""
+
+    def redrive(self, workflow: str, execution: str) -> None:
+        """Redrive a failed execution from where it stopped. `RedriveRefused` with the engine's reason."""
+
+    def history(self, workflow: str, execution: str) -> ExecutionHistory:
+        """Its events, all pages, with its Distributed Map children's (empty when there is no such execution).
+        `EngineUnavailable`."""
+
+
+class DeadLetters(Protocol):
+    """Failed steps for operators: the state machine sends each one to its step's queue; this port indexes, lists
+    and removes them."""
+
+    def record(self, letter: DeadLetter) -> None: ...
+
+    def find(
+        self, *, step: str | None = None, workflow: str | None = None, tenant: str | None = None, limit: int = 100
+    ) -> list[DeadLetter]: ...
+
+    def of_job(self, job_id: str) -> list[DeadLetter]: ...
+
+    def purge(self, job_id: str) -> int:
+        """Remove the job's letters from the index and its messages from the queues; the number of messages."""
+
+
+class TaskTokens(Protocol):
+    """Resumes an execution waiting on a task token (a review). A token that is no longer valid (its wait timed out,
+    the execution ended) is not an error: the review lane reads the decision from the store anyway."""
+
+    def succeed(self, token: str, output: Mapping[str, Any]) -> bool:
+        """Resume the wait with `output`; False when the token was no longer valid."""
+
+    def fail(self, token: str, *, error: str, cause: str = "") -> bool:
+        """End the wait with `error` (an ASL error name); False when the token was no longer valid."""
+
+
+class WebhookDispatch(Protocol):
+    """Starts the delivery of one webhook of the outbox (at most one run per `name`)."""
+
+    def start(self, webhook_id: str, job_id: str, *, name: str | None = None) -> None:
+        """Start delivering; a run of that name (default: the webhook id) that exists already counts as started."""
+
+
+class WebhookSecrets(Protocol):
+    def signing_secrets(self, tenant_id: str) -> list[str]:
+        """The tenant's secrets that sign now: the current one first, then one in its rotation grace period."""
+
+
+class ContainerTasks(Protocol):
+    """The container tasks of container steps (ECS): a job that stops stops its running tasks too. (Stopping a
+    state machine execution does not stop the tasks of its `.waitForTaskToken` steps.)"""
+
+    def stop_job_tasks(self, job_id: str, *, reason: str) -> int:
+        """Stop the job's running tasks; how many were told to stop. Best effort: `EngineUnavailable`."""
+
+
+class NoContainerTasks:
+    """A deployment without container workers."""
+
+    def stop_job_tasks(self, job_id: str, *, reason: str) -> int:
+        return 0
+
+
+@dataclass(frozen=True)
+class Waiting:
+    """A job waiting for a slot, as its intake queue carries it (`receipt` identifies the message received)."""
+
+    job_id: str
+    tenant_id: str
+    sla_class: str
+    queued_at: datetime
+    receipt: str = ""
+
+
+class IntakeQueues(Protocol):
+    """One queue per SLA class of the jobs waiting for a slot (at least once: a job may come twice)."""
+
+    def send(self, waiting: Waiting) -> None: ...
+
+    def receive(self, sla_class: str, limit: int) -> list[Waiting]:
+        """Up to `limit` messages of the class, hidden from other receivers until deleted or put back."""
+
+    def delete(self, received: list[Waiting]) -> None: ...
+
+    def put_back(self, received: list[Waiting]) -> None:
+        """Make them visible again at once (they wait for the next round)."""
+
+
+class AdmissionWake(Protocol):
+    def wake(self) -> None:
+        """Ask the dispatcher for a round soon, without waiting for it."""

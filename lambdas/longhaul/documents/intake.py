@@ -1,0 +1,145 @@
+"""What a workflow's submission logic gets (`Intake`) and gives back (`PreparedInput`).
+
+A workflow's domain module has `prepare(intake, job_input) -> PreparedInput`: it checks what only it can check
+(raising `InvalidRequest` naming the fields), resolves its documents (inline text or uploads) through the intake and
+says how long the job should take. Nothing is written until every check has passed: `Intake.store` writes the inline
+texts and the job's input artifact only when `prepare` returns.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from pydantic import BaseModel, Field
+
+from longhaul.core.contracts import MEDIA_TYPES, ArchiveInput, DocumentInput
+from longhaul.core.limits import MAX_UPLOAD_BYTES
+from longhaul.core.problems import InvalidRequest
+from longhaul.documents import archives
+from longhaul.documents.archives import ArchiveMember
+from longhaul.storage import artifacts as keys
+from longhaul.storage.artifacts import ArtifactStore
+
+MARKDOWN_SUFFIXES = (".md", ".markdown")
+
+
+class StoredDocument(BaseModel):
+    """A document of a job's input, by reference: `key` is its bytes in the artifacts bucket or, with `member`,
+    the archive upload whose member it is (read with `read_document`)."""
+
+    index: int
+    name: str
+    media_type: str
+    key: str
+    # Left out of the stored input when absent: the input of a job of plain documents reads as it always has.
+    member: ArchiveMember | None = Field(default=None, exclude_if=lambda member: member is None)
+
+
+def read_document(store: ArtifactStore, document: StoredDocument) -> bytes:
+    """A stored document's bytes: its object, or its member of an archive (ranged reads of that member only; a
+    member that expands beyond its declared size is `InvalidInputError`)."""
+    if document.member is None:
+        return store.get_bytes(document.key)
+    return archives.read_member(store, document.key, document.member)
+
+
+@dataclass
+class PreparedInput:
+    """The workflow's input document (written to `work/<job>/input.json`) and the job's SLA estimate."""
+
+    payload: BaseModel
+    estimated_sla_seconds: int
+
+
+@dataclass
+class Intake:
+    """Document resolution for one submission of one tenant; inline texts are written only by `store`."""
+
+    job_id: str
+    tenant_id: str
+    artifacts: ArtifactStore
+    _pending: list[tuple[str, bytes, str]] = field(default_factory=list)
+    _problems: list[dict[str, Any]] = field(default_factory=list)
+
+    def document(self, doc: DocumentInput, *, index: int, loc: Sequence[str | int]) -> StoredDocument:
+        """Resolve one document; problems are collected (see `check`) so a client hears of all of them at once."""
+        if doc.text is not None:
+            media_type: str = doc.media_type or (
+                "text/markdown" if doc.name.endswith(MARKDOWN_SUFFIXES) else "text/plain"
+            )
+            if media_type == "application/pdf":
+                self.problem([*loc, "media_type"], "inline text cannot be a PDF; upload it")
+            key = keys.work_key(self.job_id, "source", f"{index:03d}")
+            self._pending.append((key, doc.text.encode(), media_type))
+            return StoredDocument(index=index, name=doc.name, media_type=media_type, key=key)
+        assert doc.upload_id is not None  # the contract allows exactly one of text and upload_id
+        key = keys.upload_key(self.tenant_id, doc.upload_id)
+        head = self.artifacts.head(key)
+        if head is None:
+            self.problem([*loc, "upload_id"], "no such upload (or not uploaded yet)")
+            return StoredDocument(index=index, name=doc.name, media_type="application/octet-stream", key=key)
+        if int(head.get("ContentLength", 0)) > MAX_UPLOAD_BYTES:
+            self.problem(list(loc), f"upload exceeds {MAX_UPLOAD_BYTES} bytes")
+        media_type = doc.media_type or str(head.get("ContentType", "application/octet-stream")).split(";")[0]
+        if media_type not in MEDIA_TYPES:
+            self.problem(
+                [*loc, "media_type"], f"unsupported media type {media_type!r}; allowed: {', '.join(MEDIA_TYPES)}"
+            )
+        return StoredDocument(index=index, name=doc.name, media_type=media_type, key=key)
+
+    def documents(self, docs: Sequence[DocumentInput], *, loc: Sequence[str | int]) -> list[StoredDocument]:
+        return [self.document(d, index=i, loc=[*loc, i]) for i, d in enumerate(docs)]
+
+    def archive(
+        self,
+        archive: ArchiveInput,
+        *,
+        first_index: int,
+        loc: Sequence[str | int],
+        max_documents: int | None = None,
+    ) -> list[StoredDocument]:
+        """The documents of an uploaded ZIP archive, in its directory's order, indexed from `first_index`; every
+        problem of the archive names `loc` and the entry (only its central directory is read)."""
+        key = keys.upload_key(self.tenant_id, archive.upload_id)
+        size = self.artifacts.size(key)
+        if size is None:
+            self.problem([*loc, "upload_id"], "no such upload (or not uploaded yet)")
+            return []
+        entries, problems = archives.inspect(self.artifacts, key, size, max_documents=max_documents)
+        for problem in problems[: archives.MAX_LISTED_PROBLEMS]:
+            if problem.entry is None:
+                self.problem([*loc, "upload_id"] if problem.upload else list(loc), problem.message)
+            else:
+                self.problem([*loc, "entries", problem.entry], f"{problem.entry!r}: {problem.message}")
+        if len(problems) > archives.MAX_LISTED_PROBLEMS:
+            self.problem(list(loc), f"and {len(problems) - archives.MAX_LISTED_PROBLEMS} more problems")
+        return [
+            StoredDocument(
+                index=first_index + i, name=entry.name, media_type=entry.media_type, key=key, member=entry.member
+            )
+            for i, entry in enumerate(entries)
+        ]
+
+    def read(self, document: StoredDocument) -> bytes:
+        """The bytes of a resolved document (inline text not yet written, an upload, or an archive's member)."""
+        for key, data, _ in self._pending:
+            if key == document.key:
+                return data
+        return read_document(self.artifacts, document)
+
+    def problem(self, loc: Sequence[str | int], message: str) -> None:
+        self._problems.append({"loc": ["input", *loc], "msg": message})
+
+    def check(self) -> None:
+        """Raise the problems found so far as one 422 naming every field."""
+        if self._problems:
+            raise InvalidRequest("some of the input cannot be used", errors=list(self._problems))
+
+    def store(self, prepared: PreparedInput) -> str:
+        """Write the inline documents and the input document; the input key."""
+        self.check()
+        for key, data, media_type in self._pending:
+            self.artifacts.put_bytes(key, data, media_type)
+        return self.artifacts.put_json(keys.input_key(self.job_id), prepared.payload)

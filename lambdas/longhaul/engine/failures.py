@@ -1,0 +1,159 @@
+"""The failure recorder of the house policy: what a state machine's Catch calls before the step's dead letter.
+
+It marks the step (or fan-out item) and the job failed with a sanitized, readable error and the real attempt
+count, and returns the dead-letter message (also indexed for operators through the dead-letters port).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from typing import Any
+
+from longhaul.core.contracts import DeadLetter, JobError, JobStatus
+from longhaul.core.errors import ITEMS_FAILED, kind_of
+from longhaul.core.observability import emit, logger
+from longhaul.core.records import StepError
+from longhaul.core.settings import environ
+from longhaul.core.step_events import FailureEvent
+from longhaul.services import Services
+from longhaul.storage.jobs import TransitionRejected
+
+MESSAGE_LIMIT = 500
+#: The ASL names of a timeout: the Task's own (`TimeoutSeconds`) and the function's, as Lambda reports it.
+TASK_TIMEOUT = "States.Timeout"
+FUNCTION_TIMEOUT = "Sandbox.Timedout"
+
+
+def sanitize(message: str) -> str:
+    """One line, bounded, no stack traces (a traceback is reduced to its last line)."""
+    text = str(message)
+    if "Traceback (most recent call last)" in text:
+        lines = [ln for ln in text.strip().splitlines() if ln.strip()]
+        text = lines[-1] if lines else ""
+    line = " ".join(text.split())
+    return line if len(line) <= MESSAGE_LIMIT else line[: MESSAGE_LIMIT - 1] + "…"
+
+
+def _cause_message(cause: str | None) -> str:
+    if not cause:
+        return ""
+    try:
+        parsed = json.loads(cause)
+    except ValueError:
+        return sanitize(cause)
+    if isinstance(parsed, dict):
+        return sanitize(str(parsed.get("errorMessage") or parsed.get("message") or cause))
+    return sanitize(cause)
+
+
+def ref_name(ref: Any) -> str | None:
+    """The name an item's reference carries (a document's), if any."""
+    name = ref.get("name") if isinstance(ref, dict) else None
+    return name if isinstance(name, str) else None
+
+
+def record_failure(raw_event: Mapping[str, Any], services: Services) -> dict[str, Any]:
+    """Record a failure and return the dead-letter message (also kept in the table for operators).
+
+    A fan-out item's failure marks only the item (the other items go on); the job fails once after the fan-out,
+    with `ItemsFailed` summarising its failed items. Any other failure marks the step and the job failed.
+    """
+    event = FailureEvent.model_validate(raw_event)
+    jobs, checkpoints = services.jobs, services.checkpoints
+    if event.error == ITEMS_FAILED:
+        error, attempts = _items_failed(services, event)
+    else:
+        message = _cause_message(event.cause) or event.error
+        error = JobError(
+            kind=kind_of(event.error), error=event.error, step=event.step, item=event.item, message=message
+        )
+        record = checkpoints.get_step(event.job_id, event.step, event.item)
+        attempts, message = _attempts_and_message(event, record.attempts if record else 0)
+        error = error.model_copy(update={"message": message})
+        checkpoints.put_step(
+            event.job_id,
+            event.step,
+            event.item,
+            {"status": "failed", "error": error.model_dump(exclude_none=True), "attempts": attempts},
+        )
+    stored_error = error.model_dump(exclude_none=True)
+    job = jobs.get_job(event.job_id)
+    if event.item is not None:
+        named = {"item_name": ref_name(event.ref)} if ref_name(event.ref) else {}
+        jobs.append_event(
+            event.job_id, "item_failed", step=event.step, item=event.item, detail={**stored_error, **named}
+        )
+    else:
+        try:
+            jobs.transition(
+                event.job_id,
+                JobStatus.FAILED,
+                event="job_failed",
+                step=event.step,
+                item=error.item,
+                detail={**stored_error, "attempts": attempts},
+                set_fields={"error": stored_error, "current_step": event.step},
+            )
+            emit("JobsFailed", workflow=event.workflow, step=event.step, kind=error.kind)
+        except TransitionRejected:
+            logger.warning("job already finished; failure recorded on the step only", extra={"job_id": event.job_id})
+    dead_letter = DeadLetter(
+        job_id=event.job_id,
+        tenant_id=job.tenant_id if job else None,
+        workflow=event.workflow,
+        step=event.step,
+        item=event.item,
+        item_name=ref_name(event.ref),
+        error=error.error,
+        kind=error.kind,
+        message=error.message,
+        attempts=attempts,
+        execution=event.execution,
+        trace_id=environ().get("_X_AMZN_TRACE_ID") or event.execution,
+        failed_at=services.now(),
+        replay={
+            "method": "POST",
+            "path": f"/v1/ops/jobs/{event.job_id}/replay",
+            "body": {"from_step": event.step, "reason": "<why the replay will succeed now>"},
+        },
+    )
+    if event.error != ITEMS_FAILED:  # the summary of a fan-out sends no dead letter of its own
+        services.dead_letters.record(dead_letter)
+    return dead_letter.model_dump(mode="json")
+
+
+def _items_failed(services: Services, event: FailureEvent) -> tuple[JobError, int]:
+    items = [r for r in services.checkpoints.steps(event.job_id) if r.step == event.step and r.item is not None]
+    failed = sorted((r for r in items if r.status == "failed"), key=lambda r: r.item or 0)
+    first: StepError | None = failed[0].error if failed else None
+    numbers = [r.item for r in failed if r.item is not None]
+    first_message = first.message if first else "unknown"
+    error = JobError(
+        kind=first.kind if first else "internal",
+        error=first.error if first else ITEMS_FAILED,
+        step=event.step,
+        item=numbers[0] if numbers else None,
+        items=numbers,
+        message=sanitize(f"{len(failed)} of {len(items)} items failed (items {numbers}); first: {first_message}"),
+    )
+    return error, max((r.attempts for r in failed), default=0)
+
+
+def _attempts_and_message(event: FailureEvent, started: int) -> tuple[int, str]:
+    """How many attempts the step had and what went wrong, in words (`started`: attempts its handler began).
+
+    A timeout that ends in the Catch has exhausted its retrier: exactly `timeout_attempts` attempts timed out
+    (earlier attempts may have failed otherwise). Any failure means at least one attempt.
+    """
+    limits = event.limits
+    if event.error in (TASK_TIMEOUT, FUNCTION_TIMEOUT) and limits is not None:
+        timed_out = limits.timeout_attempts
+        attempts = max(started, timed_out)
+        if event.error == TASK_TIMEOUT:
+            what = f"timed out after {limits.task_timeout_seconds} s"
+        else:
+            what = f"the function timed out after {limits.function_timeout_seconds} s"
+        on = f"each of {timed_out} attempts" if attempts == timed_out else f"{timed_out} of {attempts} attempts"
+        return attempts, f"{what} on {on}"
+    return max(started, 1), _cause_message(event.cause) or event.error

@@ -1,0 +1,247 @@
+"""The model gateway of a step: route → breaker → budget reservation → call → settlement → validation ladder.
+
+Every model call of a step goes through `ModelCalls` (`StepContext.model()`):
+- the route is the job's choice, else the step's configured route, else `default` (`longhaul.core.routes`);
+- the provider's circuit breaker is asked first: while it is open the call fails fast as `upstream-unavailable`
+  (the state machine retries later) or goes to the route's fallback when one is configured;
+- the call's worst case is reserved against the job's budget and the tenant's day; if it does not fit, the step
+  fails `budget-exceeded` and no call is made; after the call the reservation settles to the actual usage;
+- a call already made and settled by an earlier delivery of the same step (same charge id, same prompt) is answered
+  from its ledger entry: a retried step never pays twice for one call;
+- the answer climbs the validation ladder (`longhaul.guardrails.ladder`); each rung is an event.
+Each call is recorded (route, provider, model, prompt version, usage, cost) in `calls`, which the runner stores on the
+step's checkpoint, and as a `model_called` event.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any, TypeVar
+
+from pydantic import BaseModel
+
+from longhaul.core import faults
+from longhaul.core.budgets import (
+    Reservation,
+    TenantPolicy,
+    cost_micro,
+    price_of,
+    price_table,
+    usd,
+    worst_case_input_tokens,
+)
+from longhaul.core.errors import (
+    BudgetExceededError,
+    LonghaulError,
+    OutputInvalidError,
+    PolicyRefusalError,
+    UpstreamUnavailableError,
+)
+from longhaul.core.llm import ModelRequest, ModelResponse, Usage
+from longhaul.core.observability import emit
+from longhaul.core.records import Job
+from longhaul.guardrails.ladder import FEEDBACK_RETRIES, Outcome, Rung, check, with_feedback
+from longhaul.services import Services
+from longhaul.storage.breakers import Transition
+from longhaul.storage.budgets import CallLabels
+
+T = TypeVar("T", bound=BaseModel)
+BREAKER_EVENTS = {"open": "breaker_opened", "half_open": "breaker_half_open", "closed": "breaker_closed"}
+
+
+@dataclass
+class ModelCalls:
+    services: Services
+    job: Job
+    step: str
+    item: int | None
+    job_attempt: int
+    calls: list[dict[str, Any]] = field(default_factory=list)
+    _seq: int = 0
+    _policy: TenantPolicy | None = None
+
+    # ------------------------------------------------------------------ the ladder
+
+    def ask(
+        self, request: ModelRequest, schema: type[T], *, defaults: Mapping[str, Any] | None = None
+    ) -> tuple[T, ModelResponse]:
+        """A validated answer of `schema`, or `OutputInvalidError` once every rung has failed."""
+        response, outcome = self._climb(request, schema, defaults)
+        assert outcome.value is not None
+        return outcome.value, response
+
+    def text(self, request: ModelRequest) -> ModelResponse:
+        """A free-text answer (only truncation makes it invalid), through the same ladder."""
+        return self._climb(request, None, None)[0]
+
+    def _climb(
+        self, request: ModelRequest, schema: type[T] | None, defaults: Mapping[str, Any] | None
+    ) -> tuple[ModelResponse, Outcome[T]]:
+        route = self.services.routing.route_for(self.step, self.job.route)
+        response, used = self._call(route, request, rung="validate")
+        outcome = self._judge(response, schema, defaults, used, request, "validate")
+        if outcome.ok or (schema is None and not outcome.errors):
+            return response, outcome
+        for attempt in range(FEEDBACK_RETRIES):
+            self._event("feedback_retry", rung="feedback", route=used, attempt=attempt + 1, errors=outcome.errors)
+            response, used = self._call(route, with_feedback(request, outcome), rung="feedback")
+            outcome = self._judge(response, schema, defaults, used, request, "feedback")
+            if outcome.ok or (schema is None and not outcome.errors):
+                return response, outcome
+        stronger = self.services.routing[route].stronger
+        if stronger is not None and stronger != used:
+            self._event("escalated_to_stronger_route", rung="stronger", route=stronger, errors=outcome.errors)
+            response, used = self._call(stronger, with_feedback(request, outcome), rung="stronger")
+            outcome = self._judge(response, schema, defaults, used, request, "stronger")
+            if outcome.ok or (schema is None and not outcome.errors):
+                return response, outcome
+        self._event("output_invalid", rung="fail", route=used, errors=outcome.errors)
+        fields = ", ".join(f"{e['field']} ({e['error']})" for e in outcome.errors[:5])
+        raise OutputInvalidError(
+            f"{self.step}: the model's output is still invalid after repair, feedback and escalation: {fields}",
+            step=self.step,
+            item=self.item,
+        )
+
+    def _judge(
+        self,
+        response: ModelResponse,
+        schema: type[T] | None,
+        defaults: Mapping[str, Any] | None,
+        route: str,
+        request: ModelRequest,
+        rung: Rung,
+    ) -> Outcome[T]:
+        outcome = check(response, schema, defaults=defaults)
+        if outcome.repaired:
+            self._event("output_repaired", rung="repair", route=route)
+        if not outcome.errors:
+            return outcome
+        self._event("output_validation_failed", rung=rung, route=route, errors=outcome.errors)
+        for error in outcome.errors:
+            emit(
+                "ValidationFailures",
+                model=response.model_id,
+                prompt_version=request.prompt_version,
+                field=error["field"].split(".")[0],
+            )
+        return outcome
+
+    # ------------------------------------------------------------------ one call
+
+    def _call(
+        self, route_name: str, request: ModelRequest, *, rung: str, tried: tuple[str, ...] = ()
+    ) -> tuple[ModelResponse, str]:
+        s, route = self.services, self.services.routing[route_name]
+        seq, self._seq = self._seq, self._seq + 1
+        charge_id = f"{self.job_attempt}/{self.step}/{'' if self.item is None else self.item}"
+        charge_id += f"/{seq}" if seq else ""
+        prompt_hash = request.prompt_hash()
+        held = s.budgets.ledger_item(self.job.job_id, charge_id)
+        if held is not None and held.prompt_hash != prompt_hash:  # another prompt under this number: its own charge
+            charge_id += f"#{prompt_hash[:8]}"
+            held = s.budgets.ledger_item(self.job.job_id, charge_id)
+        if held is not None and held.status == "settled" and held.response is not None:
+            self._event("model_call_reused", route=held.route or route_name, call=seq, charge=charge_id)
+            usage = Usage(input_tokens=held.input_tokens, output_tokens=held.output_tokens)
+            model = held.model_id or route.model_id
+            return ModelResponse(text=held.response, usage=usage, model_id=model, stop_reason=held.stop_reason or ""), (
+                held.route or route_name
+            )
+        admission, moved = s.breakers.admit(route.provider, route.model_id)
+        self._breaker_event(moved, route_name)
+        if admission == "open":
+            reason = f"circuit open for {route.provider}:{route.model_id}"
+            return self._fail_over(route_name, request, rung, tried, UpstreamUnavailableError(reason, step=self.step))
+        price = price_of(route.model_id, price_table(s.settings.model_prices))
+        labels = CallLabels(
+            self.step, self.item, route_name, route.provider, route.model_id, request.prompt_version, prompt_hash
+        )
+        if held is None or held.status != "reserved":  # a reservation left by a crashed delivery is taken over
+            prompt_tokens = worst_case_input_tokens(request.system, request.prompt, schema=request.response_schema)
+            worst = Reservation.worst_case(prompt_tokens, request.max_tokens, price)
+            try:
+                self.job = s.budgets.with_limits(self.job, self.policy())
+                s.budgets.reserve(self.job, charge_id, worst, self.policy(), labels)
+            except BudgetExceededError as refused:
+                self._event("budget_exceeded", route=route_name, needed_tokens=worst.tokens, message=refused.message)
+                emit("BudgetExceeded", workflow=self.job.workflow, step=self.step)
+                raise
+        try:
+            response = self._generate(route_name, request)
+        except LonghaulError as error:
+            s.budgets.release(self.job.job_id, charge_id)
+            if not error.retryable:  # a 4xx, a refusal: never an outage
+                raise
+            self._breaker_event(s.breakers.failed(route.provider, route.model_id), route_name)
+            return self._fail_over(route_name, request, rung, tried, error)
+        cost = cost_micro(response.usage.input_tokens, response.usage.output_tokens, price)
+        s.budgets.settle(
+            self.job.job_id,
+            charge_id,
+            input_tokens=response.usage.input_tokens,
+            output_tokens=response.usage.output_tokens,
+            cost_micro=cost,
+            stop_reason=response.stop_reason,
+            response=response.text,
+        )
+        if admission == "probe":
+            self._breaker_event(s.breakers.succeeded(route.provider, route.model_id), route_name)
+        call = {
+            "call": seq,
+            "rung": rung,
+            "route": route_name,
+            "provider": route.provider,
+            "model_id": response.model_id,
+            "prompt_version": request.prompt_version,
+            "input_tokens": response.usage.input_tokens,
+            "output_tokens": response.usage.output_tokens,
+            "cost_usd": usd(cost),
+            "stop_reason": response.stop_reason,
+        }
+        self.calls.append(call)
+        self._event("model_called", **call)
+        return response, route_name
+
+    def _fail_over(
+        self, route_name: str, request: ModelRequest, rung: str, tried: tuple[str, ...], error: LonghaulError
+    ) -> tuple[ModelResponse, str]:
+        fallback = self.services.routing[route_name].fallback
+        if fallback is None or fallback in tried or fallback == route_name:
+            error.step, error.item = self.step, self.item
+            raise error
+        self._event("model_failover", route=route_name, to_route=fallback, reason=error.message[:300])
+        emit("ModelFailovers", route=route_name)
+        return self._call(fallback, request, rung=rung, tried=(*tried, route_name))
+
+    def _generate(self, route_name: str, request: ModelRequest) -> ModelResponse:
+        """The adapter's answer, with the local runtime's model-output faults applied."""
+        injector = faults.active()
+        if injector.take(self.step, self.item, (faults.REFUSAL,)):
+            raise PolicyRefusalError(f"injected refusal of {self.step}", step=self.step, item=self.item)
+        response = self.services.adapter(route_name).generate(request)
+        kind = injector.take(self.step, self.item, faults.OUTPUT_KINDS)
+        return faults.corrupt(response, kind, request.max_tokens) if kind else response
+
+    # ------------------------------------------------------------------ bookkeeping
+
+    def policy(self) -> TenantPolicy:
+        if self._policy is None:
+            self._policy = self.services.budgets.policy(self.job.tenant_id)
+        return self._policy
+
+    def _breaker_event(self, moved: Transition | None, route: str) -> None:
+        if moved is None:
+            return
+        detail = {
+            "provider": moved.provider,
+            "model_id": moved.model_id,
+            "from": moved.before,
+            "failures": moved.failures,
+        }
+        self._event(BREAKER_EVENTS[moved.after], route=route, **detail)
+        emit("BreakerTransitions", provider=moved.provider, state=moved.after)
+
+    def _event(self, kind: str, **detail: Any) -> None:
+        self.services.jobs.append_event(self.job.job_id, kind, step=self.step, item=self.item, detail=detail)

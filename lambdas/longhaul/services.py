@@ -1,0 +1,177 @@
+"""Adapters built once per process from the settings (the composition root of the functions)."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+from functools import cached_property, lru_cache
+
+from longhaul.adapters import aws
+from longhaul.adapters.dead_letters import QueueDeadLetters
+from longhaul.adapters.ecs import EcsContainerTasks
+from longhaul.adapters.intake import LambdaWake, SqsIntakeQueues
+from longhaul.adapters.secrets import SecretsManagerWebhookSecrets
+from longhaul.adapters.stepfunctions import StepFunctionsDispatch, StepFunctionsEngine, StepFunctionsTokens
+from longhaul.core.llm import ModelGateway
+from longhaul.core.observability import logger
+from longhaul.core.ports import (
+    AdmissionWake,
+    ContainerTasks,
+    DeadLetters,
+    IntakeQueues,
+    NoContainerTasks,
+    TaskTokens,
+    WebhookDispatch,
+    WebhookSecrets,
+    WorkflowEngine,
+)
+from longhaul.core.records import Job, OutboxRecord
+from longhaul.core.routes import DEFAULT_ROUTE, Route, Routing
+from longhaul.core.settings import Settings, get_settings
+from longhaul.storage.admission import AdmissionStore
+from longhaul.storage.artifacts import ArtifactStore
+from longhaul.storage.breakers import BreakerPolicy, BreakerStore
+from longhaul.storage.budgets import BudgetStore
+from longhaul.storage.checkpoints import CheckpointStore
+from longhaul.storage.jobs import JobStore
+from longhaul.storage.outbox import OutboxStore
+from longhaul.storage.reviews import ReviewStore
+from longhaul.storage.usage import UsageStore
+
+
+@dataclass(frozen=True)
+class Services:
+    settings: Settings
+    jobs: JobStore
+    checkpoints: CheckpointStore
+    artifacts: ArtifactStore
+    engine: WorkflowEngine
+    dead_letters: DeadLetters
+    tokens: TaskTokens | None = None
+    dispatch: WebhookDispatch | None = None
+    webhook_secrets: WebhookSecrets | None = None
+    container_tasks: ContainerTasks = field(default_factory=NoContainerTasks)
+    intake: IntakeQueues | None = None  # None: no admission control, every job starts at once
+    wake: AdmissionWake | None = None
+
+    def now(self) -> datetime:
+        return self.jobs.clock.now()
+
+    @property
+    def reviews(self) -> ReviewStore:
+        return ReviewStore(self.jobs.table, clock=self.jobs.clock)
+
+    @property
+    def outbox(self) -> OutboxStore:
+        return OutboxStore(self.jobs.table, clock=self.jobs.clock)
+
+    def gateway(self) -> ModelGateway:
+        """The adapter of the `default` route (steps call models through `StepContext.model()`)."""
+        return _adapter(self.routing[DEFAULT_ROUTE])
+
+    def adapter(self, route: str) -> ModelGateway:
+        """A route's adapter; the default route's is `gateway()`, so replacing that one replaces the default model."""
+        return self.gateway() if route == DEFAULT_ROUTE else _adapter(self.routing[route])
+
+    # The stores below share the table and the clock of the job store; built on first use.
+    @cached_property
+    def budgets(self) -> BudgetStore:
+        return BudgetStore(self.jobs.table, clock=self.jobs.clock)
+
+    @cached_property
+    def admission(self) -> AdmissionStore:
+        return AdmissionStore(self.jobs.table, clock=self.jobs.clock)
+
+    @cached_property
+    def usage(self) -> UsageStore:
+        return UsageStore(self.jobs.table)
+
+    @cached_property
+    def breakers(self) -> BreakerStore:
+        s = self.settings
+        policy = BreakerPolicy(
+            failures=s.breaker_failures,
+            window=timedelta(seconds=s.breaker_window_seconds),
+            cooldown=timedelta(seconds=s.breaker_cooldown_seconds),
+        )
+        return BreakerStore(self.jobs.table, clock=self.jobs.clock, policy=policy)
+
+    @cached_property
+    def routing(self) -> Routing:
+        s = self.settings
+        return Routing.configured(s.model_routes, s.step_routes, provider=s.model_provider, model_id=s.model_id)
+
+
+@lru_cache(maxsize=16)
+def _adapter(route: Route) -> ModelGateway:
+    from longhaul.adapters.models import adapter_for  # the model adapters are for the model steps only
+
+    return adapter_for(route)
+
+
+_built: dict[int, Services] = {}  # by id of the (cached, immutable) settings; a Services keeps its settings alive
+_lock = threading.Lock()
+
+
+def _services(settings: Settings) -> Services:
+    with _lock:
+        if id(settings) not in _built:
+            _built[id(settings)] = _build(settings)
+        return _built[id(settings)]
+
+
+def clear() -> None:
+    """Forget the built adapters (tests that switch AWS mocks)."""
+    with _lock:
+        _built.clear()
+    _adapter.cache_clear()
+
+
+def _relay(dispatch: WebhookDispatch | None) -> Callable[[OutboxRecord], None] | None:
+    """Start a webhook's delivery as soon as its transaction committed (the sweep starts any this missed)."""
+    if dispatch is None:
+        return None
+
+    def relay(webhook: OutboxRecord) -> None:
+        dispatch.start(webhook.webhook_id, webhook.job_id)
+        logger.info("webhook queued", extra={"webhook_id": webhook.webhook_id, "event": webhook.event})
+
+    return relay
+
+
+def _wake_on_release(wake: AdmissionWake | None) -> Callable[[Job], None] | None:
+    """A freed slot wakes the dispatcher at once (its schedule hands out any slot this missed)."""
+    return (lambda _job: wake.wake()) if wake is not None else None
+
+
+def _build(settings: Settings) -> Services:
+    s3 = aws.client("s3")
+    presign = aws.client("s3", settings.s3_public_endpoint) if settings.s3_public_endpoint else s3
+    table = aws.dynamodb_table(settings.table_name)
+    stepfunctions = aws.client("stepfunctions")
+    dispatch = StepFunctionsDispatch(stepfunctions, settings.webhook_delivery) if settings.webhook_delivery else None
+    wake = LambdaWake(aws.client("lambda"), settings.admission_dispatcher) if settings.admission_dispatcher else None
+    return Services(
+        settings=settings,
+        jobs=JobStore(table, on_outbox=_relay(dispatch), on_release=_wake_on_release(wake)),
+        checkpoints=CheckpointStore(table),
+        artifacts=ArtifactStore(s3, settings.bucket_name, presign_client=presign),
+        engine=StepFunctionsEngine(stepfunctions, settings.workflows),
+        dead_letters=QueueDeadLetters(table, aws.client("sqs"), settings.dead_letter_queues),
+        tokens=StepFunctionsTokens(stepfunctions),
+        dispatch=dispatch,
+        webhook_secrets=SecretsManagerWebhookSecrets(aws.client("secretsmanager"), settings.webhook_secrets_prefix),
+        container_tasks=(
+            EcsContainerTasks(aws.client("ecs"), settings.container_cluster)
+            if settings.container_cluster
+            else NoContainerTasks()
+        ),
+        intake=SqsIntakeQueues(aws.client("sqs"), settings.intake_queues) if settings.intake_queues else None,
+        wake=wake,
+    )
+
+
+def services() -> Services:
+    return _services(get_settings())

@@ -1,0 +1,93 @@
+"""Artifact store (S3). Keys are deterministic per (job, step, item), so a retried step overwrites, never adds.
+
+uploads/<tenant>/<upload id>            client uploads (presigned PUT), expire
+work/<job>/input.json                   the accepted request
+work/<job>/<step>/<name>                intermediate artifacts, expire
+results/<job>/result.json|result.md     published results, kept
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from botocore.exceptions import ClientError
+from pydantic import BaseModel
+
+from longhaul.core.schema import RESULTS_PREFIX, UPLOADS_PREFIX, WORK_PREFIX
+
+
+def input_key(job_id: str) -> str:
+    return f"{WORK_PREFIX}{job_id}/input.json"
+
+
+def work_key(job_id: str, step: str, name: str) -> str:
+    return f"{WORK_PREFIX}{job_id}/{step}/{name}"
+
+
+def result_key(job_id: str, extension: str = "json") -> str:
+    return f"{RESULTS_PREFIX}{job_id}/result.{extension}"
+
+
+def upload_key(tenant_id: str, upload_id: str) -> str:
+    return f"{UPLOADS_PREFIX}{tenant_id}/{upload_id}"
+
+
+class ArtifactStore:
+    def __init__(self, s3: Any, bucket: str, *, presign_client: Any | None = None) -> None:
+        self.s3 = s3
+        self.bucket = bucket
+        self.presign_client = presign_client or s3
+
+    def put_bytes(self, key: str, data: bytes, content_type: str = "application/octet-stream") -> str:
+        self.s3.put_object(Bucket=self.bucket, Key=key, Body=data, ContentType=content_type)
+        return key
+
+    def put_json(self, key: str, value: BaseModel | dict[str, Any] | list[Any]) -> str:
+        body = value.model_dump_json() if isinstance(value, BaseModel) else json.dumps(value, ensure_ascii=False)
+        return self.put_bytes(key, body.encode(), "application/json")
+
+    def get_bytes(self, key: str) -> bytes:
+        data: bytes = self.s3.get_object(Bucket=self.bucket, Key=key)["Body"].read()
+        return data
+
+    def get_range(self, key: str, start: int, end: int) -> bytes:
+        """Bytes `start` to `end` (inclusive, as HTTP ranges count) of an object: one ranged GET, so a reader of a
+        large object (an archive's directory, one of its members) fetches only what it needs."""
+        if start < 0 or end < start:
+            raise ValueError(f"invalid byte range {start}-{end}")
+        data: bytes = self.s3.get_object(Bucket=self.bucket, Key=key, Range=f"bytes={start}-{end}")["Body"].read()
+        return data
+
+    def size(self, key: str) -> int | None:
+        """The object's length in bytes, or None when there is no such object."""
+        head = self.head(key)
+        return None if head is None else int(head.get("ContentLength", 0))
+
+    def get_json(self, key: str) -> Any:
+        return json.loads(self.get_bytes(key))
+
+    def head(self, key: str) -> dict[str, Any] | None:
+        try:
+            head: dict[str, Any] = self.s3.head_object(Bucket=self.bucket, Key=key)
+            return head
+        except ClientError as error:
+            if error.response["Error"]["Code"] in ("404", "NoSuchKey", "NotFound"):
+                return None
+            raise
+
+    def presigned_put(self, key: str, content_type: str, expires_in: int) -> str:
+        return str(
+            self.presign_client.generate_presigned_url(
+                "put_object",
+                Params={"Bucket": self.bucket, "Key": key, "ContentType": content_type},
+                ExpiresIn=expires_in,
+            )
+        )
+
+    def presigned_get(self, key: str, expires_in: int) -> str:
+        return str(
+            self.presign_client.generate_presigned_url(
+                "get_object", Params={"Bucket": self.bucket, "Key": key}, ExpiresIn=expires_in
+            )
+        )

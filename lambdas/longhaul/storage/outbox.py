@@ -1,0 +1,196 @@
+"""The transactional outbox of webhooks: which status changes announce themselves, the item written in the same
+DynamoDB transaction as the change, and the store the dispatcher works through.
+
+A webhook's id is derived from the job and the sequence number of the event that recorded the change, so the id is
+the same on every attempt (receivers deduplicate by it) and a retried transition cannot write two. Its body is
+fixed when it is written: every attempt signs and sends the same bytes. It never carries the result, only the job
+id, its status and links.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Mapping
+from datetime import datetime
+from typing import Any
+
+from boto3.dynamodb.conditions import Key
+from botocore.exceptions import ClientError
+
+from longhaul.core import schema
+from longhaul.core.clock import Clock, SystemClock, iso
+from longhaul.core.contracts import CallbackStatus, JobStatus
+from longhaul.core.records import Job, OutboxRecord, OutboxStatus
+from longhaul.storage.dynamo import plain, update_expression
+
+S = JobStatus
+# The status changes that send a webhook, and the event type each one sends.
+WEBHOOK_EVENTS: dict[JobStatus, str] = {
+    S.COMPLETED: "job.completed",
+    S.FAILED: "job.failed",
+    S.CANCELLED: "job.cancelled",
+    S.EXPIRED: "job.expired",
+    S.WAITING_FOR_REVIEW: "review.requested",
+}
+EVENT_TYPES = tuple(WEBHOOK_EVENTS.values())
+ERROR_LIMIT = 300
+
+
+def webhook_id(job_id: str, seq: int) -> str:
+    return "msg_" + hashlib.sha256(f"{job_id}/{seq}".encode()).hexdigest()[:26]
+
+
+def links(job: Job, review_id: str | None = None) -> dict[str, str]:
+    base = f"{job.links_base or ''}/v1/jobs/{job.job_id}"
+    found = {"job": base, "events": f"{base}/events", "result": f"{base}/result"}
+    if review_id:
+        found["review"] = f"{job.links_base or ''}/v1/reviews/{review_id}"
+    return found
+
+
+def body(job: Job, to: JobStatus, at: str, detail: Mapping[str, Any] | None) -> str:
+    """The JSON every attempt of this webhook sends: the event, the job id and status, links; never the result."""
+    review_id = str((detail or {}).get("review_id") or "") or None
+    data: dict[str, Any] = {
+        "job_id": job.job_id,
+        "workflow": job.workflow,
+        "status": to.value,
+        "links": links(job, review_id),
+    }
+    if review_id:
+        data["review_id"] = review_id
+    return json.dumps({"type": WEBHOOK_EVENTS[to], "timestamp": at, "data": data}, separators=(",", ":"))
+
+
+def outbox_writes(
+    table_name: str, job: Job, to: JobStatus, seq: int, at: str, detail: Mapping[str, Any] | None
+) -> tuple[list[dict[str, Any]], dict[str, Any], OutboxRecord | None]:
+    """For a transition of `job` to `to` recorded as event `seq`: the transaction items to add, the job fields to
+    set (its `callback`), and the outbox record (None when the job has no callback or the change sends none)."""
+    if not job.callback_url or to not in WEBHOOK_EVENTS:
+        return [], {}, None
+    identity = webhook_id(job.job_id, seq)
+    record = OutboxRecord(
+        webhook_id=identity,
+        job_id=job.job_id,
+        tenant_id=job.tenant_id,
+        event=WEBHOOK_EVENTS[to],
+        url=job.callback_url,
+        body=body(job, to, at, detail),
+        created_at=datetime.fromisoformat(at.replace("Z", "+00:00")),
+    )
+    item = {
+        **schema.outbox_key(identity),
+        **record.model_dump(mode="json", exclude_none=True),
+        schema.GSI2_PK: schema.outbox_partition("pending"),
+        schema.GSI2_SK: at,
+    }
+    put = {"Put": {"TableName": table_name, "Item": item, "ConditionExpression": "attribute_not_exists(pk)"}}
+    callback = CallbackStatus(status="pending", event=record.event, webhook_id=identity)
+    return [put], {"callback": callback.model_dump(mode="json", exclude_none=True)}, record
+
+
+class OutboxStore:
+    """Webhooks waiting for, or done with, delivery; and the job's view of its latest one."""
+
+    def __init__(self, table: Any, *, clock: Clock | None = None) -> None:
+        self.table = table
+        self.clock = clock or SystemClock()
+
+    def get(self, identity: str) -> OutboxRecord | None:
+        item = self.table.get_item(Key=schema.outbox_key(identity), ConsistentRead=True).get("Item")
+        return OutboxRecord.model_validate(plain(item)) if item else None
+
+    def attempted(self, record: OutboxRecord, *, delivered: bool, error: str | None = None, dead: bool = False) -> None:
+        """Record one attempt on the webhook and on the job's `callback` (never the job's status)."""
+        now = iso(self.clock.now())
+        status: OutboxStatus = "delivered" if delivered else "dead" if dead else "retrying"
+        message = (error or "")[:ERROR_LIMIT] or None
+        fields: dict[str, Any] = {
+            "status": status,
+            "last_attempt_at": now,
+            "last_error": message,
+            schema.GSI2_PK: schema.outbox_partition(status),
+            schema.GSI2_SK: now,
+        }
+        if delivered:
+            fields["delivered_at"] = now
+        update = update_expression(fields, add="attempts :one")
+        self.table.update_item(
+            Key=schema.outbox_key(record.webhook_id),
+            UpdateExpression=update["UpdateExpression"],
+            ExpressionAttributeNames=update["ExpressionAttributeNames"],
+            ExpressionAttributeValues={**update["ExpressionAttributeValues"], ":one": 1},
+        )
+        self._show_on_job(record, status, message, now)
+
+    def dead(self, record: OutboxRecord, error: str | None) -> None:
+        """Delivery gave up (the retries are exhausted): the webhook waits for an operator in its dead-letter queue."""
+        now = iso(self.clock.now())
+        fields: dict[str, Any] = {
+            "status": "dead",
+            schema.GSI2_PK: schema.outbox_partition("dead"),
+            schema.GSI2_SK: now,
+        }
+        if error:
+            fields["last_error"] = error[:ERROR_LIMIT]
+        update = update_expression(fields)
+        self.table.update_item(Key=schema.outbox_key(record.webhook_id), **update)
+        fresh = self.get(record.webhook_id) or record
+        self._show_on_job(
+            fresh, "dead", fresh.last_error, iso(fresh.last_attempt_at) if fresh.last_attempt_at else None
+        )
+
+    def requeue(self, record: OutboxRecord) -> OutboxRecord:
+        """An operator's redelivery: pending again, the same id and body, its attempts counted anew."""
+        now = iso(self.clock.now())
+        update = update_expression(
+            {"status": "pending", schema.GSI2_PK: schema.outbox_partition("pending"), schema.GSI2_SK: now},
+            extra_set=("attempts = :zero",),
+            add="redeliveries :one",
+        )
+        self.table.update_item(
+            Key=schema.outbox_key(record.webhook_id),
+            UpdateExpression=update["UpdateExpression"],
+            ExpressionAttributeNames=update["ExpressionAttributeNames"],
+            ExpressionAttributeValues={**update["ExpressionAttributeValues"], ":zero": 0, ":one": 1},
+        )
+        fresh = self.get(record.webhook_id) or record
+        self._show_on_job(fresh, "pending", fresh.last_error, None)
+        return fresh
+
+    def by_status(self, status: str, *, limit: int = 100, before: str | None = None) -> list[OutboxRecord]:
+        """Webhooks in a delivery status, newest first (`before`: only those last changed before that time)."""
+        condition = Key(schema.GSI2_PK).eq(schema.outbox_partition(status))
+        if before:
+            condition = condition & Key(schema.GSI2_SK).lt(before)
+        response = self.table.query(
+            IndexName=schema.BY_STATE, KeyConditionExpression=condition, ScanIndexForward=False, Limit=limit
+        )
+        return [OutboxRecord.model_validate(plain(i)) for i in response.get("Items", [])]
+
+    def _show_on_job(self, record: OutboxRecord, status: OutboxStatus, error: str | None, at: str | None) -> None:
+        fresh = self.get(record.webhook_id) or record
+        callback = CallbackStatus(
+            status=status,
+            event=record.event,
+            webhook_id=record.webhook_id,
+            attempts=fresh.attempts,
+            last_attempt_at=datetime.fromisoformat(at.replace("Z", "+00:00")) if at else None,
+            last_error=error,
+        )
+        try:  # only while this webhook is the job's latest: an older one never overwrites a newer one's view
+            self.table.update_item(
+                Key=schema.job_key(record.job_id),
+                UpdateExpression="SET #callback = :callback",
+                ConditionExpression="#callback.webhook_id = :id",
+                ExpressionAttributeNames={"#callback": "callback"},
+                ExpressionAttributeValues={
+                    ":callback": callback.model_dump(mode="json", exclude_none=True),
+                    ":id": record.webhook_id,
+                },
+            )
+        except ClientError as error_:
+            if error_.response["Error"]["Code"] != "ConditionalCheckFailedException":
+                raise

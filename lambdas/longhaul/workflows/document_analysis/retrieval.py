@@ -1,0 +1,146 @@
+"""Lexical (BM25) retrieval over chunks, serialisable for S3.
+
+bm25s and numpy are imported where they are used: this module is reachable from every function (the offline
+model tokenises with `terms`), and those libraries would otherwise cost each cold start of the API.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import re
+import tempfile
+import zipfile
+from collections.abc import Sequence
+from functools import cache
+from pathlib import Path
+from typing import Any
+
+from longhaul.core.errors import InternalError
+from longhaul.documents.parsing import Chunk
+
+_FORMAT = "longhaul-bm25s-1"
+_MANIFEST = "longhaul.json"
+_ZIP_DATE = (1980, 1, 1, 0, 0, 0)
+_WORD = re.compile(r"[^\W_]+")  # letters and digits of any script
+_DOUBLED = re.compile(r"([b-df-hj-kmnp-rtv-y])\1$")
+# Light suffix stripping, longest first; a stem keeps at least three letters.
+_SUFFIXES = (
+    ("ational", "ate"),
+    ("ations", "ate"),
+    ("ation", "ate"),
+    ("ities", "ity"),
+    ("ies", "y"),
+    ("sses", "ss"),
+    ("ing", ""),
+    ("ed", ""),
+    ("es", ""),
+    ("s", ""),
+)
+
+
+def stem(word: str) -> str:
+    """A light English stemmer: `terminates`, `termination` and `terminated` all become `terminat`."""
+    for suffix, replacement in _SUFFIXES:
+        if word.endswith(suffix) and len(word) - len(suffix) + len(replacement) >= 3:
+            if suffix == "s" and word.endswith(("ss", "us", "is")):
+                break
+            word = word[: -len(suffix)] + replacement
+            if suffix in ("ing", "ed") and _DOUBLED.search(word):
+                word = word[:-1]
+            break
+    return word[:-1] if len(word) > 4 and word.endswith("e") else word
+
+
+@cache
+def _stopwords() -> frozenset[str]:
+    from bm25s.stopwords import STOPWORDS_EN_PLUS
+
+    return frozenset(STOPWORDS_EN_PLUS)
+
+
+def terms(text: str) -> list[str]:
+    """Lower-cased, stemmed content words of `text` (stopwords and single characters removed)."""
+    words = _WORD.findall(text.lower().replace("'s", "").replace("\u2019s", ""))
+    stopwords = _stopwords()
+    return [stem(word) for word in words if len(word) > 1 and word not in stopwords]
+
+
+class LexicalIndex:
+    """BM25 over chunk texts; results are chunk ids, best first, ties broken by chunk order."""
+
+    def __init__(self, chunk_ids: Sequence[str], bm25: Any | None) -> None:
+        self.chunk_ids = list(chunk_ids)
+        self._bm25 = bm25
+
+    @classmethod
+    def build(cls, chunks: Sequence[Chunk]) -> LexicalIndex:
+        corpus = [terms(chunk.text) for chunk in chunks]
+        if not any(corpus):
+            return cls([chunk.chunk_id for chunk in chunks], None)
+        import bm25s
+
+        bm25 = bm25s.BM25()
+        bm25.index(corpus, show_progress=False)
+        return cls([chunk.chunk_id for chunk in chunks], bm25)
+
+    def search(self, query: str, k: int) -> list[tuple[str, float]]:
+        """Up to `k` (chunk_id, score) pairs with a positive score, best first."""
+        if self._bm25 is None or k < 1:
+            return []
+        vocabulary = self._bm25.vocab_dict
+        query_terms = [term for term in dict.fromkeys(terms(query)) if term in vocabulary]
+        if not query_terms:
+            return []
+        import numpy as np
+
+        scores = np.asarray(self._bm25.get_scores(query_terms), dtype=np.float64)
+        order = np.lexsort((np.arange(len(scores)), -scores))
+        return [(self.chunk_ids[i], float(scores[i])) for i in order[:k] if scores[i] > 0]
+
+    def to_bytes(self) -> bytes:
+        """A deterministic zip of the bm25s index files plus the chunk ids."""
+        files = {_MANIFEST: json.dumps({"format": _FORMAT, "chunk_ids": self.chunk_ids}).encode()}
+        if self._bm25 is not None:
+            files.update(_bm25_files(self._bm25))
+        buffer = io.BytesIO()
+        with zipfile.ZipFile(buffer, "w", compression=zipfile.ZIP_DEFLATED) as archive:
+            for name in sorted(files):
+                info = zipfile.ZipInfo(name, date_time=_ZIP_DATE)
+                info.compress_type = zipfile.ZIP_DEFLATED
+                archive.writestr(info, files[name])
+        return buffer.getvalue()
+
+    @classmethod
+    def from_bytes(cls, data: bytes) -> LexicalIndex:
+        try:
+            with zipfile.ZipFile(io.BytesIO(data)) as archive:
+                files = {name: archive.read(name) for name in archive.namelist()}
+            manifest = json.loads(files.pop(_MANIFEST))
+        except (zipfile.BadZipFile, KeyError, ValueError) as error:
+            raise InternalError(f"stored lexical index is unreadable: {error}") from error
+        if manifest.get("format") != _FORMAT:
+            raise InternalError(f"stored lexical index has format {manifest.get('format')!r}, not {_FORMAT}")
+        return cls(manifest["chunk_ids"], _load_bm25(files) if files else None)
+
+
+def _bm25_files(bm25: Any) -> dict[str, bytes]:
+    with tempfile.TemporaryDirectory(prefix="longhaul-index-") as directory:
+        bm25.save(directory, show_progress=False)
+        return {path.name: path.read_bytes() for path in Path(directory).iterdir() if path.is_file()}
+
+
+def _load_bm25(files: dict[str, bytes]) -> Any:
+    import bm25s
+
+    with tempfile.TemporaryDirectory(prefix="longhaul-index-") as directory:
+        for name, content in files.items():
+            (Path(directory) / Path(name).name).write_bytes(content)
+        return bm25s.BM25.load(directory, show_progress=False)
+
+
+def group_passages(chunk_ids: Sequence[str], group_size: int) -> list[list[str]]:
+    """Consecutive groups of at most `group_size` chunk ids (one model call each)."""
+    if group_size < 1:
+        raise ValueError("group_size must be at least 1")
+    return [list(chunk_ids[i : i + group_size]) for i in range(0, len(chunk_ids), group_size)]

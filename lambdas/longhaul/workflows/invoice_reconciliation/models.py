@@ -1,0 +1,158 @@
+"""Typed records of invoice reconciliation: what the model extracts, and the result the job publishes.
+
+Extraction keeps every value as the raw string written in the source (`"$1,234.50"`, `"(50.00)"`) with the source
+line it was read from; `decimal()` and the `*_string` helpers normalise raw values. The result carries decimal
+strings (`"1234.50"`), computed in `Decimal`, never float.
+"""
+
+from __future__ import annotations
+
+from decimal import Decimal
+from typing import Annotated, Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from longhaul.workflows.invoice_reconciliation.amounts import amount_string, parse_amount, quantity_string
+
+RuleName = Literal["line-total", "invoice-total", "unknown-product", "contract-price", "currency", "unsourced-value"]
+RULES: tuple[RuleName, ...] = (
+    "line-total",
+    "invoice-total",
+    "unknown-product",
+    "contract-price",
+    "currency",
+    "unsourced-value",
+)
+Status = Literal["matched", "discrepancies", "unreadable"]
+
+
+class Source(BaseModel):
+    """Where a value was read: the whole source line, verbatim, on a 1-based page of a document."""
+
+    document: str
+    page: Annotated[int, Field(ge=1)]
+    quote: Annotated[str, Field(description="The full source line the value appears in, copied verbatim.")]
+
+
+# ---------------------------------------------------------------- extraction (what the model fills)
+
+
+class SourcedValue(BaseModel):
+    value: Annotated[str, Field(description="The value exactly as written in the quote, e.g. '$1,234.50'.")]
+    source: Source
+
+
+class ExtractedLineItem(BaseModel):
+    product_code: Annotated[str, Field(description="Product code / SKU exactly as written.")]
+    description: str = ""
+    quantity: Annotated[str, Field(description="As written, e.g. '3' or '2.5'.")]
+    unit_price: Annotated[str, Field(description="As written, e.g. '$19.99' or '1.234,50'.")]
+    line_total: Annotated[str, Field(description="As written, e.g. '59.97'.")]
+    source: Source
+
+
+class ExtractedTotals(BaseModel):
+    subtotal: SourcedValue | None = None
+    tax: Annotated[SourcedValue | None, Field(description="The (first) tax / VAT / GST amount.")] = None
+    tax_rate: Annotated[SourcedValue | None, Field(description="The stated tax rate, e.g. '20%'.")] = None
+    discount: Annotated[SourcedValue | None, Field(description="As written: '50.00', '-50.00' or '(50.00)'.")] = None
+    charges: Annotated[
+        list[SourcedValue],
+        Field(description="Other amounts added to the total: shipping, freight, fees, further taxes."),
+    ] = []
+    total: Annotated[SourcedValue | None, Field(description="Total / amount due / grand total.")] = None
+
+
+class ExtractedInvoice(BaseModel):
+    """One invoice as read from its pages; every value cites the line it was read from."""
+
+    model_config = ConfigDict(title="ExtractedInvoice")
+
+    document: str
+    invoice_number: SourcedValue | None = None
+    date: SourcedValue | None = None
+    vendor: SourcedValue | None = None
+    currency: Annotated[SourcedValue | None, Field(description="ISO 4217 code, e.g. 'USD'.")] = None
+    line_items: list[ExtractedLineItem] = []
+    totals: ExtractedTotals = ExtractedTotals()
+    extractor: Annotated[str | None, Field(description="Who extracted it, when not a language model.")] = None
+
+
+def extraction_json_schema() -> dict[str, Any]:
+    """The JSON schema a model's structured output must match."""
+    return ExtractedInvoice.model_json_schema()
+
+
+def decimal(raw: str) -> Decimal:
+    """The value of a raw amount, quantity or rate (`20%` is 20); raises `AmountError` (a ValueError) if none."""
+    return parse_amount(raw.strip().removesuffix("%"))
+
+
+def amount(raw: str) -> str:
+    """A raw amount normalised to a decimal string: `"$1,234.5"` → `"1234.50"`."""
+    return amount_string(parse_amount(raw))
+
+
+def quantity(raw: str) -> str:
+    return quantity_string(parse_amount(raw))
+
+
+# ---------------------------------------------------------------- result (pinned shape)
+
+
+class LineItem(BaseModel):
+    product_code: str
+    description: str
+    quantity: str
+    unit_price: str
+    line_total: str
+    source: Source
+
+
+class Totals(BaseModel):
+    subtotal: str | None = None
+    tax: str | None = None
+    discount: Annotated[str | None, Field(description="The amount deducted, as a positive decimal string.")] = None
+    total: str | None = None
+    tax_rate: Annotated[str | None, Field(description="Stated tax rate in percent, e.g. '20'.")] = None
+    charges: Annotated[str | None, Field(description="Sum of shipping, fees and further taxes.")] = None
+
+
+class Discrepancy(BaseModel):
+    rule: RuleName
+    field: Annotated[str, Field(description="e.g. 'line_items[1].line_total' or 'totals.total'.")]
+    expected: Annotated[str | None, Field(description="Decimal string, code or currency; null if none applies.")]
+    actual: str | None
+    source: Annotated[Source | None, Field(description="Null only for a value whose quote is not in the page.")]
+    note: str | None = None
+
+
+class InvoiceResult(BaseModel):
+    document: str
+    invoice_number: str | None
+    currency: str | None
+    status: Status
+    line_items: list[LineItem]
+    totals: Totals
+    discrepancies: list[Discrepancy]
+    date: str | None = None
+    vendor: str | None = None
+
+
+class ContractSummary(BaseModel):
+    document: str
+    currency: str
+    products: int
+
+
+class InvoiceReconciliationResult(BaseModel):
+    invoices: list[InvoiceResult]
+    summary: str
+    summary_source: Literal["model", "deterministic"] = "deterministic"
+    summary_blocked: Annotated[
+        list[str], Field(description="Figures in the model's summary that are not validated numbers.")
+    ] = []
+    contract: ContractSummary | None = None
+    job_id: str | None = None
+    model: str | None = None
+    markdown_key: str | None = None

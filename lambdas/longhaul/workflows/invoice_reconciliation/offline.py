@@ -1,0 +1,37 @@
+"""The offline model's stand-in for invoice tasks (`ModelRequest.offline`): a deterministic parser of the
+accounting-export family, and the deterministic summary. It says so: its extraction names itself in `extractor`."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pydantic import BaseModel
+
+from longhaul.workflows.invoice_reconciliation.extraction import extract_invoice
+from longhaul.workflows.invoice_reconciliation.models import ContractSummary, InvoiceResult
+from longhaul.workflows.invoice_reconciliation.report import deterministic_summary
+
+
+class _Page(BaseModel):
+    page: int
+    text: str
+
+
+class _ExtractContext(BaseModel):
+    document: str
+    pages: list[_Page]
+
+
+class _SummaryContext(BaseModel):
+    contract: ContractSummary
+    invoices: list[InvoiceResult]
+
+
+def extract(context: dict[str, Any]) -> str:
+    request = _ExtractContext.model_validate(context)
+    return extract_invoice(request.document, [(p.page, p.text) for p in request.pages]).model_dump_json()
+
+
+def summarize(context: dict[str, Any]) -> str:
+    request = _SummaryContext.model_validate(context)
+    return deterministic_summary(request.invoices, request.contract)
