@@ -34,6 +34,7 @@ sys.path.insert(0, str(ROOT))
 from local.deploy import wait_until  # noqa: E402
 from local.platform import LocalPlatform  # noqa: E402
 from longhaul.core import faults, limits  # noqa: E402
+from longhaul.workflows import REGISTRY  # noqa: E402
 
 TERMINAL = ("completed", "failed", "cancelled", "expired")
 
@@ -117,7 +118,7 @@ def main() -> None:
         )
 
     try:
-        faults.install(faults.FaultInjector(",".join(f"parse_documents#{n}=invalid-input" for n in failing)))
+        faults.install(faults.FaultInjector(",".join(f"parse_documents#{n}=invalid-input" for n in failing), REGISTRY))
         data = archive_of(args.documents)
         ticket = requests.post(
             f"{platform.api_url}/v1/uploads",

@@ -77,8 +77,9 @@ def _install_faults(spec: str) -> str:
 
     lambda_runtime.ensure_code_root_on_path()
     from longhaul.core import faults
+    from longhaul.workflows import REGISTRY
 
-    faults.install(faults.FaultInjector(spec))
+    faults.install(faults.FaultInjector(spec, REGISTRY))
     return spec
 
 

@@ -27,7 +27,7 @@ from stacks.bundling import LAMBDAS_DIR
 from stacks.functions import LOG_RETENTION
 from stacks.nag import acknowledge, arn_ref
 from stacks.storage import Storage
-from state_machines.builder import ContainerTarget
+from state_machines.parts import ContainerTarget
 from state_machines.policy import DEFAULT_POLICY, StepPolicy
 
 # What the image build context leaves out (it is `lambdas/`, so the image has the domain package and the worker).

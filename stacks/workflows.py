@@ -1,9 +1,11 @@
 """Workflows: one Standard state machine per registered workflow, its step functions (one shared code asset), its
-dead-letter queues and alarms. The workflow's state-machine module is `state_machines.<name with underscores>`."""
+dead-letter queues and alarms. A workflow's chain derives from its spec (`state_machines.builder.define`), unless it
+has a module `state_machines/<name with underscores>.py` for what the spec cannot say."""
 
 from __future__ import annotations
 
 import importlib
+import importlib.util
 import json
 from collections.abc import Callable, Mapping
 
@@ -18,7 +20,9 @@ from longhaul.core.settings import Env
 from longhaul.workflows import REGISTRY, WorkflowSpec
 from stacks.functions import platform_function
 from stacks.nag import acknowledge, arn_ref, logical_id
-from state_machines.builder import ContainerTarget, FunctionFactory, WorkflowBuilder
+from state_machines.builder import WorkflowBuilder
+from state_machines.builder import define as define_from_spec
+from state_machines.parts import ContainerTarget, FunctionFactory
 from state_machines.policy import DEFAULT_POLICY, StepPolicy
 
 # Per-job deadlines are enforced by the steps and the sweep; this bounds any execution.
@@ -26,9 +30,11 @@ EXECUTION_TIMEOUT = Duration.seconds(MAX_DEADLINE_SECONDS)
 
 
 def state_machine_module(spec: WorkflowSpec) -> Callable[..., sfn.StateMachine]:
-    define: Callable[..., sfn.StateMachine] = importlib.import_module(
-        f"state_machines.{spec.name.replace('-', '_')}"
-    ).define
+    """The workflow's own `define` (`state_machines/<name>.py`) if it has one; else the chain its spec says."""
+    module = f"state_machines.{spec.name.replace('-', '_')}"
+    if importlib.util.find_spec(module) is None:
+        return define_from_spec
+    define: Callable[..., sfn.StateMachine] = importlib.import_module(module).define
     return define
 
 

@@ -1,136 +1,52 @@
-"""A small builder over `aws_stepfunctions` that owns the house step policy.
+"""A small builder over `aws_stepfunctions` that owns the house step policy and derives a workflow's chain from its
+spec.
 
-It builds one workflow from its spec (`longhaul.workflows.WorkflowSpec`): the workflow's module chains the spec's
-steps by name (`step`, `fan_out`) and the builder takes each step's timeout, memory and fan-out source from the spec,
-and checks at synthesis that the chain visits the spec's steps in order. Every Task gets a timeout, the retry classes
-of the policy (exponential backoff, full jitter, a max delay; deterministic errors fail fast) and a catch-all
-that records the failure on the job and step, sends a dead letter to that step's own SQS queue and fails the
-execution. Only references travel between states: each step receives the (small) state document and returns
-references, stored under `$.steps.<name>`.
+`WorkflowBuilder.chain()` walks the spec (`longhaul.engine.spec.WorkflowSpec`): each step as its kind says — `step`
+(a Lambda Task over the whole state), `fan_out` (a Map over an earlier step's item list), `container` (ECS tasks
+resumed by task token), `review` (the review lane) — then `Job completed`. A straight workflow needs nothing more
+(`define`); a workflow whose chain the spec cannot say (a branch, a parallel block) has a module
+`state_machines/<name>.py` with its own `define(builder, timeout=...)` that chains the same named parts, and the
+builder checks at synthesis that it visits the spec's steps in order. Every Task gets a timeout, the retry classes
+of the policy and a catch-all that records the failure on the job and step, sends a dead letter to that step's own
+SQS queue and fails the execution (`parts.py`). Only references travel between states: each step receives the
+(small) state document and returns references, stored under `$.steps.<name>`.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
-from dataclasses import dataclass
-from typing import Any
+from collections.abc import Callable
 
-from aws_cdk import Duration, Stack
+from aws_cdk import Duration
 from aws_cdk import aws_cloudwatch as cloudwatch
-from aws_cdk import aws_ecs as ecs
 from aws_cdk import aws_iam as iam
-from aws_cdk import aws_lambda as lambda_
 from aws_cdk import aws_logs as logs
-from aws_cdk import aws_s3 as s3
-from aws_cdk import aws_sqs as sqs
 from aws_cdk import aws_stepfunctions as sfn
-from aws_cdk import aws_stepfunctions_tasks as tasks
-from constructs import Construct
 
 from longhaul.core.errors import JOB_STOPPED
 from longhaul.core.settings import Env
-from longhaul.core.step_events import TASK_GROUP_PREFIX, FailureEvent, StepEvent, WorkflowState, payload
-from longhaul.workflows import StepKind, WorkflowSpec
+from longhaul.core.step_events import TASK_GROUP_PREFIX, StepEvent, WorkflowState, payload
+from longhaul.engine.spec import StepKind
 from state_machines.maps import item_map
-from state_machines.policy import DEFAULT_POLICY, STOPPED_ERRORS, TIMEOUT_ERRORS, StepPolicy
-
-# (construct id, handler, timeout seconds, memory MB) -> function. Provided by the workflow construct, which
-# knows the code asset, the environment and the tracing/logging defaults of the platform's functions.
-FunctionFactory = Callable[[str, str, int, int], lambda_.IFunction]
-
-STEP_HANDLER = "handlers.steps.handler"  # dispatches on the event's (workflow, step)
-RECORDER_HANDLER = "handlers.steps.record_failure"
-RECORD_FAILURE = "record_failure"
-TALLY_HANDLER = "handlers.steps.tally_items"
-TALLY_ITEMS = "tally_items"
-RUN_TASK_WAIT = "arn:aws:states:::ecs:runTask.waitForTaskToken"
+from state_machines.parts import (
+    RUN_TASK_WAIT,
+    STEP_HANDLER,
+    ContainerTarget,
+    WorkflowParts,
+)
+from state_machines.policy import STOPPED_ERRORS
+from state_machines.review_lane import review_chain
 
 
-@dataclass(frozen=True)
-class ContainerTarget:
-    """Where a container step's tasks run: provided by the workers construct (`stacks/workers.py`)."""
-
-    cluster: ecs.ICluster
-    task_definition: ecs.FargateTaskDefinition
-    container_name: str
-    subnet_ids: list[str]
-    security_group_ids: list[str]
-    assign_public_ip: bool
-
-
-class WorkflowBuilder(Construct):
+class WorkflowBuilder(WorkflowParts):
     """Builds one workflow's Tasks, dead-letter queues, alarms and the Standard state machine."""
-
-    def __init__(
-        self,
-        scope: Construct,
-        construct_id: str,
-        *,
-        spec: WorkflowSpec,
-        make_function: FunctionFactory,
-        policy: StepPolicy = DEFAULT_POLICY,
-        containers: Mapping[str, ContainerTarget] | None = None,
-        artifacts: s3.IBucket | None = None,
-    ) -> None:
-        super().__init__(scope, construct_id)
-        self.artifacts_bucket = artifacts  # Distributed Maps read their manifests from it and write results to it
-        self._tally: lambda_.IFunction | None = None
-        self.distributed_maps = 0
-        self._containers = dict(containers or {})
-        self.container_targets: dict[str, ContainerTarget] = {}  # by step, for the grants
-        self.spec = spec
-        self.workflow = spec.name
-        self.policy = policy
-        self._make_function = make_function
-        self.functions: dict[str, lambda_.IFunction] = {}
-        self.dead_letter_queues: dict[str, sqs.Queue] = {}
-        self.alarms: list[cloudwatch.Alarm] = []
-        self.visited: list[str] = []  # the spec's steps in the order the definition chains them
-        self.review_lanes: dict[str, lambda_.IFunction] = {}  # review step -> its lane's function
-        # Named after the stack (two deployments never clash) so that its review lane can be granted task responses
-        # on its ARN without referencing the machine, which references the lane: no dependency cycle.
-        self.machine_name = f"{Stack.of(self).stack_name}-{spec.name}"
-        self._recorder = self._function(
-            RECORD_FAILURE, RECORDER_HANDLER, self.policy.lambda_timeout, self.policy.recorder_memory_mb
-        )
-        self._job_failed = sfn.Fail(
-            self,
-            self.policy.job_failed_state,
-            error=self.policy.job_failed_error,
-            cause="The failure is recorded on the job and in the failing step's dead-letter queue.",
-        )
-        self._job_stopped = sfn.Fail(
-            self,
-            self.policy.job_stopped_state,
-            error=JOB_STOPPED,
-            cause="The job was cancelled or passed its deadline; see its events.",
-        )
-
-    @property
-    def tally_function(self) -> lambda_.IFunction:
-        """The platform function counting a Distributed Map's committed items (the recorder's code, another
-        handler); created with the first Distributed Map."""
-        if self._tally is None:
-            self._tally = self._function(
-                TALLY_ITEMS, TALLY_HANDLER, self.policy.lambda_timeout, self.policy.recorder_memory_mb
-            )
-        return self._tally
 
     # ------------------------------------------------------------------ steps
 
-    def _visit(self, name: str, kind: StepKind) -> tuple[int, int]:
-        """Record that the chain visits `name`; its (Lambda timeout, memory) from the spec."""
-        spec = self.spec.step(name)
-        if spec.kind != kind:
-            raise ValueError(f"{self.workflow}: {name} is a {spec.kind} in the spec, chained as a {kind}")
-        self.visited.append(name)
-        return spec.timeout_seconds or self.policy.lambda_timeout, spec.memory_mb or self.policy.memory_mb
-
     def step(self, name: str) -> sfn.TaskStateBase:
         """The spec's step `name` as a Lambda Task over the whole state; its output lands in `$.steps.<name>`."""
-        timeout, memory = self._visit(name, StepKind.STEP)
-        function = self._function(name, STEP_HANDLER, timeout, memory)
-        task = self._lambda_task(
+        timeout, memory = self.visit(name, StepKind.STEP)
+        function = self.function(name, STEP_HANDLER, timeout, memory)
+        task = self.lambda_task(
             name,
             function,
             timeout,
@@ -139,10 +55,10 @@ class WorkflowBuilder(Construct):
             ),
             result_path=f"$.steps.{name}",
         )
-        self._apply_retries(task)
-        task.add_catch(self._job_stopped, errors=list(STOPPED_ERRORS))
+        self.apply_retries(task)
+        task.add_catch(self.job_stopped, errors=list(STOPPED_ERRORS))
         task.add_catch(
-            self._failure_path(name, job_path="$.job_id", end=self._job_failed, timeout=timeout),
+            self.failure_path(name, job_path="$.job_id", end=self.job_failed, timeout=timeout),
             result_path="$.failure",
         )
         return task
@@ -155,11 +71,11 @@ class WorkflowBuilder(Construct):
         and yields `true` (a success yields `false`). After the Map, if any item failed, the job fails once with
         a summary of the failed items and no further dead letter; a replay then reruns only those items.
         """
-        timeout, memory = self._visit(name, StepKind.FAN_OUT)
-        function = self._function(name, STEP_HANDLER, timeout, memory)
+        timeout, memory = self.visit(name, StepKind.FAN_OUT)
+        function = self.function(name, STEP_HANDLER, timeout, memory)
 
         def processor(prefix: str) -> sfn.IChainable:
-            item_task = self._lambda_task(
+            item_task = self.lambda_task(
                 f"{prefix} item",
                 function,
                 timeout,
@@ -174,7 +90,7 @@ class WorkflowBuilder(Construct):
                 ),
                 result_path=sfn.JsonPath.DISCARD,
             )
-            self._apply_retries(item_task)
+            self.apply_retries(item_task)
             return self._item_outcomes(name, prefix, item_task, timeout)
 
         return item_map(self, name, processor, max_concurrency=max_concurrency)
@@ -189,7 +105,7 @@ class WorkflowBuilder(Construct):
         item_stopped = sfn.Fail(self, f"{prefix} item stopped", error=JOB_STOPPED, cause="The job stopped.")
         task.add_catch(item_stopped, errors=list(STOPPED_ERRORS))
         task.add_catch(
-            self._failure_path(
+            self.failure_path(
                 prefix,
                 job_path="$.input.job_id",
                 item_path="$.item",
@@ -211,7 +127,7 @@ class WorkflowBuilder(Construct):
         `SendTaskSuccess`/`SendTaskFailure` (a typed error's class name, which Retry/Catch match).
         """
         spec = self.spec.step(name)
-        timeout, _ = self._visit(name, StepKind.CONTAINER)
+        timeout, _ = self.visit(name, StepKind.CONTAINER)
         assert spec.container is not None and spec.over is not None
         target = self._containers.get(spec.container)
         if target is None:
@@ -234,7 +150,7 @@ class WorkflowBuilder(Construct):
                 result_path="$.event",
             )
             task = self._run_task(f"{prefix} item", target, timeout, heartbeat)
-            self._apply_retries(task)
+            self.apply_retries(task)
             return event.next(self._item_outcomes(name, prefix, task, timeout))
 
         return item_map(self, name, processor, skip_empty=True)
@@ -278,8 +194,6 @@ class WorkflowBuilder(Construct):
     def review(self, name: str) -> sfn.Chain:
         """The spec's review step: open it, then wait on a task token one rung of the escalation ladder at a time and
         let the lane apply the decision or take the next rung (see `state_machines.review_lane`)."""
-        from state_machines.review_lane import review_chain
-
         return review_chain(self, name)
 
     def state_machine(
@@ -340,131 +254,25 @@ class WorkflowBuilder(Construct):
             )
         )
 
-    # ------------------------------------------------------------------ policy
+    # ------------------------------------------------------------------ the whole workflow
 
-    def _function(self, name: str, handler: str, timeout: int, memory_mb: int) -> lambda_.IFunction:
-        function = self._make_function(name, handler, timeout, memory_mb)
-        self.functions[name] = function
-        return function
-
-    def _lambda_task(
-        self, state_name: str, function: lambda_.IFunction, timeout: int, *, payload: dict[str, Any], result_path: str
-    ) -> tasks.LambdaInvoke:
-        return tasks.LambdaInvoke(
-            self,
-            state_name,
-            lambda_function=function,
-            payload=sfn.TaskInput.from_object(payload),
-            payload_response_only=True,
-            retry_on_service_exceptions=False,
-            result_path=result_path,
-            task_timeout=sfn.Timeout.duration(Duration.seconds(self.policy.task_timeout(timeout))),
-        )
-
-    def _apply_transient_retry(self, task: sfn.TaskStateBase | sfn.CustomState) -> None:
-        p = self.policy
-        task.add_retry(
-            errors=list(p.transient_errors),
-            interval=Duration.seconds(p.retry_interval),
-            backoff_rate=p.retry_backoff_rate,
-            max_attempts=p.retry_max_attempts,
-            max_delay=Duration.seconds(p.retry_max_delay),
-            jitter_strategy=sfn.JitterType.FULL,
-        )
-
-    def _apply_retries(self, task: sfn.TaskStateBase | sfn.CustomState) -> None:
-        p = self.policy
-        self._apply_transient_retry(task)
-        task.add_retry(
-            errors=list(TIMEOUT_ERRORS),
-            interval=Duration.seconds(p.retry_interval),
-            backoff_rate=p.retry_backoff_rate,
-            max_attempts=p.timeout_max_attempts,
-            max_delay=Duration.seconds(p.retry_max_delay),
-            jitter_strategy=sfn.JitterType.FULL,
-        )
-
-    def _dead_letter_queue(self, step: str) -> sqs.Queue:
-        if step not in self.dead_letter_queues:
-            queue = sqs.Queue(
-                self,
-                f"{step}-dlq",
-                encryption=sqs.QueueEncryption.SQS_MANAGED,
-                enforce_ssl=True,
-                retention_period=Duration.days(self.policy.dlq_retention_days),
-            )
-            self.dead_letter_queues[step] = queue
-            self.alarms.append(
-                cloudwatch.Alarm(
-                    self,
-                    f"{step}-dlq-alarm",
-                    metric=queue.metric_approximate_number_of_messages_visible(
-                        period=Duration.minutes(self.policy.dead_letter_alarm_period_minutes)
-                    ),
-                    threshold=1,
-                    evaluation_periods=1,
-                    treat_missing_data=cloudwatch.TreatMissingData.NOT_BREACHING,
-                    alarm_description=f"{self.workflow}/{step}: dead letters waiting for an operator",
-                )
-            )
-        return self.dead_letter_queues[step]
-
-    def _failure_path(
-        self,
-        state_prefix: str,
-        *,
-        job_path: str,
-        end: sfn.IChainable,
-        item_path: str | None = None,
-        step: str | None = None,
-        error: str | None = None,
-        dead_letter: bool = True,
-        timeout: int | None = None,
-        ref_path: str | None = None,
-    ) -> sfn.IChainable:
-        """record failure (job and step) → dead letter to the step's own queue → `end`.
-
-        `timeout` (the step function's timeout, for a step's own Task) adds the policy's limits to the recorder's
-        payload (`runner.StepLimits`), so that a timeout is recorded as "timed out after 75 s on each of 2 attempts".
-        """
-        step = step or state_prefix
-        fields: dict[str, Any] = {
-            "step": step,
-            "workflow": self.workflow,
-            "job_id": job_path,
-            "execution": "$$.Execution.Id",
+    def chain(self) -> sfn.IChainable:
+        """The spec's steps in its order, each built as its kind says, then `Job completed`."""
+        build: dict[StepKind, Callable[[str], sfn.IChainable]] = {
+            StepKind.STEP: self.step,
+            StepKind.FAN_OUT: self.fan_out,
+            StepKind.CONTAINER: self.container,
+            StepKind.REVIEW: self.review,
         }
-        if timeout is not None:
-            fields["limits"] = {
-                "task_timeout_seconds": self.policy.task_timeout(timeout),
-                "function_timeout_seconds": timeout,
-                "timeout_attempts": self.policy.timeout_max_attempts + 1,
-            }
-        fields.update({"error": error} if error else {"error": "$.failure.Error", "cause": "$.failure.Cause"})
-        if item_path:
-            fields["item"] = item_path
-        if ref_path:  # the item's reference, so that its failure and dead letter can name the document
-            fields["ref"] = ref_path
-        record = tasks.LambdaInvoke(
-            self,
-            f"{state_prefix}: record failure",
-            lambda_function=self._recorder,
-            payload=sfn.TaskInput.from_object(payload(FailureEvent, **fields)),
-            payload_response_only=True,
-            retry_on_service_exceptions=False,
-            result_path="$.dead_letter",
-            task_timeout=sfn.Timeout.duration(Duration.seconds(self.policy.task_timeout())),
-        )
-        self._apply_retries(record)
-        if not dead_letter:
-            return record.next(end)
-        send = tasks.SqsSendMessage(
-            self,
-            f"{state_prefix}: dead letter",
-            queue=self._dead_letter_queue(step),
-            message_body=sfn.TaskInput.from_text(sfn.JsonPath.json_to_string(sfn.JsonPath.object_at("$.dead_letter"))),
-            result_path=sfn.JsonPath.DISCARD,
-            task_timeout=sfn.Timeout.duration(Duration.seconds(self.policy.send_timeout)),
-        )
-        self._apply_retries(send)
-        return record.next(send).next(end)
+        chain: sfn.Chain | None = None
+        for spec in self.spec.steps:
+            state = build[spec.kind](spec.name)
+            chain = sfn.Chain.start(state) if chain is None else chain.next(state)
+        if chain is None:
+            raise ValueError(f"{self.workflow}: a workflow has at least one step")
+        return chain.next(sfn.Succeed(self, "Job completed"))
+
+
+def define(b: WorkflowBuilder, *, timeout: Duration) -> sfn.StateMachine:
+    """A straight workflow's state machine: the chain its spec says (`WorkflowBuilder.chain`)."""
+    return b.state_machine(b.chain(), timeout=timeout)

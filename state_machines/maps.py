@@ -19,7 +19,6 @@ branch cannot see them, so a small platform function counts the step's committed
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import TYPE_CHECKING
 
 from aws_cdk import Duration
 from aws_cdk import aws_stepfunctions as sfn
@@ -29,17 +28,15 @@ from longhaul.core import limits
 from longhaul.core.errors import ITEMS_FAILED, JOB_STOPPED
 from longhaul.core.schema import MAP_RESULTS_PREFIX
 from longhaul.core.step_events import TallyEvent, payload
+from state_machines.parts import WorkflowParts
 from state_machines.policy import STOPPED_ERRORS
-
-if TYPE_CHECKING:
-    from state_machines.builder import WorkflowBuilder
 
 # Builds one copy of a step's per-item processor; its argument prefixes every state name of the copy.
 ProcessorFactory = Callable[[str], sfn.IChainable]
 
 
 def item_map(
-    b: WorkflowBuilder,
+    b: WorkflowParts,
     name: str,
     make_processor: ProcessorFactory,
     *,
@@ -58,8 +55,8 @@ def item_map(
     )
     counted = f"$.fanout_count.{name}.items"
     done = sfn.Pass(b, f"{name}: all items done", result_path=sfn.JsonPath.DISCARD)
-    items_failed = b._failure_path(
-        f"{name} items", job_path="$.job_id", end=b._job_failed, step=name, error=ITEMS_FAILED, dead_letter=False
+    items_failed = b.failure_path(
+        f"{name} items", job_path="$.job_id", end=b.job_failed, step=name, error=ITEMS_FAILED, dead_letter=False
     )
 
     inline = _inline(b, name, make_processor, over, concurrency)
@@ -96,14 +93,14 @@ def item_map(
     return sfn.Chain.custom(count, [done], done)
 
 
-def _catch_stops_and_failures(b: WorkflowBuilder, name: str, map_state: sfn.Map, prefix: str) -> None:
-    map_state.add_catch(b._job_stopped, errors=[JOB_STOPPED])
+def _catch_stops_and_failures(b: WorkflowParts, name: str, map_state: sfn.Map, prefix: str) -> None:
+    map_state.add_catch(b.job_stopped, errors=[JOB_STOPPED])
     map_state.add_catch(
-        b._failure_path(prefix, job_path="$.job_id", end=b._job_failed, step=name), result_path="$.failure"
+        b.failure_path(prefix, job_path="$.job_id", end=b.job_failed, step=name), result_path="$.failure"
     )
 
 
-def _inline(b: WorkflowBuilder, name: str, make_processor: ProcessorFactory, over: str, concurrency: int) -> sfn.Map:
+def _inline(b: WorkflowParts, name: str, make_processor: ProcessorFactory, over: str, concurrency: int) -> sfn.Map:
     fan_out = sfn.Map(
         b,
         name,
@@ -123,7 +120,7 @@ def _inline(b: WorkflowBuilder, name: str, make_processor: ProcessorFactory, ove
 
 
 def _distributed(
-    b: WorkflowBuilder, name: str, make_processor: ProcessorFactory, over: str, concurrency: int
+    b: WorkflowParts, name: str, make_processor: ProcessorFactory, over: str, concurrency: int
 ) -> sfn.DistributedMap:
     """One child execution per batch of the manifest; the child runs its batch's items as an inline Map and yields
     whether any of them failed."""
@@ -161,17 +158,17 @@ def _distributed(
         comment=f"Fan-out of {name} over the manifest of {over} (batches of {limits.MAP_BATCH_ITEMS} items)",
     )
     fan_out.item_processor(batch.next(batch_result))
-    fan_out.add_catch(b._job_stopped, errors=[JOB_STOPPED])
+    fan_out.add_catch(b.job_stopped, errors=[JOB_STOPPED])
     # A child fails only when its job stopped or its failure path failed; on AWS the Map then fails with
     # `States.ExceedToleratedFailureThreshold` (none is tolerated), not with the child's error. The tally decides
     # which (a stopped job: `CancelledError`, the job stops) and the failure is recorded otherwise.
     tally_after_failure = _tally_task(b, name, state=f"{name}: tally after a failed batch")
-    tally_after_failure.next(b._failure_path(f"{name} distributed", job_path="$.job_id", end=b._job_failed, step=name))
+    tally_after_failure.next(b.failure_path(f"{name} distributed", job_path="$.job_id", end=b.job_failed, step=name))
     fan_out.add_catch(tally_after_failure, result_path="$.failure")
     return fan_out
 
 
-def _tally_task(b: WorkflowBuilder, name: str, *, state: str | None = None) -> tasks.LambdaInvoke:
+def _tally_task(b: WorkflowParts, name: str, *, state: str | None = None) -> tasks.LambdaInvoke:
     """The platform function that counts the step's committed items against the list's count (the distributed
     branch's results stay in S3). It raises `CancelledError` when the job no longer runs: the job stops."""
     task = tasks.LambdaInvoke(
@@ -192,6 +189,6 @@ def _tally_task(b: WorkflowBuilder, name: str, *, state: str | None = None) -> t
         result_path=f"$.fanout_tally.{name}",
         task_timeout=sfn.Timeout.duration(Duration.seconds(b.policy.task_timeout())),
     )
-    b._apply_retries(task)
-    task.add_catch(b._job_stopped, errors=list(STOPPED_ERRORS))
+    b.apply_retries(task)
+    task.add_catch(b.job_stopped, errors=list(STOPPED_ERRORS))
     return task

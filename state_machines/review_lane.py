@@ -13,19 +13,15 @@ step's failure path; a stopped job's `CancelledError` ends the execution without
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 from aws_cdk import ArnFormat, Stack
 from aws_cdk import aws_iam as iam
 from aws_cdk import aws_stepfunctions as sfn
 from aws_cdk import aws_stepfunctions_tasks as tasks
 
 from longhaul.core.step_events import ReviewEvent, StepEvent, payload
-from longhaul.workflows import StepKind
+from longhaul.engine.spec import StepKind
+from state_machines.parts import WorkflowParts
 from state_machines.policy import STOPPED_ERRORS
-
-if TYPE_CHECKING:
-    from state_machines.builder import WorkflowBuilder
 
 STEP_HANDLER = "handlers.steps.handler"  # the review step's opening runs through the step runner like any step
 REVIEW_HANDLER = "handlers.review.handler"  # the review lane: wait (task token), advance (decision or next rung)
@@ -33,17 +29,17 @@ REVIEW_HANDLER = "handlers.review.handler"  # the review lane: wait (task token)
 RUNG_ENDED = ("States.Timeout", "States.HeartbeatTimeout")
 
 
-def review_chain(b: WorkflowBuilder, name: str) -> sfn.Chain:
-    timeout, memory = b._visit(name, StepKind.REVIEW)
-    opened = b._lambda_task(
+def review_chain(b: WorkflowParts, name: str) -> sfn.Chain:
+    timeout, memory = b.visit(name, StepKind.REVIEW)
+    opened = b.lambda_task(
         name,
-        b._function(name, STEP_HANDLER, timeout, memory),
+        b.function(name, STEP_HANDLER, timeout, memory),
         timeout,
         payload=payload(StepEvent, step=name, attempt="$$.State.RetryCount", execution="$$.Execution.Id", input="$"),
         result_path=f"$.steps.{name}",
     )
-    b._apply_retries(opened)
-    lane = b._function(f"{name}-lane", REVIEW_HANDLER, b.policy.lambda_timeout, b.policy.recorder_memory_mb)
+    b.apply_retries(opened)
+    lane = b.function(f"{name}-lane", REVIEW_HANDLER, b.policy.lambda_timeout, b.policy.recorder_memory_mb)
     b.review_lanes[name] = lane
     # Task responses on its own state machine, by the ARN its name gives: referencing the machine (which references
     # this function) would be a dependency cycle.
@@ -76,26 +72,26 @@ def review_chain(b: WorkflowBuilder, name: str) -> sfn.Chain:
         result_path=f"$.review_wait.{name}",
         task_timeout=sfn.Timeout.at(f"$.steps.{name}.wait_seconds"),
     )
-    b._apply_transient_retry(wait)
-    advance = b._lambda_task(
+    b.apply_transient_retry(wait)
+    advance = b.lambda_task(
         f"{name}: advance",
         lane,
         b.policy.lambda_timeout,
         payload=payload(ReviewEvent, action="advance", step=name, execution="$$.Execution.Id", input="$"),
         result_path=f"$.steps.{name}",
     )
-    b._apply_retries(advance)
+    b.apply_retries(advance)
     wait.add_catch(advance, errors=list(RUNG_ENDED), result_path=f"$.review_wait.{name}")
     for task in (opened, wait, advance):
-        task.add_catch(b._job_stopped, errors=list(STOPPED_ERRORS))
-    failure = b._failure_path(name, job_path="$.job_id", end=b._job_failed)
+        task.add_catch(b.job_stopped, errors=list(STOPPED_ERRORS))
+    failure = b.failure_path(name, job_path="$.job_id", end=b.job_failed)
     for task in (opened, wait, advance):
         task.add_catch(failure, result_path="$.failure")
     done = sfn.Pass(b, f"{name}: done", result_path=sfn.JsonPath.DISCARD)
     steer = (
         sfn.Choice(b, f"{name}: decided?")
         .when(sfn.Condition.string_equals(f"$.steps.{name}.next", "wait"), wait)
-        .when(sfn.Condition.string_equals(f"$.steps.{name}.next", "stop"), b._job_stopped)
+        .when(sfn.Condition.string_equals(f"$.steps.{name}.next", "stop"), b.job_stopped)
         .otherwise(done)
     )
     opened.next(steer)

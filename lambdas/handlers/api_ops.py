@@ -28,7 +28,7 @@ from longhaul.core.contracts import (
     TenantPolicyView,
 )
 from longhaul.core.problems import ApiProblem, Forbidden, NotFound
-from longhaul.operations import service as operations
+from longhaul.operations import listings, policies, replay
 from longhaul.services import services
 from longhaul.webhooks import dispatcher
 from longhaul.webhooks.views import WebhookList, WebhookView
@@ -58,7 +58,7 @@ def list_dead_letters(
     limit: Annotated[int, Query(ge=1, le=500)] = 100,
 ) -> DeadLetterList:
     _operator()
-    found = operations.list_dead_letters(services(), step=step, workflow=workflow, tenant=tenant, limit=limit)
+    found = listings.list_dead_letters(services(), step=step, workflow=workflow, tenant=tenant, limit=limit)
     return DeadLetterList(dead_letters=found)
 
 
@@ -74,7 +74,7 @@ def ops_list_jobs(
     cursor: Annotated[str | None, Query(description="`next_cursor` of the previous page")] = None,
 ) -> JobList:
     _operator()
-    return operations.list_jobs(services(), tenant=tenant, status=status, limit=limit, cursor=cursor)
+    return listings.list_jobs(services(), tenant=tenant, status=status, limit=limit, cursor=cursor)
 
 
 OPS_JOB_PROBLEMS = {**OPS_PROBLEMS, **problems(404, "No such job")}
@@ -128,7 +128,7 @@ def ops_cancel_job(job_id: Annotated[str, Path()]) -> Response[str]:
 )
 def replay_job(job_id: Annotated[str, Path()], request: Annotated[ReplayRequest, Body()]) -> Response[str]:
     caller = _operator()
-    outcome = operations.replay(
+    outcome = replay.replay(
         services(),
         caller,
         job_id,
@@ -147,7 +147,7 @@ def replay_job(job_id: Annotated[str, Path()], request: Annotated[ReplayRequest,
 )
 def get_tenant_policy(tenant_id: Annotated[str, Path()]) -> TenantPolicyView:
     _operator()
-    return operations.tenant_policy(services(), tenant_id)
+    return policies.tenant_policy(services(), tenant_id)
 
 
 @router.put(
@@ -161,7 +161,7 @@ def get_tenant_policy(tenant_id: Annotated[str, Path()]) -> TenantPolicyView:
 )
 def put_tenant_policy(tenant_id: Annotated[str, Path()], policy: Annotated[TenantPolicy, Body()]) -> TenantPolicyView:
     _operator()
-    return operations.set_tenant_policy(services(), tenant_id, policy)
+    return policies.set_tenant_policy(services(), tenant_id, policy)
 
 
 @router.get(

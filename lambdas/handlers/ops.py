@@ -7,7 +7,7 @@ from typing import Any
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
 from longhaul.core.observability import logger, metrics
-from longhaul.operations import service as operations
+from longhaul.operations import sweep as sweeping
 from longhaul.services import services
 
 
@@ -16,4 +16,4 @@ from longhaul.services import services
 def sweep(event: dict[str, Any], context: LambdaContext) -> dict[str, int]:
     """Every few minutes: expire jobs past their deadline, report jobs with no progress (event + metric)."""
     s = services()
-    return operations.sweep(s, s.now())
+    return sweeping.sweep(s, s.now())

@@ -1,4 +1,7 @@
-"""Adapters built once per process from the settings (the composition root of the functions)."""
+"""The composition root: which adapter serves each port and store, built once per process from the settings.
+`Services` is what every use case and step receives; tests build one from fakes.
+
+May import: documents, adapters, storage, core."""
 
 from __future__ import annotations
 

@@ -12,7 +12,7 @@ from local import lambda_runtime, schedules
 from local.deploy import wait_until
 from local.platform import LocalPlatform
 from longhaul.core.settings import function_environment
-from longhaul.operations import service as operations
+from longhaul.operations.sweep import sweep
 from longhaul.services import Services, services
 from longhaul.storage.jobs import JobStore
 from tests.faults.helpers import DOCUMENT_ANALYSIS, assert_consistent
@@ -57,9 +57,9 @@ def test_the_sweep_expires_a_job_past_its_deadline_and_stops_its_execution(
     platform: LocalPlatform, alpha: Client, hanging_job: str
 ):
     before = sweeper_services(platform, timedelta(minutes=5))
-    assert operations.sweep(before, before.now())["expired"] == 0
+    assert sweep(before, before.now())["expired"] == 0
     later = sweeper_services(platform, timedelta(minutes=61))
-    summary = operations.sweep(later, later.now())
+    summary = sweep(later, later.now())
     assert summary["expired"] >= 1
     job = alpha.get(f"/v1/jobs/{hanging_job}").json()
     assert job["status"] == "expired"
@@ -74,9 +74,9 @@ def test_the_sweep_expires_a_job_past_its_deadline_and_stops_its_execution(
 
 def test_the_sweep_reports_a_job_without_progress_once(platform: LocalPlatform, alpha: Client, hanging_job: str):
     stale = sweeper_services(platform, timedelta(minutes=20))
-    assert operations.sweep(stale, stale.now())["stuck"] >= 1
+    assert sweep(stale, stale.now())["stuck"] >= 1
     again = sweeper_services(platform, timedelta(minutes=21))
-    operations.sweep(again, again.now())
+    sweep(again, again.now())
     stuck = [e for e in alpha.events(hanging_job) if e["type"] == "job_stuck"]
     assert len(stuck) == 1
     # the hang is in draft_answer's invocation, before its handler could record a start

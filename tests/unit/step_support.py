@@ -10,7 +10,7 @@ from boto3.dynamodb.conditions import Key
 
 from longhaul.core.contracts import EventView, JobStatus
 from longhaul.core.records import Job
-from longhaul.engine.runner import StepContext
+from longhaul.engine.context import StepContext
 from longhaul.engine.spec import step
 from longhaul.storage.checkpoints import CheckpointStore
 from longhaul.storage.jobs import JobStore, NewJob

@@ -17,8 +17,8 @@ from longhaul.core.budgets import TenantPolicy
 from longhaul.core.contracts import JobStatus
 from longhaul.core.ports import Waiting
 from longhaul.core.records import Job
-from longhaul.operations import service as operations
 from longhaul.operations.admission import Admission, estimated_start_seconds, fair_order
+from longhaul.operations.replay import replay
 from longhaul.storage.admission import AdmissionStore
 from longhaul.storage.budgets import BudgetStore
 from longhaul.storage.jobs import JobStore, NewJob
@@ -285,7 +285,7 @@ def test_a_replay_goes_through_admission_like_a_submission(
     started = len(engine.started)
 
     # When an operator replays the failed job
-    operations.replay(admitted, Principal(tenant_id="ops", role="operator"), first, from_step=STEP, reason="fixed")
+    replay(admitted, Principal(tenant_id="ops", role="operator"), first, from_step=STEP, reason="fixed")
 
     # Then it does not start beside the running one: it waits for the tenant's slot, in its class's queue
     assert len(engine.started) == started
@@ -350,7 +350,7 @@ def test_a_cancelled_waiting_job_never_starts_and_its_message_is_dropped(
 def test_the_sweep_never_fails_a_waiting_job_and_sends_a_forgotten_one_again(
     admitted: wiring.Services, table: Any, clock: FakeClock
 ) -> None:
-    from longhaul.operations.service import sweep
+    from longhaul.operations.sweep import sweep
 
     # Given a job waiting for a slot (its tenant is at its limit), and one that never reached admission (a crash)
     policy_of(table, TENANT_A, jobs_in_flight=1)

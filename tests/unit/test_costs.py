@@ -27,7 +27,7 @@ from longhaul.core.pricing import (
     to_micro,
 )
 from longhaul.core.records import Job
-from longhaul.engine.costs import count_transitions, with_transitions
+from longhaul.operations.costs import count_transitions, with_transitions
 from longhaul.services import Services
 from longhaul.storage.jobs import JobStore, NewJob
 from tests.unit.aws_env import REGION

@@ -6,6 +6,7 @@ import pytest
 
 from longhaul.core.errors import InvalidInputError, TransientError
 from longhaul.core.faults import CrashFault, FaultInjector
+from longhaul.workflows import REGISTRY
 
 
 def test_a_counted_fault_fires_that_many_times_then_stops():
@@ -42,7 +43,8 @@ def test_a_bad_spec_is_rejected_with_the_expected_form(spec):
 
 
 def test_an_unknown_step_or_an_item_of_a_step_without_items_is_rejected():
+    """Checked against the deployed steps (the registry), as the local runtime does with LONGHAUL_FAULTS."""
     with pytest.raises(ValueError, match=r"unknown step 'draft_answers'.*draft_answer"):
-        FaultInjector("draft_answers=transient")
+        FaultInjector("draft_answers=transient", REGISTRY)
     with pytest.raises(ValueError, match="only fan-out steps have items"):
-        FaultInjector("build_index#2=transient")
+        FaultInjector("build_index#2=transient", REGISTRY)

@@ -13,7 +13,7 @@ import pytest
 from longhaul.core.llm import ModelGateway, ModelRequest, ModelResponse, Usage
 from longhaul.core.records import Job
 from longhaul.core.step_events import StepEvent
-from longhaul.engine.runner import StepContext
+from longhaul.engine.context import StepContext
 from longhaul.services import Services
 from longhaul.workflows.invoice_reconciliation import steps
 from longhaul.workflows.invoice_reconciliation.extraction import extract_invoice

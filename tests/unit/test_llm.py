@@ -27,6 +27,7 @@ from longhaul.core.errors import (
     UpstreamUnavailableError,
 )
 from longhaul.engine.failures import sanitize
+from longhaul.workflows.document_analysis import offline
 from tests.unit.aws_env import offline_credentials
 
 QUESTION = "What is the liability cap and how can the agreement be terminated?"
@@ -50,6 +51,7 @@ def _extract_request(passages: list[dict[str, str]] = PASSAGES) -> ModelRequest:
         system="system",
         prompt="prompt",
         context={"question": QUESTION, "passages": passages},
+        offline=offline.EXTRACT,
     )
 
 
@@ -61,7 +63,11 @@ def _draft_request() -> ModelRequest:
          "relevance": 0.6, "document": "msa.pdf", "page": 3},
     ]  # fmt: skip
     return ModelRequest(
-        task="draft_answer", system="s", prompt="p", context={"question": QUESTION, "evidence": evidence}
+        task="draft_answer",
+        system="s",
+        prompt="p",
+        context={"question": QUESTION, "evidence": evidence},
+        offline=offline.DRAFT,
     )
 
 
@@ -123,9 +129,18 @@ def test_offline_usage_is_estimated_from_characters() -> None:
 
 
 def test_offline_rejects_a_malformed_context_as_internal() -> None:
-    request = ModelRequest(task="draft_answer", system="s", prompt="p", context={"question": QUESTION})
+    request = ModelRequest(
+        task="draft_answer", system="s", prompt="p", context={"question": QUESTION}, offline=offline.DRAFT
+    )
 
     with pytest.raises(InternalError, match="draft_answer"):
+        OfflineExtractiveModel().generate(request)
+
+
+def test_offline_refuses_a_task_without_a_stand_in() -> None:
+    request = ModelRequest(task="summarize", system="s", prompt="p", context={"question": QUESTION})
+
+    with pytest.raises(InternalError, match="no deterministic stand-in for task 'summarize'"):
         OfflineExtractiveModel().generate(request)
 
 

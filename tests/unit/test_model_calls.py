@@ -21,6 +21,7 @@ from longhaul.core.routes import Route
 from longhaul.core.settings import Settings
 from longhaul.guardrails.gateway import ModelCalls
 from longhaul.storage.jobs import NewJob
+from longhaul.workflows import REGISTRY
 
 JOB = "job_mc_1"
 
@@ -231,8 +232,8 @@ def test_truncated_output_fault_ends_output_invalid(gateway_services, models) ->
 
 def test_model_fault_kinds_only_at_model_steps() -> None:
     with pytest.raises(ValueError, match="model steps"):
-        faults.FaultInjector("parse_documents=refusal")
-    assert faults.FaultInjector("extract_evidence#2=malformed-outputx3").faults[0].remaining == 3
+        faults.FaultInjector("parse_documents=refusal", REGISTRY)
+    assert faults.FaultInjector("extract_evidence#2=malformed-outputx3", REGISTRY).faults[0].remaining == 3
 
 
 def test_routes_are_checked() -> None:

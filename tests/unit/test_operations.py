@@ -1,6 +1,6 @@
-"""Operator use cases (`longhaul.operations.service`) against in-memory fakes of the engine and dead letters, the
-stores on moto: replay from a step (inside a fan-out only the unfinished items rerun), concurrent replays, redrive,
-listings. The sweep's tests are in `test_sweep.py`."""
+"""Operator use cases (`longhaul.operations.replay`, `.listings`) against in-memory fakes of the engine and dead
+letters, the stores on moto: replay from a step (inside a fan-out only the unfinished items rerun), concurrent replays,
+redrive, listings. The sweep's tests are in `test_sweep.py`."""
 
 from __future__ import annotations
 
@@ -15,7 +15,9 @@ from longhaul.core.errors import ITEMS_FAILED, JOB_STOPPED, STEP_FAILED
 from longhaul.core.ports import ExecutionStatus
 from longhaul.core.problems import BadRequest, InvalidRequest, NotFound, Unavailable
 from longhaul.core.records import Job
-from longhaul.operations import service as operations
+from longhaul.operations import replay as replays
+from longhaul.operations.listings import list_dead_letters, list_jobs
+from longhaul.operations.replay import NotReplayable, RedriveUnavailable
 from longhaul.services import Services
 from longhaul.storage.checkpoints import CheckpointStore
 from longhaul.storage.jobs import JobStore, NewJob
@@ -77,7 +79,7 @@ def kept(checkpoints: CheckpointStore, job_id: str = JOB_A) -> list[tuple[str, i
 
 
 def replay(services: Services, from_step: str, job_id: str = JOB_A, **kwargs: Any) -> Any:
-    return operations.replay(services, OPERATOR, job_id, from_step=from_step, reason="model fixed", **kwargs)
+    return replays.replay(services, OPERATOR, job_id, from_step=from_step, reason="model fixed", **kwargs)
 
 
 # ---------------------------------------------------------------------- replay
@@ -181,7 +183,7 @@ def test_two_concurrent_replays_start_one_execution_and_the_other_is_a_409(
     monkeypatch.setattr(store, "get_job", read_then_rival_replays)
 
     # When our replay (from the fan-out) goes on from its stale read
-    with pytest.raises(operations.NotReplayable) as raised:
+    with pytest.raises(NotReplayable) as raised:
         replay(services, FAN_OUT)
 
     # Then it is a 409, only the rival's execution started, and our plan dropped nothing of the rival's
@@ -202,7 +204,7 @@ def test_only_failed_cancelled_or_expired_jobs_are_replayed(
     engine.set_status(WORKFLOW, JOB_A, ExecutionStatus.RUNNING)  # a live job's execution runs
     before = read(store)
 
-    with pytest.raises(operations.NotReplayable):
+    with pytest.raises(NotReplayable):
         replay(services, FAN_OUT)
 
     assert read(store) == before and engine.started == []
@@ -239,7 +241,7 @@ def test_replay_rejects_unknown_jobs_steps_and_expired_inputs(services: Services
     gone = "job_" + "c" * 28
     create(services, gone, with_input=False)  # its intermediate artifacts have expired
     store.transition(gone, S.FAILED, event="job_failed")
-    with pytest.raises(operations.NotReplayable, match="expired"):
+    with pytest.raises(NotReplayable, match="expired"):
         replay(services, FAN_OUT, job_id=gone)
 
 
@@ -306,7 +308,7 @@ def test_a_redrive_of_an_execution_that_ended_through_its_failure_path_is_refuse
     engine.set_status(WORKFLOW, JOB_A, ExecutionStatus.FAILED, error=error)
     before = read(store)
 
-    with pytest.raises(operations.RedriveUnavailable, match="failure path") as raised:
+    with pytest.raises(RedriveUnavailable, match="failure path") as raised:
         replay(services, FAN_OUT, mode="redrive")
 
     assert raised.value.status == 409
@@ -317,7 +319,7 @@ def test_a_redrive_of_an_execution_that_never_started_is_refused(services: Servi
     create(services)
     fail_in_the_fan_out(services)
 
-    with pytest.raises(operations.RedriveUnavailable, match="does not exist"):
+    with pytest.raises(RedriveUnavailable, match="does not exist"):
         replay(services, FAN_OUT, mode="redrive")
 
     assert read(store).status == S.FAILED
@@ -331,7 +333,7 @@ def test_a_redrive_the_engine_refuses_puts_the_job_back_with_the_reason(
     engine.set_status(WORKFLOW, JOB_A, ExecutionStatus.ABORTED)
     engine.refuse_redrive = "the execution is older than 14 days"
 
-    with pytest.raises(operations.RedriveUnavailable, match="older than 14 days"):
+    with pytest.raises(RedriveUnavailable, match="older than 14 days"):
         replay(services, FAN_OUT, mode="redrive")
 
     job = read(store)
@@ -349,7 +351,7 @@ def test_a_refused_redrive_keeps_the_error_the_job_failed_with(
     engine.set_status(WORKFLOW, JOB_A, ExecutionStatus.ABORTED)
     engine.refuse_redrive = "the execution is older than 14 days"
 
-    with pytest.raises(operations.RedriveUnavailable):
+    with pytest.raises(RedriveUnavailable):
         replay(services, FAN_OUT, mode="redrive")
 
     assert read(store).error == failed.error
@@ -370,10 +372,10 @@ def test_dead_letters_are_listed_through_the_port_with_the_filters(
     for letter_ in (letter("j1", FAN_OUT, "tenant-a"), letter("j2", STEPS[0], "tenant-a"), letter("j3", FAN_OUT, "b")):
         dead_letters.record(letter_)
 
-    found = operations.list_dead_letters(services, step=FAN_OUT, workflow=WORKFLOW, tenant="tenant-a", limit=10)
+    found = list_dead_letters(services, step=FAN_OUT, workflow=WORKFLOW, tenant="tenant-a", limit=10)
 
     assert [d.job_id for d in found] == ["j1"]
-    assert len(operations.list_dead_letters(services, step=None, workflow=None, tenant=None, limit=2)) == 2
+    assert len(list_dead_letters(services, step=None, workflow=None, tenant=None, limit=2)) == 2
 
 
 def test_operators_list_every_tenants_jobs_or_filter_them_and_a_foreign_cursor_is_a_400(
@@ -385,16 +387,16 @@ def test_operators_list_every_tenants_jobs_or_filter_them_and_a_foreign_cursor_i
     create(services, job_b, tenant="tenant-b")
     store.transition(JOB_A, S.RUNNING, event="job_started")
 
-    everyone = operations.list_jobs(services, tenant=None, status=None, limit=10)
-    running = operations.list_jobs(services, tenant=None, status=S.RUNNING, limit=10)
-    of_b = operations.list_jobs(services, tenant="tenant-b", status=None, limit=10)
-    first = operations.list_jobs(services, tenant=None, status=None, limit=1)
+    everyone = list_jobs(services, tenant=None, status=None, limit=10)
+    running = list_jobs(services, tenant=None, status=S.RUNNING, limit=10)
+    of_b = list_jobs(services, tenant="tenant-b", status=None, limit=10)
+    first = list_jobs(services, tenant=None, status=None, limit=1)
 
     assert [j.job_id for j in everyone.jobs] == [job_b, JOB_A]  # newest first, whatever the tenant
     assert [j.job_id for j in running.jobs] == [JOB_A]
     assert [j.job_id for j in of_b.jobs] == [job_b]
     assert first.next_cursor is not None
-    rest = operations.list_jobs(services, tenant=None, status=None, limit=1, cursor=first.next_cursor)
+    rest = list_jobs(services, tenant=None, status=None, limit=1, cursor=first.next_cursor)
     assert [j.job_id for j in rest.jobs] == [JOB_A]
     with pytest.raises(BadRequest):  # a cursor resumes only the listing that handed it out
-        operations.list_jobs(services, tenant="tenant-b", status=None, limit=1, cursor=first.next_cursor)
+        list_jobs(services, tenant="tenant-b", status=None, limit=1, cursor=first.next_cursor)

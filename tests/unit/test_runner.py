@@ -14,8 +14,9 @@ from botocore.exceptions import ClientError
 from longhaul.core.contracts import JobStatus
 from longhaul.core.errors import CancelledError, InternalError, InvalidInputError, LonghaulError, TransientError
 from longhaul.core.records import Job
+from longhaul.engine.context import StepContext
 from longhaul.engine.failures import MESSAGE_LIMIT
-from longhaul.engine.runner import StepContext, run_step
+from longhaul.engine.runner import run_step
 from longhaul.engine.spec import fan_out, step
 from longhaul.services import Services
 from longhaul.storage.checkpoints import CheckpointStore

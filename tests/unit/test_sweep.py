@@ -1,4 +1,4 @@
-"""The sweep (`longhaul.operations.service.sweep`) against a fake engine, the stores on moto, time from the fake clock:
+"""The sweep (`longhaul.operations.sweep`) against a fake engine, the stores on moto, time from the fake clock:
 finish cancellations, expire jobs past their deadline, reconcile jobs whose execution ended unrecorded, report
 stuck jobs once per window."""
 
@@ -12,7 +12,8 @@ from longhaul.core.clock import iso
 from longhaul.core.contracts import JobStatus
 from longhaul.core.ports import ExecutionStatus
 from longhaul.core.records import Job
-from longhaul.operations import service as operations
+from longhaul.operations import sweep as sweeping
+from longhaul.operations.sweep import START_GRACE
 from longhaul.services import Services
 from longhaul.storage.jobs import JobStore, NewJob
 from tests.unit.conftest import FakeClock
@@ -50,7 +51,7 @@ def events(store: JobStore, jid: str) -> list[str]:
 
 
 def sweep(services: Services, clock: FakeClock, **kwargs: timedelta) -> dict[str, int]:
-    return operations.sweep(services, clock.now(), **kwargs)
+    return sweeping.sweep(services, clock.now(), **kwargs)
 
 
 def test_a_job_past_its_deadline_is_stopped_and_expired(
@@ -116,7 +117,7 @@ def test_a_queued_job_without_an_execution_waits_out_the_start_grace_then_fails(
 ) -> None:
     jid = create(services)  # its execution never appeared
 
-    clock.advance(operations.START_GRACE - timedelta(seconds=1))
+    clock.advance(START_GRACE - timedelta(seconds=1))
     assert sweep(services, clock)["reconciled"] == 0
     assert read(store, jid).status == S.QUEUED
 
@@ -131,7 +132,7 @@ def test_a_job_of_a_workflow_that_is_not_deployed_here_is_left_alone(
 ) -> None:
     jid = create(services, to=[S.RUNNING])
     store.update_job(jid, {"workflow": "not-deployed-here"})
-    clock.advance(operations.START_GRACE * 2)
+    clock.advance(START_GRACE * 2)
 
     counts = sweep(services, clock, stuck_after=timedelta(days=1))
 

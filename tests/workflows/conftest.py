@@ -14,6 +14,7 @@ from local import lambda_runtime
 from local.deploy import wait_until
 from local.platform import LocalPlatform
 from longhaul.core import faults
+from longhaul.workflows import REGISTRY
 
 ROOT = Path(__file__).resolve().parents[2]
 SAMPLES = ROOT / "samples"
@@ -132,6 +133,6 @@ def sample_request() -> dict[str, Any]:
 @pytest.fixture
 def inject() -> Callable[[str], None]:
     def install(spec: str) -> None:
-        faults.install(faults.FaultInjector(spec))
+        faults.install(faults.FaultInjector(spec, REGISTRY))
 
     return install

@@ -15,7 +15,6 @@ from typing import Any
 from botocore.exceptions import ClientError
 
 from longhaul.core.clock import Clock, SystemClock, iso
-from longhaul.webhooks.signing import new_secret
 
 DEFAULT_GRACE = timedelta(hours=24)
 
@@ -55,9 +54,10 @@ class SecretsManagerWebhookSecrets:
         """Set the tenant's secret (no grace period for an older one): seeding and first use."""
         self._write(tenant_id, {"current": secret})
 
-    def rotate(self, tenant_id: str, *, grace: timedelta = DEFAULT_GRACE, secret: str | None = None) -> str:
-        """A new current secret; the old one keeps signing for `grace`. Returns the new secret."""
-        fresh = secret or new_secret()
+    def rotate(self, tenant_id: str, *, secret: str, grace: timedelta = DEFAULT_GRACE) -> str:
+        """`secret` (made by `longhaul.webhooks.signing.new_secret`) becomes the current one; the old one keeps
+        signing for `grace`. Returns the new secret."""
+        fresh = secret
         old = self._value(tenant_id)
         value: dict[str, Any] = {"current": fresh}
         if old:

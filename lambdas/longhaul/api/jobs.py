@@ -54,9 +54,9 @@ from longhaul.core.problems import (
 )
 from longhaul.core.records import JOB_ID, Charge, Job
 from longhaul.documents.intake import Intake
-from longhaul.engine.costs import with_transitions
 from longhaul.operations.admission import Admission
-from longhaul.operations.service import stop_container_tasks
+from longhaul.operations.costs import with_transitions
+from longhaul.operations.sweep import stop_container_tasks
 from longhaul.services import Services
 from longhaul.storage import artifacts as keys
 from longhaul.storage.jobs import ACTIVE, IdempotencyConflict, NewJob, TransitionRejected

@@ -18,11 +18,12 @@ from __future__ import annotations
 import json
 import re
 import threading
+from collections.abc import Set
 from dataclasses import dataclass
+from typing import Protocol
 
 from longhaul.core.errors import BY_KIND, LonghaulError
 from longhaul.core.llm import ModelResponse
-from longhaul.workflows import REGISTRY
 
 CRASH = "crash-after-side-effect"
 HANG = "hang"
@@ -40,6 +41,19 @@ KINDS = tuple(sorted(BY_KIND)) + RUNTIME_KINDS + MODEL_KINDS
 _RULE = re.compile(r"^(?P<step>[a-z_]+)(?:#(?P<item>\d+))?=(?P<kind>[a-z\-]+?)(?:x(?P<times>\d+))?$")
 
 
+class StepCatalog(Protocol):
+    """The steps a fault may name (`longhaul.engine.spec.Registry` is one)."""
+
+    @property
+    def all_steps(self) -> Set[str]: ...
+
+    @property
+    def all_fan_out_steps(self) -> Set[str]: ...
+
+    @property
+    def all_model_steps(self) -> Set[str]: ...
+
+
 class CrashFault(BaseException):
     """The process dies (like `Runtime.ExitError`): nothing after it runs, nothing is recorded."""
 
@@ -55,26 +69,24 @@ class Fault:
 
 
 class FaultInjector:
-    def __init__(self, spec: str = "") -> None:
+    def __init__(self, spec: str = "", catalog: StepCatalog | None = None) -> None:
+        """`catalog`: the deployed steps, against which each rule's step is checked (a rule naming no step of it, an
+        item of a step without items, or a model fault at a step without a model is refused). Without it only the
+        syntax and the kinds are checked."""
         self._lock = threading.Lock()
         self.spec = spec
-        self.faults = self.parse(spec)
+        self.faults = self.parse(spec, catalog)
 
     @staticmethod
-    def parse(spec: str) -> list[Fault]:
+    def parse(spec: str, catalog: StepCatalog | None = None) -> list[Fault]:
         faults = []
         for rule in filter(None, (part.strip() for part in spec.split(","))):
             match = _RULE.match(rule)
             if not match or match["kind"] not in KINDS:
                 raise ValueError(f"bad fault {rule!r}: expected <step>[#<item>]=<kind>[x<times>], kinds: {list(KINDS)}")
-            known = sorted(REGISTRY.all_steps)
-            if match["step"] not in known:
-                raise ValueError(f"bad fault {rule!r}: unknown step {match['step']!r}; steps: {known}")
-            if match["kind"] in MODEL_KINDS and match["step"] not in _model_steps():
-                raise ValueError(f"bad fault {rule!r}: model-output faults apply to model steps: {_model_steps()}")
             item = int(match["item"]) if match["item"] else None
-            if item is not None and match["step"] not in REGISTRY.all_fan_out_steps:
-                raise ValueError(f"bad fault {rule!r}: only fan-out steps have items")
+            if catalog is not None:
+                _check_against(rule, match["step"], match["kind"], item, catalog)
             times = int(match["times"]) if match["times"] else None
             faults.append(Fault(match["step"], item, match["kind"], times))
         return faults
@@ -105,8 +117,15 @@ class FaultInjector:
             raise CrashFault(f"injected crash of {step} after its side effects")
 
 
-def _model_steps() -> list[str]:
-    return sorted({step for spec in REGISTRY.values() for step in spec.model_steps})
+def _check_against(rule: str, step: str, kind: str, item: int | None, catalog: StepCatalog) -> None:
+    known = sorted(catalog.all_steps)
+    if step not in known:
+        raise ValueError(f"bad fault {rule!r}: unknown step {step!r}; steps: {known}")
+    model_steps = sorted(catalog.all_model_steps)
+    if kind in MODEL_KINDS and step not in model_steps:
+        raise ValueError(f"bad fault {rule!r}: model-output faults apply to model steps: {model_steps}")
+    if item is not None and step not in catalog.all_fan_out_steps:
+        raise ValueError(f"bad fault {rule!r}: only fan-out steps have items")
 
 
 def corrupt(response: ModelResponse, kind: str, max_tokens: int) -> ModelResponse:

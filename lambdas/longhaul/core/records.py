@@ -88,7 +88,7 @@ class Job(Record):
     estimated_start_at: datetime | None = None
 
     # What the job's step invocations used (`metered_<counter>` attributes of the item, one ADD per invocation), and
-    # the state transitions of its executions, counted once they have all ended (`longhaul.engine.costs`).
+    # the state transitions of its executions, counted once they have all ended (`longhaul.operations.costs`).
     metered: Metered = Field(default_factory=Metered)
     orchestration_transitions: int | None = None
     orchestration_history_events: int | None = None

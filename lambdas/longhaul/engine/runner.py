@@ -13,7 +13,6 @@ import hashlib
 import json
 import time
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
 from typing import Any
 
 from aws_lambda_powertools.metrics import MetricUnit
@@ -32,14 +31,14 @@ from longhaul.core.errors import (
 from longhaul.core.faults import CrashFault
 from longhaul.core.observability import emit, logger
 from longhaul.core.records import Job
-from longhaul.core.step_events import StepEvent, WorkflowState
-from longhaul.engine.costs import recording
+from longhaul.core.step_events import StepEvent
+from longhaul.engine.context import StepContext, StepWork
 from longhaul.engine.failures import sanitize
 from longhaul.engine.items import item_count
-from longhaul.guardrails.gateway import ModelCalls
+from longhaul.engine.spec import WorkflowSpec, registry
+from longhaul.engine.usage import recording
 from longhaul.services import Services
 from longhaul.storage.jobs import TransitionRejected
-from longhaul.workflows import REGISTRY, WorkflowSpec
 
 # AWS error codes worth another attempt: throttling, and DynamoDB transactions that met a concurrent writer.
 TRANSIENT_CODES = {
@@ -52,43 +51,6 @@ TRANSIENT_CODES = {
     "TransactionCanceledException",
 }
 CHECKPOINT_VERSION = 1
-
-
-@dataclass
-class StepContext:
-    event: StepEvent
-    services: Services
-    job_attempt: int = 1
-    job: Job | None = None
-    _model: ModelCalls | None = field(default=None, repr=False)
-
-    @property
-    def job_id(self) -> str:
-        return self.event.input.job_id
-
-    @property
-    def state(self) -> WorkflowState:
-        return self.event.input
-
-    def output_of(self, step: str) -> dict[str, Any]:
-        output: dict[str, Any] = self.event.input.steps[step]
-        return output
-
-    def model(self) -> ModelCalls:
-        """The step's model gateway: routes, breakers, budget reservations and the validation ladder."""
-        if self._model is None:
-            job = self.job or self.services.jobs.get_job(self.job_id)
-            if job is None:
-                raise InvalidInputError(f"job {self.job_id} does not exist", step=self.event.step)
-            self._model = ModelCalls(self.services, job, self.event.step, self.event.item, self.job_attempt)
-        return self._model
-
-    @property
-    def model_calls(self) -> list[dict[str, Any]]:
-        return self._model.calls if self._model else []
-
-
-StepWork = Callable[[StepContext], dict[str, Any]]
 
 
 def input_version(event: StepEvent) -> str:
@@ -112,7 +74,7 @@ def run_step(
 ) -> dict[str, Any]:
     """Run one step (or fan-out item) of the event's own workflow (`spec` defaults to the registry's) with its domain
     function (`work` defaults to the spec's). Whatever the outcome, the invocation's usage is added to the job's
-    cost (`longhaul.engine.costs.recording`)."""
+    cost (`longhaul.engine.usage.recording`)."""
     with recording(services, raw_event):
         return _run_step(raw_event, services, work=work, spec=spec)
 
@@ -125,7 +87,7 @@ def _run_step(
     spec: WorkflowSpec | None,
 ) -> dict[str, Any]:
     event = StepEvent.model_validate(raw_event)
-    spec = spec or REGISTRY[event.input.workflow]
+    spec = spec or registry()[event.input.workflow]
     work = work or spec.work(event.step)
     jobs, checkpoints = services.jobs, services.checkpoints
     job_id, step, item = event.input.job_id, event.step, event.item

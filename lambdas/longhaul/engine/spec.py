@@ -1,16 +1,25 @@
-"""What a workflow is: one `WorkflowSpec` — name, input model, ordered steps, result model, domain module.
+"""What a workflow is: one `WorkflowSpec` — name, input model, ordered steps, result model, domain module — and the
+registry of the installed workflows.
 
 Everything that used to be repeated per workflow derives from the spec: the step list the runner uses (taken from
 the event's own workflow), its fan-out steps, which steps call a model (their grants), the request union of the API,
-the handler dispatch per (workflow, step), the state machine's expected step order, DLQs and dashboard rows.
+the handler dispatch per (workflow, step), the state machine's chain (`state_machines.builder` walks the steps),
+DLQs and dashboard rows.
 
 Light on purpose: the API imports every spec (for the request union), so a spec names its domain module by path
 and the step handler imports it only when one of its steps runs.
+
+The registry is discovered, not listed: every package under `longhaul.workflows` with a `spec` module defining
+`SPEC` is a workflow (`registry()`), so adding a workflow adds one folder. The engine finds the workflows by that
+convention at run time; it never imports a workflow's code by name.
 """
 
 from __future__ import annotations
 
 import importlib
+import importlib.util
+import pkgutil
+import threading
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from enum import StrEnum
@@ -22,7 +31,7 @@ from longhaul.core import limits
 
 if TYPE_CHECKING:
     from longhaul.documents.intake import Intake, PreparedInput
-    from longhaul.engine.runner import StepContext
+    from longhaul.engine.context import StepContext
 
 StepWork = Callable[["StepContext"], dict[str, Any]]
 Prepare = Callable[["Intake", Any], "PreparedInput"]
@@ -187,7 +196,18 @@ class Registry(Mapping[str, WorkflowSpec]):
     @classmethod
     def of(cls, *packages: str) -> Registry:
         """The specs of `longhaul.workflows.<package>.spec` (light modules: models and step lists only)."""
-        return cls(*(importlib.import_module(f"longhaul.workflows.{p}.spec").SPEC for p in packages))
+        return cls(*(importlib.import_module(f"{WORKFLOWS_PACKAGE}.{p}.spec").SPEC for p in packages))
+
+    @classmethod
+    def discover(cls, package: str | None = None) -> Registry:
+        """Every workflow package under `package` (default `longhaul.workflows`): a subpackage with a `spec` module,
+        in the order of their names. The package's own `__init__` is not needed to find them."""
+        package = package or WORKFLOWS_PACKAGE
+        found = importlib.util.find_spec(package)
+        locations = list(found.submodule_search_locations or []) if found else []
+        names = sorted(m.name for m in pkgutil.iter_modules(locations) if m.ispkg)
+        specs = [n for n in names if importlib.util.find_spec(f"{package}.{n}.spec") is not None]
+        return cls(*(importlib.import_module(f"{package}.{n}.spec").SPEC for n in specs))
 
     def __getitem__(self, name: str) -> WorkflowSpec:
         return self._specs[name]
@@ -210,3 +230,24 @@ class Registry(Mapping[str, WorkflowSpec]):
     @property
     def all_fan_out_steps(self) -> frozenset[str]:
         return frozenset(step for spec in self._specs.values() for step in spec.fan_out_steps)
+
+    @property
+    def all_model_steps(self) -> frozenset[str]:
+        return frozenset(step for spec in self._specs.values() for step in spec.model_steps)
+
+
+WORKFLOWS_PACKAGE = "longhaul.workflows"
+_registry: Registry | None = None
+_registry_lock = threading.RLock()
+
+
+def registry() -> Registry:
+    """The installed workflows (`Registry.discover()`), found once per process."""
+    global _registry
+    with _registry_lock:
+        if _registry is None:
+            # Importing a workflow's spec imports `longhaul.workflows`, whose `__init__` asks for the registry too:
+            # the inner call finds it first, and this one keeps that one.
+            found = Registry.discover()
+            _registry = _registry or found
+        return _registry

@@ -32,13 +32,12 @@ from longhaul.core.errors import CancelledError, InternalError
 from longhaul.core.observability import emit, logger
 from longhaul.core.records import Job, ReviewRecord
 from longhaul.core.step_events import ReviewEvent
-from longhaul.engine.runner import StepContext
-from longhaul.engine.spec import ReviewPolicy
+from longhaul.engine.context import StepContext
+from longhaul.engine.spec import ReviewPolicy, registry
 from longhaul.services import Services
 from longhaul.storage import artifacts as keys
 from longhaul.storage.jobs import TransitionRejected
 from longhaul.storage.reviews import ReviewClosed
-from longhaul.workflows import REGISTRY
 
 RUNGS = 3  # remind, reassign, final action: the wait is split in three equal parts
 EXPIRED_REASON = "review not answered in time"
@@ -55,7 +54,7 @@ def rung_seconds(deadline_seconds: int) -> int:
 
 
 def _policy(workflow: str, step: str) -> ReviewPolicy:
-    policy = REGISTRY[workflow].step(step).review
+    policy = registry()[workflow].step(step).review
     if policy is None:
         raise InternalError(f"{workflow}/{step} is not a review step", step=step)
     return policy
@@ -76,7 +75,7 @@ def _wait(review: ReviewRecord) -> dict[str, Any]:
 def open_review(ctx: StepContext) -> dict[str, Any]:
     """Decide whether the job needs a review (its mode, the workflow's reasons) and open it."""
     services, step, workflow = ctx.services, ctx.event.step, ctx.state.workflow
-    spec, policy = REGISTRY[workflow], _policy(workflow, step)
+    spec, policy = registry()[workflow], _policy(workflow, step)
     job = services.jobs.get_job(ctx.job_id)
     assert job is not None  # the runner checked it
     mode = job.review_mode or policy.mode

@@ -1,5 +1,9 @@
-"""The registry of workflow types — one line per workflow — and what derives from it for the API: the job request
-as a union discriminated on `workflow` (so OpenAPI shows each workflow's input)."""
+"""The workflows: one package each (`<name>/spec.py`, `<name>/steps.py` and the library only it uses), found by
+`longhaul.engine.spec.registry()` — adding a workflow adds a folder here, nothing else — and what derives from them
+for the API: the job request as a union discriminated on `workflow` (so OpenAPI shows each workflow's input).
+
+May import: review, engine, guardrails, documents, services, storage, adapters, core. A workflow's package imports
+no other workflow's; what two workflows share is `longhaul.documents`."""
 
 from __future__ import annotations
 
@@ -8,10 +12,10 @@ from typing import Annotated, Any, Literal, Union
 from pydantic import Field, TypeAdapter, create_model
 
 from longhaul.core.contracts import JobRequestBase
-from longhaul.engine.spec import Registry, StepKind, StepSpec, WorkflowSpec
+from longhaul.engine.spec import Registry, StepKind, StepSpec, WorkflowSpec, registry
 
-# Each name is a package here whose `spec` module defines `SPEC`.
-REGISTRY = Registry.of("document_analysis", "invoice_reconciliation")
+# Every package here whose `spec` module defines `SPEC`.
+REGISTRY = registry()
 
 
 def _request_model(spec: WorkflowSpec) -> type[JobRequestBase]:

@@ -1,125 +1,25 @@
-"""A deterministic, offline stand-in for a language model: it quotes, it never invents.
+"""A deterministic, offline stand-in for a language model: same input, same bytes out, no network.
 
-It reads the request's structured `context` (not the prompt), picks verbatim sentences by term overlap
-with the question and answers in the JSON shapes a remote model is asked for. Same input, same bytes out.
-A request naming its own deterministic stand-in (`ModelRequest.offline`, "module:function") is answered by it:
-that is how a workflow brings the offline behaviour of its tasks without a change here.
+It never reads the prompt. Each request names the deterministic stand-in of its task (`ModelRequest.offline`,
+"module:function", called with the request's structured `context` and this model's id), which answers in the JSON
+shape a remote model is asked for: that is how each workflow brings the offline behaviour of its own tasks (document
+analysis quotes verbatim sentences, `longhaul.workflows.document_analysis.offline`; invoice reconciliation reads
+the invoices with its own parser) without a change here.
 """
 
 from __future__ import annotations
 
 import importlib
-import json
 import math
 from collections.abc import Callable
 from typing import Any
 
-from pydantic import BaseModel, ValidationError
+from pydantic import ValidationError
 
 from longhaul.core.errors import InternalError
 from longhaul.core.llm import ModelRequest, ModelResponse, Usage
-from longhaul.documents.parsing import sentence_spans
-from longhaul.workflows.document_analysis.retrieval import terms
 
 DEFAULT_MODEL_ID = "longhaul-offline-extractive-1"
-MAX_QUOTE_CHARS = 400
-QUOTES_PER_PASSAGE = 2
-MAX_CLAIMS = 6
-MIN_STATEMENT_WORDS = 5
-ANSWER_QUOTES = 3
-
-
-class _Passage(BaseModel):
-    chunk_id: str
-    text: str
-
-
-class _ExtractContext(BaseModel):
-    question: str
-    passages: list[_Passage]
-
-
-class _EvidenceItem(BaseModel):
-    chunk_id: str
-    quote: str
-    relevance: float
-    document: str
-    page: int
-
-
-class _DraftContext(BaseModel):
-    question: str
-    evidence: list[_EvidenceItem]
-
-
-def _fragment(quote: str) -> str:
-    """`quote`, or its longest prefix of whole words within `MAX_QUOTE_CHARS`."""
-    if len(quote) <= MAX_QUOTE_CHARS:
-        return quote
-    cut = quote.rfind(" ", 0, MAX_QUOTE_CHARS)
-    return quote[: cut if cut > 0 else MAX_QUOTE_CHARS].rstrip()
-
-
-def _overlap(text: str, question_terms: frozenset[str]) -> float:
-    return len(question_terms.intersection(terms(text))) / len(question_terms) if question_terms else 0.0
-
-
-def _is_statement(sentence: str) -> bool:
-    """A sentence worth quoting as evidence: not a heading, not a fragment of a few words."""
-    stripped = sentence.strip()
-    return not stripped.startswith(("#", "|")) and len(stripped.split()) >= MIN_STATEMENT_WORDS
-
-
-def _passage_evidence(passage: _Passage, question_terms: frozenset[str]) -> list[dict[str, Any]]:
-    spans = sentence_spans(passage.text)
-    sentences = [s for s in (_fragment(passage.text[start:end]) for start, end in spans) if _is_statement(s)]
-    scored = [(_overlap(sentence, question_terms), i, sentence) for i, sentence in enumerate(sentences)]
-    best = sorted((item for item in scored if item[0] > 0), key=lambda item: (-item[0], item[1]))
-    return [
-        {"chunk_id": passage.chunk_id, "quote": sentence, "relevance": round(min(score, 1.0), 3)}
-        for score, _, sentence in sorted(best[:QUOTES_PER_PASSAGE], key=lambda item: item[1])
-    ]
-
-
-def _extract(context: _ExtractContext) -> dict[str, Any]:
-    question_terms = frozenset(terms(context.question))
-    return {"evidence": [item for p in context.passages for item in _passage_evidence(p, question_terms)]}
-
-
-def _strongest(evidence: list[_EvidenceItem]) -> list[_EvidenceItem]:
-    ranked = sorted(enumerate(evidence), key=lambda pair: (-pair[1].relevance, pair[0]))
-    chosen: dict[str, _EvidenceItem] = {}
-    for _, item in ranked:
-        chosen.setdefault(" ".join(item.quote.split()), item)
-    return list(chosen.values())[:MAX_CLAIMS]
-
-
-def _claim(item: _EvidenceItem) -> dict[str, Any]:
-    text = f'{item.document}, page {item.page}: "{" ".join(item.quote.split())}"'
-    return {"text": text, "citations": [{"chunk_id": item.chunk_id, "quote": item.quote}]}
-
-
-def _answer(model_id: str, question: str, items: list[_EvidenceItem]) -> str:
-    if not items:
-        return (
-            f"Offline extractive answer ({model_id}; no language model was used): "
-            f"no passage in the documents shares terms with the question {question!r}."
-        )
-    documents = ", ".join(dict.fromkeys(item.document for item in items))
-    highlights = "; ".join(
-        f"{item.document} p.{item.page}: \u201c{' '.join(item.quote.split())}\u201d" for item in items[:ANSWER_QUOTES]
-    )
-    return (
-        f"Offline extractive answer ({model_id}; no language model was used, nothing was paraphrased). "
-        f"The passages that best match the question by term overlap say: {highlights}. "
-        f"All {len(items)} claims below quote {documents} verbatim; read them as evidence to review, "
-        "not as a reasoned conclusion."
-    )
-
-
-def _draft(model_id: str, context: _DraftContext) -> dict[str, Any]:
-    items = _strongest(context.evidence)
-    return {"answer": _answer(model_id, context.question, items), "claims": [_claim(item) for item in items]}
 
 
 def _estimate_tokens(*texts: str) -> int:
@@ -148,21 +48,19 @@ class OfflineExtractiveModel:
         )
 
     def _respond(self, request: ModelRequest) -> str:
-        if request.offline:
-            return _stand_in(request.offline)(request.context)
-        if request.task == "extract_evidence":
-            payload = _extract(_ExtractContext.model_validate(request.context))
-        elif request.task == "draft_answer":
-            payload = _draft(self.model_id, _DraftContext.model_validate(request.context))
-        else:
+        if not request.offline:
             raise InternalError(f"offline model: no deterministic stand-in for task {request.task!r}")
-        return json.dumps(payload, ensure_ascii=False)
+        return _stand_in(request.offline)(request.context, self.model_id)
 
 
-def _stand_in(path: str) -> Callable[[dict[str, Any]], str]:
+# A task's deterministic answer: (the request's context, the offline model's id) -> the response text.
+StandIn = Callable[[dict[str, Any], str], str]
+
+
+def _stand_in(path: str) -> StandIn:
     module, _, name = path.partition(":")
     try:
-        answer: Callable[[dict[str, Any]], str] = getattr(importlib.import_module(module), name)
+        answer: StandIn = getattr(importlib.import_module(module), name)
     except (ImportError, AttributeError) as error:
         raise InternalError(f"offline model: no stand-in {path!r} ({error})") from error
     return answer

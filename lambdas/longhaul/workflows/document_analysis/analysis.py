@@ -16,6 +16,7 @@ from longhaul.core.errors import OutputInvalidError
 from longhaul.core.llm import ModelGateway, ModelRequest, ModelResponse
 from longhaul.documents.parsing import Chunk
 from longhaul.guardrails.ladder import check
+from longhaul.workflows.document_analysis import offline
 
 MIN_QUOTE_CHARS = 8
 _QUOTE_MARKS = "\"'\u201c\u201d\u2018\u2019"
@@ -146,6 +147,7 @@ def extract_evidence(
         },
         max_tokens=max_tokens,
         response_schema=EvidenceSet.model_json_schema(),
+        offline=offline.EXTRACT,
     )
     parsed, response = structured(model).ask(request, EvidenceSet)
     by_id = {p.chunk_id: p for p in passages}
@@ -188,6 +190,7 @@ def draft_answer(
         },
         max_tokens=max_tokens,
         response_schema=Draft.model_json_schema(),
+        offline=offline.DRAFT,
     )
     return structured(model).ask(request, Draft)
 

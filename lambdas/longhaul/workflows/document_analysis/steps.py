@@ -16,8 +16,8 @@ from longhaul.core.errors import CancelledError, InvalidInputError
 from longhaul.documents import ocr
 from longhaul.documents.intake import Intake, PreparedInput, StoredDocument, read_document
 from longhaul.documents.parsing import Chunk, ParsedDocument, chunk_document, parse_document
+from longhaul.engine.context import StepContext
 from longhaul.engine.items import write_item_list
-from longhaul.engine.runner import StepContext
 from longhaul.review.contracts import ReviewEvidence, ReviewMaterial
 from longhaul.storage import artifacts as keys
 from longhaul.workflows.document_analysis import analysis

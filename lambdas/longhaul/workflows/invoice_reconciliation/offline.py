@@ -27,11 +27,13 @@ class _SummaryContext(BaseModel):
     invoices: list[InvoiceResult]
 
 
-def extract(context: dict[str, Any]) -> str:
+def extract(context: dict[str, Any], model_id: str) -> str:
+    """`extract_invoice`: the invoice read by this workflow's own parser (`model_id` is not part of the answer)."""
     request = _ExtractContext.model_validate(context)
     return extract_invoice(request.document, [(p.page, p.text) for p in request.pages]).model_dump_json()
 
 
-def summarize(context: dict[str, Any]) -> str:
+def summarize(context: dict[str, Any], model_id: str) -> str:
+    """`summarize_reconciliation`: the deterministic summary of the findings."""
     request = _SummaryContext.model_validate(context)
     return deterministic_summary(request.invoices, request.contract)

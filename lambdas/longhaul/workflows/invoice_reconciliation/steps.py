@@ -15,8 +15,8 @@ from pydantic import BaseModel
 
 from longhaul.core.errors import InvalidInputError
 from longhaul.documents.intake import Intake, PreparedInput, StoredDocument, read_document
+from longhaul.engine.context import StepContext
 from longhaul.engine.items import write_item_list
-from longhaul.engine.runner import StepContext
 from longhaul.review.contracts import ReviewEvidence, ReviewMaterial
 from longhaul.storage import artifacts as keys
 from longhaul.workflows.invoice_reconciliation import prompts, report, sourcing

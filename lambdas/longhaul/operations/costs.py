@@ -1,8 +1,5 @@
-"""A job's cost: recording what each step invocation used, and counting its executions' state transitions.
-
-Recording: `run_step` runs inside `metered()`; when the invocation ends (committed, failed or stopped: each is
-billed) its compute time and requests are added to the job's counters with one atomic ADD, counted too. A failure
-to record is logged, never raised: metering must not fail a step.
+"""A job's cost on AWS: counting its executions' state transitions (what each step invocation used is recorded by
+`longhaul.engine.usage`).
 
 Transitions (the Step Functions Standard bill), counted from the execution history, the rule used here:
 - every `*StateEntered` event is one transition (a state entered; inside an inline Map every iteration enters its
@@ -19,20 +16,14 @@ status read never pages a history twice.
 
 from __future__ import annotations
 
-import time
-from collections.abc import Iterator, Mapping, Sequence
-from contextlib import contextmanager
+from collections.abc import Sequence
 
-from longhaul.core import metering
 from longhaul.core.observability import logger
 from longhaul.core.ports import EngineUnavailable, ExecutionStatus, HistoryEvent
 from longhaul.core.records import Job
-from longhaul.core.settings import environ
 from longhaul.services import Services
 
 SCHEDULED = ("TaskScheduled", "LambdaFunctionScheduled", "ActivityScheduled")
-# The counters' own ADD: one write request, one write unit.
-RECORDING = metering.Metered(dynamodb_requests=1, dynamodb_write_units=1)
 
 
 def count_transitions(events: Sequence[HistoryEvent]) -> int:
@@ -51,25 +42,6 @@ def count_transitions(events: Sequence[HistoryEvent]) -> int:
 def lambda_scheduled(events: Sequence[HistoryEvent]) -> int:
     """Lambda invocations a history shows (each attempt of a Lambda Task)."""
     return sum(1 for e in events if e.type in SCHEDULED and e.resource_type == "lambda")
-
-
-@contextmanager
-def recording(services: Services, raw_event: Mapping[str, object]) -> Iterator[None]:
-    """Meter the step invocation run in this block and add its usage to its job's counters when it ends."""
-    started = time.monotonic()
-    with metering.metered() as meter:
-        try:
-            yield
-        finally:
-            state = raw_event.get("input")
-            job_id = state.get("job_id") if isinstance(state, Mapping) else None
-            if isinstance(job_id, str):
-                compute = metering.current_compute(environ())
-                usage = meter.requests() + metering.compute_usage(compute, time.monotonic() - started) + RECORDING
-                try:
-                    services.usage.add(job_id, usage)
-                except Exception:
-                    logger.exception("step usage not recorded", extra={"job_id": job_id})
 
 
 def executions_of(job: Job) -> list[str]:

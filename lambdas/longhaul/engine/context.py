@@ -1,0 +1,53 @@
+"""What a step's work gets: its event, the services, the job, and the model gateway (`StepContext.model()`).
+
+The workflow's step functions take a `StepContext` and return their output references; the runner builds it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from longhaul.core.errors import InvalidInputError
+from longhaul.core.records import Job
+from longhaul.core.step_events import StepEvent, WorkflowState
+from longhaul.guardrails.gateway import ModelCalls
+from longhaul.services import Services
+
+
+@dataclass
+class StepContext:
+    event: StepEvent
+    services: Services
+    job_attempt: int = 1
+    job: Job | None = None
+    _model: ModelCalls | None = field(default=None, repr=False)
+
+    @property
+    def job_id(self) -> str:
+        return self.event.input.job_id
+
+    @property
+    def state(self) -> WorkflowState:
+        return self.event.input
+
+    def output_of(self, step: str) -> dict[str, Any]:
+        output: dict[str, Any] = self.event.input.steps[step]
+        return output
+
+    def model(self) -> ModelCalls:
+        """The step's model gateway: routes, breakers, budget reservations and the validation ladder."""
+        if self._model is None:
+            job = self.job or self.services.jobs.get_job(self.job_id)
+            if job is None:
+                raise InvalidInputError(f"job {self.job_id} does not exist", step=self.event.step)
+            self._model = ModelCalls(self.services, job, self.event.step, self.event.item, self.job_attempt)
+        return self._model
+
+    @property
+    def model_calls(self) -> list[dict[str, Any]]:
+        return self._model.calls if self._model else []
+
+
+StepWork = Callable[[StepContext], dict[str, Any]]
