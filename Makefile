@@ -21,9 +21,10 @@ run: $(BIN)/.installed ## start the platform locally (in-memory AWS, API on 127.
 
 test: $(BIN)/.installed lint types unit runtime infrastructure workflows faults ## the one gate CI runs
 
-lint: $(BIN)/.installed
+lint: $(BIN)/.installed ## ruff, and the domain package's import layers (import-linter, contracts in pyproject.toml)
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
+	PYTHONPATH=lambdas $(BIN)/lint-imports --no-cache
 
 types: $(BIN)/.installed
 	$(BIN)/mypy

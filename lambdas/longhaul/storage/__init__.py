@@ -1,2 +1,7 @@
-"""DynamoDB stores, one per aggregate: jobs (with their events, idempotency records and API keys) and checkpoints
-(step records and model charges). Dead letters are `longhaul.adapters.dead_letters`."""
+"""Where state lives. DynamoDB stores, one per aggregate: jobs (with their events, idempotency records and API keys;
+listings in `listing.py`), checkpoints (step records and model charges), reviews, budgets (the ledger), breakers,
+admission counters, usage counters, the webhook outbox; and the S3 artifact store (`artifacts.py`: deterministic keys
+per job, step and item). Each returns typed records (`longhaul.core.records`), never dicts. Dead letters are
+`longhaul.adapters.dead_letters`.
+
+May import: core."""
