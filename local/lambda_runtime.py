@@ -267,9 +267,14 @@ def resolve_handler(handler: str) -> Handler:
 
 
 def function_environment(fn: FunctionSpec) -> dict[str, str]:
-    """The variables a real Lambda sandbox would expose, plus the template's and the configured overrides."""
+    """The variables a real Lambda sandbox would expose, plus the template's and the configured overrides.
+
+    While IAM is enforced (`moto_patches.iam`), they include the credentials of the function's own role, as a
+    sandbox's do: the function's clients sign with them and its calls are authorized against its role's policies.
+    """
     region = fn.function_arn.split(":")[3]
     return {
+        **_role_environment(fn),
         "AWS_REGION": region,
         "AWS_DEFAULT_REGION": region,
         "AWS_LAMBDA_FUNCTION_NAME": fn.function_name,
@@ -280,6 +285,15 @@ def function_environment(fn: FunctionSpec) -> dict[str, str]:
         **{k: str(v) for k, v in (fn.environment_vars or {}).items()},
         **_RUNTIME.environment_overrides,
     }
+
+
+def _role_environment(fn: FunctionSpec) -> dict[str, str]:
+    from local.moto_patches import iam
+
+    role = getattr(fn, "role", None)
+    if not iam.is_enforcing() or not role:
+        return {}
+    return iam.role_credentials(str(role), session=fn.function_name[:64]).environment()
 
 
 def make_context(fn: FunctionSpec) -> LambdaContext:

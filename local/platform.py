@@ -45,6 +45,10 @@ LOG = logging.getLogger(__name__)  # not under "longhaul" (the handlers' Powerto
 REPO_ROOT = Path(__file__).resolve().parent.parent
 HOST = "127.0.0.1"
 TENANT_POLICIES_ENV = "LONGHAUL_TENANT_POLICIES"
+#: `0` turns IAM enforcement off (every call then runs with the platform's own unrestricted key, as moto's default).
+IAM_ENFORCEMENT_ENV = "LONGHAUL_IAM_ENFORCEMENT"
+#: The access key the platform itself signs with (deploy, seeding, inspection): the account's administrator.
+PLATFORM_ACCESS_KEY = "testing"
 CALLBACK_ALLOWLIST_ENV = "LONGHAUL_CALLBACK_ALLOWLIST"
 _ENV_NAMES = (
     "AWS_ENDPOINT_URL",
@@ -132,12 +136,15 @@ class LocalPlatform:
         env_overrides: Mapping[str, str] | None = None,
         force_synth: bool = False,
         time_scale: float = 1.0,
+        enforce_iam: bool | None = None,
     ) -> LocalPlatform:
         """Start moto, patch it, synthesize (or re-use cdk.out), deploy, seed keys and serve the API.
 
         Ports of 0 pick free ones. `keys` maps tenant -> "key" or "key:operator" (default `DEFAULT_KEYS`).
         `env_overrides` are added to every function's environment. `time_scale` multiplies the local waits
-        (see the module docstring; must be > 0).
+        (see the module docstring; must be > 0). `enforce_iam` (default: on unless `LONGHAUL_IAM_ENFORCEMENT=0`)
+        runs every function, worker task and state machine call under its own role's credentials, authorized
+        against the synthesized policies (`moto_patches.iam`).
         """
         if cls._current is not None:
             raise RuntimeError("a LocalPlatform is already running in this process; stop() or reset() it")
@@ -153,6 +160,8 @@ class LocalPlatform:
         mark = time.monotonic()
         _reset_moto()  # a previous platform of this process may have left stacks behind
         moto_patches.apply()
+        if enforce_iam if enforce_iam is not None else os.environ.get(IAM_ENFORCEMENT_ENV, "1") != "0":
+            moto_patches.enforce_iam([PLATFORM_ACCESS_KEY, moto_patches.INTERPRETER_ACCESS_KEY])
         overrides = {**passed_through(os.environ), **(env_overrides or {})}
         lambda_runtime.configure(code_root=root / "lambdas", environment_overrides=overrides)
         server = _start_moto(moto_port)
@@ -281,6 +290,7 @@ class LocalPlatform:
             self._servers = None
         lambda_runtime.interrupt_waits()
         lambda_runtime.set_time_scale(1.0)
+        moto_patches.relax_iam()
         for remove in (self._remove_fault_middleware, self._remove_deadline_middleware):
             if remove is not None:
                 remove()
@@ -433,7 +443,7 @@ def _set_process_environment(endpoint: str) -> dict[str, str | None]:
     saved = {name: os.environ.get(name) for name in _ENV_NAMES}
     os.environ.update(
         AWS_ENDPOINT_URL=endpoint,
-        AWS_ACCESS_KEY_ID="testing",
+        AWS_ACCESS_KEY_ID=PLATFORM_ACCESS_KEY,
         AWS_SECRET_ACCESS_KEY="testing",
         AWS_SESSION_TOKEN="testing",
         AWS_DEFAULT_REGION=REGION,

@@ -103,6 +103,16 @@ def task_environment(task: Any, container: Mapping[str, Any], overrides: Mapping
     return environment
 
 
+def _task_role_environment(definition: Any) -> dict[str, str]:
+    """While IAM is enforced, the task role's credentials (ECS hands a task its role's; the worker signs with them)."""
+    from local.moto_patches import iam
+
+    role = getattr(definition, "task_role_arn", None)
+    if not iam.is_enforcing() or not role:
+        return {}
+    return iam.role_credentials(str(role), session="ecs-task").environment()
+
+
 def launch(task: Any, definition: Any) -> None:
     """Start the worker of each container of `task` (a moto `Task` from `run_task`, of the task definition
     `definition`) that this repository has."""
@@ -117,6 +127,7 @@ def launch(task: Any, definition: Any) -> None:
             LOG.warning("task %s: no local worker for container %r; the task only is recorded", task.task_arn, name)
             continue
         environment = task_environment(task, container, overrides.get(name, {}))
+        environment.update(_task_role_environment(definition))
         task_id = task.task_arn.rsplit("/", 1)[-1]
         cache_dir = Path(tempfile.mkdtemp(prefix=f"longhaul-{name}-{task_id[:8]}-"))
         environment["LONGHAUL_OCR_CACHE_DIR"] = str(cache_dir / "cache")

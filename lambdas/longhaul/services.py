@@ -32,7 +32,7 @@ from longhaul.core.ports import (
 )
 from longhaul.core.records import Job, OutboxRecord
 from longhaul.core.routes import DEFAULT_ROUTE, Route, Routing
-from longhaul.core.settings import Settings, get_settings
+from longhaul.core.settings import Settings, get_settings, invocation_credentials
 from longhaul.storage.admission import AdmissionStore
 from longhaul.storage.artifacts import ArtifactStore
 from longhaul.storage.breakers import BreakerPolicy, BreakerStore
@@ -114,15 +114,18 @@ def _adapter(route: Route) -> ModelGateway:
     return adapter_for(route)
 
 
-_built: dict[int, Services] = {}  # by id of the (cached, immutable) settings; a Services keeps its settings alive
+# By id of the (cached, immutable) settings, which a Services keeps alive, and the credentials its clients sign with
+# (locally, functions with the same settings run under different roles).
+_built: dict[tuple[int, tuple[str, str, str] | None], Services] = {}
 _lock = threading.Lock()
 
 
 def _services(settings: Settings) -> Services:
+    key = (id(settings), invocation_credentials())
     with _lock:
-        if id(settings) not in _built:
-            _built[id(settings)] = _build(settings)
-        return _built[id(settings)]
+        if key not in _built:
+            _built[key] = _build(settings)
+        return _built[key]
 
 
 def clear() -> None:

@@ -1,5 +1,6 @@
 """Every change Longhaul makes to moto (5.2.5) lives in this package, a module per service; each is small,
-documented and idempotent.
+documented and idempotent. IAM enforcement (`iam.enforce_iam`) is a mode the platform turns on after `apply()`,
+since it needs to know which access keys are the platform's own.
 
 `apply()` installs all of them, `revert()` restores moto's own behaviour (used by the tests that pin the
 upstream behaviour each patch works around). Patches replace module attributes or methods; the originals
@@ -30,6 +31,7 @@ from local.moto_patches.ecs import (
     translate_ecs_task_names,
     untranslate_ecs_task_names,
 )
+from local.moto_patches.iam import enforce_iam, relax_iam
 from local.moto_patches.interpreter import (
     ABORTED_ITERATION,
     _wait_hooks,
@@ -43,6 +45,7 @@ from local.moto_patches.interpreter import (
 from local.moto_patches.server import resolve_backends_every_time, resolve_backends_once
 from local.moto_patches.sqs import check_retention_directly, check_retention_through_attributes
 from local.moto_patches.stepfunctions import (
+    INTERPRETER_ACCESS_KEY,
     create_interpreter_clients_every_time,
     evaluation_components,
     list_map_runs_like_upstream,
@@ -53,6 +56,8 @@ from local.moto_patches.stepfunctions import (
     parse_json_paths_once,
     refuse_map_run_listings,
     route_state_machines_to_interpreter,
+    run_state_calls_as_the_machine_role,
+    run_state_calls_unsigned,
     share_interpreter_clients,
     share_token_across_attempts,
     token_per_attempt,
@@ -62,6 +67,7 @@ from local.moto_patches.stepfunctions import (
 
 __all__ = [
     "ABORTED_ITERATION",
+    "INTERPRETER_ACCESS_KEY",
     "RUNTIME_CONFIG",
     "_original",
     "_wait_hooks",
@@ -70,9 +76,11 @@ __all__ = [
     "backup_only_touched_items",
     "disable_execution",
     "enable_execution",
+    "enforce_iam",
     "evaluation_components",
     "is_applied",
     "quiet_interpreter_logs",
+    "relax_iam",
     "revert",
     "route_state_machines_to_interpreter",
     "run_container_tasks_locally",
@@ -102,10 +110,13 @@ def apply() -> None:
     share_interpreter_clients()
     check_retention_directly()
     parse_update_expressions_once()
+    run_state_calls_as_the_machine_role()
 
 
 def revert() -> None:
     """Restore moto's own behaviour (idempotent)."""
+    relax_iam()
+    run_state_calls_unsigned()
     parse_update_expressions_every_time()
     check_retention_through_attributes()
     create_interpreter_clients_every_time()

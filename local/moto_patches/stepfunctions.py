@@ -275,29 +275,40 @@ _BOTO_CLIENT_USERS = (
 )
 #: Connections one shared client keeps per host: a Map's items and concurrent executions call at once.
 BOTO_CLIENT_POOL = 64
-_BOTO_CLIENTS: dict[tuple[str, str, bool, int], Any] = {}
+_BOTO_CLIENTS: dict[tuple[str, str, bool, int, str], Any] = {}
 _BOTO_CLIENTS_LOCK = threading.Lock()
+#: The access key upstream's interpreter signs with; it passes unchecked (`iam.enforce_iam`) only for calls made
+#: outside a state's evaluation (none of the platform's), since a state's calls are signed as the machine's role.
+INTERPRETER_ACCESS_KEY = "ak"
+_STATE_ROLE = threading.local()  # the role of the execution whose state this thread evaluates
 
 
 def _shared_boto_client(region: str, service: str, state_credentials: Any = None) -> Any:
-    """Upstream's `boto_client_for` (same credentials, endpoint, timeouts, no retries), one client per region,
-    service and endpoint, with a connection pool for concurrent callers."""
+    """Upstream's `boto_client_for` (same endpoint, timeouts, no retries), one client per region, service, endpoint
+    and principal, with a connection pool for concurrent callers. A state's calls are signed with its state
+    machine's role (`run_state_calls_as_the_machine_role`), as Step Functions makes them on AWS."""
     import boto3
     from botocore.config import Config
     from moto.core.models import botocore_stubber
     from moto.settings import moto_server_port
     from moto.stepfunctions.parser.asl.component.common.timeouts.timeout import TimeoutSeconds
 
+    from local.moto_patches.iam import is_enforcing, role_credentials
+
+    role = getattr(_STATE_ROLE, "arn", None) if is_enforcing() else None
+    credentials = role_credentials(role, session="states") if role else None
+    access_key = credentials.access_key_id if credentials else INTERPRETER_ACCESS_KEY
     intercepting = bool(botocore_stubber.enabled)
-    key = (region, service, intercepting, int(moto_server_port()))
+    key = (region, service, intercepting, int(moto_server_port()), access_key)
     with _BOTO_CLIENTS_LOCK:
         client = _BOTO_CLIENTS.get(key)
         if client is None:
             client = boto3.client(
-                aws_access_key_id="ak",
+                aws_access_key_id=access_key,
                 region_name=region,
                 service_name=service,
-                aws_secret_access_key="sk",
+                aws_secret_access_key=credentials.secret_access_key if credentials else "sk",
+                aws_session_token=credentials.session_token if credentials else None,
                 config=Config(
                     parameter_validation=False,
                     retries={"max_attempts": 0, "total_max_attempts": 1},
@@ -309,6 +320,45 @@ def _shared_boto_client(region: str, service: str, state_credentials: Any = None
             )
             _BOTO_CLIENTS[key] = client
     return client
+
+
+#: The states whose evaluation calls AWS (Tasks, and a Map's item reader and result writer), by module and class.
+_STATES_THAT_CALL = (
+    ("moto.stepfunctions.parser.asl.component.state.exec.state_task.state_task_lambda", "StateTaskLambda"),
+    ("moto.stepfunctions.parser.asl.component.state.exec.state_task.service.state_task_service", "StateTaskService"),
+    ("moto.stepfunctions.parser.asl.component.state.exec.state_map.state_map", "StateMap"),
+)
+
+
+def _as_the_machine_role(evaluate: Any) -> Any:
+    @functools.wraps(evaluate)
+    def wrapper(self: Any, env: Any) -> Any:
+        previous = getattr(_STATE_ROLE, "arn", None)
+        details = getattr(env, "aws_execution_details", None)
+        _STATE_ROLE.arn = getattr(details, "role_arn", None) or previous
+        try:
+            return evaluate(self, env)
+        finally:
+            _STATE_ROLE.arn = previous
+
+    return wrapper
+
+
+def run_state_calls_as_the_machine_role() -> None:
+    """Sign each state's AWS calls (Lambda invokes, SQS, ECS, Step Functions, S3 item readers) with the credentials
+    of its execution's role, so IAM enforcement (`iam.enforce_iam`) checks the state machine's own grants.
+
+    Upstream signs every call with a fixed dummy key. `_eval_execution` runs a state's work in the thread that makes
+    the calls (a Task's timeout thread included), so the role is kept per thread for its duration.
+    """
+    for module_name, class_name in _STATES_THAT_CALL:
+        owner = getattr(_module(module_name), class_name)
+        _replace(owner, "_eval_execution", _as_the_machine_role(_original(owner, "_eval_execution")))
+
+
+def run_state_calls_unsigned() -> None:
+    for module_name, class_name in _STATES_THAT_CALL:
+        _restore(getattr(_module(module_name), class_name), "_eval_execution")
 
 
 def share_interpreter_clients() -> None:

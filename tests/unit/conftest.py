@@ -80,8 +80,7 @@ def _shared_loader(data_path: str | None = None) -> botocore.loaders.Loader:
 
 
 def _clear_caches() -> None:
-    aws_clients.client.cache_clear()
-    aws_clients.dynamodb_table.cache_clear()
+    aws_clients.clear_clients()
     wiring.clear()
     settings_module._parse.cache_clear()
 

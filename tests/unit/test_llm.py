@@ -364,11 +364,11 @@ def test_inference_profiles_are_told_from_base_models(model_id: str, expected: t
 
 def test_the_model_client_uses_the_model_timeouts(monkeypatch: pytest.MonkeyPatch) -> None:
     offline_credentials(monkeypatch)
-    aws.client.cache_clear()
+    aws.clear_clients()
     try:
         config = aws.client("bedrock-runtime").meta.config
     finally:
-        aws.client.cache_clear()
+        aws.clear_clients()
 
     assert (config.connect_timeout, config.read_timeout) == (aws.MODEL_CONNECT_TIMEOUT, aws.MODEL_READ_TIMEOUT)
     assert config.retries == {"mode": "standard", "total_max_attempts": aws.MODEL_MAX_ATTEMPTS}

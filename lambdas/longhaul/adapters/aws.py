@@ -1,4 +1,8 @@
-"""boto3 clients, created once per process (boto3 clients are thread-safe; sessions are not shared).
+"""boto3 clients, created once per process and principal (boto3 clients are thread-safe; sessions are not shared).
+
+On AWS a process is one function's sandbox and the SDK finds its role's credentials itself. The local runtime runs
+every function in one process and gives each invocation its own role's credentials (`invocation_credentials`), so
+a client is kept per (service, endpoint, credentials): a call is signed as the function making it.
 
 The model client gets its own timeouts: one model call, with the SDK's retries and their backoff, must end inside
 the Lambda timeout of the step that makes it, with time left for the rest of the step.
@@ -14,6 +18,9 @@ import boto3
 from botocore.config import Config
 
 from longhaul.core.metering import instrument
+from longhaul.core.settings import invocation_credentials
+
+Credentials = tuple[str, str, str] | None
 
 _lock = threading.Lock()
 # A pool above botocore's 10 connections: the local runtime shares one client between concurrent invocations (a
@@ -75,18 +82,37 @@ def config_for(service: str) -> Config:
     return _SERVICE_CONFIGS.get(service, _CONFIG)
 
 
-@cache
+def _session(credentials: Credentials) -> boto3.session.Session:
+    if credentials is None:
+        return boto3.session.Session()
+    key, secret, token = credentials
+    return boto3.session.Session(aws_access_key_id=key, aws_secret_access_key=secret, aws_session_token=token or None)
+
+
 def client(service: str, endpoint_url: str | None = None) -> Any:
-    with _lock:
-        # metered: a step's calls count into its job's cost (`longhaul.core.metering`)
-        return instrument(
-            boto3.session.Session().client(service, endpoint_url=endpoint_url, config=config_for(service))
-        )
+    """The platform's client of `service`, signed as the current function (metered: `longhaul.core.metering`)."""
+    return _client(service, endpoint_url, invocation_credentials())
+
+
+def dynamodb_table(name: str) -> Any:
+    return _dynamodb_table(name, invocation_credentials())
 
 
 @cache
-def dynamodb_table(name: str) -> Any:
+def _client(service: str, endpoint_url: str | None, credentials: Credentials) -> Any:
     with _lock:
-        table = boto3.session.Session().resource("dynamodb", config=_CONFIG).Table(name)
+        return instrument(_session(credentials).client(service, endpoint_url=endpoint_url, config=config_for(service)))
+
+
+@cache
+def _dynamodb_table(name: str, credentials: Credentials) -> Any:
+    with _lock:
+        table = _session(credentials).resource("dynamodb", config=_CONFIG).Table(name)
         instrument(table.meta.client)
         return table
+
+
+def clear_clients() -> None:
+    """Forget the clients built so far (tests that switch AWS mocks)."""
+    _client.cache_clear()
+    _dynamodb_table.cache_clear()

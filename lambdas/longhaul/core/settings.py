@@ -112,6 +112,15 @@ def environ() -> Mapping[str, str]:
     return _environment.get() or os.environ
 
 
+def invocation_credentials() -> tuple[str, str, str] | None:
+    """The credentials the local runtime gives the current invocation (its function role's), else None: on AWS the
+    SDK's own chain finds the sandbox's."""
+    env = _environment.get()
+    if not env or not env.get("AWS_ACCESS_KEY_ID"):
+        return None
+    return env["AWS_ACCESS_KEY_ID"], env.get("AWS_SECRET_ACCESS_KEY", ""), env.get("AWS_SESSION_TOKEN", "")
+
+
 @contextmanager
 def function_environment(variables: Mapping[str, str]) -> Iterator[None]:
     """Run a block with `variables` as the function environment (thread- and context-local)."""
