@@ -1,4 +1,6 @@
-"""API: REST API Gateway → one API function (Powertools REST resolver, validated by the pydantic contracts)."""
+"""API: REST API Gateway → the API function (Powertools REST resolver, validated by the pydantic contracts); the
+operator routes (`/v1/ops/…`) go to a function of their own, the same code under a role that may also read and delete
+dead letters and step records, so the tenants' and reviewers' function can do neither."""
 
 from __future__ import annotations
 
@@ -41,6 +43,9 @@ ROUTES: tuple[tuple[str, str], ...] = (
 )
 
 
+OPS_PREFIX = "/v1/ops/"
+
+
 class Api(Construct):
     def __init__(
         self,
@@ -63,6 +68,17 @@ class Api(Construct):
             timeout_seconds=29,
             memory_mb=1024,
             description="Longhaul HTTPS API v1",
+        )
+        self.ops_function = platform_function(
+            self,
+            "OpsHandler",
+            code=code,
+            handler="handlers.api.handler",
+            service="longhaul-ops-api",
+            environment=environment,
+            timeout_seconds=29,
+            memory_mb=1024,
+            description="Longhaul HTTPS API v1: operator routes",
         )
         access_logs = logs.LogGroup(self, "AccessLogs", retention=LOG_RETENTION)
         self.rest_api = apigw.RestApi(
@@ -93,9 +109,10 @@ class Api(Construct):
             endpoint_types=[apigw.EndpointType.REGIONAL],
         )
         integration = apigw.LambdaIntegration(self.function, proxy=True)
+        ops_integration = apigw.LambdaIntegration(self.ops_function, proxy=True)
         for method, path in routes:
             resource = self.rest_api.root.resource_for_path(path)
-            resource.add_method(method, integration)
+            resource.add_method(method, ops_integration if path.startswith(OPS_PREFIX) else integration)
         acknowledge(
             self.rest_api,
             "APIG2",

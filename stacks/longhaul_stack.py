@@ -13,6 +13,7 @@ from aws_cdk.aws_stepfunctions import StateMachine
 from constructs import Construct
 
 from longhaul.adapters.models.bedrock import split_inference_profile
+from longhaul.core import schema
 from longhaul.core.routes import Routing
 from longhaul.core.settings import Env
 from longhaul.operations.admin import TABLE_OUTPUT
@@ -63,7 +64,13 @@ class LonghaulStack(Stack):
         removal = RemovalPolicy.DESTROY if stage in DESTROYED_STAGES else RemovalPolicy.RETAIN
         code = code_asset(bundle=bundle)
 
-        storage = Storage(self, "Storage", removal_policy=removal, auto_delete_objects=stage in EMPTIED_STAGES)
+        storage = Storage(
+            self,
+            "Storage",
+            removal_policy=removal,
+            auto_delete_objects=stage in EMPTIED_STAGES,
+            deletion_protection=stage not in DESTROYED_STAGES,
+        )
         base_env = {
             Env.TABLE: storage.table.table_name,
             Env.BUCKET: storage.artifacts.bucket_name,
@@ -118,21 +125,31 @@ class LonghaulStack(Stack):
         api = Api(self, "Api", code=code, stage_name=stage, environment=control_env)
         operations = Operations(self, "Operations", code=code, environment=control_env)
 
-        # Cross-component grants.
-        for function in (
-            api.function,
-            operations.sweeper,
-            admission.dispatcher,
-            *workflows.functions,
-            *webhooks.functions,
-        ):
-            storage.grant_data_access(function)
+        # Cross-component grants: each function reaches the items and object prefixes its own work needs.
+        uploads, work, results = schema.UPLOADS_PREFIX, schema.WORK_PREFIX, schema.RESULTS_PREFIX
+        # Tenants' and reviewers' routes: submissions (presigned uploads, the accepted input), results, reviews. No
+        # deletes: a job the engine refuses waits in its intake queue (`discard_new_job` is only for a platform
+        # without admission control, which a deployment never is).
+        storage.grant_items(api.function)
+        storage.grant_objects(api.function, read=[uploads, work, results], write=[uploads, work])
+        # Operators: replays drop step records and remove dead letters.
+        storage.grant_items(api.ops_function, delete=True, batch_write=True)
+        storage.grant_objects(api.ops_function, read=[uploads, work, results])
+        workflows.grant_dead_letters(api.ops_function)
+        for function in workflows.functions:
+            storage.grant_items(function)
+            storage.grant_objects(function, read=[uploads, work], write=[work])
+        for function in workflows.publishing_functions():
+            storage.grant_objects(function, write=[results])
+        for function in (operations.sweeper, admission.dispatcher, *webhooks.functions):
+            storage.grant_items(function)
         # Submissions (and the sweep's repairs) queue jobs; whatever can end a job wakes the dispatcher.
-        for function in (api.function, operations.sweeper):
+        for function in (api.function, api.ops_function, operations.sweeper):
             admission.grant_enqueue(function)
         admission.grant_wake(
             [
                 api.function,
+                api.ops_function,
                 operations.sweeper,
                 *workflows.functions,
                 *(target.task_definition.task_role for target in workers.targets.values()),
@@ -140,7 +157,7 @@ class LonghaulStack(Stack):
         )
         for queue in admission.dead_letter_queues.values():
             acknowledge(queue, "SQS3", "This queue is an intake queue's dead-letter queue.")
-        for function in (api.function, operations.sweeper, *workflows.functions):
+        for function in (api.function, api.ops_function, operations.sweeper, *workflows.functions):
             webhooks.state_machine.grant_start_execution(function)
         acknowledge_executions(self, webhooks.state_machine)
         for function in webhooks.functions:
@@ -164,22 +181,23 @@ class LonghaulStack(Stack):
         for machine in workflows.state_machines.values():  # a decision resumes the review's task token
             machine.grant_task_response(api.function)
         for machine in workflows.state_machines.values():
-            machine.grant_start_execution(api.function)
+            for function in (api.function, api.ops_function):  # submissions, cancellations, costs; replays
+                machine.grant_start_execution(function)
+                machine.grant_execution(
+                    function,
+                    "states:DescribeExecution",
+                    "states:StopExecution",
+                    "states:GetExecutionHistory",  # a finished job's cost counts its state transitions
+                )
+                grant_map_run_history(function, machine)
+            machine.grant_execution(api.ops_function, "states:RedriveExecution")  # an operator's redrive
             machine.grant_start_execution(admission.dispatcher)
-            machine.grant_execution(
-                api.function,
-                "states:DescribeExecution",
-                "states:StopExecution",
-                "states:RedriveExecution",
-                "states:GetExecutionHistory",  # a finished job's cost counts its state transitions
-            )
-            grant_map_run_history(api.function, machine)
             machine.grant_execution(operations.sweeper, "states:DescribeExecution", "states:StopExecution")
             acknowledge_executions(self, machine)
         for name, builder in workflows.builders.items():  # a container task answers its own token, nothing else
             for target in builder.container_targets.values():
                 workflows.state_machines[name].grant_task_response(target.task_definition.task_role)
-        for function in (api.function, operations.sweeper):  # cancellation stops the job's container tasks
+        for function in (api.function, api.ops_function, operations.sweeper):  # a cancellation stops its tasks
             workers.grant_stop_tasks(function)
         for target in workers.targets.values():  # a worker's status change starts its webhook's delivery
             webhooks.state_machine.grant_start_execution(target.task_definition.task_role)
@@ -191,6 +209,7 @@ class LonghaulStack(Stack):
             dead_letter_queues={w: b.dead_letter_queues for w, b in workflows.builders.items()},
             intake_queues=admission.queues,
             model_provider=model_provider,
+            model_providers=sorted({r.provider for r in routing.routes.values()}),
             alarm_email=alarm_email,
             removal_policy=removal,
         )
@@ -211,7 +230,7 @@ class LonghaulStack(Stack):
         Tags.of(self).add("project", "longhaul", exclude_resource_types=untagged)
         Tags.of(self).add("stage", stage, exclude_resource_types=untagged)
         acknowledge_platform_findings(self)
-        acknowledge_data_access(self, table=storage.table, bucket=storage.artifacts)
+        acknowledge_data_access(self, table=storage.table, bucket=storage.artifacts, prefixes=(uploads, work, results))
 
     def _grant_route_secrets(self, workflows: Workflows, secrets: list[str]) -> None:
         """secretsmanager:GetSecretValue on the keys of OpenAI-compatible routes, for the steps that call a model."""

@@ -45,7 +45,9 @@ def acknowledge_platform_findings(stack: Stack) -> None:
     )
 
 
-def acknowledge_data_access(scope: Construct, *, table: IConstruct, bucket: IConstruct) -> None:
+def acknowledge_data_access(
+    scope: Construct, *, table: IConstruct, bucket: IConstruct, prefixes: tuple[str, ...] = ()
+) -> None:
     acknowledge(
         scope,
         f"IAM5[Resource::{arn_ref(table)}/index/*]",
@@ -54,8 +56,15 @@ def acknowledge_data_access(scope: Construct, *, table: IConstruct, bucket: ICon
     acknowledge(
         scope,
         f"IAM5[Resource::{arn_ref(bucket)}/*]",
-        "Objects are keyed per job and step under one artifacts bucket; access is limited to that bucket.",
+        "CDK's Distributed Map grants: its item reader and result writer reach the artifacts bucket's objects.",
     )
+    for prefix in prefixes:
+        acknowledge(
+            scope,
+            f"IAM5[Resource::{arn_ref(bucket)}/{prefix}*]",
+            f"Objects under `{prefix}` are keyed per tenant or job and step; each function gets only the prefixes "
+            "its own work reads or writes (Storage.grant_objects).",
+        )
 
 
 def _machine_name(machine: IConstruct) -> str:

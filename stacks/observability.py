@@ -6,7 +6,7 @@ The dashboard's custom metrics are queried with exactly the dimensions `longhaul
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 
 from aws_cdk import Duration, RemovalPolicy
 from aws_cdk import aws_cloudwatch as cw
@@ -19,7 +19,17 @@ from aws_cdk import aws_sqs as sqs
 from aws_cdk import aws_stepfunctions as sfn
 from constructs import Construct, IConstruct
 
-from longhaul.core.observability import NAMESPACE, PLATFORM_MISCONFIGURED, QUEUE_WAIT_METRIC
+from longhaul.core.budgets import QUEUE_WAIT_TARGET_SECONDS
+from longhaul.core.observability import (
+    ALLOWANCE_REACHED_METRIC,
+    MODEL_COST_METRIC,
+    MODEL_TOKENS_METRIC,
+    NAMESPACE,
+    PLATFORM_MISCONFIGURED,
+    QUEUE_WAIT_METRIC,
+    REVIEW_WAIT_METRIC,
+    STEP_RETRIES_METRIC,
+)
 
 PERIOD = Duration.minutes(5)
 
@@ -40,6 +50,7 @@ class Observability(Construct):
         steps: Mapping[str, tuple[str, ...]],
         dead_letter_queues: Mapping[str, Mapping[str, sqs.IQueue]],
         model_provider: str,
+        model_providers: Sequence[str] = (),
         intake_queues: Mapping[str, sqs.IQueue] | None = None,
         alarm_email: str | None = None,
         removal_policy: RemovalPolicy = RemovalPolicy.RETAIN,
@@ -99,8 +110,135 @@ class Observability(Construct):
                 )
             )
 
+            self.dashboard.add_widgets(
+                cw.GraphWidget(
+                    title=f"{workflow}: model tokens and cost (USD)",
+                    left=[_metric(MODEL_TOKENS_METRIC, workflow=workflow).with_(label="tokens")],
+                    right=[_metric(MODEL_COST_METRIC, workflow=workflow).with_(label="USD")],
+                    width=8,
+                ),
+                cw.GraphWidget(
+                    title=f"{workflow}: retries per step",
+                    left=[
+                        _metric(STEP_RETRIES_METRIC, workflow=workflow, step=step).with_(label=step)
+                        for step in steps[workflow]
+                    ],
+                    width=8,
+                ),
+                cw.GraphWidget(
+                    title=f"{workflow}: review waiting time (s)",
+                    left=[
+                        _metric(REVIEW_WAIT_METRIC, statistic, workflow=workflow).with_(label=statistic)
+                        for statistic in ("p50", "p90", "Maximum")
+                    ],
+                    width=8,
+                ),
+            )
+            self._cost_anomaly_alarm(workflow)
+        self.dashboard.add_widgets(
+            cw.GraphWidget(
+                title="webhooks: failed attempts and dead",
+                left=[
+                    cw.MathExpression(
+                        expression=f"SEARCH('{{{NAMESPACE},event}} MetricName=\"{name}\"', 'Sum', 300)",
+                        label=name,
+                        period=PERIOD,
+                    )
+                    for name in ("WebhookAttemptsFailed", "WebhooksDead")
+                ],
+                width=8,
+            ),
+            cw.GraphWidget(
+                title="tenants: model cost (USD) and daily allowances reached",
+                left=[
+                    cw.MathExpression(
+                        expression=f"SEARCH('{{{NAMESPACE},tenant}} MetricName=\"{MODEL_COST_METRIC}\"', 'Sum', 300)",
+                        label="cost by tenant",
+                        period=PERIOD,
+                    )
+                ],
+                right=[_metric(ALLOWANCE_REACHED_METRIC).with_(label="allowance reached")],
+                width=8,
+            ),
+        )
+        self._tenant_allowance_alarm()
+        for provider in model_providers:
+            self._breaker_alarm(provider)
         if intake_queues:
             self._admission_widgets(intake_queues)
+            for sla_class in intake_queues:
+                self._sla_alarm(sla_class)
+
+    def _sla_alarm(self, sla_class: str) -> None:
+        """An SLA class whose jobs wait for a slot longer than its target (p90, three 5-minute periods)."""
+        target = QUEUE_WAIT_TARGET_SECONDS.get(sla_class)  # type: ignore[call-overload]
+        if target is None:
+            return
+        cw.Alarm(
+            self,
+            f"QueueWait-{sla_class}",
+            metric=_metric(QUEUE_WAIT_METRIC, "p90", sla_class=sla_class),
+            threshold=target,
+            evaluation_periods=3,
+            comparison_operator=cw.ComparisonOperator.GREATER_THAN_THRESHOLD,
+            treat_missing_data=cw.TreatMissingData.NOT_BREACHING,
+            alarm_description=f"{sla_class} jobs wait longer than {target} s for a slot (p90): raise the platform's "
+            "or the tenants' jobs in flight, or look for a stuck dispatcher",
+        )
+
+    def _tenant_allowance_alarm(self) -> None:
+        cw.Alarm(
+            self,
+            "TenantAllowanceReached",
+            metric=_metric(ALLOWANCE_REACHED_METRIC),
+            threshold=1,
+            evaluation_periods=1,
+            treat_missing_data=cw.TreatMissingData.NOT_BREACHING,
+            alarm_description="A tenant's model spend reached its daily allowance: its model calls are refused until "
+            f"tomorrow (UTC). Which tenant: {ALLOWANCE_REACHED_METRIC} by `tenant` on the dashboard",
+        )
+
+    def _breaker_alarm(self, provider: str) -> None:
+        cw.Alarm(
+            self,
+            f"BreakerOpen-{provider}",
+            metric=_metric("BreakerTransitions", provider=provider, state="open"),
+            threshold=1,
+            evaluation_periods=1,
+            treat_missing_data=cw.TreatMissingData.NOT_BREACHING,
+            alarm_description=f"A circuit breaker of {provider} opened: its model calls fail fast or fail over",
+        )
+
+    def _cost_anomaly_alarm(self, workflow: str) -> None:
+        """Model spend of a workflow outside its learned band (anomaly detection, two standard deviations)."""
+        cw.CfnAlarm(
+            self,
+            f"CostAnomaly-{workflow}",
+            alarm_description=f"{workflow}: model cost outside its usual band (anomaly detection)",
+            comparison_operator="GreaterThanUpperThreshold",
+            evaluation_periods=3,
+            threshold_metric_id="band",
+            treat_missing_data="notBreaching",
+            alarm_actions=[self.alarm_topic.topic_arn],
+            metrics=[
+                cw.CfnAlarm.MetricDataQueryProperty(
+                    id="cost",
+                    return_data=True,
+                    metric_stat=cw.CfnAlarm.MetricStatProperty(
+                        metric=cw.CfnAlarm.MetricProperty(
+                            namespace=NAMESPACE,
+                            metric_name=MODEL_COST_METRIC,
+                            dimensions=[cw.CfnAlarm.DimensionProperty(name="workflow", value=workflow)],
+                        ),
+                        period=int(PERIOD.to_seconds()),
+                        stat="Sum",
+                    ),
+                ),
+                cw.CfnAlarm.MetricDataQueryProperty(
+                    id="band", return_data=True, expression="ANOMALY_DETECTION_BAND(cost, 2)"
+                ),
+            ],
+        )
 
     def _admission_widgets(self, intake_queues: Mapping[str, sqs.IQueue]) -> None:
         """Per SLA class: how long jobs waited for a slot (`QueueWaitSeconds`, 0 when they started at once), and how

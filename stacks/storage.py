@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 from aws_cdk import Duration, RemovalPolicy
 from aws_cdk import aws_dynamodb as dynamodb
 from aws_cdk import aws_iam as iam
@@ -10,13 +12,31 @@ from constructs import Construct
 
 from longhaul.core import schema
 
+#: How long an overwritten or deleted artifact's previous version is kept.
+NONCURRENT_DAYS = 7
+#: What every function that keeps job state may do to the table's items (see `Storage.grant_items`).
+ITEM_ACTIONS = (
+    "dynamodb:GetItem",
+    "dynamodb:BatchGetItem",
+    "dynamodb:Query",
+    "dynamodb:ConditionCheckItem",
+    "dynamodb:PutItem",
+    "dynamodb:UpdateItem",
+)
+
 
 class Storage(Construct):
     """`auto_delete_objects` (with a DESTROY removal policy) empties both buckets when the stack is deleted, so
     deleting a dev stage does not fail on non-empty buckets; it adds a custom resource (a Node.js Lambda)."""
 
     def __init__(
-        self, scope: Construct, construct_id: str, *, removal_policy: RemovalPolicy, auto_delete_objects: bool = False
+        self,
+        scope: Construct,
+        construct_id: str,
+        *,
+        removal_policy: RemovalPolicy,
+        auto_delete_objects: bool = False,
+        deletion_protection: bool = True,
     ) -> None:
         super().__init__(scope, construct_id)
         if auto_delete_objects and removal_policy != RemovalPolicy.DESTROY:
@@ -33,6 +53,8 @@ class Storage(Construct):
             time_to_live_attribute=schema.TTL_ATTRIBUTE,
             encryption=dynamodb.TableEncryption.AWS_MANAGED,
             removal_policy=removal_policy,
+            # A stack update or a console click cannot delete the jobs (off for the stages that are torn down).
+            deletion_protection=deletion_protection,
         )
         # by_tenant: a tenant's jobs by time; by_state: jobs by status (the sweep), dead letters by time;
         # by_created: every job by time (operators), keys only and written once per job.
@@ -62,7 +84,8 @@ class Storage(Construct):
             encryption=s3.BucketEncryption.S3_MANAGED,
             block_public_access=s3.BlockPublicAccess.BLOCK_ALL,
             enforce_ssl=True,
-            versioned=False,
+            # An overwritten or deleted object stays recoverable for NONCURRENT_DAYS (a rerun overwrites its keys).
+            versioned=True,
             server_access_logs_bucket=self.access_logs,
             server_access_logs_prefix="artifacts/",
             lifecycle_rules=[
@@ -73,6 +96,8 @@ class Storage(Construct):
                     for p in schema.INTERMEDIATE_PREFIXES
                 ),
                 s3.LifecycleRule(id="abort-multipart", abort_incomplete_multipart_upload_after=Duration.days(1)),
+                s3.LifecycleRule(id="noncurrent", noncurrent_version_expiration=Duration.days(NONCURRENT_DAYS)),
+                s3.LifecycleRule(id="delete-markers", expired_object_delete_marker=True),
             ],
             cors=[
                 s3.CorsRule(
@@ -86,15 +111,26 @@ class Storage(Construct):
             auto_delete_objects=auto_delete_objects,
         )
 
-    def grant_data_access(self, grantee: iam.IGrantable) -> None:
-        """Read/write items (and the tenant index) and artifact objects; nothing else."""
-        self.table.grant_read_write_data(grantee)
+    def grant_items(self, grantee: iam.IGrantable, *, delete: bool = False, batch_write: bool = False) -> None:
+        """The item actions the platform's functions use on the jobs table and its indexes: read, query, put, update
+        and condition checks (a transaction needs each of its items' actions); deleting and batch writes only where
+        asked. Never Scan, never table administration."""
+        actions = [
+            *ITEM_ACTIONS,
+            *(["dynamodb:DeleteItem"] if delete else []),
+            *(["dynamodb:BatchWriteItem"] * batch_write),
+        ]
         grantee.grant_principal.add_to_principal_policy(
-            iam.PolicyStatement(
-                actions=["s3:GetObject", "s3:PutObject", "s3:DeleteObject"],
-                resources=[self.artifacts.arn_for_objects("*")],
-            )
+            iam.PolicyStatement(actions=actions, resources=[self.table.table_arn, f"{self.table.table_arn}/index/*"])
         )
-        grantee.grant_principal.add_to_principal_policy(
-            iam.PolicyStatement(actions=["s3:ListBucket"], resources=[self.artifacts.bucket_arn])
-        )
+
+    def grant_objects(self, grantee: iam.IGrantable, *, read: Sequence[str] = (), write: Sequence[str] = ()) -> None:
+        """GetObject (and HeadObject) under the `read` prefixes, PutObject under the `write` ones; no listing, no
+        deletes (intermediate objects expire by the bucket's lifecycle)."""
+        for action, prefixes in (("s3:GetObject", read), ("s3:PutObject", write)):
+            if prefixes:
+                grantee.grant_principal.add_to_principal_policy(
+                    iam.PolicyStatement(
+                        actions=[action], resources=[self.artifacts.arn_for_objects(f"{p}*") for p in prefixes]
+                    )
+                )

@@ -10,13 +10,13 @@ import json
 from collections.abc import Callable, Mapping
 
 from aws_cdk import Duration
+from aws_cdk import aws_iam as iam
 from aws_cdk import aws_lambda as lambda_
 from aws_cdk import aws_s3 as s3
 from aws_cdk import aws_stepfunctions as sfn
 from constructs import Construct
 
 from longhaul.core.limits import MAX_DEADLINE_SECONDS
-from longhaul.core.settings import Env
 from longhaul.workflows import REGISTRY, WorkflowSpec
 from stacks.functions import platform_function
 from stacks.nag import acknowledge, arn_ref, logical_id
@@ -83,16 +83,20 @@ class Workflows(Construct):
                     "SQS3",
                     "This queue is the step's dead-letter queue; a dead-letter queue of its own would add nothing.",
                 )
-        # Each step knows every dead-letter queue of its workflow (a completed replay removes the job's letters).
+        # The operator path (replay, the dead-letter listings) reads and deletes dead letters; no step does.
         self.dead_letter_queues_env = json.dumps(
             {w: {step: q.queue_url for step, q in b.dead_letter_queues.items()} for w, b in self.builders.items()}
         )
+
+    def grant_dead_letters(self, grantee: iam.IGrantable) -> None:
+        """Receive and delete the messages of every step's dead-letter queue (the operators' function)."""
         for builder in self.builders.values():
-            for function in builder.functions.values():
-                assert isinstance(function, lambda_.Function)
-                function.add_environment(Env.DEAD_LETTER_QUEUES, self.dead_letter_queues_env)
-                for queue in builder.dead_letter_queues.values():
-                    queue.grant_consume_messages(function)
+            for queue in builder.dead_letter_queues.values():
+                queue.grant_consume_messages(grantee)
+
+    def publishing_functions(self) -> list[lambda_.IFunction]:
+        """The functions of each workflow's last step, which writes the published result."""
+        return [b.functions[b.spec.step_names[-1]] for b in self.builders.values()]
 
     @property
     def functions(self) -> list[lambda_.IFunction]:

@@ -25,7 +25,7 @@ from handlers.api_reviews import router as reviewer_routes
 from handlers.api_shared import PROBLEM_JSON, SSE, EventsLimit, events_response, job_service, principal, problems
 from handlers.resolver import ThreadSafeRestResolver
 from longhaul.api.jobs import readiness
-from longhaul.core import limits
+from longhaul.core import correlation, limits
 from longhaul.core.auth import Principal, bearer_token
 from longhaul.core.contracts import (
     CancelOutcome,
@@ -369,6 +369,20 @@ def _body_size(event: dict[str, Any]) -> int:
 
 @logger.inject_lambda_context(clear_state=True)
 def handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
+    """Every response carries the request's correlation id (`X-Request-Id`), which a submission stores on its job."""
+    request_id = correlation.from_headers(event.get("headers"))
+    logger.append_keys(correlation_id=request_id, route=f"{event.get('httpMethod')} {event.get('resource')}")
+    with correlation.bound(request_id):
+        response = _handle(event, context)
+    headers = response.setdefault("headers", None) or {}
+    response["headers"] = {**headers, correlation.REQUEST_ID_HEADER: request_id}
+    multi = response.get("multiValueHeaders")
+    if isinstance(multi, dict):
+        multi[correlation.REQUEST_ID_HEADER] = [request_id]
+    return response
+
+
+def _handle(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
     """Size limit, then authentication (before any validation feedback), the role, the media type, the routes."""
     if str(event.get("path", "")).rstrip("/") in PUBLIC_PATHS and event.get("httpMethod") == "GET":
         return app.resolve(event, context)

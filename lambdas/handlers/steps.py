@@ -8,6 +8,7 @@ from typing import Any
 
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
+from longhaul.core import correlation, tracing
 from longhaul.core.observability import logger
 from longhaul.engine.failures import record_failure as _record_failure
 from longhaul.engine.items import tally
@@ -19,9 +20,25 @@ from longhaul.services import services
 def handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
     state = event.get("input") or {}
     logger.append_keys(
-        job_id=state.get("job_id"), workflow=state.get("workflow"), step=event.get("step"), item=event.get("item")
+        job_id=state.get("job_id"),
+        workflow=state.get("workflow"),
+        step=event.get("step"),
+        item=event.get("item"),
+        attempt=event.get("attempt"),
+        correlation_id=state.get("correlation_id"),
     )
-    return run_step(event, services())
+    with (
+        correlation.bound(state.get("correlation_id")),
+        tracing.subsegment(
+            "step",
+            job_id=state.get("job_id"),
+            workflow=state.get("workflow"),
+            step=event.get("step"),
+            item=event.get("item"),
+            attempt=event.get("attempt"),
+        ),
+    ):
+        return run_step(event, services())
 
 
 @logger.inject_lambda_context(clear_state=True)

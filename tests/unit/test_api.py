@@ -49,9 +49,11 @@ def test_submit_accepts_the_job_and_starts_an_execution_named_after_it(
     }
     assert isinstance(body["estimated_sla_seconds"], int) and body["estimated_sla_seconds"] > 0
     assert response.header("Location") == base
+    correlation_id = response.header("X-Request-Id")
+    assert correlation_id and len(correlation_id) == 32  # none was given: a new one, a valid trace id
 
-    # and one execution was started whose name is the job id, with references (not text) as input and no step
-    # outputs yet
+    # and one execution was started whose name is the job id, with references (not text) as input (and the job's
+    # correlation id) and no step outputs yet
     [execution] = executions(sfn, state_machine_arn)
     assert execution["name"] == job_id
     started = json.loads(sfn.describe_execution(executionArn=execution["executionArn"])["input"])
@@ -60,6 +62,7 @@ def test_submit_accepts_the_job_and_starts_an_execution_named_after_it(
         "tenant_id": TENANT_A,
         "workflow": "document-analysis",
         "input_key": f"work/{job_id}/input.json",
+        "correlation_id": correlation_id,
         "steps": {},
     }
 

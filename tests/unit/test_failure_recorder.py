@@ -210,25 +210,21 @@ def test_a_failed_item_marks_only_the_item_and_the_summary_fails_the_job_once(
     assert (summary["step"], summary["error"]) == ("b", "InvalidInputError")
 
 
-# ---------------------------------------------------------------------- completion removes dead letters
+# ---------------------------------------------------------------------- completion leaves dead letters alone
 
 
 @pytest.mark.usefixtures("job")
-def test_completing_a_job_removes_its_dead_letters(
+def test_completing_a_job_does_not_touch_the_dead_letter_queues(
     store: JobStore, services: Services, dead_letters: FakeDeadLetters
 ) -> None:
-    # Given a job with a dead letter from an earlier, failed attempt of step a
+    # Given a job replayed after a failure whose dead letter the replay did not remove (it removes them itself)
     record_failure(failure_event(), services)
     store.transition(JOB_ID, S.QUEUED, event="job_replayed")
-    assert dead_letters.of_job(JOB_ID)
 
     # When the job then completes
     run_step(step_event("a"), services, work=FakeWork(), spec=SPEC)
     run_step(step_event("b"), services, work=FakeWork({"result_key": "results/x"}), spec=SPEC)
 
-    # Then its dead letters are purged and the removal is an event
+    # Then no step purged anything: only the operator path reads and deletes dead letters
     assert current(store).status == S.COMPLETED
-    assert dead_letters.of_job(JOB_ID) == []
-    assert dead_letters.purged == [JOB_ID]
-    removed = next(e for e in events(store) if e.type == "dead_letters_removed")
-    assert removed.detail == {"messages": 1}
+    assert dead_letters.purged == []

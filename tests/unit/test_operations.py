@@ -134,6 +134,25 @@ def test_replaying_from_an_earlier_step_drops_it_and_every_later_checkpoint(
     assert sorted(kept(checkpoints)) == sorted((s, None) for s in BEFORE_FAN_OUT[:-1])
 
 
+def test_a_replay_removes_the_dead_letters_of_the_failures_it_replays(
+    services: Services, store: JobStore, dead_letters: FakeDeadLetters, clock: FakeClock
+) -> None:
+    create(services)
+    fail_in_the_fan_out(services)
+    dead_letters.record(
+        DeadLetter(
+            job_id=JOB_A, tenant_id="tenant-a", workflow=WORKFLOW, step=FAN_OUT, error=ITEMS_FAILED, kind="internal",
+            message="m", attempts=1, failed_at=clock.now(), replay={},
+        )
+    )  # fmt: skip
+
+    replay(services, FAN_OUT)
+
+    # the operator path removes them (a step's role may not touch the dead-letter queues)
+    assert dead_letters.of_job(JOB_A) == [] and dead_letters.purged == [JOB_A]
+    assert any(e.type == "dead_letters_removed" and e.detail == {"messages": 1} for e in store.list_events(JOB_A)[0])
+
+
 def test_a_second_replay_is_a_new_attempt_with_its_own_execution(
     services: Services, engine: FakeEngine, store: JobStore
 ) -> None:

@@ -20,7 +20,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel
 
-from longhaul.core import limits
+from longhaul.core import correlation, limits
 from longhaul.core.addresses import UnsafeCallback, check_url, system_resolver
 from longhaul.core.auth import Principal
 from longhaul.core.budgets import TenantPolicy, job_limits, to_micro, usd
@@ -141,6 +141,7 @@ class JobService:
                     callback_url=request.callback_url,
                     links_base=base_url if request.callback_url else None,
                     sla_class=request.sla_class,
+                    correlation_id=correlation.current(),
                 )
             )
         except IdempotencyConflict as conflict:
@@ -273,12 +274,14 @@ class JobService:
     def events(
         self, principal: Principal, job_id: str, cursor: str | None, limit: int, *, any_tenant: bool = False
     ) -> EventPage:
-        self.job(principal, job_id, any_tenant=any_tenant)
+        job = self.job(principal, job_id, any_tenant=any_tenant)
         try:
             after = int(cursor) if cursor else 0
         except ValueError:
             raise BadRequest("cursor must be a value returned as next_cursor") from None
         events, next_seq = self.services.jobs.list_events(job_id, after=after, limit=limit)
+        if job.correlation_id:  # every event of the job carries its correlation id
+            events = [e.model_copy(update={"correlation_id": job.correlation_id}) for e in events]
         return EventPage(events=events, next_cursor=str(next_seq) if next_seq is not None else None)
 
     def result(self, principal: Principal, job_id: str) -> BaseModel:

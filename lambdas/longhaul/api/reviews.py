@@ -11,10 +11,12 @@ import contextlib
 from dataclasses import dataclass
 from typing import Any
 
+from aws_lambda_powertools.metrics import MetricUnit
 from pydantic import ValidationError
 
 from longhaul.core.auth import Principal
 from longhaul.core.clock import iso
+from longhaul.core.observability import REVIEW_WAIT_METRIC, emit
 from longhaul.core.ports import EngineUnavailable
 from longhaul.core.problems import ApiProblem, BadRequest, Forbidden, InvalidRequest, NotFound
 from longhaul.core.records import ReviewRecord, ReviewStatus
@@ -110,6 +112,9 @@ class ReviewService:
                 f"review {review_id} is already {closed.status}", review_status=closed.status
             ) from None
         self._resume(decided)
+        waited = (self.services.now() - review.since).total_seconds() if review.since else None
+        if waited is not None:
+            emit(REVIEW_WAIT_METRIC, max(waited, 0.0), MetricUnit.Seconds, workflow=review.workflow)
         assert decided.decision is not None
         return DecisionOutcome(review_id=decided.review_id, job_id=decided.job_id, decision=decided.decision)
 

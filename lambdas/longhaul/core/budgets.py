@@ -37,6 +37,8 @@ class JobBudget(BaseModel):
 
 SlaClass = Literal["interactive", "standard", "batch"]
 SLA_CLASSES: tuple[SlaClass, ...] = ("interactive", "standard", "batch")
+#: How long a job of each class may wait for an admission slot (p90 over 15 minutes) before its alarm fires.
+QUEUE_WAIT_TARGET_SECONDS: dict[SlaClass, int] = {"interactive": 60, "standard": 600, "batch": 3600}
 
 
 class TenantPolicy(BaseModel):

@@ -413,6 +413,11 @@ class JobView(BaseModel):
         default=None, description="While the job waits for a slot (`queued`): the estimated seconds until it starts."
     )
     cost: JobCost | None = None
+    correlation_id: str | None = Field(
+        default=None,
+        description="The submission's `traceparent` trace id or `X-Request-Id`, or a new id: on the job's log lines, "
+        "model calls and webhook deliveries.",
+    )
 
 
 class JobList(BaseModel):
@@ -484,6 +489,7 @@ class EventView(BaseModel):
     status: JobStatus | None = None
     attempt: int | None = None
     detail: dict[str, object] = Field(default_factory=dict)
+    correlation_id: str | None = Field(default=None, description="The job's correlation id (`X-Request-Id`).")
 
 
 class EventPage(BaseModel):

@@ -4,8 +4,8 @@ Metrics carry only the dimensions their emitter names (`workflow`, `step`, …),
 dimension: each function has its own service name (`POWERTOOLS_SERVICE_NAME`), and the dashboard and alarms, which
 query exact dimension sets, must not depend on which function emitted a metric.
 
-No X-Ray SDK tracer: the functions and state machines run with X-Ray active tracing, which records each
-invocation without it, and the SDK (the largest cold-start cost) would bundle a second botocore.
+Tracing: see `longhaul.core.tracing` (X-Ray active tracing records each invocation; subsegments are opened only
+where the X-Ray SDK is importable, which the bundled asset leaves out on purpose: a second botocore).
 
 The logger's keys (`append_keys`, `inject_lambda_context(clear_state=True)`) are kept per thread: the local runtime
 runs several invocations of one function at once in one interpreter, where one shared set of keys would give a
@@ -16,6 +16,7 @@ sandbox runs one invocation at a time, on one thread: the same behaviour as upst
 from __future__ import annotations
 
 import json
+import re
 import threading
 from typing import Any
 
@@ -56,6 +57,44 @@ class PerThreadKeysFormatter(LambdaPowertoolsFormatter):
         """Fix the keys every thread starts from to the current ones (call once the `Logger` is built)."""
         self._template = dict(self.log_format)
 
+    def serialize(self, log: Any) -> str:
+        """Every line goes through `redact` before it is written."""
+        return super().serialize(redact(log))
+
+
+#: Keys whose values never reach a log line: credentials, tokens, signatures, and document or model text.
+SECRET_KEYS = frozenset(
+    {
+        "authorization", "api_key", "apikey", "token", "task_token", "tasktoken", "secret", "secrets",
+        "password", "signature", "webhook-signature", "x-api-key", "cookie", "session_token", "current", "previous",
+        "text", "prompt", "system", "document", "documents", "content", "body", "response", "answer", "quote",
+    }
+)  # fmt: skip
+#: Secrets recognized by their form wherever they appear in text: the platform's API keys, webhook secrets, bearer
+#: tokens, AWS session tokens and Step Functions task tokens (long base64 runs).
+SECRET_PATTERNS = (
+    re.compile(r"lh_[A-Za-z0-9_]{8,}"),
+    re.compile(r"whsec_[A-Za-z0-9+/=]{8,}"),
+    re.compile(r"(?i)bearer\s+[A-Za-z0-9._~+/=-]{8,}"),
+    re.compile(r"[A-Za-z0-9+/=_-]{120,}"),
+)
+REDACTED = "[redacted]"
+
+
+def redact(value: Any, key: str | None = None) -> Any:
+    """`value` with the values of `SECRET_KEYS` replaced and `SECRET_PATTERNS` masked in every string."""
+    if key is not None and key.lower() in SECRET_KEYS and value not in (None, "", [], {}):
+        return REDACTED
+    if isinstance(value, str):
+        for pattern in SECRET_PATTERNS:
+            value = pattern.sub(REDACTED, value)
+        return value
+    if isinstance(value, dict):
+        return {k: redact(v, str(k)) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [redact(v) for v in value]
+    return value
+
 
 _formatter = PerThreadKeysFormatter()
 logger = Logger(service="longhaul", logger_formatter=_formatter)
@@ -69,6 +108,15 @@ metrics = Metrics(namespace=NAMESPACE, service=NO_SERVICE)
 PLATFORM_MISCONFIGURED = "PlatformMisconfigured"
 # Seconds a job waited for an admission slot (dimension `sla_class`; 0 when it started at once).
 QUEUE_WAIT_METRIC = "QueueWaitSeconds"
+# Model usage settled per call, by `workflow` and (separately) by `tenant`: tokens, and USD.
+MODEL_TOKENS_METRIC = "ModelTokens"
+MODEL_COST_METRIC = "ModelCostUSD"
+# A step attempt that failed and will be retried (`workflow`, `step`).
+STEP_RETRIES_METRIC = "StepRetries"
+# Seconds a review waited for its decision (`workflow`).
+REVIEW_WAIT_METRIC = "ReviewWaitSeconds"
+# A tenant's model spend reached its daily allowance (no dimension, for the alarm; and by `tenant`).
+ALLOWANCE_REACHED_METRIC = "TenantDailyAllowanceReached"
 
 
 def emit(name: str, value: float = 1, unit: MetricUnit = MetricUnit.Count, **dimensions: str) -> None:

@@ -80,6 +80,7 @@ class Job(Record):
     review: ReviewSummary | None = None
     callback_url: str | None = None
     links_base: str | None = None  # the API's base URL at submit, for the links of webhooks
+    correlation_id: str | None = None  # `longhaul.core.correlation`: the client's trace or request id, or a new one
     callback: CallbackStatus | None = None
     # Admission: the job's class; `slot` while it holds one of the in-flight slots, `waiting` while it waits for one.
     sla_class: SlaClass = "standard"
@@ -113,7 +114,11 @@ class Job(Record):
     def initial_state(self) -> WorkflowState:
         """The state document an execution of this job starts with."""
         return WorkflowState(
-            job_id=self.job_id, tenant_id=self.tenant_id, workflow=self.workflow, input_key=self.input_key
+            job_id=self.job_id,
+            tenant_id=self.tenant_id,
+            workflow=self.workflow,
+            input_key=self.input_key,
+            correlation_id=self.correlation_id,
         )
 
     def budget_view(self, steps: list[StepUsage] | None = None) -> BudgetView | None:
@@ -162,6 +167,7 @@ class Job(Record):
             error=self.error,
             review=self.review,
             callback=self.callback,
+            correlation_id=self.correlation_id,
             sla_class=self.sla_class,
             estimated_start_seconds=self.estimated_start_seconds(now or datetime.now(UTC)),
             cost=job_cost(
@@ -303,3 +309,4 @@ class OutboxRecord(Record):
     last_error: str | None = None
     delivered_at: datetime | None = None
     redeliveries: int = 0
+    correlation_id: str | None = None  # the job's, sent as a header on every attempt

@@ -18,6 +18,7 @@ class WorkflowState(BaseModel):
     tenant_id: str
     workflow: str
     input_key: str
+    correlation_id: str | None = None  # the job's (`longhaul.core.correlation`): bound to every step's log lines
     steps: dict[str, Any] = Field(default_factory=dict)
 
 

@@ -26,10 +26,11 @@ from longhaul.core.errors import (
     InternalError,
     InvalidInputError,
     LonghaulError,
+    PlatformConfigurationError,
     TransientError,
 )
 from longhaul.core.faults import CrashFault
-from longhaul.core.observability import emit, logger
+from longhaul.core.observability import STEP_RETRIES_METRIC, emit, logger
 from longhaul.core.records import Job
 from longhaul.core.step_events import StepEvent
 from longhaul.engine.context import StepContext, StepWork
@@ -211,12 +212,12 @@ def _complete(services: Services, spec: WorkflowSpec, job_id: str, step: str, ou
     except TransitionRejected as rejected:
         raise CancelledError(f"job {job_id} can no longer complete: {rejected}", step=step) from None
     emit("JobsCompleted", workflow=spec.name)
-    if services.dead_letters.of_job(job_id):
-        try:  # best effort: the job has completed whatever happens here
-            removed = services.dead_letters.purge(job_id)
-            services.jobs.append_event(job_id, "dead_letters_removed", detail={"messages": removed})
-        except Exception:
-            logger.exception("dead letters of a completed job were not all removed", extra={"job_id": job_id})
+    # Its dead letters, if any, went when an operator replayed it (`operations.replay`): only the operator path may
+    # read and delete dead letters, so a step's role has no access to the dead-letter queues.
+
+
+#: How AWS refuses a call the caller's policies do not allow (S3 and query APIs; JSON APIs).
+ACCESS_DENIED_CODES = frozenset({"AccessDenied", "AccessDeniedException"})
 
 
 def classify(error: Exception, *, step: str, item: int | None) -> LonghaulError:
@@ -224,6 +225,10 @@ def classify(error: Exception, *, step: str, item: int | None) -> LonghaulError:
         return error
     if isinstance(error, ClientError):
         code = error.response.get("Error", {}).get("Code", "")
+        if code in ACCESS_DENIED_CODES:  # a grant the deployment lacks: its fault, never retried
+            return PlatformConfigurationError(
+                f"AWS {code}: this step's role may not call {error.operation_name}", step=step, item=item
+            )
         if code in TRANSIENT_CODES or error.response.get("ResponseMetadata", {}).get("HTTPStatusCode", 0) >= 500:
             return TransientError(f"AWS {code}: retryable", step=step, item=item)
         return InternalError(f"AWS {code}", step=step, item=item)
@@ -262,6 +267,7 @@ def _record_attempt_failure(services: Services, event: StepEvent, error: Longhau
     )
     emit("StepAttemptFailed", workflow=event.input.workflow, step=event.step, kind=error.kind)
     if error.retryable:
+        emit(STEP_RETRIES_METRIC, workflow=event.input.workflow, step=event.step)
         with contextlib.suppress(TransitionRejected):
             jobs.transition(
                 job_id,

@@ -19,9 +19,10 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
+from aws_lambda_powertools.metrics import MetricUnit
 from pydantic import BaseModel
 
-from longhaul.core import faults
+from longhaul.core import faults, tracing
 from longhaul.core.budgets import (
     Reservation,
     TenantPolicy,
@@ -39,7 +40,13 @@ from longhaul.core.errors import (
     UpstreamUnavailableError,
 )
 from longhaul.core.llm import ModelRequest, ModelResponse, Usage
-from longhaul.core.observability import emit
+from longhaul.core.observability import (
+    ALLOWANCE_REACHED_METRIC,
+    MODEL_COST_METRIC,
+    MODEL_TOKENS_METRIC,
+    emit,
+    logger,
+)
 from longhaul.core.records import Job
 from longhaul.guardrails.ladder import FEEDBACK_RETRIES, Outcome, Rung, check, with_feedback
 from longhaul.services import Services
@@ -167,6 +174,9 @@ class ModelCalls:
             except BudgetExceededError as refused:
                 self._event("budget_exceeded", route=route_name, needed_tokens=worst.tokens, message=refused.message)
                 emit("BudgetExceeded", workflow=self.job.workflow, step=self.step)
+                if "daily allowance" in refused.message:  # the tenant's day, not the job's budget
+                    emit(ALLOWANCE_REACHED_METRIC)
+                    emit(ALLOWANCE_REACHED_METRIC, tenant=self.job.tenant_id)
                 raise
         try:
             response = self._generate(route_name, request)
@@ -202,6 +212,11 @@ class ModelCalls:
         }
         self.calls.append(call)
         self._event("model_called", **call)
+        tokens = response.usage.input_tokens + response.usage.output_tokens
+        emit(MODEL_TOKENS_METRIC, tokens, workflow=self.job.workflow)
+        emit(MODEL_TOKENS_METRIC, tokens, tenant=self.job.tenant_id)
+        emit(MODEL_COST_METRIC, cost / 1_000_000, MetricUnit.NoUnit, workflow=self.job.workflow)
+        emit(MODEL_COST_METRIC, cost / 1_000_000, MetricUnit.NoUnit, tenant=self.job.tenant_id)
         return response, route_name
 
     def _fail_over(
@@ -220,7 +235,11 @@ class ModelCalls:
         injector = faults.active()
         if injector.take(self.step, self.item, (faults.REFUSAL,)):
             raise PolicyRefusalError(f"injected refusal of {self.step}", step=self.step, item=self.item)
-        response = self.services.adapter(route_name).generate(request)
+        route = self.services.routing[route_name]
+        logger.append_keys(model=route.model_id, route=route_name)  # every later line of the step names them
+        with tracing.subsegment("model_call", route=route_name, model=route.model_id, step=self.step) as segment:
+            response = self.services.adapter(route_name).generate(request)
+            segment.annotate(input_tokens=response.usage.input_tokens, output_tokens=response.usage.output_tokens)
         kind = injector.take(self.step, self.item, faults.OUTPUT_KINDS)
         return faults.corrupt(response, kind, request.max_tokens) if kind else response
 

@@ -137,6 +137,7 @@ def replay(
     except TransitionRejected as rejected:
         raise NotReplayable(f"job {job_id} changed meanwhile: {rejected}") from None
     services.checkpoints.delete_steps(job_id, plan.drop)  # no execution of the job runs now: nobody reads these
+    _remove_dead_letters(services, job_id)
     if mode == "replay":
         try:  # through admission, as a submission: it starts holding a slot, or waits for one in its class's queue
             Admission(services).admit(replayed, services.budgets.policy(job.tenant_id))
@@ -147,6 +148,18 @@ def replay(
         _redrive(services, job)
     logger.info("job replayed", extra={"job_id": job_id, **detail})
     return ReplayOutcome.model_validate({"job_id": job_id, "status": JobStatus.QUEUED.value, **detail})
+
+
+def _remove_dead_letters(services: Services, job_id: str) -> None:
+    """The failures being replayed are no longer dead letters: their records and queue messages go now (a failure of
+    the new attempt sends its own). Best effort: the replay goes on whatever happens here."""
+    if not services.dead_letters.of_job(job_id):
+        return
+    try:
+        removed = services.dead_letters.purge(job_id)
+        services.jobs.append_event(job_id, "dead_letters_removed", detail={"messages": removed})
+    except Exception:
+        logger.exception("dead letters of a replayed job were not all removed", extra={"job_id": job_id})
 
 
 def _ensure_redrivable(services: Services, job: Job) -> None:

@@ -79,6 +79,7 @@ def outbox_writes(
         url=job.callback_url,
         body=body(job, to, at, detail),
         created_at=datetime.fromisoformat(at.replace("Z", "+00:00")),
+        correlation_id=job.correlation_id,
     )
     item = {
         **schema.outbox_key(identity),

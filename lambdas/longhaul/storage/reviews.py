@@ -8,6 +8,7 @@ its current status, so two decisions, or a decision and the deadline, cannot bot
 from __future__ import annotations
 
 import base64
+import contextlib
 import json
 from collections.abc import Mapping
 from typing import Any
@@ -74,10 +75,17 @@ class ReviewStore:
 
     def token(self, review_id: str) -> str | None:
         item = self.table.get_item(Key=schema.review_token_key(review_id), ConsistentRead=True).get("Item")
-        return str(item["token"]) if item else None
+        return str(item["token"]) if item and item.get("token") else None
 
     def drop_token(self, review_id: str) -> None:
-        self.table.delete_item(Key=schema.review_token_key(review_id))
+        """Forget the token (an update, not a delete: the API and the lane may not delete items)."""
+        with contextlib.suppress(self.table.meta.client.exceptions.ConditionalCheckFailedException):
+            self.table.update_item(
+                Key=schema.review_token_key(review_id),
+                UpdateExpression="REMOVE #token",
+                ConditionExpression="attribute_exists(#token)",
+                ExpressionAttributeNames={"#token": "token"},
+            )
 
     # ------------------------------------------------------------------ changes, each conditional on `pending`
 

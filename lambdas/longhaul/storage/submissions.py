@@ -48,6 +48,7 @@ class NewJob:
     callback_url: str | None = None
     links_base: str | None = None
     sla_class: str = "standard"
+    correlation_id: str | None = None
 
 
 class JobSubmissions:
@@ -111,6 +112,7 @@ class JobSubmissions:
             "review_deadline_seconds": job.review_deadline_seconds,
             "callback_url": job.callback_url,
             "links_base": job.links_base,
+            "correlation_id": job.correlation_id,
         }
         item.update({k: v for k, v in optional.items() if v is not None})
         writes: list[dict[str, Any]] = [

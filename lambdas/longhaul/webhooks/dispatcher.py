@@ -14,6 +14,7 @@ from typing import Any
 
 from pydantic import BaseModel
 
+from longhaul.core import correlation, tracing
 from longhaul.core.addresses import Resolver, UnsafeCallback, check_url, system_resolver
 from longhaul.core.clock import iso
 from longhaul.core.errors import InternalError, WebhookDeliveryFailed, WebhookUndeliverable
@@ -71,9 +72,14 @@ def deliver(raw_event: Mapping[str, Any], services: Services, *, resolver: Resol
         outbox.attempted(record, delivered=False, error=f"refused: {unsafe}")
         raise WebhookUndeliverable(f"refused: {unsafe}") from None
     body = record.body.encode()
-    headers = sign(secrets, record.webhook_id, int(services.now().timestamp()), body)
+    headers = {
+        **correlation.outgoing_headers(record.correlation_id),
+        **sign(secrets, record.webhook_id, int(services.now().timestamp()), body),
+    }
+    logger.append_keys(correlation_id=record.correlation_id, attempt=record.attempts + 1)
     try:
-        delivered = http.post(target, body, headers, resolver=resolver or system_resolver)
+        with tracing.subsegment("webhook_attempt", webhook_id=record.webhook_id, attempt=record.attempts + 1):
+            delivered = http.post(target, body, headers, resolver=resolver or system_resolver)
     except http.DeliveryFailed as failed:
         outbox.attempted(record, delivered=False, error=str(failed))
         emit("WebhookAttemptsFailed", event=record.event)

@@ -14,6 +14,7 @@ import urllib.request
 from collections.abc import Callable
 from typing import Any
 
+from longhaul.core import correlation
 from longhaul.core.errors import (
     InternalError,
     LonghaulError,
@@ -70,7 +71,8 @@ class OpenAICompatibleModel:
                 "type": "json_schema",
                 "json_schema": {"name": request.task[:64], "schema": request.response_schema},
             }
-        headers = {"Content-Type": "application/json", "Accept": "application/json"}
+        # The job's correlation id: OpenAI-compatible servers log `X-Request-Id` (Bedrock's Converse takes no header).
+        headers = {"Content-Type": "application/json", "Accept": "application/json", **correlation.outgoing_headers()}
         key = self._api_key()
         if key:
             headers["Authorization"] = f"Bearer {key}"
