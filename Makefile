@@ -16,6 +16,14 @@ $(BIN)/.installed: requirements.txt requirements-dev.txt lambdas/requirements.tx
 
 venv: $(BIN)/.installed
 
+# checkov pins its own boto3: it gets a virtualenv of its own (tests/infrastructure/test_checkov.py runs it).
+CHECKOV_VENV := .venv-checkov
+$(CHECKOV_VENV)/.installed: requirements-checkov.txt
+	test -x $(CHECKOV_VENV)/bin/python || $(PYTHON) -m venv $(CHECKOV_VENV)
+	$(CHECKOV_VENV)/bin/pip install --quiet --upgrade pip
+	$(CHECKOV_VENV)/bin/pip install --quiet --no-deps -r requirements-checkov.txt
+	touch $@
+
 run: $(BIN)/.installed ## start the platform locally (in-memory AWS, API on 127.0.0.1:8000)
 	$(BIN)/python -m local
 
@@ -35,7 +43,7 @@ unit: $(BIN)/.installed
 runtime: $(BIN)/.installed ## the local runtime's moto patches and time scaling, on moto's Step Functions interpreter
 	$(BIN)/pytest -q tests/runtime
 
-infrastructure: $(BIN)/.installed
+infrastructure: $(BIN)/.installed $(CHECKOV_VENV)/.installed
 	$(BIN)/pytest -q tests/infrastructure
 
 workflows: $(BIN)/.installed
@@ -60,4 +68,4 @@ bench: $(BIN)/.installed ## print submit-to-completed time, accepted submissions
 	$(BIN)/python bench/ocr.py
 
 clean:
-	rm -rf cdk.out .pytest_cache .ruff_cache .mypy_cache stacks/bytecode/node_modules
+	rm -rf cdk.out .pytest_cache .ruff_cache .mypy_cache stacks/bytecode/node_modules $(CHECKOV_VENV)

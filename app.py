@@ -10,6 +10,8 @@ Context (cdk.json or `-c key=value`):
   longhaul:model_routes    model routes by name (JSON object; see the README's "Model routes")
   longhaul:step_routes     the route of each model step (JSON object {"step": "route"})
   longhaul:container_insights  true to enable CloudWatch Container Insights on the workers' ECS cluster
+  longhaul:jwt             an OIDC issuer whose JWTs the API accepts beside API keys (JSON: issuer, audience,
+                           jwks_url?, tenant_claim?, role_claim?)
 """
 
 from __future__ import annotations
@@ -62,6 +64,7 @@ def build_app(context: dict[str, object] | None = None) -> cdk.App:
         callback_allowlist=str(app.node.try_get_context("longhaul:callback_allowlist") or ""),
         container_insights=_flag(app.node.try_get_context("longhaul:container_insights")),
         max_jobs_in_flight=int(str(app.node.try_get_context("longhaul:max_jobs_in_flight") or 1000)),
+        jwt=_json_context(app, "longhaul:jwt"),
         synthesizer=cdk.DefaultStackSynthesizer(generate_bootstrap_version_rule=False),
         description="Longhaul: durable, observable, budget-aware LLM jobs",
     )

@@ -5,12 +5,20 @@ dead letters and step records, so the tenants' and reviewers' function can do ne
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from typing import Any
 
+from aws_cdk import Duration
 from aws_cdk import aws_apigateway as apigw
 from aws_cdk import aws_lambda as lambda_
 from aws_cdk import aws_logs as logs
 from constructs import Construct
+from pydantic import BaseModel
 
+from longhaul.adapters.tokens import JwtConfig
+from longhaul.core.budgets import TenantPolicy
+from longhaul.core.contracts import ReplayRequest, UploadRequest
+from longhaul.core.settings import Env
+from longhaul.review.contracts import DecisionRequest
 from stacks.functions import LOG_RETENTION, platform_function
 from stacks.nag import acknowledge
 
@@ -44,6 +52,19 @@ ROUTES: tuple[tuple[str, str], ...] = (
 
 
 OPS_PREFIX = "/v1/ops/"
+#: Answered without a key (the function serves them before its key check).
+PUBLIC_ROUTES = frozenset({"/v1/health", "/v1/openapi.json", "/v1/docs"})
+#: The routes with a JSON body: the contract API Gateway checks its shape against (an object with its required
+#: top-level fields; the API function's pydantic validation does the rest, with field-level problems).
+BODY_MODELS: dict[tuple[str, str], type[BaseModel] | None] = {
+    ("POST", "/v1/jobs"): None,  # the union of the workflows' requests: `JOB_REQUEST_REQUIRED`
+    ("POST", "/v1/uploads"): UploadRequest,
+    ("POST", "/v1/ops/jobs/{job_id}/replay"): ReplayRequest,
+    ("PUT", "/v1/ops/tenants/{tenant_id}/policy"): TenantPolicy,
+    ("POST", "/v1/reviews/{review_id}/decision"): DecisionRequest,
+}
+#: A job request is a union discriminated on `workflow`: the fields every member requires.
+JOB_REQUEST_REQUIRED = ("workflow", "input")
 
 
 class Api(Construct):
@@ -56,6 +77,7 @@ class Api(Construct):
         environment: Mapping[str, str],
         stage_name: str,
         routes: Sequence[tuple[str, str]] = ROUTES,
+        jwt: Mapping[str, Any] | None = None,
     ) -> None:
         super().__init__(scope, construct_id)
         self.function = platform_function(
@@ -110,21 +132,78 @@ class Api(Construct):
         )
         integration = apigw.LambdaIntegration(self.function, proxy=True)
         ops_integration = apigw.LambdaIntegration(self.ops_function, proxy=True)
+        # Unknown keys are refused here, before the API function runs (cached per key; see handlers/authorizer.py).
+        self.authorizer_function = platform_function(
+            self,
+            "Authorizer",
+            code=code,
+            handler="handlers.authorizer.handler",
+            service="longhaul-authorizer",
+            environment=environment,
+            timeout_seconds=10,
+            memory_mb=256,
+            description="Longhaul API keys: refuses unknown keys before the API function runs",
+        )
+        if jwt:  # checked at synthesis: a bad issuer configuration fails here, not at the first request
+            self.authorizer_function.add_environment(Env.JWT, JwtConfig.model_validate(jwt).model_dump_json())
+        authorizer = apigw.RequestAuthorizer(
+            self,
+            "Keys",
+            handler=self.authorizer_function,
+            identity_sources=[apigw.IdentitySource.header("Authorization")],
+            results_cache_ttl=Duration.minutes(5),
+        )
+        # Bodies are checked against their contract's shape before the function runs (the function's pydantic
+        # validation, with the field-level problems, stays the contract); a refusal is problem+json too.
+        validator = self.rest_api.add_request_validator(
+            "Bodies", validate_request_body=True, validate_request_parameters=True
+        )
+        self.rest_api.add_gateway_response(
+            "BadBody",
+            type=apigw.ResponseType.BAD_REQUEST_BODY,
+            response_headers={"Content-Type": "'application/problem+json'"},
+            templates={
+                "application/json": '{"type": "https://longhaul.dev/problems/invalid-request", "title": "Invalid '
+                'request body", "status": 400, "detail": "$context.error.validationErrorString"}'
+            },
+        )
+        for kind in (apigw.ResponseType.UNAUTHORIZED, apigw.ResponseType.ACCESS_DENIED):
+            self.rest_api.add_gateway_response(
+                f"Refused{kind.response_type}",
+                type=kind,
+                status_code="401",
+                response_headers={
+                    "Content-Type": "'application/problem+json'",
+                    "WWW-Authenticate": "'Bearer realm=\"longhaul\"'",
+                },
+                templates={
+                    "application/json": '{"type": "https://longhaul.dev/problems/unauthorized", "title": "A valid API '
+                    'key is required (Authorization: Bearer <key>)", "status": 401}'
+                },
+            )
+        self.public_methods: list[apigw.Method] = []
         for method, path in routes:
             resource = self.rest_api.root.resource_for_path(path)
-            resource.add_method(method, ops_integration if path.startswith(OPS_PREFIX) else integration)
-        acknowledge(
-            self.rest_api,
-            "APIG2",
-            "Requests are validated by the API function against the pydantic contracts, which answers with "
-            "RFC 9457 problem+json listing what is allowed; API Gateway models would duplicate them.",
-        )
+            public = path in PUBLIC_ROUTES
+            body = BODY_MODELS.get((method, path))
+            added = resource.add_method(
+                method,
+                ops_integration if path.startswith(OPS_PREFIX) else integration,
+                authorizer=None if public else authorizer,
+                authorization_type=apigw.AuthorizationType.NONE if public else apigw.AuthorizationType.CUSTOM,
+                request_validator=validator if (method, path) in BODY_MODELS else None,
+                request_models={"application/json": self._model(method, path, body)}
+                if (method, path) in BODY_MODELS
+                else None,
+            )
+            if public:
+                self.public_methods.append(added)
         for rule in ("APIG4", "COG4"):
             acknowledge(
                 self.rest_api,
                 rule,
-                "Clients authenticate with tenant API keys (Authorization: Bearer) that the API function verifies "
-                "against hashed keys in the jobs table and maps to a tenant; there are no Cognito users.",
+                "Every route but the health check, the OpenAPI document and its viewer (public by design) has the "
+                "Lambda authorizer of tenant API keys (Authorization: Bearer); there are no Cognito users.",
             )
         acknowledge(
             self.rest_api,
@@ -135,4 +214,18 @@ class Api(Construct):
             self.rest_api,
             "IAM4[Policy::arn:<AWS::Partition>:iam::aws:policy/service-role/AmazonAPIGatewayPushToCloudWatchLogs]",
             "The account-level role API Gateway uses to write access and execution logs; AWS maintains it.",
+        )
+
+    def _model(self, method: str, path: str, body: type[BaseModel] | None) -> apigw.IModel:
+        """An object with the contract's required top-level fields (JSON Schema draft 4, as API Gateway reads it)."""
+        required = list(JOB_REQUEST_REQUIRED) if body is None else list(body.model_json_schema().get("required", []))
+        name = "".join(part.title() for part in path.replace("{", "").replace("}", "").split("/") if part)
+        return self.rest_api.add_model(
+            f"{method.title()}{name}".replace("-", "").replace(".", "").replace("_", ""),
+            content_type="application/json",
+            schema=apigw.JsonSchema(
+                schema=apigw.JsonSchemaVersion.DRAFT4,
+                type=apigw.JsonSchemaType.OBJECT,
+                required=required or None,
+            ),
         )

@@ -6,7 +6,8 @@ another resource still fails the synth.
 
 from __future__ import annotations
 
-from aws_cdk import Acknowledgment, CfnElement, Stack, Validations
+import jsii
+from aws_cdk import Acknowledgment, CfnElement, CfnResource, IAspect, Stack, Validations
 from constructs import Construct, IConstruct
 
 PACK = "AwsSolutions::AwsSolutions"
@@ -95,3 +96,85 @@ def acknowledge_executions(scope: Construct, machine: IConstruct) -> None:
             "Listing the child executions of this state machine's Distributed Map runs and reading their histories: "
             "a finished job's cost counts the transitions of its whole run.",
         )
+
+
+# --- checkov ----------------------------------------------------------------------------------------------------
+# checkov runs on the synthesized template (`tests/infrastructure/test_checkov.py`). Its findings are acknowledged in
+# the template itself (`Metadata.checkov.skip`, each with its reason), by resource type here or on one resource
+# (`acknowledge_checkov`); the test fails on any finding without one.
+
+CHECKOV_BY_TYPE: dict[str, tuple[tuple[str, str], ...]] = {
+    "AWS::Lambda::Function": (
+        (
+            "CKV_AWS_115",
+            "Concurrency is bounded where it matters: admission control (jobs in flight per tenant and platform) and "
+            "each Map's MaxConcurrency; a reserved limit per function would take from the account's pool.",
+        ),
+        (
+            "CKV_AWS_116",
+            "Invoked synchronously (API Gateway, Step Functions: a failure takes the step's catch to its own "
+            "dead-letter queue); the asynchronous wakes of the dispatcher are repeated by its schedule.",
+        ),
+        (
+            "CKV_AWS_117",
+            "The functions call AWS public endpoints and allow-listed webhook receivers only; a VPC would need NAT "
+            "or endpoints for every service and protects nothing here.",
+        ),
+        (
+            "CKV_AWS_173",
+            "The environment holds resource names and ARNs only; secrets are read from Secrets Manager.",
+        ),
+    ),
+    "AWS::Logs::LogGroup": (
+        (
+            "CKV_AWS_158",
+            "CloudWatch Logs encrypts at rest; every line is redacted first (no keys, tokens, secrets or document "
+            "text: longhaul.core.observability.redact), so a customer managed key would guard nothing more.",
+        ),
+    ),
+    "AWS::SQS::Queue": (
+        (
+            "CKV_AWS_27",
+            "SQS-managed server-side encryption (SSE-SQS) encrypts every message at rest; messages hold references "
+            "and sanitized errors only, and a KMS key would add a KMS request per message.",
+        ),
+    ),
+    "AWS::DynamoDB::Table": (
+        (
+            "CKV_AWS_119",
+            "Encrypted at rest with the AWS managed key; access is bounded by IAM per function (item actions), and a "
+            "customer managed key would add cost per request without a boundary we need.",
+        ),
+    ),
+    "AWS::ApiGateway::Stage": (
+        (
+            "CKV_AWS_120",
+            "Responses are per tenant and change as jobs progress: a cache would serve stale status.",
+        ),
+    ),
+    "AWS::ECS::Cluster": (
+        (
+            "CKV_AWS_65",
+            "Container Insights is billed per metric; `longhaul:container_insights` turns it on.",
+        ),
+    ),
+}
+
+
+def acknowledge_checkov(resource: IConstruct, check: str, reason: str) -> None:
+    """Acknowledge checkov's `check` on one resource (its CloudFormation metadata), with the reason."""
+    cfn = resource.node.default_child if not isinstance(resource, CfnResource) else resource
+    assert isinstance(cfn, CfnResource)
+    metadata = cfn.get_metadata("checkov") or {"skip": []}
+    metadata["skip"] = [*metadata["skip"], {"id": check, "comment": reason}]
+    cfn.add_metadata("checkov", metadata)
+
+
+@jsii.implements(IAspect)
+class CheckovAcknowledgments:
+    """Adds `CHECKOV_BY_TYPE` to every resource of those types."""
+
+    def visit(self, node: IConstruct) -> None:
+        if isinstance(node, CfnResource):
+            for check, reason in CHECKOV_BY_TYPE.get(node.cfn_resource_type, ()):
+                acknowledge_checkov(node, check, reason)

@@ -124,6 +124,12 @@ class Storage(Construct):
             iam.PolicyStatement(actions=actions, resources=[self.table.table_arn, f"{self.table.table_arn}/index/*"])
         )
 
+    def grant_key_lookup(self, grantee: iam.IGrantable) -> None:
+        """GetItem on the table: the API authorizer looks a key's hash up, nothing else."""
+        grantee.grant_principal.add_to_principal_policy(
+            iam.PolicyStatement(actions=["dynamodb:GetItem"], resources=[self.table.table_arn])
+        )
+
     def grant_objects(self, grantee: iam.IGrantable, *, read: Sequence[str] = (), write: Sequence[str] = ()) -> None:
         """GetObject (and HeadObject) under the `read` prefixes, PutObject under the `write` ones; no listing, no
         deletes (intermediate objects expire by the bucket's lifecycle)."""

@@ -350,6 +350,13 @@ def _raw_problem(problem: ApiProblem, event: dict[str, Any]) -> dict[str, Any]:
 
 
 def _authenticate(event: dict[str, Any]) -> Principal | None:
+    """The principal API Gateway's authorizer established (a key's or a JWT's: `handlers.authorizer`), else the
+    key's own lookup (locally, where no authorizer runs). Only API Gateway writes `requestContext.authorizer`."""
+    authorized = dict((event.get("requestContext") or {}).get("authorizer") or {})
+    if authorized.get("tenant_id") and authorized.get("role") in ("tenant", "operator", "reviewer"):
+        return Principal(
+            tenant_id=str(authorized["tenant_id"]), role=authorized["role"], key_id=authorized.get("key_id") or None
+        )
     headers = {k.lower(): v for k, v in (event.get("headers") or {}).items()}
     token = bearer_token(headers.get("authorization"))
     return services().jobs.principal_for_key(token) if token else None

@@ -5,6 +5,7 @@ from tests.workflows.conftest import (  # noqa: F401 - fixtures shared with the 
     alpha,
     beta,
     inject,
+    least_privilege,
     no_faults,
     platform,
     sample_request,

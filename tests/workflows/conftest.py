@@ -12,6 +12,7 @@ import requests
 
 from local import lambda_runtime
 from local.deploy import wait_until
+from local.moto_patches import iam
 from local.platform import LocalPlatform
 from longhaul.core import faults
 from longhaul.workflows import REGISTRY
@@ -48,6 +49,17 @@ def platform() -> Iterator[LocalPlatform]:
     lambda_runtime.interrupt_waits()  # let hung invocations end (and log) before the session reports
     wait_until(lambda: not lambda_runtime.hanging() or None, timeout=30, what="hung invocations to end")
     running.stop()
+
+
+@pytest.fixture(autouse=True)
+def least_privilege(request: pytest.FixtureRequest, platform: LocalPlatform) -> Iterator[None]:
+    """Every scenario runs under IAM enforcement: no call of a function, a worker task or a state machine may have
+    been refused (a scenario that removes a grant on purpose is marked `iam_denials_expected`)."""
+    assert iam.is_enforcing(), "the local platform runs every call under its own role"
+    iam.clear_denials()
+    yield
+    if request.node.get_closest_marker("iam_denials_expected") is None:
+        assert iam.denials() == [], "calls the synthesized roles do not allow (principal, action, resource)"
 
 
 @pytest.fixture(autouse=True)

@@ -54,6 +54,7 @@ class Env:
     TASK_CPU = "LONGHAUL_TASK_CPU"  # a container worker's task size (CPU units, memory MB): what its time costs
     TASK_MEMORY_MB = "LONGHAUL_TASK_MEMORY_MB"
     INJECT_FAULT = "LONGHAUL_INJECT_FAULT"  # local runtime only: the fault one worker task plays
+    JWT = "LONGHAUL_JWT"  # the API authorizer's OIDC issuer (`longhaul.adapters.tokens.JwtConfig`), when configured
 
 
 class Settings(BaseModel):
@@ -95,9 +96,17 @@ class Settings(BaseModel):
     intake_queues: dict[str, str] = Field(default_factory=dict, alias=Env.INTAKE_QUEUES)
     max_jobs_in_flight: int = Field(default=1000, alias=Env.MAX_JOBS_IN_FLIGHT, gt=0)
     admission_dispatcher: str | None = Field(default=None, alias=Env.ADMISSION_DISPATCHER)  # function name
+    jwt: dict[str, Any] = Field(default_factory=dict, alias=Env.JWT)  # empty: API keys only
 
     @field_validator(
-        "workflows", "dead_letter_queues", "intake_queues", "model_routes", "step_routes", "model_prices", mode="before"
+        "workflows",
+        "dead_letter_queues",
+        "intake_queues",
+        "model_routes",
+        "step_routes",
+        "model_prices",
+        "jwt",
+        mode="before",
     )
     @classmethod
     def _parse_json(cls, value: object) -> object:
