@@ -35,7 +35,7 @@ from types import TracebackType
 from typing import Any, ClassVar
 
 from local import lambda_runtime, moto_patches, schedules, workers
-from local.deploy import REGION, Deployment, deploy_assembly, synthesize, wait_until
+from local.deploy import ACCOUNT, REGION, Deployment, deploy_assembly, synthesize, wait_until
 from local.frontdoor import FrontDoor
 from local.keys import DEFAULT_KEYS as DEFAULT_KEYS  # re-exported
 from local.keys import DEFAULT_WEBHOOK_SECRETS as DEFAULT_WEBHOOK_SECRETS  # re-exported
@@ -119,6 +119,7 @@ class LocalPlatform:
     _initial_time_scale: float = field(default=1.0, repr=False)
     _remove_fault_middleware: Any = field(default=None, repr=False)
     _remove_deadline_middleware: Any = field(default=None, repr=False)
+    _remove_metric_sink: Any = field(default=None, repr=False)
     _policies: str = field(default="", repr=False)
 
     _current: ClassVar[LocalPlatform | None] = None  # the running platform
@@ -172,6 +173,7 @@ class LocalPlatform:
         platform._policies = overrides.get(TENANT_POLICIES_ENV, "")
         platform._remove_fault_middleware = lambda_runtime.install_runtime_faults()
         platform._remove_deadline_middleware = lambda_runtime.add_middleware(schedules.scale_deadlines)
+        platform._remove_metric_sink = _collect_metrics()
         platform._saved_env = _set_process_environment(endpoint)
         timings["moto_start"] = time.monotonic() - mark
         try:
@@ -291,10 +293,10 @@ class LocalPlatform:
         lambda_runtime.interrupt_waits()
         lambda_runtime.set_time_scale(1.0)
         moto_patches.relax_iam()
-        for remove in (self._remove_fault_middleware, self._remove_deadline_middleware):
+        for remove in (self._remove_fault_middleware, self._remove_deadline_middleware, self._remove_metric_sink):
             if remove is not None:
                 remove()
-        self._remove_fault_middleware = self._remove_deadline_middleware = None
+        self._remove_fault_middleware = self._remove_deadline_middleware = self._remove_metric_sink = None
         for name, value in self._saved_env.items():
             if value is None:
                 os.environ.pop(name, None)
@@ -371,6 +373,27 @@ class LocalPlatform:
             return None if described["status"] == "RUNNING" else described
 
         return wait_until(finished, timeout=timeout, interval=0.1, what=f"execution {execution_arn}")
+
+
+def _collect_metrics() -> Any:
+    """Put every metric the functions emit into the in-memory CloudWatch, as CloudWatch ingests their EMF lines on
+    AWS (there is no agent locally): the operators' metrics route then reads the same numbers. Returns the remover."""
+    lambda_runtime.ensure_code_root_on_path()
+    from moto.cloudwatch.models import cloudwatch_backends
+
+    from longhaul.core.observability import NAMESPACE, add_metric_sink
+
+    def put(name: str, value: float, unit: str, dimensions: dict[str, str]) -> None:
+        datum = {
+            "MetricName": name,
+            "Value": value,
+            "Unit": unit,
+            "Timestamp": datetime.now(UTC),
+            "Dimensions": [{"Name": k, "Value": v} for k, v in dimensions.items()],
+        }
+        cloudwatch_backends[ACCOUNT][REGION].put_metric_data(NAMESPACE, [datum])
+
+    return add_metric_sink(put)
 
 
 def stop_running_executions() -> int:

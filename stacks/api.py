@@ -41,6 +41,7 @@ ROUTES: tuple[tuple[str, str], ...] = (
     ("PUT", "/v1/ops/tenants/{tenant_id}/policy"),
     ("GET", "/v1/ops/webhooks/dead-letters"),
     ("POST", "/v1/ops/webhooks/{webhook_id}/redeliver"),
+    ("GET", "/v1/ops/metrics"),
     ("GET", "/v1/reviews"),
     ("GET", "/v1/reviews/{review_id}"),
     ("POST", "/v1/reviews/{review_id}/decision"),

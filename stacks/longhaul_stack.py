@@ -140,6 +140,9 @@ class LonghaulStack(Stack):
         storage.grant_items(api.ops_function, delete=True, batch_write=True)
         storage.grant_objects(api.ops_function, read=[uploads, work, results])
         workflows.grant_dead_letters(api.ops_function)
+        api.ops_function.add_to_role_policy(  # the metrics route reads the platform's metrics back
+            iam.PolicyStatement(actions=["cloudwatch:ListMetrics", "cloudwatch:GetMetricStatistics"], resources=["*"])
+        )
         for function in workflows.functions:
             storage.grant_items(function)
             storage.grant_objects(function, read=[uploads, work], write=[work])

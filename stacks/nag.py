@@ -41,8 +41,8 @@ def acknowledge_platform_findings(stack: Stack) -> None:
     acknowledge(
         stack,
         "IAM5[Resource::*]",
-        "X-Ray (PutTraceSegments/PutTelemetryRecords) and CloudWatch Logs delivery APIs do not support "
-        "resource-level permissions.",
+        "X-Ray (PutTraceSegments/PutTelemetryRecords), CloudWatch Logs delivery and CloudWatch metric reads "
+        "(ListMetrics/GetMetricStatistics, the operators' metrics route) do not support resource-level permissions.",
     )
 
 

@@ -23,12 +23,13 @@ from longhaul.core.contracts import (
     JobList,
     JobStatus,
     JobView,
+    MetricsReport,
     ReplayOutcome,
     ReplayRequest,
     TenantPolicyView,
 )
 from longhaul.core.problems import ApiProblem, Forbidden, NotFound
-from longhaul.operations import listings, policies, replay
+from longhaul.operations import listings, metrics, policies, replay
 from longhaul.services import services
 from longhaul.webhooks import dispatcher
 from longhaul.webhooks.views import WebhookList, WebhookView
@@ -194,3 +195,17 @@ def redeliver_webhook(webhook_id: Annotated[str, Path()]) -> Response[str]:
         raise WebhookNotDead(f"webhook {webhook_id} is {record.status}; only dead webhooks are redelivered")
     fresh = dispatcher.redeliver(s, webhook_id) or record
     return Response(status_code=202, content_type="application/json", body=WebhookView.of(fresh).model_dump_json())
+
+
+@router.get(
+    "/v1/ops/metrics",
+    summary="The platform's metrics over the last hours: tokens and cost per workflow and tenant, retries per step, "
+    "queue wait per SLA class, review waiting time, webhook failures",
+    responses={**OPS_PROBLEMS, **problems(422, "Invalid hours or name")},
+)
+def get_metrics(
+    hours: Annotated[int, Query(ge=1, le=metrics.MAX_WINDOW_HOURS)] = 24,
+    name: Annotated[str | None, Query(max_length=256, description="Only this metric")] = None,
+) -> MetricsReport:
+    _operator()
+    return metrics.report(services(), hours=hours, name=name)

@@ -15,6 +15,7 @@ from longhaul.adapters import aws
 from longhaul.adapters.dead_letters import QueueDeadLetters
 from longhaul.adapters.ecs import EcsContainerTasks
 from longhaul.adapters.intake import LambdaWake, SqsIntakeQueues
+from longhaul.adapters.metrics import CloudWatchMetrics
 from longhaul.adapters.secrets import SecretsManagerWebhookSecrets
 from longhaul.adapters.stepfunctions import StepFunctionsDispatch, StepFunctionsEngine, StepFunctionsTokens
 from longhaul.core.llm import ModelGateway
@@ -100,6 +101,11 @@ class Services:
             cooldown=timedelta(seconds=s.breaker_cooldown_seconds),
         )
         return BreakerStore(self.jobs.table, clock=self.jobs.clock, policy=policy)
+
+    @cached_property
+    def metrics(self) -> CloudWatchMetrics:
+        """The platform's CloudWatch metrics, read back (the operators' metrics route)."""
+        return CloudWatchMetrics(aws.client("cloudwatch"))
 
     @cached_property
     def routing(self) -> Routing:

@@ -499,6 +499,10 @@ def _ecs(self: Any, action: str, _resource: str, region: str) -> list[Access]:
     return [Access(action, "*", conditions)]
 
 
+def _unscoped(self: Any, action: str, _resource: str, _region: str) -> list[Access]:
+    return [Access(action, "*")]
+
+
 Resolver = Callable[[Any, str, str, str], list[Access]]
 #: The services whose requests are authorized on their resources (the ones the platform's principals call).
 RESOLVERS: dict[str, Resolver] = {
@@ -510,6 +514,7 @@ RESOLVERS: dict[str, Resolver] = {
     "lambda": _lambda,
     "secretsmanager": _secretsmanager,
     "ecs": _ecs,
+    "monitoring": _unscoped,  # CloudWatch metrics: no resource-level permissions on AWS either
 }
 
 

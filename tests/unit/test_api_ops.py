@@ -208,3 +208,34 @@ def test_a_replay_from_before_the_fan_out_reruns_all_its_items(
     assert plan["rerun_items"] == [0, 1] and plan["kept_items"] == [0]  # the parsed document is kept
     assert checkpoints.get_step(job_id, "extract_evidence", 0) is None
     assert checkpoints.get_step(job_id, "chunk_documents") is not None
+
+
+# ---------------------------------------------------------------------- the platform's metrics, read back
+
+
+def test_operators_read_the_platforms_metrics_by_series(call_api: CallApi) -> None:
+    import boto3
+
+    from longhaul.core.observability import MODEL_COST_METRIC, MODEL_TOKENS_METRIC, NAMESPACE
+
+    cloudwatch = boto3.client("cloudwatch")
+    now = datetime.now(UTC)
+    for workflow, tokens in (("document-analysis", 1200), ("document-analysis", 300), ("invoice-reconciliation", 50)):
+        cloudwatch.put_metric_data(
+            Namespace=NAMESPACE,
+            MetricData=[
+                {"MetricName": MODEL_TOKENS_METRIC, "Value": tokens, "Timestamp": now,
+                 "Dimensions": [{"Name": "workflow", "Value": workflow}]},
+                {"MetricName": MODEL_COST_METRIC, "Value": tokens / 1000, "Timestamp": now,
+                 "Dimensions": [{"Name": "tenant", "Value": "tenant-a"}]},
+            ],
+        )  # fmt: skip
+
+    report = call_api("GET", "/v1/ops/metrics", key=OPS, query={"hours": "2", "name": MODEL_TOKENS_METRIC})
+
+    assert report.status == 200, report.raw_body
+    series = {s["dimensions"]["workflow"]: s for s in report.body["series"]}
+    assert series["document-analysis"]["sum"] == 1500 and series["document-analysis"]["count"] == 2
+    assert series["invoice-reconciliation"]["maximum"] == 50
+    assert call_api("GET", "/v1/ops/metrics", key=KEY_A).status == 403
+    assert_problem(call_api("GET", "/v1/ops/metrics", key=OPS, query={"hours": "0"}), 422, "invalid-request")

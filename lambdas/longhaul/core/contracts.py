@@ -588,3 +588,24 @@ class Problem(BaseModel):
 
 
 JobResult.model_rebuild()
+
+
+class MetricSeries(BaseModel):
+    """One metric series of the platform's namespace over the window: the dashboard's numbers, read back."""
+
+    name: str
+    dimensions: dict[str, str] = Field(default_factory=dict)
+    sum: float
+    count: int
+    maximum: float
+    average: float
+
+
+class MetricsReport(BaseModel):
+    """Tokens and cost per workflow and tenant, retries per step, queue wait per SLA class, review waiting time,
+    webhook failures, and every other series the functions emitted in the window."""
+
+    window_hours: int
+    start: datetime
+    end: datetime
+    series: list[MetricSeries]
