@@ -187,6 +187,7 @@ class LonghaulStack(Stack):
         )
         for machine in workflows.state_machines.values():  # a decision resumes the review's task token
             machine.grant_task_response(api.function)
+            machine.grant_task_response(api.ops_function)  # an operator's cancel ends a review's wait
         for machine in workflows.state_machines.values():
             for function in (api.function, api.ops_function):  # submissions, cancellations, costs; replays
                 machine.grant_start_execution(function)
