@@ -7,6 +7,7 @@ from tests.workflows.conftest import (  # noqa: F401 - fixtures shared with the 
     inject,
     least_privilege,
     no_faults,
+    no_secret_in_any_log_line,
     platform,
     sample_request,
 )

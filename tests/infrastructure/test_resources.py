@@ -158,20 +158,27 @@ def test_operators_get_a_dashboard_of_jobs_executions_dead_letters_and_step_dura
 
 
 def test_every_step_functions_call_of_the_control_plane_is_granted(template):
-    """The API function and the sweeper describe and stop executions (cancel, replay, redrive, sweep)."""
+    """The API functions (the tenants' and the operators') and the sweeper describe and stop executions (cancel,
+    replay, redrive, sweep)."""
     needed = {
         "handlers.api.handler": {"states:StartExecution", "states:DescribeExecution", "states:StopExecution"},
         "handlers.ops.sweep": {"states:DescribeExecution", "states:StopExecution"},
     }
     functions = resources(template, "AWS::Lambda::Function")
     for handler, actions in needed.items():
-        (function,) = [f for f in functions.values() if f["Properties"]["Handler"] == handler]
-        role = function["Properties"]["Role"]["Fn::GetAtt"][0]
-        granted = {
-            action
-            for policy in resources(template, "AWS::IAM::Policy").values()
-            if {"Ref": role} in policy["Properties"]["Roles"]
-            for statement in policy["Properties"]["PolicyDocument"]["Statement"]
-            for action in ([statement["Action"]] if isinstance(statement["Action"], str) else statement["Action"])
-        }
-        assert actions <= granted, (handler, actions - granted)
+        serving = [f for f in functions.values() if f["Properties"]["Handler"] == handler]
+        assert len(serving) == (2 if handler == "handlers.api.handler" else 1), handler
+        for function in serving:
+            _assert_granted(template, handler, function, actions)
+
+
+def _assert_granted(template: Any, handler: str, function: Any, actions: set[str]) -> None:
+    role = function["Properties"]["Role"]["Fn::GetAtt"][0]
+    granted = {
+        action
+        for policy in resources(template, "AWS::IAM::Policy").values()
+        if {"Ref": role} in policy["Properties"]["Roles"]
+        for statement in policy["Properties"]["PolicyDocument"]["Statement"]
+        for action in ([statement["Action"]] if isinstance(statement["Action"], str) else statement["Action"])
+    }
+    assert actions <= granted, (handler, actions - granted)

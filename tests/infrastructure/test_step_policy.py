@@ -225,7 +225,13 @@ def test_a_distributed_map_may_start_and_stop_only_its_own_children_and_read_the
 
 def test_the_api_may_read_the_map_runs_and_child_histories_of_each_workflow_for_a_jobs_cost(template):
     functions = resources(template, "AWS::Lambda::Function")
-    (api,) = [f for f in functions.values() if f["Properties"]["Handler"] == "handlers.api.handler"]
+    apis = [f for f in functions.values() if f["Properties"]["Handler"] == "handlers.api.handler"]
+    assert len(apis) == 2  # the tenants' routes and the operators'
+    for api in apis:
+        _assert_map_run_reads(template, api)
+
+
+def _assert_map_run_reads(template: Any, api: Any) -> None:
     role = api["Properties"]["Role"]["Fn::GetAtt"][0]
     statements = [
         s

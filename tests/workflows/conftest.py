@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import logging
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -12,6 +13,7 @@ import requests
 
 from local import lambda_runtime
 from local.deploy import wait_until
+from local.keys import DEFAULT_WEBHOOK_SECRETS, parse_webhook_secrets
 from local.moto_patches import iam
 from local.platform import LocalPlatform
 from longhaul.core import faults
@@ -49,6 +51,52 @@ def platform() -> Iterator[LocalPlatform]:
     lambda_runtime.interrupt_waits()  # let hung invocations end (and log) before the session reports
     wait_until(lambda: not lambda_runtime.hanging() or None, timeout=30, what="hung invocations to end")
     running.stop()
+
+
+class _Lines(logging.Handler):
+    """Every line the handlers' logger and the local runtime write, formatted as they write them."""
+
+    def __init__(self, formatter: logging.Formatter | None) -> None:
+        super().__init__(logging.DEBUG)
+        self.lines: list[str] = []
+        if formatter is not None:
+            self.setFormatter(formatter)
+
+    def emit(self, record: logging.LogRecord) -> None:
+        self.lines.append(self.format(record))
+
+
+@pytest.fixture(scope="session", autouse=True)
+def no_secret_in_any_log_line(platform: LocalPlatform) -> Iterator[None]:
+    """Over the whole run: no API key, webhook secret or task token appears in any log line (redaction,
+    `longhaul.core.observability.redact`). Task tokens are collected as the review lane stores them."""
+    from longhaul.core.observability import logger as handlers_logger
+    from longhaul.storage.reviews import ReviewStore
+
+    tokens: list[str] = []
+    set_token = ReviewStore.set_token
+
+    def spy(self: ReviewStore, review_id: str, token: str) -> None:
+        tokens.append(token)
+        set_token(self, review_id, token)
+
+    ReviewStore.set_token = spy  # type: ignore[method-assign]
+    handlers = _Lines(handlers_logger.registered_formatter)
+    runtime = _Lines(logging.Formatter("%(name)s %(levelname)s %(message)s"))
+    handlers_logger.addHandler(handlers)
+    logging.getLogger("local").addHandler(runtime)
+    try:
+        yield
+    finally:
+        ReviewStore.set_token = set_token  # type: ignore[method-assign]
+        handlers_logger.removeHandler(handlers)
+        logging.getLogger("local").removeHandler(runtime)
+    secrets = [k.key for k in platform.keys] + list(parse_webhook_secrets(DEFAULT_WEBHOOK_SECRETS).values())
+    secrets += [t for t in tokens if len(t) >= 16]
+    lines = handlers.lines + runtime.lines
+    assert lines, "the run wrote log lines"
+    leaked = sorted({s[:12] + "…" for s in secrets for line in lines if s in line})
+    assert leaked == [], f"secrets in log lines: {leaked}"
 
 
 @pytest.fixture(autouse=True)
