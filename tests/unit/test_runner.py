@@ -12,7 +12,14 @@ import pytest
 from botocore.exceptions import ClientError
 
 from longhaul.core.contracts import JobStatus
-from longhaul.core.errors import CancelledError, InternalError, InvalidInputError, LonghaulError, TransientError
+from longhaul.core.errors import (
+    CancelledError,
+    InternalError,
+    InvalidInputError,
+    LonghaulError,
+    PlatformConfigurationError,
+    TransientError,
+)
 from longhaul.core.records import Job
 from longhaul.engine.context import StepContext
 from longhaul.engine.failures import MESSAGE_LIMIT
@@ -259,7 +266,10 @@ def test_an_unexpected_exception_becomes_an_internal_error_that_is_not_retried(
     [
         ("ThrottlingException", 400, TransientError),
         ("InternalServerError", 500, TransientError),
-        ("AccessDeniedException", 403, InternalError),
+        ("ValidationException", 400, InternalError),
+        # a grant the deployment lacks (JSON APIs, then S3 and query APIs): the operators' fault, never retried
+        ("AccessDeniedException", 403, PlatformConfigurationError),
+        ("AccessDenied", 403, PlatformConfigurationError),
     ],
 )
 @pytest.mark.usefixtures("job")
