@@ -12,6 +12,7 @@ from __future__ import annotations
 import ast
 import json
 import os
+import re
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -22,6 +23,7 @@ from longhaul.core import observability
 from tests.infrastructure.conftest import AUTO_DELETE_PROVIDER, ROOT, resources
 
 NAMESPACE = observability.NAMESPACE
+SEARCH = re.compile(r"SEARCH\('\{(?P<schema>[^}]*)\} MetricName=\"(?P<name>[^\"]+)\"")
 Site = tuple[str, str, tuple[str, ...]]  # (kind: emit | add_metric, metric name, dimension names)
 
 
@@ -118,8 +120,13 @@ def _dashboard_queries(template: dict[str, Any]) -> set[tuple[str, frozenset[str
     for widget in body["widgets"]:
         for metric in widget.get("properties", {}).get("metrics", []):
             fields = [f for f in metric if not isinstance(f, dict)]
-            if fields[0] == NAMESPACE:
+            if fields and fields[0] == NAMESPACE:
                 queries.add((fields[1], frozenset(fields[2::2])))
+            for options in (f for f in metric if isinstance(f, dict) and "expression" in f):
+                # SEARCH('{Namespace,dim,...} MetricName="Name"', ...): a series per value of those dimensions
+                found = SEARCH.search(options["expression"])
+                if found is not None and found["schema"].split(",")[0] == NAMESPACE:
+                    queries.add((found["name"], frozenset(found["schema"].split(",")[1:])))
     return queries
 
 

@@ -176,8 +176,9 @@ def _assert_granted(template: Any, handler: str, function: Any, actions: set[str
     role = function["Properties"]["Role"]["Fn::GetAtt"][0]
     granted = {
         action
-        for policy in resources(template, "AWS::IAM::Policy").values()
-        if {"Ref": role} in policy["Properties"]["Roles"]
+        for kind in ("AWS::IAM::Policy", "AWS::IAM::ManagedPolicy")  # CDK's overflow goes to managed policies
+        for policy in resources(template, kind).values()
+        if {"Ref": role} in policy["Properties"].get("Roles", [])
         for statement in policy["Properties"]["PolicyDocument"]["Statement"]
         for action in ([statement["Action"]] if isinstance(statement["Action"], str) else statement["Action"])
     }

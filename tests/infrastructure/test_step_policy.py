@@ -233,10 +233,12 @@ def test_the_api_may_read_the_map_runs_and_child_histories_of_each_workflow_for_
 
 def _assert_map_run_reads(template: Any, api: Any) -> None:
     role = api["Properties"]["Role"]["Fn::GetAtt"][0]
+    # CDK moves what does not fit in the role's inline policy into managed `OverflowPolicy`s: read both
+    policies = {**resources(template, "AWS::IAM::Policy"), **resources(template, "AWS::IAM::ManagedPolicy")}
     statements = [
         s
-        for p in resources(template, "AWS::IAM::Policy").values()
-        if {"Ref": role} in p["Properties"]["Roles"]
+        for p in policies.values()
+        if {"Ref": role} in p["Properties"].get("Roles", [])
         for s in p["Properties"]["PolicyDocument"]["Statement"]
     ]
     machines = resources(template, "AWS::StepFunctions::StateMachine")

@@ -79,7 +79,9 @@ def _policies_of(template: dict[str, Any], function_id: str) -> list[dict[str, A
     return [
         r["Properties"]["PolicyDocument"]
         for r in resources.values()
-        if r["Type"] == "AWS::IAM::Policy" and {"Ref": role} in r["Properties"]["Roles"]
+        # CDK moves what does not fit in a role's inline policy into managed `OverflowPolicy`s: read both
+        if r["Type"] in ("AWS::IAM::Policy", "AWS::IAM::ManagedPolicy")
+        and {"Ref": role} in r["Properties"].get("Roles", [])
     ]
 
 

@@ -80,6 +80,13 @@ def test_the_api_function_cannot_scan_delete_items_or_read_dead_letters(platform
     def policies(role: str) -> list[dict[str, Any]]:
         names = client.list_role_policies(RoleName=role)["PolicyNames"]
         documents = [client.get_role_policy(RoleName=role, PolicyName=n)["PolicyDocument"] for n in names]
+        for attached in client.list_attached_role_policies(RoleName=role)["AttachedPolicies"]:  # CDK's overflow
+            version = client.get_policy(PolicyArn=attached["PolicyArn"])["Policy"]["DefaultVersionId"]
+            documents.append(
+                client.get_policy_version(PolicyArn=attached["PolicyArn"], VersionId=version)["PolicyVersion"][
+                    "Document"
+                ]
+            )
         return [json.loads(d) if isinstance(d, str) else d for d in documents]
 
     def queue_arn(url: str) -> str:
