@@ -22,7 +22,16 @@ from aws_lambda_powertools.utilities.typing import LambdaContext
 
 from handlers.api_ops import router as operator_routes
 from handlers.api_reviews import router as reviewer_routes
-from handlers.api_shared import PROBLEM_JSON, SSE, EventsLimit, events_response, job_service, principal, problems
+from handlers.api_shared import (
+    PROBLEM_JSON,
+    SSE,
+    EventsLimit,
+    EventsWait,
+    events_response,
+    job_service,
+    principal,
+    problems,
+)
 from handlers.resolver import ThreadSafeRestResolver
 from longhaul.api.jobs import readiness
 from longhaul.core import limits
@@ -198,7 +207,8 @@ def get_job(job_id: Annotated[str, Path()]) -> JobView:
 
 @app.get(
     "/v1/jobs/<job_id>/events",
-    summary="The job's append-only event log (JSON pages, or Server-Sent Events with Accept: text/event-stream)",
+    summary="The job's append-only event log (JSON pages, or Server-Sent Events with Accept: text/event-stream); "
+    "`wait` long-polls for the next event",
     responses={
         200: {
             "description": "A page of events",
@@ -208,9 +218,12 @@ def get_job(job_id: Annotated[str, Path()]) -> JobView:
     },
 )
 def get_events(
-    job_id: Annotated[str, Path()], cursor: Annotated[str | None, Query()] = None, limit: EventsLimit = 100
+    job_id: Annotated[str, Path()],
+    cursor: Annotated[str | None, Query()] = None,
+    limit: EventsLimit = 100,
+    wait: EventsWait = 0,
 ) -> Response[str]:
-    return events_response(app, job_id, cursor, limit, any_tenant=False)
+    return events_response(app, job_id, cursor, limit, wait, any_tenant=False)
 
 
 @app.get(

@@ -12,7 +12,7 @@ from aws_lambda_powertools.event_handler import Response
 from aws_lambda_powertools.event_handler.api_gateway import Router
 from aws_lambda_powertools.event_handler.openapi.params import Body, Path, Query
 
-from handlers.api_shared import EventsLimit, events_response, job_service, principal, problems
+from handlers.api_shared import EventsLimit, EventsWait, events_response, job_service, principal, problems
 from longhaul.core import limits
 from longhaul.core.auth import Principal
 from longhaul.core.budgets import TenantPolicy
@@ -87,17 +87,20 @@ def ops_get_job(job_id: Annotated[str, Path()]) -> JobView:
 
 @router.get(
     "/v1/ops/jobs/<job_id>/events",
-    summary="Any tenant's job's event log (JSON pages, or Server-Sent Events)",
+    summary="Any tenant's job's event log (JSON pages, or Server-Sent Events); `wait` long-polls for the next event",
     responses={
         200: {"description": "A page of events", "content": {"application/json": {"model": EventPage}}},
         **OPS_JOB_PROBLEMS,
     },
 )
 def ops_get_events(
-    job_id: Annotated[str, Path()], cursor: Annotated[str | None, Query()] = None, limit: EventsLimit = 100
+    job_id: Annotated[str, Path()],
+    cursor: Annotated[str | None, Query()] = None,
+    limit: EventsLimit = 100,
+    wait: EventsWait = 0,
 ) -> Response[str]:
     _operator()
-    return events_response(router, job_id, cursor, limit, any_tenant=True)
+    return events_response(router, job_id, cursor, limit, wait, any_tenant=True)
 
 
 @router.post(

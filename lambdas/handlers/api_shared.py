@@ -20,6 +20,18 @@ PROBLEM_JSON = "application/problem+json"
 SSE = "text/event-stream"
 SSE_RETRY_MS = 2000
 EventsLimit = Annotated[int, Query(ge=1, le=limits.MAX_PAGE_SIZE)]
+EventsWait = Annotated[
+    int,
+    Query(
+        ge=0,
+        le=limits.MAX_EVENTS_WAIT_SECONDS,
+        description=f"Long-poll: wait up to this many seconds (0-{limits.MAX_EVENTS_WAIT_SECONDS}) for an event after "
+        "`cursor` (the `seq` of the last event you have) and answer as soon as there is one; an empty page when none "
+        "came. A finished job is answered at once.",
+    ),
+]
+# Time the API function keeps for itself after a long-poll's wait: the reads around it and the answer.
+ANSWER_MARGIN_SECONDS = 3.0
 
 
 def problems(status: int, description: str) -> dict[int, OpenAPIResponse]:
@@ -38,16 +50,30 @@ def principal(router: BaseRouter) -> Principal:
     return found
 
 
+def _wait_budget(router: BaseRouter, wait: int) -> float:
+    """The long-poll's wait, within what is left of the function's time (API Gateway's 29 s integration timeout)."""
+    remaining_ms = getattr(router.lambda_context, "get_remaining_time_in_millis", None)
+    if remaining_ms is None:
+        return float(wait)
+    return max(0.0, min(float(wait), float(remaining_ms()) / 1000 - ANSWER_MARGIN_SECONDS))
+
+
 def events_response(
-    router: BaseRouter, job_id: str, cursor: str | None, limit: int, *, any_tenant: bool
+    router: BaseRouter, job_id: str, cursor: str | None, limit: int, wait: int = 0, *, any_tenant: bool
 ) -> Response[str]:
-    """A page of the job's events as JSON, or as Server-Sent Events with `Accept: text/event-stream`."""
+    """A page of the job's events as JSON, or as Server-Sent Events with `Accept: text/event-stream`; with `wait`, a
+    long-poll (see `JobService.events`), which is how a client follows a job through API Gateway (a REST API cannot
+    hold a stream open)."""
     service, caller, event = job_service(), principal(router), router.current_event
+    wait_seconds = _wait_budget(router, wait) if wait else 0.0
     if SSE not in (event.get_header_value("Accept") or ""):
-        page = service.events(caller, job_id, cursor, limit, any_tenant=any_tenant)
+        page = service.events(caller, job_id, cursor, limit, any_tenant=any_tenant, wait_seconds=wait_seconds)
         return Response(status_code=200, content_type="application/json", body=page.model_dump_json())
-    # Server-Sent Events: what is new since Last-Event-ID, then the client reconnects (EventSource does).
+    # Server-Sent Events: what is new since Last-Event-ID (after waiting for it, with `wait`), then the client
+    # reconnects (EventSource does).
     after = event.get_header_value("Last-Event-ID") or cursor
+    if wait_seconds:
+        service.events(caller, job_id, after, 1, any_tenant=any_tenant, wait_seconds=wait_seconds)
     # the status before the events: no missed last event
     job = service.view(caller, job_id, any_tenant=any_tenant)
     page = service.events(caller, job_id, after, limit, any_tenant=any_tenant)

@@ -14,7 +14,7 @@ import secrets
 import time
 import uuid
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any, Literal
 
@@ -26,8 +26,10 @@ from longhaul.core.auth import Principal
 from longhaul.core.budgets import TenantPolicy, job_limits, to_micro, usd
 from longhaul.core.clock import iso
 from longhaul.core.contracts import (
+    TERMINAL_STATUSES,
     CancelOutcome,
     EventPage,
+    EventView,
     Health,
     JobAccepted,
     JobList,
@@ -82,9 +84,22 @@ def new_job_id() -> str:
     return f"job_{int(time.time() * 1000):012x}{secrets.token_hex(8)}"
 
 
+@dataclass(frozen=True)
+class LongPoll:
+    """How a long-poll of the event log waits: it reads the log again after `first` seconds, then after twice as long
+    each time, up to `longest`; so a new event is answered at most `longest` (plus one read) after it was written, and a
+    wait of 20 s costs about 45 reads (a consistent Query of an empty range: one read unit each)."""
+
+    first: float = 0.05
+    longest: float = 0.5
+    sleep: Callable[[float], None] = time.sleep
+    monotonic: Callable[[], float] = time.monotonic
+
+
 @dataclass
 class JobService:
     services: Services
+    long_poll: LongPoll = field(default_factory=LongPoll)
 
     # ------------------------------------------------------------------ submit
 
@@ -271,14 +286,28 @@ class JobService:
         return page_of_jobs(self.services, tenant_id=principal.tenant_id, status=status, limit=limit, cursor=cursor)
 
     def events(
-        self, principal: Principal, job_id: str, cursor: str | None, limit: int, *, any_tenant: bool = False
+        self,
+        principal: Principal,
+        job_id: str,
+        cursor: str | None,
+        limit: int,
+        *,
+        any_tenant: bool = False,
+        wait_seconds: float = 0,
     ) -> EventPage:
-        self.job(principal, job_id, any_tenant=any_tenant)
+        """The job's events after `cursor` (the `seq` of the last event the caller has, or a `next_cursor`).
+
+        With `wait_seconds`, a long-poll: when there is no event after the cursor yet, the log is read again with
+        back-off until one is written (answered at once) or the wait is over (an empty page). A finished job is
+        answered at once: nothing more is coming unless an operator replays it."""
+        job = self.job(principal, job_id, any_tenant=any_tenant)
         try:
             after = int(cursor) if cursor else 0
         except ValueError:
             raise BadRequest("cursor must be a value returned as next_cursor") from None
         events, next_seq = self.services.jobs.list_events(job_id, after=after, limit=limit)
+        if not events and wait_seconds > 0 and job.status not in TERMINAL_STATUSES:
+            events, next_seq = _long_poll(self.services, self.long_poll, job_id, after, limit, wait_seconds)
         return EventPage(events=events, next_cursor=str(next_seq) if next_seq is not None else None)
 
     def result(self, principal: Principal, job_id: str) -> BaseModel:
@@ -361,6 +390,21 @@ class JobService:
         return CancelOutcome(
             job_id=job.job_id, status=job.status, message=message, completed_steps=completed, side_effects=effects
         )
+
+
+def _long_poll(
+    services: Services, poll: LongPoll, job_id: str, after: int, limit: int, wait_seconds: float
+) -> tuple[list[EventView], int | None]:
+    """Read the events after `after` again, with back-off, until there are some or `wait_seconds` have passed."""
+    deadline = poll.monotonic() + wait_seconds
+    delay = poll.first
+    while (remaining := deadline - poll.monotonic()) > 0:
+        poll.sleep(min(delay, remaining))
+        delay = min(delay * 2, poll.longest)
+        events, next_seq = services.jobs.list_events(job_id, after=after, limit=limit)
+        if events:
+            return events, next_seq
+    return [], None
 
 
 def step_usage(ledger: list[Charge]) -> list[StepUsage]:

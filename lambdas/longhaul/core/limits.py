@@ -60,6 +60,10 @@ MAX_ARCHIVE_DIRECTORY_BYTES = 8 * MIB
 MAX_PAGE_SIZE = 200
 MAX_OPS_PAGE_SIZE = 500
 
+# The events long-poll (`GET …/events?wait=`): the longest a request may wait for a new event. The API function waits
+# inside API Gateway's 29 s integration timeout (the function's own timeout), with room for the reads around it.
+MAX_EVENTS_WAIT_SECONDS = 20
+
 ACCEPTED_MEDIA_TYPE = "application/json"
 
 
