@@ -17,8 +17,8 @@ from longhaul.webhooks.signing import verify
 from tests.unit.receiver import Receiver, receiver
 from tests.workflows.conftest import Client
 
-# The delivery's retry ladder (about 3 h of capped, jittered gaps) in under a minute; Task timeouts shrink with it, so
-# not further (an attempt's own timeout is then about 0.2 s).
+# The delivery's retry ladder (about 3 h of capped, jittered gaps) in under a minute; Task timeouts shrink with it, down
+# to the runtime's real-time floor (`TASK_TIMEOUT_FLOOR_SECONDS`).
 FAST = 0.005
 
 
@@ -157,6 +157,7 @@ def test_a_failing_receiver_gets_retries_then_the_webhook_is_dead_lettered(
             timeout=120,
             what="the webhook to be dead-lettered",
         )
+        platform.set_time_scale(1.0)  # the retries are over: the recording and the send run at real time
 
     attempts = dead["callback"]["attempts"]  # recorded after each answer: never more than the receiver saw
     assert 2 <= attempts <= len(hook.received) <= 10
