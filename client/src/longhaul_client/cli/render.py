@@ -6,6 +6,7 @@ as Rich markup.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterable
 from datetime import UTC, datetime
 
@@ -180,8 +181,6 @@ def reviews_table(reviews: Iterable[ReviewView]) -> Table:
 
 
 def review_detail(review: ReviewDetail) -> RenderableType:
-    import json
-
     grid = Table.grid(padding=(0, 2))
     grid.add_column(style="dim", no_wrap=True)
     grid.add_column()
