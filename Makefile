@@ -54,7 +54,7 @@ synth: $(BIN)/.installed ## synthesize the CDK app into cdk.out (offline)
 openapi: $(BIN)/.installed ## regenerate docs/openapi.json from the models
 	PYTHONPATH=lambdas $(BIN)/python -c "from handlers.api import openapi_json; print(openapi_json())" > docs/openapi.json
 
-bench: $(BIN)/.installed ## print submit-to-completed time, accepted submissions/s, a 1,000-document job, cost per job at 10/100/1,000 documents, handlers' cold-import times, OCR pages per second
+bench: $(BIN)/.installed ## print submit-to-completed time, accepted submissions/s, a 1,000-document job, cost per job at 10/100/1,000 documents, handlers' cold-import times, OCR pages per second, the events long-poll's latency and the command's start-up
 	$(BIN)/python bench/end_to_end.py
 	$(BIN)/python bench/submissions.py
 	$(BIN)/python bench/submissions.py --hold
@@ -62,6 +62,7 @@ bench: $(BIN)/.installed ## print submit-to-completed time, accepted submissions
 	$(BIN)/python bench/cost.py
 	$(BIN)/python bench/cold_start.py
 	$(BIN)/python bench/ocr.py
+	$(BIN)/python bench/long_poll.py
 
 clean:
 	rm -rf cdk.out .pytest_cache .ruff_cache .mypy_cache stacks/bytecode/node_modules
