@@ -8,10 +8,14 @@ export PYTHONDONTWRITEBYTECODE := 1
 
 .PHONY: run test lint types unit runtime infrastructure workflows faults synth openapi bench clean
 
-$(BIN)/.installed: requirements.txt requirements-dev.txt lambdas/requirements.txt lambdas/workers/ocr/requirements.txt constraints.txt
+# The pinned requirements, then the domain package and the command line and client (client/) in editable mode, which
+# puts `longhaul` in .venv/bin; their dependencies are the pinned ones (--no-deps: nothing is looked up by name), and
+# setuptools' notice about editable installs is silenced.
+$(BIN)/.installed: requirements.txt requirements-dev.txt lambdas/requirements.txt lambdas/workers/ocr/requirements.txt constraints.txt pyproject.toml setup.cfg client/pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet --upgrade pip
 	$(BIN)/pip install --quiet -r requirements-dev.txt -c constraints.txt
+	PYTHONWARNINGS=ignore $(BIN)/pip install --quiet --no-deps -e . -e client
 	touch $@
 
 venv: $(BIN)/.installed
@@ -24,7 +28,7 @@ test: $(BIN)/.installed lint types unit runtime infrastructure workflows faults 
 lint: $(BIN)/.installed ## ruff, and the domain package's import layers (import-linter, contracts in pyproject.toml)
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
-	PYTHONPATH=lambdas $(BIN)/lint-imports --no-cache
+	PYTHONPATH=lambdas:client/src $(BIN)/lint-imports --no-cache
 
 types: $(BIN)/.installed
 	$(BIN)/mypy
@@ -50,7 +54,7 @@ synth: $(BIN)/.installed ## synthesize the CDK app into cdk.out (offline)
 openapi: $(BIN)/.installed ## regenerate docs/openapi.json from the models
 	PYTHONPATH=lambdas $(BIN)/python -c "from handlers.api import openapi_json; print(openapi_json())" > docs/openapi.json
 
-bench: $(BIN)/.installed ## print submit-to-completed time, accepted submissions/s, a 1,000-document job, cost per job at 10/100/1,000 documents, handlers' cold-import times, OCR pages per second
+bench: $(BIN)/.installed ## print submit-to-completed time, accepted submissions/s, a 1,000-document job, cost per job at 10/100/1,000 documents, handlers' cold-import times, OCR pages per second, the events long-poll's latency and the command's start-up
 	$(BIN)/python bench/end_to_end.py
 	$(BIN)/python bench/submissions.py
 	$(BIN)/python bench/submissions.py --hold
@@ -58,6 +62,7 @@ bench: $(BIN)/.installed ## print submit-to-completed time, accepted submissions
 	$(BIN)/python bench/cost.py
 	$(BIN)/python bench/cold_start.py
 	$(BIN)/python bench/ocr.py
+	$(BIN)/python bench/long_poll.py
 
 clean:
 	rm -rf cdk.out .pytest_cache .ruff_cache .mypy_cache stacks/bytecode/node_modules

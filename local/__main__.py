@@ -54,7 +54,13 @@ Longhaul is running locally ({timings}).
 {scaled}  API keys (tenant, role, key):
 {keys}
 
-Submit the sample job (document-analysis; samples/invoice_request.json is an invoice-reconciliation job):
+Submit the sample job and watch it with the command line, from another terminal in this directory
+(.venv/bin/longhaul; `source .venv/bin/activate` puts `longhaul` on your PATH):
+  export LONGHAUL_URL={api} LONGHAUL_API_KEY={first}
+  .venv/bin/longhaul submit samples/request.json --watch
+  .venv/bin/longhaul jobs        # and status, events, result, cancel, upload, reviews, ops, ... (--help)
+
+Or with curl (document-analysis; samples/invoice_request.json is an invoice-reconciliation job):
   curl -sS -X POST {api}/v1/jobs -H "Authorization: Bearer {first}" \\
        -H "Content-Type: application/json" --data @samples/request.json
 

@@ -15,7 +15,7 @@ from constructs import Construct
 from longhaul.adapters.models.bedrock import split_inference_profile
 from longhaul.core.routes import Routing
 from longhaul.core.settings import Env
-from longhaul.operations.admin import TABLE_OUTPUT
+from longhaul.operations.admin import TABLE_OUTPUT, WEBHOOK_SECRETS_OUTPUT
 from longhaul.workflows import REGISTRY
 from stacks.admission import Admission, dispatcher_name
 from stacks.api import Api
@@ -62,6 +62,8 @@ class LonghaulStack(Stack):
         super().__init__(scope, construct_id, **kwargs)
         removal = RemovalPolicy.DESTROY if stage in DESTROYED_STAGES else RemovalPolicy.RETAIN
         code = code_asset(bundle=bundle)
+        # One secret per tenant under the stack's own prefix: two deployments in one account never share them.
+        webhook_secrets_prefix = f"{self.stack_name}/webhooks/"
 
         storage = Storage(self, "Storage", removal_policy=removal, auto_delete_objects=stage in EMPTIED_STAGES)
         base_env = {
@@ -70,8 +72,7 @@ class LonghaulStack(Stack):
             Env.MODEL_PROVIDER: model_provider,
             Env.MODEL_ID: model_id,
             Env.STAGE: stage,
-            # One secret per tenant under the stack's own prefix: two deployments in one account never share them.
-            Env.WEBHOOK_SECRETS_PREFIX: f"{self.stack_name}/webhooks/",
+            Env.WEBHOOK_SECRETS_PREFIX: webhook_secrets_prefix,
             # Whatever ends a job gives back its slot and wakes the dispatcher (by name: see stacks/admission.py).
             Env.ADMISSION_DISPATCHER: dispatcher_name(self),
             Env.MAX_JOBS_IN_FLIGHT: str(max_jobs_in_flight),
@@ -201,6 +202,12 @@ class LonghaulStack(Stack):
         observability.notify_on_alarms(self)
         CfnOutput(self, TABLE_OUTPUT, value=storage.table.table_name, description="the jobs table (API keys live here)")
         CfnOutput(self, "AlarmTopicArn", value=observability.alarm_topic.topic_arn, description="alarm notifications")
+        CfnOutput(
+            self,
+            WEBHOOK_SECRETS_OUTPUT,
+            value=webhook_secrets_prefix,
+            description="the tenants' webhook signing secrets in Secrets Manager: <prefix><tenant>",
+        )
 
         self.storage, self.api, self.workflows, self.observability = storage, api, workflows, observability
         self.webhooks = webhooks

@@ -3,16 +3,12 @@ secret, a stale or future timestamp are rejected; during a rotation both secrets
 
 from __future__ import annotations
 
-import subprocess
-import sys
 from datetime import UTC, datetime, timedelta
-from pathlib import Path
 
 import pytest
 
 from longhaul.webhooks.signing import VerificationFailed, new_secret, sign, signature, verify
 
-ROOT = Path(__file__).resolve().parents[2]
 NOW = datetime(2025, 1, 2, 3, 4, 5, tzinfo=UTC)
 BODY = b'{"type":"job.completed","data":{"job_id":"job_1","status":"completed"}}'
 SECRET = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"
@@ -73,30 +69,3 @@ def test_during_a_rotation_both_secrets_sign_and_either_verifies() -> None:
     assert len(signed["webhook-signature"].split()) == 2
     assert verify(BODY, signed, old, now=NOW) == "msg_1"
     assert verify(BODY, signed, fresh, now=NOW) == "msg_1"
-
-
-def test_the_command_verifies_a_delivery_and_rejects_a_tampered_one(tmp_path: Path) -> None:
-    now = datetime.now(UTC)
-    signed = headers([SECRET], at=now)
-    body = tmp_path / "body.json"
-    body.write_bytes(BODY)
-    command = [
-        sys.executable,
-        "-m",
-        "longhaul.webhooks.verify",
-        "--secret",
-        SECRET,
-        "--id",
-        signed["webhook-id"],
-        "--timestamp",
-        signed["webhook-timestamp"],
-        "--signature",
-        signed["webhook-signature"],
-    ]
-    env = {"PYTHONPATH": str(ROOT / "lambdas"), "PATH": "/usr/bin:/bin"}
-
-    accepted = subprocess.run([*command, "--body", str(body)], capture_output=True, text=True, env=env, check=False)
-    rejected = subprocess.run(command, input=BODY + b" ", capture_output=True, env=env, check=False)
-
-    assert accepted.returncode == 0 and accepted.stdout.strip() == "msg_1"
-    assert rejected.returncode == 1 and b"rejected" in rejected.stderr

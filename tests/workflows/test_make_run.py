@@ -101,6 +101,30 @@ def test_the_printed_curl_submits_the_sample_and_the_job_completes(local_platfor
     assert process.wait(timeout=30) == 0
 
 
+def test_the_printed_command_line_submits_and_watches_the_sample_to_completion(local_platform_process):
+    """A new user pastes the banner's two lines (the exports, then `longhaul submit … --watch`) into a shell."""
+    _, banner = local_platform_process
+    exports = re.search(r"^\s*(export LONGHAUL_URL=\S+ LONGHAUL_API_KEY=\S+)$", banner, re.MULTILINE)
+    submit = re.search(r"^\s*(\.venv/bin/longhaul submit samples/request\.json --watch)$", banner, re.MULTILINE)
+    assert exports and submit, banner
+    env = {k: v for k, v in _local_env().items() if not k.startswith("LONGHAUL_")}
+    env["PYTHONPATH"] = os.pathsep.join(str(ROOT / path) for path in ("lambdas", "client/src"))  # this checkout's
+
+    watched = subprocess.run(
+        ["bash", "-c", f"{exports.group(1)}\n{submit.group(1)}"],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+
+    assert watched.returncode == 0, watched.stdout + watched.stderr
+    lines = watched.stdout.splitlines()
+    assert lines[0].startswith("job_") and lines[-1].startswith("completed in"), watched.stdout
+    assert "Traceback" not in watched.stderr
+
+
 def test_a_restart_on_the_same_ports_works_at_once():
     """Stopping leaves the clients' connections in TIME_WAIT on both ports; starting again must not mind them."""
     api_port, moto_port = _free_ports(2)
