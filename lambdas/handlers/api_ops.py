@@ -119,8 +119,13 @@ def ops_cancel_job(job_id: Annotated[str, Path()]) -> Response[str]:
 
 @router.post(
     "/v1/ops/jobs/<job_id>/replay",
-    summary="Replay a failed job from a step, reusing the checkpoints before it",
+    summary="Replay a failed job from a step, reusing the checkpoints before it (or, with `dry_run`, only say what "
+    "would run again)",
     responses={
+        200: {
+            "description": "The plan of a dry run: nothing was changed or started",
+            "content": {"application/json": {"model": ReplayOutcome}},
+        },
         202: {"description": "Replay started", "content": {"application/json": {"model": ReplayOutcome}}},
         **OPS_PROBLEMS,
         **problems(404, "No such job"),
@@ -139,8 +144,10 @@ def replay_job(job_id: Annotated[str, Path()], request: Annotated[ReplayRequest,
         reason=request.reason,
         mode=request.mode,
         budget=request.budget,
+        dry_run=request.dry_run,
     )
-    return Response(status_code=202, content_type="application/json", body=outcome.model_dump_json())
+    status = 200 if outcome.dry_run else 202
+    return Response(status_code=status, content_type="application/json", body=outcome.model_dump_json())
 
 
 @router.get(

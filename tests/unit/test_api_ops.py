@@ -180,6 +180,26 @@ def test_a_replay_of_a_cancelled_job_lists_exactly_what_will_run_again(
     assert checkpoints.get_step(job_id, "extract_evidence", 2) is not None, "a step before from_step is not dropped"
 
 
+def test_a_dry_run_replay_is_a_200_with_the_plan_and_starts_nothing(
+    call_api: CallApi, table: Any, checkpoints: CheckpointStore
+) -> None:
+    job_id = submit(call_api).body["job_id"]
+    store = running(table, job_id, started_ago=timedelta(seconds=10), completed=4)
+    parsed_up_to_the_index(checkpoints, job_id)
+    store.transition(job_id, S.FAILED, event="job_failed")
+    events = call_api("GET", f"/v1/jobs/{job_id}/events", key=KEY_A).body["events"]
+
+    body = {"from_step": "build_index", "reason": "what would run?", "dry_run": True}
+    response = call_api("POST", f"/v1/ops/jobs/{job_id}/replay", key=OPS, body=body)
+
+    assert response.status == 200, response.raw_body
+    assert response.body["dry_run"] is True and response.body["status"] == "failed"
+    assert response.body["rerun_steps"][0] == "build_index"
+    assert call_api("GET", f"/v1/jobs/{job_id}", key=KEY_A).body["status"] == "failed"
+    assert call_api("GET", f"/v1/jobs/{job_id}/events", key=KEY_A).body["events"] == events
+    assert checkpoints.get_step(job_id, "build_index") is not None
+
+
 def test_a_replay_from_before_the_fan_out_reruns_all_its_items(
     call_api: CallApi, table: Any, checkpoints: CheckpointStore
 ) -> None:

@@ -134,6 +134,50 @@ def test_replaying_from_an_earlier_step_drops_it_and_every_later_checkpoint(
     assert sorted(kept(checkpoints)) == sorted((s, None) for s in BEFORE_FAN_OUT[:-1])
 
 
+def test_a_dry_run_answers_the_plan_and_changes_nothing(
+    services: Services, engine: FakeEngine, store: JobStore, checkpoints: CheckpointStore
+) -> None:
+    create(services)
+    fail_in_the_fan_out(services)
+    before, records, events = read(store), kept(checkpoints), store.list_events(JOB_A)[0]
+
+    plan = replay(services, FAN_OUT, dry_run=True)
+
+    assert plan.dry_run and (plan.status, plan.attempt, plan.execution) == (S.FAILED, 2, f"{JOB_A}-r2")
+    assert plan.rerun_steps == [FAN_OUT, *AFTER_FAN_OUT]
+    assert (plan.kept_items, plan.rerun_items) == ([0, 2, 4], [1, 3])
+    assert read(store) == before and kept(checkpoints) == records and store.list_events(JOB_A)[0] == events
+    assert engine.started == []
+    assert replay(services, FAN_OUT).model_dump(exclude={"status", "dry_run"}) == plan.model_dump(
+        exclude={"status", "dry_run"}
+    ), "the plan is what the replay then does"
+
+
+def test_without_a_step_a_replay_starts_where_the_job_failed(services: Services) -> None:
+    create(services)
+    fail_in_the_fan_out(services)
+
+    plan = replays.replay(services, OPERATOR, JOB_A, from_step=None, reason="model fixed", dry_run=True)
+
+    assert plan.from_step == FAN_OUT and plan.rerun_items == [1, 3]
+
+
+def test_without_a_step_a_stopped_job_replays_from_its_first_step_without_a_checkpoint(
+    services: Services, store: JobStore, checkpoints: CheckpointStore
+) -> None:
+    # Given a job cancelled after its first step committed (no error names a step)
+    create(services)
+    store.transition(JOB_A, S.RUNNING, event="job_started")
+    checkpoints.commit_step(JOB_A, STEPS[0], None, {"status": "succeeded", "output": {"step": STEPS[0]}})
+    store.transition(JOB_A, S.CANCEL_REQUESTED, event="cancel_requested")
+    store.transition(JOB_A, S.CANCELLED, event="job_cancelled")
+
+    outcome = replays.replay(services, OPERATOR, JOB_A, from_step=None, reason="resume")
+
+    assert outcome.from_step == STEPS[1] and outcome.rerun_steps == list(STEPS[1:])
+    assert kept(checkpoints) == [(STEPS[0], None)], "nothing that completed is done again"
+
+
 def test_a_second_replay_is_a_new_attempt_with_its_own_execution(
     services: Services, engine: FakeEngine, store: JobStore
 ) -> None:

@@ -214,9 +214,26 @@ class JobRequestBase(Strict):
 
 
 class ReplayRequest(Strict):
-    from_step: Annotated[str, Field(min_length=1, max_length=64, description="The first step to run again.")]
+    from_step: Annotated[
+        str | None,
+        Field(
+            default=None,
+            min_length=1,
+            max_length=64,
+            description="The first step to run again. Default: the step the job failed at, else its first step "
+            "without a checkpoint (nothing that completed runs again).",
+        ),
+    ]
     reason: Annotated[str, Field(min_length=3, max_length=500, description="Recorded in the job's events.")]
     mode: Literal["replay", "redrive"] = "replay"
+    dry_run: Annotated[
+        bool,
+        Field(
+            default=False,
+            description="Answer the plan (what would run again and what is kept) without changing or starting "
+            "anything.",
+        ),
+    ]
     budget: Annotated[
         JobBudget | None,
         Field(
@@ -473,6 +490,7 @@ class ReplayOutcome(BaseModel):
     rerun_named: list[NamedItem] = Field(
         default_factory=list, description="The items that will run again, each with its step, unit and name."
     )
+    dry_run: bool = Field(default=False, description="True for a plan only: nothing was changed or started.")
 
 
 class EventView(BaseModel):

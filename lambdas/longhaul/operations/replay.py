@@ -64,21 +64,26 @@ def replay(
     principal: Principal,
     job_id: str,
     *,
-    from_step: str,
+    from_step: str | None,
     reason: str,
     mode: Literal["replay", "redrive"] = "replay",
     budget: JobBudget | None = None,
+    dry_run: bool = False,
 ) -> ReplayOutcome:
-    """A new attempt of a failed (or cancelled, expired) job that reuses every checkpoint before `from_step`.
+    """A new attempt of a failed (or cancelled, expired) job that reuses every checkpoint before `from_step` (by
+    default the step it failed at, else its first step without a checkpoint).
 
     Inside a fan-out, only the items without a valid checkpoint rerun. `redrive` asks the engine to redrive the
-    failed execution instead (AWS only). Who replayed what and why goes into the job's events.
+    failed execution instead (AWS only). Who replayed what and why goes into the job's events. A `dry_run` answers
+    the same plan after the same checks, and changes nothing.
     """
     jobs = services.jobs
     job = jobs.get_job(job_id) if JOB_ID.match(job_id) else None
     if job is None:
         raise NotFound(f"no job {job_id!r}")
     steps = REGISTRY[job.workflow].step_names
+    if from_step is None:
+        from_step = default_from_step(services, job)
     if from_step not in steps:
         raise InvalidRequest(f"unknown step {from_step!r}", allowed_steps=list(steps))
     if job.status not in REPLAYABLE:  # an execution that ended without saying so frees the job
@@ -93,6 +98,19 @@ def replay(
     if mode == "redrive":
         _ensure_redrivable(services, job)
     plan = _plan(services, job, from_step, mode)
+    if dry_run:
+        return ReplayOutcome(
+            job_id=job_id,
+            status=job.status,
+            attempt=attempt,
+            execution=name,
+            from_step=from_step,
+            rerun_steps=plan.rerun_steps,
+            rerun_items=plan.rerun_items,
+            kept_items=plan.kept_items,
+            rerun_named=plan.rerun_named,
+            dry_run=True,
+        )
     detail: dict[str, Any] = {
         "by": principal.tenant_id,
         "role": principal.role,
@@ -147,6 +165,16 @@ def replay(
         _redrive(services, job)
     logger.info("job replayed", extra={"job_id": job_id, **detail})
     return ReplayOutcome.model_validate({"job_id": job_id, "status": JobStatus.QUEUED.value, **detail})
+
+
+def default_from_step(services: Services, job: Job) -> str:
+    """Where a replay starts when the operator names no step: the step the job failed at, else the first step
+    without a checkpoint, so nothing that completed is done again (a cancelled or expired job)."""
+    steps = REGISTRY[job.workflow].step_names
+    if job.error is not None and job.error.step in steps:
+        return job.error.step
+    unfinished = _plan(services, job, steps[0], "redrive").rerun_steps  # (a redrive's plan drops nothing)
+    return unfinished[0] if unfinished else steps[-1]
 
 
 def _ensure_redrivable(services: Services, job: Job) -> None:
