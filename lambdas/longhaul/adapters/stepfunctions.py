@@ -100,6 +100,23 @@ class StepFunctionsEngine:
                 complete = False
         return ExecutionHistory(events=events, children=children, complete=complete)
 
+    def definition(self, workflow: str, execution: str) -> str:
+        machine = self._machine(workflow)
+        try:
+            try:
+                described = self._client.describe_state_machine_for_execution(
+                    executionArn=execution_arn(machine, execution)
+                )
+            except ClientError as error:
+                if _code(error) != "ExecutionDoesNotExist":
+                    raise
+                described = self._client.describe_state_machine(stateMachineArn=machine)
+        except ClientError as error:
+            raise EngineUnavailable(f"DescribeStateMachine: {_code(error)}") from error
+        except BotoCoreError as error:
+            raise EngineUnavailable(f"DescribeStateMachine: {type(error).__name__}") from error
+        return str(described["definition"])
+
     def _events(self, arn: str) -> list[HistoryEvent]:
         return [
             HistoryEvent(
@@ -110,6 +127,7 @@ class StepFunctionsEngine:
                 resource_type="lambda"
                 if str(e["type"]).startswith("LambdaFunction")
                 else (e.get("taskScheduledEventDetails") or {}).get("resourceType"),
+                state=(e.get("stateEnteredEventDetails") or e.get("stateExitedEventDetails") or {}).get("name"),
             )
             for e in self._pages("get_execution_history", "events", executionArn=arn, maxResults=1000)
         ]
