@@ -420,7 +420,7 @@ async function jobsPage(main, _, { signal, who, query }) {
 async function jobPage(main, [jobId], { signal, who }) {
   const ops = who.role === 'operator';
   const base = ops ? `v1/ops/jobs/${enc(jobId)}` : `v1/jobs/${enc(jobId)}`;
-  const state = { job: null, graph: null, result: null, cursor: '0', showAll: false, seen: new Set() };
+  const state = { job: null, graph: null, result: null, cursor: '0', showAll: false, seen: new Set(), actionsFor: null };
 
   const head = h('div');
   const actions = h('div', { class: 'actions' });
@@ -473,12 +473,14 @@ async function jobPage(main, [jobId], { signal, who }) {
         h('strong', {}, 'Review: '), `${job.review.status}, ${job.review.review_id}, assigned to ${job.review.assignee_group}; `,
         job.review.status === 'pending' ? `deadline ${when(job.review.deadline)} (${timeLeft(job.review.deadline)})` : ''));
     }
-    drawActions();
+    if (state.actionsFor !== job.status) drawActions(); // (a refresh keeps a confirmation or a form being filled)
   }
 
   function drawActions() {
     const job = state.job;
+    state.actionsFor = job.status;
     actions.replaceChildren();
+    actions.nextElementSibling?.classList.contains('replay-form') && actions.nextElementSibling.remove();
     if (!TERMINAL.has(job.status) && job.status !== 'cancel_requested') {
       const cancel = h('button', { type: 'button', class: 'danger' }, 'Cancel job');
       cancel.addEventListener('click', () => {
@@ -611,7 +613,7 @@ async function jobPage(main, [jobId], { signal, who }) {
   async function follow() {
     if (following) return;
     following = true;
-    live.textContent = 'Following the job live.';
+    live.textContent = TERMINAL.has(state.job.status) ? `The job is ${state.job.status}.` : 'Following the job live.';
     try {
       while (!signal.aborted) {
         try {

@@ -12,7 +12,8 @@ from longhaul.core import faults
 from longhaul.workflows import REGISTRY
 from tests.browser.conftest import Api, Tabs
 
-REVIEW = {"review": {"mode": "always", "deadline_seconds": 3600}}
+# The longest review deadline: its first rung (a reminder at a third, time-scaled) comes long after the test.
+REVIEW = {"review": {"mode": "always", "deadline_seconds": 43200}}
 
 
 def node(page: Any, state: str) -> Any:

@@ -83,7 +83,7 @@ class FakeEngine:
         self.redriven.append((workflow, execution))
         self.executions[(workflow, execution)] = Execution(ExecutionStatus.RUNNING)
 
-    def history(self, workflow: str, execution: str) -> ExecutionHistory:
+    def history(self, workflow: str, execution: str, *, children: bool = True) -> ExecutionHistory:
         if self.unavailable:
             raise EngineUnavailable("GetExecutionHistory: ThrottlingException")
         self.history_reads.append((workflow, execution))

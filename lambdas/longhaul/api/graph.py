@@ -262,7 +262,9 @@ def job_graph(services: Services, job: Job) -> WorkflowGraph:
     definition = parse_definition(services.engine.definition(job.workflow, job.execution_name))
     execution = services.engine.describe(job.workflow, job.execution_name).status
     started = execution != ExecutionStatus.NOT_STARTED
-    events = services.engine.history(job.workflow, job.execution_name).events if started else []
+    # The parent's own history: a Distributed Map's child executions run its items, which the fan-out counts sum up.
+    history = services.engine.history(job.workflow, job.execution_name, children=False) if started else None
+    events = history.events if history else []
     fan_outs = fan_out_progress(spec, services.checkpoints.steps(job.job_id))
     nodes, edges = derive(
         definition,

@@ -73,9 +73,9 @@ class WorkflowEngine(Protocol):
     def redrive(self, workflow: str, execution: str) -> None:
         """Redrive a failed execution from where it stopped. `RedriveRefused` with the engine's reason."""
 
-    def history(self, workflow: str, execution: str) -> ExecutionHistory:
-        """Its events, all pages, with its Distributed Map children's (empty when there is no such execution).
-        `EngineUnavailable`."""
+    def history(self, workflow: str, execution: str, *, children: bool = True) -> ExecutionHistory:
+        """Its events, all pages, with its Distributed Map children's unless `children` is false (empty when there is
+        no such execution). `EngineUnavailable`."""
 
     def definition(self, workflow: str, execution: str) -> str:
         """The state machine definition (ASL JSON) the execution runs; the workflow's deployed one when there is no
