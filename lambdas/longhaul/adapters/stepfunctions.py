@@ -17,7 +17,6 @@ from longhaul.core.ports import (
     RedriveRefused,
 )
 
-
 # DescribeStateMachineForExecution of an execution that does not exist (yet): AWS's code, and moto's.
 NO_EXECUTION = frozenset({"ExecutionDoesNotExist", "ResourceNotFound"})
 
