@@ -10,7 +10,6 @@ from __future__ import annotations
 import json
 import os
 import re
-import shutil
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -188,8 +187,3 @@ def beta(platform: LocalPlatform) -> Api:
 @pytest.fixture
 def keys(platform: LocalPlatform) -> dict[str, str]:
     return {k.label: k.key for k in platform.keys}
-
-
-def copy_screenshot(source: Path, target: Path) -> None:
-    """Keep a screenshot where the docs show it (`LONGHAUL_UPDATE_DOCS_SCREENSHOT=1`)."""
-    shutil.copyfile(source, target)
