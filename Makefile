@@ -5,8 +5,10 @@ VENV := .venv
 BIN := $(VENV)/bin
 export JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION := 20
 export PYTHONDONTWRITEBYTECODE := 1
+# The browser tests' Chromium: Debian's package (Playwright's own download is not used).
+export LONGHAUL_CHROMIUM ?= /usr/bin/chromium
 
-.PHONY: run test lint types unit runtime infrastructure workflows faults synth openapi bench clean
+.PHONY: run test lint types unit runtime infrastructure workflows faults browser synth openapi bench clean
 
 # The pinned requirements, then the domain package and the command line and client (client/) in editable mode, which
 # puts `longhaul` in .venv/bin; their dependencies are the pinned ones (--no-deps: nothing is looked up by name), and
@@ -23,7 +25,7 @@ venv: $(BIN)/.installed
 run: $(BIN)/.installed ## start the platform locally (in-memory AWS, API on 127.0.0.1:8000)
 	$(BIN)/python -m local
 
-test: $(BIN)/.installed lint types unit runtime infrastructure workflows faults ## the one gate CI runs
+test: $(BIN)/.installed lint types unit runtime infrastructure workflows faults browser ## the one gate CI runs
 
 lint: $(BIN)/.installed ## ruff, and the domain package's import layers (import-linter, contracts in pyproject.toml)
 	$(BIN)/ruff check .
@@ -48,13 +50,17 @@ workflows: $(BIN)/.installed
 faults: $(BIN)/.installed
 	$(BIN)/pytest -q tests/faults
 
+browser: $(BIN)/.installed ## the web console in headless Chromium; skipped (and said so) when there is no Chromium
+	@test -x "$(LONGHAUL_CHROMIUM)" || echo "browser tests SKIPPED: no Chromium at $(LONGHAUL_CHROMIUM) (apt-get install -y chromium; .ci/run installs it)"
+	$(BIN)/pytest -q -rs tests/browser
+
 synth: $(BIN)/.installed ## synthesize the CDK app into cdk.out (offline)
 	$(BIN)/python app.py
 
 openapi: $(BIN)/.installed ## regenerate docs/openapi.json from the models
 	PYTHONPATH=lambdas $(BIN)/python -c "from handlers.api import openapi_json; print(openapi_json())" > docs/openapi.json
 
-bench: $(BIN)/.installed ## print submit-to-completed time, accepted submissions/s, a 1,000-document job, cost per job at 10/100/1,000 documents, handlers' cold-import times, OCR pages per second, the events long-poll's latency and the command's start-up
+bench: $(BIN)/.installed ## print submit-to-completed time, accepted submissions/s, a 1,000-document job, cost per job at 10/100/1,000 documents, handlers' cold-import times, OCR pages per second, the events long-poll's latency and the command's start-up, the console's weight and job page times
 	$(BIN)/python bench/end_to_end.py
 	$(BIN)/python bench/submissions.py
 	$(BIN)/python bench/submissions.py --hold
@@ -63,6 +69,7 @@ bench: $(BIN)/.installed ## print submit-to-completed time, accepted submissions
 	$(BIN)/python bench/cold_start.py
 	$(BIN)/python bench/ocr.py
 	$(BIN)/python bench/long_poll.py
+	$(BIN)/python bench/console.py
 
 clean:
 	rm -rf cdk.out .pytest_cache .ruff_cache .mypy_cache stacks/bytecode/node_modules

@@ -36,6 +36,7 @@ def _quiet_moto() -> None:
 
 def banner(platform: LocalPlatform) -> str:
     api = platform.api_url or "(no REST API in the stack)"
+    console = f"{platform.api_url}/console   (sign in with a key below)" if platform.api_url else "(none)"
     first = platform.keys[0].key if platform.keys else "<key>"
     keys = "\n".join(f"    {k.tenant:<8} {k.role:<9} {k.key}" for k in platform.keys) or "    (none)"
     timings = ", ".join(f"{name} {seconds:.1f}s" for name, seconds in platform.timings.items())
@@ -50,6 +51,7 @@ def banner(platform: LocalPlatform) -> str:
 Longhaul is running locally ({timings}).
 
   API              {api}
+  Console          {console}
   In-memory AWS    {platform.moto_endpoint}   (stack {d.stack_name}; table {d.table_name}; bucket {d.bucket_name})
 {scaled}  API keys (tenant, role, key):
 {keys}

@@ -18,6 +18,8 @@ ROUTES: tuple[tuple[str, str], ...] = (
     ("GET", "/v1/jobs/{job_id}"),
     ("GET", "/v1/jobs/{job_id}/events"),
     ("GET", "/v1/jobs/{job_id}/result"),
+    ("GET", "/v1/jobs/{job_id}/graph"),
+    ("GET", "/v1/jobs/{job_id}/pages"),
     ("GET", "/v1/jobs"),
     ("POST", "/v1/jobs/{job_id}/cancel"),
     ("POST", "/v1/uploads"),
@@ -25,6 +27,7 @@ ROUTES: tuple[tuple[str, str], ...] = (
     ("GET", "/v1/ops/jobs"),
     ("GET", "/v1/ops/jobs/{job_id}"),
     ("GET", "/v1/ops/jobs/{job_id}/events"),
+    ("GET", "/v1/ops/jobs/{job_id}/graph"),
     ("POST", "/v1/ops/jobs/{job_id}/cancel"),
     ("POST", "/v1/ops/jobs/{job_id}/replay"),
     ("GET", "/v1/ops/tenants/{tenant_id}/policy"),
@@ -34,10 +37,14 @@ ROUTES: tuple[tuple[str, str], ...] = (
     ("GET", "/v1/reviews"),
     ("GET", "/v1/reviews/{review_id}"),
     ("POST", "/v1/reviews/{review_id}/decision"),
+    ("GET", "/v1/me"),
     # Without an API key (the function serves them before its key check).
     ("GET", "/v1/health"),
     ("GET", "/v1/openapi.json"),
     ("GET", "/v1/docs"),
+    # The web console: its page and assets (the function serves them before its key check).
+    ("GET", "/console"),
+    ("GET", "/console/{proxy+}"),
 )
 
 

@@ -173,7 +173,9 @@ class LonghaulStack(Stack):
                 "states:StopExecution",
                 "states:RedriveExecution",
                 "states:GetExecutionHistory",  # a finished job's cost counts its state transitions
+                "states:DescribeStateMachineForExecution",  # a job's workflow graph: the definition it runs
             )
+            machine.grant(api.function, "states:DescribeStateMachine")  # the graph of a job not started yet
             grant_map_run_history(api.function, machine)
             machine.grant_execution(operations.sweeper, "states:DescribeExecution", "states:StopExecution")
             acknowledge_executions(self, machine)

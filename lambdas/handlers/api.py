@@ -1,8 +1,8 @@
 """The API function: Powertools REST resolver, validated by the pydantic contracts, RFC 9457 errors.
 
 Before routing: the body size, then the API key (no validation feedback without one), the operator role on
-`/v1/ops/`, the reviewer role on `/v1/reviews` (a reviewer key reaches nothing else), and a JSON body's media type.
-Health, the OpenAPI document and Swagger UI need no key.
+`/v1/ops/`, the reviewer role on `/v1/reviews` (a reviewer key reaches nothing else but `/v1/me`), and a JSON body's
+media type. Health, the OpenAPI document, Swagger UI and the web console (`/console`) need no key.
 """
 
 from __future__ import annotations
@@ -20,6 +20,8 @@ from aws_lambda_powertools.event_handler.openapi.models import HTTPBearer, Serve
 from aws_lambda_powertools.event_handler.openapi.params import Body, Header, Path, Query
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
+from handlers.api_console import is_console_path
+from handlers.api_console import router as console_routes
 from handlers.api_ops import router as operator_routes
 from handlers.api_reviews import router as reviewer_routes
 from handlers.api_shared import (
@@ -33,10 +35,12 @@ from handlers.api_shared import (
     problems,
 )
 from handlers.resolver import ThreadSafeRestResolver
+from longhaul.api.graph import WorkflowGraph
 from longhaul.api.jobs import readiness
 from longhaul.core import limits
 from longhaul.core.auth import Principal, bearer_token
 from longhaul.core.contracts import (
+    Caller,
     CancelOutcome,
     EventPage,
     Health,
@@ -44,6 +48,7 @@ from longhaul.core.contracts import (
     JobList,
     JobStatus,
     JobView,
+    PageText,
     UploadRequest,
     UploadTicket,
 )
@@ -77,8 +82,10 @@ DESCRIPTION = (
     f"{limits.ACCEPTED_MEDIA_TYPE} (415 otherwise).\n\n"
     "Without a key: `GET /v1/health`, this document at `GET /v1/openapi.json`, Swagger UI at `GET /v1/docs`."
 )
-# Served without an API key (and checked against the gateway's routes).
+# Served without an API key (and checked against the gateway's routes); so is the console (`/console`, `/console/…`).
 PUBLIC_PATHS = frozenset({"/v1/health", "/v1/openapi.json", "/v1/docs"})
+# What every role may call: who the key is.
+EVERY_ROLE_PATHS = frozenset({"/v1/me"})
 JSON_METHODS = frozenset({"POST", "PUT", "PATCH"})
 app = ThreadSafeRestResolver(enable_validation=True)  # the local runtime resolves requests concurrently
 
@@ -205,6 +212,32 @@ def get_job(job_id: Annotated[str, Path()]) -> JobView:
     return job_service().view(principal(app), job_id)
 
 
+GRAPH_PROBLEMS = {**problems(503, "The workflow engine did not answer")}
+
+
+@app.get(
+    "/v1/jobs/<job_id>/graph",
+    summary="The job's workflow as a graph: the states of the state machine its execution runs, each with this "
+    "job's status (done, running, waiting, failed, stopped, skipped, pending), and each fan-out's progress",
+    responses={**COMMON_PROBLEMS, **GRAPH_PROBLEMS},
+)
+def get_graph(job_id: Annotated[str, Path()]) -> WorkflowGraph:
+    return job_service().graph(principal(app), job_id)
+
+
+@app.get(
+    "/v1/jobs/<job_id>/pages",
+    summary="A page of the job's document as its steps read it (where a citation's quote is shown in context)",
+    responses={**problems(401, "Missing or unknown API key"), **problems(404, "No such job, document or page")},
+)
+def get_page(
+    job_id: Annotated[str, Path()],
+    document: Annotated[str, Query(min_length=1, max_length=limits.MAX_ARCHIVE_NAME_CHARS)],
+    page: Annotated[int, Query(ge=1)],
+) -> PageText:
+    return job_service().page(principal(app), job_id, document, page)
+
+
 @app.get(
     "/v1/jobs/<job_id>/events",
     summary="The job's append-only event log (JSON pages, or Server-Sent Events with Accept: text/event-stream); "
@@ -297,6 +330,18 @@ def cancel_job(job_id: Annotated[str, Path()]) -> Response[str]:
 
 app.include_router(operator_routes)
 app.include_router(reviewer_routes)
+app.include_router(console_routes)
+
+
+@app.get(
+    "/v1/me",
+    summary="Whose key this is: its tenant and role (every role may ask)",
+    responses={**problems(401, "Missing or unknown API key")},
+)
+def get_me() -> Caller:
+    caller = principal(app)
+    return Caller(tenant_id=caller.tenant_id, role=caller.role)
+
 
 # ---------------------------------------------------------------------- without a key
 
@@ -383,7 +428,8 @@ def _body_size(event: dict[str, Any]) -> int:
 @logger.inject_lambda_context(clear_state=True)
 def handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
     """Size limit, then authentication (before any validation feedback), the role, the media type, the routes."""
-    if str(event.get("path", "")).rstrip("/") in PUBLIC_PATHS and event.get("httpMethod") == "GET":
+    public = str(event.get("path", "")).rstrip("/") in PUBLIC_PATHS or is_console_path(str(event.get("path", "")))
+    if public and event.get("httpMethod") == "GET":
         return app.resolve(event, context)
     limit = services().settings.max_body_bytes
     if _body_size(event) > limit:
@@ -397,7 +443,7 @@ def handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
     reviewer_route = path == "/v1/reviews" or path.startswith("/v1/reviews/")
     if reviewer_route and principal.role != "reviewer":
         return _raw_problem(Forbidden("review routes need a key with the reviewer role"), event)
-    if principal.role == "reviewer" and not reviewer_route:
+    if principal.role == "reviewer" and not reviewer_route and path not in EVERY_ROLE_PATHS:
         return _raw_problem(Forbidden("a reviewer key reaches only the review routes (/v1/reviews)"), event)
     # A body that is not JSON is refused before anything reads it (a missing Content-Type is read as JSON).
     content_type = _content_type(event)

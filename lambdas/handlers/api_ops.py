@@ -13,6 +13,7 @@ from aws_lambda_powertools.event_handler.api_gateway import Router
 from aws_lambda_powertools.event_handler.openapi.params import Body, Path, Query
 
 from handlers.api_shared import EventsLimit, EventsWait, events_response, job_service, principal, problems
+from longhaul.api.graph import WorkflowGraph
 from longhaul.core import limits
 from longhaul.core.auth import Principal
 from longhaul.core.budgets import TenantPolicy
@@ -83,6 +84,15 @@ OPS_JOB_PROBLEMS = {**OPS_PROBLEMS, **problems(404, "No such job")}
 @router.get("/v1/ops/jobs/<job_id>", summary="Any tenant's job: status and progress", responses=OPS_JOB_PROBLEMS)
 def ops_get_job(job_id: Annotated[str, Path()]) -> JobView:
     return job_service().view(_operator(), job_id, any_tenant=True)
+
+
+@router.get(
+    "/v1/ops/jobs/<job_id>/graph",
+    summary="Any tenant's job's workflow as a graph, each state with the job's status",
+    responses={**OPS_JOB_PROBLEMS, **problems(503, "The workflow engine did not answer")},
+)
+def ops_get_graph(job_id: Annotated[str, Path()]) -> WorkflowGraph:
+    return job_service().graph(_operator(), job_id, any_tenant=True)
 
 
 @router.get(

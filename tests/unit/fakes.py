@@ -47,6 +47,7 @@ class FakeEngine:
     redriven: list[tuple[str, str]] = field(default_factory=list)
     histories: dict[tuple[str, str], ExecutionHistory] = field(default_factory=dict)
     history_reads: list[tuple[str, str]] = field(default_factory=list)
+    definitions: dict[str, str] = field(default_factory=dict)  # workflow -> its definition (ASL JSON)
 
     def set_status(self, workflow: str, execution: str, status: ExecutionStatus, *, error: str | None = None) -> None:
         self.executions[(workflow, execution)] = Execution(status, error)
@@ -82,11 +83,16 @@ class FakeEngine:
         self.redriven.append((workflow, execution))
         self.executions[(workflow, execution)] = Execution(ExecutionStatus.RUNNING)
 
-    def history(self, workflow: str, execution: str) -> ExecutionHistory:
+    def history(self, workflow: str, execution: str, *, children: bool = True) -> ExecutionHistory:
         if self.unavailable:
             raise EngineUnavailable("GetExecutionHistory: ThrottlingException")
         self.history_reads.append((workflow, execution))
         return self.histories.get((workflow, execution), ExecutionHistory())
+
+    def definition(self, workflow: str, execution: str) -> str:
+        if self.unavailable or workflow not in self.definitions:
+            raise EngineUnavailable("DescribeStateMachine: ThrottlingException")
+        return self.definitions[workflow]
 
 
 @dataclass

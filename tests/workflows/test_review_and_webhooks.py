@@ -73,12 +73,15 @@ def test_a_reviewer_approves_and_the_job_completes(
     as_other = other_reviewer.get(f"/v1/reviews/{review_id}")
     decided = reviewer.post(f"/v1/reviews/{review_id}/decision", {"decision": "approve", "comment": "looks right"})
     finished = alpha.wait(job_id)
+    after = reviewer.get(f"/v1/reviews/{review_id}").json()
     again = reviewer.post(f"/v1/reviews/{review_id}/decision", {"decision": "reject"})
 
     assert waiting["review"]["assignee_group"] == "analysts" and waiting["review"]["reminders"] == 0
     assert review_id in [r["review_id"] for r in pending.json()["reviews"]]
     assert detail.status_code == 200 and detail.json()["draft"]["answer"] and detail.json()["reasons"]
     assert all(e["document"] and "verified" in e for e in detail.json()["evidence"])
+    assert detail.json()["job_status"] == "waiting_for_review" and detail.json()["rung"] == 0
+    assert after["status"] == "decided" and after["job_status"] == "completed"  # what a reviewer sees of the job
     assert as_tenant.status_code == 403 and as_other.status_code == 404
     assert decided.status_code == 200 and decided.json()["decision"] == "approve"
     assert finished["status"] == "completed" and alpha.get(f"/v1/jobs/{job_id}/result").status_code == 200

@@ -17,6 +17,9 @@ from longhaul.core.ports import (
     RedriveRefused,
 )
 
+# DescribeStateMachineForExecution of an execution that does not exist (yet): AWS's code, and moto's.
+NO_EXECUTION = frozenset({"ExecutionDoesNotExist", "ResourceNotFound"})
+
 
 def execution_arn(state_machine_arn: str, execution_name: str) -> str:
     return state_machine_arn.replace(":stateMachine:", ":execution:") + f":{execution_name}"
@@ -80,7 +83,7 @@ class StepFunctionsEngine:
         except (BotoCoreError, AttributeError, NotImplementedError) as error:
             raise RedriveRefused(f"redrive is not available here ({type(error).__name__})") from None
 
-    def history(self, workflow: str, execution: str) -> ExecutionHistory:
+    def history(self, workflow: str, execution: str, *, children: bool = True) -> ExecutionHistory:
         arn = execution_arn(self._machine(workflow), execution)
         try:
             events = self._events(arn)
@@ -90,15 +93,34 @@ class StepFunctionsEngine:
             raise EngineUnavailable(f"GetExecutionHistory: {_code(error)}") from error
         except BotoCoreError as error:
             raise EngineUnavailable(f"GetExecutionHistory: {type(error).__name__}") from error
-        children: list[list[HistoryEvent]] = []
+        if not children:
+            return ExecutionHistory(events=events)
+        child_events: list[list[HistoryEvent]] = []
         complete = True
         for run in (e.map_run_arn for e in events if e.map_run_arn):
             try:  # best effort: the children's transitions are billed too, but an older engine may not list them
                 for child in self._pages("list_executions", "executions", mapRunArn=run):
-                    children.append(self._events(child["executionArn"]))
+                    child_events.append(self._events(child["executionArn"]))
             except (ClientError, BotoCoreError, TypeError):
                 complete = False
-        return ExecutionHistory(events=events, children=children, complete=complete)
+        return ExecutionHistory(events=events, children=child_events, complete=complete)
+
+    def definition(self, workflow: str, execution: str) -> str:
+        machine = self._machine(workflow)
+        try:
+            try:
+                described = self._client.describe_state_machine_for_execution(
+                    executionArn=execution_arn(machine, execution)
+                )
+            except ClientError as error:
+                if _code(error) not in NO_EXECUTION:
+                    raise
+                described = self._client.describe_state_machine(stateMachineArn=machine)
+        except ClientError as error:
+            raise EngineUnavailable(f"DescribeStateMachine: {_code(error)}") from error
+        except BotoCoreError as error:
+            raise EngineUnavailable(f"DescribeStateMachine: {type(error).__name__}") from error
+        return str(described["definition"])
 
     def _events(self, arn: str) -> list[HistoryEvent]:
         return [
@@ -110,6 +132,7 @@ class StepFunctionsEngine:
                 resource_type="lambda"
                 if str(e["type"]).startswith("LambdaFunction")
                 else (e.get("taskScheduledEventDetails") or {}).get("resourceType"),
+                state=(e.get("stateEnteredEventDetails") or e.get("stateExitedEventDetails") or {}).get("name"),
             )
             for e in self._pages("get_execution_history", "events", executionArn=arn, maxResults=1000)
         ]

@@ -20,6 +20,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel
 
+from longhaul.api.graph import DefinitionUnreadable, EngineNotAnswering, WorkflowGraph, job_graph
 from longhaul.core import limits
 from longhaul.core.addresses import UnsafeCallback, check_url, system_resolver
 from longhaul.core.auth import Principal
@@ -36,6 +37,7 @@ from longhaul.core.contracts import (
     JobRequestBase,
     JobStatus,
     JobView,
+    PageText,
     StepUsage,
     UploadRequest,
     UploadTicket,
@@ -309,6 +311,27 @@ class JobService:
         if not events and wait_seconds > 0 and job.status not in TERMINAL_STATUSES:
             events, next_seq = _long_poll(self.services, self.long_poll, job_id, after, limit, wait_seconds)
         return EventPage(events=events, next_cursor=str(next_seq) if next_seq is not None else None)
+
+    def graph(self, principal: Principal, job_id: str, *, any_tenant: bool = False) -> WorkflowGraph:
+        """The job's workflow as a graph, each state with this job's status (`longhaul.api.graph`)."""
+        job = self.job(principal, job_id, any_tenant=any_tenant)
+        try:
+            return job_graph(self.services, job)
+        except (EngineUnavailable, DefinitionUnreadable):
+            logger.exception("the workflow graph could not be read", extra={"job_id": job_id})
+            raise EngineNotAnswering("the workflow's definition or history could not be read; try again") from None
+
+    def page(self, principal: Principal, job_id: str, document: str, page: int) -> PageText:
+        """A page of the job's document as its steps read it (where a citation's quote is shown)."""
+        job = self.job(principal, job_id)
+        try:
+            read: Callable[..., PageText | None] = REGISTRY[job.workflow].hook("page_text")
+        except AttributeError:
+            raise NotFound(f"a {job.workflow} job keeps no page text") from None
+        found = read(self.services, job, document, page)
+        if found is None:
+            raise NotFound(f"job {job_id} has no page {page} of {document!r} (or its intermediate files expired)")
+        return found
 
     def result(self, principal: Principal, job_id: str) -> BaseModel:
         job = self.job(principal, job_id)

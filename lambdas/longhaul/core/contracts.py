@@ -13,6 +13,7 @@ from typing import Annotated, Literal
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, model_validator
 
 from longhaul.core import limits
+from longhaul.core.auth import Role
 from longhaul.core.budgets import JobBudget, SlaClass, TenantPolicy
 
 MEDIA_TYPES = ("application/pdf", "text/plain", "text/markdown")
@@ -572,6 +573,25 @@ class TenantPolicyView(BaseModel):
     policy: TenantPolicy
     source: Literal["stored", "default"]
     today: DayUsageView
+
+
+class Caller(BaseModel):
+    """Whose API key this is: its tenant and role (what the console offers it)."""
+
+    tenant_id: str
+    role: Role = Field(
+        description="`tenant` (its jobs), `reviewer` (its tenant's reviews, nothing else) or `operator` (every "
+        "tenant's jobs, dead letters, replays, webhooks, policies)."
+    )
+
+
+class PageText(BaseModel):
+    """One page of a job's document as its steps read it: where a citation's quote is shown in context."""
+
+    document: str
+    page: int = Field(ge=1)
+    text: str
+    source: Literal["text", "ocr"] = Field(default="text", description="The page's text layer, or OCR of its image.")
 
 
 class Health(BaseModel):

@@ -40,6 +40,7 @@ class HistoryEvent:
     previous_id: int | None = None
     map_run_arn: str | None = None  # a `MapRunStarted` event: the Distributed Map run it started
     resource_type: str | None = None  # a scheduled Task: what it calls (`lambda`, `ecs`, `sqs`, ...)
+    state: str | None = None  # a `*StateEntered`/`*StateExited` event: the state's name
 
 
 @dataclass(frozen=True)
@@ -72,9 +73,13 @@ class WorkflowEngine(Protocol):
     def redrive(self, workflow: str, execution: str) -> None:
         """Redrive a failed execution from where it stopped. `RedriveRefused` with the engine's reason."""
 
-    def history(self, workflow: str, execution: str) -> ExecutionHistory:
-        """Its events, all pages, with its Distributed Map children's (empty when there is no such execution).
-        `EngineUnavailable`."""
+    def history(self, workflow: str, execution: str, *, children: bool = True) -> ExecutionHistory:
+        """Its events, all pages, with its Distributed Map children's unless `children` is false (empty when there is
+        no such execution). `EngineUnavailable`."""
+
+    def definition(self, workflow: str, execution: str) -> str:
+        """The state machine definition (ASL JSON) the execution runs; the workflow's deployed one when there is no
+        such execution yet. `EngineUnavailable`."""
 
 
 class DeadLetters(Protocol):

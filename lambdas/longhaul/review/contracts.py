@@ -7,7 +7,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, Field
 
-from longhaul.core.contracts import Strict
+from longhaul.core.contracts import JobStatus, Strict
 
 
 class ReviewEvidence(BaseModel):
@@ -36,6 +36,11 @@ class ReviewView(BaseModel):
     deadline: datetime
     assignee_group: str
     reminders: int
+    rung: int = Field(
+        default=0,
+        description="The escalation ladder's rung: 0 waiting, 1 reminded, 2 reassigned to the secondary group, 3 the "
+        "workflow's final action taken.",
+    )
     reasons: list[str] = Field(description="Why review was required.")
     decision: Literal["approve", "reject", "edit"] | None = None
     decided_at: datetime | None = None
@@ -45,6 +50,9 @@ class ReviewDetail(ReviewView):
     draft: dict[str, Any] = Field(description="The draft result, as it would be published.")
     evidence: list[ReviewEvidence]
     comment: str | None = None
+    job_status: JobStatus | None = Field(
+        default=None, description="The reviewed job's status now: after a decision, whether it went on to complete."
+    )
 
 
 class ReviewList(BaseModel):
