@@ -22,7 +22,16 @@ from aws_lambda_powertools.utilities.typing import LambdaContext
 
 from handlers.api_ops import router as operator_routes
 from handlers.api_reviews import router as reviewer_routes
-from handlers.api_shared import PROBLEM_JSON, SSE, EventsLimit, events_response, job_service, principal, problems
+from handlers.api_shared import (
+    PROBLEM_JSON,
+    SSE,
+    EventsLimit,
+    base_url,
+    events_response,
+    job_service,
+    principal,
+    problems,
+)
 from handlers.resolver import ThreadSafeRestResolver
 from longhaul.api.jobs import readiness
 from longhaul.core import limits
@@ -93,13 +102,7 @@ COMMON_PROBLEMS = {
 
 
 def _base_url() -> str:
-    event = app.current_event
-    headers = {k.lower(): v for k, v in (event.headers or {}).items()}
-    proto = headers.get("x-forwarded-proto", "https")
-    host = headers.get("host", "localhost")
-    full_path = event.request_context.path or event.path
-    prefix = full_path[: -len(event.path)] if full_path.endswith(event.path) else ""
-    return f"{proto}://{host}{prefix}"
+    return base_url(app)
 
 
 # ---------------------------------------------------------------------- middleware and errors
