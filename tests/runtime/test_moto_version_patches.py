@@ -21,6 +21,7 @@ from moto import mock_aws
 
 from local import moto_patches
 from local.deploy import wait_until
+from longhaul.core.ports import EngineUnavailable
 from tests.unit.aws_env import REGION, offline_credentials
 
 CODE_BUCKET = "code-bucket"
@@ -319,3 +320,29 @@ def test_an_execution_started_through_the_alias_finishes_on_its_version_across_a
     assert old == machine.replace(":stateMachine:", ":execution:") + ":old"  # executions are the machine's
     with pytest.raises(ClientError, match="ExecutionAlreadyExists"):  # names are unique per machine, across versions
         sfn.start_execution(stateMachineArn=f"{machine}:1", name="new", input='{"other": 1}')
+
+
+# --- the engine adapter on the patched moto -------------------------------------------------------------------------
+
+
+@pytest.mark.usefixtures("patched")
+def test_the_engine_starts_a_job_through_the_alias_or_on_its_own_version_and_its_execution_says_which() -> None:
+    from longhaul.adapters.stepfunctions import StepFunctionsEngine
+
+    first = _deploy(_template("A"))
+    ids = _deploy(_template("B"), update=True)
+    workflow, state = "probe", {"job_id": "job_1"}
+    engine = StepFunctionsEngine(boto3.client("stepfunctions", region_name=REGION), {workflow: ids["Live"]})
+
+    engine.start(workflow, "job_1", state)
+    engine.start(workflow, "job_2-r2", state, version=first["MachineVersionA"])
+
+    assert engine.describe(workflow, "job_1").version == ids["MachineVersionB"]
+    assert engine.describe(workflow, "job_2-r2").version == first["MachineVersionA"]
+    assert engine.has_version(workflow, first["MachineVersionA"])
+    assert not engine.has_version(workflow, f"{ids['Machine']}:9")
+    with pytest.raises(EngineUnavailable, match="not a version"):  # another machine's version
+        engine.start(workflow, "job_3", state, version=first["MachineVersionA"].replace(MACHINE, "other"))
+    wait_until(lambda: len(TOKENS) == 2 or None, timeout=10, what="both executions' tokens")
+    for token in TOKENS:  # let them end
+        boto3.client("stepfunctions", region_name=REGION).send_task_success(taskToken=token, output="{}")
