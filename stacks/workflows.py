@@ -78,12 +78,14 @@ class Workflows(Construct):
                     f"IAM5[Resource::{arn_ref(function)}:*]",
                     "Invoking any version or alias of this workflow's own step function.",
                 )
-            acknowledge(
-                builder,
-                "IAM5[Resource::arn:<AWS::Partition>:states:<AWS::Region>:<AWS::AccountId>:execution:"
-                f"{builder.machine_name}:*]",
-                "A step describes an execution of its own workflow's state machine: a job records the version it runs.",
-            )
+            for function in builder.functions.values():
+                acknowledge(
+                    function,
+                    "IAM5[Resource::arn:<AWS::Partition>:states:<AWS::Region>:<AWS::AccountId>:execution:"
+                    f"{builder.machine_name}:*]",
+                    "A step describes an execution of its own workflow's state machine: its job records the version "
+                    "it runs.",
+                )
             if builder.distributed_maps:
                 _acknowledge_distributed_maps(machine, builder)
             for queue in builder.dead_letter_queues.values():

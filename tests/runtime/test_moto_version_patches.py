@@ -21,12 +21,13 @@ from moto import mock_aws
 
 from local import moto_patches
 from local.deploy import wait_until
+from longhaul.core.contracts import JobStatus
 from longhaul.core.ports import EngineUnavailable
 from tests.unit.aws_env import REGION, offline_credentials
 
 CODE_BUCKET = "code-bucket"
 STACK = "versions-test"
-MACHINE = "versions-test-machine"
+MACHINE = f"{STACK}-machine"  # as a stack names its workflows' machines: the workflow is "machine"
 TOKENS: list[str] = []
 
 
@@ -339,6 +340,9 @@ def test_the_engine_starts_a_job_through_the_alias_or_on_its_own_version_and_its
 
     assert engine.describe(workflow, "job_1").version == ids["MachineVersionB"]
     assert engine.describe(workflow, "job_2-r2").version == first["MachineVersionA"]
+    execution = ids["Machine"].replace(":stateMachine:", ":execution:")
+    assert engine.version_of(f"{execution}:job_1") == ids["MachineVersionB"]
+    assert engine.version_of(f"{execution}:no-such-job") is None
     assert engine.has_version(workflow, first["MachineVersionA"])
     assert not engine.has_version(workflow, f"{ids['Machine']}:9")
     with pytest.raises(EngineUnavailable, match="not a version"):  # another machine's version
@@ -346,3 +350,72 @@ def test_the_engine_starts_a_job_through_the_alias_or_on_its_own_version_and_its
     wait_until(lambda: len(TOKENS) == 2 or None, timeout=10, what="both executions' tokens")
     for token in TOKENS:  # let them end
         boto3.client("stepfunctions", region_name=REGION).send_task_success(taskToken=token, output="{}")
+
+
+# --- the operators' prune command on the patched moto -----------------------------------------------------------------
+
+
+def _with_table(template: dict[str, Any]) -> dict[str, Any]:
+    """The template plus a jobs table with the platform's indexes and its `TableName` output."""
+    from longhaul.core import schema
+    from longhaul.operations import admin
+
+    keys = [schema.PK, schema.SK, *(k for pair in schema.INDEXES.values() for k in pair)]
+    table = {
+        "Type": "AWS::DynamoDB::Table",
+        "Properties": {
+            "BillingMode": "PAY_PER_REQUEST",
+            "AttributeDefinitions": [{"AttributeName": k, "AttributeType": "S"} for k in keys],
+            "KeySchema": [
+                {"AttributeName": schema.PK, "KeyType": "HASH"},
+                {"AttributeName": schema.SK, "KeyType": "RANGE"},
+            ],
+            "GlobalSecondaryIndexes": [
+                {
+                    "IndexName": name,
+                    "KeySchema": [{"AttributeName": pk, "KeyType": "HASH"}, {"AttributeName": sk, "KeyType": "RANGE"}],
+                    "Projection": {"ProjectionType": "KEYS_ONLY" if name in schema.KEYS_ONLY_INDEXES else "ALL"},
+                }
+                for name, (pk, sk) in schema.INDEXES.items()
+            ],
+        },
+    }
+    return {
+        **template,
+        "Resources": {**template["Resources"], "Jobs": table},
+        "Outputs": {admin.TABLE_OUTPUT: {"Value": {"Ref": "Jobs"}}},
+    }
+
+
+@pytest.mark.usefixtures("patched")
+def test_prune_versions_keeps_what_the_alias_routes_to_and_live_jobs_run_and_deletes_the_rest() -> None:
+    from longhaul.operations import admin
+    from longhaul.storage.jobs import JobStore, NewJob
+
+    first = _deploy(_with_table(_template("A")))
+    second = _deploy(_with_table(_template("B")), update=True)
+    session = boto3.session.Session(region_name=REGION)
+    jobs = JobStore(session.resource("dynamodb").Table(second["Jobs"]))
+    job_id = "job_" + "d" * 28
+    jobs.create_job(NewJob(job_id, "tenant-a", "machine", f"work/{job_id}/input.json", "h", "m", 30))
+    jobs.update_job(job_id, {"state_machine_version": first["MachineVersionA"]}, only_if=[JobStatus.QUEUED])
+
+    def run(apply: bool) -> str:
+        out = io.StringIO()
+        assert admin.prune_versions(session, STACK, apply=apply, out=out) == 0
+        return out.getvalue()
+
+    while_running = run(apply=True)
+    jobs.transition(job_id, JobStatus.CANCELLED, event="job_cancelled")
+    planned = run(apply=False)
+    pruned = run(apply=True)
+
+    assert "keep version 1 (1 live job(s) run it)" in while_running and "nothing to prune" in while_running
+    assert "keep version 2 (the alias routes new jobs to it)" in planned
+    assert f"prune version 1 ({first['MachineVersionA']})" in planned and "--apply" in planned
+    assert f"prune function version {first['FnVersionA']}" in planned
+    assert "pruned 2 versions" in pruned
+    sfn = boto3.client("stepfunctions", region_name=REGION)
+    listed = sfn.list_state_machine_versions(stateMachineArn=second["Machine"])["stateMachineVersions"]
+    assert [v["stateMachineVersionArn"] for v in listed] == [second["MachineVersionB"]]
+    assert _versions(second["Fn"]) == {"$LATEST": "B", "2": "B"}

@@ -68,6 +68,10 @@ class FakeEngine:
         runs = version or self.current.get(workflow)
         self.executions[(workflow, execution)] = Execution(ExecutionStatus.RUNNING, version=runs)
 
+    def version_of(self, execution_arn: str) -> str | None:
+        name = execution_arn.rsplit(":", 1)[-1]
+        return next((e.version for (_, n), e in self.executions.items() if n == name), None)
+
     def has_version(self, workflow: str, version: str) -> bool:
         return version in self.versions or version in self.current.values()
 

@@ -73,6 +73,18 @@ class StepFunctionsEngine:
         except BotoCoreError as error:
             raise EngineUnavailable(f"DescribeStateMachine: {type(error).__name__}") from error
 
+    def version_of(self, execution_arn: str) -> str | None:
+        try:
+            described = self._client.describe_execution(executionArn=execution_arn)
+        except ClientError as error:
+            if _code(error) == "ExecutionDoesNotExist":
+                return None
+            raise EngineUnavailable(f"DescribeExecution: {_code(error)}") from error
+        except BotoCoreError as error:
+            raise EngineUnavailable(f"DescribeExecution: {type(error).__name__}") from error
+        version: str | None = described.get("stateMachineVersionArn")
+        return version
+
     def stop(self, workflow: str, execution: str, *, error: str, cause: str = "") -> None:
         arn = execution_arn(self._machine(workflow), execution)
         try:

@@ -69,6 +69,10 @@ class WorkflowEngine(Protocol):
     def has_version(self, workflow: str, version: str) -> bool:
         """Whether that version of the workflow's state machine still exists (operators prune old ones)."""
 
+    def version_of(self, execution_arn: str) -> str | None:
+        """The state machine version an execution runs, by the ARN its steps know it by (None: none, or no such
+        execution). `EngineUnavailable`."""
+
     def stop(self, workflow: str, execution: str, *, error: str, cause: str = "") -> None:
         """Stop it if it runs; one that does not exist or has ended is fine. `EngineUnavailable`."""
 

@@ -174,9 +174,9 @@ def _provenance(services: Services, event: StepEvent, job: Job) -> Provenance:
     """The code version (this function's) and the workflow version its job runs. The first step of an execution
     learns the latter from the engine and records it on the job; every later step reads it there."""
     version = job.state_machine_version
-    if version is None and event.execution and job.workflow in services.settings.workflows:
+    if version is None and event.execution:
         try:
-            version = services.engine.describe(job.workflow, event.execution.rsplit(":", 1)[-1]).version
+            version = services.engine.version_of(event.execution)
         except EngineUnavailable:
             logger.warning("the execution's version is unknown", extra={"job_id": job.job_id})
         if version is not None:

@@ -1,11 +1,15 @@
-"""Operator commands against a deployed stack: create an API key for a tenant, a reviewer of a tenant, or an operator.
+"""Operator commands against a deployed stack: create an API key for a tenant, a reviewer of a tenant, or an
+operator; prune the old versions no live job runs.
 
     PYTHONPATH=lambdas python -m longhaul.operations.admin create-key --stack Longhaul-prod \
         --tenant acme [--role reviewer]
+    PYTHONPATH=lambdas python -m longhaul.operations.admin prune-versions --stack Longhaul-prod [--apply]
 
-The jobs table is found from the stack's `TableName` output (CloudFormation DescribeStacks), with the usual AWS
-credentials and region. The new key is printed once; only its SHA-256 is stored, so a lost key is replaced, not
-recovered.
+The jobs table is found from the stack's `TableName` output (CloudFormation DescribeStacks), the workflows' aliases
+from its resources, with the usual AWS credentials and region. The new key is printed once; only its SHA-256 is
+stored, so a lost key is replaced, not recovered. `prune-versions` prints what it would delete (every state machine
+version no alias routes to and no live job runs, and the step function versions only those invoke) and deletes it
+with `--apply`.
 """
 
 from __future__ import annotations
@@ -54,6 +58,42 @@ def create_key(table: Any, tenant: str, role: Role = "tenant") -> str:
     return key
 
 
+ALIAS_TYPE = "AWS::StepFunctions::StateMachineAlias"
+
+
+def workflow_aliases(cloudformation: Any, stack: str) -> dict[str, str]:
+    """{workflow: its alias ARN} of a deployed stack (a workflow's machine is named `<stack>-<workflow>`)."""
+    aliases: dict[str, str] = {}
+    for page in cloudformation.get_paginator("list_stack_resources").paginate(StackName=stack):
+        for resource in page["StackResourceSummaries"]:
+            if resource.get("ResourceType") == ALIAS_TYPE and resource.get("PhysicalResourceId"):
+                arn = str(resource["PhysicalResourceId"])
+                machine = arn.split(":")[6]
+                aliases[machine.removeprefix(f"{stack}-")] = arn
+    return aliases
+
+
+def prune_versions(session: Any, stack: str, *, apply: bool, out: Any = sys.stdout) -> int:
+    """Print the prune plan of the stack's old versions; with `apply`, carry it out. Returns the exit code."""
+    from longhaul.adapters.versions import StepFunctionsVersions
+    from longhaul.operations.versions import in_use, plan, prune
+    from longhaul.storage.jobs import JobStore
+
+    cloudformation = session.client("cloudformation")
+    table = session.resource("dynamodb").Table(table_name(cloudformation, stack))
+    versions = StepFunctionsVersions(session.client("stepfunctions"), session.client("lambda"))
+    planned = plan(versions, workflow_aliases(cloudformation, stack), in_use(JobStore(table)))
+    for line in planned.lines():
+        print(line, file=out)
+    if planned.empty:
+        print("nothing to prune", file=out)
+    elif apply:
+        print(f"pruned {prune(versions, planned)} versions", file=out)
+    else:
+        print("(a plan: run again with --apply to delete)", file=out)
+    return 0
+
+
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="python -m longhaul.operations.admin", description=__doc__.split("\n")[0])
     commands = parser.add_subparsers(dest="command", required=True)
@@ -62,12 +102,24 @@ def _parser() -> argparse.ArgumentParser:
     create.add_argument("--tenant", required=True, help="tenant id the key acts for")
     create.add_argument("--role", choices=get_args(Role), default="tenant")
     create.add_argument("--region", help="the stack's region (default: the AWS CLI's configured region)")
+    versions = commands.add_parser(
+        "prune-versions", help="delete the state machine and step function versions no live job runs (a plan first)"
+    )
+    versions.add_argument("--stack", required=True, help="the deployed stack, e.g. Longhaul-prod")
+    versions.add_argument("--apply", action="store_true", help="delete what the plan lists (default: print it only)")
+    versions.add_argument("--region", help="the stack's region (default: the AWS CLI's configured region)")
     return parser
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     session = boto3.session.Session(region_name=args.region)
+    if args.command == "prune-versions":
+        try:
+            return prune_versions(session, args.stack, apply=args.apply)
+        except AdminError as error:
+            print(f"error: {error}", file=sys.stderr)
+            return 1
     try:
         name = table_name(session.client("cloudformation"), args.stack)
     except AdminError as error:
