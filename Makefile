@@ -6,7 +6,7 @@ BIN := $(VENV)/bin
 export JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION := 20
 export PYTHONDONTWRITEBYTECODE := 1
 
-.PHONY: run test lint types unit runtime infrastructure workflows faults replay-tests record synth openapi bench clean
+.PHONY: run test lint types unit runtime infrastructure workflows faults replay-tests record eval eval-small synth openapi bench clean
 
 $(BIN)/.installed: requirements.txt requirements-dev.txt lambdas/requirements.txt lambdas/workers/ocr/requirements.txt constraints.txt
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -19,7 +19,7 @@ venv: $(BIN)/.installed
 run: $(BIN)/.installed ## start the platform locally (in-memory AWS, API on 127.0.0.1:8000)
 	$(BIN)/python -m local
 
-test: $(BIN)/.installed lint types unit runtime infrastructure workflows faults replay-tests ## the one gate CI runs
+test: $(BIN)/.installed lint types unit runtime infrastructure workflows faults replay-tests eval-small ## the one gate CI runs
 
 lint: $(BIN)/.installed ## ruff, and the domain package's import layers (import-linter, contracts in pyproject.toml)
 	$(BIN)/ruff check .
@@ -49,6 +49,12 @@ replay-tests: $(BIN)/.installed ## every recorded job (tests/replay/recordings) 
 
 record: $(BIN)/.installed ## record the sample job of each workflow into tests/replay/recordings (accepts an intended change)
 	$(BIN)/python -m local.recording
+
+eval: $(BIN)/.installed ## every eval case through the local platform: a table per workflow, evals/results/full.json, gated against evals/baseline.json
+	$(BIN)/python -m evals $(EVAL_ARGS)
+
+eval-small: $(BIN)/.installed ## the small eval set (the cases marked small), gated against its baseline
+	$(BIN)/python -m evals --small
 
 synth: $(BIN)/.installed ## synthesize the CDK app into cdk.out (offline)
 	$(BIN)/python app.py
