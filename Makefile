@@ -8,7 +8,7 @@ export PYTHONDONTWRITEBYTECODE := 1
 # The browser tests' Chromium: Debian's package (Playwright's own download is not used).
 export LONGHAUL_CHROMIUM ?= /usr/bin/chromium
 
-.PHONY: run test lint types unit runtime infrastructure workflows faults browser synth openapi bench clean
+.PHONY: run test lint types unit runtime infrastructure workflows faults browser replay-tests record eval eval-small synth openapi bench clean
 
 # The pinned requirements, then the domain package and the command line and client (client/) in editable mode, which
 # puts `longhaul` in .venv/bin; their dependencies are the pinned ones (--no-deps: nothing is looked up by name), and
@@ -25,7 +25,7 @@ venv: $(BIN)/.installed
 run: $(BIN)/.installed ## start the platform locally (in-memory AWS, API on 127.0.0.1:8000)
 	$(BIN)/python -m local
 
-test: $(BIN)/.installed lint types unit runtime infrastructure workflows faults browser ## the one gate CI runs
+test: $(BIN)/.installed lint types unit runtime infrastructure workflows faults replay-tests eval-small browser ## the one gate CI runs
 
 lint: $(BIN)/.installed ## ruff, and the domain package's import layers (import-linter, contracts in pyproject.toml)
 	$(BIN)/ruff check .
@@ -53,6 +53,18 @@ faults: $(BIN)/.installed
 browser: $(BIN)/.installed ## the web console in headless Chromium; skipped (and said so) when there is no Chromium
 	@test -x "$(LONGHAUL_CHROMIUM)" || echo "browser tests SKIPPED: no Chromium at $(LONGHAUL_CHROMIUM) (apt-get install -y chromium; .ci/run installs it)"
 	$(BIN)/pytest -q -rs tests/browser
+
+replay-tests: $(BIN)/.installed ## every recorded job (tests/replay/recordings) again on the current code, model answers recorded
+	$(BIN)/pytest -q tests/replay
+
+record: $(BIN)/.installed ## record the sample job of each workflow into tests/replay/recordings (accepts an intended change)
+	$(BIN)/python -m local.recording
+
+eval: $(BIN)/.installed ## every eval case through the local platform: a table per workflow, evals/results/full.json, gated against evals/baseline.json
+	$(BIN)/python -m evals $(EVAL_ARGS)
+
+eval-small: $(BIN)/.installed ## the small eval set (the cases marked small), gated against its baseline
+	$(BIN)/python -m evals --small
 
 synth: $(BIN)/.installed ## synthesize the CDK app into cdk.out (offline)
 	$(BIN)/python app.py

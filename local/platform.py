@@ -35,7 +35,7 @@ from types import TracebackType
 from typing import Any, ClassVar
 
 from local import lambda_runtime, moto_patches, schedules, workers
-from local.deploy import REGION, Deployment, deploy_assembly, synthesize, wait_until
+from local.deploy import REGION, Deployment, deploy_assembly, synthesize, update_assembly, wait_until
 from local.frontdoor import FrontDoor
 from local.keys import DEFAULT_KEYS as DEFAULT_KEYS  # re-exported
 from local.keys import DEFAULT_WEBHOOK_SECRETS as DEFAULT_WEBHOOK_SECRETS  # re-exported
@@ -244,6 +244,18 @@ class LocalPlatform:
     def set_time_scale(self, scale: float) -> None:
         """Change the time scale now (waits already in progress follow it)."""
         lambda_runtime.set_time_scale(scale)
+
+    def redeploy(self, repo_root: Path | str | None = None) -> None:
+        """Deploy the CDK app at `repo_root` (default: this platform's) over the running stack, as `cdk deploy` does:
+        synthesize it, publish its assets, update the stack. Every function and state machine that changed gets a new
+        version and the `live` aliases move to them; executions already running finish on the versions they started
+        on (the old ones are retained). The handlers still run in-process from this platform's code root: what a
+        redeployed version changes locally is its configuration (its code version among it) and its definition."""
+        root = Path(repo_root or self.repo_root).resolve()
+        mark = time.monotonic()
+        cdk_out, _ = synthesize(root)
+        self.deployments = update_assembly(cdk_out, self.moto_endpoint)
+        self.timings["redeploy"] = time.monotonic() - mark
 
     def reset(self) -> None:
         """Wipe every moto backend, redeploy the same assembly and re-seed the keys (servers keep running).

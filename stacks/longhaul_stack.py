@@ -19,7 +19,7 @@ from longhaul.operations.admin import TABLE_OUTPUT, WEBHOOK_SECRETS_OUTPUT
 from longhaul.workflows import REGISTRY
 from stacks.admission import Admission, dispatcher_name
 from stacks.api import Api
-from stacks.bundling import code_asset
+from stacks.bundling import code_asset, code_version
 from stacks.nag import (
     acknowledge,
     acknowledge_data_access,
@@ -72,6 +72,7 @@ class LonghaulStack(Stack):
             Env.MODEL_PROVIDER: model_provider,
             Env.MODEL_ID: model_id,
             Env.STAGE: stage,
+            Env.CODE_VERSION: code_version(code, self),
             Env.WEBHOOK_SECRETS_PREFIX: webhook_secrets_prefix,
             # Whatever ends a job gives back its slot and wakes the dispatcher (by name: see stacks/admission.py).
             Env.ADMISSION_DISPATCHER: dispatcher_name(self),
@@ -109,9 +110,8 @@ class LonghaulStack(Stack):
         control_env = {
             **base_env,
             Env.CONTAINER_CLUSTER: workers.cluster.cluster_arn,
-            Env.WORKFLOWS: json.dumps(
-                {name: machine.state_machine_arn for name, machine in workflows.state_machines.items()}
-            ),
+            # Jobs start through each workflow's `live` alias (replays of an old job: on its own version).
+            Env.WORKFLOWS: json.dumps({name: alias.attr_arn for name, alias in workflows.aliases.items()}),
             Env.DEAD_LETTER_QUEUES: workflows.dead_letter_queues_env,
         }
         admission = Admission(self, "Admission", code=code, environment=control_env)
@@ -177,6 +177,9 @@ class LonghaulStack(Stack):
             )
             machine.grant(api.function, "states:DescribeStateMachine")  # the graph of a job not started yet
             grant_map_run_history(api.function, machine)
+            # A replay on the job's own version first asks whether that version still exists (versions authorize on
+            # the machine's ARN).
+            machine.grant(api.function, "states:DescribeStateMachine")
             machine.grant_execution(operations.sweeper, "states:DescribeExecution", "states:StopExecution")
             acknowledge_executions(self, machine)
         for name, builder in workflows.builders.items():  # a container task answers its own token, nothing else

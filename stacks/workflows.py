@@ -54,6 +54,7 @@ class Workflows(Construct):
         self._code = code
         self._environment = dict(environment)
         self.state_machines: dict[str, sfn.StateMachine] = {}
+        self.aliases: dict[str, sfn.CfnStateMachineAlias] = {}  # by workflow: the `live` alias jobs start through
         self.builders: dict[str, WorkflowBuilder] = {}
         for spec in REGISTRY.values():
             scope_id = spec.name.title().replace("-", "")
@@ -65,15 +66,25 @@ class Workflows(Construct):
                 policy=policy,
                 containers=containers,
                 artifacts=artifacts,
+                code_version=self._environment.get(Env.CODE_VERSION, ""),
             )
             self.builders[spec.name] = builder
             machine = state_machine_module(spec)(builder, timeout=EXECUTION_TIMEOUT)
             self.state_machines[spec.name] = machine
+            self.aliases[spec.name] = builder.alias
             for function in builder.functions.values():
                 acknowledge(
                     machine,
                     f"IAM5[Resource::{arn_ref(function)}:*]",
                     "Invoking any version or alias of this workflow's own step function.",
+                )
+            for function in builder.functions.values():
+                acknowledge(
+                    function,
+                    "IAM5[Resource::arn:<AWS::Partition>:states:<AWS::Region>:<AWS::AccountId>:execution:"
+                    f"{builder.machine_name}:*]",
+                    "A step describes an execution of its own workflow's state machine: its job records the version "
+                    "it runs.",
                 )
             if builder.distributed_maps:
                 _acknowledge_distributed_maps(machine, builder)

@@ -14,9 +14,12 @@ SQS queue and fails the execution (`parts.py`). Only references travel between s
 
 from __future__ import annotations
 
+import hashlib
+import json
 from collections.abc import Callable
 
-from aws_cdk import Duration
+import jsii
+from aws_cdk import Duration, IResolveContext, IStringProducer, Lazy, RemovalPolicy, Stack
 from aws_cdk import aws_cloudwatch as cloudwatch
 from aws_cdk import aws_iam as iam
 from aws_cdk import aws_logs as logs
@@ -35,6 +38,34 @@ from state_machines.parts import (
 )
 from state_machines.policy import STOPPED_ERRORS
 from state_machines.review_lane import review_chain
+
+# The alias jobs start through; it routes to the version the latest deploy published.
+LIVE_ALIAS = "live"
+# What a state machine version freezes, besides its definition: a change of any publishes a new version.
+VERSIONED_PROPERTIES = (
+    "definition_string",
+    "role_arn",
+    "logging_configuration",
+    "tracing_configuration",
+    "state_machine_type",
+)
+
+
+@jsii.implements(IStringProducer)
+class _VersionLogicalId:
+    """The logical id of a state machine's version: its own id and a digest of what the version freezes, as CDK names
+    a Lambda function's `current_version`. A deploy that changes the machine adds a new version resource, which
+    CloudFormation creates after updating the machine; the previous one leaves the template and, retained, stays
+    in the account for the executions that started on it."""
+
+    def __init__(self, prefix: str, machine: sfn.CfnStateMachine) -> None:
+        self._prefix = prefix
+        self._machine = machine
+
+    def produce(self, context: IResolveContext) -> str:
+        frozen = Stack.of(self._machine).resolve({name: getattr(self._machine, name) for name in VERSIONED_PROPERTIES})
+        digest = hashlib.sha256(json.dumps(frozen, sort_keys=True, default=str).encode()).hexdigest()[:16]
+        return f"{self._prefix}{digest}"
 
 
 class WorkflowBuilder(WorkflowParts):
@@ -219,6 +250,15 @@ class WorkflowBuilder(WorkflowParts):
         )
         for target in self.container_targets.values():
             self._grant_run_task(machine, target)
+        # Every version of its step functions, not only this deploy's: an execution that started on an older
+        # version of this machine invokes that version's functions until it ends.
+        machine.add_to_role_policy(
+            iam.PolicyStatement(
+                actions=["lambda:InvokeFunction"],
+                resources=[f"{function.function_arn}:*" for function in self.functions.values()],
+            )
+        )
+        self.version, self.alias = self._publish(machine)
         self.alarms.append(
             cloudwatch.Alarm(
                 self,
@@ -231,6 +271,34 @@ class WorkflowBuilder(WorkflowParts):
             )
         )
         return machine
+
+    def _publish(self, machine: sfn.StateMachine) -> tuple[sfn.CfnStateMachineVersion, sfn.CfnStateMachineAlias]:
+        """This deploy's version of the machine (retained: older executions keep running on theirs) and the `live`
+        alias routing every new job to it."""
+        cfn_machine = machine.node.default_child
+        assert isinstance(cfn_machine, sfn.CfnStateMachine)
+        version = sfn.CfnStateMachineVersion(
+            self,
+            "Version",
+            state_machine_arn=machine.state_machine_arn,
+            description=f"Longhaul workflow {self.workflow}"
+            + (f", code {self.code_version}" if self.code_version else ""),
+        )
+        version.apply_removal_policy(RemovalPolicy.RETAIN)
+        prefix = str(Stack.of(self).resolve(version.logical_id))
+        version.override_logical_id(Lazy.uncached_string(_VersionLogicalId(prefix, cfn_machine)))
+        alias = sfn.CfnStateMachineAlias(
+            self,
+            "LiveAlias",
+            name=LIVE_ALIAS,
+            description=f"Where new {self.workflow} jobs start: the latest deploy's version",
+            routing_configuration=[
+                sfn.CfnStateMachineAlias.RoutingConfigurationVersionProperty(
+                    state_machine_version_arn=version.attr_arn, weight=100
+                )
+            ],
+        )
+        return version, alias
 
     @staticmethod
     def _grant_run_task(machine: sfn.StateMachine, target: ContainerTarget) -> None:

@@ -174,7 +174,7 @@ def _tally_task(b: WorkflowParts, name: str, *, state: str | None = None) -> tas
     task = tasks.LambdaInvoke(
         b,
         state or f"{name}: tally batched items",
-        lambda_function=b.tally_function,
+        lambda_function=b.version_of(b.tally_function),
         payload=sfn.TaskInput.from_object(
             payload(
                 TallyEvent,

@@ -14,9 +14,10 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from aws_cdk import Duration, Stack
+from aws_cdk import ArnFormat, Duration, Stack
 from aws_cdk import aws_cloudwatch as cloudwatch
 from aws_cdk import aws_ecs as ecs
+from aws_cdk import aws_iam as iam
 from aws_cdk import aws_lambda as lambda_
 from aws_cdk import aws_s3 as s3
 from aws_cdk import aws_sqs as sqs
@@ -67,8 +68,10 @@ class WorkflowParts(Construct):
         policy: StepPolicy = DEFAULT_POLICY,
         containers: Mapping[str, ContainerTarget] | None = None,
         artifacts: s3.IBucket | None = None,
+        code_version: str = "",
     ) -> None:
         super().__init__(scope, construct_id)
+        self.code_version = code_version  # named in the description of each state machine version
         self.artifacts_bucket = artifacts  # Distributed Maps read their manifests from it and write results to it
         self._tally: lambda_.IFunction | None = None
         self.distributed_maps = 0
@@ -123,7 +126,29 @@ class WorkflowParts(Construct):
     def function(self, name: str, handler: str, timeout: int, memory_mb: int) -> lambda_.IFunction:
         function = self._make_function(name, handler, timeout, memory_mb)
         self.functions[name] = function
+        if handler == STEP_HANDLER:
+            self._grant_describe_own_executions(function)
         return function
+
+    def _grant_describe_own_executions(self, function: lambda_.IFunction) -> None:
+        """DescribeExecution of this workflow's executions: the first step of an execution records on its job which
+        state machine version it runs. By the ARN the machine's name gives (the machine references the function:
+        referencing it back would be a dependency cycle)."""
+        executions = Stack.of(self).format_arn(
+            service="states",
+            resource="execution",
+            resource_name=f"{self.machine_name}:*",
+            arn_format=ArnFormat.COLON_RESOURCE_NAME,
+        )
+        function.add_to_role_policy(iam.PolicyStatement(actions=["states:DescribeExecution"], resources=[executions]))
+
+    @staticmethod
+    def version_of(function: lambda_.IFunction) -> lambda_.IVersion:
+        """What a Task invokes: the version of the function this deploy publishes, so that an execution of this state
+        machine version runs the code and configuration it was deployed with, whatever is deployed later."""
+        if not isinstance(function, lambda_.Function):
+            raise TypeError(f"{function.node.path}: a step's function must be a Function to be versioned")
+        return function.current_version
 
     def lambda_task(
         self, state_name: str, function: lambda_.IFunction, timeout: int, *, payload: dict[str, Any], result_path: str
@@ -131,7 +156,7 @@ class WorkflowParts(Construct):
         return tasks.LambdaInvoke(
             self,
             state_name,
-            lambda_function=function,
+            lambda_function=self.version_of(function),
             payload=sfn.TaskInput.from_object(payload),
             payload_response_only=True,
             retry_on_service_exceptions=False,
@@ -226,7 +251,7 @@ class WorkflowParts(Construct):
         record = tasks.LambdaInvoke(
             self,
             f"{state_prefix}: record failure",
-            lambda_function=self._recorder,
+            lambda_function=self.version_of(self._recorder),
             payload=sfn.TaskInput.from_object(payload(FailureEvent, **fields)),
             payload_response_only=True,
             retry_on_service_exceptions=False,

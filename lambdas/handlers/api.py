@@ -29,6 +29,7 @@ from handlers.api_shared import (
     SSE,
     EventsLimit,
     EventsWait,
+    base_url,
     events_response,
     job_service,
     principal,
@@ -109,13 +110,7 @@ COMMON_PROBLEMS = {
 
 
 def _base_url() -> str:
-    event = app.current_event
-    headers = {k.lower(): v for k, v in (event.headers or {}).items()}
-    proto = headers.get("x-forwarded-proto", "https")
-    host = headers.get("host", "localhost")
-    full_path = event.request_context.path or event.path
-    prefix = full_path[: -len(event.path)] if full_path.endswith(event.path) else ""
-    return f"{proto}://{host}{prefix}"
+    return base_url(app)
 
 
 # ---------------------------------------------------------------------- middleware and errors

@@ -12,7 +12,7 @@ from aws_lambda_powertools.event_handler import Response
 from aws_lambda_powertools.event_handler.api_gateway import Router
 from aws_lambda_powertools.event_handler.openapi.params import Body, Path, Query
 
-from handlers.api_shared import EventsLimit, EventsWait, events_response, job_service, principal, problems
+from handlers.api_shared import EventsLimit, EventsWait, base_url, events_response, job_service, principal, problems
 from longhaul.api.graph import WorkflowGraph
 from longhaul.core import limits
 from longhaul.core.auth import Principal
@@ -24,12 +24,15 @@ from longhaul.core.contracts import (
     JobList,
     JobStatus,
     JobView,
+    KeptPrompt,
+    KeptResponse,
+    ModelCallList,
     ReplayOutcome,
     ReplayRequest,
     TenantPolicyView,
 )
 from longhaul.core.problems import ApiProblem, Forbidden, NotFound
-from longhaul.operations import listings, policies, replay
+from longhaul.operations import calls, listings, policies, replay
 from longhaul.services import services
 from longhaul.webhooks import dispatcher
 from longhaul.webhooks.views import WebhookList, WebhookView
@@ -113,6 +116,37 @@ def ops_get_events(
     return events_response(router, job_id, cursor, limit, wait, any_tenant=True)
 
 
+@router.get(
+    "/v1/ops/jobs/<job_id>/calls",
+    summary="Any tenant's job's model calls: route, model, prompt version and hash, tokens, cost, the code and "
+    "workflow versions that made each, and links to the exact prompt and the raw response",
+    responses=OPS_JOB_PROBLEMS,
+)
+def ops_model_calls(job_id: Annotated[str, Path()]) -> ModelCallList:
+    _operator()
+    return calls.model_calls(services(), job_id, base_url=base_url(router))
+
+
+@router.get(
+    "/v1/ops/jobs/<job_id>/prompts/<prompt_hash>",
+    summary="Exactly what a model call of the job sent (kept under its hash until the job's artifacts expire)",
+    responses={**OPS_PROBLEMS, **problems(404, "No such job, or no such kept prompt")},
+)
+def ops_kept_prompt(job_id: Annotated[str, Path()], prompt_hash: Annotated[str, Path()]) -> KeptPrompt:
+    _operator()
+    return calls.kept_prompt(services(), job_id, prompt_hash)
+
+
+@router.get(
+    "/v1/ops/jobs/<job_id>/responses/<response_hash>",
+    summary="Exactly what a model call of the job was answered (kept under its hash until the job's artifacts expire)",
+    responses={**OPS_PROBLEMS, **problems(404, "No such job, or no such kept response")},
+)
+def ops_kept_response(job_id: Annotated[str, Path()], response_hash: Annotated[str, Path()]) -> KeptResponse:
+    _operator()
+    return calls.kept_response(services(), job_id, response_hash)
+
+
 @router.post(
     "/v1/ops/jobs/<job_id>/cancel",
     summary="Cancel any tenant's job",
@@ -139,9 +173,11 @@ def ops_cancel_job(job_id: Annotated[str, Path()]) -> Response[str]:
         202: {"description": "Replay started", "content": {"application/json": {"model": ReplayOutcome}}},
         **OPS_PROBLEMS,
         **problems(404, "No such job"),
-        **problems(409, "The job is not failed, cancelled or expired (or redrive is unavailable)"),
+        **problems(
+            409, "The job is not failed, cancelled or expired, its version was pruned, or redrive is unavailable"
+        ),
         **problems(415, f"Body not {limits.ACCEPTED_MEDIA_TYPE}"),
-        **problems(422, "Unknown step"),
+        **problems(422, "Unknown step, or a redrive on another version"),
     },
 )
 def replay_job(job_id: Annotated[str, Path()], request: Annotated[ReplayRequest, Body()]) -> Response[str]:
@@ -155,6 +191,7 @@ def replay_job(job_id: Annotated[str, Path()], request: Annotated[ReplayRequest,
         mode=request.mode,
         budget=request.budget,
         dry_run=request.dry_run,
+        version=request.version,
     )
     status = 200 if outcome.dry_run else 202
     return Response(status_code=status, content_type="application/json", body=outcome.model_dump_json())

@@ -9,6 +9,7 @@ from aws_lambda_powertools.event_handler import Response
 from aws_lambda_powertools.event_handler.api_gateway import BaseRouter
 from aws_lambda_powertools.event_handler.openapi.params import Query
 from aws_lambda_powertools.event_handler.openapi.types import OpenAPIResponse
+from aws_lambda_powertools.utilities.data_classes import APIGatewayProxyEvent
 
 from longhaul.api.jobs import JobService
 from longhaul.core import limits
@@ -37,6 +38,18 @@ ANSWER_MARGIN_SECONDS = 3.0
 def problems(status: int, description: str) -> dict[int, OpenAPIResponse]:
     """An OpenAPI response declaration for a problem+json answer."""
     return {status: {"description": description, "content": {PROBLEM_JSON: {"model": Problem}}}}
+
+
+def base_url(router: BaseRouter) -> str:
+    """The API's base URL as the caller reached it (scheme, host and stage prefix), for the links of a response."""
+    event = router.current_event
+    assert isinstance(event, APIGatewayProxyEvent)  # the API is a REST API: its requests are REST proxy events
+    headers = {k.lower(): v for k, v in (event.headers or {}).items()}
+    proto = headers.get("x-forwarded-proto", "https")
+    host = headers.get("host", "localhost")
+    full_path = event.request_context.path or event.path
+    prefix = full_path[: -len(event.path)] if full_path.endswith(event.path) else ""
+    return f"{proto}://{host}{prefix}"
 
 
 def job_service() -> JobService:

@@ -8,7 +8,13 @@ are kept in `core._ORIGINALS` the first time and never overwritten, so applying 
 
 from __future__ import annotations
 
-from local.moto_patches.awslambda import run_lambdas_in_process, stop_running_lambdas_in_process
+from local.moto_patches.awslambda import (
+    reference_lambda_versions,
+    run_lambdas_in_process,
+    stop_running_lambdas_in_process,
+    unreference_lambda_versions,
+)
+from local.moto_patches.cloudformation import update_in_dependency_order, update_in_template_order
 from local.moto_patches.core import (
     _ORIGINALS,
     RUNTIME_CONFIG,
@@ -44,6 +50,7 @@ from local.moto_patches.server import resolve_backends_every_time, resolve_backe
 from local.moto_patches.sqs import check_retention_directly, check_retention_through_attributes
 from local.moto_patches.stepfunctions import (
     create_interpreter_clients_every_time,
+    deploy_state_machine_versions,
     evaluation_components,
     list_map_runs_like_upstream,
     name_executions_like_aws,
@@ -55,7 +62,10 @@ from local.moto_patches.stepfunctions import (
     route_state_machines_to_interpreter,
     share_interpreter_clients,
     share_token_across_attempts,
+    start_executions_on_machines_only,
+    start_executions_on_versions,
     token_per_attempt,
+    undeploy_state_machine_versions,
     unname_executions,
     unroute_state_machines,
 )
@@ -102,10 +112,18 @@ def apply() -> None:
     share_interpreter_clients()
     check_retention_directly()
     parse_update_expressions_once()
+    update_in_dependency_order()
+    reference_lambda_versions()
+    deploy_state_machine_versions()
+    start_executions_on_versions()
 
 
 def revert() -> None:
     """Restore moto's own behaviour (idempotent)."""
+    start_executions_on_machines_only()
+    undeploy_state_machine_versions()
+    unreference_lambda_versions()
+    update_in_template_order()
     parse_update_expressions_every_time()
     check_retention_through_attributes()
     create_interpreter_clients_every_time()

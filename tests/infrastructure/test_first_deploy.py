@@ -15,7 +15,7 @@ from longhaul.core.observability import NAMESPACE, PLATFORM_MISCONFIGURED
 from longhaul.core.settings import Env
 from longhaul.operations.admin import TABLE_OUTPUT, WEBHOOK_SECRETS_OUTPUT
 from longhaul.workflows import REGISTRY
-from tests.infrastructure.conftest import ALARM_EMAIL, all_states, definition, payload_step, resources
+from tests.infrastructure.conftest import ALARM_EMAIL, all_states, definition, payload_step, resources, task_function
 
 
 @pytest.fixture(scope="module")
@@ -122,7 +122,7 @@ def model_step_timeouts(template: dict[str, Any]) -> dict[tuple[str, str], int]:
         for name, state, _ in all_states(asl["States"]):
             step = payload_step(state)
             if step in spec.model_steps and ":" not in name:  # not the failure path's tasks, which name it too
-                found[(spec.name, step)] = functions[state["Resource"].lstrip("@")]["Properties"]["Timeout"]
+                found[(spec.name, step)] = functions[task_function(template, state)]["Properties"]["Timeout"]
     return found
 
 

@@ -10,7 +10,7 @@ import pytest
 from longhaul.core import limits
 from longhaul.core.errors import DETERMINISTIC_ERROR_NAMES, RETRYABLE_ERROR_NAMES
 from longhaul.workflows import REGISTRY
-from tests.infrastructure.conftest import all_states, definition, resources
+from tests.infrastructure.conftest import all_states, definition, resources, task_function
 
 
 @pytest.fixture(scope="module")
@@ -41,7 +41,7 @@ def step_of(task_name: str) -> str:
     return task_name.removesuffix(" item").removesuffix(" batch")
 
 
-def test_every_step_task_has_a_timeout_not_below_its_lambda_timeout(machines, lambda_timeouts):
+def test_every_step_task_has_a_timeout_not_below_its_lambda_timeout(machines, lambda_timeouts, template):
     for machine in machines.values():
         tasks = step_tasks(machine)
         spec = REGISTRY[machine["Comment"].removeprefix("Longhaul workflow ")]
@@ -55,8 +55,7 @@ def test_every_step_task_has_a_timeout_not_below_its_lambda_timeout(machines, la
                 assert state["TimeoutSeconds"] >= (step_spec.timeout_seconds or 0), name
                 assert 0 < state["HeartbeatSeconds"] < state["TimeoutSeconds"], f"{name}: nothing waits forever"
                 continue
-            function = state["Resource"].lstrip("@")
-            assert state["TimeoutSeconds"] >= lambda_timeouts[function], name
+            assert state["TimeoutSeconds"] >= lambda_timeouts[task_function(template, state)], name
 
 
 def test_every_task_retries_transient_errors_with_full_jitter_and_a_max_delay(machines):

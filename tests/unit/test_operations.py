@@ -193,6 +193,82 @@ def test_a_second_replay_is_a_new_attempt_with_its_own_execution(
     assert [s.execution for s in engine.started] == [f"{JOB_A}-r2", f"{JOB_A}-r3"]
 
 
+OLD_VERSION = "arn:aws:states:us-east-1:123456789012:stateMachine:Longhaul-local-document-analysis:3"
+CURRENT_VERSION = OLD_VERSION.removesuffix(":3") + ":4"
+
+
+def ran_on(services: Services, version: str) -> None:
+    """The job's first step recorded the version its execution ran (the deploy has moved on since)."""
+    services.jobs.table.update_item(
+        Key={"pk": f"JOB#{JOB_A}", "sk": "JOB"},
+        UpdateExpression="SET state_machine_version = :v",
+        ExpressionAttributeValues={":v": version},
+    )
+
+
+def test_a_replay_runs_the_version_the_job_ran_on_by_default(
+    services: Services, engine: FakeEngine, store: JobStore
+) -> None:
+    # Given a job that failed on version 3 of its workflow, and a deploy that has published version 4 since
+    create(services)
+    fail_in_the_fan_out(services)
+    ran_on(services, OLD_VERSION)
+    engine.versions.add(OLD_VERSION)
+    engine.current[WORKFLOW] = CURRENT_VERSION
+
+    # When an operator replays it without choosing a version
+    outcome = replay(services, FAN_OUT)
+
+    # Then the new attempt starts on its own version, and the event says so
+    [started] = engine.started
+    assert started.version == OLD_VERSION
+    assert (outcome.version, outcome.from_version) == ("own", 3)
+    assert read(store).state_machine_version == OLD_VERSION
+    event = store.list_events(JOB_A)[0][-1]
+    assert (event.detail["version"], event.detail["from_version"]) == ("own", 3)
+
+
+def test_an_operator_may_replay_on_the_current_version_and_it_is_recorded(
+    services: Services, engine: FakeEngine, store: JobStore
+) -> None:
+    create(services)
+    fail_in_the_fan_out(services)
+    ran_on(services, OLD_VERSION)
+    engine.current[WORKFLOW] = CURRENT_VERSION
+
+    outcome = replay(services, FAN_OUT, version="current")
+
+    [started] = engine.started
+    assert started.version is None  # through the workflow's alias: the version deployed now
+    assert (outcome.version, outcome.from_version) == ("current", 3)
+    assert read(store).state_machine_version is None  # its first step records the new one
+    assert store.list_events(JOB_A)[0][-1].detail["version"] == "current"
+
+
+def test_a_job_whose_version_was_pruned_is_replayed_only_on_the_current_one(
+    services: Services, engine: FakeEngine, store: JobStore
+) -> None:
+    create(services)
+    fail_in_the_fan_out(services)
+    ran_on(services, OLD_VERSION)
+    engine.current[WORKFLOW] = CURRENT_VERSION  # version 3 is gone
+
+    with pytest.raises(NotReplayable, match=r'pruned.*"version": "current"'):
+        replay(services, FAN_OUT)
+
+    assert engine.started == [] and read(store).status == S.FAILED
+    assert replay(services, FAN_OUT, version="current").status == S.QUEUED
+
+
+def test_a_redrive_cannot_change_the_version(services: Services, engine: FakeEngine) -> None:
+    create(services)
+    fail_in_the_fan_out(services)
+    engine.set_status(WORKFLOW, JOB_A, ExecutionStatus.TIMED_OUT)
+
+    with pytest.raises(InvalidRequest, match="own version"):
+        replay(services, FAN_OUT, mode="redrive", version="current")
+
+
 def test_a_replay_gets_the_full_deadline_again(services: Services, store: JobStore, clock: FakeClock) -> None:
     create(services)
     fail_in_the_fan_out(services)

@@ -1,4 +1,8 @@
-"""The workflow engine on AWS Step Functions: execution names → ARNs, and its error codes → the port's errors."""
+"""The workflow engine on AWS Step Functions: execution names → ARNs, and its error codes → the port's errors.
+
+A workflow is configured by the ARN its jobs start through: its state machine's `live` alias (or, unversioned, the
+machine itself). Executions, whichever version or alias started them, are the machine's: their ARNs name it.
+"""
 
 from __future__ import annotations
 
@@ -21,8 +25,13 @@ from longhaul.core.ports import (
 NO_EXECUTION = frozenset({"ExecutionDoesNotExist", "ResourceNotFound"})
 
 
+def machine_arn(arn: str) -> str:
+    """The state machine of a machine, version (`…:<n>`) or alias (`…:<name>`) ARN."""
+    return ":".join(arn.split(":")[:7])
+
+
 def execution_arn(state_machine_arn: str, execution_name: str) -> str:
-    return state_machine_arn.replace(":stateMachine:", ":execution:") + f":{execution_name}"
+    return machine_arn(state_machine_arn).replace(":stateMachine:", ":execution:") + f":{execution_name}"
 
 
 def _code(error: ClientError) -> str:
@@ -40,16 +49,44 @@ class StepFunctionsEngine:
         except KeyError:
             raise EngineUnavailable(f"workflow {workflow!r} is not deployed") from None
 
-    def start(self, workflow: str, execution: str, state: Mapping[str, Any]) -> None:
+    def start(self, workflow: str, execution: str, state: Mapping[str, Any], *, version: str | None = None) -> None:
+        target = self._machine(workflow)
+        if version is not None and machine_arn(version) != machine_arn(target):
+            raise EngineUnavailable(f"{version} is not a version of workflow {workflow!r}")
         try:
             self._client.start_execution(
-                stateMachineArn=self._machine(workflow), name=execution, input=json.dumps(dict(state))
+                stateMachineArn=version or target, name=execution, input=json.dumps(dict(state))
             )
         except ClientError as error:
             if _code(error) != "ExecutionAlreadyExists":
                 raise EngineUnavailable(f"StartExecution: {_code(error)}") from error
         except BotoCoreError as error:
             raise EngineUnavailable(f"StartExecution: {type(error).__name__}") from error
+
+    def has_version(self, workflow: str, version: str) -> bool:
+        if machine_arn(version) != machine_arn(self._machine(workflow)):
+            return False
+        try:
+            self._client.describe_state_machine(stateMachineArn=version)
+            return True
+        except ClientError as error:
+            if _code(error) in ("StateMachineDoesNotExist", "ResourceNotFound", "ResourceNotFoundException"):
+                return False
+            raise EngineUnavailable(f"DescribeStateMachine: {_code(error)}") from error
+        except BotoCoreError as error:
+            raise EngineUnavailable(f"DescribeStateMachine: {type(error).__name__}") from error
+
+    def version_of(self, execution_arn: str) -> str | None:
+        try:
+            described = self._client.describe_execution(executionArn=execution_arn)
+        except ClientError as error:
+            if _code(error) == "ExecutionDoesNotExist":
+                return None
+            raise EngineUnavailable(f"DescribeExecution: {_code(error)}") from error
+        except BotoCoreError as error:
+            raise EngineUnavailable(f"DescribeExecution: {type(error).__name__}") from error
+        version: str | None = described.get("stateMachineVersionArn")
+        return version
 
     def stop(self, workflow: str, execution: str, *, error: str, cause: str = "") -> None:
         arn = execution_arn(self._machine(workflow), execution)
@@ -71,7 +108,9 @@ class StepFunctionsEngine:
             raise EngineUnavailable(f"DescribeExecution: {_code(error)}") from error
         except BotoCoreError as error:
             raise EngineUnavailable(f"DescribeExecution: {type(error).__name__}") from error
-        return Execution(ExecutionStatus(described["status"]), described.get("error"))
+        return Execution(
+            ExecutionStatus(described["status"]), described.get("error"), described.get("stateMachineVersionArn")
+        )
 
     def redrive(self, workflow: str, execution: str) -> None:
         arn = execution_arn(self._machine(workflow), execution)

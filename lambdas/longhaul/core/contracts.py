@@ -227,6 +227,11 @@ class ReplayRequest(Strict):
     ]
     reason: Annotated[str, Field(min_length=3, max_length=500, description="Recorded in the job's events.")]
     mode: Literal["replay", "redrive"] = "replay"
+    version: Literal["own", "current"] = Field(
+        default="own",
+        description="`own`: the state machine version the job ran on (a job finishes on its own version); "
+        "`current`: the version deployed now (recorded in `job_replayed`). A redrive always resumes its own.",
+    )
     dry_run: Annotated[
         bool,
         Field(
@@ -427,6 +432,11 @@ class JobView(BaseModel):
     review: ReviewSummary | None = None
     callback: CallbackStatus | None = None
     sla_class: SlaClass = "standard"
+    workflow_version: int | None = Field(
+        default=None,
+        description="The version of the workflow's state machine the job runs (it finishes on the version it "
+        "started on, whatever is deployed meanwhile); null until its first step ran.",
+    )
     estimated_start_seconds: int | None = Field(
         default=None, description="While the job waits for a slot (`queued`): the estimated seconds until it starts."
     )
@@ -491,7 +501,71 @@ class ReplayOutcome(BaseModel):
     rerun_named: list[NamedItem] = Field(
         default_factory=list, description="The items that will run again, each with its step, unit and name."
     )
+    version: Literal["own", "current"] = Field(
+        default="own", description="Which state machine version the new attempt runs: the job's own, or the current."
+    )
+    from_version: int | None = Field(default=None, description="The version the job ran on before (null: unknown).")
     dry_run: bool = Field(default=False, description="True for a plan only: nothing was changed or started.")
+
+
+class CallLinks(BaseModel):
+    prompt: str = Field(description="The exact request the step sent (an operator route).")
+    response: str | None = Field(default=None, description="The raw response (none for a call that got none).")
+
+
+class ModelCallView(BaseModel):
+    """One model call of a job, as its budget ledger has it, with what produced it and where its texts are kept."""
+
+    charge_id: str = Field(description="`<job attempt>/<step>/<item>[/<n>]`: the call's entry in the budget ledger.")
+    step: str | None = None
+    item: int | None = None
+    status: Literal["reserved", "settled", "released"] = Field(
+        description="`settled`: answered and charged; `reserved`: in flight; `released`: failed, nothing charged."
+    )
+    at: datetime
+    route: str | None = None
+    provider: str | None = None
+    model_id: str | None = None
+    prompt_version: str | None = None
+    prompt_hash: str | None = None
+    response_hash: str | None = None
+    input_tokens: int = 0
+    output_tokens: int = 0
+    cost_usd: str
+    code_version: str | None = Field(default=None, description="The code that made the call (the asset's hash).")
+    workflow_version: int | None = Field(default=None, description="The job's state machine version.")
+    links: CallLinks | None = None
+
+
+class ModelCallList(BaseModel):
+    job_id: str
+    calls: list[ModelCallView]
+
+
+class KeptPrompt(BaseModel):
+    """Exactly what a model call sent (its hash is the ledger's `prompt_hash`)."""
+
+    prompt_hash: str
+    prompt_version: str
+    task: str
+    system: str
+    prompt: str
+    response_schema: dict[str, object] | None = Field(
+        default=None, description="The JSON schema the answer had to fit."
+    )
+    max_tokens: int
+
+
+class KeptResponse(BaseModel):
+    """Exactly what a model answered (its hash is the SHA-256 of `text`)."""
+
+    response_hash: str
+    prompt_hash: str
+    text: str
+    model_id: str
+    stop_reason: str
+    input_tokens: int
+    output_tokens: int
 
 
 class EventView(BaseModel):

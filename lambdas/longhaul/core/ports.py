@@ -56,19 +56,29 @@ class ExecutionHistory:
 class Execution:
     status: ExecutionStatus
     error: str | None = None  # the error the execution ended with (e.g. a Fail state's error name)
+    version: str | None = None  # the state machine version it runs (None: the engine has no versions)
 
 
 class WorkflowEngine(Protocol):
     """Runs one execution per job attempt, named by the job (`<job id>` then `<job id>-r<n>` for replays)."""
 
-    def start(self, workflow: str, execution: str, state: Mapping[str, Any]) -> None:
-        """Start it; an execution of that name that already exists counts as started. `EngineUnavailable`."""
+    def start(self, workflow: str, execution: str, state: Mapping[str, Any], *, version: str | None = None) -> None:
+        """Start it on `version` (a version of the workflow's state machine) or, without one, on the version the
+        workflow's alias routes to now; an execution of that name that already exists counts as started.
+        `EngineUnavailable`."""
+
+    def has_version(self, workflow: str, version: str) -> bool:
+        """Whether that version of the workflow's state machine still exists (operators prune old ones)."""
+
+    def version_of(self, execution_arn: str) -> str | None:
+        """The state machine version an execution runs, by the ARN its steps know it by (None: none, or no such
+        execution). `EngineUnavailable`."""
 
     def stop(self, workflow: str, execution: str, *, error: str, cause: str = "") -> None:
         """Stop it if it runs; one that does not exist or has ended is fine. `EngineUnavailable`."""
 
     def describe(self, workflow: str, execution: str) -> Execution:
-        """Its status (`NOT_STARTED` when there is none)."""
+        """Its status (`NOT_STARTED` when there is none) and the version it runs."""
 
     def redrive(self, workflow: str, execution: str) -> None:
         """Redrive a failed execution from where it stopped. `RedriveRefused` with the engine's reason."""

@@ -61,6 +61,9 @@ class Job(Record):
     deadline_seconds: int | None = None
     idempotency_key: str | None = None
     execution_name: str
+    # The state machine version (ARN) its execution runs: recorded by the execution's first step; a replay runs it
+    # again unless the operator chose the current one (then it is recorded anew).
+    state_machine_version: str | None = None
     current_step: str | None = None
     error: JobError | None = None
     result_key: str | None = None
@@ -163,6 +166,7 @@ class Job(Record):
             review=self.review,
             callback=self.callback,
             sla_class=self.sla_class,
+            workflow_version=version_number(self.state_machine_version),
             estimated_start_seconds=self.estimated_start_seconds(now or datetime.now(UTC)),
             cost=job_cost(
                 self.metered,
@@ -179,6 +183,20 @@ class Job(Record):
     def transitions_counted(self) -> bool:
         """The transitions of every execution of this job (its latest attempt included) are counted."""
         return self.orchestration_transitions is not None and self.orchestration_counted_attempt >= self.attempts
+
+
+class Provenance(Record):
+    """What produces a step's output: the code (the asset's hash, or the build's version) and the workflow version
+    (of its state machine; None where the engine has no versions). On every checkpoint and model call."""
+
+    code_version: str
+    workflow_version: int | None = None
+
+
+def version_number(version_arn: str | None) -> int | None:
+    """`…:stateMachine:<name>:<n>` → n (None for no version, or an ARN that names none)."""
+    qualifier = (version_arn or "").rsplit(":", 1)[-1]
+    return int(qualifier) if qualifier.isdigit() else None
 
 
 class StepError(Record):
@@ -202,6 +220,9 @@ class StepRecord(Record):
     checkpoint_version: int | None = None
     output: dict[str, Any] | None = None
     model_calls: list[dict[str, Any]] | None = None
+    # What produced the output: the code version (the asset's hash) and the workflow version (of its state machine).
+    code_version: str | None = None
+    workflow_version: int | None = None
     error: StepError | None = None
     started_at: datetime | None = None
     finished_at: datetime | None = None
@@ -234,6 +255,9 @@ class Charge(Record):
     model_id: str | None = None
     prompt_version: str | None = None
     prompt_hash: str | None = None
+    response_hash: str | None = None
+    code_version: str | None = None
+    workflow_version: int | None = None
     stop_reason: str | None = None
     response: str | None = None
 

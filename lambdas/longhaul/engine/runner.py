@@ -30,7 +30,8 @@ from longhaul.core.errors import (
 )
 from longhaul.core.faults import CrashFault
 from longhaul.core.observability import emit, logger
-from longhaul.core.records import Job
+from longhaul.core.ports import EngineUnavailable
+from longhaul.core.records import Job, Provenance, version_number
 from longhaul.core.step_events import StepEvent
 from longhaul.engine.context import StepContext, StepWork
 from longhaul.engine.failures import sanitize
@@ -51,6 +52,8 @@ TRANSIENT_CODES = {
     "TransactionCanceledException",
 }
 CHECKPOINT_VERSION = 1
+# A job's version is recorded by its execution's first step, before it moves the job to running.
+RECORDS_VERSION = (JobStatus.QUEUED, JobStatus.RUNNING, JobStatus.RETRYING)
 
 
 def input_version(event: StepEvent) -> str:
@@ -92,6 +95,7 @@ def _run_step(
     jobs, checkpoints = services.jobs, services.checkpoints
     job_id, step, item = event.input.job_id, event.step, event.item
     job = _live_job(services, job_id, step, item)
+    provenance = _provenance(services, event, job)
     version = input_version(event)
     checkpoint = checkpoints.get_step(job_id, step, item)
     if checkpoint and checkpoint.succeeded and checkpoint.input_version == version:
@@ -116,7 +120,7 @@ def _run_step(
     started = time.monotonic()
     try:
         faults.active().check(step, item)
-        ctx = StepContext(event, services, job_attempt=job.attempts, job=job)
+        ctx = StepContext(event, services, job_attempt=job.attempts, job=job, provenance=provenance)
         output = work(ctx)
         faults.active().crash_point(step, item)
     except CancelledError:
@@ -136,7 +140,9 @@ def _run_step(
             "input_version": version,
             "checkpoint_version": CHECKPOINT_VERSION,
             "error": None,
-            # what produced the output: route, provider, model, prompt version and usage of each model call
+            # what produced the output: the code and workflow versions; route, provider, model, prompt version and
+            # hash and usage of each model call
+            **provenance.model_dump(),
             "model_calls": ctx.model_calls or None,
         }
         try:  # conditional on the job still running: a step of a cancelled job never commits
@@ -162,6 +168,20 @@ def _run_step(
 
     _guarded(commit, step=step, item=item)
     return output
+
+
+def _provenance(services: Services, event: StepEvent, job: Job) -> Provenance:
+    """The code version (this function's) and the workflow version its job runs. The first step of an execution
+    learns the latter from the engine and records it on the job; every later step reads it there."""
+    version = job.state_machine_version
+    if version is None and event.execution:
+        try:
+            version = services.engine.version_of(event.execution)
+        except EngineUnavailable:
+            logger.warning("the execution's version is unknown", extra={"job_id": job.job_id})
+        if version is not None:
+            services.jobs.update_job(job.job_id, {"state_machine_version": version}, only_if=RECORDS_VERSION)
+    return Provenance(code_version=services.settings.code_version, workflow_version=version_number(version))
 
 
 def _guarded(action: Callable[[], None], *, step: str, item: int | None) -> None:

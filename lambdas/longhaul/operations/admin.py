@@ -1,17 +1,22 @@
 """What an operator does to a deployed stack directly, not through its API: create and revoke API keys, rotate a
-tenant's webhook signing secret. `longhaul admin …` (the command line, `client/`) runs these:
+tenant's webhook signing secret, prune the old versions no live job runs. `longhaul admin …` (the command line,
+`client/`) runs these:
 
     longhaul admin create-key --stack Longhaul-prod --tenant acme [--role reviewer]
+    longhaul admin prune-versions --stack Longhaul-prod [--apply]
 
 The stack's resources are found from its outputs (CloudFormation DescribeStacks: `TableName`, the jobs table where
-API keys live; `WebhookSecretsPrefix`, the prefix of the tenants' secrets in Secrets Manager), with the usual AWS
-credentials and region. A new key is returned once; only its SHA-256 is stored, so a lost key is replaced, not
-recovered.
+API keys live; `WebhookSecretsPrefix`, the prefix of the tenants' secrets in Secrets Manager) and the workflows'
+aliases from its resources, with the usual AWS credentials and region. A new key is returned once; only its SHA-256
+is stored, so a lost key is replaced, not recovered. `prune-versions` prints what it would delete (every state machine
+version no alias routes to and no live job runs, and the step function versions only those invoke) and deletes it
+with `--apply`.
 """
 
 from __future__ import annotations
 
 import secrets
+import sys
 from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any
@@ -87,6 +92,42 @@ def revoke_key(table: Any, *, key: str | None = None, digest: str | None = None)
     if not found:
         raise AdminError(f"no API key with hash {digest[:12]}… in {table.name}")
     return RevokedKey(key_id=digest[:12], tenant_id=str(found["tenant_id"]), role=str(found.get("role", "tenant")))
+
+
+ALIAS_TYPE = "AWS::StepFunctions::StateMachineAlias"
+
+
+def workflow_aliases(cloudformation: Any, stack: str) -> dict[str, str]:
+    """{workflow: its alias ARN} of a deployed stack (a workflow's machine is named `<stack>-<workflow>`)."""
+    aliases: dict[str, str] = {}
+    for page in cloudformation.get_paginator("list_stack_resources").paginate(StackName=stack):
+        for resource in page["StackResourceSummaries"]:
+            if resource.get("ResourceType") == ALIAS_TYPE and resource.get("PhysicalResourceId"):
+                arn = str(resource["PhysicalResourceId"])
+                machine = arn.split(":")[6]
+                aliases[machine.removeprefix(f"{stack}-")] = arn
+    return aliases
+
+
+def prune_versions(session: Any, stack: str, *, apply: bool, out: Any = sys.stdout) -> int:
+    """Print the prune plan of the stack's old versions; with `apply`, carry it out. Returns the exit code."""
+    from longhaul.adapters.versions import StepFunctionsVersions
+    from longhaul.operations.versions import in_use, plan, prune
+    from longhaul.storage.jobs import JobStore
+
+    cloudformation = session.client("cloudformation")
+    table = session.resource("dynamodb").Table(table_name(cloudformation, stack))
+    versions = StepFunctionsVersions(session.client("stepfunctions"), session.client("lambda"))
+    planned = plan(versions, workflow_aliases(cloudformation, stack), in_use(JobStore(table)))
+    for line in planned.lines():
+        print(line, file=out)
+    if planned.empty:
+        print("nothing to prune", file=out)
+    elif apply:
+        print(f"pruned {prune(versions, planned)} versions", file=out)
+    else:
+        print("(a plan: run again with --apply to delete)", file=out)
+    return 0
 
 
 def rotate_webhook_secret(

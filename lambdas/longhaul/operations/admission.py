@@ -61,6 +61,14 @@ def estimated_start_seconds(
     return max(1, max(1, tenant_rounds, platform_rounds) * max(1, sla_seconds))
 
 
+def start(services: Services, job: Job) -> None:
+    """Start the job's execution: on the version it runs if it has one (a replay of an old job), else through its
+    workflow's alias on the version deployed now. `EngineUnavailable`."""
+    services.engine.start(
+        job.workflow, job.execution_name, job.initial_state().model_dump(), version=job.state_machine_version
+    )
+
+
 @dataclass
 class DispatchReport:
     received: int = 0
@@ -92,7 +100,7 @@ class Admission:
         if job.status != JobStatus.QUEUED:
             return 0
         if not self.enabled:
-            s.engine.start(job.workflow, job.execution_name, job.initial_state().model_dump())
+            start(s, job)
             return 0
         if job.waiting:
             return job.estimated_start_seconds(s.now()) or 1
@@ -104,7 +112,7 @@ class Admission:
             waiting=False,
         ):
             try:
-                s.engine.start(job.workflow, job.execution_name, job.initial_state().model_dump())
+                start(s, job)
             except EngineUnavailable:
                 logger.warning("the engine refused the job; it waits for a slot again", extra={"job_id": job.job_id})
                 self.store.give_back(job.model_copy(update={"slot": True}))
@@ -212,7 +220,7 @@ class Admission:
         if job is None:
             return "gone"
         try:
-            s.engine.start(job.workflow, job.execution_name, job.initial_state().model_dump())
+            start(s, job)
         except EngineUnavailable:
             logger.warning("the engine refused a queued job; it waits again", extra={"job_id": job.job_id})
             self.store.give_back(job)

@@ -25,7 +25,7 @@ from longhaul.core.errors import JOB_STOPPED, STEP_FAILED
 from longhaul.core.observability import logger
 from longhaul.core.ports import EngineUnavailable, ExecutionStatus, RedriveRefused
 from longhaul.core.problems import ApiProblem, InvalidRequest, NotFound, Unavailable
-from longhaul.core.records import JOB_ID, Job, StepRecord
+from longhaul.core.records import JOB_ID, Job, StepRecord, version_number
 from longhaul.engine.failures import ref_name
 from longhaul.engine.items import ItemBatch, ItemList, item_count
 from longhaul.operations.admission import Admission
@@ -69,13 +69,15 @@ def replay(
     mode: Literal["replay", "redrive"] = "replay",
     budget: JobBudget | None = None,
     dry_run: bool = False,
+    version: Literal["own", "current"] = "own",
 ) -> ReplayOutcome:
     """A new attempt of a failed (or cancelled, expired) job that reuses every checkpoint before `from_step` (by
     default the step it failed at, else its first step without a checkpoint).
 
     Inside a fan-out, only the items without a valid checkpoint rerun. `redrive` asks the engine to redrive the
-    failed execution instead (AWS only). Who replayed what and why goes into the job's events. A `dry_run` answers
-    the same plan after the same checks, and changes nothing.
+    failed execution instead (AWS only). A replay runs the state machine version the job ran on (`own`: a job
+    finishes on its own code) unless the operator chooses the `current` one. Who replayed what, on which version,
+    and why goes into the job's events. A `dry_run` answers the same plan after the same checks, and changes nothing.
     """
     jobs = services.jobs
     job = jobs.get_job(job_id) if JOB_ID.match(job_id) else None
@@ -93,6 +95,14 @@ def replay(
         raise NotReplayable(f"job {job_id} is {status.value}; only failed, cancelled or expired jobs are replayed")
     if services.artifacts.head(job.input_key) is None:
         raise NotReplayable(f"job {job_id}'s intermediate artifacts have expired; submit it again")
+    own = job.state_machine_version
+    if mode == "redrive" and version == "current":
+        raise InvalidRequest("a redrive resumes the execution on its own version; replay (mode=replay) to run another")
+    if mode == "replay" and version == "own" and own is not None and not _version_exists(services, job, own):
+        raise NotReplayable(
+            f"job {job_id} ran on version {version_number(own)} of {job.workflow}, which was pruned; "
+            'replay it on the current version ("version": "current")'
+        )
     attempt = job.attempts + 1
     name = job.execution_name if mode == "redrive" else f"{job_id}-r{attempt}"
     if mode == "redrive":
@@ -109,6 +119,8 @@ def replay(
             rerun_items=plan.rerun_items,
             kept_items=plan.kept_items,
             rerun_named=plan.rerun_named,
+            version=version,
+            from_version=version_number(own),
             dry_run=True,
         )
     detail: dict[str, Any] = {
@@ -117,6 +129,8 @@ def replay(
         "reason": reason,
         "from_step": from_step,
         "mode": mode,
+        "version": version,
+        "from_version": version_number(own),
         "attempt": attempt,
         "execution": name,
         "rerun_steps": plan.rerun_steps,
@@ -148,6 +162,8 @@ def replay(
                 "current_step": from_step,
                 # a new attempt gets the job's full time again
                 "deadline_at": iso(services.now() + timedelta(seconds=deadline_seconds(job))),
+                # on the current version: its first step records which one that is
+                **({"state_machine_version": None} if version == "current" else {}),
                 **budget_fields,
             },
             allowed_from=REPLAYABLE,
@@ -175,6 +191,13 @@ def default_from_step(services: Services, job: Job) -> str:
         return job.error.step
     unfinished = _plan(services, job, steps[0], "redrive").rerun_steps  # (a redrive's plan drops nothing)
     return unfinished[0] if unfinished else steps[-1]
+
+
+def _version_exists(services: Services, job: Job, version: str) -> bool:
+    try:
+        return services.engine.has_version(job.workflow, version)
+    except EngineUnavailable as error:
+        raise Unavailable("the workflow engine did not say whether the job's version exists; replay again") from error
 
 
 def _ensure_redrivable(services: Services, job: Job) -> None:
@@ -210,6 +233,7 @@ def _undo(services: Services, job: Job, *, event: str, reason: str) -> None:
                 "error": job.error.model_dump(exclude_none=True) if job.error else None,
                 "attempts": job.attempts,
                 "execution_name": job.execution_name,
+                "state_machine_version": job.state_machine_version,
                 "current_step": job.current_step,
                 "deadline_at": iso(job.deadline_at) if job.deadline_at else None,
             },

@@ -37,6 +37,8 @@ class CallLabels:
     model_id: str
     prompt_version: str
     prompt_hash: str
+    code_version: str | None = None
+    workflow_version: int | None = None
 
 
 @dataclass(frozen=True)
@@ -147,6 +149,10 @@ class BudgetStore:
         }
         if labels.item is not None:
             ledger["item"] = labels.item
+        if labels.code_version is not None:
+            ledger["code_version"] = labels.code_version
+        if labels.workflow_version is not None:
+            ledger["workflow_version"] = labels.workflow_version
         try:
             transact(
                 self.client,
@@ -260,6 +266,7 @@ class BudgetStore:
         cost_micro: int,
         stop_reason: str | None = None,
         response: str | None = None,
+        response_hash: str | None = None,
     ) -> bool:
         """Replace the reservation by the actual usage (False if it was already settled or released)."""
         held = self.ledger_item(job_id, charge_id)
@@ -277,6 +284,9 @@ class BudgetStore:
         if stop_reason is not None:
             sets += ", stop_reason = :sr"
             fields[":sr"] = stop_reason
+        if response_hash is not None:  # the raw response is kept in the artifacts under its hash
+            sets += ", response_hash = :rh"
+            fields[":rh"] = response_hash
         if response is not None and len(response.encode()) < 100_000:  # a rerun answers from it, uncharged
             sets += ", #response = :r"
             fields[":r"] = response

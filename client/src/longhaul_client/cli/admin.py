@@ -23,7 +23,9 @@ import typer
 from longhaul.webhooks.signing import TOLERANCE_SECONDS, VerificationFailed, verify
 from longhaul_client.cli.common import EXIT_JOB_NOT_COMPLETED, CommandError, Out, Output, OutputFormat, handled
 
-app = typer.Typer(no_args_is_help=True, help="A deployed stack, with AWS credentials: API keys, webhook secrets.")
+app = typer.Typer(
+    no_args_is_help=True, help="A deployed stack, with AWS credentials: API keys, webhook secrets, old versions."
+)
 Stack = Annotated[str, typer.Option(help="The deployed stack's name, e.g. Longhaul-prod.", show_default=False)]
 TenantOption = Annotated[str, typer.Option(help="The tenant's id.", show_default=False)]
 Region = Annotated[str | None, typer.Option(help="The stack's region (default: your AWS configuration's).")]
@@ -131,6 +133,22 @@ def rotate_webhook_secret(
             return
         out.line(secret)
         out.note(f"new webhook secret of tenant {tenant!r}; the previous one also signs for {grace_hours:g} h")
+
+
+@app.command("prune-versions")
+def prune_versions(
+    stack: Stack,
+    apply: Annotated[
+        bool, typer.Option("--apply", help="Delete what the plan lists (default: only print it).")
+    ] = False,
+    region: Region = None,
+) -> None:
+    """Print the state machine and step function versions no alias routes to and no live job runs; delete them with
+    --apply."""
+    from longhaul.operations import admin
+
+    with _aws(OutputFormat.TEXT):
+        admin.prune_versions(_session(region), stack, apply=apply, out=sys.stdout)
 
 
 def verify_webhook(
