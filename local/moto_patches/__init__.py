@@ -41,6 +41,7 @@ from local.moto_patches.interpreter import (
     unstop_executions,
 )
 from local.moto_patches.server import resolve_backends_every_time, resolve_backends_once
+from local.moto_patches.ses import create_email_identities, skip_email_identities
 from local.moto_patches.sqs import check_retention_directly, check_retention_through_attributes
 from local.moto_patches.stepfunctions import (
     create_interpreter_clients_every_time,
@@ -68,6 +69,7 @@ __all__ = [
     "apply",
     "back_up_whole_tables",
     "backup_only_touched_items",
+    "create_email_identities",
     "disable_execution",
     "enable_execution",
     "evaluation_components",
@@ -77,6 +79,7 @@ __all__ = [
     "route_state_machines_to_interpreter",
     "run_container_tasks_locally",
     "scale_interpreter_waits",
+    "skip_email_identities",
     "unserialize_dynamodb_operations",
 ]
 
@@ -102,10 +105,12 @@ def apply() -> None:
     share_interpreter_clients()
     check_retention_directly()
     parse_update_expressions_once()
+    create_email_identities()
 
 
 def revert() -> None:
     """Restore moto's own behaviour (idempotent)."""
+    skip_email_identities()
     parse_update_expressions_every_time()
     check_retention_through_attributes()
     create_interpreter_clients_every_time()
