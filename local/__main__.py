@@ -54,7 +54,8 @@ Longhaul is running locally ({timings}).
 {scaled}  API keys (tenant, role, key):
 {keys}
 
-Submit the sample job (document-analysis; samples/invoice_request.json is an invoice-reconciliation job):
+Submit the sample job (document-analysis; samples/invoice_request.json is an invoice-reconciliation job, and
+samples/dispute_request.json disputes a completed one: README, "Dispute resolution"):
   curl -sS -X POST {api}/v1/jobs -H "Authorization: Bearer {first}" \\
        -H "Content-Type: application/json" --data @samples/request.json
 

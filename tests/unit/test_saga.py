@@ -189,3 +189,12 @@ def test_a_replay_waits_for_a_running_compensation(saga_services: Services, ende
         )
     assert refused.value.status == 409 and "compensation" in str(refused.value)
     assert read(saga_services.jobs, JOB).status == S.CANCELLED
+
+
+def test_a_lane_that_fails_itself_records_what_is_left_undone(saga_services: Services, ended: Job) -> None:
+    saga.handle(action("plan"), saga_services)
+    saga.handle(action("failed", error="InternalError", cause="the table was unreachable"), saga_services)
+
+    job = read(saga_services.jobs, JOB)
+    assert job.compensation is not None and job.compensation.status == "incomplete"
+    assert len(job.compensation.not_undone) == 2 and job.compensation.undone == []

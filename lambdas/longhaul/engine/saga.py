@@ -126,7 +126,8 @@ def _gave_up(services: Services, job: Job, effect: EffectRecord, compensation: s
 
 
 def failed(services: Services, event: SagaEvent) -> dict[str, Any]:
-    """A compensation (or the lane itself) failed after its retries: record it and return its dead letter."""
+    """A compensation (or the lane itself) failed after its retries: record it and return its dead letter. When the
+    lane itself failed, the job's record is written as it stands: what is not undone yet is listed as such."""
     job = _job(services, event)
     message = _cause_message(event.cause) or event.error or "failed"
     effect = services.effects.get(job.job_id, event.operation_id or "") if event.operation_id else None
@@ -153,6 +154,8 @@ def failed(services: Services, event: SagaEvent) -> dict[str, Any]:
         },
     )
     services.dead_letters.record(letter)
+    if effect is None:  # the lane itself failed (plan or finish): the job says what is left undone
+        finish(services, event)
     return letter.model_dump(mode="json")
 
 

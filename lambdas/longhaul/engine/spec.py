@@ -1,5 +1,5 @@
-"""What a workflow is: one `WorkflowSpec` — name, input model, ordered steps, result model, domain module — and the
-registry of the installed workflows.
+"""What a workflow is: one `WorkflowSpec` — name, input model, ordered steps, result model, domain module, the
+typed tools its agent steps may call — and the registry of the installed workflows.
 
 Everything that used to be repeated per workflow derives from the spec: the step list the runner uses (taken from
 the event's own workflow), its fan-out steps, which steps call a model (their grants), the request union of the API,

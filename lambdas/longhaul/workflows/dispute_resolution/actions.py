@@ -15,7 +15,7 @@ from longhaul.engine.spec import Undo
 from longhaul.engine.tools import Acted, ToolContext, ToolRefused
 from longhaul.storage.memory import subject_key
 from longhaul.workflows.dispute_resolution import notices
-from longhaul.workflows.dispute_resolution.case import approved, draft_key, drafts, load_case
+from longhaul.workflows.dispute_resolution.case import draft_key, drafted_keys, drafts, load_case, withheld
 from longhaul.workflows.dispute_resolution.models import CaseFile, Draft, KnownFact, PastDispute, VendorCase
 from longhaul.workflows.dispute_resolution.tools import (
     Disputed,
@@ -124,13 +124,13 @@ def draft_notice(ctx: ToolContext, request: DraftRequest) -> Disputed:
 
 
 def _draft(ctx: ToolContext, vendor: str) -> Draft:
-    wanted = subject_key(vendor)
-    found = next((d for d in approved(ctx.services, ctx.job_id) if subject_key(d.vendor) == wanted), None)
-    if found is not None:
-        return found
-    if any(subject_key(d.vendor) == wanted for d in drafts(ctx.services, ctx.job_id)):
+    """The vendor's notice as drafted, if the drafting agent finished with it and the reviewer did not withhold it."""
+    key = draft_key(ctx.job_id, vendor)
+    if key not in drafted_keys(ctx.services, ctx.job_id):
+        raise ToolRefused(f"no drafted notice to {vendor}")
+    if subject_key(vendor) in withheld(ctx.services, ctx.job_id):
         raise ToolRefused(f"the reviewer withheld the notice to {vendor}: it is not sent")
-    raise ToolRefused(f"no drafted notice to {vendor}")
+    return Draft.model_validate(ctx.services.artifacts.get_json(key))
 
 
 def send_notice(ctx: ToolContext, request: VendorRequest) -> SendReceipt | Acted:

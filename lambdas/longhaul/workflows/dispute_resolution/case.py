@@ -32,14 +32,18 @@ def draft_key(job_id: str, vendor: str) -> str:
     return keys.work_key(job_id, DRAFT_STEP, f"notice-{subject_key(vendor)}.json")
 
 
-def drafts(services: Services, job_id: str) -> list[Draft]:
-    """The drafted notices (none before the drafting agent finished)."""
+def drafted_keys(services: Services, job_id: str) -> list[str]:
+    """The keys of the drafted notices, as the drafting agent finished with them (none before)."""
     done = services.checkpoints.get_step(job_id, DRAFT_STEP, None)
     output_key = (done.output or {}).get("output_key") if done is not None and done.succeeded else None
     if not output_key:
         return []
-    listed = Drafts.model_validate(services.artifacts.get_json(str(output_key)))
-    return [Draft.model_validate(services.artifacts.get_json(d.draft_key)) for d in listed.drafts]
+    return [d.draft_key for d in Drafts.model_validate(services.artifacts.get_json(str(output_key))).drafts]
+
+
+def drafts(services: Services, job_id: str) -> list[Draft]:
+    """The drafted notices (none before the drafting agent finished)."""
+    return [Draft.model_validate(services.artifacts.get_json(key)) for key in drafted_keys(services, job_id)]
 
 
 def withheld(services: Services, job_id: str) -> set[str]:
