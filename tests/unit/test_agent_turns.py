@@ -268,3 +268,30 @@ def test_the_dispute_workflows_state_machine_has_a_compensation_lane() -> None:
     assert spec.compensated and [s.name for s in spec.agent_steps] == ["draft_notices", "send_notices"]
     assert spec.steps_using("email") == ("send_notices",) and spec.compensations_use("email")
     assert not REGISTRY["document-analysis"].compensated
+
+
+def test_an_agent_that_hands_over_at_a_limit_is_reviewed_whatever_the_jobs_mode(services: Services) -> None:
+    from longhaul.core.step_events import StepEvent, WorkflowState
+    from longhaul.engine.context import StepContext
+    from longhaul.review import lane
+    from longhaul.storage.jobs import NewJob
+
+    jid = "job_" + "7e" * 14
+    services.jobs.create_job(
+        NewJob(
+            jid, "tenant-a", "dispute-resolution", f"work/{jid}/input.json", "h", "offline:t", 30, review_mode="never"
+        )
+    )
+    services.jobs.transition(jid, JobStatus.RUNNING, event="job_started")
+    handed = {"next": "done", "limit": "max_turns", "message": "max_turns: 12 turns taken without finishing"}
+    state = WorkflowState(
+        job_id=jid, tenant_id="tenant-a", workflow="dispute-resolution", input_key="k", steps={"draft_notices": handed}
+    )
+
+    opened = lane.open_review(
+        StepContext(StepEvent(step="review", input=state), services, job=read(services.jobs, jid))
+    )
+
+    assert opened["next"] == "wait"
+    review = services.reviews.get(opened["review_id"])
+    assert review is not None and review.reasons[0].startswith("agent step draft_notices reached its max_turns limit")
