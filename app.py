@@ -10,6 +10,7 @@ Context (cdk.json or `-c key=value`):
   longhaul:model_routes    model routes by name (JSON object; see the README's "Model routes")
   longhaul:step_routes     the route of each model step (JSON object {"step": "route"})
   longhaul:container_insights  true to enable CloudWatch Container Insights on the workers' ECS cluster
+  longhaul:email_sender    the SES identity (an address or a domain) agents' e-mail tools send from
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ sys.path.insert(0, str(ROOT / "lambdas"))
 import aws_cdk as cdk  # noqa: E402
 import cdk_nag  # noqa: E402
 
+from stacks.email import DEFAULT_SENDER as DEFAULT_EMAIL_SENDER  # noqa: E402
 from stacks.longhaul_stack import LonghaulStack  # noqa: E402
 
 DEFAULT_BEDROCK_MODEL = "us.anthropic.claude-sonnet-4-20250514-v1:0"
@@ -62,6 +64,7 @@ def build_app(context: dict[str, object] | None = None) -> cdk.App:
         callback_allowlist=str(app.node.try_get_context("longhaul:callback_allowlist") or ""),
         container_insights=_flag(app.node.try_get_context("longhaul:container_insights")),
         max_jobs_in_flight=int(str(app.node.try_get_context("longhaul:max_jobs_in_flight") or 1000)),
+        email_sender=str(app.node.try_get_context("longhaul:email_sender") or DEFAULT_EMAIL_SENDER),
         synthesizer=cdk.DefaultStackSynthesizer(generate_bootstrap_version_rule=False),
         description="Longhaul: durable, observable, budget-aware LLM jobs",
     )

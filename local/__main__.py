@@ -62,7 +62,8 @@ Submit the sample job and watch it with the command line, from another terminal 
   .venv/bin/longhaul submit samples/request.json --watch
   .venv/bin/longhaul jobs        # and status, events, result, cancel, upload, reviews, ops, ... (--help)
 
-Or with curl (document-analysis; samples/invoice_request.json is an invoice-reconciliation job):
+Or with curl (document-analysis; samples/invoice_request.json is an invoice-reconciliation job, and
+samples/dispute_request.json disputes a completed one: README, "Dispute resolution"):
   curl -sS -X POST {api}/v1/jobs -H "Authorization: Bearer {first}" \\
        -H "Content-Type: application/json" --data @samples/request.json
 

@@ -20,6 +20,7 @@ from longhaul.workflows import REGISTRY
 from stacks.admission import Admission, dispatcher_name
 from stacks.api import Api
 from stacks.bundling import code_asset, code_version
+from stacks.email import DEFAULT_SENDER, Email
 from stacks.nag import (
     acknowledge,
     acknowledge_data_access,
@@ -57,6 +58,7 @@ class LonghaulStack(Stack):
         callback_allowlist: str = "",
         container_insights: bool = False,
         max_jobs_in_flight: int = 1000,
+        email_sender: str = DEFAULT_SENDER,
         **kwargs: Any,
     ) -> None:
         super().__init__(scope, construct_id, **kwargs)
@@ -107,6 +109,9 @@ class LonghaulStack(Stack):
             containers=workers.targets,
             artifacts=storage.artifacts,
         )
+        # Agents' e-mail tools send from one SES identity; only their functions may.
+        email = Email(self, "Email", sender=email_sender)
+        workflows.grant_email(email)
         control_env = {
             **base_env,
             Env.CONTAINER_CLUSTER: workers.cluster.cluster_arn,
@@ -217,6 +222,7 @@ class LonghaulStack(Stack):
         self.storage, self.api, self.workflows, self.observability = storage, api, workflows, observability
         self.webhooks = webhooks
         self.workers = workers
+        self.email = email
         self.admission = admission
         # moto's CloudFormation (the local runtime) fails on a KMS key's tags (it reads the KMS API's TagKey).
         untagged = ["AWS::KMS::Key"] if stage == LOCAL_STAGE else []

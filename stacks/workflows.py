@@ -17,7 +17,9 @@ from constructs import Construct
 
 from longhaul.core.limits import MAX_DEADLINE_SECONDS
 from longhaul.core.settings import Env
+from longhaul.engine.spec import EMAIL
 from longhaul.workflows import REGISTRY, WorkflowSpec
+from stacks.email import Email
 from stacks.functions import platform_function
 from stacks.nag import acknowledge, arn_ref, logical_id
 from state_machines.builder import WorkflowBuilder
@@ -112,6 +114,24 @@ class Workflows(Construct):
     def model_functions(self) -> list[lambda_.IFunction]:
         """The functions of the steps that call a model (their specs say so)."""
         return [b.functions[name] for b in self.builders.values() for name in b.spec.model_steps]
+
+    def email_functions(self) -> list[lambda_.IFunction]:
+        """The functions whose tools send e-mail: agent steps (their tools say so) and compensation lanes whose
+        compensations do."""
+        found = [b.functions[name] for b in self.builders.values() for name in b.spec.steps_using(EMAIL)]
+        found += [
+            b.compensation_function
+            for b in self.builders.values()
+            if b.compensation_function is not None and b.spec.compensations_use(EMAIL)
+        ]
+        return found
+
+    def grant_email(self, email: Email) -> None:
+        """The sender's address and `ses:SendEmail` from it, to the functions whose tools send e-mail only."""
+        for function in self.email_functions():
+            assert isinstance(function, lambda_.Function)
+            function.add_environment(Env.EMAIL_SENDER, email.sender)
+            email.grant_send(function)
 
     def _function_factory(self, prefix: str) -> FunctionFactory:
         def make(name: str, handler: str, timeout: int, memory_mb: int) -> lambda_.IFunction:

@@ -3,9 +3,10 @@ spec.
 
 `WorkflowBuilder.chain()` walks the spec (`longhaul.engine.spec.WorkflowSpec`): each step as its kind says — `step`
 (a Lambda Task over the whole state), `fan_out` (a Map over an earlier step's item list), `container` (ECS tasks
-resumed by task token), `review` (the review lane) — then `Job completed`. A straight workflow needs nothing more
-(`define`); a workflow whose chain the spec cannot say (a branch, a parallel block) has a module
-`state_machines/<name>.py` with its own `define(builder, timeout=...)` that chains the same named parts, and the
+resumed by task token), `review` (the review lane), `agent` (a loop of turns: Task → Choice) — then `Job completed`;
+a workflow whose agents make compensable side effects gets a compensation lane in front (the saga). A straight
+workflow needs nothing more (`define`); a workflow whose chain the spec cannot say (a branch, a parallel block) has a
+module `state_machines/<name>.py` with its own `define(builder, timeout=...)` that chains the same named parts, and the
 builder checks at synthesis that it visits the spec's steps in order. Every Task gets a timeout, the retry classes
 of the policy and a catch-all that records the failure on the job and step, sends a dead letter to that step's own
 SQS queue and fails the execution (`parts.py`). Only references travel between states: each step receives the
@@ -29,6 +30,8 @@ from longhaul.core.errors import JOB_STOPPED
 from longhaul.core.settings import Env
 from longhaul.core.step_events import TASK_GROUP_PREFIX, StepEvent, WorkflowState, payload
 from longhaul.engine.spec import StepKind
+from state_machines.agent_loop import agent_chain
+from state_machines.compensation_lane import with_compensation_lane
 from state_machines.maps import item_map
 from state_machines.parts import (
     RUN_TASK_WAIT,
@@ -227,15 +230,23 @@ class WorkflowBuilder(WorkflowParts):
         let the lane apply the decision or take the next rung (see `state_machines.review_lane`)."""
         return review_chain(self, name)
 
+    def agent(self, name: str) -> sfn.Chain:
+        """The spec's agent step: a loop of turns, a Lambda Task each, then a Choice whether to take another (see
+        `state_machines.agent_loop`)."""
+        return agent_chain(self, name)
+
     def state_machine(
         self, definition: sfn.IChainable, *, timeout: Duration, name: str | None = None
     ) -> sfn.StateMachine:
         """The Standard state machine, with full logging and X-Ray tracing; its chain must visit the spec's steps
-        in the spec's order."""
+        in the spec's order. A workflow whose agents make side effects with a compensation gets its compensation
+        lane in front (`state_machines.compensation_lane`)."""
         if tuple(self.visited) != self.spec.step_names:
             raise ValueError(
                 f"{self.workflow}: the definition visits {self.visited}, the spec lists {list(self.spec.step_names)}"
             )
+        if self.spec.compensated:
+            definition = with_compensation_lane(self, definition)
         log_group = logs.LogGroup(self, "ExecutionLogs", retention=self.policy.log_retention)
         machine = sfn.StateMachine(
             self,
@@ -331,6 +342,7 @@ class WorkflowBuilder(WorkflowParts):
             StepKind.FAN_OUT: self.fan_out,
             StepKind.CONTAINER: self.container,
             StepKind.REVIEW: self.review,
+            StepKind.AGENT: self.agent,
         }
         chain: sfn.Chain | None = None
         for spec in self.spec.steps:

@@ -86,6 +86,7 @@ class WorkflowParts(Construct):
         self.alarms: list[cloudwatch.Alarm] = []
         self.visited: list[str] = []  # the spec's steps in the order the definition chains them
         self.review_lanes: dict[str, lambda_.IFunction] = {}  # review step -> its lane's function
+        self.compensation_function: lambda_.IFunction | None = None  # the compensation lane's, if it has one
         # Named after the stack (two deployments never clash) so that its review lane can be granted task responses
         # on its ARN without referencing the machine, which references the lane: no dependency cycle.
         self.machine_name = f"{Stack.of(self).stack_name}-{spec.name}"
@@ -186,6 +187,10 @@ class WorkflowParts(Construct):
             max_delay=Duration.seconds(p.retry_max_delay),
             jitter_strategy=sfn.JitterType.FULL,
         )
+
+    def dead_letter_queue(self, step: str) -> sqs.Queue:
+        """The step's (or the compensation lane's) own dead-letter queue, with its alarm."""
+        return self._dead_letter_queue(step)
 
     def _dead_letter_queue(self, step: str) -> sqs.Queue:
         if step not in self.dead_letter_queues:

@@ -1,4 +1,5 @@
-"""The operator routes of the API function (`/v1/ops/...`): any tenant's jobs, dead letters, replay, dead webhooks.
+"""The operator routes of the API function (`/v1/ops/...`): any tenant's jobs, dead letters, replay, dead webhooks,
+tenants' policies and memory.
 
 The handler has already refused non-operator keys; each route checks the role again, so a route never depends
 on where it is mounted.
@@ -6,7 +7,7 @@ on where it is mounted.
 
 from __future__ import annotations
 
-from typing import Annotated
+from typing import Annotated, Literal
 
 from aws_lambda_powertools.event_handler import Response
 from aws_lambda_powertools.event_handler.api_gateway import Router
@@ -26,13 +27,15 @@ from longhaul.core.contracts import (
     JobView,
     KeptPrompt,
     KeptResponse,
+    MemoryDeleted,
+    MemoryList,
     ModelCallList,
     ReplayOutcome,
     ReplayRequest,
     TenantPolicyView,
 )
 from longhaul.core.problems import ApiProblem, Forbidden, NotFound
-from longhaul.operations import calls, listings, policies, replay
+from longhaul.operations import calls, listings, memory, policies, replay
 from longhaul.services import services
 from longhaul.webhooks import dispatcher
 from longhaul.webhooks.views import WebhookList, WebhookView
@@ -219,6 +222,45 @@ def get_tenant_policy(tenant_id: Annotated[str, Path()]) -> TenantPolicyView:
 def put_tenant_policy(tenant_id: Annotated[str, Path()], policy: Annotated[TenantPolicy, Body()]) -> TenantPolicyView:
     _operator()
     return policies.set_tenant_policy(services(), tenant_id, policy)
+
+
+@router.get(
+    "/v1/ops/tenants/<tenant_id>/memory",
+    summary="A tenant's memory: episodes (what past jobs did) and long-term facts (with provenance), paged",
+    responses={**OPS_PROBLEMS, **problems(400, "Not a cursor of this listing"), **problems(422, "Not a tenant id")},
+)
+def get_tenant_memory(
+    tenant_id: Annotated[str, Path()],
+    kind: Annotated[Literal["episode", "fact"] | None, Query()] = None,
+    subject: Annotated[str | None, Query(max_length=200, description="Only memories about this subject")] = None,
+    limit: Annotated[int, Query(ge=1, le=limits.MAX_OPS_PAGE_SIZE)] = 100,
+    cursor: Annotated[str | None, Query(description="`next_cursor` of the previous page")] = None,
+) -> MemoryList:
+    _operator()
+    return memory.list_memory(services(), tenant_id, kind=kind, subject=subject, limit=limit, cursor=cursor)
+
+
+@router.delete(
+    "/v1/ops/tenants/<tenant_id>/memory",
+    summary="Delete a tenant's memory: all of it, or one subject's",
+    responses={**OPS_PROBLEMS, **problems(422, "Not a tenant id")},
+)
+def delete_tenant_memory(
+    tenant_id: Annotated[str, Path()],
+    subject: Annotated[str | None, Query(max_length=200, description="Only memories about this subject")] = None,
+) -> MemoryDeleted:
+    _operator()
+    return memory.delete_memory(services(), tenant_id, subject=subject)
+
+
+@router.delete(
+    "/v1/ops/tenants/<tenant_id>/memory/<memory_id>",
+    summary="Delete one memory of a tenant",
+    responses={**OPS_PROBLEMS, **problems(404, "No such memory of this tenant"), **problems(422, "Not a tenant id")},
+)
+def delete_tenant_memory_item(tenant_id: Annotated[str, Path()], memory_id: Annotated[str, Path()]) -> MemoryDeleted:
+    _operator()
+    return memory.delete_one(services(), tenant_id, memory_id)
 
 
 @router.get(

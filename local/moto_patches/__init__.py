@@ -47,6 +47,7 @@ from local.moto_patches.interpreter import (
     unstop_executions,
 )
 from local.moto_patches.server import resolve_backends_every_time, resolve_backends_once
+from local.moto_patches.ses import create_email_identities, skip_email_identities
 from local.moto_patches.sqs import check_retention_directly, check_retention_through_attributes
 from local.moto_patches.stepfunctions import (
     create_interpreter_clients_every_time,
@@ -78,6 +79,7 @@ __all__ = [
     "apply",
     "back_up_whole_tables",
     "backup_only_touched_items",
+    "create_email_identities",
     "disable_execution",
     "enable_execution",
     "evaluation_components",
@@ -87,6 +89,7 @@ __all__ = [
     "route_state_machines_to_interpreter",
     "run_container_tasks_locally",
     "scale_interpreter_waits",
+    "skip_email_identities",
     "unserialize_dynamodb_operations",
 ]
 
@@ -116,6 +119,7 @@ def apply() -> None:
     reference_lambda_versions()
     deploy_state_machine_versions()
     start_executions_on_versions()
+    create_email_identities()
 
 
 def revert() -> None:
@@ -124,6 +128,7 @@ def revert() -> None:
     undeploy_state_machine_versions()
     unreference_lambda_versions()
     update_in_template_order()
+    skip_email_identities()
     parse_update_expressions_every_time()
     check_retention_through_attributes()
     create_interpreter_clients_every_time()

@@ -783,3 +783,42 @@ def test_a_receive_checks_retention_without_reading_attributes_with_the_patch(
     for message in queue._messages:
         message.sent_timestamp -= 120_000
     assert sqs.receive_message(QueueUrl=url, MaxNumberOfMessages=10).get("Messages", []) == []
+
+
+# --- create_email_identities -------------------------------------------------------------------------------
+
+
+def _send(source: str) -> str:
+    sesv2 = boto3.client("sesv2", region_name=REGION)
+    sent = sesv2.send_email(
+        FromEmailAddress=source,
+        Destination={"ToAddresses": ["vendor@example.com"]},
+        Content={"Simple": {"Subject": {"Data": "Dispute"}, "Body": {"Text": {"Data": "We dispute line 1."}}}},
+    )
+    return str(sent["MessageId"])
+
+
+SENDER = {"Sender": {"Type": "AWS::SES::EmailIdentity", "Properties": {"EmailIdentity": "notices@example.com"}}}
+
+
+@pytest.mark.usefixtures("unpatched")
+def test_cfn_email_identities_are_skipped_and_sends_refused_without_the_patch() -> None:
+    _deploy(SENDER)
+
+    assert boto3.client("sesv2", region_name=REGION).list_email_identities()["EmailIdentities"] == []
+    with pytest.raises(ClientError, match="MessageRejected"):
+        _send("notices@example.com")
+
+
+@pytest.mark.usefixtures("patched")
+def test_cfn_email_identities_exist_refs_name_them_and_messages_are_kept_with_the_patch() -> None:
+    from moto.ses.models import ses_backends
+
+    refs = _deploy(SENDER)
+
+    assert refs["Sender"] == "notices@example.com"
+    identities = boto3.client("sesv2", region_name=REGION).list_email_identities()["EmailIdentities"]
+    assert [i["IdentityName"] for i in identities] == ["notices@example.com"]
+    message_id = _send("notices@example.com")
+    (message,) = ses_backends["123456789012"][REGION].sent_messages
+    assert message.id == message_id and message.destinations["ToAddresses"] == ["vendor@example.com"]

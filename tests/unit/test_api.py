@@ -61,6 +61,7 @@ def test_submit_accepts_the_job_and_starts_an_execution_named_after_it(
         "workflow": "document-analysis",
         "input_key": f"work/{job_id}/input.json",
         "steps": {},
+        "saga": None,  # set only in a compensation lane's execution
     }
 
     # and the job, its input document and the inline texts are stored

@@ -132,7 +132,7 @@ class JobService:
         self._within_rate(principal.tenant_id, policy)
         budget_tokens, budget_cost = self._admit(principal.tenant_id, request, policy)
         job_id = new_job_id()
-        intake = Intake(job_id=job_id, tenant_id=principal.tenant_id, artifacts=s.artifacts)
+        intake = Intake(job_id=job_id, tenant_id=principal.tenant_id, artifacts=s.artifacts, jobs=s.jobs)
         prepared = spec.prepare()(intake, request.input)
         input_key = intake.store(prepared)  # raises the problems `prepare` found; writes only when there are none
         deadline = request.deadline_seconds or spec.deadline_default_seconds
@@ -158,6 +158,8 @@ class JobService:
                     callback_url=request.callback_url,
                     links_base=base_url if request.callback_url else None,
                     sla_class=request.sla_class,
+                    agent_max_turns=request.agent.max_turns if request.agent else None,
+                    agent_max_tool_calls=request.agent.max_tool_calls if request.agent else None,
                 )
             )
         except IdempotencyConflict as conflict:
@@ -191,6 +193,7 @@ class JobService:
         use), and the tenant's daily allowance not spent (429): checked before any work."""
         s = self.services
         tokens, cost, problems = job_limits(request.budget, policy)
+        problems += agent_problems(request, policy)
         if request.sla_class not in policy.sla_classes:
             problems.append(
                 {"loc": ["body", "sla_class"], "msg": f"not an SLA class this tenant may use: {policy.sla_classes}"}
@@ -201,7 +204,7 @@ class JobService:
                 problems.append({"loc": ["body", "route"], "msg": f"not a route this tenant may use: {allowed}"})
         if problems:
             raise InvalidRequest(
-                "the job's budget, route or SLA class is not within the tenant's policy",
+                "the job's budget, route, SLA class or agent limits are not within the tenant's policy",
                 errors=problems,
                 **({"allowed_sla_classes": policy.sla_classes} if request.sla_class not in policy.sla_classes else {}),
             )
@@ -410,6 +413,10 @@ class JobService:
         charges = [c for c in self.services.checkpoints.charges(job.job_id) if c.status == "settled"]
         if charges:
             effects.append(f"{len(charges)} model call(s) charged")
+        made = [e for e in self.services.effects.of_job(job.job_id) if e.acted and e.status != "failed"]
+        effects += [f"{e.tool} {e.operation_id} ({e.status}; {e.side_effect})" for e in made]
+        if any(e.compensation for e in made):
+            effects.append("side effects with a compensation are undone in reverse order: see the job's compensation")
         return CancelOutcome(
             job_id=job.job_id, status=job.status, message=message, completed_steps=completed, side_effects=effects
         )
@@ -428,6 +435,26 @@ def _long_poll(
         if events:
             return events, next_seq
     return [], None
+
+
+def agent_problems(request: JobRequestBase, policy: TenantPolicy) -> list[dict[str, Any]]:
+    """A job's agent limits above its tenant's ceilings (422, naming the field)."""
+    agent, problems = request.agent, []
+    if agent is not None and agent.max_turns is not None and agent.max_turns > policy.agent_max_turns:
+        problems.append(
+            {
+                "loc": ["body", "agent", "max_turns"],
+                "msg": f"exceeds the tenant's ceiling of {policy.agent_max_turns} turns per agent step",
+            }
+        )
+    if agent is not None and agent.max_tool_calls is not None and agent.max_tool_calls > policy.agent_max_tool_calls:
+        problems.append(
+            {
+                "loc": ["body", "agent", "max_tool_calls"],
+                "msg": f"exceeds the tenant's ceiling of {policy.agent_max_tool_calls} tool calls per agent step",
+            }
+        )
+    return problems
 
 
 def step_usage(ledger: list[Charge]) -> list[StepUsage]:

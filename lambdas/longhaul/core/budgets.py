@@ -64,6 +64,12 @@ class TenantPolicy(BaseModel):
     sla_classes: list[SlaClass] = Field(
         default_factory=lambda: list(SLA_CLASSES), min_length=1, description="SLA classes the tenant's jobs may use."
     )
+    agent_max_turns: int = Field(
+        default=50, gt=0, description="Ceiling of a job's `agent.max_turns` (turns of one agent step)."
+    )
+    agent_max_tool_calls: int = Field(
+        default=2000, gt=0, description="Ceiling of a job's `agent.max_tool_calls` (tool calls of one agent step)."
+    )
 
 
 DEFAULT_POLICY = TenantPolicy()

@@ -160,6 +160,20 @@ class ReviewRequest(Strict):
     ]
 
 
+class AgentLimits(Strict):
+    """Limits of each agent step of the job, within the tenant's ceilings (`agent_max_turns`,
+    `agent_max_tool_calls`) and never above the step's own (its spec's): the tighter one holds."""
+
+    max_turns: Annotated[
+        int | None,
+        Field(default=None, ge=1, le=limits.MAX_AGENT_TURNS, description="Turns (model calls) of one agent step."),
+    ]
+    max_tool_calls: Annotated[
+        int | None,
+        Field(default=None, ge=1, le=limits.MAX_AGENT_TOOL_CALLS, description="Tool calls of one agent step."),
+    ]
+
+
 class JobRequestBase(Strict):
     """What every job request has; each workflow's request (`longhaul.workflows.JobRequest`, a union on `workflow`)
     adds its `workflow` name and its `input` model."""
@@ -194,6 +208,14 @@ class JobRequestBase(Strict):
         ),
     ]
     review: Annotated[ReviewRequest | None, Field(default=None, description="Human review before publishing.")]
+    agent: Annotated[
+        AgentLimits | None,
+        Field(
+            default=None,
+            description="Limits of the job's agent steps (workflows with one: dispute-resolution); reaching one "
+            "fails the job with kind `agent-limit` naming the limit.",
+        ),
+    ]
     callback_url: Annotated[
         str | None,
         Field(
@@ -413,6 +435,40 @@ class JobCost(BaseModel):
     )
 
 
+class CompensatedEffect(BaseModel):
+    """A side effect that was undone by its compensation."""
+
+    operation_id: str
+    tool: str = Field(description="The tool whose effect it was (e.g. `send_notice`).")
+    compensation: str = Field(description="The tool that undid it (e.g. `send_retraction`).")
+    step: str
+    at: datetime | None = None
+
+
+class UncompensatedEffect(BaseModel):
+    """A side effect that could not be undone, and why."""
+
+    operation_id: str
+    tool: str
+    compensation: str | None = None
+    step: str
+    reason: str
+
+
+class CompensationView(BaseModel):
+    """The saga of a job that failed, was cancelled or expired after side effects: each effect with a compensation
+    is undone in reverse order (a compensation lane of its state machine)."""
+
+    status: Literal["pending", "running", "finished", "incomplete"] = Field(
+        description="`finished`: every effect was undone; `incomplete`: some could not be (see `not_undone`)."
+    )
+    attempt: int = Field(description="The job attempt whose effects are compensated.")
+    undone: list[CompensatedEffect] = Field(default_factory=list)
+    not_undone: list[UncompensatedEffect] = Field(default_factory=list)
+    started_at: datetime | None = None
+    finished_at: datetime | None = None
+
+
 class JobView(BaseModel):
     job_id: str
     workflow: str
@@ -441,6 +497,9 @@ class JobView(BaseModel):
         default=None, description="While the job waits for a slot (`queued`): the estimated seconds until it starts."
     )
     cost: JobCost | None = None
+    compensation: CompensationView | None = Field(
+        default=None, description="After a failure, cancellation or expiry with side effects: what was undone."
+    )
 
 
 class JobList(BaseModel):
@@ -666,6 +725,45 @@ class PageText(BaseModel):
     page: int = Field(ge=1)
     text: str
     source: Literal["text", "ocr"] = Field(default="text", description="The page's text layer, or OCR of its image.")
+
+
+class FactSource(BaseModel):
+    """Where a long-term fact comes from: the job, document, page and verbatim quote."""
+
+    job_id: str
+    document: str
+    page: int = Field(ge=1)
+    quote: str = Field(description="Verbatim text of the page that states the fact.")
+
+
+class MemoryView(BaseModel):
+    """One memory of a tenant: an episode (what a past job did) or a long-term fact (with its provenance)."""
+
+    memory_id: str
+    kind: Literal["episode", "fact"]
+    subject: str = Field(description="What it is about, as named (e.g. a vendor).")
+    text: str = Field(description="The episode's summary, or the fact's statement.")
+    job_id: str = Field(description="The job that recorded it.")
+    recorded_at: datetime
+    details: dict[str, object] = Field(default_factory=dict)
+    key: str | None = Field(default=None, description="A fact's key (e.g. `contract-price:NW-5000`).")
+    value: str | None = Field(default=None, description="A fact's value.")
+    provenance: FactSource | None = None
+    valid_until: datetime | None = Field(default=None, description="A fact is re-checked against its source after.")
+    verified_at: datetime | None = None
+    status: Literal["active", "retired"] = "active"
+    retired_reason: str | None = None
+
+
+class MemoryList(BaseModel):
+    tenant_id: str
+    memories: list[MemoryView]
+    next_cursor: str | None = Field(default=None, description="Pass as `cursor` for the next page; null at the end.")
+
+
+class MemoryDeleted(BaseModel):
+    tenant_id: str
+    deleted: int = Field(description="How many memories were deleted.")
 
 
 class Health(BaseModel):

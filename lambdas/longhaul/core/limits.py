@@ -56,6 +56,15 @@ ARCHIVE_RATIO_FLOOR_BYTES = 1 * MIB
 # (and parse) megabytes of entries it will refuse anyway.
 MAX_ARCHIVE_DIRECTORY_BYTES = 8 * MIB
 
+# Agent steps. A job may tighten its agent steps' limits (`"agent": {"max_turns", "max_tool_calls"}`) within its
+# tenant's ceilings; each is at most these.
+MAX_AGENT_TURNS = 100
+MAX_AGENT_TOOL_CALLS = 5000
+# Memory: a long-term fact is used as is until `valid_until` (this many days after it was recorded or last
+# re-verified, unless it says otherwise); after that it is re-checked against its source before use.
+DEFAULT_FACT_VALID_DAYS = 7
+MAX_FACT_VALID_DAYS = 365
+
 # Pages.
 MAX_PAGE_SIZE = 200
 MAX_OPS_PAGE_SIZE = 500

@@ -174,3 +174,12 @@ class IntakeQueues(Protocol):
 class AdmissionWake(Protocol):
     def wake(self) -> None:
         """Ask the dispatcher for a round soon, without waiting for it."""
+
+
+class Mailer(Protocol):
+    """Sends e-mail from the platform's verified sender (SES). Errors are the typed ones: throttling is
+    `TransientError`, a sender the account may not use is `PlatformConfigurationError`, a bad address
+    `InvalidInputError`."""
+
+    def send(self, *, to: str, subject: str, body: str, operation_id: str) -> str:
+        """Send one plain-text message tagged with the operation it belongs to; the provider's message id."""

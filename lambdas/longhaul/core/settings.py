@@ -56,6 +56,8 @@ class Env:
     TASK_CPU = "LONGHAUL_TASK_CPU"  # a container worker's task size (CPU units, memory MB): what its time costs
     TASK_MEMORY_MB = "LONGHAUL_TASK_MEMORY_MB"
     INJECT_FAULT = "LONGHAUL_INJECT_FAULT"  # local runtime only: the fault one worker task plays
+    # The verified SES identity that agents' e-mail tools send from (set on the functions whose tools send e-mail).
+    EMAIL_SENDER = "LONGHAUL_EMAIL_SENDER"
 
 
 class Settings(BaseModel):
@@ -99,6 +101,7 @@ class Settings(BaseModel):
     intake_queues: dict[str, str] = Field(default_factory=dict, alias=Env.INTAKE_QUEUES)
     max_jobs_in_flight: int = Field(default=1000, alias=Env.MAX_JOBS_IN_FLIGHT, gt=0)
     admission_dispatcher: str | None = Field(default=None, alias=Env.ADMISSION_DISPATCHER)  # function name
+    email_sender: str | None = Field(default=None, alias=Env.EMAIL_SENDER)
 
     @field_validator(
         "workflows", "dead_letter_queues", "intake_queues", "model_routes", "step_routes", "model_prices", mode="before"

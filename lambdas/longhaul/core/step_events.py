@@ -19,6 +19,10 @@ class WorkflowState(BaseModel):
     workflow: str
     input_key: str
     steps: dict[str, Any] = Field(default_factory=dict)
+    # Set only in an execution of a workflow's compensation lane ({"attempt": n}): the state machine's first Choice
+    # takes the lane when it is not null. Always present (null otherwise), so that Choice never looks for a path
+    # that is not there.
+    saga: dict[str, Any] | None = None
 
 
 class StepEvent(BaseModel):
@@ -105,3 +109,18 @@ class ReviewEvent(BaseModel):
     execution: str | None = None
     token: str | None = None
     input: WorkflowState
+
+
+class SagaEvent(BaseModel):
+    """What the compensation lane's Tasks pass to its function: `plan` (what is left to undo, latest first),
+    `undo` (compensate `operation_id`), `failed` (its compensation gave up: record it, dead letter), `finish` (the
+    job's record of what was undone and what could not be)."""
+
+    action: str
+    job_id: str
+    workflow: str
+    attempt: int
+    execution: str | None = None
+    operation_id: str | None = None
+    error: str | None = None
+    cause: str | None = None

@@ -17,10 +17,12 @@ from pydantic import BaseModel, Field
 from longhaul.core.contracts import MEDIA_TYPES, ArchiveInput, DocumentInput
 from longhaul.core.limits import MAX_UPLOAD_BYTES
 from longhaul.core.problems import InvalidRequest
+from longhaul.core.records import Job
 from longhaul.documents import archives
 from longhaul.documents.archives import ArchiveMember
 from longhaul.storage import artifacts as keys
 from longhaul.storage.artifacts import ArtifactStore
+from longhaul.storage.jobs import JobStore
 
 MARKDOWN_SUFFIXES = (".md", ".markdown")
 
@@ -60,6 +62,7 @@ class Intake:
     job_id: str
     tenant_id: str
     artifacts: ArtifactStore
+    jobs: JobStore | None = None  # a workflow whose input names an earlier job reads it here
     _pending: list[tuple[str, bytes, str]] = field(default_factory=list)
     _problems: list[dict[str, Any]] = field(default_factory=list)
 
@@ -128,6 +131,12 @@ class Intake:
             if key == document.key:
                 return data
         return read_document(self.artifacts, document)
+
+    def tenant_job(self, job_id: str) -> Job | None:
+        """One of this tenant's jobs (another tenant's is None, as if it did not exist)."""
+        if self.jobs is None:
+            return None
+        return self.jobs.get_job(job_id, tenant_id=self.tenant_id)
 
     def problem(self, loc: Sequence[str | int], message: str) -> None:
         self._problems.append({"loc": ["input", *loc], "msg": message})

@@ -93,6 +93,8 @@ def replay(
     status = job.status
     if status not in REPLAYABLE:
         raise NotReplayable(f"job {job_id} is {status.value}; only failed, cancelled or expired jobs are replayed")
+    if job.compensation is not None and job.compensation.status in ("pending", "running"):
+        raise NotReplayable(f"job {job_id} is undoing its side effects (its compensation is {job.compensation.status})")
     if services.artifacts.head(job.input_key) is None:
         raise NotReplayable(f"job {job_id}'s intermediate artifacts have expired; submit it again")
     own = job.state_machine_version

@@ -79,9 +79,15 @@ def open_review(ctx: StepContext) -> dict[str, Any]:
     job = services.jobs.get_job(ctx.job_id)
     assert job is not None  # the runner checked it
     mode = job.review_mode or policy.mode
-    if mode == "never":
+    # An agent that reached a limit and hands over to review is reviewed whatever the mode.
+    handed = [
+        f"agent step {s.name} reached its {out['limit']} limit: {out.get('message', '')}"
+        for s in spec.agent_steps
+        if (out := ctx.state.steps.get(s.name) or {}).get("limit")
+    ]
+    if mode == "never" and not handed:
         return {"next": "continue", "required": False, "mode": mode}
-    reasons = [str(r) for r in spec.hook("review_reasons")(ctx)]
+    reasons = [*handed, *(str(r) for r in spec.hook("review_reasons")(ctx))]
     if mode == "auto" and not reasons:
         return {"next": "continue", "required": False, "mode": mode}
     if mode == "always":

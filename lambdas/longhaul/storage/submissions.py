@@ -48,6 +48,8 @@ class NewJob:
     callback_url: str | None = None
     links_base: str | None = None
     sla_class: str = "standard"
+    agent_max_turns: int | None = None
+    agent_max_tool_calls: int | None = None
 
 
 class JobSubmissions:
@@ -111,6 +113,8 @@ class JobSubmissions:
             "review_deadline_seconds": job.review_deadline_seconds,
             "callback_url": job.callback_url,
             "links_base": job.links_base,
+            "agent_max_turns": job.agent_max_turns,
+            "agent_max_tool_calls": job.agent_max_tool_calls,
         }
         item.update({k: v for k, v in optional.items() if v is not None})
         writes: list[dict[str, Any]] = [

@@ -139,10 +139,22 @@ class InvoiceResult(BaseModel):
     vendor: str | None = None
 
 
+class AgreedPrice(BaseModel):
+    """One price of the contract's price list, with the line it was read from."""
+
+    code: str
+    description: str
+    unit_price: Annotated[str, Field(description="Decimal string, in the contract's currency.")]
+    source: Source
+
+
 class ContractSummary(BaseModel):
     document: str
     currency: str
     products: int
+    prices: Annotated[
+        list[AgreedPrice], Field(description="The agreed prices, each with its source line (what disputes cite).")
+    ] = []
 
 
 class InvoiceReconciliationResult(BaseModel):

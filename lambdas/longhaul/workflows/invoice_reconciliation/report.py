@@ -15,6 +15,7 @@ from decimal import Decimal
 from longhaul.workflows.invoice_reconciliation.amounts import AmountError, amount_string, parse_amount, percentages_in
 from longhaul.workflows.invoice_reconciliation.models import (
     RULES,
+    AgreedPrice,
     ContractSummary,
     Discrepancy,
     ExtractedInvoice,
@@ -91,7 +92,13 @@ def invoice_result(
 
 
 def contract_summary(price_list: PriceList) -> ContractSummary:
-    return ContractSummary(document=price_list.document, currency=price_list.currency, products=len(price_list.prices))
+    prices = [
+        AgreedPrice(code=p.code, description=p.description, unit_price=amount_string(p.unit_price), source=p.source)
+        for p in sorted(price_list.prices.values(), key=lambda p: (p.source.page, p.code))
+    ]
+    return ContractSummary(
+        document=price_list.document, currency=price_list.currency, products=len(price_list.prices), prices=prices
+    )
 
 
 def totals_by_currency(invoices: Sequence[InvoiceResult]) -> dict[str, Decimal]:
