@@ -8,6 +8,10 @@ in one interpreter (like several warm sandboxes), where two requests would read 
 as `KeyError: '_route'`). Here each of those attributes is a property over a `threading.local`: every thread
 resolves its own request, routers included (an included `Router` delegates them to its resolver).
 
+A path parameter is any one path segment, as API Gateway matches `{param}`: Powertools accepts only some characters
+there and answered `404 no route` for the others; here the route gets the value and validates it (a 422 naming it,
+or the route's own 404).
+
 Powertools documents a route's success response from its return annotation, but only when the route declares no
 `responses`: declaring its problems replaced it (eleven operations had no success response). `route` here merges it
 back (and the responses every route may answer) before Powertools sees them, for the app's routes and every
@@ -16,6 +20,7 @@ included router's alike.
 
 from __future__ import annotations
 
+import re
 import threading
 from collections.abc import Callable, Mapping
 from http import HTTPStatus
@@ -73,6 +78,11 @@ class ThreadSafeRestResolver(APIGatewayRestResolver):
         self._request = _RequestState()
         self._always_responses = dict(always_responses or {})
         super().__init__(*args, **kwargs)
+
+    @staticmethod
+    def _compile_regex(rule: str, base_regex: str = "^{}/*$") -> re.Pattern[str]:
+        """A route's pattern: its `<name>` parameters match any one path segment (see the module docstring)."""
+        return re.compile(base_regex.format(re.sub(r"<(\w+)>", r"(?P<\1>[^/]+)", rule)))
 
     def route(  # Powertools' signature, positional order included (`include_router` relies on it)
         self,

@@ -218,3 +218,19 @@ def test_an_unforeseen_error_before_routing_is_a_500_problem_too(
     assert response.status == 500 and response.content_type.startswith(PROBLEM_JSON)
     (line,) = error_lines(log_lines)
     assert line["error_id"] == response.body["error_id"] and "the key store is down" in line["exception"]
+
+
+# ---------------------------------------------------------------------- paths
+
+
+@pytest.mark.parametrize("segment", ["\u0084", 'a"b', "a\\b", "#", "`", "\u200b"])
+def test_a_path_parameter_is_any_segment_validated_by_its_route(
+    settings_env: dict[str, str], keys: dict[str, str], segment: str
+) -> None:
+    """Powertools matched only some characters in a path parameter (`404 no route` for the others); API Gateway
+    hands the route any segment, and the route answers: a 422 naming the parameter, or its own 404."""
+    policy = call(settings_env, "GET", f"/v1/ops/tenants/{segment}/policy", keys["operator"], b"")
+    job = call(settings_env, "GET", f"/v1/jobs/{segment}", keys["tenant"], b"")
+
+    assert policy.status == 422 and policy.body["errors"][0]["loc"] == ["path", "tenant_id"], policy.raw_body
+    assert job.status == 404 and job.body["detail"].startswith("no job"), job.raw_body
