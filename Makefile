@@ -6,7 +6,7 @@ BIN := $(VENV)/bin
 export JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION := 20
 export PYTHONDONTWRITEBYTECODE := 1
 
-.PHONY: run test lint types unit runtime infrastructure workflows faults synth openapi bench clean
+.PHONY: run test lint types unit runtime infrastructure workflows faults contract synth openapi bench clean
 
 $(BIN)/.installed: requirements.txt requirements-dev.txt lambdas/requirements.txt lambdas/workers/ocr/requirements.txt constraints.txt
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -43,6 +43,9 @@ workflows: $(BIN)/.installed
 
 faults: $(BIN)/.installed
 	$(BIN)/pytest -q tests/faults
+
+contract: $(BIN)/.installed ## Schemathesis against a local platform of its own: all checks, three roles, a fixed seed (not yet in `test`)
+	$(BIN)/pytest -q -s tests/contract
 
 synth: $(BIN)/.installed ## synthesize the CDK app into cdk.out (offline)
 	$(BIN)/python app.py
