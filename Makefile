@@ -44,7 +44,7 @@ workflows: $(BIN)/.installed
 faults: $(BIN)/.installed
 	$(BIN)/pytest -q tests/faults
 
-contract: $(BIN)/.installed ## Schemathesis against a local platform of its own: all checks, three roles, a fixed seed (not yet in `test`)
+contract: $(BIN)/.installed ## Schemathesis against a local platform of its own: all checks, three roles, a fixed seed (not in `test` yet: see README)
 	$(BIN)/pytest -q -s tests/contract
 
 synth: $(BIN)/.installed ## synthesize the CDK app into cdk.out (offline)
