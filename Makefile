@@ -8,7 +8,7 @@ export PYTHONDONTWRITEBYTECODE := 1
 # The browser tests' Chromium: Debian's package (Playwright's own download is not used).
 export LONGHAUL_CHROMIUM ?= /usr/bin/chromium
 
-.PHONY: run test lint types unit runtime infrastructure workflows faults browser replay-tests record eval eval-small synth openapi bench clean
+.PHONY: run test lint types unit runtime infrastructure workflows faults browser replay-tests record eval eval-small contract synth openapi bench clean
 
 # The pinned requirements, then the domain package and the command line and client (client/) in editable mode, which
 # puts `longhaul` in .venv/bin; their dependencies are the pinned ones (--no-deps: nothing is looked up by name), and
@@ -65,6 +65,9 @@ eval: $(BIN)/.installed ## every eval case through the local platform: a table p
 
 eval-small: $(BIN)/.installed ## the small eval set (the cases marked small), gated against its baseline
 	$(BIN)/python -m evals --small
+
+contract: $(BIN)/.installed ## Schemathesis against a local platform of its own: all checks, three roles, a fixed seed (not in `test` yet: see README)
+	$(BIN)/pytest -q -s tests/contract
 
 synth: $(BIN)/.installed ## synthesize the CDK app into cdk.out (offline)
 	$(BIN)/python app.py

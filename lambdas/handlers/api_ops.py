@@ -13,7 +13,21 @@ from aws_lambda_powertools.event_handler import Response
 from aws_lambda_powertools.event_handler.api_gateway import Router
 from aws_lambda_powertools.event_handler.openapi.params import Body, Path, Query
 
-from handlers.api_shared import EventsLimit, EventsWait, base_url, events_response, job_service, principal, problems
+from handlers.api_shared import (
+    BAD_CURSOR,
+    INVALID_PARAMETERS,
+    SSE,
+    Cursor,
+    EventsLimit,
+    EventsWait,
+    base_url,
+    events_response,
+    job_service,
+    keyed,
+    principal,
+    problems,
+    with_json_body,
+)
 from longhaul.api.graph import WorkflowGraph
 from longhaul.core import limits
 from longhaul.core.auth import Principal
@@ -54,10 +68,18 @@ def _operator() -> Principal:
     return caller
 
 
-OPS_PROBLEMS = {**problems(401, "Missing or unknown API key"), **problems(403, "Not an operator key")}
+NOT_OPERATOR = "Not an operator key"
+OPS_PROBLEMS = keyed(NOT_OPERATOR)
+# A tenant id in a path: what `longhaul.operations.policies` accepts (422 otherwise, as the schema says).
+TenantId = Annotated[str, Path(pattern=r"^[A-Za-z0-9._-]{1,64}$", description="1-64 of A-Z a-z 0-9 . _ -")]
 
 
-@router.get("/v1/ops/dead-letters", summary="Dead letters, newest first", responses=OPS_PROBLEMS)
+@router.get(
+    "/v1/ops/dead-letters",
+    summary="Dead letters, newest first",
+    operation_id="list_dead_letters",
+    responses={**OPS_PROBLEMS, **INVALID_PARAMETERS},
+)
 def list_dead_letters(
     step: Annotated[str | None, Query()] = None,
     workflow: Annotated[str | None, Query()] = None,
@@ -72,13 +94,14 @@ def list_dead_letters(
 @router.get(
     "/v1/ops/jobs",
     summary="Every tenant's jobs, newest first, paged; filter by tenant and/or status",
-    responses={**OPS_PROBLEMS, **problems(400, "Not a cursor of this listing")},
+    operation_id="ops_list_jobs",
+    responses={**OPS_PROBLEMS, **BAD_CURSOR, **INVALID_PARAMETERS},
 )
 def ops_list_jobs(
     tenant: Annotated[str | None, Query()] = None,
     status: Annotated[JobStatus | None, Query()] = None,
     limit: Annotated[int, Query(ge=1, le=limits.MAX_OPS_PAGE_SIZE)] = 100,
-    cursor: Annotated[str | None, Query(description="`next_cursor` of the previous page")] = None,
+    cursor: Cursor = None,
 ) -> JobList:
     _operator()
     return listings.list_jobs(services(), tenant=tenant, status=status, limit=limit, cursor=cursor)
@@ -87,7 +110,12 @@ def ops_list_jobs(
 OPS_JOB_PROBLEMS = {**OPS_PROBLEMS, **problems(404, "No such job")}
 
 
-@router.get("/v1/ops/jobs/<job_id>", summary="Any tenant's job: status and progress", responses=OPS_JOB_PROBLEMS)
+@router.get(
+    "/v1/ops/jobs/<job_id>",
+    summary="Any tenant's job: status and progress",
+    operation_id="ops_get_job",
+    responses=OPS_JOB_PROBLEMS,
+)
 def ops_get_job(job_id: Annotated[str, Path()]) -> JobView:
     return job_service().view(_operator(), job_id, any_tenant=True)
 
@@ -104,16 +132,19 @@ def ops_get_graph(job_id: Annotated[str, Path()]) -> WorkflowGraph:
 @router.get(
     "/v1/ops/jobs/<job_id>/events",
     summary="Any tenant's job's event log (JSON pages, or Server-Sent Events); `wait` long-polls for the next event",
+    operation_id="ops_get_events",
     responses={
-        200: {"description": "A page of events", "content": {"application/json": {"model": EventPage}}},
+        200: {
+            "description": "A page of events",
+            "content": {"application/json": {"model": EventPage}, SSE: {"schema": {"type": "string"}}},
+        },
         **OPS_JOB_PROBLEMS,
+        **BAD_CURSOR,
+        **INVALID_PARAMETERS,
     },
 )
 def ops_get_events(
-    job_id: Annotated[str, Path()],
-    cursor: Annotated[str | None, Query()] = None,
-    limit: EventsLimit = 100,
-    wait: EventsWait = 0,
+    job_id: Annotated[str, Path()], cursor: Cursor = None, limit: EventsLimit = 100, wait: EventsWait = 0
 ) -> Response[str]:
     _operator()
     return events_response(router, job_id, cursor, limit, wait, any_tenant=True)
@@ -153,10 +184,13 @@ def ops_kept_response(job_id: Annotated[str, Path()], response_hash: Annotated[s
 @router.post(
     "/v1/ops/jobs/<job_id>/cancel",
     summary="Cancel any tenant's job",
+    operation_id="ops_cancel_job",
     responses={
         202: {"description": "Cancelled", "content": {"application/json": {"model": CancelOutcome}}},
         **OPS_JOB_PROBLEMS,
+        **keyed(NOT_OPERATOR, takes_body=True),
         **problems(409, "The job already finished"),
+        **problems(503, "The workflow engine did not stop the job now; retry"),
     },
 )
 def ops_cancel_job(job_id: Annotated[str, Path()]) -> Response[str]:
@@ -168,19 +202,23 @@ def ops_cancel_job(job_id: Annotated[str, Path()]) -> Response[str]:
     "/v1/ops/jobs/<job_id>/replay",
     summary="Replay a failed job from a step, reusing the checkpoints before it (or, with `dry_run`, only say what "
     "would run again)",
+    operation_id="replay_job",
     responses={
         200: {
             "description": "The plan of a dry run: nothing was changed or started",
             "content": {"application/json": {"model": ReplayOutcome}},
         },
         202: {"description": "Replay started", "content": {"application/json": {"model": ReplayOutcome}}},
-        **OPS_PROBLEMS,
+        **keyed(NOT_OPERATOR, takes_body=True),
         **problems(404, "No such job"),
         **problems(
             409, "The job is not failed, cancelled or expired, its version was pruned, or redrive is unavailable"
         ),
-        **problems(415, f"Body not {limits.ACCEPTED_MEDIA_TYPE}"),
-        **problems(422, "Unknown step, or a redrive on another version"),
+        **with_json_body(
+            "Invalid request, a step the job's workflow does not have (`allowed_steps`), or a redrive on "
+            "another version"
+        ),
+        **problems(503, "The workflow engine did not start the replay now; replay again"),
     },
 )
 def replay_job(job_id: Annotated[str, Path()], request: Annotated[ReplayRequest, Body()]) -> Response[str]:
@@ -203,9 +241,10 @@ def replay_job(job_id: Annotated[str, Path()], request: Annotated[ReplayRequest,
 @router.get(
     "/v1/ops/tenants/<tenant_id>/policy",
     summary="A tenant's budget policy (ceilings per job, daily allowance, routes) and today's spending",
+    operation_id="get_tenant_policy",
     responses={**OPS_PROBLEMS, **problems(422, "Not a tenant id")},
 )
-def get_tenant_policy(tenant_id: Annotated[str, Path()]) -> TenantPolicyView:
+def get_tenant_policy(tenant_id: TenantId) -> TenantPolicyView:
     _operator()
     return policies.tenant_policy(services(), tenant_id)
 
@@ -213,13 +252,10 @@ def get_tenant_policy(tenant_id: Annotated[str, Path()]) -> TenantPolicyView:
 @router.put(
     "/v1/ops/tenants/<tenant_id>/policy",
     summary="Set a tenant's budget policy (omitted fields take the defaults)",
-    responses={
-        **OPS_PROBLEMS,
-        **problems(415, f"Body not {limits.ACCEPTED_MEDIA_TYPE}"),
-        **problems(422, "Invalid policy"),
-    },
+    operation_id="put_tenant_policy",
+    responses={**keyed(NOT_OPERATOR, takes_body=True), **with_json_body("Not a tenant id, or an invalid policy")},
 )
-def put_tenant_policy(tenant_id: Annotated[str, Path()], policy: Annotated[TenantPolicy, Body()]) -> TenantPolicyView:
+def put_tenant_policy(tenant_id: TenantId, policy: Annotated[TenantPolicy, Body()]) -> TenantPolicyView:
     _operator()
     return policies.set_tenant_policy(services(), tenant_id, policy)
 
@@ -266,7 +302,8 @@ def delete_tenant_memory_item(tenant_id: Annotated[str, Path()], memory_id: Anno
 @router.get(
     "/v1/ops/webhooks/dead-letters",
     summary="Webhooks whose delivery gave up, newest first (their dead-letter queue holds the same)",
-    responses=OPS_PROBLEMS,
+    operation_id="list_dead_webhooks",
+    responses={**OPS_PROBLEMS, **INVALID_PARAMETERS},
 )
 def list_dead_webhooks(limit: Annotated[int, Query(ge=1, le=500)] = 100) -> WebhookList:
     _operator()
@@ -276,9 +313,10 @@ def list_dead_webhooks(limit: Annotated[int, Query(ge=1, le=500)] = 100) -> Webh
 @router.post(
     "/v1/ops/webhooks/<webhook_id>/redeliver",
     summary="Deliver a dead webhook again: the same webhook-id and body, a new series of retries",
+    operation_id="redeliver_webhook",
     responses={
         202: {"description": "Redelivery started", "content": {"application/json": {"model": WebhookView}}},
-        **OPS_PROBLEMS,
+        **keyed(NOT_OPERATOR, takes_body=True),
         **problems(404, "No such webhook"),
         **problems(409, "The webhook is not dead"),
     },

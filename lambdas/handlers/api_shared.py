@@ -1,4 +1,9 @@
-"""What the API function's route modules share: the job service, the caller, problem declarations, event pages."""
+"""What the API function's route modules share: the job service, the caller, the responses routes declare, event pages.
+
+Every operation documents every answer it can give: its success (merged in by the resolver when a route declares
+only problems), each problem as `application/problem+json` with the RFC 9457 schema (`Problem`), and the 500
+problem every operation may answer (declared once, on the resolver).
+"""
 
 from __future__ import annotations
 
@@ -8,7 +13,7 @@ from typing import Annotated
 from aws_lambda_powertools.event_handler import Response
 from aws_lambda_powertools.event_handler.api_gateway import BaseRouter
 from aws_lambda_powertools.event_handler.openapi.params import Query
-from aws_lambda_powertools.event_handler.openapi.types import OpenAPIResponse
+from aws_lambda_powertools.event_handler.openapi.types import OpenAPIResponse, OpenAPIResponseHeader
 from aws_lambda_powertools.utilities.data_classes import APIGatewayProxyEvent
 
 from longhaul.api.jobs import JobService
@@ -33,11 +38,47 @@ EventsWait = Annotated[
 ]
 # Time the API function keeps for itself after a long-poll's wait: the reads around it and the answer.
 ANSWER_MARGIN_SECONDS = 3.0
+Cursor = Annotated[str | None, Query(description="`next_cursor` of the previous page (400 for any other value).")]
+Responses = dict[int, OpenAPIResponse]
+
+_HEADERS: dict[int, dict[str, OpenAPIResponseHeader]] = {
+    401: {"WWW-Authenticate": {"description": "`Bearer`", "schema": {"type": "string"}}},
+    429: {"Retry-After": {"description": "Seconds until a retry may succeed.", "schema": {"type": "string"}}},
+}
 
 
-def problems(status: int, description: str) -> dict[int, OpenAPIResponse]:
+def problems(status: int, description: str) -> Responses:
     """An OpenAPI response declaration for a problem+json answer."""
-    return {status: {"description": description, "content": {PROBLEM_JSON: {"model": Problem}}}}
+    response: OpenAPIResponse = {"description": description, "content": {PROBLEM_JSON: {"model": Problem}}}
+    if status in _HEADERS:
+        response["headers"] = _HEADERS[status]
+    return {status: response}
+
+
+def keyed(forbidden: str, *, takes_body: bool = False) -> Responses:
+    """What every route behind an API key may answer before it runs: 401 without a valid key, 403 for a key of
+    another role, 413 for a body over the limit, and (for a method with a body) 415 for a body that is not JSON."""
+    declared = {
+        **problems(401, "Missing or unknown API key"),
+        **problems(403, forbidden),
+        **problems(413, f"Body over {limits.MAX_BODY_BYTES} bytes (LONGHAUL_MAX_BODY_BYTES)"),
+    }
+    if takes_body:
+        declared |= problems(415, f"Body not {limits.ACCEPTED_MEDIA_TYPE}")
+    return declared
+
+
+def with_json_body(description: str) -> Responses:
+    """What a route that reads a JSON body may answer about it: 400 (not UTF-8 JSON; `errors` name where) and 422
+    (not the contract, numbers out of range, nested too deep; `errors` name every field)."""
+    return {
+        **problems(400, "The body is not UTF-8 JSON (or holds NaN, Infinity or a lone surrogate); `errors` say where"),
+        **problems(422, description),
+    }
+
+
+INVALID_PARAMETERS = problems(422, "A parameter outside its schema; `errors` name it")
+BAD_CURSOR = problems(400, "Not a cursor of this listing")
 
 
 def base_url(router: BaseRouter) -> str:

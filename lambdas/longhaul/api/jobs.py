@@ -27,6 +27,7 @@ from longhaul.core.auth import Principal
 from longhaul.core.budgets import TenantPolicy, job_limits, to_micro, usd
 from longhaul.core.clock import iso
 from longhaul.core.contracts import (
+    IDEMPOTENCY_KEY_PATTERN,
     TERMINAL_STATUSES,
     CancelOutcome,
     EventPage,
@@ -68,7 +69,7 @@ from longhaul.storage.listing import BadCursor
 from longhaul.storage.reviews import ReviewClosed
 from longhaul.workflows import REGISTRY
 
-IDEMPOTENCY_KEY = re.compile(r"^[A-Za-z0-9._:\-]{1,128}$")
+IDEMPOTENCY_KEY = re.compile(IDEMPOTENCY_KEY_PATTERN)
 
 
 class AlreadyFinished(ApiProblem):

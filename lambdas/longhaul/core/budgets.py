@@ -10,28 +10,54 @@ from __future__ import annotations
 
 import json
 import math
+import re
 from collections.abc import Mapping
 from decimal import ROUND_CEILING, Decimal
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, WithJsonSchema
+
+from longhaul.core import limits
+from longhaul.core.routes import ROUTE_NAME_PATTERN
 
 MICRO = Decimal(1_000_000)
 # Framing a provider adds around the messages (roles, tool definitions), counted into every worst case.
 FRAMING_TOKENS = 64
 
+# Dollars as the API takes them: a decimal string above zero with at most 8 digits before the point and 6 after
+# (DynamoDB and the micro-dollar ledger hold every such amount exactly); `(?![\s\S])` ends it in every regex dialect.
+USD_PATTERN = r"^(?!0(?:\.0{1,6})?(?![\s\S]))(?:0|[1-9][0-9]{0,7})(?:\.[0-9]{1,6})?(?![\s\S])"
+_USD = re.compile(USD_PATTERN)
+
+
+def _usd_text(value: object) -> object:
+    """A JSON amount must be a string of `USD_PATTERN` (a JSON number would be a binary float); a `Decimal` is one
+    the platform made itself (a default, a stored policy)."""
+    if isinstance(value, Decimal):
+        return value
+    if not isinstance(value, str) or not _USD.match(value):
+        raise ValueError(
+            'must be a decimal string above 0 with at most 8 digits before the point and 6 after, e.g. "2.50"'
+        )
+    return Decimal(value)
+
+
 UsdAmount = Annotated[
     Decimal,
+    BeforeValidator(_usd_text),
     Field(gt=0, max_digits=14, decimal_places=6, description='US dollars as a decimal string, e.g. "2.50".'),
+    WithJsonSchema({"type": "string", "pattern": USD_PATTERN, "examples": ["2.50"]}),  # and so it is written
 ]
+# Token counts: bounded so that every accepted figure fits the ledger's arithmetic and a DynamoDB number.
+Tokens = Annotated[int, Field(gt=0, le=limits.MAX_TOKENS)]
 
 
 class JobBudget(BaseModel):
     """What one job may spend: tokens (input + output) and US dollars. Omitted fields take the tenant's ceiling."""
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", strict=True)
 
-    max_tokens: Annotated[int | None, Field(default=None, gt=0, description="Input plus output tokens.")]
+    max_tokens: Annotated[Tokens | None, Field(default=None, description="Input plus output tokens.")]
     max_cost_usd: Annotated[UsdAmount | None, Field(default=None)]
 
 
@@ -43,20 +69,26 @@ class TenantPolicy(BaseModel):
     """A tenant's ceilings per job, its daily allowance (UTC days) and its admission quotas. Defaults apply to
     tenants without one."""
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", strict=True, regex_engine="python-re")
 
-    max_job_tokens: int = Field(default=2_000_000, gt=0)
+    max_job_tokens: Tokens = 2_000_000
     max_job_cost_usd: UsdAmount = Decimal("50")
-    daily_tokens: int = Field(default=50_000_000, gt=0)
+    daily_tokens: Tokens = 50_000_000
     daily_cost_usd: UsdAmount = Decimal("1000")
-    routes: list[str] | None = Field(
+    routes: list[Annotated[str, Field(pattern=ROUTE_NAME_PATTERN)]] | None = Field(
         default=None, description="Model routes the tenant's jobs may choose; null: every configured route."
     )
     submissions_per_minute: int = Field(
-        default=600, gt=0, description="Job submissions accepted per minute (a fixed UTC minute); 429 above."
+        default=600,
+        gt=0,
+        le=limits.MAX_RATE,
+        description="Job submissions accepted per minute (a fixed UTC minute); 429 above.",
     )
     jobs_in_flight: int = Field(
-        default=50, gt=0, description="Jobs running at once; more are accepted `queued` and start as slots free."
+        default=50,
+        gt=0,
+        le=limits.MAX_RATE,
+        description="Jobs running at once; more are accepted `queued` and start as slots free.",
     )
     weight: int = Field(
         default=1, ge=1, le=100, description="The tenant's share of free slots against other tenants' backlogs."

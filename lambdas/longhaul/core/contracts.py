@@ -8,19 +8,54 @@ from __future__ import annotations
 import re
 from datetime import date, datetime
 from enum import StrEnum
-from typing import Annotated, Literal
+from typing import Annotated, Any, Literal
 
-from pydantic import AfterValidator, BaseModel, ConfigDict, Field, model_validator
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationInfo, field_validator, model_validator
 
 from longhaul.core import limits
 from longhaul.core.auth import Role
 from longhaul.core.budgets import JobBudget, SlaClass, TenantPolicy
+from longhaul.core.routes import ROUTE_NAME_PATTERN
 
 MEDIA_TYPES = ("application/pdf", "text/plain", "text/markdown")
-UPLOAD_ID_PATTERN = r"^up_[0-9a-f]{32}$"
+# What the schema's patterns say is said once here, in a dialect ECMA-262 (the OpenAPI document) and Python's `re`
+# (the server, with `regex_engine="python-re"`, and the tools that read the document) read alike: only BMP `\uXXXX`
+# escapes (ECMA-262 without the `u` flag sees other characters as surrogate pairs), no `\s` or `.` (each dialect has
+# its own), and `(?![\s\S])` for the end (Python's `$` also matches before a final newline).
+_END = r"(?![\s\S])"
+UPLOAD_ID_PATTERN = rf"^up_[0-9a-f]{{32}}{_END}"
+# A header value never holds a newline, so `$` is exact there (and the header is validated by the resolver's own
+# regex engine, which has no look-ahead).
+IDEMPOTENCY_KEY_PATTERN = r"^[A-Za-z0-9._:\-]{1,128}$"
+# The shape of a callback URL (what `longhaul.core.addresses.check_url` checks before it looks at the host): http(s),
+# a host part without credentials, no whitespace, control characters, backslash or fragment.
+CALLBACK_URL_PATTERN = (
+    rf"^[Hh][Tt][Tt][Pp][Ss]?://[^\u0000-\u0020\u007F\\#@/?]+(?:[/?][^\u0000-\u0020\u007F\\#]*)?{_END}"
+)
+STEP_NAME_PATTERN = rf"^[a-z][a-z0-9_]{{0,63}}{_END}"
+# Characters that show nothing: controls (C0, C1), format characters (zero-width spaces and joiners, bidi marks and
+# overrides, the BOM, the soft hyphen, invisible operators, variation selectors), space, line and paragraph
+# separators, and the letters that render blank (Hangul fillers, the blank Braille pattern).
+INVISIBLE = (
+    r"\u0000-\u0020\u007F-\u00A0\u00AD\u034F\u061C\u115F\u1160\u1680\u17B4\u17B5\u180B-\u180F\u2000-\u200F"
+    r"\u2028-\u202F\u205F-\u2064\u2066-\u206F\u2800\u3000\u3164\uFE00-\uFE0F\uFEFF\uFFA0\uFFF9-\uFFFB"
+)
+# A text field must contain at least one character that shows (the pattern is searched, not anchored).
+VISIBLE_PATTERN = f"[^{INVISIBLE}]"
 # Control characters, line/paragraph separators and bidirectional overrides (which can disguise a name).
-_UNSAFE_CHARACTERS = re.compile(r"[\x00-\x1f\x7f-\x9f\u2028\u2029\u202a-\u202e\u2066-\u2069]")
+_UNSAFE = r"\u0000-\u001F\u007F-\u009F\u2028\u2029\u202A-\u202E\u2066-\u2069"
+# What Python's `str.strip()` removes that `_UNSAFE` does not already exclude.
+_SPACES = r"\u0020\u00A0\u1680\u2000-\u200A\u202F\u205F\u3000"
+# A document or upload name as one pattern (what `check_plain_name` checks, plus a visible character other than a
+# dot): no drive, no `..`, no path separator or unsafe character, no space at either end.
+NAME_PATTERN = (
+    rf"^(?![A-Za-z]:)(?![^{_UNSAFE}/\\]*\.\.)(?=[^{_UNSAFE}/\\]*[^{INVISIBLE}./\\])"
+    rf"[^{_UNSAFE}{_SPACES}/\\](?:[^{_UNSAFE}/\\]*[^{_UNSAFE}{_SPACES}/\\])?{_END}"
+)
+_UNSAFE_CHARACTERS = re.compile(f"[{_UNSAFE}]")
 _WINDOWS_DRIVE = re.compile(r"^[A-Za-z]:")
+_VISIBLE = re.compile(VISIBLE_PATTERN)
+_NAME = re.compile(NAME_PATTERN)
 
 
 def check_plain_name(name: str) -> str:
@@ -33,7 +68,16 @@ def check_plain_name(name: str) -> str:
         raise ValueError("must not be or contain `..`, or be only dots and spaces")
     if name != name.strip():
         raise ValueError("must not start or end with whitespace")
+    if not _NAME.match(name):  # what is left: no character that shows, other than dots
+        raise ValueError("must contain a visible character other than a dot")
     return name
+
+
+def check_visible(text: str) -> str:
+    """Refuse text that shows nothing: only whitespace, zero-width, format or control characters."""
+    if not _VISIBLE.search(text):
+        raise ValueError("must contain a visible character (not only whitespace, zero-width or control characters)")
+    return text
 
 
 SafeName = Annotated[
@@ -42,24 +86,67 @@ SafeName = Annotated[
         min_length=1,
         max_length=limits.MAX_NAME_CHARS,
         description=f"A plain name of at most {limits.MAX_NAME_CHARS} characters: no path separators, no `..`, "
-        "no control characters, no leading or trailing whitespace.",
+        "no control characters, no leading or trailing whitespace, at least one visible character other than a dot.",
+        json_schema_extra={"pattern": NAME_PATTERN},
     ),
     AfterValidator(check_plain_name),
 ]
+# A text field: at least one visible character (the bounds are each field's own).
+Visible = AfterValidator(check_visible)
+VISIBLE_SCHEMA: dict[str, Any] = {"pattern": VISIBLE_PATTERN}
 
 
 class Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    """A request model: unknown fields are refused, and so is any value of another JSON type than the schema's (no
+    `"16"` for 16, no `true` for 1), so the server accepts exactly what its OpenAPI schema describes."""
+
+    model_config = ConfigDict(extra="forbid", strict=True, regex_engine="python-re")
+
+
+_NOT_NULL: dict[str, Any] = {"not": {"type": "null"}}
+
+
+def exactly_one_of(*fields: str) -> dict[str, Any]:
+    """A JSON Schema `oneOf` saying what a model validator checks: exactly one of `fields` is given (present and not
+    null); each branch requires its field and allows the others only as null."""
+    return {
+        "oneOf": [
+            {
+                "required": [given],
+                "properties": {f: (_NOT_NULL if f == given else {"type": "null"}) for f in fields},
+            }
+            for given in fields
+        ]
+    }
 
 
 # ---------------------------------------------------------------- requests
 
 
 class DocumentInput(Strict):
-    """A document given inline (`text`) or by reference to an upload (`upload_id`)."""
+    """A document given inline (`text`, never a PDF) or by reference to an upload (`upload_id`): exactly one."""
+
+    model_config = ConfigDict(
+        json_schema_extra={
+            "oneOf": [
+                {
+                    "required": ["text"],
+                    "properties": {
+                        "text": _NOT_NULL,
+                        "upload_id": {"type": "null"},
+                        "media_type": {"not": {"const": "application/pdf"}},
+                    },
+                },
+                {"required": ["upload_id"], "properties": {"upload_id": _NOT_NULL, "text": {"type": "null"}}},
+            ]
+        }
+    )
 
     name: Annotated[SafeName, Field(description="Name used in citations (never a storage path).")]
-    text: Annotated[str | None, Field(default=None, min_length=1, description="Inline text (plain or Markdown).")]
+    text: Annotated[
+        Annotated[str, Field(min_length=1, json_schema_extra=VISIBLE_SCHEMA), Visible] | None,
+        Field(default=None, description="Inline text (plain or Markdown), with at least one visible character."),
+    ]
     upload_id: Annotated[
         str | None, Field(default=None, pattern=UPLOAD_ID_PATTERN, description="From POST /v1/uploads.")
     ]
@@ -72,9 +159,14 @@ class DocumentInput(Strict):
     def _one_source(self) -> DocumentInput:
         if (self.text is None) == (self.upload_id is None):
             raise ValueError("give exactly one of `text` or `upload_id`")
-        if self.text is not None and not self.text.strip():
-            raise ValueError("`text` is blank")
         return self
+
+    @field_validator("media_type")
+    @classmethod
+    def _inline_is_not_pdf(cls, media_type: str | None, info: ValidationInfo) -> str | None:
+        if media_type == "application/pdf" and info.data.get("text") is not None:
+            raise ValueError("inline text cannot be a PDF; upload it")
+        return media_type
 
 
 class ArchiveInput(Strict):
@@ -96,7 +188,18 @@ class ArchiveInput(Strict):
 
 
 class DocumentAnalysisInput(Strict):
-    question: Annotated[str, Field(min_length=limits.MIN_QUESTION_CHARS, max_length=limits.MAX_QUESTION_CHARS)]
+    model_config = ConfigDict(json_schema_extra=exactly_one_of("documents", "archive"))
+
+    question: Annotated[
+        str,
+        Field(
+            min_length=limits.MIN_QUESTION_CHARS,
+            max_length=limits.MAX_QUESTION_CHARS,
+            description=f"{limits.MIN_QUESTION_CHARS}-{limits.MAX_QUESTION_CHARS} characters, at least one visible.",
+            json_schema_extra=VISIBLE_SCHEMA,
+        ),
+        Visible,
+    ]
     documents: Annotated[
         list[DocumentInput] | None,
         Field(
@@ -192,7 +295,7 @@ class JobRequestBase(Strict):
         str | None,
         Field(
             default=None,
-            pattern=r"^[a-z0-9][a-z0-9_-]{0,31}$",
+            pattern=ROUTE_NAME_PATTERN,
             description="The model route of every model step of this job (a configured route the tenant may use); "
             "default: each step's configured route.",
         ),
@@ -221,6 +324,7 @@ class JobRequestBase(Strict):
         Field(
             default=None,
             max_length=2048,
+            pattern=CALLBACK_URL_PATTERN,
             description="Where to POST signed webhooks (Standard Webhooks) when the job completes, fails, is "
             "cancelled or expires, and when it waits for review: `https` to a public address (plain `http` only "
             "for origins in LONGHAUL_CALLBACK_ALLOWLIST).",
@@ -241,13 +345,21 @@ class ReplayRequest(Strict):
         str | None,
         Field(
             default=None,
-            min_length=1,
-            max_length=64,
+            pattern=STEP_NAME_PATTERN,
             description="The first step to run again. Default: the step the job failed at, else its first step "
             "without a checkpoint (nothing that completed runs again).",
         ),
     ]
-    reason: Annotated[str, Field(min_length=3, max_length=500, description="Recorded in the job's events.")]
+    reason: Annotated[
+        str,
+        Field(
+            min_length=3,
+            max_length=500,
+            description="Recorded in the job's events (at least one visible character).",
+            json_schema_extra=VISIBLE_SCHEMA,
+        ),
+        Visible,
+    ]
     mode: Literal["replay", "redrive"] = "replay"
     version: Literal["own", "current"] = Field(
         default="own",
@@ -780,15 +892,46 @@ class UploadTicket(BaseModel):
     expires_in: int
 
 
-class Problem(BaseModel):
-    """RFC 9457 problem details."""
+class ProblemError(BaseModel):
+    """One thing wrong with the request: where (`loc`, as the client wrote it: `body`, `query`, `header` or `path`,
+    then the field's path) and what."""
 
-    type: str
+    model_config = ConfigDict(extra="allow")
+
+    loc: list[str | int]
+    msg: str
+    type: str | None = None
+
+
+class Problem(BaseModel):
+    """RFC 9457 problem details (`application/problem+json`): `type` names the problem (stable), `title` says it,
+    `status` repeats the HTTP status; the members after `instance` are this API's extensions, each present where
+    its problem has it (a problem type may add others)."""
+
+    model_config = ConfigDict(extra="allow")
+
+    type: str = Field(description="The problem type: a URI (https://longhaul.dev/problems/<slug>).")
     title: str
-    status: int
+    status: int = Field(ge=100, le=599)
     detail: str | None = None
-    instance: str | None = None
-    errors: list[dict[str, object]] | None = None
+    instance: str | None = Field(default=None, description="The request path that met the problem.")
+    errors: list[ProblemError] | None = Field(default=None, description="400, 422: every field that is wrong.")
+    error_id: str | None = Field(
+        default=None, description="500: the id of this error, in the log line that records it (give it to support)."
+    )
+    job_id: str | None = Field(
+        default=None, description="The job the problem is about (e.g. the one a reused key names)."
+    )
+    job_status: str | None = None
+    review_status: str | None = None
+    accepted: list[str] | None = Field(default=None, description="415: the media types accepted.")
+    allowed_workflows: list[str] | None = None
+    allowed_routes: list[str] | None = None
+    allowed_sla_classes: list[str] | None = None
+    allowed_steps: list[str] | None = None
+    retry_after_seconds: int | None = Field(default=None, description="429: when to retry (also `Retry-After`).")
+    submissions_per_minute: int | None = None
+    renews_at: str | None = Field(default=None, description="429 daily allowance: when it renews.")
 
 
 JobResult.model_rebuild()

@@ -65,6 +65,17 @@ MAX_AGENT_TOOL_CALLS = 5000
 DEFAULT_FACT_VALID_DAYS = 7
 MAX_FACT_VALID_DAYS = 365
 
+# Budgets and quotas: the largest token figure (a job's budget, a tenant's ceiling or daily allowance) and the largest
+# rate or count of a tenant's policy (submissions a minute, jobs in flight). Far above any real need, and far below
+# what the ledger's integers and a DynamoDB number (38 digits) hold.
+MAX_TOKENS = 10**12
+MAX_RATE = 1_000_000
+
+# Request bodies as JSON: nesting deeper than this is refused (no request of the API needs more than a dozen levels;
+# DynamoDB stores 32), and so is an integer of more digits (a DynamoDB number has 38).
+MAX_JSON_DEPTH = 32
+MAX_JSON_DIGITS = 38
+
 # Pages.
 MAX_PAGE_SIZE = 200
 MAX_OPS_PAGE_SIZE = 500

@@ -5,9 +5,9 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator
 
-from longhaul.core.contracts import JobStatus, Strict
+from longhaul.core.contracts import VISIBLE_SCHEMA, JobStatus, Strict, Visible
 
 
 class ReviewEvidence(BaseModel):
@@ -61,16 +61,45 @@ class ReviewList(BaseModel):
 
 
 class DecisionRequest(Strict):
+    """A reviewer's decision: `edits` go with `edit` (and only with it)."""
+
+    model_config = ConfigDict(
+        json_schema_extra={
+            "oneOf": [
+                {"properties": {"decision": {"enum": ["approve", "reject"]}, "edits": {"type": "null"}}},
+                {
+                    "properties": {"decision": {"const": "edit"}, "edits": {"not": {"type": "null"}}},
+                    "required": ["edits"],
+                },
+            ]
+        }
+    )
+
     decision: Literal["approve", "reject", "edit"]
-    comment: Annotated[str | None, Field(default=None, max_length=2000)]
+    comment: Annotated[
+        Annotated[str, Field(min_length=1, max_length=2000, json_schema_extra=VISIBLE_SCHEMA), Visible] | None,
+        Field(default=None, description="Why (at least one visible character)."),
+    ]
     edits: Annotated[
         dict[str, Any] | None,
         Field(
             default=None,
-            description="With `edit`: the workflow's edits (document-analysis: `answer` and/or `claims`; "
-            "invoice-reconciliation: `summary`), validated like model output.",
+            min_length=1,
+            validate_default=True,
+            description="With `edit` (and only then): the workflow's edits (document-analysis: `answer` and/or "
+            "`claims`; invoice-reconciliation: `summary`), validated like model output.",
         ),
     ]
+
+    @field_validator("edits")
+    @classmethod
+    def _only_with_edit(cls, edits: dict[str, Any] | None, info: ValidationInfo) -> dict[str, Any] | None:
+        decision = info.data.get("decision")  # absent when the decision itself was refused
+        if decision == "edit" and edits is None:
+            raise ValueError("the decision `edit` needs `edits`")
+        if decision in ("approve", "reject") and edits is not None:
+            raise ValueError("`edits` go only with the decision `edit`")
+        return edits
 
 
 class DecisionOutcome(BaseModel):
