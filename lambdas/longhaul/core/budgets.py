@@ -53,7 +53,7 @@ class TenantPolicy(BaseModel):
         default=None, description="Model routes the tenant's jobs may choose; null: every configured route."
     )
     submissions_per_minute: int = Field(
-        default=600, gt=0, description="Job submissions accepted per minute (a fixed UTC minute); 429 above."
+        default=600, gt=0, description="Job submissions accepted in any 60 seconds (a sliding window); 429 above."
     )
     jobs_in_flight: int = Field(
         default=50, gt=0, description="Jobs running at once; more are accepted `queued` and start as slots free."
