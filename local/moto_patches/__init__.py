@@ -45,12 +45,14 @@ from local.moto_patches.sqs import check_retention_directly, check_retention_thr
 from local.moto_patches.stepfunctions import (
     create_interpreter_clients_every_time,
     evaluation_components,
+    keep_iteration_error_names,
     list_map_runs_like_upstream,
     name_executions_like_aws,
     parse_definitions_every_time,
     parse_definitions_once,
     parse_json_paths_every_time,
     parse_json_paths_once,
+    refuse_iteration_error_names,
     refuse_map_run_listings,
     route_state_machines_to_interpreter,
     share_interpreter_clients,
@@ -102,10 +104,12 @@ def apply() -> None:
     share_interpreter_clients()
     check_retention_directly()
     parse_update_expressions_once()
+    keep_iteration_error_names()
 
 
 def revert() -> None:
     """Restore moto's own behaviour (idempotent)."""
+    refuse_iteration_error_names()
     parse_update_expressions_every_time()
     check_retention_through_attributes()
     create_interpreter_clients_every_time()
