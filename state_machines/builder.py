@@ -133,7 +133,8 @@ class WorkflowBuilder(WorkflowParts):
         self, name: str, prefix: str, task: sfn.TaskStateBase | sfn.CustomState, timeout: int
     ) -> sfn.IChainable:
         """An item's Task → `false`; a stopped job → the item fails `JobStopped`; any other failure → record it, dead
-        letter → `true`. `prefix` keeps the state names of each copy of the processor unique."""
+        letter → `true` (also when recording it failed: an item's failure never fails the Map). `prefix` keeps the
+        state names of each copy of the processor unique."""
         item_done = sfn.Pass(self, f"{prefix} item done", result=sfn.Result.from_boolean(False))
         item_failed = sfn.Pass(self, f"{prefix} item failed", result=sfn.Result.from_boolean(True))
         item_stopped = sfn.Fail(self, f"{prefix} item stopped", error=JOB_STOPPED, cause="The job stopped.")
@@ -147,6 +148,7 @@ class WorkflowBuilder(WorkflowParts):
                 timeout=timeout,
                 step=name,
                 ref_path="$.ref",
+                unrecorded=item_failed,
             ),
             result_path="$.failure",
         )

@@ -229,11 +229,18 @@ class WorkflowParts(Construct):
         dead_letter: bool = True,
         timeout: int | None = None,
         ref_path: str | None = None,
+        outcomes_path: str | None = None,
+        count_path: str | None = None,
+        unrecorded: sfn.IChainable | None = None,
     ) -> sfn.IChainable:
         """record failure (job and step) → dead letter to the step's own queue → `end`.
 
         `timeout` (the step function's timeout, for a step's own Task) adds the policy's limits to the recorder's
         payload (`runner.StepLimits`), so that a timeout is recorded as "timed out after 75 s on each of 2 attempts".
+        `outcomes_path`/`count_path` (a fan-out's summary) pass the Map's item outcomes or the item count, from which
+        the summary names the failed items. `unrecorded` (a fan-out item's path): where to go when the failure could
+        not be recorded or dead-lettered (its recorder timed out or failed), so that the item still yields its
+        failure and the Map goes on: the summary after the Map names it all the same.
         """
         step = step or state_prefix
         fields: dict[str, Any] = {
@@ -253,6 +260,10 @@ class WorkflowParts(Construct):
             fields["item"] = item_path
         if ref_path:  # the item's reference, so that its failure and dead letter can name the document
             fields["ref"] = ref_path
+        if outcomes_path:
+            fields["outcomes"] = outcomes_path
+        if count_path:
+            fields["count"] = count_path
         record = tasks.LambdaInvoke(
             self,
             f"{state_prefix}: record failure",
@@ -264,6 +275,8 @@ class WorkflowParts(Construct):
             task_timeout=sfn.Timeout.duration(Duration.seconds(self.policy.task_timeout())),
         )
         self.apply_retries(record)
+        if unrecorded is not None:
+            record.add_catch(unrecorded, errors=["States.ALL"], result_path="$.recording_failure")
         if not dead_letter:
             return record.next(end)
         send = tasks.SqsSendMessage(
@@ -275,4 +288,6 @@ class WorkflowParts(Construct):
             task_timeout=sfn.Timeout.duration(Duration.seconds(self.policy.send_timeout)),
         )
         self.apply_retries(send)
+        if unrecorded is not None:
+            send.add_catch(unrecorded, errors=["States.ALL"], result_path="$.recording_failure")
         return record.next(send).next(end)

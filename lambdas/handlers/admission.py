@@ -22,11 +22,17 @@ def dispatch(event: dict[str, Any], context: LambdaContext) -> dict[str, int]:
     if report.received:
         logger.info(
             "admission round",
-            extra={"received": report.received, "started": len(report.started), "kept": report.kept},
+            extra={
+                "received": report.received,
+                "started": len(report.started),
+                "kept": report.kept,
+                "poison": len(report.poison),
+            },
         )
     return {
         "received": report.received,
         "started": len(report.started),
         "dropped": len(report.dropped),
         "compensations": len(compensations),
+        "poison": len(report.poison),
     }

@@ -53,12 +53,14 @@ from local.moto_patches.stepfunctions import (
     create_interpreter_clients_every_time,
     deploy_state_machine_versions,
     evaluation_components,
+    keep_iteration_error_names,
     list_map_runs_like_upstream,
     name_executions_like_aws,
     parse_definitions_every_time,
     parse_definitions_once,
     parse_json_paths_every_time,
     parse_json_paths_once,
+    refuse_iteration_error_names,
     refuse_map_run_listings,
     route_state_machines_to_interpreter,
     share_interpreter_clients,
@@ -120,6 +122,7 @@ def apply() -> None:
     deploy_state_machine_versions()
     start_executions_on_versions()
     create_email_identities()
+    keep_iteration_error_names()
 
 
 def revert() -> None:
@@ -129,6 +132,7 @@ def revert() -> None:
     unreference_lambda_versions()
     update_in_template_order()
     skip_email_identities()
+    refuse_iteration_error_names()
     parse_update_expressions_every_time()
     check_retention_through_attributes()
     create_interpreter_clients_every_time()

@@ -628,3 +628,34 @@ def undeploy_state_machine_versions() -> None:
     for name in _VERSION_ACTIONS:
         _restore(StepFunctionResponse, name)
     _forget_resource_types()
+
+
+# --- a Map iteration that fails with a `States.` error keeps it ----------------------------------------------
+
+_ITERATION_WORKER = "moto.stepfunctions.parser.asl.component.state.exec.state_map.iteration.iteration_worker"
+
+
+def _iteration_error_name(error_name: str | None) -> Any:
+    """`CustomErrorName` for the names a state machine raises; a `States.` name (a Task's `States.Timeout`, an
+    iteration's `States.TaskFailed` …) is kept as the runtime error it is, not refused."""
+    from moto.stepfunctions.parser.asl.component.common.error_name.custom_error_name import CustomErrorName
+    from moto.stepfunctions.parser.asl.component.common.error_name.error_name import ErrorName
+
+    if error_name is not None and error_name.startswith("States."):
+        return ErrorName(error_name=error_name)
+    return CustomErrorName(error_name)
+
+
+def keep_iteration_error_names() -> None:
+    """A Map iteration that ends in an error named `States.…` fails the Map with that error, as on AWS.
+
+    Upstream wraps an iteration's error name in `CustomErrorName`, whose constructor refuses the `States.` prefix
+    (reserved for names a state machine may not *raise*): the `ValueError` ends the Map with `States.Runtime`,
+    "Custom Error Names MUST NOT begin with the prefix 'States.'", whatever the iteration's error was (an uncaught
+    `States.Timeout`, say), and a Catch on `States.Timeout` around the Map never matches.
+    """
+    _replace(_module(_ITERATION_WORKER), "CustomErrorName", _iteration_error_name)
+
+
+def refuse_iteration_error_names() -> None:
+    _restore(_module(_ITERATION_WORKER), "CustomErrorName")

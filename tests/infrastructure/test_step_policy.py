@@ -171,6 +171,29 @@ def test_a_fan_out_fails_the_job_once_after_all_items_ran(machines):
             record = states[verdict["Choices"][0]["Next"]]
             assert record["Parameters"]["error"] == "ItemsFailed"
             assert states[record["Next"]]["Type"] == "Fail", "the summary must not send a second dead letter"
+            # it names the failed items from what the Map saw, not from what their recorders got to write
+            seen = "count.$" if "ItemReader" in state else "outcomes.$"
+            assert record["Parameters"][seen] == (
+                tally["Parameters"]["count.$"] if "ItemReader" in state else state["ResultPath"]
+            )
+
+
+def test_an_items_failure_path_never_fails_its_map(machines):
+    """An item whose failure could not be recorded or dead-lettered (its recorder timed out) still yields its failure
+    (`true`): every item runs, and the summary after the Map names it."""
+    for machine in machines.values():
+        checked = 0
+        for name, state, scope in all_states(machine["States"]):
+            in_a_map = scope is not machine["States"]
+            if not (in_a_map and state["Type"] == "Task" and name.endswith((": record failure", ": dead letter"))):
+                continue
+            checked += 1
+            (catch,) = state["Catch"]
+            assert catch["ErrorEquals"] == ["States.ALL"], name
+            assert scope[catch["Next"]]["Type"] == "Pass" and scope[catch["Next"]]["Result"] is True, name
+        # a record and a dead letter per copy of each fan-out's item processor (inline, and a distributed batch's)
+        spec = REGISTRY[machine["Comment"].removeprefix("Longhaul workflow ")]
+        assert checked == 4 * len(spec.fan_out_steps)
 
 
 def test_a_fan_out_chooses_inline_or_distributed_by_its_item_count(machines):

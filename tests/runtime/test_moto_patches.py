@@ -822,3 +822,53 @@ def test_cfn_email_identities_exist_refs_name_them_and_messages_are_kept_with_th
     message_id = _send("notices@example.com")
     (message,) = ses_backends["123456789012"][REGION].sent_messages
     assert message.id == message_id and message.destinations["ToAddresses"] == ["vendor@example.com"]
+
+
+# --- keep_iteration_error_names ----------------------------------------------------------------------------
+
+
+def _map_whose_iteration_times_out() -> str:
+    """A Map whose one iteration waits for a task token that never comes (`TimeoutSeconds` 1, no Catch inside), and
+    a Catch of `States.Timeout` around the Map: on AWS the Map fails with the iteration's `States.Timeout`."""
+    queue = boto3.client("sqs", region_name=REGION).create_queue(QueueName="tokens")["QueueUrl"]
+    wait = {
+        "Type": "Task",
+        "Resource": "arn:aws:states:::sqs:sendMessage.waitForTaskToken",
+        "Parameters": {"QueueUrl": queue, "MessageBody": {"token.$": "$$.Task.Token"}},
+        "TimeoutSeconds": 1,
+        "End": True,
+    }
+    definition = {
+        "StartAt": "Items",
+        "States": {
+            "Items": {
+                "Type": "Map",
+                "ItemsPath": "$.items",
+                "ItemProcessor": {"ProcessorConfig": {"Mode": "INLINE"}, "StartAt": "Wait", "States": {"Wait": wait}},
+                "Catch": [{"ErrorEquals": ["States.Timeout"], "Next": "Timed out", "ResultPath": "$.failure"}],
+                "End": True,
+            },
+            "Timed out": {"Type": "Pass", "End": True},
+        },
+    }
+    sfn = boto3.client("stepfunctions", region_name=REGION)
+    arn: str = sfn.create_state_machine(
+        name="iterations", definition=json.dumps(definition), roleArn="arn:aws:iam::123456789012:role/sfn"
+    )["stateMachineArn"]
+    return sfn.start_execution(stateMachineArn=arn, input=json.dumps({"items": [1]}))["executionArn"]
+
+
+@pytest.mark.usefixtures("unpatched")
+def test_an_iteration_that_times_out_fails_the_map_with_a_runtime_error_without_the_patch() -> None:
+    finished = _finished(_map_whose_iteration_times_out())
+
+    assert (finished["status"], finished["error"]) == ("FAILED", "States.Runtime")
+    assert "Custom Error Names MUST NOT begin with the prefix 'States.'" in finished["cause"]
+
+
+@pytest.mark.usefixtures("patched")
+def test_an_iteration_that_times_out_fails_the_map_with_its_timeout_with_the_patch() -> None:
+    finished = _finished(_map_whose_iteration_times_out())
+
+    assert finished["status"] == "SUCCEEDED"  # the Catch of States.Timeout around the Map matched
+    assert json.loads(finished["output"])["failure"]["Error"] == "States.Timeout"

@@ -8,6 +8,9 @@ from typing import Any
 import pytest
 
 from longhaul.core.contracts import JobStatus
+from longhaul.core.limits import MAX_DOCUMENTS
+from longhaul.documents.intake import StoredDocument, read_document
+from longhaul.storage.artifacts import ArtifactStore
 from longhaul.storage.jobs import JobStore
 from longhaul.workflows import REGISTRY
 from tests.unit.api_helpers import (
@@ -25,6 +28,25 @@ pytestmark = pytest.mark.usefixtures("api_keys")
 
 
 # ---------------------------------------------------------------------- submit
+
+
+def test_the_inline_texts_of_a_submission_are_one_object_whatever_their_count(
+    call_api: CallApi, s3: Any, bucket: str
+) -> None:
+    """A submission's work before its 202 does not grow with its documents: 5,000 inline texts are one object (one
+    PUT, as one is), and each document reads back as its own text."""
+    documents = [{"name": f"d{n:04d}.txt", "text": f"Clause {n}: notice is {n} days."} for n in range(MAX_DOCUMENTS)]
+    body = {**BODY, "input": {**BODY["input"], "documents": documents}}
+    response = submit(call_api, body)
+
+    assert response.status == 202, response.raw_body[:500]
+    job_id = response.body["job_id"]
+    written = [k for k in (o["Key"] for o in s3.list_objects_v2(Bucket=bucket)["Contents"]) if job_id in k]
+    assert sorted(written) == [f"work/{job_id}/input.json", f"work/{job_id}/source/inline"]
+    stored = json.loads(s3.get_object(Bucket=bucket, Key=f"work/{job_id}/input.json")["Body"].read())["documents"]
+    store = ArtifactStore(s3, bucket)
+    for n in (0, 1, 2_500, MAX_DOCUMENTS - 1):
+        assert read_document(store, StoredDocument.model_validate(stored[n])).decode() == documents[n]["text"]
 
 
 def test_submit_accepts_the_job_and_starts_an_execution_named_after_it(
@@ -72,8 +94,11 @@ def test_submit_accepts_the_job_and_starts_an_execution_named_after_it(
     assert [d["name"] for d in stored_input["documents"]] == ["contract.md", "notes.txt"]
     assert all("text" not in d for d in stored_input["documents"])
     assert [d["media_type"] for d in stored_input["documents"]] == ["text/markdown", "text/plain"]
-    first = s3.get_object(Bucket=bucket, Key=stored_input["documents"][0]["key"])["Body"].read().decode()
-    assert first == BODY["input"]["documents"][0]["text"]
+    # all the inline texts in one object, each document its span of it
+    assert len({d["key"] for d in stored_input["documents"]}) == 1
+    store = ArtifactStore(s3, bucket)
+    texts = [read_document(store, StoredDocument.model_validate(d)).decode() for d in stored_input["documents"]]
+    assert texts == [d["text"] for d in BODY["input"]["documents"]]
 
 
 def test_the_submitted_job_is_visible_to_its_tenant(call_api: CallApi) -> None:

@@ -21,6 +21,7 @@ from longhaul.core.budgets import (
     usd,
     worst_case_input_tokens,
 )
+from longhaul.core.contracts import JobStatus
 from longhaul.core.errors import BudgetExceededError
 from longhaul.core.records import Job
 from longhaul.storage.budgets import BudgetStore, CallLabels
@@ -85,7 +86,7 @@ def _job(store: JobStore, tokens: int, cost: int = 10_000_000, job_id: str = "jo
             budget_cost_micro=cost,
         )
     )
-    return job
+    return store.transition(job.job_id, JobStatus.RUNNING, event="job_started")  # a running job's step reserves
 
 
 def test_reserve_then_settle_moves_the_hold_to_the_actual_usage(store: JobStore, budgets: BudgetStore) -> None:

@@ -82,7 +82,7 @@ class TenantPolicy(BaseModel):
         default=600,
         gt=0,
         le=limits.MAX_RATE,
-        description="Job submissions accepted per minute (a fixed UTC minute); 429 above.",
+        description="Job submissions accepted in any 60 seconds (a sliding window); 429 above.",
     )
     jobs_in_flight: int = Field(
         default=50,

@@ -339,6 +339,11 @@ class JobRequestBase(Strict):
         ),
     ]
 
+    def __repr__(self) -> str:
+        # Powertools formats a route's arguments into a debug message whether or not debug logging is on (an
+        # f-string): pydantic's own repr walks every document of the input (0.8 s at 5,000), this one does not.
+        return f"{type(self).__name__}(workflow={self.workflow!r}, …)"
+
 
 class ReplayRequest(Strict):
     from_step: Annotated[

@@ -148,13 +148,15 @@ class NoContainerTasks:
 
 @dataclass(frozen=True)
 class Waiting:
-    """A job waiting for a slot, as its intake queue carries it (`receipt` identifies the message received)."""
+    """A job waiting for a slot, as its intake queue carries it (`receipt` identifies the message received,
+    `receives` how often that message has been received, this time included)."""
 
     job_id: str
     tenant_id: str
     sla_class: str
     queued_at: datetime
     receipt: str = ""
+    receives: int = 1
 
 
 class IntakeQueues(Protocol):
@@ -163,12 +165,14 @@ class IntakeQueues(Protocol):
     def send(self, waiting: Waiting) -> None: ...
 
     def receive(self, sla_class: str, limit: int) -> list[Waiting]:
-        """Up to `limit` messages of the class, hidden from other receivers until deleted or put back."""
+        """Up to `limit` waiting jobs of the class, hidden from other receivers until deleted or put back (or until
+        their hiding time ends: a message neither deleted nor put back is received again later, and after a few
+        such receives it goes to the queue's dead letters). Messages that carry no waiting job are left so."""
 
     def delete(self, received: list[Waiting]) -> None: ...
 
     def put_back(self, received: list[Waiting]) -> None:
-        """Make them visible again at once (they wait for the next round)."""
+        """Visible again at once, for the next round, as if new: waiting does not count against a message."""
 
 
 class AdmissionWake(Protocol):

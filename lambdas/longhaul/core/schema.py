@@ -11,7 +11,8 @@ Items:  JOB#<id>/JOB  ·  JOB#<id>/STEP#<step>[#<item>]  ·  JOB#<id>/EVENT#<seq
         JOB#<id>/EFFECT#<operation id> (a tool's side effect: intent, outcome, compensation)
         JOB#<id>/SAGA#<attempt> (an attempt's effects to compensate)
         MEMORY#<tenant>/EPISODE#<subject>#<time>#<id> · MEMORY#<tenant>/FACT#<subject>#<id> (a tenant's memory)
-        ADMISSION/GLOBAL · TENANT#<id>/ADMISSION (jobs in flight and waiting) · TENANT#<id>/RATE#<minute> (TTL'd)
+        ADMISSION/GLOBAL · TENANT#<id>/ADMISSION (jobs in flight and waiting) · TENANT#<id>/RATE (its last minute's
+        submissions, per second; TTL'd)
 Indexes: by_tenant (gsi1pk TENANT#<tenant>, gsi1sk <created_at>#<job>) lists a tenant's jobs by time;
          by_tenant also lists a tenant's reviews by status (gsi1pk REVIEWS#<tenant>#<status>, gsi1sk <since>#<id>);
          by_state (gsi2pk STATUS#<status> | DEADLETTER, gsi2sk <time>) lists jobs by status and dead letters,
@@ -106,9 +107,9 @@ def admission_tenant_key(tenant_id: str) -> dict[str, str]:
     return {PK: f"TENANT#{tenant_id}", SK: "ADMISSION"}
 
 
-def submission_rate_key(tenant_id: str, minute: int) -> dict[str, str]:
-    """A tenant's submissions in one UTC minute (minutes since the epoch)."""
-    return {PK: f"TENANT#{tenant_id}", SK: f"RATE#{minute}"}
+def submission_rate_key(tenant_id: str) -> dict[str, str]:
+    """A tenant's accepted submissions of the last minute, counted per second (the sliding window)."""
+    return {PK: f"TENANT#{tenant_id}", SK: "RATE"}
 
 
 def breaker_key(provider: str, model_id: str) -> dict[str, str]:

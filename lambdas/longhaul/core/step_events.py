@@ -49,7 +49,12 @@ class StepLimits(BaseModel):
 
 
 class FailureEvent(BaseModel):
-    """What the failure path's recorder Task passes (`limits` for a step's own Task, see `StepLimits`)."""
+    """What the failure path's recorder Task passes (`limits` for a step's own Task, see `StepLimits`).
+
+    The summary of a fan-out whose items failed (`ItemsFailed`) names them from what the state machine saw, never
+    from what their own recorders may or may not have written yet: `outcomes`, the inline Map's result (an item's
+    `true` is a failure), or `count`, the item list's length (a Distributed Map's results stay in S3: the items that
+    did not commit)."""
 
     job_id: str
     step: str
@@ -60,6 +65,8 @@ class FailureEvent(BaseModel):
     item: int | None = None
     ref: Any = None  # a fan-out item's reference: a document's names it in the failure and its dead letter
     limits: StepLimits | None = None
+    outcomes: list[bool] | None = None
+    count: int | None = None
 
 
 class TallyEvent(BaseModel):

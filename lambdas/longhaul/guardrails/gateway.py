@@ -4,6 +4,8 @@ Every model call of a step goes through `ModelCalls` (`StepContext.model()`):
 - the route is the job's choice, else the step's configured route, else `default` (`longhaul.core.routes`);
 - the provider's circuit breaker is asked first: while it is open the call fails fast as `upstream-unavailable`
   (the state machine retries later) or goes to the route's fallback when one is configured;
+- the job must still be running (a job that failed, was cancelled or expired meanwhile makes no call: the step
+  stops), checked before the reservation and again, atomically, by it;
 - the call's worst case is reserved against the job's budget and the tenant's day; if it does not fit, the step
   fails `budget-exceeded` and no call is made; after the call the reservation settles to the actual usage;
 - a call already made and settled by an earlier delivery of the same step (same charge id, same prompt) is answered
@@ -34,9 +36,10 @@ from longhaul.core.budgets import (
     usd,
     worst_case_input_tokens,
 )
-from longhaul.core.contracts import KeptPrompt, KeptResponse
+from longhaul.core.contracts import JobStatus, KeptPrompt, KeptResponse
 from longhaul.core.errors import (
     BudgetExceededError,
+    CancelledError,
     LonghaulError,
     OutputInvalidError,
     PolicyRefusalError,
@@ -52,6 +55,7 @@ from longhaul.storage.breakers import Transition
 from longhaul.storage.budgets import CallLabels
 
 T = TypeVar("T", bound=BaseModel)
+LIVE = frozenset({JobStatus.RUNNING, JobStatus.RETRYING})  # the statuses in which a step may call a model
 BREAKER_EVENTS = {"open": "breaker_opened", "half_open": "breaker_half_open", "closed": "breaker_closed"}
 
 
@@ -155,6 +159,7 @@ class ModelCalls:
             reused = ModelResponse(text=held.response, usage=usage, model_id=model, stop_reason=held.stop_reason or "")
             self._keep(request, reused)  # (again: the delivery that made the call may have died before keeping it)
             return reused, held.route or route_name
+        self._ensure_running()  # no call starts, nor is reserved, for a job that has left running
         admission, moved = s.breakers.admit(route.provider, route.model_id)
         self._breaker_event(moved, route_name)
         if admission == "open":
@@ -277,6 +282,17 @@ class ModelCalls:
         )
         artifacts.put_json(response_key(job_id, response_hash), raw)
         return response_hash
+
+    def _ensure_running(self) -> None:
+        """`CancelledError` when the job is no longer running (failed, cancelled, expired meanwhile: another item's
+        failure path, a cancellation, the sweep): the step stops before its call. The reservation checks it again,
+        atomically, so a job that leaves `running` between this read and the call's reservation is refused there."""
+        current = self.services.jobs.get_job(self.job.job_id)
+        if current is None or current.status not in LIVE:
+            status = current.status.value if current else "gone"
+            raise CancelledError(
+                f"job {self.job.job_id} is {status}: no model call is made", step=self.step, item=self.item
+            )
 
     def policy(self) -> TenantPolicy:
         if self._policy is None:

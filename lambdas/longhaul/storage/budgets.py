@@ -1,11 +1,12 @@
 """Budgets in DynamoDB: tenant policies, a tenant's daily spending, and each model call's reservation.
 
 A reservation is one transaction: the job's held tokens and micro-dollars grow by the call's worst case only if
-they stay within the job's limits, the tenant's day likewise within its allowance, and the call's ledger item
-(`JOB#<id>/CHARGE#<charge id>`) is written. DynamoDB conditions cannot add, so the room left (`limit - worst case`)
-is computed here and compared with what is held. Settling moves the held amounts to the actual usage, once (the
-ledger item's status guards it). A reservation that does not fit marks the job `budget_exhausted`, after which no
-call of the job reserves at all: the remaining items of a fan-out fail without calls.
+the job is still running and they stay within the job's limits, the tenant's day likewise within its allowance,
+and the call's ledger item (`JOB#<id>/CHARGE#<charge id>`) is written. DynamoDB conditions cannot add, so the room
+left (`limit - worst case`) is computed here and compared with what is held. Settling moves the held amounts to the
+actual usage, once (the ledger item's status guards it). A reservation that does not fit marks the job
+`budget_exhausted`, after which no call of the job reserves at all: the remaining items of a fan-out fail without
+calls.
 """
 
 from __future__ import annotations
@@ -19,7 +20,8 @@ from botocore.exceptions import ClientError
 from longhaul.core import schema
 from longhaul.core.budgets import DEFAULT_POLICY, Reservation, TenantPolicy, job_limits
 from longhaul.core.clock import Clock, SystemClock, iso
-from longhaul.core.errors import BudgetExceededError, TransientError
+from longhaul.core.contracts import JobStatus
+from longhaul.core.errors import BudgetExceededError, CancelledError, TransientError
 from longhaul.core.records import Charge, Job
 from longhaul.storage.dynamo import Cancelled, plain, query_prefix, transact
 
@@ -162,10 +164,12 @@ class BudgetStore:
                             "TableName": self.table.name,
                             "Key": schema.job_key(job.job_id),
                             "UpdateExpression": "ADD spent_tokens :t, spent_cost_micro :c",
-                            "ConditionExpression": "attribute_not_exists(budget_exhausted) "
+                            "ConditionExpression": "#job_status IN (:running, :retrying) "
+                            "AND attribute_not_exists(budget_exhausted) "
                             "AND budget_tokens = :bt AND budget_cost_micro = :bc "
                             "AND (attribute_not_exists(spent_tokens) OR spent_tokens <= :room_t) "
                             "AND (attribute_not_exists(spent_cost_micro) OR spent_cost_micro <= :room_c)",
+                            "ExpressionAttributeNames": {"#job_status": "status"},
                             "ExpressionAttributeValues": {
                                 ":t": worst.tokens,
                                 ":c": worst.cost_micro,
@@ -173,6 +177,8 @@ class BudgetStore:
                                 ":bc": job.budget_cost_micro,
                                 ":room_t": rooms[":room_t"],
                                 ":room_c": rooms[":room_c"],
+                                ":running": JobStatus.RUNNING.value,
+                                ":retrying": JobStatus.RETRYING.value,
                             },
                         }
                     },
@@ -212,6 +218,12 @@ class BudgetStore:
     ) -> None:
         """A cancelled reservation: say why from what is stored now (moto gives no cancellation reasons)."""
         current = self.table.get_item(Key=schema.job_key(job.job_id), ConsistentRead=True).get("Item") or {}
+        if current.get("status") not in (JobStatus.RUNNING.value, JobStatus.RETRYING.value):
+            raise CancelledError(
+                f"job {job.job_id} is {current.get('status', 'gone')}: no model call is made",
+                step=labels.step,
+                item=labels.item,
+            )
         if current.get("budget_exhausted"):
             raise self._exceeded(job, worst, labels, str(current["budget_exhausted"]))
         if (current.get("budget_tokens"), current.get("budget_cost_micro")) != (

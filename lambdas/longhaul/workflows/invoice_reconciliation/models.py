@@ -48,6 +48,12 @@ class ExtractedLineItem(BaseModel):
     quantity: Annotated[str, Field(description="As written, e.g. '3' or '2.5'.")]
     unit_price: Annotated[str, Field(description="As written, e.g. '$19.99' or '1.234,50'.")]
     line_total: Annotated[str, Field(description="As written, e.g. '59.97'.")]
+    tax: Annotated[
+        str | None, Field(description="The line's own tax amount, when the invoice has a tax column, as written.")
+    ] = None
+    tax_rate: Annotated[str | None, Field(description="The line's own tax rate, when written on it, e.g. '19%'.")] = (
+        None
+    )
     source: Source
 
 
@@ -61,6 +67,13 @@ class ExtractedTotals(BaseModel):
         Field(description="Other amounts added to the total: shipping, freight, fees, further taxes."),
     ] = []
     total: Annotated[SourcedValue | None, Field(description="Total / amount due / grand total.")] = None
+    tax_included: Annotated[
+        SourcedValue | None,
+        Field(
+            description="Only when the invoice says its prices and totals already include the tax ('Prices include "
+            "VAT', 'of which VAT 23%', 'Includes GST'): those words as written, and their line."
+        ),
+    ] = None
 
 
 class ExtractedInvoice(BaseModel):
@@ -107,6 +120,9 @@ class LineItem(BaseModel):
     unit_price: str
     line_total: str
     source: Source
+    tax: Annotated[str | None, Field(description="The line's tax, when the invoice has a tax column.")] = Field(
+        default=None, exclude_if=lambda value: value is None
+    )
 
 
 class Totals(BaseModel):
@@ -116,6 +132,9 @@ class Totals(BaseModel):
     total: str | None = None
     tax_rate: Annotated[str | None, Field(description="Stated tax rate in percent, e.g. '20'.")] = None
     charges: Annotated[str | None, Field(description="Sum of shipping, fees and further taxes.")] = None
+    tax_included: Annotated[
+        bool | None, Field(description="True when the prices and the total include the tax (tax-inclusive).")
+    ] = Field(default=None, exclude_if=lambda value: value is None)
 
 
 class Discrepancy(BaseModel):

@@ -50,6 +50,7 @@ def invoice_result(
             unit_price=amount(item.unit_price),
             line_total=amount(item.line_total),
             source=item.source,
+            tax=amount(item.tax) if item.tax is not None else None,
         )
         for i, item in enumerate(invoice.line_items)
         if not any(field.startswith(f"line_items[{i}].") for field in bad)
@@ -76,6 +77,7 @@ def invoice_result(
         total=sourced("total"),
         tax_rate=format(parse_amount(rate.replace("%", "")), "f") if rate else None,
         charges=amount_string(sum((decimal(c.value) for c in t.charges), Decimal(0))) if charges_ok else None,
+        tax_included=True if t.tax_included is not None and "totals.tax_included" not in bad else None,
     )
     status = "unreadable" if not items else "discrepancies" if discrepancies else "matched"
     return InvoiceResult(
