@@ -55,6 +55,16 @@ def test_operators_list_every_tenants_jobs_newest_first_in_pages(call_api: CallA
     assert [len(page) for page in seen] == [2, 2, 1]
 
 
+def test_each_row_of_the_operator_listing_says_whose_job_it_is(call_api: CallApi) -> None:
+    a, b = (submit(call_api, key=key).body["job_id"] for key in (KEY_A, KEY_B))
+
+    rows = call_api("GET", "/v1/ops/jobs", key=OPS).body["jobs"]
+    one = call_api("GET", f"/v1/ops/jobs/{b}", key=OPS).body
+
+    assert {r["job_id"]: r["tenant_id"] for r in rows} == {a: "tenant-a", b: "tenant-b"}
+    assert one["tenant_id"] == "tenant-b"
+
+
 def test_the_operator_listing_filters_by_tenant_and_status(call_api: CallApi, store: JobStore) -> None:
     a1, _, a2 = (submit(call_api, key=key).body["job_id"] for key in (KEY_A, KEY_B, KEY_A))
     store.transition(a1, S.RUNNING, event="job_started")

@@ -392,6 +392,7 @@ class JobCost(BaseModel):
 
 class JobView(BaseModel):
     job_id: str
+    tenant_id: str = Field(description="Whose job it is (operators list every tenant's jobs).")
     workflow: str
     status: JobStatus
     current_step: str | None = None

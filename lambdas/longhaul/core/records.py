@@ -142,6 +142,7 @@ class Job(Record):
             progress.eta_seconds = int(elapsed / progress.completed * (progress.total - progress.completed))
         return JobView(
             job_id=self.job_id,
+            tenant_id=self.tenant_id,
             workflow=self.workflow,
             status=self.status,
             current_step=self.current_step,
