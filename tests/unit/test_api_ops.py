@@ -136,6 +136,22 @@ def test_only_a_moving_job_has_an_eta(call_api: CallApi, table: Any) -> None:
     assert stopped["status"] == "cancelled" and stopped["progress"]["eta_seconds"] is None
 
 
+@pytest.mark.parametrize(
+    ("status", "eta"), [(S.RETRYING, True), (S.WAITING_FOR_REVIEW, False), (S.CANCEL_REQUESTED, False)]
+)
+def test_a_job_waiting_for_a_person_or_being_cancelled_has_no_eta(
+    call_api: CallApi, table: Any, status: JobStatus, eta: bool
+) -> None:
+    job_id = submit(call_api).body["job_id"]
+    running(table, job_id, started_ago=timedelta(seconds=100), completed=2).transition(
+        job_id, status, event=f"job_{status.value}"
+    )
+
+    progress = call_api("GET", f"/v1/jobs/{job_id}", key=KEY_A).body["progress"]
+
+    assert (progress["eta_seconds"] is not None) is eta, progress
+
+
 # ---------------------------------------------------------------------- replay plan
 
 
