@@ -87,6 +87,7 @@ def invoice_result(
         discrepancies=discrepancies,
         date=header("date"),
         vendor=header("vendor"),
+        extractor=invoice.extractor,
     )
 
 
