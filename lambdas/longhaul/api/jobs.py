@@ -199,6 +199,10 @@ class JobService:
             )
         return tokens, cost
 
+    def allowed_sla_classes(self, principal: Principal) -> list[str]:
+        """The SLA classes the caller's tenant may use (its policy's)."""
+        return list(self.services.budgets.policy(principal.tenant_id).sla_classes)
+
     def _check_callback(self, url: str | None) -> None:
         """A callback URL must be https to a public address (resolved now, and again at every delivery)."""
         if url is None:
