@@ -226,7 +226,10 @@ def test_markdown_numbers_citations_and_lists_sources() -> None:
         citations=[citation],
         verification=Verification(citations_checked=2, citations_verified=2, citations_dropped=0, claims_dropped=0),
         model="scripted",
-        documents=[DocumentSummary(name="scan.pdf", media_type="application/pdf", pages=2, pages_needing_ocr=[2])],
+        documents=[
+            DocumentSummary(name="scan.pdf", media_type="application/pdf", pages=2, pages_needing_ocr=[2]),
+            DocumentSummary(name="blank.pdf", media_type="application/pdf", pages=3, pages_unreadable=[1, 3]),
+        ],
     )
 
     markdown = render_markdown(result)
@@ -236,6 +239,7 @@ def test_markdown_numbers_citations_and_lists_sources() -> None:
     assert "[1] msa.pdf, page 2 (d0-p2-c1):\n\n> line one\n> line two" in markdown
     assert "[2]" not in markdown
     assert "- scan.pdf: page 2" in markdown
+    assert "Pages OCR could not read (no text, or too low a confidence):\n\n- blank.pdf: page 1, 3" in markdown
 
 
 # ---------------------------------------------------------------- end to end

@@ -46,7 +46,7 @@ def test_a_page_is_read_with_its_mean_confidence_or_reported_unreadable() -> Non
 
 
 def test_ocr_text_joins_chunking_marked_as_ocr_and_unreadable_pages_stay_reported() -> None:
-    doc = _doc(0, ["A text page.", "", ""])
+    doc = _doc(0, ["A text page.", "", "", ""])
     result = ocr.OcrBatchResult(
         batch=0,
         engine="fake",
@@ -57,7 +57,8 @@ def test_ocr_text_joins_chunking_marked_as_ocr_and_unreadable_pages_stay_reporte
         ],
     )
     merged = ocr.apply_ocr(doc, [result])
-    assert merged.pages_ocr == [2] and merged.pages_unreadable == [3] and merged.pages_needing_ocr == [3]
+    # Each scanned page is in exactly one list: read, tried and unreadable, or not read at all (page 4: no batch)
+    assert merged.pages_ocr == [2] and merged.pages_unreadable == [3] and merged.pages_needing_ocr == [4]
     chunks = chunk_document(merged)
     assert [(c.page, c.source, c.ocr_confidence) for c in chunks] == [(1, "text", None), (2, "ocr", 0.95)]
     assert chunks[1].text == "The deposit is returned within 45 days."

@@ -534,7 +534,9 @@ class DocumentSummary(BaseModel):
     media_type: str
     pages: int
     pages_needing_ocr: list[int] = Field(
-        default_factory=list, description="Pages without a text layer that were not read (OCR found no usable text)."
+        default_factory=list,
+        description="Pages without a text layer that OCR has not read (not in `pages_unreadable`: each page is in one "
+        "list at most).",
     )
     pages_ocr: list[int] = Field(default_factory=list, description="Pages whose text was read by OCR.")
     pages_unreadable: list[int] = Field(

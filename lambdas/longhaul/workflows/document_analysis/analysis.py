@@ -314,4 +314,8 @@ def render_markdown(result: JobResult) -> str:
     if unread:
         lines += ["", "Pages without a text layer (they need OCR and were not read):", ""]
         lines += [f"- {d.name}: page {', '.join(map(str, d.pages_needing_ocr))}" for d in unread]
+    unreadable = [d for d in result.documents if d.pages_unreadable]
+    if unreadable:
+        lines += ["", "Pages OCR could not read (no text, or too low a confidence):", ""]
+        lines += [f"- {d.name}: page {', '.join(map(str, d.pages_unreadable))}" for d in unreadable]
     return "\n".join(lines).rstrip() + "\n"
