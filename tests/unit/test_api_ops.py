@@ -195,13 +195,14 @@ def test_a_replay_of_a_cancelled_job_lists_exactly_what_will_run_again(
     plan = response.body
     assert plan["rerun_steps"] == ["extract_evidence", "draft_answer", "verify_citations", "review", "publish_result"]
     # (kept: the one parsed document, item 0 of parse_documents, and items 0, 1, 3 of extract_evidence)
-    assert plan["rerun_items"] == [2, 4] and plan["kept_items"] == [0, 0, 1, 3]
+    assert plan["rerun_items"] == {"extract_evidence": [2, 4]}
+    assert plan["kept_items"] == {"parse_documents": [0], "extract_evidence": [0, 1, 3]}
     assert [(n["step"], n["item"], n["unit"]) for n in plan["rerun_named"]] == [
         ("extract_evidence", 2, "passage group"),
         ("extract_evidence", 4, "passage group"),
     ]
     replayed = next(e for e in call_api("GET", f"/v1/jobs/{job_id}/events", key=KEY_A).body["events"][::-1])
-    assert replayed["type"] == "job_replayed" and replayed["detail"]["rerun_items"] == [2, 4]
+    assert replayed["type"] == "job_replayed" and replayed["detail"]["rerun_items"] == {"extract_evidence": [2, 4]}
     assert checkpoints.get_step(job_id, "extract_evidence", 0) is not None, "kept checkpoints stay"
     assert checkpoints.get_step(job_id, "extract_evidence", 2) is not None, "a step before from_step is not dropped"
 
@@ -231,6 +232,7 @@ def test_a_replay_from_before_the_fan_out_reruns_all_its_items(
         "review",
         "publish_result",
     ]
-    assert plan["rerun_items"] == [0, 1] and plan["kept_items"] == [0]  # the parsed document is kept
+    assert plan["rerun_items"] == {"extract_evidence": [0, 1]}
+    assert plan["kept_items"] == {"parse_documents": [0]}  # the parsed document is kept
     assert checkpoints.get_step(job_id, "extract_evidence", 0) is None
     assert checkpoints.get_step(job_id, "chunk_documents") is not None

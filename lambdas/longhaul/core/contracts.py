@@ -466,11 +466,11 @@ class ReplayOutcome(BaseModel):
     execution: str
     from_step: str
     rerun_steps: list[str] = Field(description="Every step that will run again, in order (those without a checkpoint).")
-    rerun_items: list[int] = Field(
-        description="The fan-out items that will run again (empty when their number is only known once an "
-        "earlier step has run again)."
+    rerun_items: dict[str, list[int]] = Field(
+        description="By fan-out step: its items that will run again (a step whose items are only known once an "
+        "earlier step has run again is not listed)."
     )
-    kept_items: list[int] = Field(description="The fan-out items whose checkpoints are reused.")
+    kept_items: dict[str, list[int]] = Field(description="By fan-out step: its items whose checkpoints are reused.")
     rerun_named: list[NamedItem] = Field(
         default_factory=list, description="The items that will run again, each with its step, unit and name."
     )
