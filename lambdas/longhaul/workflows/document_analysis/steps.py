@@ -277,7 +277,7 @@ def _reviewed(ctx: StepContext, verified: dict[str, Any]) -> dict[str, Any]:
     answer = edits.answer if edits.answer is not None else verified["answer"]
     if edits.claims is None:
         return {**verified, "answer": answer}
-    claims = [
+    edited = [
         DraftClaim(
             text=claim.text,
             citations=[
@@ -287,7 +287,7 @@ def _reviewed(ctx: StepContext, verified: dict[str, Any]) -> dict[str, Any]:
         )
         for claim in edits.claims
     ]
-    draft = Draft(answer=answer, claims=claims)
+    draft = Draft(answer=answer, claims=edited)
     claims, verification = analysis.verify_citations(draft, {c.chunk_id: c for c in _chunks(ctx)})
     return {"answer": answer, "claims": [c.model_dump() for c in claims], "verification": verification.model_dump()}
 
