@@ -29,6 +29,7 @@ ROUTES: tuple[tuple[str, str], ...] = (
     ("POST", "/v1/ops/jobs/{job_id}/replay"),
     ("GET", "/v1/ops/tenants/{tenant_id}/policy"),
     ("PUT", "/v1/ops/tenants/{tenant_id}/policy"),
+    ("PATCH", "/v1/ops/tenants/{tenant_id}/policy"),
     ("GET", "/v1/ops/webhooks/dead-letters"),
     ("POST", "/v1/ops/webhooks/{webhook_id}/redeliver"),
     ("GET", "/v1/reviews"),

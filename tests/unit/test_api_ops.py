@@ -236,3 +236,75 @@ def test_a_replay_from_before_the_fan_out_reruns_all_its_items(
     assert plan["kept_items"] == {"parse_documents": [0]}  # the parsed document is kept
     assert checkpoints.get_step(job_id, "extract_evidence", 0) is None
     assert checkpoints.get_step(job_id, "chunk_documents") is not None
+
+
+# ---------------------------------------------------------------------- tenant policies
+
+
+def test_a_policy_patch_changes_only_the_fields_it_names(call_api: CallApi) -> None:
+    path = "/v1/ops/tenants/tenant-a/policy"
+    put = call_api("PUT", path, key=OPS, body={"max_job_tokens": 200000, "daily_tokens": 5000000, "weight": 3})
+    assert put.status == 200, put.raw_body
+
+    patched = call_api("PATCH", path, key=OPS, body={"jobs_in_flight": 2, "sla_classes": ["standard", "batch"]})
+
+    assert patched.status == 200, patched.raw_body
+    policy = patched.body["policy"]
+    assert (policy["max_job_tokens"], policy["daily_tokens"], policy["weight"]) == (200000, 5000000, 3)  # kept
+    assert (policy["jobs_in_flight"], policy["sla_classes"]) == (2, ["standard", "batch"])
+    assert patched.body["previous"]["jobs_in_flight"] == 50 and patched.body["reset"] == []
+    assert call_api("GET", path, key=OPS).body["policy"] == policy
+
+    # null puts a field back to its default, and says so
+    back = call_api("PATCH", path, key=OPS, body={"weight": None}).body
+    assert back["policy"]["weight"] == 1 and back["reset"] == ["weight"] and back["policy"]["jobs_in_flight"] == 2
+
+
+def test_a_policy_put_replaces_the_whole_policy_and_says_what_it_reset(call_api: CallApi) -> None:
+    path = "/v1/ops/tenants/tenant-a/policy"
+    call_api("PUT", path, key=OPS, body={"max_job_tokens": 200000, "jobs_in_flight": 2})
+
+    replaced = call_api("PUT", path, key=OPS, body={"max_job_tokens": 100000})
+
+    assert replaced.status == 200, replaced.raw_body
+    assert replaced.body["policy"]["jobs_in_flight"] == 50  # omitted: back to its default
+    assert replaced.body["reset"] == ["jobs_in_flight"]
+    assert replaced.body["previous"]["jobs_in_flight"] == 2 and replaced.body["previous"]["max_job_tokens"] == 200000
+
+
+@pytest.mark.parametrize(
+    ("body", "field"),
+    [({"weight": 0}, "weight"), ({"sla_classes": []}, "sla_classes"), ({"jobs": 1}, "jobs"), ({"routes": ["x"]}, None)],
+)
+def test_an_invalid_policy_patch_is_422_and_changes_nothing(
+    call_api: CallApi, body: dict[str, Any], field: str | None
+) -> None:
+    path = "/v1/ops/tenants/tenant-a/policy"
+    before = call_api("GET", path, key=OPS).body
+
+    problem = assert_problem(call_api("PATCH", path, key=OPS, body=body), 422, "invalid-request")
+
+    if field:
+        assert [e["loc"] for e in problem["errors"]] == [["body", field]]
+    else:
+        assert problem["allowed_routes"] == ["default"]
+    assert call_api("GET", path, key=OPS).body == before
+
+
+def test_concurrent_policy_patches_both_land(call_api: CallApi) -> None:
+    """Each patch is conditional on the policy it read: neither undoes the other."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    path = "/v1/ops/tenants/tenant-a/policy"
+    changes = [{"weight": 5}, {"jobs_in_flight": 7}, {"daily_tokens": 123}, {"submissions_per_minute": 9}]
+    with ThreadPoolExecutor(4) as pool:
+        statuses = list(pool.map(lambda b: call_api("PATCH", path, key=OPS, body=b).status, changes))
+
+    assert statuses == [200] * 4
+    policy = call_api("GET", path, key=OPS).body["policy"]
+    assert (policy["weight"], policy["jobs_in_flight"], policy["daily_tokens"], policy["submissions_per_minute"]) == (
+        5,
+        7,
+        123,
+        9,
+    )

@@ -557,6 +557,14 @@ class TenantPolicyView(BaseModel):
     policy: TenantPolicy
     source: Literal["stored", "default"]
     today: DayUsageView
+    previous: TenantPolicy | None = Field(
+        default=None, description="After a PUT or PATCH: the policy before it (the defaults if there was none)."
+    )
+    reset: list[str] = Field(
+        default_factory=list,
+        description="After a PUT or PATCH: the fields it put back to their defaults (a PUT replaces the whole "
+        "policy, so every field its body omits takes its default; a PATCH resets only the fields given as null).",
+    )
 
 
 class Health(BaseModel):
