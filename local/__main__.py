@@ -38,6 +38,7 @@ def banner(platform: LocalPlatform) -> str:
     api = platform.api_url or "(no REST API in the stack)"
     first = platform.keys[0].key if platform.keys else "<key>"
     keys = "\n".join(f"    {k.tenant:<8} {k.role:<9} {k.key}" for k in platform.keys) or "    (none)"
+    secrets = "\n".join(f"    {t:<8} {s}" for t, s in platform.webhook_secrets.items()) or "    (none)"
     timings = ", ".join(f"{name} {seconds:.1f}s" for name, seconds in platform.timings.items())
     d = platform.deployment
     scale = platform.time_scale
@@ -53,10 +54,13 @@ Longhaul is running locally ({timings}).
   In-memory AWS    {platform.moto_endpoint}   (stack {d.stack_name}; table {d.table_name}; bucket {d.bucket_name})
 {scaled}  API keys (tenant, role, key):
 {keys}
+  Webhook signing secrets (tenant, secret; verify deliveries with them):
+{secrets}
 
-Submit the sample job (document-analysis; samples/invoice_request.json is an invoice-reconciliation job):
+Submit the sample job (document-analysis; samples/invoice_request.json is an invoice-reconciliation job); the same
+Idempotency-Key again answers the same job:
   curl -sS -X POST {api}/v1/jobs -H "Authorization: Bearer {first}" \\
-       -H "Content-Type: application/json" --data @samples/request.json
+       -H "Content-Type: application/json" -H "Idempotency-Key: sample-1" --data @samples/request.json
 
 Then poll it (job_id from the response):
   curl -sS {api}/v1/jobs/<job_id>         -H "Authorization: Bearer {first}"
