@@ -4,6 +4,10 @@ found, only the key's hash is stored, and the printed key authenticates."""
 from __future__ import annotations
 
 import json
+import os
+import subprocess
+import sys
+from pathlib import Path
 from typing import Any
 
 import boto3
@@ -15,6 +19,8 @@ from longhaul.storage.jobs import JobStore
 from tests.unit.aws_env import REGION
 
 STACK = "Longhaul-prod"
+ROOT = Path(__file__).resolve().parents[2]
+ADMIN = [str(Path(sys.executable)), "-m", "longhaul.operations.admin"]  # the project's interpreter: .venv/bin/python
 TEMPLATE = {
     "Resources": {
         "Jobs": {
@@ -89,3 +95,32 @@ def test_an_unknown_stack_is_refused_with_cloudformations_reason(aws: None, caps
 
     assert code == 1
     assert "Longhaul-nope" in capsys.readouterr().err
+
+
+def test_the_documented_invocation_works_from_the_checkout_against_the_local_platforms_endpoint(
+    tmp_path: Any,
+) -> None:
+    """`PYTHONPATH=lambdas .venv/bin/python -m longhaul.operations.admin … --endpoint-url …`, as the README says, in a
+    shell without AWS credentials or region: the key it prints authenticates against the stack's table."""
+    from moto.server import ThreadedMotoServer
+
+    server = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
+    server.start()
+    try:
+        endpoint = "http://{}:{}".format(*server.get_host_and_port())
+        local = {"region_name": REGION, "aws_access_key_id": "x", "aws_secret_access_key": "x"}
+        cloudformation = boto3.client("cloudformation", endpoint_url=endpoint, **local)
+        cloudformation.create_stack(StackName="Longhaul-local", TemplateBody=json.dumps(TEMPLATE))
+        env = {"PATH": os.environ["PATH"], "HOME": str(tmp_path), "PYTHONPATH": "lambdas"}  # no AWS_* at all
+        command = [*ADMIN, "create-key", "--endpoint-url", endpoint, "--stack", "Longhaul-local", "--tenant", "acme"]
+        ran = subprocess.run([*command, "--role", "reviewer"], cwd=ROOT, env=env, capture_output=True, text=True)
+
+        assert ran.returncode == 0, ran.stderr
+        (key,) = ran.stdout.split()
+        outputs = cloudformation.describe_stacks(StackName="Longhaul-local")["Stacks"][0]["Outputs"]
+        (name,) = [o["OutputValue"] for o in outputs if o["OutputKey"] == admin.TABLE_OUTPUT]
+        table = boto3.resource("dynamodb", endpoint_url=endpoint, **local).Table(name)
+        principal = JobStore(table).principal_for_key(key)
+        assert principal is not None and (principal.tenant_id, principal.role) == ("acme", "reviewer")
+    finally:
+        server.stop()

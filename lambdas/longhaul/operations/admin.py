@@ -1,11 +1,16 @@
 """Operator commands against a deployed stack: create an API key for a tenant, a reviewer of a tenant, or an operator.
 
-    PYTHONPATH=lambdas python -m longhaul.operations.admin create-key --stack Longhaul-prod \
-        --tenant acme [--role reviewer]
+From the checkout (the package lives under `lambdas/`, its dependencies in `.venv`):
+
+    PYTHONPATH=lambdas .venv/bin/python -m longhaul.operations.admin create-key --stack Longhaul-prod \
+        --tenant acme [--role reviewer] [--region eu-west-1]
+    PYTHONPATH=lambdas .venv/bin/python -m longhaul.operations.admin create-key --stack Longhaul-local \
+        --endpoint-url http://127.0.0.1:8001 --tenant acme --role reviewer      # the platform `make run` started
 
 The jobs table is found from the stack's `TableName` output (CloudFormation DescribeStacks), with the usual AWS
-credentials and region. The new key is printed once; only its SHA-256 is stored, so a lost key is replaced, not
-recovered.
+credentials and region; against a loopback `--endpoint-url` (the in-memory AWS of `make run`, which takes any
+credentials) with dummy credentials and the local platform's region. The new key is printed once; only its SHA-256
+is stored, so a lost key is replaced, not recovered.
 """
 
 from __future__ import annotations
@@ -15,6 +20,7 @@ import secrets
 import sys
 from collections.abc import Sequence
 from typing import Any, cast, get_args
+from urllib.parse import urlsplit
 
 import boto3
 
@@ -23,6 +29,8 @@ from longhaul.core.auth import Role, api_key_item
 # The stack output naming the jobs table (stacks/longhaul_stack.py declares it).
 TABLE_OUTPUT = "TableName"
 KEY_PREFIX = "lh_"
+LOCAL_REGION = "us-east-1"  # where the local platform deploys (local/deploy.py)
+LOOPBACK_HOSTS = frozenset({"127.0.0.1", "localhost", "::1"})
 
 
 class AdminError(Exception):
@@ -55,25 +63,43 @@ def create_key(table: Any, tenant: str, role: Role = "tenant") -> str:
 
 
 def _parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="python -m longhaul.operations.admin", description=__doc__.split("\n")[0])
+    parser = argparse.ArgumentParser(
+        prog="PYTHONPATH=lambdas .venv/bin/python -m longhaul.operations.admin", description=__doc__.split("\n")[0]
+    )
     commands = parser.add_subparsers(dest="command", required=True)
     create = commands.add_parser("create-key", help="create an API key; prints it once, stores only its hash")
     create.add_argument("--stack", required=True, help="the deployed stack, e.g. Longhaul-prod")
     create.add_argument("--tenant", required=True, help="tenant id the key acts for")
     create.add_argument("--role", choices=get_args(Role), default="tenant")
     create.add_argument("--region", help="the stack's region (default: the AWS CLI's configured region)")
+    create.add_argument(
+        "--endpoint-url",
+        help="an AWS endpoint of its own, e.g. the in-memory AWS of `make run`: http://127.0.0.1:8001 (on loopback, "
+        "dummy credentials and us-east-1 are used)",
+    )
     return parser
+
+
+def session_for(region: str | None, endpoint_url: str | None) -> boto3.session.Session:
+    """AWS's usual credentials and region; for a loopback endpoint (moto takes any credentials) dummy ones, so a
+    configured AWS identity is never sent there, and the local platform's region."""
+    if endpoint_url and urlsplit(endpoint_url).hostname in LOOPBACK_HOSTS:
+        return boto3.session.Session(
+            aws_access_key_id="local", aws_secret_access_key="local", region_name=region or LOCAL_REGION
+        )
+    return boto3.session.Session(region_name=region)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = _parser().parse_args(argv)
-    session = boto3.session.Session(region_name=args.region)
+    session = session_for(args.region, args.endpoint_url)
+    endpoint = {"endpoint_url": args.endpoint_url} if args.endpoint_url else {}
     try:
-        name = table_name(session.client("cloudformation"), args.stack)
+        name = table_name(session.client("cloudformation", **endpoint), args.stack)
     except AdminError as error:
         print(f"error: {error}", file=sys.stderr)
         return 1
-    key = create_key(session.resource("dynamodb").Table(name), args.tenant, cast(Role, args.role))
+    key = create_key(session.resource("dynamodb", **endpoint).Table(name), args.tenant, cast(Role, args.role))
     # The key alone on stdout (`KEY=$(python -m longhaul.operations.admin create-key …)`), the note on stderr.
     print(
         f"created a {args.role} key for tenant {args.tenant!r} in {name}; shown once, only its hash is stored",
