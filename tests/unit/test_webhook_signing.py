@@ -3,6 +3,7 @@ secret, a stale or future timestamp are rejected; during a rotation both secrets
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 from datetime import UTC, datetime, timedelta
@@ -100,3 +101,49 @@ def test_the_command_verifies_a_delivery_and_rejects_a_tampered_one(tmp_path: Pa
 
     assert accepted.returncode == 0 and accepted.stdout.strip() == "msg_1"
     assert rejected.returncode == 1 and b"rejected" in rejected.stderr
+
+
+def test_the_command_takes_the_received_headers_as_one_json_file(tmp_path: Path) -> None:
+    signed = headers([SECRET], at=datetime.now(UTC))
+    (tmp_path / "body").write_bytes(BODY)
+    (tmp_path / "headers.json").write_text(json.dumps({"Content-Type": "application/json", **signed}))
+    env = {"PYTHONPATH": str(ROOT / "lambdas"), "PATH": "/usr/bin:/bin"}
+    command = [sys.executable, "-m", "longhaul.webhooks.verify", "--secret", SECRET, "--body", str(tmp_path / "body")]
+
+    accepted = subprocess.run([*command, "--headers", str(tmp_path / "headers.json")], capture_output=True, env=env)
+    incomplete = subprocess.run([*command, "--id", "msg_1"], capture_output=True, env=env)
+
+    assert accepted.returncode == 0 and accepted.stdout.strip() == b"msg_1"
+    assert incomplete.returncode == 2 and b"give --headers" in incomplete.stderr
+
+
+def test_the_sample_receiver_saves_a_delivery_that_the_command_verifies(tmp_path: Path) -> None:
+    """`samples/webhook_receiver.py` (the README's receiver) keeps the raw body and the headers as received."""
+    import socket
+    import time
+    import urllib.request
+
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    saved = tmp_path / "hooks"
+    server = subprocess.Popen(["python3", str(ROOT / "samples" / "webhook_receiver.py"), str(port), str(saved)])
+    try:
+        signed = headers([SECRET], at=datetime.now(UTC))
+        request = urllib.request.Request(f"http://127.0.0.1:{port}/hook", data=BODY, headers=signed, method="POST")
+        for _ in range(100):  # until it listens
+            try:
+                assert urllib.request.urlopen(request, timeout=5).status == 204
+                break
+            except OSError:
+                time.sleep(0.1)
+        env = {"PYTHONPATH": str(ROOT / "lambdas"), "PATH": "/usr/bin:/bin"}
+        files = ["--headers", str(saved / "last.headers.json"), "--body", str(saved / "last.body")]
+        verified = subprocess.run(
+            [sys.executable, "-m", "longhaul.webhooks.verify", "--secret", SECRET, *files], capture_output=True, env=env
+        )
+        assert verified.returncode == 0, verified.stderr
+        assert verified.stdout.strip() == b"msg_1" and (saved / "msg_1.body").read_bytes() == BODY
+    finally:
+        server.terminate()
+        server.wait(timeout=10)
