@@ -6,7 +6,7 @@ BIN := $(VENV)/bin
 export JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION := 20
 export PYTHONDONTWRITEBYTECODE := 1
 
-.PHONY: run test lint types unit runtime infrastructure workflows faults synth openapi bench clean
+.PHONY: run test lint types unit runtime infrastructure workflows faults docs synth openapi bench figures clean
 
 $(BIN)/.installed: requirements.txt requirements-dev.txt lambdas/requirements.txt lambdas/workers/ocr/requirements.txt constraints.txt
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -19,7 +19,7 @@ venv: $(BIN)/.installed
 run: $(BIN)/.installed ## start the platform locally (in-memory AWS, API on 127.0.0.1:8000)
 	$(BIN)/python -m local
 
-test: $(BIN)/.installed lint types unit runtime infrastructure workflows faults ## the one gate CI runs
+test: $(BIN)/.installed lint types unit runtime infrastructure workflows faults docs ## the one gate CI runs
 
 lint: $(BIN)/.installed ## ruff, and the domain package's import layers (import-linter, contracts in pyproject.toml)
 	$(BIN)/ruff check .
@@ -44,6 +44,9 @@ workflows: $(BIN)/.installed
 faults: $(BIN)/.installed
 	$(BIN)/pytest -q tests/faults
 
+docs: $(BIN)/.installed ## the README's commands, in order, against `make run` on ports of their own (tests/docs)
+	$(BIN)/pytest -q tests/docs
+
 synth: $(BIN)/.installed ## synthesize the CDK app into cdk.out (offline)
 	$(BIN)/python app.py
 
@@ -58,6 +61,9 @@ bench: $(BIN)/.installed ## print submit-to-completed time, accepted submissions
 	$(BIN)/python bench/cost.py
 	$(BIN)/python bench/cold_start.py
 	$(BIN)/python bench/ocr.py
+
+figures: $(BIN)/.installed ## measure and paste the figures the README quotes (bench/figures.py; minutes)
+	$(BIN)/python bench/figures.py
 
 clean:
 	rm -rf cdk.out .pytest_cache .ruff_cache .mypy_cache stacks/bytecode/node_modules
