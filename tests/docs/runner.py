@@ -623,12 +623,16 @@ class Report:
     skipped: list[Block] = field(default_factory=list)
     commands: int = 0
     failures: list[str] = field(default_factory=list)
+    seconds: dict[str, float] = field(default_factory=dict)  # where → how long the command took
 
     def summary(self) -> str:
         reasons = "".join(f"\n  skipped {b.where}: {b.skip}" for b in self.skipped)
+        slowest = sorted(self.seconds.items(), key=lambda item: -item[1])[:5]
+        slow = ", ".join(f"{where} {seconds:.0f} s" for where, seconds in slowest)
+        took = sum(self.seconds.values())
         return (
-            f"{self.path.name}: ran {len(self.ran)} blocks ({self.commands} commands), "
-            f"skipped {len(self.skipped)}{reasons}"
+            f"{self.path.name}: ran {len(self.ran)} blocks ({self.commands} commands) in {took:.0f} s, "
+            f"skipped {len(self.skipped)}{reasons}\n  slowest: {slow}"
         )
 
 
@@ -666,11 +670,14 @@ def _run_command(command: Command, session: Session, platform: Platform, rewrite
     """Run one command and check it; False when the run cannot go on."""
     at = f"{command.where} (block at {command.block.where}): `{command.shown}`"
     python = command.block.language in PYTHON_LANGUAGES
+    started = time.monotonic()
     try:
         ran = session.run(rewrites.apply(command.text), python=python)
     except TimeoutError as error:
         report.failures.append(f"{at}: {error}")
         return False
+    finally:
+        report.seconds[command.where] = time.monotonic() - started
     if ran.exit_code != 0:
         report.failures.append(f"{at}: exited {ran.exit_code}\n{ran.stderr.strip()[-2000:]}\n{ran.stdout[-1000:]}")
         return False
@@ -680,6 +687,8 @@ def _run_command(command: Command, session: Session, platform: Platform, rewrite
         except PlatformFailed as error:
             report.failures.append(f"{at}: {error}")
             return False
+        finally:
+            report.seconds[command.where] = time.monotonic() - started
         return True
     if command.expected is not None:
         expected = Expected.parse(rewrites.apply(command.expected.source))
