@@ -4,7 +4,7 @@ Environment: LONGHAUL_PORT (API port, default 8000), LONGHAUL_MOTO_PORT (default
 LONGHAUL_LOCAL_KEYS ("alpha=key1,beta=key2,ops=key3:operator,alpha-reviewer=key4:reviewer@alpha"),
 LONGHAUL_LOCAL_WEBHOOK_SECRETS ("alpha=whsec_…"), LONGHAUL_CALLBACK_ALLOWLIST ("http://127.0.0.1:9000": local
 webhook receivers, plain http allowed), LONGHAUL_LOG_LEVEL (default INFO),
-LONGHAUL_FAULTS (fault injection, e.g. "draft_answer=transientx2,extract_evidence#3=invalid-input", or the runtime
+LONGHAUL_FAULTS (fault injection, e.g. "parse_documents#1=invalid-inputx1,draft_answer=transientx2", or the runtime
 kinds `hang`, `duplicate`, `crash-after-side-effect`), LONGHAUL_TIME_SCALE (default 1; e.g. 0.01 makes the local
 Step Functions interpreter's Retry backoffs, Task timeouts and Wait states 100x shorter).
 """
