@@ -3,6 +3,7 @@ plan; and a job's ETA, which only a moving job has."""
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -291,7 +292,24 @@ def test_an_invalid_policy_patch_is_422_and_changes_nothing(
     assert call_api("GET", path, key=OPS).body == before
 
 
-def test_concurrent_policy_patches_both_land(call_api: CallApi) -> None:
+@pytest.fixture
+def atomic_dynamodb() -> Iterator[None]:
+    """moto checks a put's condition and writes the item without a lock; DynamoDB (and the local platform, through
+    its patch) does both atomically, which concurrent conditional writes rely on."""
+    from moto.dynamodb.models import DynamoDBBackend
+
+    from local.moto_patches import dynamodb as dynamodb_patches
+
+    already = DynamoDBBackend.put_item.__qualname__.startswith("_atomic")  # a platform of this process patched it
+    dynamodb_patches.serialize_dynamodb_operations()
+    try:
+        yield
+    finally:
+        if not already:
+            dynamodb_patches.unserialize_dynamodb_operations()
+
+
+def test_concurrent_policy_patches_both_land(call_api: CallApi, atomic_dynamodb: None) -> None:
     """Each patch is conditional on the policy it read: neither undoes the other."""
     from concurrent.futures import ThreadPoolExecutor
 
