@@ -8,7 +8,7 @@ export PYTHONDONTWRITEBYTECODE := 1
 # The browser tests' Chromium: Debian's package (Playwright's own download is not used).
 export LONGHAUL_CHROMIUM ?= /usr/bin/chromium
 
-.PHONY: run test lint types unit runtime infrastructure workflows faults browser replay-tests record eval eval-small contract synth openapi bench clean
+.PHONY: run test lint types unit runtime infrastructure workflows faults browser replay-tests record eval eval-small contract docs synth openapi bench figures clean
 
 # The pinned requirements, then the domain package and the command line and client (client/) in editable mode, which
 # puts `longhaul` in .venv/bin; their dependencies are the pinned ones (--no-deps: nothing is looked up by name), and
@@ -25,7 +25,7 @@ venv: $(BIN)/.installed
 run: $(BIN)/.installed ## start the platform locally (in-memory AWS, API on 127.0.0.1:8000)
 	$(BIN)/python -m local
 
-test: $(BIN)/.installed lint types unit runtime infrastructure workflows faults replay-tests eval-small browser ## the one gate CI runs
+test: $(BIN)/.installed lint types unit runtime infrastructure workflows faults replay-tests eval-small docs browser ## the one gate CI runs
 
 lint: $(BIN)/.installed ## ruff, and the domain package's import layers (import-linter, contracts in pyproject.toml)
 	$(BIN)/ruff check .
@@ -69,6 +69,9 @@ eval-small: $(BIN)/.installed ## the small eval set (the cases marked small), ga
 contract: $(BIN)/.installed ## Schemathesis against a local platform of its own: all checks, three roles, a fixed seed (not in `test` yet: see README)
 	$(BIN)/pytest -q -s tests/contract
 
+docs: $(BIN)/.installed ## the README's commands, in order, against `make run` on ports of their own (tests/docs)
+	$(BIN)/pytest -q tests/docs
+
 synth: $(BIN)/.installed ## synthesize the CDK app into cdk.out (offline)
 	$(BIN)/python app.py
 
@@ -86,6 +89,9 @@ bench: $(BIN)/.installed ## print submit-to-completed time, accepted submissions
 	$(BIN)/python bench/ocr.py
 	$(BIN)/python bench/long_poll.py
 	$(BIN)/python bench/console.py
+
+figures: $(BIN)/.installed ## measure and paste the figures the README quotes (bench/figures.py; minutes)
+	$(BIN)/python bench/figures.py
 
 clean:
 	rm -rf cdk.out .pytest_cache .ruff_cache .mypy_cache stacks/bytecode/node_modules

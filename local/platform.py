@@ -116,6 +116,7 @@ class LocalPlatform:
     _remove_fault_middleware: Any = field(default=None, repr=False)
     _remove_deadline_middleware: Any = field(default=None, repr=False)
     _policies: str = field(default="", repr=False)
+    webhook_secrets: dict[str, str] = field(default_factory=dict, repr=False)  # tenant -> its signing secret
 
     _current: ClassVar[LocalPlatform | None] = None  # the running platform
 
@@ -209,7 +210,8 @@ class LocalPlatform:
 
         spec = os.environ.get(WEBHOOK_SECRETS_ENV) or DEFAULT_WEBHOOK_SECRETS
         store = SecretsManagerWebhookSecrets(self.client("secretsmanager"), self.webhook_secrets_prefix)
-        for tenant, secret in parse_webhook_secrets(spec).items():
+        self.webhook_secrets = parse_webhook_secrets(spec)
+        for tenant, secret in self.webhook_secrets.items():
             store.put(tenant, secret)
 
     @property

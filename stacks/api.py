@@ -38,6 +38,7 @@ ROUTES: tuple[tuple[str, str], ...] = (
     ("GET", "/v1/ops/tenants/{tenant_id}/memory"),
     ("DELETE", "/v1/ops/tenants/{tenant_id}/memory"),
     ("DELETE", "/v1/ops/tenants/{tenant_id}/memory/{memory_id}"),
+    ("PATCH", "/v1/ops/tenants/{tenant_id}/policy"),
     ("GET", "/v1/ops/webhooks/dead-letters"),
     ("POST", "/v1/ops/webhooks/{webhook_id}/redeliver"),
     ("GET", "/v1/reviews"),

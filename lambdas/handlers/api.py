@@ -168,6 +168,8 @@ def _validation_problem(error: RequestValidationError) -> Response[str]:
     extra: dict[str, Any] = {}
     if any(tuple(e["loc"][:2]) == ("body", "workflow") for e in details):
         extra["allowed_workflows"] = list(REGISTRY)
+    if any(tuple(e["loc"][:2]) == ("body", "sla_class") for e in details):  # as for a class the policy refuses
+        extra["allowed_sla_classes"] = job_service().allowed_sla_classes(principal(app))
     return _problem_response(InvalidRequest("see `errors` for what is not allowed", errors=details, **extra))
 
 

@@ -31,7 +31,7 @@ from handlers.api_shared import (
 from longhaul.api.graph import WorkflowGraph
 from longhaul.core import limits
 from longhaul.core.auth import Principal
-from longhaul.core.budgets import TenantPolicy
+from longhaul.core.budgets import TenantPolicy, TenantPolicyPatch
 from longhaul.core.contracts import (
     CancelOutcome,
     DeadLetterList,
@@ -251,13 +251,32 @@ def get_tenant_policy(tenant_id: TenantId) -> TenantPolicyView:
 
 @router.put(
     "/v1/ops/tenants/<tenant_id>/policy",
-    summary="Set a tenant's budget policy (omitted fields take the defaults)",
+    summary="Replace a tenant's policy: every field the body omits takes its default (listed in `reset`, with the "
+    "policy before in `previous`); PATCH changes only the fields it names",
     operation_id="put_tenant_policy",
     responses={**keyed(NOT_OPERATOR, takes_body=True), **with_json_body("Not a tenant id, or an invalid policy")},
 )
 def put_tenant_policy(tenant_id: TenantId, policy: Annotated[TenantPolicy, Body()]) -> TenantPolicyView:
     _operator()
     return policies.set_tenant_policy(services(), tenant_id, policy)
+
+
+@router.patch(
+    "/v1/ops/tenants/<tenant_id>/policy",
+    summary="Change some fields of a tenant's policy: the fields given replace the stored ones, a field given as "
+    "null takes its default, the others are kept",
+    responses={
+        **OPS_PROBLEMS,
+        **problems(415, f"Body not {limits.ACCEPTED_MEDIA_TYPE}"),
+        **problems(422, "Invalid policy"),
+        **problems(503, "The policy kept changing meanwhile; patch again"),
+    },
+)
+def patch_tenant_policy(
+    tenant_id: Annotated[str, Path()], change: Annotated[TenantPolicyPatch, Body()]
+) -> TenantPolicyView:
+    _operator()
+    return policies.patch_tenant_policy(services(), tenant_id, change)
 
 
 @router.get(

@@ -6,7 +6,11 @@ does not; a rotated webhook secret signs beside the previous one for the grace p
 from __future__ import annotations
 
 import json
+import os
+import subprocess
+import sys
 from datetime import UTC, datetime, timedelta
+from pathlib import Path
 from typing import Any
 
 import boto3
@@ -22,6 +26,8 @@ from tests.unit.aws_env import REGION
 
 STACK = "Longhaul-prod"
 PREFIX = f"{STACK}/webhooks/"
+ROOT = Path(__file__).resolve().parents[2]
+LONGHAUL = str(Path(sys.executable).with_name("longhaul"))  # the installed command, beside .venv/bin/python
 TEMPLATE = {
     "Resources": {
         "Jobs": {
@@ -140,3 +146,33 @@ class _At:
 
     def now(self) -> datetime:
         return self.moment
+
+
+def test_the_documented_invocation_works_from_the_checkout_against_the_local_platforms_endpoint(
+    tmp_path: Any,
+) -> None:
+    """`.venv/bin/longhaul admin create-key … --endpoint-url …`, as the README says, in a shell without AWS
+    credentials or region: the key it prints authenticates against the stack's table."""
+    from moto.server import ThreadedMotoServer
+
+    server = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
+    server.start()
+    try:
+        endpoint = "http://{}:{}".format(*server.get_host_and_port())
+        local = {"region_name": REGION, "aws_access_key_id": "x", "aws_secret_access_key": "x"}
+        cloudformation = boto3.client("cloudformation", endpoint_url=endpoint, **local)
+        cloudformation.create_stack(StackName="Longhaul-local", TemplateBody=json.dumps(TEMPLATE))
+        env = {"PATH": os.environ["PATH"], "HOME": str(tmp_path)}  # no AWS_* at all
+        command = [LONGHAUL, "admin", "create-key", "--endpoint-url", endpoint, "--stack", "Longhaul-local"]
+        command += ["--tenant", "acme"]
+        ran = subprocess.run([*command, "--role", "reviewer"], cwd=ROOT, env=env, capture_output=True, text=True)
+
+        assert ran.returncode == 0, ran.stderr
+        (key,) = ran.stdout.split()
+        outputs = cloudformation.describe_stacks(StackName="Longhaul-local")["Stacks"][0]["Outputs"]
+        (name,) = [o["OutputValue"] for o in outputs if o["OutputKey"] == admin.TABLE_OUTPUT]
+        table = boto3.resource("dynamodb", endpoint_url=endpoint, **local).Table(name)
+        principal = JobStore(table).principal_for_key(key)
+        assert principal is not None and (principal.tenant_id, principal.role) == ("acme", "reviewer")
+    finally:
+        server.stop()

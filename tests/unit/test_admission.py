@@ -194,6 +194,19 @@ def test_an_sla_class_the_tenant_may_not_use_is_a_422_naming_the_allowed_classes
     nothing_stored()
 
 
+@pytest.mark.parametrize(("policy", "allowed"), [(None, ["interactive", "standard", "batch"]), (["batch"], ["batch"])])
+def test_an_unknown_sla_class_is_a_422_naming_the_tenants_classes_too(
+    call_api: CallApi, table: Any, api_keys: dict[str, str], nothing_stored: Any, policy: Any, allowed: list[str]
+) -> None:
+    if policy:
+        policy_of(table, TENANT_A, sla_classes=policy)
+    response = submit(call_api, {**BODY, "sla_class": "urgent"}, key=KEY_A)
+    problem = assert_problem(response, 422, "invalid-request")
+    assert problem["allowed_sla_classes"] == allowed
+    assert [e["loc"] for e in problem["errors"]] == [["body", "sla_class"]]
+    nothing_stored()
+
+
 # ---------------------------------------------------------------------- counters
 
 

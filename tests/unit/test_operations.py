@@ -99,7 +99,7 @@ def test_replaying_from_the_fan_out_reruns_only_its_unfinished_items_and_what_fo
     name = f"{JOB_A}-r2"
     assert (outcome.status, outcome.attempt, outcome.execution) == (S.QUEUED, 2, name)
     assert outcome.rerun_steps == [FAN_OUT, *AFTER_FAN_OUT]
-    assert (outcome.kept_items, outcome.rerun_items) == ([0, 2, 4], [1, 3])
+    assert (outcome.kept_items, outcome.rerun_items) == ({FAN_OUT: [0, 2, 4]}, {FAN_OUT: [1, 3]})
 
     # and only the failed items' checkpoints are dropped; earlier steps and committed items stay
     assert sorted(kept(checkpoints), key=str) == sorted(
@@ -117,7 +117,7 @@ def test_replaying_from_the_fan_out_reruns_only_its_unfinished_items_and_what_fo
     event = store.list_events(JOB_A)[0][-1]
     assert event.type == "job_replayed"
     assert event.detail["by"] == "ops" and event.detail["reason"] == "model fixed"
-    assert event.detail["rerun_items"] == [1, 3]
+    assert event.detail["rerun_items"] == {FAN_OUT: [1, 3]}
 
 
 def test_replaying_from_an_earlier_step_drops_it_and_every_later_checkpoint(
@@ -130,7 +130,9 @@ def test_replaying_from_an_earlier_step_drops_it_and_every_later_checkpoint(
     outcome = replay(services, from_step)
 
     assert outcome.rerun_steps == list(STEPS[STEPS.index(from_step) :])
-    assert outcome.kept_items == [] and outcome.rerun_items == [0, 1, 2, 3, 4]  # every item of the last attempt
+    assert outcome.kept_items == {} and outcome.rerun_items == {
+        FAN_OUT: [0, 1, 2, 3, 4]
+    }  # every item of the last attempt
     assert sorted(kept(checkpoints)) == sorted((s, None) for s in BEFORE_FAN_OUT[:-1])
 
 
@@ -413,7 +415,7 @@ def test_a_redrive_resumes_the_same_execution_and_keeps_every_checkpoint(
     # Then the same execution resumes, and the outcome lists what it really runs: the failed items and what follows
     assert engine.redriven == [(WORKFLOW, JOB_A)] and engine.started == []
     assert (outcome.execution, outcome.rerun_steps) == (JOB_A, [FAN_OUT, *AFTER_FAN_OUT])
-    assert (outcome.kept_items, outcome.rerun_items) == ([0, 2, 4], [1, 3])
+    assert (outcome.kept_items, outcome.rerun_items) == ({FAN_OUT: [0, 2, 4]}, {FAN_OUT: [1, 3]})
     assert kept(checkpoints) == before
     job = read(store)
     assert (job.status, job.execution_name, job.attempts) == (S.QUEUED, JOB_A, 2)

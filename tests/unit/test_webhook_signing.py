@@ -3,7 +3,9 @@ secret, a stale or future timestamp are rejected; during a rotation both secrets
 
 from __future__ import annotations
 
+import subprocess
 from datetime import UTC, datetime, timedelta
+from pathlib import Path
 
 import pytest
 
@@ -11,6 +13,7 @@ from longhaul.webhooks.signing import VerificationFailed, new_secret, sign, sign
 
 NOW = datetime(2025, 1, 2, 3, 4, 5, tzinfo=UTC)
 BODY = b'{"type":"job.completed","data":{"job_id":"job_1","status":"completed"}}'
+ROOT = Path(__file__).resolve().parents[2]
 SECRET = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"
 
 
@@ -69,3 +72,36 @@ def test_during_a_rotation_both_secrets_sign_and_either_verifies() -> None:
     assert len(signed["webhook-signature"].split()) == 2
     assert verify(BODY, signed, old, now=NOW) == "msg_1"
     assert verify(BODY, signed, fresh, now=NOW) == "msg_1"
+
+
+def test_the_sample_receiver_saves_a_delivery_that_the_command_verifies(tmp_path: Path) -> None:
+    """`samples/webhook_receiver.py` (the README's receiver) keeps the delivery as received: `longhaul verify-webhook`
+    verifies its saved HTTP message."""
+    import socket
+    import time
+    import urllib.request
+
+    from typer.testing import CliRunner
+
+    from longhaul_client.cli import app
+
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    saved = tmp_path / "hooks"
+    server = subprocess.Popen(["python3", str(ROOT / "samples" / "webhook_receiver.py"), str(port), str(saved)])
+    try:
+        signed = headers([SECRET], at=datetime.now(UTC))
+        request = urllib.request.Request(f"http://127.0.0.1:{port}/hook", data=BODY, headers=signed, method="POST")
+        for _ in range(100):  # until it listens
+            try:
+                assert urllib.request.urlopen(request, timeout=5).status == 204
+                break
+            except OSError:
+                time.sleep(0.1)
+        verified = CliRunner().invoke(app, ["verify-webhook", str(saved / "last.http"), "--secret", SECRET])
+        assert verified.exit_code == 0, verified.output
+        assert verified.stdout.strip() == "msg_1" and (saved / "msg_1.body").read_bytes() == BODY
+    finally:
+        server.terminate()
+        server.wait(timeout=10)

@@ -17,6 +17,7 @@ import pytest
 import requests
 
 from local.deploy import wait_until
+from local.keys import DEFAULT_WEBHOOK_SECRETS
 from tests.workflows.conftest import ROOT, TERMINAL
 
 
@@ -71,6 +72,15 @@ def _free_ports(count: int) -> list[int]:
             s.close()
 
 
+def _run_curl(command: str) -> dict:
+    submitted = subprocess.run(
+        ["bash", "-c", command + " -w '\\n%{http_code}'"], cwd=ROOT, capture_output=True, text=True, timeout=60
+    )
+    body, status = submitted.stdout.rsplit("\n", 1)
+    assert status == "202", submitted.stdout + submitted.stderr
+    return dict(json.loads(body))
+
+
 @pytest.fixture
 def local_platform_process() -> Iterator[tuple[subprocess.Popen[str], str]]:
     process, lines = _start_local()
@@ -84,12 +94,13 @@ def test_the_printed_curl_submits_the_sample_and_the_job_completes(local_platfor
     process, banner = local_platform_process
     match = re.search(r"(curl -sS -X POST .*?--data @samples/request\.json)", banner, re.DOTALL)
     assert match, banner
-    submitted = subprocess.run(
-        ["bash", "-c", match.group(1) + " -w '\\n%{http_code}'"], cwd=ROOT, capture_output=True, text=True, timeout=60
-    )
-    body, status = submitted.stdout.rsplit("\n", 1)
-    assert status == "202", submitted.stdout + submitted.stderr
-    accepted = json.loads(body)
+    # It carries an Idempotency-Key: pasting it again answers the same job instead of submitting another
+    assert '-H "Idempotency-Key: ' in match.group(1), match.group(1)
+    accepted, again = (_run_curl(match.group(1)) for _ in range(2))
+    assert again["job_id"] == accepted["job_id"]
+    # The local webhook signing secrets are printed with the keys
+    for tenant, secret in DEFAULT_WEBHOOK_SECRETS.items():
+        assert re.search(rf"^\s+{tenant}\s+{re.escape(secret)}$", banner, re.MULTILINE), banner
     key = re.search(r"Bearer (\S+?)\"", match.group(1)).group(1)
 
     def finished() -> dict | None:

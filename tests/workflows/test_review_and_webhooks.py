@@ -111,13 +111,20 @@ def test_an_unanswered_review_is_reminded_reassigned_and_expires(alpha: Client, 
 
 def test_cancel_during_a_review_stops_the_wait(alpha: Client, reviewer: Client, sample_request: dict[str, Any]) -> None:
     job_id = alpha.submit({**sample_request, "review": {"mode": "always", "deadline_seconds": 3600}})
-    review_id = status_of(alpha, job_id, "waiting_for_review")["review"]["review_id"]
+    waiting = status_of(alpha, job_id, "waiting_for_review")
+    review_id = waiting["review"]["review_id"]
 
     cancelled = alpha.post(f"/v1/jobs/{job_id}/cancel")
     late = reviewer.post(f"/v1/reviews/{review_id}/decision", {"decision": "approve"})
 
-    assert cancelled.status_code == 202 and alpha.wait(job_id, timeout=10)["status"] == "cancelled"
+    # While it waited, nothing moved: no ETA, and the progress says who it waits for (not "review finished")
+    assert waiting["progress"]["eta_seconds"] is None
+    assert waiting["progress"]["message"].startswith("review: waiting for a reviewer (analysts)")
+    # After the cancel the job and its review agree
+    finished = alpha.wait(job_id, timeout=10)
+    assert cancelled.status_code == 202 and finished["status"] == "cancelled"
     assert late.status_code == 409 and reviewer.get(f"/v1/reviews/{review_id}").json()["status"] == "cancelled"
+    assert finished["review"]["status"] == "cancelled"
 
 
 def test_a_callback_arrives_once_per_event_signed_with_the_tenants_secret(

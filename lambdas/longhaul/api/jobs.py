@@ -6,7 +6,6 @@ does what every workflow shares: idempotency, the job record, starting its execu
 
 from __future__ import annotations
 
-import contextlib
 import hashlib
 import json
 import re
@@ -62,11 +61,11 @@ from longhaul.documents.intake import Intake
 from longhaul.operations.admission import Admission
 from longhaul.operations.costs import with_transitions
 from longhaul.operations.sweep import stop_container_tasks
+from longhaul.review.lane import close_for_stopped_job
 from longhaul.services import Services
 from longhaul.storage import artifacts as keys
 from longhaul.storage.jobs import ACTIVE, IdempotencyConflict, NewJob, TransitionRejected
 from longhaul.storage.listing import BadCursor
-from longhaul.storage.reviews import ReviewClosed
 from longhaul.workflows import REGISTRY
 
 IDEMPOTENCY_KEY = re.compile(IDEMPOTENCY_KEY_PATTERN)
@@ -220,6 +219,10 @@ class JobService:
                 retry_after_seconds=max(1, int((midnight - s.now()).total_seconds())),
             )
         return tokens, cost
+
+    def allowed_sla_classes(self, principal: Principal) -> list[str]:
+        """The SLA classes the caller's tenant may use (its policy's)."""
+        return list(self.services.budgets.policy(principal.tenant_id).sla_classes)
 
     def _check_callback(self, url: str | None) -> None:
         """A callback URL must be https to a public address (resolved now, and again at every delivery)."""
@@ -375,7 +378,7 @@ class JobService:
                 "the cancellation is recorded but the execution could not be stopped yet; "
                 "the sweep will finish it, or cancel again"
             ) from None
-        self._close_review(job)
+        review = close_for_stopped_job(s, s.jobs.get_job(job_id) or job, "cancelled")
         stop_container_tasks(s, job_id, reason=f"job cancelled by {principal.tenant_id}")
         outcome = self._cancel_outcome(s.jobs.get_job(job_id) or job, "cancelled")
         try:
@@ -384,7 +387,7 @@ class JobService:
                 JobStatus.CANCELLED,
                 event="job_cancelled",
                 detail={"completed_steps": outcome.completed_steps, "side_effects": outcome.side_effects},
-                set_fields={"current_step": None},
+                set_fields={"current_step": None, **({"review": review} if review else {})},
             )
         except TransitionRejected:
             latest = s.jobs.get_job(job_id) or job
@@ -392,16 +395,6 @@ class JobService:
                 latest, f"the job ended {latest.status.value} before the cancellation took hold"
             )
         return outcome.model_copy(update={"status": JobStatus.CANCELLED})
-
-    def _close_review(self, job: Job) -> None:
-        """A cancelled job's open review is closed for its reviewers (its wait was stopped with the execution)."""
-        if job.review is None or job.review.status != "pending":
-            return
-        review = self.services.reviews.get(job.review.review_id)
-        if review is not None:
-            with contextlib.suppress(ReviewClosed):
-                self.services.reviews.change(review, {}, status="cancelled")
-            self.services.reviews.drop_token(review.review_id)
 
     def _cancel_outcome(self, job: Job, message: str) -> CancelOutcome:
         done = [r for r in self.services.checkpoints.steps(job.job_id) if r.succeeded]

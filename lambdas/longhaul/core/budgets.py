@@ -107,6 +107,45 @@ class TenantPolicy(BaseModel):
 DEFAULT_POLICY = TenantPolicy()
 
 
+class TenantPolicyPatch(BaseModel):
+    """A change to a tenant's policy (PATCH, merge semantics): a field given replaces the stored value, `null` puts
+    it back to its default, an omitted field is kept. The same constraints as `TenantPolicy`."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    max_job_tokens: Annotated[int | None, Field(default=None, gt=0)]
+    max_job_cost_usd: Annotated[UsdAmount | None, Field(default=None)]
+    daily_tokens: Annotated[int | None, Field(default=None, gt=0)]
+    daily_cost_usd: Annotated[UsdAmount | None, Field(default=None)]
+    routes: list[str] | None = Field(default=None, description="null: every configured route (the default).")
+    submissions_per_minute: Annotated[int | None, Field(default=None, gt=0)]
+    jobs_in_flight: Annotated[int | None, Field(default=None, gt=0)]
+    weight: Annotated[int | None, Field(default=None, ge=1, le=100)]
+    sla_classes: Annotated[list[SlaClass] | None, Field(default=None, min_length=1)]
+
+    def applied_to(self, policy: TenantPolicy) -> TenantPolicy:
+        """`policy` with this change: given fields replaced, fields given as null back to their defaults."""
+        data = policy.model_dump()
+        for name in self.model_fields_set:
+            value = getattr(self, name)
+            if value is None:
+                data.pop(name)
+            else:
+                data[name] = value
+        return TenantPolicy.model_validate(data)
+
+    def nulled(self) -> list[str]:
+        """The fields this change puts back to their defaults."""
+        return [
+            name for name in TenantPolicy.model_fields if name in self.model_fields_set and getattr(self, name) is None
+        ]
+
+
+def reset_fields(before: TenantPolicy, after: TenantPolicy, candidates: list[str]) -> list[str]:
+    """Of `candidates` (fields a change did not set to a value), those whose value it changed: back to the default."""
+    return [name for name in candidates if getattr(before, name) != getattr(after, name)]
+
+
 class Price(BaseModel):
     """US dollars per million tokens, which is micro-dollars per token."""
 

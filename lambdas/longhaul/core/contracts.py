@@ -588,6 +588,7 @@ class CompensationView(BaseModel):
 
 class JobView(BaseModel):
     job_id: str
+    tenant_id: str = Field(description="Whose job it is (operators list every tenant's jobs).")
     workflow: str
     status: JobStatus
     current_step: str | None = None
@@ -669,11 +670,11 @@ class ReplayOutcome(BaseModel):
     execution: str
     from_step: str
     rerun_steps: list[str] = Field(description="Every step that will run again, in order (those without a checkpoint).")
-    rerun_items: list[int] = Field(
-        description="The fan-out items that will run again (empty when their number is only known once an "
-        "earlier step has run again)."
+    rerun_items: dict[str, list[int]] = Field(
+        description="By fan-out step: its items that will run again (a step whose items are only known once an "
+        "earlier step has run again is not listed)."
     )
-    kept_items: list[int] = Field(description="The fan-out items whose checkpoints are reused.")
+    kept_items: dict[str, list[int]] = Field(description="By fan-out step: its items whose checkpoints are reused.")
     rerun_named: list[NamedItem] = Field(
         default_factory=list, description="The items that will run again, each with its step, unit and name."
     )
@@ -802,7 +803,9 @@ class DocumentSummary(BaseModel):
     media_type: str
     pages: int
     pages_needing_ocr: list[int] = Field(
-        default_factory=list, description="Pages without a text layer that were not read (OCR found no usable text)."
+        default_factory=list,
+        description="Pages without a text layer that OCR has not read (not in `pages_unreadable`: each page is in one "
+        "list at most).",
     )
     pages_ocr: list[int] = Field(default_factory=list, description="Pages whose text was read by OCR.")
     pages_unreadable: list[int] = Field(
@@ -823,6 +826,14 @@ class TenantPolicyView(BaseModel):
     policy: TenantPolicy
     source: Literal["stored", "default"]
     today: DayUsageView
+    previous: TenantPolicy | None = Field(
+        default=None, description="After a PUT or PATCH: the policy before it (the defaults if there was none)."
+    )
+    reset: list[str] = Field(
+        default_factory=list,
+        description="After a PUT or PATCH: the fields it put back to their defaults (a PUT replaces the whole "
+        "policy, so every field its body omits takes its default; a PATCH resets only the fields given as null).",
+    )
 
 
 class Caller(BaseModel):

@@ -148,13 +148,16 @@ class Job(Record):
         return self.status in TERMINAL_STATUSES
 
     def view(self, *, now: datetime | None = None) -> JobView:
-        """The API's view of the job; with `now`, the ETA of a running job (a finished one has none)."""
+        """The API's view of the job; with `now`, the ETA of a moving job: running or retrying (a queued one, one
+        waiting for review, being cancelled or finished has none: nothing says when it moves again)."""
         progress = self.progress.model_copy()
-        if now and self.started_at and not self.finished and 0 < progress.completed < progress.total:
+        moving = self.status in (JobStatus.RUNNING, JobStatus.RETRYING)
+        if now and self.started_at and moving and 0 < progress.completed < progress.total:
             elapsed = (now - self.started_at).total_seconds()
             progress.eta_seconds = int(elapsed / progress.completed * (progress.total - progress.completed))
         return JobView(
             job_id=self.job_id,
+            tenant_id=self.tenant_id,
             workflow=self.workflow,
             status=self.status,
             current_step=self.current_step,

@@ -20,6 +20,8 @@ from longhaul.services import Services
 from longhaul.storage.jobs import TransitionRejected
 
 MESSAGE_LIMIT = 500
+# The statuses a recorded failure ends a job from (not `cancel_requested`, whose cancellation ends it `cancelled`).
+FAILABLE = (JobStatus.QUEUED, JobStatus.RUNNING, JobStatus.RETRYING, JobStatus.WAITING_FOR_REVIEW)
 #: The ASL names of a timeout: the Task's own (`TimeoutSeconds`) and the function's, as Lambda reports it.
 TASK_TIMEOUT = "States.Timeout"
 FUNCTION_TIMEOUT = "Sandbox.Timedout"
@@ -94,6 +96,9 @@ def record_failure(raw_event: Mapping[str, Any], services: Services) -> dict[str
                 item=error.item,
                 detail={**stored_error, "attempts": attempts},
                 set_fields={"error": stored_error, "current_step": event.step},
+                # A job being cancelled ends cancelled: a failure its stop caused (locally a stopped execution may
+                # still run a Catch), or one that raced the cancel, is the step's only.
+                allowed_from=FAILABLE,
             )
             emit("JobsFailed", workflow=event.workflow, step=event.step, kind=error.kind)
         except TransitionRejected:

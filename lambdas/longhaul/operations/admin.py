@@ -4,6 +4,7 @@ tenant's webhook signing secret, prune the old versions no live job runs. `longh
 
     longhaul admin create-key --stack Longhaul-prod --tenant acme [--role reviewer]
     longhaul admin prune-versions --stack Longhaul-prod [--apply]
+    longhaul admin create-key --stack Longhaul-local --endpoint-url http://127.0.0.1:8001 --tenant acme  # make run's
 
 The stack's resources are found from its outputs (CloudFormation DescribeStacks: `TableName`, the jobs table where
 API keys live; `WebhookSecretsPrefix`, the prefix of the tenants' secrets in Secrets Manager) and the workflows'
@@ -11,6 +12,8 @@ aliases from its resources, with the usual AWS credentials and region. A new key
 is stored, so a lost key is replaced, not recovered. `prune-versions` prints what it would delete (every state machine
 version no alias routes to and no live job runs, and the step function versions only those invoke) and deletes it
 with `--apply`.
+Against a loopback `--endpoint-url` (the in-memory AWS of `make run`, which takes any credentials) with dummy
+credentials and the local platform's region.
 """
 
 from __future__ import annotations
@@ -20,6 +23,7 @@ import sys
 from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any
+from urllib.parse import urlsplit
 
 from longhaul.adapters.secrets import DEFAULT_GRACE, SecretsManagerWebhookSecrets
 from longhaul.core.auth import Role, api_key_item, key_hash
@@ -30,6 +34,8 @@ from longhaul.webhooks.signing import new_secret
 TABLE_OUTPUT = "TableName"
 WEBHOOK_SECRETS_OUTPUT = "WebhookSecretsPrefix"
 KEY_PREFIX = "lh_"
+LOCAL_REGION = "us-east-1"  # where the local platform deploys (local/deploy.py)
+LOOPBACK_HOSTS = frozenset({"127.0.0.1", "localhost", "::1"})
 
 
 class AdminError(Exception):
@@ -128,6 +134,33 @@ def prune_versions(session: Any, stack: str, *, apply: bool, out: Any = sys.stdo
     else:
         print("(a plan: run again with --apply to delete)", file=out)
     return 0
+
+
+class AwsAccess:
+    """boto3 clients and resources of one session, at one endpoint (None: AWS's own)."""
+
+    def __init__(self, session: Any, endpoint_url: str | None = None) -> None:
+        self._session = session
+        self._endpoint = {"endpoint_url": endpoint_url} if endpoint_url else {}
+
+    def client(self, name: str) -> Any:
+        return self._session.client(name, **self._endpoint)
+
+    def resource(self, name: str) -> Any:
+        return self._session.resource(name, **self._endpoint)
+
+
+def session_for(region: str | None, endpoint_url: str | None = None) -> AwsAccess:
+    """AWS's usual credentials and region; for a loopback endpoint (moto takes any credentials) dummy ones, so a
+    configured AWS identity is never sent there, and the local platform's region."""
+    import boto3
+
+    if endpoint_url and urlsplit(endpoint_url).hostname in LOOPBACK_HOSTS:
+        local = boto3.session.Session(
+            aws_access_key_id="local", aws_secret_access_key="local", region_name=region or LOCAL_REGION
+        )
+        return AwsAccess(local, endpoint_url)
+    return AwsAccess(boto3.session.Session(region_name=region), endpoint_url)
 
 
 def rotate_webhook_secret(

@@ -53,8 +53,8 @@ class RedriveUnavailable(ApiProblem):
 class ReplayPlan:
     from_step: str
     rerun_steps: list[str]
-    kept_items: list[int]
-    rerun_items: list[int]
+    kept_items: dict[str, list[int]]  # by fan-out step (two steps' item numbers are not the same items)
+    rerun_items: dict[str, list[int]]
     drop: list[tuple[str, int | None]]
     rerun_named: list[NamedItem] = field(default_factory=list)
 
@@ -263,8 +263,8 @@ def _plan(services: Services, job: Job, from_step: str, mode: str) -> ReplayPlan
     checkpoints = {(r.step, r.item) for r in records if kept(r)}
     drop = [(r.step, r.item) for r in records if r.step in later and not kept(r)]
     rerun_steps: list[str] = []
-    kept_items: list[int] = []
-    rerun_items: list[int] = []
+    kept_items: dict[str, list[int]] = {}
+    rerun_items: dict[str, list[int]] = {}
     named: list[NamedItem] = []
     for step in spec.steps:
         if step.over is None:
@@ -279,13 +279,15 @@ def _plan(services: Services, job: Job, from_step: str, mode: str) -> ReplayPlan
         missing = [i for i in items if i not in done]
         if missing or count is None or producer_reruns:
             rerun_steps.append(step.name)
-        kept_items += done
-        rerun_items += missing
+        if done:
+            kept_items[step.name] = done
+        if missing:
+            rerun_items[step.name] = missing
         if missing and not producer_reruns:
             names = _item_names(services, records, producer, field, set(missing))
             unit = step.item_unit
             named += [NamedItem(step=step.name, item=i, unit=unit, name=names.get(i)) for i in missing]
-    return ReplayPlan(from_step, rerun_steps, sorted(kept_items), sorted(rerun_items), drop, named)
+    return ReplayPlan(from_step, rerun_steps, kept_items, rerun_items, drop, named)
 
 
 def _item_names(

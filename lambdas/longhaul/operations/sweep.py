@@ -18,6 +18,7 @@ from longhaul.core.observability import logger, metrics
 from longhaul.core.ports import EngineUnavailable, ExecutionStatus
 from longhaul.core.records import Job, version_number
 from longhaul.operations.admission import Admission
+from longhaul.review.lane import close_for_stopped_job
 from longhaul.services import Services
 from longhaul.storage.jobs import ACTIVE, TransitionRejected
 from longhaul.workflows import REGISTRY
@@ -152,7 +153,10 @@ def _finish_cancel(services: Services, job: Job) -> int:
     engine does not answer the job stays `cancel_requested`, so the sweep comes back to it."""
     if not _stop(services, job, error="JobCancelled"):
         return 0
-    return int(_transition_or_none(services, job, JobStatus.CANCELLED, "job_cancelled", {"by": "sweep"}) is not None)
+    review = close_for_stopped_job(services, job, "cancelled")
+    fields = {"review": review} if review else None
+    cancelled = _transition_or_none(services, job, JobStatus.CANCELLED, "job_cancelled", {"by": "sweep"}, fields)
+    return int(cancelled is not None)
 
 
 def _recently_reported(job: Job, now: datetime, window: timedelta) -> bool:
@@ -163,12 +167,14 @@ def _expire(services: Services, job: Job, deadline: datetime) -> int:
     """Past its deadline the job ends `expired` even if its execution cannot be stopped yet: its steps refuse to
     start or commit for an expired job, so the execution ends at its next step."""
     _stop(services, job, error="JobExpired", cause=f"deadline {iso(deadline)} passed")
+    review = close_for_stopped_job(services, job, "expired")
     try:
         services.jobs.transition(
             job.job_id,
             JobStatus.EXPIRED,
             event="job_expired",
             detail={"deadline_at": iso(deadline)},
+            set_fields={"review": review} if review else None,
             allowed_from=[*ACTIVE, JobStatus.QUEUED, JobStatus.WAITING_FOR_REVIEW],
         )
         return 1

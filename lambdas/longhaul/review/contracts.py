@@ -86,8 +86,11 @@ class DecisionRequest(Strict):
             default=None,
             min_length=1,
             validate_default=True,
-            description="With `edit` (and only then): the workflow's edits (document-analysis: `answer` and/or "
-            "`claims`; invoice-reconciliation: `summary`), validated like model output.",
+            description="With `edit`: the workflow's edits, validated like model output. document-analysis: "
+            '`{"answer": "…", "claims": [{"text": "…", "citations": [{"chunk_id": "…", "quote": "…"}]}]}` '
+            "(`answer` and/or `claims`; a citation may be copied from the draft as it is: its `document` and `page`, "
+            "when given, must be its passage's, and each quote is verified on it); invoice-reconciliation: "
+            '`{"summary": "…"}`, used only if every figure in it is a validated number.',
         ),
     ]
 

@@ -11,6 +11,7 @@ calls.
 
 from __future__ import annotations
 
+import uuid
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Literal
@@ -44,6 +45,20 @@ class CallLabels:
 
 
 @dataclass(frozen=True)
+class StoredPolicy:
+    """A tenant's policy as stored: `exists` False means the defaults; `revision` changes with every write (None for
+    a policy written before revisions), so a read-modify-write can be conditional on nothing having changed."""
+
+    policy: TenantPolicy
+    exists: bool
+    revision: str | None
+
+
+class PolicyChanged(Exception):
+    """The policy changed between the read and the conditional write."""
+
+
+@dataclass(frozen=True)
 class DayUsage:
     tokens: int = 0
     cost_micro: int = 0
@@ -59,21 +74,48 @@ class BudgetStore:
 
     def policy(self, tenant_id: str) -> TenantPolicy:
         """The tenant's policy, or the documented defaults."""
+        return self.stored_policy(tenant_id).policy
+
+    def stored_policy(self, tenant_id: str) -> StoredPolicy:
         item = self.table.get_item(Key=schema.tenant_policy_key(tenant_id), ConsistentRead=True).get("Item")
         if item is None:
-            return DEFAULT_POLICY
+            return StoredPolicy(DEFAULT_POLICY, exists=False, revision=None)
         fields = {k: v for k, v in plain(item).items() if k in TenantPolicy.model_fields}
-        return TenantPolicy.model_validate(fields)
+        revision = item.get("revision")
+        return StoredPolicy(
+            TenantPolicy.model_validate(fields), exists=True, revision=str(revision) if revision else None
+        )
 
     def has_policy(self, tenant_id: str) -> bool:
         return "Item" in self.table.get_item(Key=schema.tenant_policy_key(tenant_id), ConsistentRead=True)
 
-    def put_policy(self, tenant_id: str, policy: TenantPolicy) -> None:
+    def put_policy(self, tenant_id: str, policy: TenantPolicy, *, replacing: StoredPolicy | None = None) -> None:
+        """Write the tenant's policy; with `replacing`, only if it is still the one read (else `PolicyChanged`)."""
         # Money as strings: the policy is read back exactly as written.
         stored = {k: (str(v) if k.endswith("_usd") else v) for k, v in policy.model_dump().items() if v is not None}
-        self.table.put_item(
-            Item={**schema.tenant_policy_key(tenant_id), **stored, "tenant_id": tenant_id, "updated_at": self._now()}
-        )
+        item = {
+            **schema.tenant_policy_key(tenant_id),
+            **stored,
+            "tenant_id": tenant_id,
+            "updated_at": self._now(),
+            "revision": uuid.uuid4().hex,
+        }
+        condition: dict[str, Any] = {}
+        if replacing is not None and not replacing.exists:
+            condition = {"ConditionExpression": "attribute_not_exists(pk)"}
+        elif replacing is not None and replacing.revision is None:
+            condition = {"ConditionExpression": "attribute_exists(pk) AND attribute_not_exists(revision)"}
+        elif replacing is not None:
+            condition = {
+                "ConditionExpression": "revision = :revision",
+                "ExpressionAttributeValues": {":revision": replacing.revision},
+            }
+        try:
+            self.table.put_item(Item=item, **condition)
+        except ClientError as error:
+            if error.response["Error"]["Code"] == "ConditionalCheckFailedException":
+                raise PolicyChanged(tenant_id) from None
+            raise
 
     def day(self) -> str:
         return self.clock.now().date().isoformat()

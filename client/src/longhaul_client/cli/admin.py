@@ -29,6 +29,14 @@ app = typer.Typer(
 Stack = Annotated[str, typer.Option(help="The deployed stack's name, e.g. Longhaul-prod.", show_default=False)]
 TenantOption = Annotated[str, typer.Option(help="The tenant's id.", show_default=False)]
 Region = Annotated[str | None, typer.Option(help="The stack's region (default: your AWS configuration's).")]
+EndpointUrl = Annotated[
+    str | None,
+    typer.Option(
+        help="An AWS endpoint of its own, e.g. the in-memory AWS of `make run`: http://127.0.0.1:8001 (on loopback, "
+        "dummy credentials and us-east-1 are used).",
+        show_default=False,
+    ),
+]
 
 
 class KeyRole(StrEnum):
@@ -55,10 +63,10 @@ def _aws(output: OutputFormat) -> Iterator[Out]:
             raise CommandError(str(error)) from None
 
 
-def _session(region: str | None) -> Any:
-    import boto3
+def _session(region: str | None, endpoint_url: str | None) -> Any:
+    from longhaul.operations.admin import session_for
 
-    return boto3.session.Session(region_name=region)
+    return session_for(region, endpoint_url)
 
 
 @app.command("create-key")
@@ -67,13 +75,14 @@ def create_key(
     tenant: TenantOption,
     role: Annotated[KeyRole, typer.Option(help="A reviewer acts for the tenant's reviews only.")] = KeyRole.TENANT,
     region: Region = None,
+    endpoint_url: EndpointUrl = None,
     output: Output = OutputFormat.TEXT,
 ) -> None:
     """Create an API key: printed once (only its hash is stored)."""
     from longhaul.operations import admin
 
     with _aws(output) as out:
-        session = _session(region)
+        session = _session(region, endpoint_url)
         outputs = admin.stack_outputs(session.client("cloudformation"), stack)
         key = admin.create_key(session.resource("dynamodb").Table(outputs.table_name), tenant, role.value)
         if out.json:
@@ -91,6 +100,7 @@ def revoke_key(
         str | None, typer.Option(help="Or its SHA-256 (hex), when the key itself is lost.", show_default=False)
     ] = None,
     region: Region = None,
+    endpoint_url: EndpointUrl = None,
     output: Output = OutputFormat.TEXT,
 ) -> None:
     """Revoke an API key: its next request is refused (401)."""
@@ -99,7 +109,7 @@ def revoke_key(
     if (key is None) == (key_hash is None):
         raise typer.BadParameter("give --key or --key-hash", param_hint="--key")
     with _aws(output) as out:
-        session = _session(region)
+        session = _session(region, endpoint_url)
         outputs = admin.stack_outputs(session.client("cloudformation"), stack)
         revoked = admin.revoke_key(session.resource("dynamodb").Table(outputs.table_name), key=key, digest=key_hash)
         if out.json:
@@ -116,6 +126,7 @@ def rotate_webhook_secret(
         float, typer.Option(min=0, help="How long the previous secret keeps signing beside the new one.")
     ] = 24,
     region: Region = None,
+    endpoint_url: EndpointUrl = None,
     output: Output = OutputFormat.TEXT,
 ) -> None:
     """Make a new webhook signing secret for a tenant (printed once); the previous one keeps signing for the grace
@@ -123,7 +134,7 @@ def rotate_webhook_secret(
     from longhaul.operations import admin
 
     with _aws(output) as out:
-        session = _session(region)
+        session = _session(region, endpoint_url)
         outputs = admin.stack_outputs(session.client("cloudformation"), stack)
         secret = admin.rotate_webhook_secret(
             session.client("secretsmanager"), outputs, tenant, grace=timedelta(hours=grace_hours)
@@ -142,13 +153,14 @@ def prune_versions(
         bool, typer.Option("--apply", help="Delete what the plan lists (default: only print it).")
     ] = False,
     region: Region = None,
+    endpoint_url: EndpointUrl = None,
 ) -> None:
     """Print the state machine and step function versions no alias routes to and no live job runs; delete them with
     --apply."""
     from longhaul.operations import admin
 
     with _aws(OutputFormat.TEXT):
-        admin.prune_versions(_session(region), stack, apply=apply, out=sys.stdout)
+        admin.prune_versions(_session(region, endpoint_url), stack, apply=apply, out=sys.stdout)
 
 
 def verify_webhook(

@@ -32,7 +32,7 @@ from longhaul.services import Services
 from longhaul.storage import artifacts as keys
 from longhaul.storage.artifacts import ArtifactStore
 from longhaul.workflows.document_analysis import analysis
-from longhaul.workflows.document_analysis.analysis import Draft, Evidence, EvidenceSet
+from longhaul.workflows.document_analysis.analysis import Draft, DraftClaim, Evidence, EvidenceSet, ReviewedCitation
 from longhaul.workflows.document_analysis.retrieval import LexicalIndex, group_passages
 from longhaul.workflows.document_analysis.spec import AnswerEdits
 
@@ -288,7 +288,17 @@ def _reviewed(ctx: StepContext, verified: dict[str, Any]) -> dict[str, Any]:
     answer = edits.answer if edits.answer is not None else verified["answer"]
     if edits.claims is None:
         return {**verified, "answer": answer}
-    draft = Draft.model_validate({"answer": answer, "claims": [c.model_dump() for c in edits.claims]})
+    edited = [
+        DraftClaim(
+            text=claim.text,
+            citations=[
+                ReviewedCitation(chunk_id=c.chunk_id, quote=c.quote, document=c.document, page=c.page)
+                for c in claim.citations
+            ],
+        )
+        for claim in edits.claims
+    ]
+    draft = Draft(answer=answer, claims=edited)
     claims, verification = analysis.verify_citations(draft, {c.chunk_id: c for c in _chunks(ctx)})
     return {"answer": answer, "claims": [c.model_dump() for c in claims], "verification": verification.model_dump()}
 

@@ -156,6 +156,10 @@ class InvoiceResult(BaseModel):
     discrepancies: list[Discrepancy]
     date: str | None = None
     vendor: str | None = None
+    extractor: Annotated[
+        str | None,
+        Field(description="What extracted the values when it was not a language model (offline: the parser)."),
+    ] = None
 
 
 class AgreedPrice(BaseModel):

@@ -90,6 +90,7 @@ def invoice_result(
         discrepancies=discrepancies,
         date=header("date"),
         vendor=header("vendor"),
+        extractor=invoice.extractor,
     )
 
 
