@@ -269,6 +269,7 @@ GRAPH_PROBLEMS = {**problems(503, "The workflow engine did not answer")}
     "/v1/jobs/<job_id>/graph",
     summary="The job's workflow as a graph: the states of the state machine its execution runs, each with this "
     "job's status (done, running, waiting, failed, stopped, skipped, pending), and each fan-out's progress",
+    operation_id="get_graph",
     responses={**JOB_PROBLEMS, **GRAPH_PROBLEMS},
 )
 def get_graph(job_id: Annotated[str, Path()]) -> WorkflowGraph:
@@ -278,7 +279,8 @@ def get_graph(job_id: Annotated[str, Path()]) -> WorkflowGraph:
 @app.get(
     "/v1/jobs/<job_id>/pages",
     summary="A page of the job's document as its steps read it (where a citation's quote is shown in context)",
-    responses={**problems(401, "Missing or unknown API key"), **problems(404, "No such job, document or page")},
+    operation_id="get_page",
+    responses={**keyed(TENANT_KEY), **problems(404, "No such job, document or page"), **INVALID_PARAMETERS},
 )
 def get_page(
     job_id: Annotated[str, Path()],
@@ -391,7 +393,11 @@ app.include_router(console_routes)
 @app.get(
     "/v1/me",
     summary="Whose key this is: its tenant and role (every role may ask)",
-    responses={**problems(401, "Missing or unknown API key")},
+    operation_id="get_me",
+    responses={
+        **problems(401, "Missing or unknown API key"),
+        **problems(413, f"Body over {limits.MAX_BODY_BYTES} bytes (LONGHAUL_MAX_BODY_BYTES)"),
+    },
 )
 def get_me() -> Caller:
     caller = principal(app)

@@ -123,6 +123,7 @@ def ops_get_job(job_id: Annotated[str, Path()]) -> JobView:
 @router.get(
     "/v1/ops/jobs/<job_id>/graph",
     summary="Any tenant's job's workflow as a graph, each state with the job's status",
+    operation_id="ops_get_graph",
     responses={**OPS_JOB_PROBLEMS, **problems(503, "The workflow engine did not answer")},
 )
 def ops_get_graph(job_id: Annotated[str, Path()]) -> WorkflowGraph:
@@ -154,6 +155,7 @@ def ops_get_events(
     "/v1/ops/jobs/<job_id>/calls",
     summary="Any tenant's job's model calls: route, model, prompt version and hash, tokens, cost, the code and "
     "workflow versions that made each, and links to the exact prompt and the raw response",
+    operation_id="ops_list_model_calls",
     responses=OPS_JOB_PROBLEMS,
 )
 def ops_model_calls(job_id: Annotated[str, Path()]) -> ModelCallList:
@@ -164,6 +166,7 @@ def ops_model_calls(job_id: Annotated[str, Path()]) -> ModelCallList:
 @router.get(
     "/v1/ops/jobs/<job_id>/prompts/<prompt_hash>",
     summary="Exactly what a model call of the job sent (kept under its hash until the job's artifacts expire)",
+    operation_id="ops_get_kept_prompt",
     responses={**OPS_PROBLEMS, **problems(404, "No such job, or no such kept prompt")},
 )
 def ops_kept_prompt(job_id: Annotated[str, Path()], prompt_hash: Annotated[str, Path()]) -> KeptPrompt:
@@ -174,6 +177,7 @@ def ops_kept_prompt(job_id: Annotated[str, Path()], prompt_hash: Annotated[str, 
 @router.get(
     "/v1/ops/jobs/<job_id>/responses/<response_hash>",
     summary="Exactly what a model call of the job was answered (kept under its hash until the job's artifacts expire)",
+    operation_id="ops_get_kept_response",
     responses={**OPS_PROBLEMS, **problems(404, "No such job, or no such kept response")},
 )
 def ops_kept_response(job_id: Annotated[str, Path()], response_hash: Annotated[str, Path()]) -> KeptResponse:
@@ -265,10 +269,10 @@ def put_tenant_policy(tenant_id: TenantId, policy: Annotated[TenantPolicy, Body(
     "/v1/ops/tenants/<tenant_id>/policy",
     summary="Change some fields of a tenant's policy: the fields given replace the stored ones, a field given as "
     "null takes its default, the others are kept",
+    operation_id="patch_tenant_policy",
     responses={
-        **OPS_PROBLEMS,
-        **problems(415, f"Body not {limits.ACCEPTED_MEDIA_TYPE}"),
-        **problems(422, "Invalid policy"),
+        **keyed(NOT_OPERATOR, takes_body=True),
+        **with_json_body("Not a tenant id, or an invalid policy"),
         **problems(503, "The policy kept changing meanwhile; patch again"),
     },
 )
@@ -282,6 +286,7 @@ def patch_tenant_policy(
 @router.get(
     "/v1/ops/tenants/<tenant_id>/memory",
     summary="A tenant's memory: episodes (what past jobs did) and long-term facts (with provenance), paged",
+    operation_id="ops_list_tenant_memory",
     responses={**OPS_PROBLEMS, **problems(400, "Not a cursor of this listing"), **problems(422, "Not a tenant id")},
 )
 def get_tenant_memory(
@@ -298,6 +303,7 @@ def get_tenant_memory(
 @router.delete(
     "/v1/ops/tenants/<tenant_id>/memory",
     summary="Delete a tenant's memory: all of it, or one subject's",
+    operation_id="ops_delete_tenant_memory",
     responses={**OPS_PROBLEMS, **problems(422, "Not a tenant id")},
 )
 def delete_tenant_memory(
@@ -311,6 +317,7 @@ def delete_tenant_memory(
 @router.delete(
     "/v1/ops/tenants/<tenant_id>/memory/<memory_id>",
     summary="Delete one memory of a tenant",
+    operation_id="ops_delete_tenant_memory_item",
     responses={**OPS_PROBLEMS, **problems(404, "No such memory of this tenant"), **problems(422, "Not a tenant id")},
 )
 def delete_tenant_memory_item(tenant_id: Annotated[str, Path()], memory_id: Annotated[str, Path()]) -> MemoryDeleted:

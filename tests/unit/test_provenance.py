@@ -16,6 +16,7 @@ from typing import Any
 import pytest
 
 from longhaul import services as wiring
+from longhaul.core.contracts import JobStatus
 from longhaul.core.llm import ModelRequest, ModelResponse, Usage
 from longhaul.core.records import Provenance
 from longhaul.core.routes import Route
@@ -117,7 +118,8 @@ def budgeted_job(s: wiring.Services, job_id: str = JOB_ID) -> Any:
             payload_hash="h", model="m", estimated_sla_seconds=1, budget_tokens=100_000, budget_cost_micro=10_000_000,
         )
     )  # fmt: skip
-    return created
+    # a mid-job step: the job runs (the gateway refuses a call for a job that is not running)
+    return s.jobs.transition(job_id, JobStatus.RUNNING, event="job_started") or created
 
 
 REQUEST = ModelRequest(

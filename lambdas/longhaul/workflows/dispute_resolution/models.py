@@ -15,7 +15,7 @@ from longhaul.documents.intake import StoredDocument
 RECONCILIATION = "invoice-reconciliation"
 
 
-class Source(BaseModel):
+class SourceLine(BaseModel):
     """Where a value was read: the source line, verbatim, on a 1-based page of a document."""
 
     document: str
@@ -36,7 +36,7 @@ class ReconciledLine(_Read):
     quantity: str
     unit_price: str
     line_total: str
-    source: Source
+    source: SourceLine
 
 
 class Finding(_Read):
@@ -44,7 +44,7 @@ class Finding(_Read):
     field: str
     expected: str | None = None
     actual: str | None = None
-    source: Source | None = None
+    source: SourceLine | None = None
     note: str | None = None
 
 
@@ -63,7 +63,7 @@ class AgreedPrice(_Read):
     code: str
     description: str = ""
     unit_price: str
-    source: Source
+    source: SourceLine
 
 
 class ReconciledContract(_Read):
@@ -99,7 +99,7 @@ class DisputedLine(BaseModel):
     expected: str | None
     actual: str | None
     note: str | None = None
-    source: Source | None
+    source: SourceLine | None
 
 
 class InvoiceLine(BaseModel):
@@ -110,7 +110,7 @@ class InvoiceLine(BaseModel):
     quantity: str
     unit_price: str
     line_total: str
-    source: Source
+    source: SourceLine
 
 
 class VendorCase(BaseModel):
