@@ -89,6 +89,7 @@ def test_the_live_view_shows_a_fan_outs_items_the_review_and_the_webhook() -> No
     now = datetime(2025, 1, 2, 3, 4, 5, tzinfo=UTC)
     job = JobView(
         job_id="job_" + "1" * 28,
+        tenant_id="alpha",
         workflow="document-analysis",
         status=JobStatus.WAITING_FOR_REVIEW,
         current_step="parse_documents",

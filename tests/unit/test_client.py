@@ -60,6 +60,7 @@ def problem(status: int, slug: str, detail: str, **extra: Any) -> httpx.Response
 def job_view(status: str = "running", **fields: Any) -> dict[str, Any]:
     return {
         "job_id": JOB,
+        "tenant_id": "alpha",
         "workflow": "document-analysis",
         "status": status,
         "progress": {"completed": 1, "total": 12},

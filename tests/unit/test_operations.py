@@ -147,7 +147,7 @@ def test_a_dry_run_answers_the_plan_and_changes_nothing(
 
     assert plan.dry_run and (plan.status, plan.attempt, plan.execution) == (S.FAILED, 2, f"{JOB_A}-r2")
     assert plan.rerun_steps == [FAN_OUT, *AFTER_FAN_OUT]
-    assert (plan.kept_items, plan.rerun_items) == ([0, 2, 4], [1, 3])
+    assert (plan.kept_items, plan.rerun_items) == ({FAN_OUT: [0, 2, 4]}, {FAN_OUT: [1, 3]})
     assert read(store) == before and kept(checkpoints) == records and store.list_events(JOB_A)[0] == events
     assert engine.started == []
     assert replay(services, FAN_OUT).model_dump(exclude={"status", "dry_run"}) == plan.model_dump(
@@ -161,7 +161,7 @@ def test_without_a_step_a_replay_starts_where_the_job_failed(services: Services)
 
     plan = replays.replay(services, OPERATOR, JOB_A, from_step=None, reason="model fixed", dry_run=True)
 
-    assert plan.from_step == FAN_OUT and plan.rerun_items == [1, 3]
+    assert plan.from_step == FAN_OUT and plan.rerun_items == {FAN_OUT: [1, 3]}
 
 
 def test_without_a_step_a_stopped_job_replays_from_its_first_step_without_a_checkpoint(

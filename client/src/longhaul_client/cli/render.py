@@ -213,8 +213,10 @@ def replay_plan(plan: ReplayOutcome) -> RenderableType:
             for item in plan.rerun_named
         ]
     elif plan.rerun_items:
-        lines.append(Text(f"  items that run again: {', '.join(map(str, plan.rerun_items))}"))
-    lines.append(Text(f"  items kept (their checkpoints reused): {len(plan.kept_items)}"))
+        lines.append(Text("  items that run again:"))
+        lines += [Text(f"    {step}: {', '.join(map(str, items))}") for step, items in plan.rerun_items.items()]
+    kept = sum(len(items) for items in plan.kept_items.values())
+    lines.append(Text(f"  items kept (their checkpoints reused): {kept}"))
     if plan.dry_run:
         lines.append(Text("  nothing was changed or started", style="dim"))
     return Group(*lines)
