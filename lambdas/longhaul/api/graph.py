@@ -26,6 +26,7 @@ from longhaul.core.ports import ExecutionStatus, HistoryEvent
 from longhaul.core.problems import ApiProblem
 from longhaul.core.records import Job, StepRecord
 from longhaul.engine.items import item_count
+from longhaul.engine.saga import COMPENSATION_STEP
 from longhaul.engine.spec import WorkflowSpec
 from longhaul.services import Services
 from longhaul.workflows import REGISTRY
@@ -38,7 +39,10 @@ STOPPED_JOB = frozenset({JobStatus.CANCEL_REQUESTED, JobStatus.CANCELLED, JobSta
 class GraphNode(BaseModel):
     name: str = Field(description="The state's name in the definition.")
     type: str = Field(description="The ASL state type: Task, Map, Choice, Pass, Wait, Succeed, Fail, Parallel.")
-    step: str | None = Field(default=None, description="The workflow step the state belongs to, if any.")
+    step: str | None = Field(
+        default=None,
+        description="The workflow step the state belongs to (`compensation`: the saga's compensation lane), if any.",
+    )
     status: NodeStatus = Field(description="This job's state of it (see the module's rules).")
     entered: int = Field(default=0, description="How often the latest execution entered it.")
     failure_path: bool = Field(default=False, description="Reached only through a Catch.")
@@ -168,6 +172,7 @@ def derive(
     failed_fan_outs: frozenset[str] = frozenset(),
 ) -> tuple[list[GraphNode], list[GraphEdge]]:
     """Each top-level state with this job's status, and the transitions the execution took (the module's rules)."""
+    lanes = (*steps, COMPENSATION_STEP)  # a workflow with sagas runs its compensation lane in the same definition
     states = definition.States
     edges = edges_of(definition)
     main = _reachable(definition.StartAt, [e for e in edges if e.kind != "catch"])
@@ -220,7 +225,7 @@ def derive(
         GraphNode(
             name=name,
             type=state.Type,
-            step=step_of(name, steps),
+            step=step_of(name, lanes),
             status=status(name, state),
             entered=entered.get(name, 0),
             failure_path=name not in main,
