@@ -11,6 +11,7 @@ import json
 import os
 import subprocess
 import sys
+import uuid
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -232,11 +233,12 @@ def test_an_uploaded_document_is_analysed(platform: LocalPlatform, tmp_path: Pat
 
 def test_the_admin_commands_work_against_the_deployed_stack(platform: LocalPlatform) -> None:
     stack = platform.deployment.stack_name
+    tenant = f"admin{uuid.uuid4().hex[:8]}"  # a tenant of its own: other tests' jobs are in the shared platform
 
-    created = longhaul(platform, "admin", "create-key", "--stack", stack, "--tenant", "gamma")
+    created = longhaul(platform, "admin", "create-key", "--stack", stack, "--tenant", tenant)
     key = created.stdout.strip()
     listed = longhaul(platform, "jobs", "--key", key, "-o", "json")
-    secret = longhaul(platform, "admin", "rotate-webhook-secret", "--stack", stack, "--tenant", "gamma")
+    secret = longhaul(platform, "admin", "rotate-webhook-secret", "--stack", stack, "--tenant", tenant)
     revoked = longhaul(platform, "admin", "revoke-key", "--stack", stack, "--key", key)
     refused = longhaul(platform, "jobs", "--key", key)
 
@@ -244,9 +246,9 @@ def test_the_admin_commands_work_against_the_deployed_stack(platform: LocalPlatf
     assert listed.exit_code == 0 and as_json(listed) == {"jobs": []}
     assert secret.exit_code == 0 and secret.stdout.startswith("whsec_")
     secrets = platform.client("secretsmanager")
-    stored = json.loads(secrets.get_secret_value(SecretId=f"{platform.webhook_secrets_prefix}gamma")["SecretString"])
+    stored = json.loads(secrets.get_secret_value(SecretId=f"{platform.webhook_secrets_prefix}{tenant}")["SecretString"])
     assert stored["current"] == secret.stdout.strip()
-    assert revoked.exit_code == 0 and "gamma" in revoked.stdout
+    assert revoked.exit_code == 0 and tenant in revoked.stdout
     assert refused.exit_code == 2 and "API key" in refused.stderr
 
 

@@ -55,8 +55,14 @@ def status_of(client: Client, job_id: str, wanted: str, timeout: float = 120) ->
 
 def task_tokens(platform: LocalPlatform) -> list[str]:
     table = platform.client("dynamodb", resource=True).Table(platform.deployment.table_name)
-    items = table.scan()["Items"]
-    return [str(i["token"]) for i in items if i.get("sk") == "TOKEN"]
+    tokens: list[str] = []
+    page: dict[str, Any] = {"ExclusiveStartKey": None}
+    while "ExclusiveStartKey" in page:  # every page: a scan stops at 1 MB, and the table holds every test's items
+        start = {"ExclusiveStartKey": page["ExclusiveStartKey"]} if page["ExclusiveStartKey"] else {}
+        answer = table.scan(FilterExpression="sk = :token", ExpressionAttributeValues={":token": "TOKEN"}, **start)
+        tokens += [str(i["token"]) for i in answer["Items"]]
+        page = {"ExclusiveStartKey": answer["LastEvaluatedKey"]} if "LastEvaluatedKey" in answer else {}
+    return tokens
 
 
 def test_a_reviewer_approves_and_the_job_completes(
