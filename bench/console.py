@@ -30,19 +30,10 @@ sys.path.insert(0, str(ROOT))
 
 from local.deploy import wait_until  # noqa: E402
 from local.platform import LocalPlatform  # noqa: E402
+from tests.browser.conftest import CHROMIUM  # noqa: E402  (the browser tests' Chromium and its flags)
+from tests.browser.conftest import CHROMIUM_FLAGS as FLAGS  # noqa: E402
 
 CONSOLE = ROOT / "lambdas" / "console"
-CHROMIUM = os.environ.get("LONGHAUL_CHROMIUM", "/usr/bin/chromium")
-FLAGS = [
-    "--headless",
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-quic",
-    "--no-first-run",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--disable-sync",
-]
 
 
 def timings(read: object, count: int) -> list[float]:
