@@ -276,9 +276,7 @@ def put_tenant_policy(tenant_id: TenantId, policy: Annotated[TenantPolicy, Body(
         **problems(503, "The policy kept changing meanwhile; patch again"),
     },
 )
-def patch_tenant_policy(
-    tenant_id: Annotated[str, Path()], change: Annotated[TenantPolicyPatch, Body()]
-) -> TenantPolicyView:
+def patch_tenant_policy(tenant_id: TenantId, change: Annotated[TenantPolicyPatch, Body()]) -> TenantPolicyView:
     _operator()
     return policies.patch_tenant_policy(services(), tenant_id, change)
 
@@ -290,7 +288,7 @@ def patch_tenant_policy(
     responses={**OPS_PROBLEMS, **problems(400, "Not a cursor of this listing"), **problems(422, "Not a tenant id")},
 )
 def get_tenant_memory(
-    tenant_id: Annotated[str, Path()],
+    tenant_id: TenantId,
     kind: Annotated[Literal["episode", "fact"] | None, Query()] = None,
     subject: Annotated[str | None, Query(max_length=200, description="Only memories about this subject")] = None,
     limit: Annotated[int, Query(ge=1, le=limits.MAX_OPS_PAGE_SIZE)] = 100,
@@ -307,7 +305,7 @@ def get_tenant_memory(
     responses={**OPS_PROBLEMS, **problems(422, "Not a tenant id")},
 )
 def delete_tenant_memory(
-    tenant_id: Annotated[str, Path()],
+    tenant_id: TenantId,
     subject: Annotated[str | None, Query(max_length=200, description="Only memories about this subject")] = None,
 ) -> MemoryDeleted:
     _operator()
@@ -320,7 +318,7 @@ def delete_tenant_memory(
     operation_id="ops_delete_tenant_memory_item",
     responses={**OPS_PROBLEMS, **problems(404, "No such memory of this tenant"), **problems(422, "Not a tenant id")},
 )
-def delete_tenant_memory_item(tenant_id: Annotated[str, Path()], memory_id: Annotated[str, Path()]) -> MemoryDeleted:
+def delete_tenant_memory_item(tenant_id: TenantId, memory_id: Annotated[str, Path()]) -> MemoryDeleted:
     _operator()
     return memory.delete_one(services(), tenant_id, memory_id)
 

@@ -27,7 +27,7 @@ from pathlib import Path
 
 import requests
 
-from tests.contract.hooks import UPLOADS_ENV
+from tests.contract.hooks import RECONCILIATION_ENV, UPLOADS_ENV
 
 ROOT = Path(__file__).resolve().parents[2]
 CONFIG = Path(__file__).with_name("schemathesis.toml")  # no crash files written into the working copy
@@ -110,6 +110,27 @@ def prepare_uploads(api_url: str, tenant_key: str) -> dict[str, str]:
     }
 
 
+def completed_reconciliation(api_url: str, key: str, *, timeout: float = 300) -> str | None:
+    """A completed invoice-reconciliation job of `key`'s tenant (what a dispute names); None for a key that cannot
+    submit jobs (a reviewer's)."""
+    headers = {"Authorization": f"Bearer {key}", "Idempotency-Key": f"fuzz-reconciliation-{key[-12:]}"}
+    request = json.loads((ROOT / "samples" / "invoice_request.json").read_text())
+    accepted = requests.post(f"{api_url}/v1/jobs", json=request, headers=headers, timeout=60)
+    if accepted.status_code == 403:
+        return None
+    accepted.raise_for_status()
+    job_id = str(accepted.json()["job_id"])
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        status = requests.get(f"{api_url}/v1/jobs/{job_id}", headers=headers, timeout=30).json()["status"]
+        if status == "completed":
+            return job_id
+        if status in ("failed", "cancelled", "expired"):
+            raise RuntimeError(f"the reconciliation a dispute names ended {status}")
+        time.sleep(0.5)
+    raise TimeoutError(f"reconciliation {job_id} did not complete within {timeout:.0f} s")
+
+
 def run(
     api_url: str,
     key: str,
@@ -146,6 +167,7 @@ def run(
         "SCHEMATHESIS_HOOKS": "tests.contract.hooks",
         "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]),
         UPLOADS_ENV: json.dumps(uploads),
+        RECONCILIATION_ENV: completed_reconciliation(api_url, key) or "",
     }
     # The output goes to a file, readable while the run goes on and kept (what it did so far) if it overruns.
     log = (report_dir or Path(tempfile.mkdtemp(prefix="fuzz-"))) / f"{role}.log"

@@ -3,10 +3,12 @@
 A request can match its schema and still be refused for a reason no schema states: it names an upload that does not
 exist, reuses an Idempotency-Key with another payload, names a cursor this listing never handed out, two documents
 share a name, a contract lists no prices, a callback's host is not public, a route is not configured, a replay names
-a step of another workflow. The fuzzer's `positive_data_acceptance` check expects a schema-valid request to be
-accepted, so each positive case gets here what a real client would send: real uploads of the tenant (`UPLOADS_ENV`,
-made before the run), a fresh key, no cursor, unique names, a priced contract, no callback or route, a step every
-workflow has. Negative cases are left as generated (they must be refused), and every check still runs on every case.
+a step of another workflow, a dispute names a reconciliation that is not a completed one of its tenant. The fuzzer's
+`positive_data_acceptance` check expects a schema-valid request to be accepted, so each positive case gets here what
+a real client would send: real uploads of the tenant (`UPLOADS_ENV`, made before the run), a fresh key, no cursor,
+unique names, a priced contract, no callback or route, a step every workflow has, the run key's completed
+reconciliation (`RECONCILIATION_ENV`) with a contact for its notices. Negative cases are left as generated (they must
+be refused), and every check still runs on every case.
 """
 
 from __future__ import annotations
@@ -19,6 +21,8 @@ from typing import Any
 import schemathesis
 
 UPLOADS_ENV = "LONGHAUL_FUZZ_UPLOADS"  # {"text": upload_id, "archive": …, "invoices_archive": …}
+RECONCILIATION_ENV = "LONGHAUL_FUZZ_RECONCILIATION"  # a completed invoice-reconciliation job of the run's key
+NOTICE_CONTACT = "disputes@example.com"
 CONTRACT = (
     "PRICE AGREEMENT\nCurrency: USD\n\nProduct Code   Description           Agreed Unit Price\n"
     "-------------  --------------------  -----------------\nNW-1001        Steel bracket, 40 mm               4.75\n"
@@ -77,3 +81,6 @@ def _realistic_job(body: dict[str, Any]) -> None:
     for field in ("archive", "invoices_archive"):
         if isinstance(job_input.get(field), dict):
             job_input[field]["upload_id"] = uploads[field]
+    if "reconciliation_job_id" in job_input:  # a dispute names a completed reconciliation of the same tenant
+        job_input["reconciliation_job_id"] = os.environ.get(RECONCILIATION_ENV) or job_input["reconciliation_job_id"]
+        job_input["default_contact"] = NOTICE_CONTACT  # every vendor with discrepancies needs somewhere to go

@@ -97,10 +97,16 @@ class TenantPolicy(BaseModel):
         default_factory=lambda: list(SLA_CLASSES), min_length=1, description="SLA classes the tenant's jobs may use."
     )
     agent_max_turns: int = Field(
-        default=50, gt=0, description="Ceiling of a job's `agent.max_turns` (turns of one agent step)."
+        default=50,
+        gt=0,
+        le=limits.MAX_AGENT_TURNS,
+        description="Ceiling of a job's `agent.max_turns` (turns of one agent step).",
     )
     agent_max_tool_calls: int = Field(
-        default=2000, gt=0, description="Ceiling of a job's `agent.max_tool_calls` (tool calls of one agent step)."
+        default=2000,
+        gt=0,
+        le=limits.MAX_AGENT_TOOL_CALLS,
+        description="Ceiling of a job's `agent.max_tool_calls` (tool calls of one agent step).",
     )
 
 
@@ -111,17 +117,21 @@ class TenantPolicyPatch(BaseModel):
     """A change to a tenant's policy (PATCH, merge semantics): a field given replaces the stored value, `null` puts
     it back to its default, an omitted field is kept. The same constraints as `TenantPolicy`."""
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", regex_engine="python-re")
 
-    max_job_tokens: Annotated[int | None, Field(default=None, gt=0)]
+    max_job_tokens: Annotated[Tokens | None, Field(default=None)]
     max_job_cost_usd: Annotated[UsdAmount | None, Field(default=None)]
-    daily_tokens: Annotated[int | None, Field(default=None, gt=0)]
+    daily_tokens: Annotated[Tokens | None, Field(default=None)]
     daily_cost_usd: Annotated[UsdAmount | None, Field(default=None)]
-    routes: list[str] | None = Field(default=None, description="null: every configured route (the default).")
-    submissions_per_minute: Annotated[int | None, Field(default=None, gt=0)]
-    jobs_in_flight: Annotated[int | None, Field(default=None, gt=0)]
+    routes: list[Annotated[str, Field(pattern=ROUTE_NAME_PATTERN)]] | None = Field(
+        default=None, description="null: every configured route (the default)."
+    )
+    submissions_per_minute: Annotated[int | None, Field(default=None, gt=0, le=limits.MAX_RATE)]
+    jobs_in_flight: Annotated[int | None, Field(default=None, gt=0, le=limits.MAX_RATE)]
     weight: Annotated[int | None, Field(default=None, ge=1, le=100)]
     sla_classes: Annotated[list[SlaClass] | None, Field(default=None, min_length=1)]
+    agent_max_turns: Annotated[int | None, Field(default=None, gt=0, le=limits.MAX_AGENT_TURNS)]
+    agent_max_tool_calls: Annotated[int | None, Field(default=None, gt=0, le=limits.MAX_AGENT_TOOL_CALLS)]
 
     def applied_to(self, policy: TenantPolicy) -> TenantPolicy:
         """`policy` with this change: given fields replaced, fields given as null back to their defaults."""
