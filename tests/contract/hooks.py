@@ -6,7 +6,7 @@ share a name, a contract lists no prices, a callback's host is not public, a rou
 a step of another workflow, a dispute names a reconciliation that is not a completed one of its tenant. The fuzzer's
 `positive_data_acceptance` check expects a schema-valid request to be accepted, so each positive case gets here what
 a real client would send: real uploads of the tenant (`UPLOADS_ENV`, made before the run), a fresh key, no cursor,
-unique names, a priced contract, no callback or route, a step every workflow has, the run key's completed
+unique names, a priced contract, no callback or route, no replay step (its default), approve for an edit, the run key's completed
 reconciliation (`RECONCILIATION_ENV`) with a contact for its notices. Negative cases are left as generated (they must
 be refused), and every check still runs on every case.
 """
@@ -27,8 +27,7 @@ CONTRACT = (
     "PRICE AGREEMENT\nCurrency: USD\n\nProduct Code   Description           Agreed Unit Price\n"
     "-------------  --------------------  -----------------\nNW-1001        Steel bracket, 40 mm               4.75\n"
 )
-LISTINGS = ("list_jobs", "ops_list_jobs", "get_events", "ops_get_events", "list_reviews")
-REPLAYABLE_STEP = "parse_documents"  # a step of every workflow: a replay names a step of the job's own workflow
+LISTINGS = ("list_jobs", "ops_list_jobs", "get_events", "ops_get_events", "list_reviews", "ops_list_tenant_memory")
 
 
 def _uploads() -> dict[str, str]:
@@ -49,10 +48,12 @@ def map_case(context: Any, case: Any) -> Any:
             for name in [k for k in case.headers if k.lower() == "idempotency-key"]:
                 case.headers[name] = f"fuzz-{uuid.uuid4().hex}"  # a reused key with another payload is a 422
         _realistic_job(case.body)
-    if operation == "replay_job" and isinstance(case.body, dict) and "from_step" in case.body:
-        case.body["from_step"] = REPLAYABLE_STEP
-    if operation == "put_tenant_policy" and isinstance(case.body, dict):
+    if operation == "replay_job" and isinstance(case.body, dict):
+        case.body.pop("from_step", None)  # a step of the job's own workflow: by default, where it failed
+    if operation in ("put_tenant_policy", "patch_tenant_policy") and isinstance(case.body, dict):
         case.body.pop("routes", None)  # routes are the deployment's configuration
+    if operation == "decide_review" and isinstance(case.body, dict) and case.body.get("decision") == "edit":
+        case.body = {"decision": "approve"}  # edits are the reviewed workflow's, which the schema cannot say
     return case
 
 
