@@ -6,9 +6,9 @@ share a name, a contract lists no prices, a callback's host is not public, a rou
 a step of another workflow, a dispute names a reconciliation that is not a completed one of its tenant. The fuzzer's
 `positive_data_acceptance` check expects a schema-valid request to be accepted, so each positive case gets here what
 a real client would send: real uploads of the tenant (`UPLOADS_ENV`, made before the run), a fresh key, no cursor,
-unique names, a priced contract, no callback or route, no replay step (its default), approve for an edit, the run key's completed
-reconciliation (`RECONCILIATION_ENV`) with a contact for its notices. Negative cases are left as generated (they must
-be refused), and every check still runs on every case.
+unique names, a priced contract, no callback or route, no replay step (its default), approve for an edit, the run
+key's completed reconciliation (`RECONCILIATION_ENV`) with a contact for its notices. Negative cases are left as
+generated (they must be refused), and every check still runs on every case.
 """
 
 from __future__ import annotations
