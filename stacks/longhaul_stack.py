@@ -180,10 +180,9 @@ class LonghaulStack(Stack):
                 "states:GetExecutionHistory",  # a finished job's cost counts its state transitions
                 "states:DescribeStateMachineForExecution",  # a job's workflow graph: the definition it runs
             )
-            machine.grant(api.function, "states:DescribeStateMachine")  # the graph of a job not started yet
             grant_map_run_history(api.function, machine)
-            # A replay on the job's own version first asks whether that version still exists (versions authorize on
-            # the machine's ARN).
+            # The graph of a job not started yet (the machine's definition), and a replay on the job's own version
+            # first asks whether that version still exists (versions authorize on the machine's ARN).
             machine.grant(api.function, "states:DescribeStateMachine")
             machine.grant_execution(operations.sweeper, "states:DescribeExecution", "states:StopExecution")
             acknowledge_executions(self, machine)

@@ -156,6 +156,27 @@ def test_the_definition_is_the_one_the_execution_runs_or_the_deployed_one_before
         StepFunctionsEngine(Unreachable(THROTTLED), {WORKFLOW: state_machine_arn}).definition(WORKFLOW, "job_1")
 
 
+def test_before_it_starts_a_job_started_through_an_alias_reads_the_machines_definition(
+    sfn: Any, state_machine_arn: str
+) -> None:
+    """Jobs start through the workflow's `live` alias; DescribeStateMachine takes no alias ARN."""
+    deployed = sfn.describe_state_machine(stateMachineArn=state_machine_arn)["definition"]
+    calls: list[str] = []
+
+    class Recording:
+        def __getattr__(self, name: str) -> Any:
+            return getattr(sfn, name)
+
+        def describe_state_machine(self, **kwargs: Any) -> Any:
+            calls.append(kwargs["stateMachineArn"])
+            return sfn.describe_state_machine(**kwargs)
+
+    engine = StepFunctionsEngine(Recording(), {WORKFLOW: f"{state_machine_arn}:live"})
+
+    assert json.loads(engine.definition(WORKFLOW, "job_not_started")) == json.loads(deployed)
+    assert calls == [state_machine_arn]
+
+
 class OneMapRun:
     """A history with a Distributed Map run; listing the run's children is not expected."""
 

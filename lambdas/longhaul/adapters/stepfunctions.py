@@ -154,7 +154,9 @@ class StepFunctionsEngine:
             except ClientError as error:
                 if _code(error) not in NO_EXECUTION:
                     raise
-                described = self._client.describe_state_machine(stateMachineArn=machine)
+                # not started yet: the machine's current definition, which its `live` alias is moved to on every
+                # deploy (DescribeStateMachine takes a machine or version ARN, not an alias's)
+                described = self._client.describe_state_machine(stateMachineArn=machine_arn(machine))
         except ClientError as error:
             raise EngineUnavailable(f"DescribeStateMachine: {_code(error)}") from error
         except BotoCoreError as error:
