@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 
+from local.deploy import wait_until
 from longhaul.webhooks.signing import VerificationFailed, new_secret, sign, signature, verify
 
 NOW = datetime(2025, 1, 2, 3, 4, 5, tzinfo=UTC)
@@ -78,7 +79,6 @@ def test_the_sample_receiver_saves_a_delivery_that_the_command_verifies(tmp_path
     """`samples/webhook_receiver.py` (the README's receiver) keeps the delivery as received: `longhaul verify-webhook`
     verifies its saved HTTP message."""
     import socket
-    import time
     import urllib.request
 
     from typer.testing import CliRunner
@@ -93,12 +93,14 @@ def test_the_sample_receiver_saves_a_delivery_that_the_command_verifies(tmp_path
     try:
         signed = headers([SECRET], at=datetime.now(UTC))
         request = urllib.request.Request(f"http://127.0.0.1:{port}/hook", data=BODY, headers=signed, method="POST")
-        for _ in range(100):  # until it listens
+
+        def delivered() -> int | None:  # None until the receiver listens
             try:
-                assert urllib.request.urlopen(request, timeout=5).status == 204
-                break
+                return int(urllib.request.urlopen(request, timeout=5).status)
             except OSError:
-                time.sleep(0.1)
+                return None
+
+        assert wait_until(delivered, timeout=10, interval=0.1, what="the sample receiver") == 204
         verified = CliRunner().invoke(app, ["verify-webhook", str(saved / "last.http"), "--secret", SECRET])
         assert verified.exit_code == 0, verified.output
         assert verified.stdout.strip() == "msg_1" and (saved / "msg_1.body").read_bytes() == BODY
