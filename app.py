@@ -12,6 +12,7 @@ Context (cdk.json or `-c key=value`):
   longhaul:container_insights  true to enable CloudWatch Container Insights on the workers' ECS cluster
   longhaul:jwt             an OIDC issuer whose JWTs the API accepts beside API keys (JSON: issuer, audience,
                            jwks_url?, tenant_claim?, role_claim?)
+  longhaul:email_sender    the SES identity (an address or a domain) agents' e-mail tools send from
 """
 
 from __future__ import annotations
@@ -28,6 +29,7 @@ sys.path.insert(0, str(ROOT / "lambdas"))
 import aws_cdk as cdk  # noqa: E402
 import cdk_nag  # noqa: E402
 
+from stacks.email import DEFAULT_SENDER as DEFAULT_EMAIL_SENDER  # noqa: E402
 from stacks.longhaul_stack import LonghaulStack  # noqa: E402
 
 DEFAULT_BEDROCK_MODEL = "us.anthropic.claude-sonnet-4-20250514-v1:0"
@@ -65,6 +67,7 @@ def build_app(context: dict[str, object] | None = None) -> cdk.App:
         container_insights=_flag(app.node.try_get_context("longhaul:container_insights")),
         max_jobs_in_flight=int(str(app.node.try_get_context("longhaul:max_jobs_in_flight") or 1000)),
         jwt=_json_context(app, "longhaul:jwt"),
+        email_sender=str(app.node.try_get_context("longhaul:email_sender") or DEFAULT_EMAIL_SENDER),
         synthesizer=cdk.DefaultStackSynthesizer(generate_bootstrap_version_rule=False),
         description="Longhaul: durable, observable, budget-aware LLM jobs",
     )

@@ -1,6 +1,6 @@
 """Benchmark: one document-analysis job over an uploaded ZIP archive of many documents, on the local runtime.
 
-    .venv/bin/python bench/archive_job.py --documents 1000 [--fail 17,45,90 | --cancel-at 300]
+    .venv/bin/python bench/archive_job.py --documents 1000 [--fail 17,45,90 | --cancel-at 300] [--markdown]
 
 Zips `--documents` short text documents in folders, uploads the archive with its presigned PUT, submits
 `{"archive": {"upload_id"}}` and waits for the job. Prints the upload size, the time to 202 (the archive check) and
@@ -11,7 +11,8 @@ faults, replays from `parse_documents` as an operator and prints how many docume
 to completed. With `--cancel-at N`, the job is cancelled once N documents are parsed; the bench prints how soon it
 ended and how many documents started after the cancel was recorded. The archive check reads its document limit at
 run time; it is lifted to `--documents` for the run (the `documents` list keeps the contract's own bound). The local
-runtime is one process: figures measure the platform's overhead, not AWS. Prints figures; asserts nothing.
+runtime is one process: figures measure the platform's overhead, not AWS. `--markdown` prints the sentence the
+README quotes, with the machine it was measured on (`make figures` pastes it). Prints figures; asserts nothing.
 """
 
 from __future__ import annotations
@@ -30,6 +31,8 @@ import requests
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
+
+from machine import machine  # noqa: E402
 
 from local.deploy import wait_until  # noqa: E402
 from local.platform import LocalPlatform  # noqa: E402
@@ -57,6 +60,7 @@ def main() -> None:
     parser.add_argument("--timeout", type=float, default=1800)
     parser.add_argument("--fail", default="", help="document indexes that fail to parse, e.g. 17,45,90")
     parser.add_argument("--cancel-at", type=int, help="cancel the job once this many documents are parsed")
+    parser.add_argument("--markdown", action="store_true", help="print the README's sentence only")
     args = parser.parse_args()
     failing = [int(n) for n in args.fail.split(",") if n.strip()]
     limits.MAX_DOCUMENTS = max(limits.MAX_DOCUMENTS, args.documents)
@@ -143,6 +147,13 @@ def main() -> None:
         job = wait_for(job_id)
         elapsed = time.perf_counter() - started
         history = len(platform.execution_history("DocumentAnalysis", job_id))
+        if args.markdown:
+            print(
+                f"`.venv/bin/python bench/archive_job.py --documents {args.documents}` runs a whole job over an "
+                f"archive (here: {args.documents:,} documents accepted in {accepted_s:.1f} s, {job['status']} in "
+                f"{elapsed:.0f} s on the local runtime; measured on {machine()})."
+            )
+            return
         print(
             f"{args.documents} documents, archive {len(data) / 1024:.0f} KiB: accepted in {accepted_s:.2f}s, "
             f"{job['status']} in {elapsed:.1f}s; progress {job['progress']['message']!r}; "

@@ -1,6 +1,7 @@
 """Benchmark: what a document-analysis job costs on AWS at 10, 100 and 1,000 documents, from the local runtime.
 
     make bench            # or: .venv/bin/python bench/cost.py --documents 10,100,1000
+    .venv/bin/python bench/cost.py --sample --markdown   # the sample job's cost as the README shows it
 
 Runs one job per size with small inline documents, reads each job's cost from its status (the transitions of its
 execution history, the Lambda time and AWS requests its steps recorded, the model tokens of its budget ledger) and
@@ -9,13 +10,15 @@ may hold 25,000), Lambda GB-seconds, requests, orchestration and model dollars p
 
 Model dollars are the offline model's token counts priced as the Bedrock model the stack deploys by default (read
 from `app.py`): the offline model costs nothing, but its token counts are what a real one would roughly be billed.
-A size the platform refuses (its document limit) is skipped with the problem it answered. Prints figures; asserts
-nothing.
+A size the platform refuses (its document limit) is skipped with the problem it answered. `--sample --markdown`
+runs `samples/request.json` instead and prints its `cost` as a JSON block with the machine it was measured on
+(`make figures` pastes it into the README). Prints figures; asserts nothing.
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import logging
 import re
 import sys
@@ -30,6 +33,8 @@ import requests
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "lambdas"))
+
+from machine import machine  # noqa: E402
 
 from local.deploy import wait_until  # noqa: E402
 from local.platform import LocalPlatform  # noqa: E402
@@ -64,9 +69,12 @@ def request_of(documents: int) -> dict[str, Any]:
     }
 
 
-def run(platform: LocalPlatform, headers: dict[str, str], documents: int) -> dict[str, Any] | str:
+def run(
+    platform: LocalPlatform, headers: dict[str, str], documents: int, body: dict[str, Any] | None = None
+) -> dict[str, Any] | str:
     """The job's status once its transitions are counted, or why the platform refused the size."""
-    accepted = requests.post(f"{platform.api_url}/v1/jobs", json=request_of(documents), headers=headers, timeout=60)
+    body = body or request_of(documents)
+    accepted = requests.post(f"{platform.api_url}/v1/jobs", json=body, headers=headers, timeout=60)
     if accepted.status_code != 202:
         problem = accepted.json() if accepted.headers.get("content-type", "").endswith("json") else {}
         errors = "; ".join(str(e.get("msg")) for e in problem.get("errors") or [])
@@ -86,7 +94,12 @@ def run(platform: LocalPlatform, headers: dict[str, str], documents: int) -> dic
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--documents", default="10,100,1000", help="comma-separated document counts")
+    parser.add_argument("--sample", action="store_true", help="run samples/request.json instead")
+    parser.add_argument("--markdown", action="store_true", help="with --sample: the README's cost block")
     args = parser.parse_args()
+    if args.sample:
+        sample(markdown=args.markdown)
+        return
     sizes = [int(n) for n in args.documents.split(",") if n.strip()]
     logging.disable(logging.WARNING)
     warnings.filterwarnings("ignore")
@@ -129,6 +142,29 @@ def main() -> None:
                 print(f"      the parent history holds {history} events: {history / HISTORY_LIMIT:.0%} of the limit")
     finally:
         platform.stop()
+
+
+def sample(*, markdown: bool) -> None:
+    """The sample job's cost, once its executions have ended (as `GET /v1/jobs/{id}` shows it)."""
+    logging.disable(logging.WARNING)
+    warnings.filterwarnings("ignore")
+    platform = LocalPlatform.start(ROOT)
+    try:
+        body = json.loads((ROOT / "samples" / "request.json").read_text())
+        job = run(platform, platform.auth_header(platform.keys[0].tenant), 2, body)
+    finally:
+        platform.stop()
+    if isinstance(job, str):
+        raise SystemExit(f"the sample job: the platform {job}")
+    cost = json.dumps(job["cost"], indent=2)
+    if not markdown:
+        print(cost)
+        return
+    print(f"```json\n{cost}\n```\n")
+    print(
+        f"(`samples/request.json` on the local platform, {job['status']}: the offline model's notional price; Lambda "
+        f"time measured in-process, an upper bound; measured on {machine()}.)"
+    )
 
 
 if __name__ == "__main__":

@@ -4,7 +4,7 @@ Environment: LONGHAUL_PORT (API port, default 8000), LONGHAUL_MOTO_PORT (default
 LONGHAUL_LOCAL_KEYS ("alpha=key1,beta=key2,ops=key3:operator,alpha-reviewer=key4:reviewer@alpha"),
 LONGHAUL_LOCAL_WEBHOOK_SECRETS ("alpha=whsec_…"), LONGHAUL_CALLBACK_ALLOWLIST ("http://127.0.0.1:9000": local
 webhook receivers, plain http allowed), LONGHAUL_LOG_LEVEL (default INFO),
-LONGHAUL_FAULTS (fault injection, e.g. "draft_answer=transientx2,extract_evidence#3=invalid-input", or the runtime
+LONGHAUL_FAULTS (fault injection, e.g. "parse_documents#1=invalid-inputx1,draft_answer=transientx2", or the runtime
 kinds `hang`, `duplicate`, `crash-after-side-effect`), LONGHAUL_TIME_SCALE (default 1; e.g. 0.01 makes the local
 Step Functions interpreter's Retry backoffs, Task timeouts and Wait states 100x shorter).
 """
@@ -36,8 +36,10 @@ def _quiet_moto() -> None:
 
 def banner(platform: LocalPlatform) -> str:
     api = platform.api_url or "(no REST API in the stack)"
+    console = f"{platform.api_url}/console   (sign in with a key below)" if platform.api_url else "(none)"
     first = platform.keys[0].key if platform.keys else "<key>"
     keys = "\n".join(f"    {k.tenant:<8} {k.role:<9} {k.key}" for k in platform.keys) or "    (none)"
+    secrets = "\n".join(f"    {t:<8} {s}" for t, s in platform.webhook_secrets.items()) or "    (none)"
     timings = ", ".join(f"{name} {seconds:.1f}s" for name, seconds in platform.timings.items())
     d = platform.deployment
     scale = platform.time_scale
@@ -50,13 +52,24 @@ def banner(platform: LocalPlatform) -> str:
 Longhaul is running locally ({timings}).
 
   API              {api}
+  Console          {console}
   In-memory AWS    {platform.moto_endpoint}   (stack {d.stack_name}; table {d.table_name}; bucket {d.bucket_name})
 {scaled}  API keys (tenant, role, key):
 {keys}
+  Webhook signing secrets (tenant, secret; verify deliveries with them):
+{secrets}
 
-Submit the sample job (document-analysis; samples/invoice_request.json is an invoice-reconciliation job):
+Submit the sample job and watch it with the command line, from another terminal in this directory
+(.venv/bin/longhaul; `source .venv/bin/activate` puts `longhaul` on your PATH):
+  export LONGHAUL_URL={api} LONGHAUL_API_KEY={first}
+  .venv/bin/longhaul submit samples/request.json --watch
+  .venv/bin/longhaul jobs        # and status, events, result, cancel, upload, reviews, ops, ... (--help)
+
+Or with curl (document-analysis; samples/invoice_request.json is an invoice-reconciliation job, and
+samples/dispute_request.json disputes a completed one: README, "Dispute resolution"); the same Idempotency-Key
+again answers the same job:
   curl -sS -X POST {api}/v1/jobs -H "Authorization: Bearer {first}" \\
-       -H "Content-Type: application/json" --data @samples/request.json
+       -H "Content-Type: application/json" -H "Idempotency-Key: sample-1" --data @samples/request.json
 
 Then poll it (job_id from the response):
   curl -sS {api}/v1/jobs/<job_id>         -H "Authorization: Bearer {first}"

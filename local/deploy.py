@@ -244,6 +244,24 @@ def create_stack(cfn: Any, name: str, template_body: str, *, timeout: float = 12
     return stack_id
 
 
+def update_stack(cfn: Any, name: str, template_body: str, *, timeout: float = 120) -> None:
+    """UpdateStack and wait for UPDATE_COMPLETE (a template without changes is no update, as on AWS)."""
+    try:
+        cfn.update_stack(StackName=name, TemplateBody=template_body, Capabilities=CAPABILITIES)
+    except cfn.exceptions.ClientError as error:
+        if "No updates are to be performed" in str(error):
+            return
+        raise
+
+    def settled() -> str | None:
+        status: str = cfn.describe_stacks(StackName=name)["Stacks"][0]["StackStatus"]
+        return None if status.endswith("IN_PROGRESS") else status
+
+    status = wait_until(settled, timeout=timeout, what=f"stack {name} to update")
+    if status != "UPDATE_COMPLETE":
+        raise RuntimeError(f"stack {name} ended in {status}")
+
+
 def describe_deployment(clients: Clients, stack_name: str, template: dict[str, Any]) -> Deployment:
     """Collect a deployed stack's outputs and resources (physical ids from CloudFormation)."""
     stack = clients.cloudformation.describe_stacks(StackName=stack_name)["Stacks"][0]
@@ -316,9 +334,29 @@ class Clients:
     @classmethod
     def create(cls, endpoint: str) -> Clients:
         import boto3
+        from botocore.config import Config
 
         session = boto3.session.Session(region_name=REGION)
-        return cls(*(session.client(s, endpoint_url=endpoint) for s in ("cloudformation", "s3", "lambda")))
+        # moto creates or updates a stack within the call, which takes minutes on a busy machine: wait for it, and
+        # never send a CreateStack again (a retry after a read timeout finds the stack it created).
+        config = Config(read_timeout=900, retries={"max_attempts": 1})
+        return cls(
+            *(session.client(s, endpoint_url=endpoint, config=config) for s in ("cloudformation", "s3", "lambda"))
+        )
+
+
+def update_assembly(cdk_out: Path, endpoint: str) -> list[Deployment]:
+    """Deploy a new assembly over the stacks already deployed, as `cdk deploy` does: publish its assets and update
+    each stack (resources created and updated in dependency order, retained ones kept: `moto_patches`)."""
+    clients = Clients.create(endpoint)
+    deployments = []
+    for stack in read_assembly(cdk_out):
+        for manifest in stack.asset_manifests:
+            publish_assets(clients.s3, cdk_out, manifest)
+        body = stack.template_path.read_text()
+        update_stack(clients.cloudformation, stack.name, body)
+        deployments.append(describe_deployment(clients, stack.name, json.loads(body)))
+    return deployments
 
 
 def deploy_assembly(cdk_out: Path, endpoint: str) -> list[Deployment]:

@@ -158,19 +158,29 @@ def scaled_wait(
     *,
     event: threading.Event | None = None,
     stop: Callable[[], bool] | None = None,
+    min_real: float = 0.0,
 ) -> bool:
     """Wait `seconds` of local time (real time x `time_scale()`, re-read every slice); None waits without limit.
 
     Returns True as soon as `event` is set, False when the time is up or `stop()` becomes true (checked at least
-    every `WAIT_SLICE_SECONDS`).
+    every `WAIT_SLICE_SECONDS`). `min_real`: the wait lasts at least min(`seconds`, `min_real`) real seconds,
+    whatever the scale (a timeout guarding work that runs at real speed).
     """
     remaining = math.inf if seconds is None else float(seconds)
+    floor_until = time.monotonic() + min(remaining, max(min_real, 0.0))
     waker = event if event is not None else threading.Event()  # never set: a sleep that can be sliced
     while True:
         if event is not None and event.is_set():
             return True
-        if remaining <= 0 or (stop is not None and stop()):
+        if stop is not None and stop():
             return False
+        if remaining <= 0:
+            left = floor_until - time.monotonic()
+            if left <= 0:
+                return False
+            if waker.wait(min(left, WAIT_SLICE_SECONDS)):
+                return True
+            continue
         scale = _RUNTIME.time_scale
         started = time.monotonic()
         if waker.wait(min(remaining * scale, WAIT_SLICE_SECONDS)):
@@ -415,6 +425,11 @@ def invoke(
 
 # --- runtime faults -----------------------------------------------------------------------------------------
 
+#: A Task's scaled timeout never fires before this many real seconds (or its unscaled length, if shorter): the
+#: invocation it guards runs at real speed, so at a small scale (0.005: a 45 s timeout is 0.2 s) a loaded machine
+#: would time out work that is not hung. A `hang` is held at least a second longer, so the Task still times out first.
+TASK_TIMEOUT_FLOOR_SECONDS = 2.0
+
 #: A `hang` outlives the function's own timeout by this much (local seconds): the house policy sets a Task's
 #: `TimeoutSeconds` to the function's timeout + 15 s, so the interpreter times the Task out first.
 HANG_MARGIN_SECONDS = 30.0
@@ -467,7 +482,11 @@ def runtime_faults(invocation: Invocation, call_next: Callable[[], Any]) -> Any:
         request_id = invocation.context.aws_request_id
         _RUNTIME.hanging[request_id] = invocation.function_name
         try:
-            scaled_wait(invocation.timeout + HANG_MARGIN_SECONDS, event=_RUNTIME.interrupt)
+            scaled_wait(
+                invocation.timeout + HANG_MARGIN_SECONDS,
+                event=_RUNTIME.interrupt,
+                min_real=TASK_TIMEOUT_FLOOR_SECONDS + 1.0,
+            )
         finally:
             _RUNTIME.hanging.pop(request_id, None)
         raise FunctionTimedOut(f"Task timed out after {invocation.timeout:.2f} seconds")

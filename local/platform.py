@@ -35,7 +35,7 @@ from types import TracebackType
 from typing import Any, ClassVar
 
 from local import lambda_runtime, moto_patches, schedules, workers
-from local.deploy import ACCOUNT, REGION, Deployment, deploy_assembly, synthesize, wait_until
+from local.deploy import ACCOUNT, REGION, Deployment, deploy_assembly, synthesize, update_assembly, wait_until
 from local.frontdoor import FrontDoor
 from local.keys import DEFAULT_KEYS as DEFAULT_KEYS  # re-exported
 from local.keys import DEFAULT_WEBHOOK_SECRETS as DEFAULT_WEBHOOK_SECRETS  # re-exported
@@ -121,6 +121,7 @@ class LocalPlatform:
     _remove_deadline_middleware: Any = field(default=None, repr=False)
     _remove_metric_sink: Any = field(default=None, repr=False)
     _policies: str = field(default="", repr=False)
+    webhook_secrets: dict[str, str] = field(default_factory=dict, repr=False)  # tenant -> its signing secret
 
     _current: ClassVar[LocalPlatform | None] = None  # the running platform
 
@@ -220,7 +221,8 @@ class LocalPlatform:
 
         spec = os.environ.get(WEBHOOK_SECRETS_ENV) or DEFAULT_WEBHOOK_SECRETS
         store = SecretsManagerWebhookSecrets(self.client("secretsmanager"), self.webhook_secrets_prefix)
-        for tenant, secret in parse_webhook_secrets(spec).items():
+        self.webhook_secrets = parse_webhook_secrets(spec)
+        for tenant, secret in self.webhook_secrets.items():
             store.put(tenant, secret)
 
     @property
@@ -255,6 +257,18 @@ class LocalPlatform:
     def set_time_scale(self, scale: float) -> None:
         """Change the time scale now (waits already in progress follow it)."""
         lambda_runtime.set_time_scale(scale)
+
+    def redeploy(self, repo_root: Path | str | None = None) -> None:
+        """Deploy the CDK app at `repo_root` (default: this platform's) over the running stack, as `cdk deploy` does:
+        synthesize it, publish its assets, update the stack. Every function and state machine that changed gets a new
+        version and the `live` aliases move to them; executions already running finish on the versions they started
+        on (the old ones are retained). The handlers still run in-process from this platform's code root: what a
+        redeployed version changes locally is its configuration (its code version among it) and its definition."""
+        root = Path(repo_root or self.repo_root).resolve()
+        mark = time.monotonic()
+        cdk_out, _ = synthesize(root)
+        self.deployments = update_assembly(cdk_out, self.moto_endpoint)
+        self.timings["redeploy"] = time.monotonic() - mark
 
     def reset(self) -> None:
         """Wipe every moto backend, redeploy the same assembly and re-seed the keys (servers keep running).

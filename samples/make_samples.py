@@ -1,6 +1,7 @@
 """Regenerate the sample PDFs and requests from the texts in this script, `documents/` and `invoices/`.
 
-Run from anywhere: `python samples/make_samples.py`. Output is byte-for-byte reproducible.
+Run from anywhere with the project's interpreter: `.venv/bin/python samples/make_samples.py`. Output is
+byte-for-byte reproducible.
 """
 
 from __future__ import annotations

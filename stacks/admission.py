@@ -21,16 +21,13 @@ from aws_cdk import aws_lambda as lambda_
 from aws_cdk import aws_sqs as sqs
 from constructs import Construct
 
-from longhaul.adapters.intake import HIDE_SECONDS
+from longhaul.adapters.intake import HIDE_SECONDS, MAX_RECEIVES
 from longhaul.core.budgets import SLA_CLASSES
 from longhaul.core.settings import Env
 from stacks.functions import platform_function
 
 DISPATCH_EVERY = Duration.minutes(1)
 DISPATCHER_TIMEOUT_SECONDS = 60  # below the messages' hiding time: a round ends before what it read reappears
-# A waiting job's message is read (and put back) once per round while its tenant is at its limit: a long backlog is
-# received many times. Only a message that no round could read this often goes to the dead-letter queue.
-MAX_RECEIVES = 1000
 RETENTION = Duration.days(14)
 # How long a job of each class may wait before someone should look (the oldest intake message's age).
 WAIT_ALARM_SECONDS = {"interactive": 300, "standard": 1800, "batch": 6 * 3600}
@@ -77,8 +74,9 @@ class Admission(Construct):
                     threshold=1,
                     evaluation_periods=1,
                     treat_missing_data=cloudwatch.TreatMissingData.NOT_BREACHING,
-                    alarm_description=f"admission: {sla_class} jobs' intake messages were dead-lettered "
-                    "(the sweep sends a waiting job to its queue again after 10 minutes)",
+                    alarm_description=f"admission: {sla_class} intake messages were dead-lettered: poison "
+                    f"(not a waiting job's message) or {MAX_RECEIVES} rounds failed on it; a waiting job's is sent "
+                    "again by the sweep after 10 minutes",
                 )
             )
             self.alarms.append(
@@ -115,6 +113,8 @@ class Admission(Construct):
         )
         for queue in self.queues.values():
             queue.grant_consume_messages(self.dispatcher)
+            # It renews the messages of jobs that still wait (`SqsIntakeQueues.put_back`): a fresh copy each round.
+            queue.grant_send_messages(self.dispatcher)
 
     @property
     def environment(self) -> dict[str, str]:

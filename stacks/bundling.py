@@ -31,6 +31,7 @@ from pathlib import Path
 import jsii
 from aws_cdk import AssetHashType, BundlingOptions, DockerImage, ILocalBundling
 from aws_cdk import aws_lambda as lambda_
+from constructs import Construct
 
 ROOT = Path(__file__).resolve().parent.parent
 LAMBDAS_DIR = ROOT / "lambdas"
@@ -168,6 +169,19 @@ class PipBundling:
     def try_bundle(self, output_dir: str, *, image: DockerImage, **_: object) -> bool:
         build_bundle(Path(output_dir))
         return True
+
+
+#: How much of the asset hash names a code version (in checkpoints, model calls, state machine versions).
+CODE_VERSION_LENGTH = 16
+
+
+def code_version(code: lambda_.Code, scope: Construct) -> str:
+    """The code asset's version: the start of its hash, which changes whenever the code (or, bundled, the bundler,
+    its pins or the bytecode tool) does. Binding creates the asset once per stack; the functions then share it."""
+    location = code.bind(scope).s3_location
+    if location is None:
+        raise ValueError("the Lambda code is not an S3 asset: it has no hash to version it by")
+    return Path(location.object_key).stem[:CODE_VERSION_LENGTH]
 
 
 def code_asset(*, bundle: bool) -> lambda_.Code:

@@ -1,10 +1,11 @@
-"""The platform's Lambda defaults, in one place: runtime, architecture, tracing, retained logs, service name."""
+"""The platform's Lambda defaults, in one place: runtime, architecture, tracing, retained logs, service name, and
+retained versions."""
 
 from __future__ import annotations
 
 from collections.abc import Mapping
 
-from aws_cdk import Duration
+from aws_cdk import Duration, RemovalPolicy
 from aws_cdk import aws_lambda as lambda_
 from aws_cdk import aws_logs as logs
 from constructs import Construct
@@ -39,4 +40,8 @@ def platform_function(
         tracing=lambda_.Tracing.ACTIVE,
         log_group=logs.LogGroup(scope, f"{construct_id}-logs", retention=LOG_RETENTION),
         description=description,
+        # A function's `current_version` (what a state machine version invokes) is retained when a deploy publishes
+        # the next: executions started on an older state machine version still invoke it. Operators prune the ones
+        # no job uses (`longhaul.operations.admin prune-versions`).
+        current_version_options=lambda_.VersionOptions(removal_policy=RemovalPolicy.RETAIN),
     )

@@ -16,11 +16,12 @@ from longhaul.adapters.models.bedrock import split_inference_profile
 from longhaul.core import schema
 from longhaul.core.routes import Routing
 from longhaul.core.settings import Env
-from longhaul.operations.admin import TABLE_OUTPUT
+from longhaul.operations.admin import TABLE_OUTPUT, WEBHOOK_SECRETS_OUTPUT
 from longhaul.workflows import REGISTRY
 from stacks.admission import Admission, dispatcher_name
 from stacks.api import Api
-from stacks.bundling import code_asset
+from stacks.bundling import code_asset, code_version
+from stacks.email import DEFAULT_SENDER, Email
 from stacks.nag import (
     CheckovAcknowledgments,
     acknowledge,
@@ -61,11 +62,14 @@ class LonghaulStack(Stack):
         container_insights: bool = False,
         max_jobs_in_flight: int = 1000,
         jwt: Mapping[str, Any] | None = None,
+        email_sender: str = DEFAULT_SENDER,
         **kwargs: Any,
     ) -> None:
         super().__init__(scope, construct_id, **kwargs)
         removal = RemovalPolicy.DESTROY if stage in DESTROYED_STAGES else RemovalPolicy.RETAIN
         code = code_asset(bundle=bundle)
+        # One secret per tenant under the stack's own prefix: two deployments in one account never share them.
+        webhook_secrets_prefix = f"{self.stack_name}/webhooks/"
 
         storage = Storage(
             self,
@@ -80,8 +84,8 @@ class LonghaulStack(Stack):
             Env.MODEL_PROVIDER: model_provider,
             Env.MODEL_ID: model_id,
             Env.STAGE: stage,
-            # One secret per tenant under the stack's own prefix: two deployments in one account never share them.
-            Env.WEBHOOK_SECRETS_PREFIX: f"{self.stack_name}/webhooks/",
+            Env.CODE_VERSION: code_version(code, self),
+            Env.WEBHOOK_SECRETS_PREFIX: webhook_secrets_prefix,
             # Whatever ends a job gives back its slot and wakes the dispatcher (by name: see stacks/admission.py).
             Env.ADMISSION_DISPATCHER: dispatcher_name(self),
             Env.MAX_JOBS_IN_FLIGHT: str(max_jobs_in_flight),
@@ -115,12 +119,14 @@ class LonghaulStack(Stack):
             containers=workers.targets,
             artifacts=storage.artifacts,
         )
+        # Agents' e-mail tools send from one SES identity; only their functions may.
+        email = Email(self, "Email", sender=email_sender)
+        workflows.grant_email(email)
         control_env = {
             **base_env,
             Env.CONTAINER_CLUSTER: workers.cluster.cluster_arn,
-            Env.WORKFLOWS: json.dumps(
-                {name: machine.state_machine_arn for name, machine in workflows.state_machines.items()}
-            ),
+            # Jobs start through each workflow's `live` alias (replays of an old job: on its own version).
+            Env.WORKFLOWS: json.dumps({name: alias.attr_arn for name, alias in workflows.aliases.items()}),
             Env.DEAD_LETTER_QUEUES: workflows.dead_letter_queues_env,
         }
         admission = Admission(self, "Admission", code=code, environment=control_env)
@@ -196,8 +202,12 @@ class LonghaulStack(Stack):
                     "states:DescribeExecution",
                     "states:StopExecution",
                     "states:GetExecutionHistory",  # a finished job's cost counts its state transitions
+                    "states:DescribeStateMachineForExecution",  # a job's workflow graph: the definition it runs
                 )
                 grant_map_run_history(function, machine)
+                # The graph of a job not started yet (the machine's definition), and a replay on the job's own
+                # version first asks whether that version still exists (versions authorize on the machine's ARN).
+                machine.grant(function, "states:DescribeStateMachine")
             machine.grant_execution(api.ops_function, "states:RedriveExecution")  # an operator's redrive
             machine.grant_start_execution(admission.dispatcher)
             machine.grant_execution(operations.sweeper, "states:DescribeExecution", "states:StopExecution")
@@ -228,10 +238,17 @@ class LonghaulStack(Stack):
         observability.notify_on_alarms(self)
         CfnOutput(self, TABLE_OUTPUT, value=storage.table.table_name, description="the jobs table (API keys live here)")
         CfnOutput(self, "AlarmTopicArn", value=observability.alarm_topic.topic_arn, description="alarm notifications")
+        CfnOutput(
+            self,
+            WEBHOOK_SECRETS_OUTPUT,
+            value=webhook_secrets_prefix,
+            description="the tenants' webhook signing secrets in Secrets Manager: <prefix><tenant>",
+        )
 
         self.storage, self.api, self.workflows, self.observability = storage, api, workflows, observability
         self.webhooks = webhooks
         self.workers = workers
+        self.email = email
         self.admission = admission
         # moto's CloudFormation (the local runtime) fails on a KMS key's tags (it reads the KMS API's TagKey).
         untagged = ["AWS::KMS::Key"] if stage == LOCAL_STAGE else []

@@ -24,7 +24,7 @@ from aws_cdk import aws_stepfunctions_tasks as tasks
 from constructs import Construct
 
 from stacks.functions import platform_function
-from state_machines.policy import DEFAULT_POLICY, StepPolicy
+from state_machines.policy import DEFAULT_POLICY, TIMEOUT_ERRORS, StepPolicy
 
 DELIVERY_FAILED = "WebhookDeliveryFailed"
 COMMENT = "Longhaul webhook delivery"
@@ -138,6 +138,16 @@ class Webhooks(Construct):
             message_body=sfn.TaskInput.from_text(sfn.JsonPath.json_to_string(sfn.JsonPath.object_at("$.dead_letter"))),
             result_path=sfn.JsonPath.DISCARD,
             task_timeout=sfn.Timeout.duration(Duration.seconds(policy.send_timeout)),
+        )
+        # Recording is idempotent (the outbox row is marked dead again): a timed-out attempt is retried, like a step's,
+        # rather than failing the execution before its dead letter is sent.
+        record.add_retry(
+            errors=list(TIMEOUT_ERRORS),
+            interval=Duration.seconds(policy.retry_interval),
+            backoff_rate=policy.retry_backoff_rate,
+            max_attempts=policy.timeout_max_attempts,
+            max_delay=Duration.seconds(policy.retry_max_delay),
+            jitter_strategy=sfn.JitterType.FULL,
         )
         for task in (record, send):
             task.add_retry(

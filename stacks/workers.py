@@ -103,6 +103,9 @@ class Workers(Construct):
                 operating_system_family=ecs.OperatingSystemFamily.LINUX,
             ),
         )
+        # Each deploy that changes the task registers a new revision; the one an older state machine version names
+        # stays registered (and usable) for the executions that started on it (task definitions cost nothing).
+        task_definition.apply_removal_policy(RemovalPolicy.RETAIN)
         log_group = logs.LogGroup(self, f"{name}-logs", retention=LOG_RETENTION, removal_policy=removal_policy)
         task_definition.add_container(
             name,

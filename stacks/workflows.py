@@ -17,7 +17,10 @@ from aws_cdk import aws_stepfunctions as sfn
 from constructs import Construct
 
 from longhaul.core.limits import MAX_DEADLINE_SECONDS
+from longhaul.core.settings import Env
+from longhaul.engine.spec import EMAIL
 from longhaul.workflows import REGISTRY, WorkflowSpec
+from stacks.email import Email
 from stacks.functions import platform_function
 from stacks.nag import acknowledge, arn_ref, logical_id
 from state_machines.builder import WorkflowBuilder
@@ -54,6 +57,7 @@ class Workflows(Construct):
         self._code = code
         self._environment = dict(environment)
         self.state_machines: dict[str, sfn.StateMachine] = {}
+        self.aliases: dict[str, sfn.CfnStateMachineAlias] = {}  # by workflow: the `live` alias jobs start through
         self.builders: dict[str, WorkflowBuilder] = {}
         for spec in REGISTRY.values():
             scope_id = spec.name.title().replace("-", "")
@@ -65,15 +69,25 @@ class Workflows(Construct):
                 policy=policy,
                 containers=containers,
                 artifacts=artifacts,
+                code_version=self._environment.get(Env.CODE_VERSION, ""),
             )
             self.builders[spec.name] = builder
             machine = state_machine_module(spec)(builder, timeout=EXECUTION_TIMEOUT)
             self.state_machines[spec.name] = machine
+            self.aliases[spec.name] = builder.alias
             for function in builder.functions.values():
                 acknowledge(
                     machine,
                     f"IAM5[Resource::{arn_ref(function)}:*]",
                     "Invoking any version or alias of this workflow's own step function.",
+                )
+            for function in builder.functions.values():
+                acknowledge(
+                    function,
+                    "IAM5[Resource::arn:<AWS::Partition>:states:<AWS::Region>:<AWS::AccountId>:execution:"
+                    f"{builder.machine_name}:*]",
+                    "A step describes an execution of its own workflow's state machine: its job records the version "
+                    "it runs.",
                 )
             if builder.distributed_maps:
                 _acknowledge_distributed_maps(machine, builder)
@@ -105,6 +119,24 @@ class Workflows(Construct):
     def model_functions(self) -> list[lambda_.IFunction]:
         """The functions of the steps that call a model (their specs say so)."""
         return [b.functions[name] for b in self.builders.values() for name in b.spec.model_steps]
+
+    def email_functions(self) -> list[lambda_.IFunction]:
+        """The functions whose tools send e-mail: agent steps (their tools say so) and compensation lanes whose
+        compensations do."""
+        found = [b.functions[name] for b in self.builders.values() for name in b.spec.steps_using(EMAIL)]
+        found += [
+            b.compensation_function
+            for b in self.builders.values()
+            if b.compensation_function is not None and b.spec.compensations_use(EMAIL)
+        ]
+        return found
+
+    def grant_email(self, email: Email) -> None:
+        """The sender's address and `ses:SendEmail` from it, to the functions whose tools send e-mail only."""
+        for function in self.email_functions():
+            assert isinstance(function, lambda_.Function)
+            function.add_environment(Env.EMAIL_SENDER, email.sender)
+            email.grant_send(function)
 
     def _function_factory(self, prefix: str) -> FunctionFactory:
         def make(name: str, handler: str, timeout: int, memory_mb: int) -> lambda_.IFunction:

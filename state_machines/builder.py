@@ -3,9 +3,10 @@ spec.
 
 `WorkflowBuilder.chain()` walks the spec (`longhaul.engine.spec.WorkflowSpec`): each step as its kind says — `step`
 (a Lambda Task over the whole state), `fan_out` (a Map over an earlier step's item list), `container` (ECS tasks
-resumed by task token), `review` (the review lane) — then `Job completed`. A straight workflow needs nothing more
-(`define`); a workflow whose chain the spec cannot say (a branch, a parallel block) has a module
-`state_machines/<name>.py` with its own `define(builder, timeout=...)` that chains the same named parts, and the
+resumed by task token), `review` (the review lane), `agent` (a loop of turns: Task → Choice) — then `Job completed`;
+a workflow whose agents make compensable side effects gets a compensation lane in front (the saga). A straight
+workflow needs nothing more (`define`); a workflow whose chain the spec cannot say (a branch, a parallel block) has a
+module `state_machines/<name>.py` with its own `define(builder, timeout=...)` that chains the same named parts, and the
 builder checks at synthesis that it visits the spec's steps in order. Every Task gets a timeout, the retry classes
 of the policy and a catch-all that records the failure on the job and step, sends a dead letter to that step's own
 SQS queue and fails the execution (`parts.py`). Only references travel between states: each step receives the
@@ -14,9 +15,12 @@ SQS queue and fails the execution (`parts.py`). Only references travel between s
 
 from __future__ import annotations
 
+import hashlib
+import json
 from collections.abc import Callable
 
-from aws_cdk import Duration
+import jsii
+from aws_cdk import Duration, IResolveContext, IStringProducer, Lazy, RemovalPolicy, Stack
 from aws_cdk import aws_cloudwatch as cloudwatch
 from aws_cdk import aws_iam as iam
 from aws_cdk import aws_logs as logs
@@ -26,6 +30,8 @@ from longhaul.core.errors import JOB_STOPPED
 from longhaul.core.settings import Env
 from longhaul.core.step_events import TASK_GROUP_PREFIX, StepEvent, WorkflowState, payload
 from longhaul.engine.spec import StepKind
+from state_machines.agent_loop import agent_chain
+from state_machines.compensation_lane import with_compensation_lane
 from state_machines.maps import item_map
 from state_machines.parts import (
     RUN_TASK_WAIT,
@@ -35,6 +41,34 @@ from state_machines.parts import (
 )
 from state_machines.policy import STOPPED_ERRORS
 from state_machines.review_lane import review_chain
+
+# The alias jobs start through; it routes to the version the latest deploy published.
+LIVE_ALIAS = "live"
+# What a state machine version freezes, besides its definition: a change of any publishes a new version.
+VERSIONED_PROPERTIES = (
+    "definition_string",
+    "role_arn",
+    "logging_configuration",
+    "tracing_configuration",
+    "state_machine_type",
+)
+
+
+@jsii.implements(IStringProducer)
+class _VersionLogicalId:
+    """The logical id of a state machine's version: its own id and a digest of what the version freezes, as CDK names
+    a Lambda function's `current_version`. A deploy that changes the machine adds a new version resource, which
+    CloudFormation creates after updating the machine; the previous one leaves the template and, retained, stays
+    in the account for the executions that started on it."""
+
+    def __init__(self, prefix: str, machine: sfn.CfnStateMachine) -> None:
+        self._prefix = prefix
+        self._machine = machine
+
+    def produce(self, context: IResolveContext) -> str:
+        frozen = Stack.of(self._machine).resolve({name: getattr(self._machine, name) for name in VERSIONED_PROPERTIES})
+        digest = hashlib.sha256(json.dumps(frozen, sort_keys=True, default=str).encode()).hexdigest()[:16]
+        return f"{self._prefix}{digest}"
 
 
 class WorkflowBuilder(WorkflowParts):
@@ -99,7 +133,8 @@ class WorkflowBuilder(WorkflowParts):
         self, name: str, prefix: str, task: sfn.TaskStateBase | sfn.CustomState, timeout: int
     ) -> sfn.IChainable:
         """An item's Task → `false`; a stopped job → the item fails `JobStopped`; any other failure → record it, dead
-        letter → `true`. `prefix` keeps the state names of each copy of the processor unique."""
+        letter → `true` (also when recording it failed: an item's failure never fails the Map). `prefix` keeps the
+        state names of each copy of the processor unique."""
         item_done = sfn.Pass(self, f"{prefix} item done", result=sfn.Result.from_boolean(False))
         item_failed = sfn.Pass(self, f"{prefix} item failed", result=sfn.Result.from_boolean(True))
         item_stopped = sfn.Fail(self, f"{prefix} item stopped", error=JOB_STOPPED, cause="The job stopped.")
@@ -113,6 +148,7 @@ class WorkflowBuilder(WorkflowParts):
                 timeout=timeout,
                 step=name,
                 ref_path="$.ref",
+                unrecorded=item_failed,
             ),
             result_path="$.failure",
         )
@@ -196,15 +232,23 @@ class WorkflowBuilder(WorkflowParts):
         let the lane apply the decision or take the next rung (see `state_machines.review_lane`)."""
         return review_chain(self, name)
 
+    def agent(self, name: str) -> sfn.Chain:
+        """The spec's agent step: a loop of turns, a Lambda Task each, then a Choice whether to take another (see
+        `state_machines.agent_loop`)."""
+        return agent_chain(self, name)
+
     def state_machine(
         self, definition: sfn.IChainable, *, timeout: Duration, name: str | None = None
     ) -> sfn.StateMachine:
         """The Standard state machine, with full logging and X-Ray tracing; its chain must visit the spec's steps
-        in the spec's order."""
+        in the spec's order. A workflow whose agents make side effects with a compensation gets its compensation
+        lane in front (`state_machines.compensation_lane`)."""
         if tuple(self.visited) != self.spec.step_names:
             raise ValueError(
                 f"{self.workflow}: the definition visits {self.visited}, the spec lists {list(self.spec.step_names)}"
             )
+        if self.spec.compensated:
+            definition = with_compensation_lane(self, definition)
         log_group = logs.LogGroup(self, "ExecutionLogs", retention=self.policy.log_retention)
         machine = sfn.StateMachine(
             self,
@@ -219,6 +263,15 @@ class WorkflowBuilder(WorkflowParts):
         )
         for target in self.container_targets.values():
             self._grant_run_task(machine, target)
+        # Every version of its step functions, not only this deploy's: an execution that started on an older
+        # version of this machine invokes that version's functions until it ends.
+        machine.add_to_role_policy(
+            iam.PolicyStatement(
+                actions=["lambda:InvokeFunction"],
+                resources=[f"{function.function_arn}:*" for function in self.functions.values()],
+            )
+        )
+        self.version, self.alias = self._publish(machine)
         self.alarms.append(
             cloudwatch.Alarm(
                 self,
@@ -231,6 +284,34 @@ class WorkflowBuilder(WorkflowParts):
             )
         )
         return machine
+
+    def _publish(self, machine: sfn.StateMachine) -> tuple[sfn.CfnStateMachineVersion, sfn.CfnStateMachineAlias]:
+        """This deploy's version of the machine (retained: older executions keep running on theirs) and the `live`
+        alias routing every new job to it."""
+        cfn_machine = machine.node.default_child
+        assert isinstance(cfn_machine, sfn.CfnStateMachine)
+        version = sfn.CfnStateMachineVersion(
+            self,
+            "Version",
+            state_machine_arn=machine.state_machine_arn,
+            description=f"Longhaul workflow {self.workflow}"
+            + (f", code {self.code_version}" if self.code_version else ""),
+        )
+        version.apply_removal_policy(RemovalPolicy.RETAIN)
+        prefix = str(Stack.of(self).resolve(version.logical_id))
+        version.override_logical_id(Lazy.uncached_string(_VersionLogicalId(prefix, cfn_machine)))
+        alias = sfn.CfnStateMachineAlias(
+            self,
+            "LiveAlias",
+            name=LIVE_ALIAS,
+            description=f"Where new {self.workflow} jobs start: the latest deploy's version",
+            routing_configuration=[
+                sfn.CfnStateMachineAlias.RoutingConfigurationVersionProperty(
+                    state_machine_version_arn=version.attr_arn, weight=100
+                )
+            ],
+        )
+        return version, alias
 
     @staticmethod
     def _grant_run_task(machine: sfn.StateMachine, target: ContainerTarget) -> None:
@@ -263,6 +344,7 @@ class WorkflowBuilder(WorkflowParts):
             StepKind.FAN_OUT: self.fan_out,
             StepKind.CONTAINER: self.container,
             StepKind.REVIEW: self.review,
+            StepKind.AGENT: self.agent,
         }
         chain: sfn.Chain | None = None
         for spec in self.spec.steps:

@@ -55,8 +55,25 @@ def item_map(
     )
     counted = f"$.fanout_count.{name}.items"
     done = sfn.Pass(b, f"{name}: all items done", result_path=sfn.JsonPath.DISCARD)
+    # The summary names the failed items from the Map's own outcomes (inline) or the items that did not commit
+    # (distributed: its results stay in S3), never only from what the items' recorders got to write.
     items_failed = b.failure_path(
-        f"{name} items", job_path="$.job_id", end=b.job_failed, step=name, error=ITEMS_FAILED, dead_letter=False
+        f"{name} items",
+        job_path="$.job_id",
+        end=b.job_failed,
+        step=name,
+        error=ITEMS_FAILED,
+        dead_letter=False,
+        outcomes_path=f"$.fanout.{name}",
+    )
+    batched_items_failed = b.failure_path(
+        f"{name} batched items",
+        job_path="$.job_id",
+        end=b.job_failed,
+        step=name,
+        error=ITEMS_FAILED,
+        dead_letter=False,
+        count_path=f"{over}.count",
     )
 
     inline = _inline(b, name, make_processor, over, concurrency)
@@ -77,7 +94,7 @@ def item_map(
     distributed = _distributed(b, name, make_processor, over, concurrency)
     distributed_verdict = (
         sfn.Choice(b, f"{name}: any batched item failed?")
-        .when(sfn.Condition.boolean_equals(f"$.fanout_tally.{name}.any_failed", True), items_failed)
+        .when(sfn.Condition.boolean_equals(f"$.fanout_tally.{name}.any_failed", True), batched_items_failed)
         .otherwise(done)
     )
     distributed.next(_tally_task(b, name)).next(distributed_verdict)
@@ -174,7 +191,7 @@ def _tally_task(b: WorkflowParts, name: str, *, state: str | None = None) -> tas
     task = tasks.LambdaInvoke(
         b,
         state or f"{name}: tally batched items",
-        lambda_function=b.tally_function,
+        lambda_function=b.version_of(b.tally_function),
         payload=sfn.TaskInput.from_object(
             payload(
                 TallyEvent,

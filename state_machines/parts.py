@@ -14,9 +14,10 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from aws_cdk import Duration, Stack
+from aws_cdk import ArnFormat, Duration, Stack
 from aws_cdk import aws_cloudwatch as cloudwatch
 from aws_cdk import aws_ecs as ecs
+from aws_cdk import aws_iam as iam
 from aws_cdk import aws_lambda as lambda_
 from aws_cdk import aws_s3 as s3
 from aws_cdk import aws_sqs as sqs
@@ -67,8 +68,10 @@ class WorkflowParts(Construct):
         policy: StepPolicy = DEFAULT_POLICY,
         containers: Mapping[str, ContainerTarget] | None = None,
         artifacts: s3.IBucket | None = None,
+        code_version: str = "",
     ) -> None:
         super().__init__(scope, construct_id)
+        self.code_version = code_version  # named in the description of each state machine version
         self.artifacts_bucket = artifacts  # Distributed Maps read their manifests from it and write results to it
         self._tally: lambda_.IFunction | None = None
         self.distributed_maps = 0
@@ -83,6 +86,7 @@ class WorkflowParts(Construct):
         self.alarms: list[cloudwatch.Alarm] = []
         self.visited: list[str] = []  # the spec's steps in the order the definition chains them
         self.review_lanes: dict[str, lambda_.IFunction] = {}  # review step -> its lane's function
+        self.compensation_function: lambda_.IFunction | None = None  # the compensation lane's, if it has one
         # Named after the stack (two deployments never clash) so that its review lane can be granted task responses
         # on its ARN without referencing the machine, which references the lane: no dependency cycle.
         self.machine_name = f"{Stack.of(self).stack_name}-{spec.name}"
@@ -123,7 +127,29 @@ class WorkflowParts(Construct):
     def function(self, name: str, handler: str, timeout: int, memory_mb: int) -> lambda_.IFunction:
         function = self._make_function(name, handler, timeout, memory_mb)
         self.functions[name] = function
+        if handler == STEP_HANDLER:
+            self._grant_describe_own_executions(function)
         return function
+
+    def _grant_describe_own_executions(self, function: lambda_.IFunction) -> None:
+        """DescribeExecution of this workflow's executions: the first step of an execution records on its job which
+        state machine version it runs. By the ARN the machine's name gives (the machine references the function:
+        referencing it back would be a dependency cycle)."""
+        executions = Stack.of(self).format_arn(
+            service="states",
+            resource="execution",
+            resource_name=f"{self.machine_name}:*",
+            arn_format=ArnFormat.COLON_RESOURCE_NAME,
+        )
+        function.add_to_role_policy(iam.PolicyStatement(actions=["states:DescribeExecution"], resources=[executions]))
+
+    @staticmethod
+    def version_of(function: lambda_.IFunction) -> lambda_.IVersion:
+        """What a Task invokes: the version of the function this deploy publishes, so that an execution of this state
+        machine version runs the code and configuration it was deployed with, whatever is deployed later."""
+        if not isinstance(function, lambda_.Function):
+            raise TypeError(f"{function.node.path}: a step's function must be a Function to be versioned")
+        return function.current_version
 
     def lambda_task(
         self, state_name: str, function: lambda_.IFunction, timeout: int, *, payload: dict[str, Any], result_path: str
@@ -131,7 +157,7 @@ class WorkflowParts(Construct):
         return tasks.LambdaInvoke(
             self,
             state_name,
-            lambda_function=function,
+            lambda_function=self.version_of(function),
             payload=sfn.TaskInput.from_object(payload),
             payload_response_only=True,
             retry_on_service_exceptions=False,
@@ -161,6 +187,10 @@ class WorkflowParts(Construct):
             max_delay=Duration.seconds(p.retry_max_delay),
             jitter_strategy=sfn.JitterType.FULL,
         )
+
+    def dead_letter_queue(self, step: str) -> sqs.Queue:
+        """The step's (or the compensation lane's) own dead-letter queue, with its alarm."""
+        return self._dead_letter_queue(step)
 
     def _dead_letter_queue(self, step: str) -> sqs.Queue:
         if step not in self.dead_letter_queues:
@@ -199,11 +229,18 @@ class WorkflowParts(Construct):
         dead_letter: bool = True,
         timeout: int | None = None,
         ref_path: str | None = None,
+        outcomes_path: str | None = None,
+        count_path: str | None = None,
+        unrecorded: sfn.IChainable | None = None,
     ) -> sfn.IChainable:
         """record failure (job and step) → dead letter to the step's own queue → `end`.
 
         `timeout` (the step function's timeout, for a step's own Task) adds the policy's limits to the recorder's
         payload (`runner.StepLimits`), so that a timeout is recorded as "timed out after 75 s on each of 2 attempts".
+        `outcomes_path`/`count_path` (a fan-out's summary) pass the Map's item outcomes or the item count, from which
+        the summary names the failed items. `unrecorded` (a fan-out item's path): where to go when the failure could
+        not be recorded or dead-lettered (its recorder timed out or failed), so that the item still yields its
+        failure and the Map goes on: the summary after the Map names it all the same.
         """
         step = step or state_prefix
         fields: dict[str, Any] = {
@@ -223,10 +260,14 @@ class WorkflowParts(Construct):
             fields["item"] = item_path
         if ref_path:  # the item's reference, so that its failure and dead letter can name the document
             fields["ref"] = ref_path
+        if outcomes_path:
+            fields["outcomes"] = outcomes_path
+        if count_path:
+            fields["count"] = count_path
         record = tasks.LambdaInvoke(
             self,
             f"{state_prefix}: record failure",
-            lambda_function=self._recorder,
+            lambda_function=self.version_of(self._recorder),
             payload=sfn.TaskInput.from_object(payload(FailureEvent, **fields)),
             payload_response_only=True,
             retry_on_service_exceptions=False,
@@ -234,6 +275,8 @@ class WorkflowParts(Construct):
             task_timeout=sfn.Timeout.duration(Duration.seconds(self.policy.task_timeout())),
         )
         self.apply_retries(record)
+        if unrecorded is not None:
+            record.add_catch(unrecorded, errors=["States.ALL"], result_path="$.recording_failure")
         if not dead_letter:
             return record.next(end)
         send = tasks.SqsSendMessage(
@@ -245,4 +288,6 @@ class WorkflowParts(Construct):
             task_timeout=sfn.Timeout.duration(Duration.seconds(self.policy.send_timeout)),
         )
         self.apply_retries(send)
+        if unrecorded is not None:
+            send.add_catch(unrecorded, errors=["States.ALL"], result_path="$.recording_failure")
         return record.next(send).next(end)

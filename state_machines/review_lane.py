@@ -59,7 +59,7 @@ def review_chain(b: WorkflowParts, name: str) -> sfn.Chain:
     wait = tasks.LambdaInvoke(
         b,
         f"{name}: wait",
-        lambda_function=lane,
+        lambda_function=b.version_of(lane),
         integration_pattern=sfn.IntegrationPattern.WAIT_FOR_TASK_TOKEN,
         # The token as CDK's own JsonPath (which it checks a callback payload for), the rest by field name.
         payload=sfn.TaskInput.from_object(

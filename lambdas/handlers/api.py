@@ -1,13 +1,15 @@
 """The API function: Powertools REST resolver, validated by the pydantic contracts, RFC 9457 errors.
 
 Before routing: the body size, then the API key (no validation feedback without one), the operator role on
-`/v1/ops/`, the reviewer role on `/v1/reviews` (a reviewer key reaches nothing else), and a JSON body's media type.
-Health, the OpenAPI document and Swagger UI need no key.
+`/v1/ops/`, the reviewer role on `/v1/reviews` (a reviewer key reaches nothing else but `/v1/me`), and a JSON body's
+media type. Health, the OpenAPI document, Swagger UI and the web console (`/console`) need no key.
 """
 
 from __future__ import annotations
 
 import json
+import re
+import uuid
 from collections.abc import Mapping
 from typing import Annotated, Any
 
@@ -20,14 +22,34 @@ from aws_lambda_powertools.event_handler.openapi.models import HTTPBearer, Serve
 from aws_lambda_powertools.event_handler.openapi.params import Body, Header, Path, Query
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
+from handlers.api_console import is_console_path
+from handlers.api_console import router as console_routes
 from handlers.api_ops import router as operator_routes
 from handlers.api_reviews import router as reviewer_routes
-from handlers.api_shared import PROBLEM_JSON, SSE, EventsLimit, events_response, job_service, principal, problems
+from handlers.api_shared import (
+    BAD_CURSOR,
+    INVALID_PARAMETERS,
+    PROBLEM_JSON,
+    SSE,
+    Cursor,
+    EventsLimit,
+    EventsWait,
+    base_url,
+    events_response,
+    job_service,
+    keyed,
+    principal,
+    problems,
+    with_json_body,
+)
 from handlers.resolver import ThreadSafeRestResolver
+from longhaul.api.graph import WorkflowGraph
 from longhaul.api.jobs import readiness
-from longhaul.core import correlation, limits
+from longhaul.core import correlation, jsonbody, limits
 from longhaul.core.auth import Principal, bearer_token
 from longhaul.core.contracts import (
+    IDEMPOTENCY_KEY_PATTERN,
+    Caller,
     CancelOutcome,
     EventPage,
     Health,
@@ -35,6 +57,7 @@ from longhaul.core.contracts import (
     JobList,
     JobStatus,
     JobView,
+    PageText,
     UploadRequest,
     UploadTicket,
 )
@@ -51,7 +74,7 @@ from longhaul.core.problems import (
     UnsupportedMediaType,
 )
 from longhaul.services import services
-from longhaul.workflows import REGISTRY, JobRequest
+from longhaul.workflows import EDITS_MODELS, REGISTRY, RESULT_MODELS, JobRequest, JobResultBody
 
 MARKDOWN = "text/markdown"
 API_VERSION = "1.0.0"
@@ -68,10 +91,18 @@ DESCRIPTION = (
     f"{limits.ACCEPTED_MEDIA_TYPE} (415 otherwise).\n\n"
     "Without a key: `GET /v1/health`, this document at `GET /v1/openapi.json`, Swagger UI at `GET /v1/docs`."
 )
-# Served without an API key (and checked against the gateway's routes).
+# Served without an API key (and checked against the gateway's routes); so is the console (`/console`, `/console/…`).
 PUBLIC_PATHS = frozenset({"/v1/health", "/v1/openapi.json", "/v1/docs"})
+# What every role may call: who the key is.
+EVERY_ROLE_PATHS = frozenset({"/v1/me"})
 JSON_METHODS = frozenset({"POST", "PUT", "PATCH"})
-app = ThreadSafeRestResolver(enable_validation=True)  # the local runtime resolves requests concurrently
+# Every operation may meet an error nobody foresaw: a 500 problem whose `error_id` is in the log line of the error.
+UNEXPECTED = problems(500, "An unexpected error; `error_id` finds its log line")
+app = ThreadSafeRestResolver(  # the local runtime resolves requests concurrently
+    enable_validation=True,
+    json_body_deserializer=jsonbody.loads,  # strict: no body reaches a model as something the platform cannot hold
+    always_responses=UNEXPECTED,
+)
 
 
 def _problem_response(problem: ApiProblem) -> Response[str]:
@@ -86,20 +117,12 @@ def _problem_response(problem: ApiProblem) -> Response[str]:
     )
 
 
-COMMON_PROBLEMS = {
-    **problems(401, "Missing or unknown API key"),
-    **problems(404, "No such job for this tenant"),
-}
+TENANT_KEY = "A reviewer key (it reaches only the review routes)"
+JOB_PROBLEMS = {**keyed(TENANT_KEY), **problems(404, "No such job for this tenant")}
 
 
 def _base_url() -> str:
-    event = app.current_event
-    headers = {k.lower(): v for k, v in (event.headers or {}).items()}
-    proto = headers.get("x-forwarded-proto", "https")
-    host = headers.get("host", "localhost")
-    full_path = event.request_context.path or event.path
-    prefix = full_path[: -len(event.path)] if full_path.endswith(event.path) else ""
-    return f"{proto}://{host}{prefix}"
+    return base_url(app)
 
 
 # ---------------------------------------------------------------------- middleware and errors
@@ -110,11 +133,18 @@ def _api_problem(problem: ApiProblem) -> Response[str]:
     return _problem_response(problem)
 
 
+def _internal_problem() -> InternalProblem:
+    """The 500 problem of the exception being handled, logged once with its trace under a new `error_id`, which
+    the problem carries: a client's report finds the log line."""
+    error_id = f"err_{uuid.uuid4().hex}"
+    logger.exception("unhandled error in the API", extra={"error_id": error_id})
+    return InternalProblem(f"an unexpected error occurred; it is logged as {error_id}", error_id=error_id)
+
+
 @app.exception_handler(Exception)
 def _unexpected(error: Exception) -> Response[str]:
     """Anything unforeseen is a 500 problem (logged with its trace), never a bare gateway error."""
-    logger.exception("unhandled error in the API")
-    return _problem_response(InternalProblem("an unexpected error occurred; it has been logged"))
+    return _problem_response(_internal_problem())
 
 
 @app.exception_handler(RequestUnsupportedContentType)
@@ -138,16 +168,29 @@ def _validation_problem(error: RequestValidationError) -> Response[str]:
     extra: dict[str, Any] = {}
     if any(tuple(e["loc"][:2]) == ("body", "workflow") for e in details):
         extra["allowed_workflows"] = list(REGISTRY)
+    if any(tuple(e["loc"][:2]) == ("body", "sla_class") for e in details):  # as for a class the policy refuses
+        extra["allowed_sla_classes"] = job_service().allowed_sla_classes(principal(app))
     return _problem_response(InvalidRequest("see `errors` for what is not allowed", errors=details, **extra))
 
 
 def _location(error: Mapping[str, Any]) -> list[int | str]:
-    """A field's location as the client wrote it: without the union's tag (`body.<workflow>.input` → `body.input`);
-    a missing or unknown `workflow` (the union's tag) is located at `body.workflow`."""
+    """A field's location as the client wrote it: without the union's tag (`body.<workflow>.input` → `body.input`)
+    or the member of a union it is about (a reviewer's `edits`); a missing or unknown `workflow` (the union's tag) is
+    located at `body.workflow`."""
     parts = list(error.get("loc", ()))
     if error.get("type") in ("union_tag_invalid", "union_tag_not_found") and parts == ["body"]:
         return ["body", "workflow"]
-    return parts[:1] + parts[2:] if len(parts) > 1 and parts[0] == "body" and parts[1] in REGISTRY else parts
+    parts = parts[:1] + parts[2:] if len(parts) > 1 and parts[0] == "body" and parts[1] in REGISTRY else parts
+    return [part for part in parts if not _union_member(part)]
+
+
+_EDITS_MODELS = frozenset(model.__name__ for model in EDITS_MODELS)
+
+
+def _union_member(part: object) -> bool:
+    """pydantic's label of a union's member: the model's name (`SummaryEdits`), or its validator's
+    (`function-after[_something(), AnswerEdits]`)."""
+    return isinstance(part, str) and (part in _EDITS_MODELS or (part.startswith("function-") and "[" in part))
 
 
 @app.not_found
@@ -158,29 +201,52 @@ def _not_found(_: Exception) -> Response[str]:
 # ---------------------------------------------------------------------- routes
 
 
+_JOB_LINKS = {
+    name: {"operationId": operation, "parameters": {"job_id": "$response.body#/job_id"}}
+    for name, operation in (
+        ("GetJob", "get_job"),
+        ("GetEvents", "get_events"),
+        ("GetResult", "get_result"),
+        ("CancelJob", "cancel_job"),
+    )
+}
+
+
 @app.post(
     "/v1/jobs",
     summary="Submit a job",
+    operation_id="submit_job",
     responses={
-        202: {"description": "Accepted", "content": {"application/json": {"model": JobAccepted}}},
-        **problems(400, "Malformed JSON or Idempotency-Key"),
-        **problems(413, f"Body over {limits.MAX_BODY_BYTES} bytes (LONGHAUL_MAX_BODY_BYTES)"),
-        **problems(415, f"Body not {limits.ACCEPTED_MEDIA_TYPE}"),
-        **problems(
-            422,
-            "Invalid input or name, unknown workflow, Idempotency-Key reused with another payload, or a budget, route "
-            "or sla_class outside the tenant's policy",
+        202: {
+            "description": "Accepted (or, for a known Idempotency-Key with the same payload, the same job again)",
+            "headers": {"Location": {"description": "The job's status URL.", "schema": {"type": "string"}}},
+            "content": {"application/json": {"model": JobAccepted}},
+            "links": _JOB_LINKS,
+        },
+        **keyed(TENANT_KEY, takes_body=True),
+        **with_json_body(
+            "Invalid input or name, unknown workflow, Idempotency-Key outside its pattern or reused with another "
+            "payload, a budget, route or sla_class outside the tenant's policy, or an upload that is missing"
         ),
         **problems(
             429,
             "Over the tenant's submissions_per_minute (`rate-limited`) or daily model allowance; the Retry-After "
             "header and `retry_after_seconds` say when to retry",
         ),
+        **problems(503, "The platform could not accept the job now; retry with the same Idempotency-Key"),
     },
 )
 def submit_job(
     request: Annotated[JobRequest, Body()],  # one model per workflow, discriminated on `workflow`
-    idempotency_key: Annotated[str | None, Header(alias="Idempotency-Key")] = None,
+    idempotency_key: Annotated[
+        str | None,
+        Header(
+            alias="Idempotency-Key",
+            pattern=IDEMPOTENCY_KEY_PATTERN,
+            description="The same key with the same payload answers the same job (24 h, per tenant); with another "
+            "payload it is a 422.",
+        ),
+    ] = None,
 ) -> Response[str]:
     accepted, _ = job_service().submit(principal(app), request, idempotency_key, _base_url())
     return Response(
@@ -191,43 +257,71 @@ def submit_job(
     )
 
 
-@app.get("/v1/jobs/<job_id>", summary="Job status and progress", responses=COMMON_PROBLEMS)
+@app.get("/v1/jobs/<job_id>", summary="Job status and progress", operation_id="get_job", responses=JOB_PROBLEMS)
 def get_job(job_id: Annotated[str, Path()]) -> JobView:
     return job_service().view(principal(app), job_id)
 
 
+GRAPH_PROBLEMS = {**problems(503, "The workflow engine did not answer")}
+
+
+@app.get(
+    "/v1/jobs/<job_id>/graph",
+    summary="The job's workflow as a graph: the states of the state machine its execution runs, each with this "
+    "job's status (done, running, waiting, failed, stopped, skipped, pending), and each fan-out's progress",
+    operation_id="get_graph",
+    responses={**JOB_PROBLEMS, **GRAPH_PROBLEMS},
+)
+def get_graph(job_id: Annotated[str, Path()]) -> WorkflowGraph:
+    return job_service().graph(principal(app), job_id)
+
+
+@app.get(
+    "/v1/jobs/<job_id>/pages",
+    summary="A page of the job's document as its steps read it (where a citation's quote is shown in context)",
+    operation_id="get_page",
+    responses={**keyed(TENANT_KEY), **problems(404, "No such job, document or page"), **INVALID_PARAMETERS},
+)
+def get_page(
+    job_id: Annotated[str, Path()],
+    document: Annotated[str, Query(min_length=1, max_length=limits.MAX_ARCHIVE_NAME_CHARS)],
+    page: Annotated[int, Query(ge=1)],
+) -> PageText:
+    return job_service().page(principal(app), job_id, document, page)
+
+
 @app.get(
     "/v1/jobs/<job_id>/events",
-    summary="The job's append-only event log (JSON pages, or Server-Sent Events with Accept: text/event-stream)",
+    summary="The job's append-only event log (JSON pages, or Server-Sent Events with Accept: text/event-stream); "
+    "`wait` long-polls for the next event",
+    operation_id="get_events",
     responses={
         200: {
             "description": "A page of events",
             "content": {"application/json": {"model": EventPage}, SSE: {"schema": {"type": "string"}}},
         },
-        **COMMON_PROBLEMS,
+        **JOB_PROBLEMS,
+        **BAD_CURSOR,
+        **INVALID_PARAMETERS,
     },
 )
 def get_events(
-    job_id: Annotated[str, Path()], cursor: Annotated[str | None, Query()] = None, limit: EventsLimit = 100
+    job_id: Annotated[str, Path()], cursor: Cursor = None, limit: EventsLimit = 100, wait: EventsWait = 0
 ) -> Response[str]:
-    return events_response(app, job_id, cursor, limit, any_tenant=False)
+    return events_response(app, job_id, cursor, limit, wait, any_tenant=False)
 
 
 @app.get(
     "/v1/jobs/<job_id>/result",
     summary="The job's result (JSON, or its Markdown rendering with Accept: text/markdown)",
+    operation_id="get_result",
     responses={
         200: {
-            "description": "The result; its `budget` (`BudgetView`: limits, usage, cost and what remains, per step) "
-            "is added to the workflow's result",
-            "content": {
-                "application/json": {
-                    "schema": {"oneOf": [s.result_model.model_json_schema() for s in REGISTRY.values()]}
-                },
-                MARKDOWN: {"schema": {"type": "string"}},
-            },
+            "description": "The result of the job's workflow, with its `budget` (limits, usage, cost and what "
+            "remains, per step)",
+            "content": {"application/json": {"model": JobResultBody}, MARKDOWN: {"schema": {"type": "string"}}},
         },
-        **COMMON_PROBLEMS,
+        **JOB_PROBLEMS,
         **problems(409, "Not completed yet"),
     },
 )
@@ -237,15 +331,20 @@ def get_result(job_id: Annotated[str, Path()]) -> Response[str]:
     if MARKDOWN in (app.current_event.get_header_value("Accept") or "") and isinstance(markdown_key, str):
         markdown = services().artifacts.get_bytes(markdown_key).decode()
         return Response(status_code=200, content_type=f"{MARKDOWN}; charset=utf-8", body=markdown)
-    budget = job_service().view(principal(app), job_id).budget
-    body = {**result.model_dump(mode="json"), "budget": budget.model_dump(mode="json") if budget else None}
-    return Response(status_code=200, content_type="application/json", body=json.dumps(body, ensure_ascii=False))
+    view = job_service().view(principal(app), job_id)
+    body = RESULT_MODELS[view.workflow].model_validate({**result.model_dump(), "budget": view.budget})
+    return Response(status_code=200, content_type="application/json", body=body.model_dump_json())
 
 
 @app.post(
     "/v1/uploads",
     summary=f"Get a presigned URL to upload a document (up to {limits.MAX_UPLOAD_BYTES} bytes)",
-    responses={**problems(415, f"Body not {limits.ACCEPTED_MEDIA_TYPE}"), **problems(422, "Invalid name or type")},
+    operation_id="create_upload",
+    responses={
+        201: {"description": "The upload's id and URL", "content": {"application/json": {"model": UploadTicket}}},
+        **keyed(TENANT_KEY, takes_body=True),
+        **with_json_body("Invalid name or media type"),
+    },
 )
 def create_upload(request: Annotated[UploadRequest, Body()]) -> Response[str]:
     ticket: UploadTicket = job_service().create_upload(principal(app), request)
@@ -255,12 +354,13 @@ def create_upload(request: Annotated[UploadRequest, Body()]) -> Response[str]:
 @app.get(
     "/v1/jobs",
     summary="The tenant's jobs, newest first, paged",
-    responses={**problems(400, "Not a cursor of this listing"), **problems(401, "Missing or unknown API key")},
+    operation_id="list_jobs",
+    responses={**keyed(TENANT_KEY), **BAD_CURSOR, **INVALID_PARAMETERS},
 )
 def list_jobs(
     status: Annotated[JobStatus | None, Query()] = None,
     limit: Annotated[int, Query(ge=1, le=limits.MAX_PAGE_SIZE)] = 50,
-    cursor: Annotated[str | None, Query(description="`next_cursor` of the previous page")] = None,
+    cursor: Cursor = None,
 ) -> JobList:
     return job_service().list(principal(app), status, limit, cursor)
 
@@ -268,13 +368,16 @@ def list_jobs(
 @app.post(
     "/v1/jobs/<job_id>/cancel",
     summary="Cancel a job: stop its execution, keep its completed steps",
+    operation_id="cancel_job",
     responses={
         202: {
             "description": "Cancelled (or already cancelled)",
             "content": {"application/json": {"model": CancelOutcome}},
         },
-        **COMMON_PROBLEMS,
+        **JOB_PROBLEMS,
+        **keyed(TENANT_KEY, takes_body=True),
         **problems(409, "The job already finished"),
+        **problems(503, "The workflow engine did not stop the job now; retry"),
     },
 )
 def cancel_job(job_id: Annotated[str, Path()]) -> Response[str]:
@@ -284,6 +387,22 @@ def cancel_job(job_id: Annotated[str, Path()]) -> Response[str]:
 
 app.include_router(operator_routes)
 app.include_router(reviewer_routes)
+app.include_router(console_routes)
+
+
+@app.get(
+    "/v1/me",
+    summary="Whose key this is: its tenant and role (every role may ask)",
+    operation_id="get_me",
+    responses={
+        **problems(401, "Missing or unknown API key"),
+        **problems(413, f"Body over {limits.MAX_BODY_BYTES} bytes (LONGHAUL_MAX_BODY_BYTES)"),
+    },
+)
+def get_me() -> Caller:
+    caller = principal(app)
+    return Caller(tenant_id=caller.tenant_id, role=caller.role)
+
 
 # ---------------------------------------------------------------------- without a key
 
@@ -291,6 +410,7 @@ app.include_router(reviewer_routes)
 @app.get(
     "/v1/health",
     summary="Version and readiness (no key needed)",
+    operation_id="get_health",
     security=[],
     responses={
         200: {"description": "Ready", "content": {"application/json": {"model": Health}}},
@@ -333,7 +453,33 @@ def openapi_json(server: str = "http://127.0.0.1:8000") -> str:
         )
     )
     spec["paths"]["/v1/health"]["get"]["security"] = []  # Powertools drops an empty list: no key needed here
+    for operation in (op for path in spec["paths"].values() for op in path.values()):
+        # Powertools documents a 422 of its own shape on every operation; this API answers a problem instead, and
+        # only where a parameter or the body can be refused (each route declares it).
+        responses = operation["responses"]
+        if _VALIDATION_ERROR in json.dumps(responses.get("422", {})):
+            del responses["422"]
+    _keep_reachable_schemas(spec)
     return json.dumps(spec, indent=2)
+
+
+_VALIDATION_ERROR = "#/components/schemas/HTTPValidationError"
+
+
+def _keep_reachable_schemas(spec: dict[str, Any]) -> None:
+    """Drop the component schemas no operation reaches (Powertools' own validation error models)."""
+    schemas: dict[str, Any] = spec["components"]["schemas"]
+    reached: set[str] = set()
+    pending = [spec["paths"]]
+    while pending:
+        text = json.dumps(pending.pop())
+        for name in set(_REF.findall(text)) - reached:
+            reached.add(name)
+            pending.append(schemas[name])
+    spec["components"]["schemas"] = {name: schema for name, schema in schemas.items() if name in reached}
+
+
+_REF = re.compile(r'"#/components/schemas/([^"]+)"')
 
 
 def _raw_problem(problem: ApiProblem, event: dict[str, Any]) -> dict[str, Any]:
@@ -341,6 +487,8 @@ def _raw_problem(problem: ApiProblem, event: dict[str, Any]) -> dict[str, Any]:
     headers = {"Content-Type": PROBLEM_JSON}
     if problem.status == 401:
         headers["WWW-Authenticate"] = 'Bearer realm="longhaul"'
+    if "retry_after_seconds" in problem.extra:
+        headers["Retry-After"] = str(problem.extra["retry_after_seconds"])
     return {
         "statusCode": problem.status,
         "headers": headers,
@@ -374,13 +522,22 @@ def _body_size(event: dict[str, Any]) -> int:
     return len(body.encode() if isinstance(body, str) else body)
 
 
+def _text_body(event: dict[str, Any]) -> dict[str, Any]:
+    """The event with its body as text: a base64-encoded body (binary passthrough, or the local front door's for
+    a body that is not text) is decoded here, and one that is not UTF-8 is a 400 naming the body."""
+    body = event.get("body")
+    if not event.get("isBase64Encoded") or not isinstance(body, str) or not body:
+        return event
+    return {**event, "body": jsonbody.text_of(body, base64_encoded=True), "isBase64Encoded": False}
+
+
 @logger.inject_lambda_context(clear_state=True)
 def handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
     """Every response carries the request's correlation id (`X-Request-Id`), which a submission stores on its job."""
     request_id = correlation.from_headers(event.get("headers"))
     logger.append_keys(correlation_id=request_id, route=f"{event.get('httpMethod')} {event.get('resource')}")
     with correlation.bound(request_id):
-        response = _handle(event, context)
+        response = _guarded(event, context)
     headers = response.setdefault("headers", None) or {}
     response["headers"] = {**headers, correlation.REQUEST_ID_HEADER: request_id}
     multi = response.get("multiValueHeaders")
@@ -389,9 +546,20 @@ def handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
     return response
 
 
+def _guarded(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
+    """Size limit, then authentication (before any validation feedback), the role, the media type, the routes; an
+    error nobody foresaw, before routing or in it, is a 500 problem with the `error_id` of its log line."""
+    try:
+        return _handle(event, context)
+    except ApiProblem as problem:
+        return _raw_problem(problem, event)
+    except Exception:
+        return _raw_problem(_internal_problem(), event)
+
+
 def _handle(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
-    """Size limit, then authentication (before any validation feedback), the role, the media type, the routes."""
-    if str(event.get("path", "")).rstrip("/") in PUBLIC_PATHS and event.get("httpMethod") == "GET":
+    public = str(event.get("path", "")).rstrip("/") in PUBLIC_PATHS or is_console_path(str(event.get("path", "")))
+    if public and event.get("httpMethod") == "GET":
         return app.resolve(event, context)
     limit = services().settings.max_body_bytes
     if _body_size(event) > limit:
@@ -405,7 +573,7 @@ def _handle(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
     reviewer_route = path == "/v1/reviews" or path.startswith("/v1/reviews/")
     if reviewer_route and principal.role != "reviewer":
         return _raw_problem(Forbidden("review routes need a key with the reviewer role"), event)
-    if principal.role == "reviewer" and not reviewer_route:
+    if principal.role == "reviewer" and not reviewer_route and path not in EVERY_ROLE_PATHS:
         return _raw_problem(Forbidden("a reviewer key reaches only the review routes (/v1/reviews)"), event)
     # A body that is not JSON is refused before anything reads it (a missing Content-Type is read as JSON).
     content_type = _content_type(event)
@@ -414,4 +582,4 @@ def _handle(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
         return _raw_problem(_not_json(content_type), event)
     logger.append_keys(tenant_id=principal.tenant_id)
     app.append_context(principal=principal)
-    return app.resolve(event, context)
+    return app.resolve(_text_body(event), context)

@@ -1,4 +1,5 @@
-"""The operator routes of the API function (`/v1/ops/...`): any tenant's jobs, dead letters, replay, dead webhooks.
+"""The operator routes of the API function (`/v1/ops/...`): any tenant's jobs, dead letters, replay, dead webhooks,
+tenants' policies and memory.
 
 The handler has already refused non-operator keys; each route checks the role again, so a route never depends
 on where it is mounted.
@@ -6,16 +7,31 @@ on where it is mounted.
 
 from __future__ import annotations
 
-from typing import Annotated
+from typing import Annotated, Literal
 
 from aws_lambda_powertools.event_handler import Response
 from aws_lambda_powertools.event_handler.api_gateway import Router
 from aws_lambda_powertools.event_handler.openapi.params import Body, Path, Query
 
-from handlers.api_shared import EventsLimit, events_response, job_service, principal, problems
+from handlers.api_shared import (
+    BAD_CURSOR,
+    INVALID_PARAMETERS,
+    SSE,
+    Cursor,
+    EventsLimit,
+    EventsWait,
+    base_url,
+    events_response,
+    job_service,
+    keyed,
+    principal,
+    problems,
+    with_json_body,
+)
+from longhaul.api.graph import WorkflowGraph
 from longhaul.core import limits
 from longhaul.core.auth import Principal
-from longhaul.core.budgets import TenantPolicy
+from longhaul.core.budgets import TenantPolicy, TenantPolicyPatch
 from longhaul.core.contracts import (
     CancelOutcome,
     DeadLetterList,
@@ -23,13 +39,18 @@ from longhaul.core.contracts import (
     JobList,
     JobStatus,
     JobView,
+    KeptPrompt,
+    KeptResponse,
+    MemoryDeleted,
+    MemoryList,
     MetricsReport,
+    ModelCallList,
     ReplayOutcome,
     ReplayRequest,
     TenantPolicyView,
 )
 from longhaul.core.problems import ApiProblem, Forbidden, NotFound
-from longhaul.operations import listings, metrics, policies, replay
+from longhaul.operations import calls, listings, memory, metrics, policies, replay
 from longhaul.services import services
 from longhaul.webhooks import dispatcher
 from longhaul.webhooks.views import WebhookList, WebhookView
@@ -48,10 +69,18 @@ def _operator() -> Principal:
     return caller
 
 
-OPS_PROBLEMS = {**problems(401, "Missing or unknown API key"), **problems(403, "Not an operator key")}
+NOT_OPERATOR = "Not an operator key"
+OPS_PROBLEMS = keyed(NOT_OPERATOR)
+# A tenant id in a path: what `longhaul.operations.policies` accepts (422 otherwise, as the schema says).
+TenantId = Annotated[str, Path(pattern=r"^[A-Za-z0-9._-]{1,64}$", description="1-64 of A-Z a-z 0-9 . _ -")]
 
 
-@router.get("/v1/ops/dead-letters", summary="Dead letters, newest first", responses=OPS_PROBLEMS)
+@router.get(
+    "/v1/ops/dead-letters",
+    summary="Dead letters, newest first",
+    operation_id="list_dead_letters",
+    responses={**OPS_PROBLEMS, **INVALID_PARAMETERS},
+)
 def list_dead_letters(
     step: Annotated[str | None, Query()] = None,
     workflow: Annotated[str | None, Query()] = None,
@@ -66,13 +95,14 @@ def list_dead_letters(
 @router.get(
     "/v1/ops/jobs",
     summary="Every tenant's jobs, newest first, paged; filter by tenant and/or status",
-    responses={**OPS_PROBLEMS, **problems(400, "Not a cursor of this listing")},
+    operation_id="ops_list_jobs",
+    responses={**OPS_PROBLEMS, **BAD_CURSOR, **INVALID_PARAMETERS},
 )
 def ops_list_jobs(
     tenant: Annotated[str | None, Query()] = None,
     status: Annotated[JobStatus | None, Query()] = None,
     limit: Annotated[int, Query(ge=1, le=limits.MAX_OPS_PAGE_SIZE)] = 100,
-    cursor: Annotated[str | None, Query(description="`next_cursor` of the previous page")] = None,
+    cursor: Cursor = None,
 ) -> JobList:
     _operator()
     return listings.list_jobs(services(), tenant=tenant, status=status, limit=limit, cursor=cursor)
@@ -81,33 +111,91 @@ def ops_list_jobs(
 OPS_JOB_PROBLEMS = {**OPS_PROBLEMS, **problems(404, "No such job")}
 
 
-@router.get("/v1/ops/jobs/<job_id>", summary="Any tenant's job: status and progress", responses=OPS_JOB_PROBLEMS)
+@router.get(
+    "/v1/ops/jobs/<job_id>",
+    summary="Any tenant's job: status and progress",
+    operation_id="ops_get_job",
+    responses=OPS_JOB_PROBLEMS,
+)
 def ops_get_job(job_id: Annotated[str, Path()]) -> JobView:
     return job_service().view(_operator(), job_id, any_tenant=True)
 
 
 @router.get(
+    "/v1/ops/jobs/<job_id>/graph",
+    summary="Any tenant's job's workflow as a graph, each state with the job's status",
+    operation_id="ops_get_graph",
+    responses={**OPS_JOB_PROBLEMS, **problems(503, "The workflow engine did not answer")},
+)
+def ops_get_graph(job_id: Annotated[str, Path()]) -> WorkflowGraph:
+    return job_service().graph(_operator(), job_id, any_tenant=True)
+
+
+@router.get(
     "/v1/ops/jobs/<job_id>/events",
-    summary="Any tenant's job's event log (JSON pages, or Server-Sent Events)",
+    summary="Any tenant's job's event log (JSON pages, or Server-Sent Events); `wait` long-polls for the next event",
+    operation_id="ops_get_events",
     responses={
-        200: {"description": "A page of events", "content": {"application/json": {"model": EventPage}}},
+        200: {
+            "description": "A page of events",
+            "content": {"application/json": {"model": EventPage}, SSE: {"schema": {"type": "string"}}},
+        },
         **OPS_JOB_PROBLEMS,
+        **BAD_CURSOR,
+        **INVALID_PARAMETERS,
     },
 )
 def ops_get_events(
-    job_id: Annotated[str, Path()], cursor: Annotated[str | None, Query()] = None, limit: EventsLimit = 100
+    job_id: Annotated[str, Path()], cursor: Cursor = None, limit: EventsLimit = 100, wait: EventsWait = 0
 ) -> Response[str]:
     _operator()
-    return events_response(router, job_id, cursor, limit, any_tenant=True)
+    return events_response(router, job_id, cursor, limit, wait, any_tenant=True)
+
+
+@router.get(
+    "/v1/ops/jobs/<job_id>/calls",
+    summary="Any tenant's job's model calls: route, model, prompt version and hash, tokens, cost, the code and "
+    "workflow versions that made each, and links to the exact prompt and the raw response",
+    operation_id="ops_list_model_calls",
+    responses=OPS_JOB_PROBLEMS,
+)
+def ops_model_calls(job_id: Annotated[str, Path()]) -> ModelCallList:
+    _operator()
+    return calls.model_calls(services(), job_id, base_url=base_url(router))
+
+
+@router.get(
+    "/v1/ops/jobs/<job_id>/prompts/<prompt_hash>",
+    summary="Exactly what a model call of the job sent (kept under its hash until the job's artifacts expire)",
+    operation_id="ops_get_kept_prompt",
+    responses={**OPS_PROBLEMS, **problems(404, "No such job, or no such kept prompt")},
+)
+def ops_kept_prompt(job_id: Annotated[str, Path()], prompt_hash: Annotated[str, Path()]) -> KeptPrompt:
+    _operator()
+    return calls.kept_prompt(services(), job_id, prompt_hash)
+
+
+@router.get(
+    "/v1/ops/jobs/<job_id>/responses/<response_hash>",
+    summary="Exactly what a model call of the job was answered (kept under its hash until the job's artifacts expire)",
+    operation_id="ops_get_kept_response",
+    responses={**OPS_PROBLEMS, **problems(404, "No such job, or no such kept response")},
+)
+def ops_kept_response(job_id: Annotated[str, Path()], response_hash: Annotated[str, Path()]) -> KeptResponse:
+    _operator()
+    return calls.kept_response(services(), job_id, response_hash)
 
 
 @router.post(
     "/v1/ops/jobs/<job_id>/cancel",
     summary="Cancel any tenant's job",
+    operation_id="ops_cancel_job",
     responses={
         202: {"description": "Cancelled", "content": {"application/json": {"model": CancelOutcome}}},
         **OPS_JOB_PROBLEMS,
+        **keyed(NOT_OPERATOR, takes_body=True),
         **problems(409, "The job already finished"),
+        **problems(503, "The workflow engine did not stop the job now; retry"),
     },
 )
 def ops_cancel_job(job_id: Annotated[str, Path()]) -> Response[str]:
@@ -117,14 +205,25 @@ def ops_cancel_job(job_id: Annotated[str, Path()]) -> Response[str]:
 
 @router.post(
     "/v1/ops/jobs/<job_id>/replay",
-    summary="Replay a failed job from a step, reusing the checkpoints before it",
+    summary="Replay a failed job from a step, reusing the checkpoints before it (or, with `dry_run`, only say what "
+    "would run again)",
+    operation_id="replay_job",
     responses={
+        200: {
+            "description": "The plan of a dry run: nothing was changed or started",
+            "content": {"application/json": {"model": ReplayOutcome}},
+        },
         202: {"description": "Replay started", "content": {"application/json": {"model": ReplayOutcome}}},
-        **OPS_PROBLEMS,
+        **keyed(NOT_OPERATOR, takes_body=True),
         **problems(404, "No such job"),
-        **problems(409, "The job is not failed, cancelled or expired (or redrive is unavailable)"),
-        **problems(415, f"Body not {limits.ACCEPTED_MEDIA_TYPE}"),
-        **problems(422, "Unknown step"),
+        **problems(
+            409, "The job is not failed, cancelled or expired, its version was pruned, or redrive is unavailable"
+        ),
+        **with_json_body(
+            "Invalid request, a step the job's workflow does not have (`allowed_steps`), or a redrive on "
+            "another version"
+        ),
+        **problems(503, "The workflow engine did not start the replay now; replay again"),
     },
 )
 def replay_job(job_id: Annotated[str, Path()], request: Annotated[ReplayRequest, Body()]) -> Response[str]:
@@ -137,38 +236,99 @@ def replay_job(job_id: Annotated[str, Path()], request: Annotated[ReplayRequest,
         reason=request.reason,
         mode=request.mode,
         budget=request.budget,
+        dry_run=request.dry_run,
+        version=request.version,
     )
-    return Response(status_code=202, content_type="application/json", body=outcome.model_dump_json())
+    status = 200 if outcome.dry_run else 202
+    return Response(status_code=status, content_type="application/json", body=outcome.model_dump_json())
 
 
 @router.get(
     "/v1/ops/tenants/<tenant_id>/policy",
     summary="A tenant's budget policy (ceilings per job, daily allowance, routes) and today's spending",
+    operation_id="get_tenant_policy",
     responses={**OPS_PROBLEMS, **problems(422, "Not a tenant id")},
 )
-def get_tenant_policy(tenant_id: Annotated[str, Path()]) -> TenantPolicyView:
+def get_tenant_policy(tenant_id: TenantId) -> TenantPolicyView:
     _operator()
     return policies.tenant_policy(services(), tenant_id)
 
 
 @router.put(
     "/v1/ops/tenants/<tenant_id>/policy",
-    summary="Set a tenant's budget policy (omitted fields take the defaults)",
-    responses={
-        **OPS_PROBLEMS,
-        **problems(415, f"Body not {limits.ACCEPTED_MEDIA_TYPE}"),
-        **problems(422, "Invalid policy"),
-    },
+    summary="Replace a tenant's policy: every field the body omits takes its default (listed in `reset`, with the "
+    "policy before in `previous`); PATCH changes only the fields it names",
+    operation_id="put_tenant_policy",
+    responses={**keyed(NOT_OPERATOR, takes_body=True), **with_json_body("Not a tenant id, or an invalid policy")},
 )
-def put_tenant_policy(tenant_id: Annotated[str, Path()], policy: Annotated[TenantPolicy, Body()]) -> TenantPolicyView:
+def put_tenant_policy(tenant_id: TenantId, policy: Annotated[TenantPolicy, Body()]) -> TenantPolicyView:
     _operator()
     return policies.set_tenant_policy(services(), tenant_id, policy)
+
+
+@router.patch(
+    "/v1/ops/tenants/<tenant_id>/policy",
+    summary="Change some fields of a tenant's policy: the fields given replace the stored ones, a field given as "
+    "null takes its default, the others are kept",
+    operation_id="patch_tenant_policy",
+    responses={
+        **keyed(NOT_OPERATOR, takes_body=True),
+        **with_json_body("Not a tenant id, or an invalid policy"),
+        **problems(503, "The policy kept changing meanwhile; patch again"),
+    },
+)
+def patch_tenant_policy(tenant_id: TenantId, change: Annotated[TenantPolicyPatch, Body()]) -> TenantPolicyView:
+    _operator()
+    return policies.patch_tenant_policy(services(), tenant_id, change)
+
+
+@router.get(
+    "/v1/ops/tenants/<tenant_id>/memory",
+    summary="A tenant's memory: episodes (what past jobs did) and long-term facts (with provenance), paged",
+    operation_id="ops_list_tenant_memory",
+    responses={**OPS_PROBLEMS, **problems(400, "Not a cursor of this listing"), **problems(422, "Not a tenant id")},
+)
+def get_tenant_memory(
+    tenant_id: TenantId,
+    kind: Annotated[Literal["episode", "fact"] | None, Query()] = None,
+    subject: Annotated[str | None, Query(max_length=200, description="Only memories about this subject")] = None,
+    limit: Annotated[int, Query(ge=1, le=limits.MAX_OPS_PAGE_SIZE)] = 100,
+    cursor: Annotated[str | None, Query(description="`next_cursor` of the previous page")] = None,
+) -> MemoryList:
+    _operator()
+    return memory.list_memory(services(), tenant_id, kind=kind, subject=subject, limit=limit, cursor=cursor)
+
+
+@router.delete(
+    "/v1/ops/tenants/<tenant_id>/memory",
+    summary="Delete a tenant's memory: all of it, or one subject's",
+    operation_id="ops_delete_tenant_memory",
+    responses={**OPS_PROBLEMS, **problems(422, "Not a tenant id")},
+)
+def delete_tenant_memory(
+    tenant_id: TenantId,
+    subject: Annotated[str | None, Query(max_length=200, description="Only memories about this subject")] = None,
+) -> MemoryDeleted:
+    _operator()
+    return memory.delete_memory(services(), tenant_id, subject=subject)
+
+
+@router.delete(
+    "/v1/ops/tenants/<tenant_id>/memory/<memory_id>",
+    summary="Delete one memory of a tenant",
+    operation_id="ops_delete_tenant_memory_item",
+    responses={**OPS_PROBLEMS, **problems(404, "No such memory of this tenant"), **problems(422, "Not a tenant id")},
+)
+def delete_tenant_memory_item(tenant_id: TenantId, memory_id: Annotated[str, Path()]) -> MemoryDeleted:
+    _operator()
+    return memory.delete_one(services(), tenant_id, memory_id)
 
 
 @router.get(
     "/v1/ops/webhooks/dead-letters",
     summary="Webhooks whose delivery gave up, newest first (their dead-letter queue holds the same)",
-    responses=OPS_PROBLEMS,
+    operation_id="list_dead_webhooks",
+    responses={**OPS_PROBLEMS, **INVALID_PARAMETERS},
 )
 def list_dead_webhooks(limit: Annotated[int, Query(ge=1, le=500)] = 100) -> WebhookList:
     _operator()
@@ -178,9 +338,10 @@ def list_dead_webhooks(limit: Annotated[int, Query(ge=1, le=500)] = 100) -> Webh
 @router.post(
     "/v1/ops/webhooks/<webhook_id>/redeliver",
     summary="Deliver a dead webhook again: the same webhook-id and body, a new series of retries",
+    operation_id="redeliver_webhook",
     responses={
         202: {"description": "Redelivery started", "content": {"application/json": {"model": WebhookView}}},
-        **OPS_PROBLEMS,
+        **keyed(NOT_OPERATOR, takes_body=True),
         **problems(404, "No such webhook"),
         **problems(409, "The webhook is not dead"),
     },

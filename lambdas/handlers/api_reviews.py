@@ -11,18 +11,16 @@ from aws_lambda_powertools.event_handler import Response
 from aws_lambda_powertools.event_handler.api_gateway import Router
 from aws_lambda_powertools.event_handler.openapi.params import Body, Path, Query
 
-from handlers.api_shared import principal, problems
+from handlers.api_shared import BAD_CURSOR, INVALID_PARAMETERS, Cursor, keyed, principal, problems, with_json_body
 from longhaul.api.reviews import ReviewService
 from longhaul.core import limits
-from longhaul.review.contracts import DecisionOutcome, DecisionRequest, ReviewDetail, ReviewList
+from longhaul.review.contracts import DecisionOutcome, ReviewDetail, ReviewList
 from longhaul.services import services
+from longhaul.workflows import DecisionBody, decision_request
 
 router = Router()
-REVIEW_PROBLEMS = {
-    **problems(401, "Missing or unknown API key"),
-    **problems(403, "Not a reviewer key"),
-    **problems(404, "No such review for this tenant"),
-}
+NOT_REVIEWER = "Not a reviewer key"
+REVIEW_PROBLEMS = {**keyed(NOT_REVIEWER), **problems(404, "No such review for this tenant")}
 
 
 def _service() -> ReviewService:
@@ -32,12 +30,13 @@ def _service() -> ReviewService:
 @router.get(
     "/v1/reviews",
     summary="The tenant's reviews in a status, newest first, paged",
-    responses={**REVIEW_PROBLEMS, **problems(400, "Not a cursor of this listing")},
+    operation_id="list_reviews",
+    responses={**keyed(NOT_REVIEWER), **BAD_CURSOR, **INVALID_PARAMETERS},
 )
 def list_reviews(
     status: Annotated[Literal["pending", "decided", "expired"], Query()] = "pending",
     limit: Annotated[int, Query(ge=1, le=limits.MAX_PAGE_SIZE)] = 50,
-    cursor: Annotated[str | None, Query(description="`next_cursor` of the previous page")] = None,
+    cursor: Cursor = None,
 ) -> ReviewList:
     return _service().list(principal(router), status, limit, cursor)
 
@@ -45,6 +44,7 @@ def list_reviews(
 @router.get(
     "/v1/reviews/<review_id>",
     summary="What to review: the draft result, the evidence with its sources, why review was required",
+    operation_id="get_review",
     responses=REVIEW_PROBLEMS,
 )
 def get_review(review_id: Annotated[str, Path()]) -> ReviewDetail:
@@ -54,14 +54,15 @@ def get_review(review_id: Annotated[str, Path()]) -> ReviewDetail:
 @router.post(
     "/v1/reviews/<review_id>/decision",
     summary="Decide: approve, reject, or edit (the edits are validated like model output); the job resumes",
+    operation_id="decide_review",
     responses={
         200: {"description": "Decided", "content": {"application/json": {"model": DecisionOutcome}}},
         **REVIEW_PROBLEMS,
+        **keyed(NOT_REVIEWER, takes_body=True),
         **problems(409, "Already decided, expired or cancelled"),
-        **problems(415, f"Body not {limits.ACCEPTED_MEDIA_TYPE}"),
-        **problems(422, "Invalid decision or edits"),
+        **with_json_body("Invalid decision, or edits that are not the review's workflow's"),
     },
 )
-def decide_review(review_id: Annotated[str, Path()], request: Annotated[DecisionRequest, Body()]) -> Response[str]:
-    outcome = _service().decide(principal(router), review_id, request)
+def decide_review(review_id: Annotated[str, Path()], request: Annotated[DecisionBody, Body()]) -> Response[str]:
+    outcome = _service().decide(principal(router), review_id, decision_request(request))
     return Response(status_code=200, content_type="application/json", body=outcome.model_dump_json())

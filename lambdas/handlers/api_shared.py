@@ -1,4 +1,9 @@
-"""What the API function's route modules share: the job service, the caller, problem declarations, event pages."""
+"""What the API function's route modules share: the job service, the caller, the responses routes declare, event pages.
+
+Every operation documents every answer it can give: its success (merged in by the resolver when a route declares
+only problems), each problem as `application/problem+json` with the RFC 9457 schema (`Problem`), and the 500
+problem every operation may answer (declared once, on the resolver).
+"""
 
 from __future__ import annotations
 
@@ -8,7 +13,8 @@ from typing import Annotated
 from aws_lambda_powertools.event_handler import Response
 from aws_lambda_powertools.event_handler.api_gateway import BaseRouter
 from aws_lambda_powertools.event_handler.openapi.params import Query
-from aws_lambda_powertools.event_handler.openapi.types import OpenAPIResponse
+from aws_lambda_powertools.event_handler.openapi.types import OpenAPIResponse, OpenAPIResponseHeader
+from aws_lambda_powertools.utilities.data_classes import APIGatewayProxyEvent
 
 from longhaul.api.jobs import JobService
 from longhaul.core import limits
@@ -20,11 +26,71 @@ PROBLEM_JSON = "application/problem+json"
 SSE = "text/event-stream"
 SSE_RETRY_MS = 2000
 EventsLimit = Annotated[int, Query(ge=1, le=limits.MAX_PAGE_SIZE)]
+EventsWait = Annotated[
+    int,
+    Query(
+        ge=0,
+        le=limits.MAX_EVENTS_WAIT_SECONDS,
+        description=f"Long-poll: wait up to this many seconds (0-{limits.MAX_EVENTS_WAIT_SECONDS}) for an event after "
+        "`cursor` (the `seq` of the last event you have) and answer as soon as there is one; an empty page when none "
+        "came. A finished job is answered at once.",
+    ),
+]
+# Time the API function keeps for itself after a long-poll's wait: the reads around it and the answer.
+ANSWER_MARGIN_SECONDS = 3.0
+Cursor = Annotated[str | None, Query(description="`next_cursor` of the previous page (400 for any other value).")]
+Responses = dict[int, OpenAPIResponse]
+
+_HEADERS: dict[int, dict[str, OpenAPIResponseHeader]] = {
+    401: {"WWW-Authenticate": {"description": "`Bearer`", "schema": {"type": "string"}}},
+    429: {"Retry-After": {"description": "Seconds until a retry may succeed.", "schema": {"type": "string"}}},
+}
 
 
-def problems(status: int, description: str) -> dict[int, OpenAPIResponse]:
+def problems(status: int, description: str) -> Responses:
     """An OpenAPI response declaration for a problem+json answer."""
-    return {status: {"description": description, "content": {PROBLEM_JSON: {"model": Problem}}}}
+    response: OpenAPIResponse = {"description": description, "content": {PROBLEM_JSON: {"model": Problem}}}
+    if status in _HEADERS:
+        response["headers"] = _HEADERS[status]
+    return {status: response}
+
+
+def keyed(forbidden: str, *, takes_body: bool = False) -> Responses:
+    """What every route behind an API key may answer before it runs: 401 without a valid key, 403 for a key of
+    another role, 413 for a body over the limit, and (for a method with a body) 415 for a body that is not JSON."""
+    declared = {
+        **problems(401, "Missing or unknown API key"),
+        **problems(403, forbidden),
+        **problems(413, f"Body over {limits.MAX_BODY_BYTES} bytes (LONGHAUL_MAX_BODY_BYTES)"),
+    }
+    if takes_body:
+        declared |= problems(415, f"Body not {limits.ACCEPTED_MEDIA_TYPE}")
+    return declared
+
+
+def with_json_body(description: str) -> Responses:
+    """What a route that reads a JSON body may answer about it: 400 (not UTF-8 JSON; `errors` name where) and 422
+    (not the contract, numbers out of range, nested too deep; `errors` name every field)."""
+    return {
+        **problems(400, "The body is not UTF-8 JSON (or holds NaN, Infinity or a lone surrogate); `errors` say where"),
+        **problems(422, description),
+    }
+
+
+INVALID_PARAMETERS = problems(422, "A parameter outside its schema; `errors` name it")
+BAD_CURSOR = problems(400, "Not a cursor of this listing")
+
+
+def base_url(router: BaseRouter) -> str:
+    """The API's base URL as the caller reached it (scheme, host and stage prefix), for the links of a response."""
+    event = router.current_event
+    assert isinstance(event, APIGatewayProxyEvent)  # the API is a REST API: its requests are REST proxy events
+    headers = {k.lower(): v for k, v in (event.headers or {}).items()}
+    proto = headers.get("x-forwarded-proto", "https")
+    host = headers.get("host", "localhost")
+    full_path = event.request_context.path or event.path
+    prefix = full_path[: -len(event.path)] if full_path.endswith(event.path) else ""
+    return f"{proto}://{host}{prefix}"
 
 
 def job_service() -> JobService:
@@ -38,16 +104,30 @@ def principal(router: BaseRouter) -> Principal:
     return found
 
 
+def _wait_budget(router: BaseRouter, wait: int) -> float:
+    """The long-poll's wait, within what is left of the function's time (API Gateway's 29 s integration timeout)."""
+    remaining_ms = getattr(router.lambda_context, "get_remaining_time_in_millis", None)
+    if remaining_ms is None:
+        return float(wait)
+    return max(0.0, min(float(wait), float(remaining_ms()) / 1000 - ANSWER_MARGIN_SECONDS))
+
+
 def events_response(
-    router: BaseRouter, job_id: str, cursor: str | None, limit: int, *, any_tenant: bool
+    router: BaseRouter, job_id: str, cursor: str | None, limit: int, wait: int = 0, *, any_tenant: bool
 ) -> Response[str]:
-    """A page of the job's events as JSON, or as Server-Sent Events with `Accept: text/event-stream`."""
+    """A page of the job's events as JSON, or as Server-Sent Events with `Accept: text/event-stream`; with `wait`, a
+    long-poll (see `JobService.events`), which is how a client follows a job through API Gateway (a REST API cannot
+    hold a stream open)."""
     service, caller, event = job_service(), principal(router), router.current_event
+    wait_seconds = _wait_budget(router, wait) if wait else 0.0
     if SSE not in (event.get_header_value("Accept") or ""):
-        page = service.events(caller, job_id, cursor, limit, any_tenant=any_tenant)
+        page = service.events(caller, job_id, cursor, limit, any_tenant=any_tenant, wait_seconds=wait_seconds)
         return Response(status_code=200, content_type="application/json", body=page.model_dump_json())
-    # Server-Sent Events: what is new since Last-Event-ID, then the client reconnects (EventSource does).
+    # Server-Sent Events: what is new since Last-Event-ID (after waiting for it, with `wait`), then the client
+    # reconnects (EventSource does).
     after = event.get_header_value("Last-Event-ID") or cursor
+    if wait_seconds:
+        service.events(caller, job_id, after, 1, any_tenant=any_tenant, wait_seconds=wait_seconds)
     # the status before the events: no missed last event
     job = service.view(caller, job_id, any_tenant=any_tenant)
     page = service.events(caller, job_id, after, limit, any_tenant=any_tenant)

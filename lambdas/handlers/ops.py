@@ -13,7 +13,9 @@ from longhaul.services import services
 
 @metrics.log_metrics
 @logger.inject_lambda_context(clear_state=True)
-def sweep(event: dict[str, Any], context: LambdaContext) -> dict[str, int]:
-    """Every few minutes: expire jobs past their deadline, report jobs with no progress (event + metric)."""
+def sweep(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
+    """Every few minutes: expire jobs past their deadline, report jobs with no progress (event + metric) and the
+    state machine versions live jobs still run."""
     s = services()
-    return sweeping.sweep(s, s.now())
+    report = sweeping.sweep(s, s.now())
+    return {**report, "versions_in_use": report.versions}

@@ -1,4 +1,4 @@
-"""The API's Powertools REST resolver, with its per-request state kept per thread.
+"""The API's Powertools REST resolver: its per-request state kept per thread, and every route's responses complete.
 
 Powertools keeps the request being resolved on the resolver object: `current_event` and `lambda_context` (even as
 class attributes of `BaseRouter`, shared by every resolver), the routing `context` (the matched `_route`, its
@@ -7,14 +7,32 @@ invocation at a time, so that is harmless on AWS; the local runtime runs several
 in one interpreter (like several warm sandboxes), where two requests would read each other's event or route (seen
 as `KeyError: '_route'`). Here each of those attributes is a property over a `threading.local`: every thread
 resolves its own request, routers included (an included `Router` delegates them to its resolver).
+
+A path parameter is any one path segment, as API Gateway matches `{param}`: Powertools accepts only some characters
+there and answered `404 no route` for the others; here the route gets the value and validates it (a 422 naming it,
+or the route's own 404).
+
+Powertools documents a route's success response from its return annotation, but only when the route declares no
+`responses`: declaring its problems replaced it (eleven operations had no success response). `route` here merges it
+back (and the responses every route may answer) before Powertools sees them, for the app's routes and every
+included router's alike.
 """
 
 from __future__ import annotations
 
+import re
 import threading
+from collections.abc import Callable, Mapping
+from http import HTTPStatus
 from typing import Any
 
 from aws_lambda_powertools.event_handler import APIGatewayRestResolver
+from aws_lambda_powertools.event_handler.openapi.constants import (
+    DEFAULT_OPENAPI_RESPONSE_DESCRIPTION,
+    DEFAULT_STATUS_CODE,
+)
+from aws_lambda_powertools.event_handler.openapi.types import OpenAPIResponse
+from aws_lambda_powertools.shared.types import AnyCallableT
 from aws_lambda_powertools.utilities.data_classes import APIGatewayProxyEvent
 from aws_lambda_powertools.utilities.data_classes.common import BaseProxyEvent
 from aws_lambda_powertools.utilities.typing import LambdaContext
@@ -31,14 +49,85 @@ class _RequestState(threading.local):
         self.processed_stack_frames: list[str] = []
 
 
+def with_success(
+    responses: Mapping[int, OpenAPIResponse] | None,
+    status_code: int,
+    description: str,
+    always: Mapping[int, OpenAPIResponse] | None = None,
+) -> dict[int, OpenAPIResponse] | None:
+    """A route's declared `responses` with its success response merged in when it declares none (Powertools then
+    documents it from the route's return annotation, as it does for a route without `responses`), and the responses
+    every route may answer (`always`) where the route does not say otherwise."""
+    if not responses and not always:
+        return None
+    merged: dict[int, OpenAPIResponse] = {**(always or {}), **(responses or {})}
+    if not any(200 <= status < 300 for status in responses or {}):
+        merged[status_code] = {"description": description}
+    return dict(sorted(merged.items()))
+
+
 class ThreadSafeRestResolver(APIGatewayRestResolver):
-    """`APIGatewayRestResolver` whose request state is per thread (see the module docstring)."""
+    """`APIGatewayRestResolver` whose request state is per thread and whose routes document their success (see the
+    module docstring). `always_responses` are documented on every route (e.g. the 500 problem)."""
 
     _request: _RequestState
 
-    def __init__(self, *args: Any, **kwargs: Any) -> None:
+    def __init__(
+        self, *args: Any, always_responses: Mapping[int, OpenAPIResponse] | None = None, **kwargs: Any
+    ) -> None:
         self._request = _RequestState()
+        self._always_responses = dict(always_responses or {})
         super().__init__(*args, **kwargs)
+
+    @staticmethod
+    def _compile_regex(rule: str, base_regex: str = "^{}/*$") -> re.Pattern[str]:
+        """A route's pattern: its `<name>` parameters match any one path segment (see the module docstring)."""
+        return re.compile(base_regex.format(re.sub(r"<(\w+)>", r"(?P<\1>[^/]+)", rule)))
+
+    def route(  # Powertools' signature, positional order included (`include_router` relies on it)
+        self,
+        rule: str,
+        method: str | list[str] | tuple[str],
+        cors: bool | None = None,
+        compress: bool = False,
+        cache_control: str | None = None,
+        summary: str | None = None,
+        description: str | None = None,
+        responses: dict[int, OpenAPIResponse] | None = None,
+        response_description: str = DEFAULT_OPENAPI_RESPONSE_DESCRIPTION,
+        tags: list[str] | None = None,
+        operation_id: str | None = None,
+        include_in_schema: bool = True,
+        security: list[dict[str, list[str]]] | None = None,
+        openapi_extensions: dict[str, Any] | None = None,
+        deprecated: bool = False,
+        enable_validation: bool | None = None,
+        custom_response_validation_http_code: int | HTTPStatus | None = None,
+        status_code: int = DEFAULT_STATUS_CODE,
+        middlewares: list[Callable[..., Any]] | None = None,
+    ) -> Callable[[AnyCallableT], AnyCallableT]:
+        """Upstream's `route`, with the success response merged into `responses` (`with_success`)."""
+        return super().route(
+            rule,
+            method,
+            cors,
+            compress,
+            cache_control,
+            summary,
+            description,
+            with_success(responses, status_code, response_description, self._always_responses),
+            response_description,
+            tags,
+            operation_id,
+            include_in_schema,
+            security,
+            openapi_extensions,
+            deprecated,
+            enable_validation,
+            custom_response_validation_http_code,
+            status_code,
+            middlewares,
+        )
 
     # Upstream assigns these as attributes (some on `BaseRouter` itself); each is one thread's here.
     @property  # type: ignore[override]

@@ -14,6 +14,7 @@ from functools import cached_property, lru_cache
 from longhaul.adapters import aws
 from longhaul.adapters.dead_letters import QueueDeadLetters
 from longhaul.adapters.ecs import EcsContainerTasks
+from longhaul.adapters.email import SesMailer
 from longhaul.adapters.intake import LambdaWake, SqsIntakeQueues
 from longhaul.adapters.metrics import CloudWatchMetrics
 from longhaul.adapters.secrets import SecretsManagerWebhookSecrets
@@ -25,13 +26,14 @@ from longhaul.core.ports import (
     ContainerTasks,
     DeadLetters,
     IntakeQueues,
+    Mailer,
     NoContainerTasks,
     TaskTokens,
     WebhookDispatch,
     WebhookSecrets,
     WorkflowEngine,
 )
-from longhaul.core.records import Job, OutboxRecord
+from longhaul.core.records import Job, OutboxRecord, SagaRecord
 from longhaul.core.routes import DEFAULT_ROUTE, Route, Routing
 from longhaul.core.settings import Settings, get_settings, invocation_credentials
 from longhaul.storage.admission import AdmissionStore
@@ -39,7 +41,9 @@ from longhaul.storage.artifacts import ArtifactStore
 from longhaul.storage.breakers import BreakerPolicy, BreakerStore
 from longhaul.storage.budgets import BudgetStore
 from longhaul.storage.checkpoints import CheckpointStore
+from longhaul.storage.effects import EffectStore
 from longhaul.storage.jobs import JobStore
+from longhaul.storage.memory import MemoryStore
 from longhaul.storage.outbox import OutboxStore
 from longhaul.storage.reviews import ReviewStore
 from longhaul.storage.usage import UsageStore
@@ -59,6 +63,7 @@ class Services:
     container_tasks: ContainerTasks = field(default_factory=NoContainerTasks)
     intake: IntakeQueues | None = None  # None: no admission control, every job starts at once
     wake: AdmissionWake | None = None
+    mailer: Mailer | None = None  # None: no e-mail sender configured (a tool that sends e-mail refuses)
 
     def now(self) -> datetime:
         return self.jobs.clock.now()
@@ -70,6 +75,14 @@ class Services:
     @property
     def outbox(self) -> OutboxStore:
         return OutboxStore(self.jobs.table, clock=self.jobs.clock)
+
+    @property
+    def effects(self) -> EffectStore:
+        return EffectStore(self.jobs.table, clock=self.jobs.clock)
+
+    @property
+    def memory(self) -> MemoryStore:
+        return MemoryStore(self.jobs.table, clock=self.jobs.clock)
 
     def gateway(self) -> ModelGateway:
         """The adapter of the `default` route (steps call models through `StepContext.model()`)."""
@@ -158,6 +171,11 @@ def _wake_on_release(wake: AdmissionWake | None) -> Callable[[Job], None] | None
     return (lambda _job: wake.wake()) if wake is not None else None
 
 
+def _wake_on_saga(wake: AdmissionWake | None) -> Callable[[SagaRecord], None] | None:
+    """A saga written wakes the dispatcher, which starts its compensation execution (its schedule starts any missed)."""
+    return (lambda _saga: wake.wake()) if wake is not None else None
+
+
 def _build(settings: Settings) -> Services:
     s3 = aws.client("s3")
     presign = aws.client("s3", settings.s3_public_endpoint) if settings.s3_public_endpoint else s3
@@ -167,7 +185,9 @@ def _build(settings: Settings) -> Services:
     wake = LambdaWake(aws.client("lambda"), settings.admission_dispatcher) if settings.admission_dispatcher else None
     return Services(
         settings=settings,
-        jobs=JobStore(table, on_outbox=_relay(dispatch), on_release=_wake_on_release(wake)),
+        jobs=JobStore(
+            table, on_outbox=_relay(dispatch), on_release=_wake_on_release(wake), on_saga=_wake_on_saga(wake)
+        ),
         checkpoints=CheckpointStore(table),
         artifacts=ArtifactStore(s3, settings.bucket_name, presign_client=presign),
         engine=StepFunctionsEngine(stepfunctions, settings.workflows),
@@ -182,6 +202,7 @@ def _build(settings: Settings) -> Services:
         ),
         intake=SqsIntakeQueues(aws.client("sqs"), settings.intake_queues) if settings.intake_queues else None,
         wake=wake,
+        mailer=SesMailer(aws.client("sesv2"), settings.email_sender) if settings.email_sender else None,
     )
 
 

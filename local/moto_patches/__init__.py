@@ -9,7 +9,13 @@ are kept in `core._ORIGINALS` the first time and never overwritten, so applying 
 
 from __future__ import annotations
 
-from local.moto_patches.awslambda import run_lambdas_in_process, stop_running_lambdas_in_process
+from local.moto_patches.awslambda import (
+    reference_lambda_versions,
+    run_lambdas_in_process,
+    stop_running_lambdas_in_process,
+    unreference_lambda_versions,
+)
+from local.moto_patches.cloudformation import update_in_dependency_order, update_in_template_order
 from local.moto_patches.core import (
     _ORIGINALS,
     RUNTIME_CONFIG,
@@ -43,24 +49,31 @@ from local.moto_patches.interpreter import (
     unstop_executions,
 )
 from local.moto_patches.server import resolve_backends_every_time, resolve_backends_once
+from local.moto_patches.ses import create_email_identities, skip_email_identities
 from local.moto_patches.sqs import check_retention_directly, check_retention_through_attributes
 from local.moto_patches.stepfunctions import (
     INTERPRETER_ACCESS_KEY,
     create_interpreter_clients_every_time,
+    deploy_state_machine_versions,
     evaluation_components,
+    keep_iteration_error_names,
     list_map_runs_like_upstream,
     name_executions_like_aws,
     parse_definitions_every_time,
     parse_definitions_once,
     parse_json_paths_every_time,
     parse_json_paths_once,
+    refuse_iteration_error_names,
     refuse_map_run_listings,
     route_state_machines_to_interpreter,
     run_state_calls_as_the_machine_role,
     run_state_calls_unsigned,
     share_interpreter_clients,
     share_token_across_attempts,
+    start_executions_on_machines_only,
+    start_executions_on_versions,
     token_per_attempt,
+    undeploy_state_machine_versions,
     unname_executions,
     unroute_state_machines,
 )
@@ -74,6 +87,7 @@ __all__ = [
     "apply",
     "back_up_whole_tables",
     "backup_only_touched_items",
+    "create_email_identities",
     "disable_execution",
     "enable_execution",
     "enforce_iam",
@@ -85,6 +99,7 @@ __all__ = [
     "route_state_machines_to_interpreter",
     "run_container_tasks_locally",
     "scale_interpreter_waits",
+    "skip_email_identities",
     "unserialize_dynamodb_operations",
 ]
 
@@ -111,12 +126,24 @@ def apply() -> None:
     check_retention_directly()
     parse_update_expressions_once()
     run_state_calls_as_the_machine_role()
+    update_in_dependency_order()
+    reference_lambda_versions()
+    deploy_state_machine_versions()
+    start_executions_on_versions()
+    create_email_identities()
+    keep_iteration_error_names()
 
 
 def revert() -> None:
     """Restore moto's own behaviour (idempotent)."""
     relax_iam()
     run_state_calls_unsigned()
+    start_executions_on_machines_only()
+    undeploy_state_machine_versions()
+    unreference_lambda_versions()
+    update_in_template_order()
+    skip_email_identities()
+    refuse_iteration_error_names()
     parse_update_expressions_every_time()
     check_retention_through_attributes()
     create_interpreter_clients_every_time()

@@ -25,9 +25,20 @@ def _replace(owner: object, name: str, value: object) -> None:
     setattr(owner, name, value)
 
 
+def _define(owner: type, name: str, value: object) -> None:
+    """Set a class's own attribute, keeping what the class itself had (not what it inherits): restoring an attribute
+    the class did not define removes it again, so inheritance answers as before (a resource type's methods)."""
+    _ORIGINALS.setdefault((id(owner), name), (owner, owner.__dict__.get(name, _MISSING)))
+    setattr(owner, name, value)
+
+
 def _restore(owner: object, name: str) -> None:
     saved = _ORIGINALS.pop((id(owner), name), None)
-    if saved is not None and saved[1] is not _MISSING:
+    if saved is None:
+        return
+    if saved[1] is _MISSING:  # a patch added it (a resource type's method, an API action): take it away again
+        delattr(owner, name)
+    else:
         setattr(owner, name, saved[1])
 
 

@@ -48,7 +48,8 @@ def _scaled_wait(seconds: float | None, **kwargs: Any) -> bool:
 
 
 class _InterpreterEvent:
-    """`threading.Event` for `ExecutionState._evaluate_with_timeout`: its `wait(timeout)` is scaled and stop-aware."""
+    """`threading.Event` for `ExecutionState._evaluate_with_timeout`: its `wait(timeout)` is scaled (never below
+    `TASK_TIMEOUT_FLOOR_SECONDS` of real time) and stop-aware."""
 
     def __init__(self) -> None:
         self._event = threading.Event()
@@ -64,7 +65,9 @@ class _InterpreterEvent:
         return self._event.is_set()
 
     def wait(self, timeout: float | None = None) -> bool:
-        return _scaled_wait(timeout, event=self._event, stop=self._stop)
+        from local.lambda_runtime import TASK_TIMEOUT_FLOOR_SECONDS
+
+        return _scaled_wait(timeout, event=self._event, stop=self._stop, min_real=TASK_TIMEOUT_FLOOR_SECONDS)
 
 
 class _ThreadingWithInterpreterEvents(types.ModuleType):

@@ -1,17 +1,19 @@
 """Step Functions: state machines created by CloudFormation run in the interpreter, executions are named like AWS's,
-a Map run's executions are not listed, each attempt of a callback Task gets its own token, and what every execution
-would parse or build again (definitions, JSONPaths, boto3 clients) is made once."""
+a Map run's executions are not listed, each attempt of a callback Task gets its own token, what every execution
+would parse or build again (definitions, JSONPaths, boto3 clients) is made once, and versions and aliases deploy from
+CloudFormation and start executions."""
 
 from __future__ import annotations
 
 import functools
+import random
 import threading
 import uuid
 from collections import OrderedDict
 from collections.abc import Iterator
 from typing import Any
 
-from local.moto_patches.core import _module, _original, _replace, _restore
+from local.moto_patches.core import _define, _module, _original, _replace, _restore
 
 
 def _stepfunctions_modules() -> list[object]:
@@ -40,11 +42,36 @@ def unroute_state_machines() -> None:
         _restore(module, "stepfunctions_backends")
 
 
-def _start_execution_with_generated_name(
-    self: Any, state_machine_arn: str, name: str | None = None, *args: Any, **kwargs: Any
-) -> Any:
+#: What the replaced `start_execution` adds to upstream's: `names` (a UUID for an unnamed execution), `versions` (a
+#: version or alias ARN starts that version). Each patch switches its own on; the method is upstream's again once
+#: neither is on.
+_START_FEATURES: set[str] = set()
+
+
+def _start_execution(self: Any, state_machine_arn: str, name: str | None = None, *args: Any, **kwargs: Any) -> Any:
     original = _original(_parser_backend_class(), "start_execution")
-    return original(self, state_machine_arn, name or str(uuid.uuid4()), *args, **kwargs)
+    if "names" in _START_FEATURES:
+        name = name or str(uuid.uuid4())
+    if "versions" not in _START_FEATURES:
+        return original(self, state_machine_arn, name, *args, **kwargs)
+    machine_arn, version_arn, alias_arn = _resolve_qualifier(self, state_machine_arn)
+    execution = original(self, version_arn or state_machine_arn, name, *args, **kwargs)
+    if version_arn is not None:
+        execution.state_machine_arn = machine_arn  # DescribeExecution names the machine, and the version beside it
+        execution.longhaul_version_arn = version_arn
+        execution.longhaul_alias_arn = alias_arn
+    return execution
+
+
+def _install_start(feature: str) -> None:
+    _START_FEATURES.add(feature)
+    _replace(_parser_backend_class(), "start_execution", _start_execution)
+
+
+def _uninstall_start(feature: str) -> None:
+    _START_FEATURES.discard(feature)
+    if not _START_FEATURES:
+        _restore(_parser_backend_class(), "start_execution")
 
 
 def _parser_backend_class() -> type:
@@ -59,11 +86,11 @@ def name_executions_like_aws() -> None:
     The executing backend uses the missing name as is: every unnamed execution is called `None`, so the
     second unnamed `StartExecution` of a state machine fails with `ExecutionAlreadyExists`.
     """
-    _replace(_parser_backend_class(), "start_execution", _start_execution_with_generated_name)
+    _install_start("names")
 
 
 def unname_executions() -> None:
-    _restore(_parser_backend_class(), "start_execution")
+    _uninstall_start("names")
 
 
 # --- Step Functions: a Map run's executions ----------------------------------------------------------------
@@ -379,3 +406,306 @@ def create_interpreter_clients_every_time() -> None:
         _restore(_module(name), "boto_client_for")
     with _BOTO_CLIENTS_LOCK:
         _BOTO_CLIENTS.clear()
+
+
+# --- Step Functions versions and aliases: deployed by CloudFormation, started by ARN ----------------------------
+
+
+def _machine_models() -> tuple[type, type, type]:
+    from moto.stepfunctions.models import StateMachine, StateMachineAlias, StateMachineVersion
+
+    return StateMachine, StateMachineVersion, StateMachineAlias
+
+
+def _backend(account_id: str, region_name: str) -> Any:
+    from moto.stepfunctions.parser.models import stepfunctions_parser_backends
+
+    return stepfunctions_parser_backends[account_id][region_name]
+
+
+def _split_qualified(arn: str) -> tuple[str, str | None]:
+    """`…:stateMachine:<name>[:<version or alias>]` → (the machine's ARN, the qualifier or None)."""
+    parts = arn.split(":")
+    return (":".join(parts[:7]), parts[7]) if len(parts) == 8 else (arn, None)
+
+
+def _resolve_qualifier(backend: Any, arn: str) -> tuple[str, str | None, str | None]:
+    """(machine ARN, version ARN, alias ARN) of what `arn` names: a version starts itself; an alias starts one of the
+    versions it routes to, drawn by their weights."""
+    machine_arn, qualifier = _split_qualified(arn)
+    if qualifier is None:
+        return arn, None, None
+    if qualifier.isdigit():
+        return machine_arn, arn, None
+    alias = backend.describe_state_machine_alias(arn)
+    routes = alias.routing_configuration
+    chosen = random.choices(routes, weights=[float(r.get("weight", 100)) for r in routes])[0]
+    return machine_arn, str(chosen["stateMachineVersionArn"]), arn
+
+
+def _publish_sharing_executions(self: Any, description: str | None) -> None:
+    """`StateMachine.publish`, with the version sharing its machine's executions and backend: an execution of a
+    version is one of the machine's (its ARN names the machine; names are unique per machine)."""
+    StateMachine, _, _ = _machine_models()
+    _original(StateMachine, "publish")(self, description)
+    version = self.latest_version
+    version.executions = self.executions
+    version.backend = self.backend
+
+
+def _describe_execution_with_versions(self: Any) -> Any:
+    from moto.stepfunctions.responses import StepFunctionResponse
+
+    result = _original(StepFunctionResponse, "describe_execution")(self)
+    execution = self.stepfunction_backend.describe_execution(self._get_param("executionArn"))
+    version_arn = getattr(execution, "longhaul_version_arn", None)
+    if version_arn is not None:
+        result.result["stateMachineArn"] = execution.state_machine_arn
+        result.result["stateMachineVersionArn"] = version_arn
+        alias_arn = getattr(execution, "longhaul_alias_arn", None)
+        if alias_arn is not None:
+            result.result["stateMachineAliasArn"] = alias_arn
+    return result
+
+
+def start_executions_on_versions() -> None:
+    """`StartExecution` with a version ARN runs that version's definition, with an alias ARN one of the versions the
+    alias routes to; `DescribeExecution` names the version (and alias) it started on, as AWS does.
+
+    Upstream looks the ARN up among machines and versions only (an alias is `StateMachineDoesNotExist`), and a version
+    cannot start at all: it lacks the machine's name check (`AttributeError`, a server error), its executions would be
+    its own (`DescribeExecution` of the execution ARN, which names the machine, finds nothing) and the response never
+    says which version ran.
+    """
+    StateMachine, StateMachineVersion, _ = _machine_models()
+    from moto.stepfunctions.responses import StepFunctionResponse
+
+    _install_start("versions")
+    _replace(StateMachine, "publish", _publish_sharing_executions)
+    _define(
+        StateMachineVersion, "_handle_name_input_idempotency", StateMachine.__dict__["_handle_name_input_idempotency"]
+    )
+    _replace(StepFunctionResponse, "describe_execution", _describe_execution_with_versions)
+
+
+def start_executions_on_machines_only() -> None:
+    StateMachine, StateMachineVersion, _ = _machine_models()
+    from moto.stepfunctions.responses import StepFunctionResponse
+
+    _restore(StepFunctionResponse, "describe_execution")
+    _restore(StateMachineVersion, "_handle_name_input_idempotency")
+    _restore(StateMachine, "publish")
+    _uninstall_start("versions")
+
+
+def _retained(cloudformation_json: dict[str, Any], policy: str) -> bool:
+    return cloudformation_json.get(policy) == "Retain"
+
+
+def _version_create(
+    cls: Any, /, resource_name: str, cloudformation_json: dict[str, Any], account_id: str, region_name: str, **_: Any
+) -> Any:
+    """`AWS::StepFunctions::StateMachineVersion`: publish the machine's current revision."""
+    properties = cloudformation_json["Properties"]
+    machine = _backend(account_id, region_name).describe_state_machine(properties["StateMachineArn"])
+    machine.publish(description=properties.get("Description"))
+    return machine.latest_version
+
+
+def _version_update(
+    cls: Any,
+    /,
+    original_resource: Any,
+    new_resource_name: str,
+    cloudformation_json: dict[str, Any],
+    account_id: str,
+    region_name: str,
+) -> Any:
+    """Any change of a version's properties replaces it: a new version; the old one stays if the update keeps it."""
+    replacement = _version_create(cls, new_resource_name, cloudformation_json, account_id, region_name)
+    if not _retained(cloudformation_json, "UpdateReplacePolicy"):
+        _delete_version(_backend(account_id, region_name), original_resource.arn)
+    return replacement
+
+
+def _version_delete(
+    cls: Any, /, resource_name: str, cloudformation_json: dict[str, Any], account_id: str, region_name: str
+) -> None:
+    if resource_name and not _retained(cloudformation_json, "DeletionPolicy"):
+        _delete_version(_backend(account_id, region_name), resource_name)
+
+
+def _delete_version(backend: Any, version_arn: str) -> None:
+    """DeleteStateMachineVersion: refused while an alias routes to it (AWS's `ConflictException`)."""
+    from moto.core.exceptions import AWSError
+
+    machine_arn, qualifier = _split_qualified(version_arn)
+    machine = next((m for m in backend.state_machines if m.arn == machine_arn), None)
+    if machine is None or qualifier is None or not qualifier.isdigit():
+        return
+    for alias in machine.aliases.values():
+        if any(r.get("stateMachineVersionArn") == version_arn for r in alias.routing_configuration):
+            message = f"Version {version_arn} can't be deleted because alias {alias.arn} routes to it"
+            raise AWSError(message, exception_type="ConflictException")
+    machine.versions.pop(int(qualifier), None)
+
+
+def _routing(properties: dict[str, Any]) -> list[dict[str, Any]]:
+    """An alias's routing from its CloudFormation properties (`RoutingConfiguration`, or a deployment preference's
+    target version, reached at once)."""
+    if properties.get("RoutingConfiguration"):
+        return [
+            {"stateMachineVersionArn": r["StateMachineVersionArn"], "weight": int(r["Weight"])}
+            for r in properties["RoutingConfiguration"]
+        ]
+    target = properties["DeploymentPreference"]["StateMachineVersionArn"]
+    return [{"stateMachineVersionArn": target, "weight": 100}]
+
+
+def _alias_create(
+    cls: Any, /, resource_name: str, cloudformation_json: dict[str, Any], account_id: str, region_name: str, **_: Any
+) -> Any:
+    properties = cloudformation_json["Properties"]
+    return _backend(account_id, region_name).create_state_machine_alias(
+        properties.get("Name", resource_name), _routing(properties), properties.get("Description")
+    )
+
+
+def _alias_update(
+    cls: Any,
+    /,
+    original_resource: Any,
+    new_resource_name: str,
+    cloudformation_json: dict[str, Any],
+    account_id: str,
+    region_name: str,
+) -> Any:
+    properties = cloudformation_json["Properties"]
+    return _backend(account_id, region_name).update_state_machine_alias(
+        original_resource.arn, properties.get("Description"), _routing(properties)
+    )
+
+
+def _alias_delete(
+    cls: Any, /, resource_name: str, cloudformation_json: dict[str, Any], account_id: str, region_name: str
+) -> None:
+    if resource_name:
+        _backend(account_id, region_name).delete_state_machine_alias(resource_name)
+
+
+def _arn_attribute(self: Any, attribute: str) -> Any:
+    from moto.cloudformation.exceptions import UnformattedGetAttTemplateException
+
+    if attribute == "Arn":
+        return self.arn
+    raise UnformattedGetAttTemplateException()
+
+
+def _list_state_machine_versions(self: Any) -> Any:
+    """ListStateMachineVersions (newest first; one page)."""
+    from moto.core.responses import ActionResult
+
+    machine = self.stepfunction_backend.describe_state_machine(self._get_param("stateMachineArn"))
+    versions = sorted(machine.versions.values(), key=lambda v: v.version, reverse=True)
+    return ActionResult(
+        {"stateMachineVersions": [{"stateMachineVersionArn": v.arn, "creationDate": v.creation_date} for v in versions]}
+    )
+
+
+def _delete_state_machine_version(self: Any) -> Any:
+    from moto.core.responses import ActionResult
+
+    _delete_version(self.stepfunction_backend, self._get_param("stateMachineVersionArn"))
+    return ActionResult({})
+
+
+_MODEL_METHODS = (
+    "cloudformation_type",
+    "cloudformation_name_type",
+    "create_from_cloudformation_json",
+    "update_from_cloudformation_json",
+    "delete_from_cloudformation_json",
+    "physical_resource_id",
+    "has_cfn_attr",
+    "get_cfn_attribute",
+)
+_VERSION_ACTIONS = ("list_state_machine_versions", "delete_state_machine_version")
+
+
+def _forget_resource_types() -> None:
+    """moto's CloudFormation caches its map of resource types; it is read again after a change of the models."""
+    from moto.cloudformation import parsing
+
+    for cached in (parsing.get_model_list, parsing.get_model_map, parsing.get_name_type_map):
+        cached.cache_clear()
+
+
+def deploy_state_machine_versions() -> None:
+    """Deploy `AWS::StepFunctions::StateMachineVersion` and `AWS::StepFunctions::StateMachineAlias` from CloudFormation
+    (`Ref` = ARN, `Fn::GetAtt Arn`, a retained version kept), and answer ListStateMachineVersions and
+    DeleteStateMachineVersion.
+
+    Upstream models versions and aliases for the API only: neither class names a resource type (a template with one
+    fails with an unknown type), and the API lacks the two actions an operator prunes old versions with.
+    """
+    _, StateMachineVersion, StateMachineAlias = _machine_models()
+    from moto.stepfunctions.responses import StepFunctionResponse
+
+    for cls, kind, create, update, delete in (
+        (StateMachineVersion, "StateMachineVersion", _version_create, _version_update, _version_delete),
+        (StateMachineAlias, "StateMachineAlias", _alias_create, _alias_update, _alias_delete),
+    ):
+        _define(cls, "cloudformation_type", staticmethod(lambda kind=kind: f"AWS::StepFunctions::{kind}"))
+        _define(cls, "cloudformation_name_type", staticmethod(lambda: ""))
+        _define(cls, "create_from_cloudformation_json", classmethod(create))
+        _define(cls, "update_from_cloudformation_json", classmethod(update))
+        _define(cls, "delete_from_cloudformation_json", classmethod(delete))
+        _define(cls, "physical_resource_id", property(lambda self: self.arn))
+        _define(cls, "has_cfn_attr", classmethod(lambda cls, attribute: attribute == "Arn"))
+        _define(cls, "get_cfn_attribute", _arn_attribute)
+    _define(StepFunctionResponse, "list_state_machine_versions", _list_state_machine_versions)
+    _define(StepFunctionResponse, "delete_state_machine_version", _delete_state_machine_version)
+    _forget_resource_types()
+
+
+def undeploy_state_machine_versions() -> None:
+    _, StateMachineVersion, StateMachineAlias = _machine_models()
+    from moto.stepfunctions.responses import StepFunctionResponse
+
+    for cls in (StateMachineVersion, StateMachineAlias):
+        for name in _MODEL_METHODS:
+            _restore(cls, name)
+    for name in _VERSION_ACTIONS:
+        _restore(StepFunctionResponse, name)
+    _forget_resource_types()
+
+
+# --- a Map iteration that fails with a `States.` error keeps it ----------------------------------------------
+
+_ITERATION_WORKER = "moto.stepfunctions.parser.asl.component.state.exec.state_map.iteration.iteration_worker"
+
+
+def _iteration_error_name(error_name: str | None) -> Any:
+    """`CustomErrorName` for the names a state machine raises; a `States.` name (a Task's `States.Timeout`, an
+    iteration's `States.TaskFailed` …) is kept as the runtime error it is, not refused."""
+    from moto.stepfunctions.parser.asl.component.common.error_name.custom_error_name import CustomErrorName
+    from moto.stepfunctions.parser.asl.component.common.error_name.error_name import ErrorName
+
+    if error_name is not None and error_name.startswith("States."):
+        return ErrorName(error_name=error_name)
+    return CustomErrorName(error_name)
+
+
+def keep_iteration_error_names() -> None:
+    """A Map iteration that ends in an error named `States.…` fails the Map with that error, as on AWS.
+
+    Upstream wraps an iteration's error name in `CustomErrorName`, whose constructor refuses the `States.` prefix
+    (reserved for names a state machine may not *raise*): the `ValueError` ends the Map with `States.Runtime`,
+    "Custom Error Names MUST NOT begin with the prefix 'States.'", whatever the iteration's error was (an uncaught
+    `States.Timeout`, say), and a Catch on `States.Timeout` around the Map never matches.
+    """
+    _replace(_module(_ITERATION_WORKER), "CustomErrorName", _iteration_error_name)
+
+
+def refuse_iteration_error_names() -> None:
+    _restore(_module(_ITERATION_WORKER), "CustomErrorName")

@@ -43,7 +43,7 @@ def test_a_job_failing_at_a_late_step_is_replayed_from_it_without_redoing_earlie
     assert response.status_code == 202, response.text
     assert response.json()["attempt"] == 2
     assert response.json()["rerun_steps"] == ["verify_citations", "review", "publish_result"]
-    assert response.json()["rerun_items"] == []
+    assert response.json()["rerun_items"] == {}
 
     # Then the job completes without re-running the earlier steps
     job = alpha.wait(job_id)
@@ -97,7 +97,9 @@ def test_in_a_fan_out_of_20_items_only_the_3_failed_items_rerun(
     response = ops.post(f"/v1/ops/jobs/{job_id}/replay", {"from_step": "extract_evidence", "reason": "fixed items"})
     assert response.status_code == 202, response.text
     # kept: the 17 other passage groups, and the one document parsed (item 0 of parse_documents)
-    assert response.json()["rerun_items"] == [3, 7, 11] and len(response.json()["kept_items"]) == 17 + 1
+    assert response.json()["rerun_items"] == {"extract_evidence": [3, 7, 11]}
+    kept = response.json()["kept_items"]
+    assert kept["parse_documents"] == [0] and len(kept["extract_evidence"]) == 17
     named = [(n["step"], n["item"], n["unit"]) for n in response.json()["rerun_named"]]
     assert named == [("extract_evidence", n, "passage group") for n in (3, 7, 11)]
     assert response.json()["rerun_steps"] == [

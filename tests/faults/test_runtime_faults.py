@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+import time
+from collections.abc import Callable, Iterator
+from typing import Any
 
 import pytest
 
+from local import lambda_runtime
 from local.platform import LocalPlatform
 from tests.faults.helpers import artifacts, assert_consistent, charges, dead_letters
 from tests.workflows.conftest import Client
@@ -18,6 +21,9 @@ def fast_timeouts(platform: LocalPlatform) -> Iterator[None]:
     platform.set_time_scale(0.03)
     yield
     platform.set_time_scale(before)
+
+
+RECORDER = "handlers.steps.record_failure"
 
 
 def _step_events(events: list[dict], step: str, kind: str) -> list[dict]:
@@ -82,4 +88,38 @@ def test_a_step_that_always_hangs_fails_the_job_with_a_timeout(
     assert step["attempts"] == 2 and step["error"]["message"] == told
     (letter,) = dead_letters(platform, "verify_citations", job_id, expect=1)
     assert letter["attempts"] == 2 and letter["message"] == told
+    assert_consistent(events)
+
+
+def test_fan_out_items_timing_out_together_fail_the_job_with_a_timeout_naming_them(
+    platform: LocalPlatform, alpha: Client, inject, fast_timeouts
+):
+    """Four documents whose items all hang, and recorders slower than their Task timeout (as they are on a busy machine
+    under a compressed clock, all four items' recorders appending to one job at once): every item and every item's
+    recorder times out. The job still fails once, `timeout`, naming the four items (it ended `internal`: an
+    iteration failing with `States.Timeout` broke the Map)."""
+    inject("parse_documents=hang")
+    recorder_timeout = (60 + 15) * platform.time_scale  # the recorder's Task timeout on this clock
+
+    def slow_item_recorders(invocation: lambda_runtime.Invocation, call_next: Callable[[], Any]) -> Any:
+        event = invocation.event
+        if invocation.handler == RECORDER and isinstance(event, dict) and event.get("item") is not None:
+            time.sleep(recorder_timeout * 1.5)
+        return call_next()
+
+    documents = [{"name": f"d{n}.txt", "text": f"Clause {n}: the liability cap is {n} pounds."} for n in range(4)]
+    body = {
+        "workflow": "document-analysis",
+        "input": {"question": "What is the liability cap?", "documents": documents},
+    }
+    with lambda_runtime.middleware(slow_item_recorders):
+        job_id = alpha.submit(body)
+        job = alpha.wait(job_id, timeout=180)
+
+    assert job["status"] == "failed", job
+    error = job["error"]
+    assert (error["kind"], error["error"], error["step"]) == ("timeout", "States.Timeout", "parse_documents"), error
+    assert error["items"] == [0, 1, 2, 3], error
+    events = alpha.events(job_id)
+    assert [e["type"] for e in events].count("job_failed") == 1
     assert_consistent(events)

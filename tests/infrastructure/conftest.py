@@ -58,6 +58,16 @@ def definition(machine: dict[str, Any]) -> dict[str, Any]:
     return json.loads(text)
 
 
+def task_function(template: dict[str, Any], state: dict[str, Any]) -> str:
+    """The logical id of the function a Lambda Task invokes: through the version it names (`@<version id>`), the
+    version's function."""
+    target = state["Resource"].lstrip("@")
+    version = template["Resources"][target]
+    if version["Type"] == "AWS::Lambda::Version":
+        return str(version["Properties"]["FunctionName"]["Ref"])
+    return target
+
+
 def _placeholder(intrinsic: dict[str, Any]) -> str:
     if "Fn::GetAtt" in intrinsic:
         return "@" + intrinsic["Fn::GetAtt"][0]

@@ -58,8 +58,10 @@ def test_each_sla_class_has_an_intake_queue_with_a_dead_letter_queue_and_an_alar
             in a["Properties"].get("Dimensions", [])
         ]
         assert len(watched) == 1, dead
-        # a long backlog is read often: only a message no round could handle is dead-lettered
-        assert queue["Properties"]["RedrivePolicy"]["maxReceiveCount"] >= 100
+        # poison reaches its dead letters within a few receives (a waiting job's message is renewed every round)
+        assert 1 <= queue["Properties"]["RedrivePolicy"]["maxReceiveCount"] <= 5
+        # and a received message stays hidden while the round that read it may still run
+        assert queue["Properties"]["VisibilityTimeout"] > dispatcher[1]["Properties"]["Timeout"]
 
 
 def _env(function: dict[str, Any]) -> dict[str, Any]:
@@ -89,12 +91,13 @@ def test_the_dispatcher_runs_every_minute_under_a_name_every_waker_knows(
 def test_grants_are_least_privilege(template: dict[str, Any], dispatcher: tuple[str, dict[str, Any]]) -> None:
     _, function = dispatcher
     granted = [a for s in statements_of(template, function) for a in actions(s)]
-    # it consumes the intake queues and starts executions; it never sends, stops or redrives
-    assert "sqs:ReceiveMessage" in granted and "sqs:DeleteMessage" in granted
+    # it consumes the intake queues (and renews the messages of jobs that still wait) and starts executions; it
+    # never stops or redrives
+    assert {"sqs:ReceiveMessage", "sqs:DeleteMessage", "sqs:SendMessage"} <= set(granted)
     assert "states:StartExecution" in granted
-    assert not {"sqs:SendMessage", "states:StopExecution", "states:RedriveExecution", "lambda:InvokeFunction"} & set(
-        granted
-    )
+    assert not {"states:StopExecution", "states:RedriveExecution", "lambda:InvokeFunction"} & set(granted)
+    sent_to = [json.dumps(s["Resource"]) for s in statements_of(template, function) if "sqs:SendMessage" in actions(s)]
+    assert sent_to and all("Intake" in resource for resource in sent_to)
     # the functions that wake it may invoke it and nothing else in Lambda
     for other in functions(template).values():
         for statement in statements_of(template, other):
@@ -102,3 +105,27 @@ def test_grants_are_least_privilege(template: dict[str, Any], dispatcher: tuple[
                 resource = json.dumps(statement["Resource"])
                 assert resource.endswith('-admission"]}') or "-admission" in resource, resource
                 assert "*" not in resource
+
+
+def test_every_consumed_queue_dead_letters_poison_within_five_receives_and_every_dead_letter_queue_alarms(
+    template: dict[str, Any],
+) -> None:
+    """Poison is contained on every queue: a queue a function consumes (the intake queues; the delivery of webhooks
+    and the steps run as state machines, whose failure paths write their dead letters) sends what it cannot handle to
+    its dead letters within 5 receives; every other queue is a dead-letter queue and alarms at one message."""
+    queues = resources(template, "AWS::SQS::Queue")
+    consumed = {k for k, v in queues.items() if "RedrivePolicy" in v["Properties"]}
+    assert consumed
+    alarms = resources(template, "AWS::CloudWatch::Alarm").values()
+    for logical_id, queue in queues.items():
+        if logical_id in consumed:
+            assert queue["Properties"]["RedrivePolicy"]["maxReceiveCount"] <= 5, logical_id
+            continue
+        watched = [
+            a
+            for a in alarms
+            if a["Properties"].get("MetricName") == "ApproximateNumberOfMessagesVisible"
+            and {"Name": "QueueName", "Value": {"Fn::GetAtt": [logical_id, "QueueName"]}}
+            in a["Properties"].get("Dimensions", [])
+        ]
+        assert len(watched) == 1 and watched[0]["Properties"]["Threshold"] == 1, logical_id

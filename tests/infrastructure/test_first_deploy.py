@@ -12,9 +12,10 @@ import pytest
 
 from longhaul.adapters import aws
 from longhaul.core.observability import NAMESPACE, PLATFORM_MISCONFIGURED
-from longhaul.operations.admin import TABLE_OUTPUT
+from longhaul.core.settings import Env
+from longhaul.operations.admin import TABLE_OUTPUT, WEBHOOK_SECRETS_OUTPUT
 from longhaul.workflows import REGISTRY
-from tests.infrastructure.conftest import ALARM_EMAIL, all_states, definition, payload_step, resources
+from tests.infrastructure.conftest import ALARM_EMAIL, all_states, definition, payload_step, resources, task_function
 
 
 @pytest.fixture(scope="module")
@@ -27,12 +28,17 @@ def _only(template: dict[str, Any], kind: str) -> tuple[str, dict[str, Any]]:
     return found
 
 
-def test_the_stack_outputs_its_table_and_alarm_topic(template: dict[str, Any]) -> None:
+def test_the_stack_outputs_its_table_alarm_topic_and_webhook_secrets_prefix(template: dict[str, Any]) -> None:
     table_id, _ = _only(template, "AWS::DynamoDB::Table")
     topic_id, _ = _only(template, "AWS::SNS::Topic")
+    functions = resources(template, "AWS::Lambda::Function").values()
+    variables = [f["Properties"].get("Environment", {}).get("Variables", {}) for f in functions]
+    prefixes = {v.get(Env.WEBHOOK_SECRETS_PREFIX) for v in variables}
 
     assert template["Outputs"][TABLE_OUTPUT]["Value"] == {"Ref": table_id}
     assert template["Outputs"]["AlarmTopicArn"]["Value"] == {"Ref": topic_id}
+    # the prefix the admin commands rotate secrets under is the one the functions sign with
+    assert prefixes - {None} == {template["Outputs"][WEBHOOK_SECRETS_OUTPUT]["Value"]}
 
 
 @pytest.mark.parametrize("stage", ["dev", "prod"])
@@ -116,7 +122,7 @@ def model_step_timeouts(template: dict[str, Any]) -> dict[tuple[str, str], int]:
         for name, state, _ in all_states(asl["States"]):
             step = payload_step(state)
             if step in spec.model_steps and ":" not in name:  # not the failure path's tasks, which name it too
-                found[(spec.name, step)] = functions[state["Resource"].lstrip("@")]["Properties"]["Timeout"]
+                found[(spec.name, step)] = functions[task_function(template, state)]["Properties"]["Timeout"]
     return found
 
 

@@ -10,7 +10,7 @@ import pytest
 from longhaul.core import limits
 from longhaul.core.errors import DETERMINISTIC_ERROR_NAMES, RETRYABLE_ERROR_NAMES
 from longhaul.workflows import REGISTRY
-from tests.infrastructure.conftest import all_states, definition, resources
+from tests.infrastructure.conftest import all_states, definition, resources, task_function
 
 
 @pytest.fixture(scope="module")
@@ -41,7 +41,7 @@ def step_of(task_name: str) -> str:
     return task_name.removesuffix(" item").removesuffix(" batch")
 
 
-def test_every_step_task_has_a_timeout_not_below_its_lambda_timeout(machines, lambda_timeouts):
+def test_every_step_task_has_a_timeout_not_below_its_lambda_timeout(machines, lambda_timeouts, template):
     for machine in machines.values():
         tasks = step_tasks(machine)
         spec = REGISTRY[machine["Comment"].removeprefix("Longhaul workflow ")]
@@ -55,8 +55,7 @@ def test_every_step_task_has_a_timeout_not_below_its_lambda_timeout(machines, la
                 assert state["TimeoutSeconds"] >= (step_spec.timeout_seconds or 0), name
                 assert 0 < state["HeartbeatSeconds"] < state["TimeoutSeconds"], f"{name}: nothing waits forever"
                 continue
-            function = state["Resource"].lstrip("@")
-            assert state["TimeoutSeconds"] >= lambda_timeouts[function], name
+            assert state["TimeoutSeconds"] >= lambda_timeouts[task_function(template, state)], name
 
 
 def test_every_task_retries_transient_errors_with_full_jitter_and_a_max_delay(machines):
@@ -172,6 +171,29 @@ def test_a_fan_out_fails_the_job_once_after_all_items_ran(machines):
             record = states[verdict["Choices"][0]["Next"]]
             assert record["Parameters"]["error"] == "ItemsFailed"
             assert states[record["Next"]]["Type"] == "Fail", "the summary must not send a second dead letter"
+            # it names the failed items from what the Map saw, not from what their recorders got to write
+            seen = "count.$" if "ItemReader" in state else "outcomes.$"
+            assert record["Parameters"][seen] == (
+                tally["Parameters"]["count.$"] if "ItemReader" in state else state["ResultPath"]
+            )
+
+
+def test_an_items_failure_path_never_fails_its_map(machines):
+    """An item whose failure could not be recorded or dead-lettered (its recorder timed out) still yields its failure
+    (`true`): every item runs, and the summary after the Map names it."""
+    for machine in machines.values():
+        checked = 0
+        for name, state, scope in all_states(machine["States"]):
+            in_a_map = scope is not machine["States"]
+            if not (in_a_map and state["Type"] == "Task" and name.endswith((": record failure", ": dead letter"))):
+                continue
+            checked += 1
+            (catch,) = state["Catch"]
+            assert catch["ErrorEquals"] == ["States.ALL"], name
+            assert scope[catch["Next"]]["Type"] == "Pass" and scope[catch["Next"]]["Result"] is True, name
+        # a record and a dead letter per copy of each fan-out's item processor (inline, and a distributed batch's)
+        spec = REGISTRY[machine["Comment"].removeprefix("Longhaul workflow ")]
+        assert checked == 4 * len(spec.fan_out_steps)
 
 
 def test_a_fan_out_chooses_inline_or_distributed_by_its_item_count(machines):
@@ -208,6 +230,9 @@ def test_a_distributed_map_may_start_and_stop_only_its_own_children_and_read_the
     workflows = {i: m for i, m in machines.items() if definition(m)["Comment"].startswith("Longhaul workflow ")}
     assert len(workflows) == len(REGISTRY)
     for logical_id, machine in workflows.items():
+        spec = REGISTRY[definition(machine)["Comment"].removeprefix("Longhaul workflow ")]
+        if not spec.fan_out_steps:  # no Map: no child executions to start, no manifest to read
+            continue
         role = machine["Properties"]["RoleArn"]["Fn::GetAtt"][0]
         statements = [
             s

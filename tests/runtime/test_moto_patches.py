@@ -783,3 +783,92 @@ def test_a_receive_checks_retention_without_reading_attributes_with_the_patch(
     for message in queue._messages:
         message.sent_timestamp -= 120_000
     assert sqs.receive_message(QueueUrl=url, MaxNumberOfMessages=10).get("Messages", []) == []
+
+
+# --- create_email_identities -------------------------------------------------------------------------------
+
+
+def _send(source: str) -> str:
+    sesv2 = boto3.client("sesv2", region_name=REGION)
+    sent = sesv2.send_email(
+        FromEmailAddress=source,
+        Destination={"ToAddresses": ["vendor@example.com"]},
+        Content={"Simple": {"Subject": {"Data": "Dispute"}, "Body": {"Text": {"Data": "We dispute line 1."}}}},
+    )
+    return str(sent["MessageId"])
+
+
+SENDER = {"Sender": {"Type": "AWS::SES::EmailIdentity", "Properties": {"EmailIdentity": "notices@example.com"}}}
+
+
+@pytest.mark.usefixtures("unpatched")
+def test_cfn_email_identities_are_skipped_and_sends_refused_without_the_patch() -> None:
+    _deploy(SENDER)
+
+    assert boto3.client("sesv2", region_name=REGION).list_email_identities()["EmailIdentities"] == []
+    with pytest.raises(ClientError, match="MessageRejected"):
+        _send("notices@example.com")
+
+
+@pytest.mark.usefixtures("patched")
+def test_cfn_email_identities_exist_refs_name_them_and_messages_are_kept_with_the_patch() -> None:
+    from moto.ses.models import ses_backends
+
+    refs = _deploy(SENDER)
+
+    assert refs["Sender"] == "notices@example.com"
+    identities = boto3.client("sesv2", region_name=REGION).list_email_identities()["EmailIdentities"]
+    assert [i["IdentityName"] for i in identities] == ["notices@example.com"]
+    message_id = _send("notices@example.com")
+    (message,) = ses_backends["123456789012"][REGION].sent_messages
+    assert message.id == message_id and message.destinations["ToAddresses"] == ["vendor@example.com"]
+
+
+# --- keep_iteration_error_names ----------------------------------------------------------------------------
+
+
+def _map_whose_iteration_times_out() -> str:
+    """A Map whose one iteration waits for a task token that never comes (`TimeoutSeconds` 1, no Catch inside), and
+    a Catch of `States.Timeout` around the Map: on AWS the Map fails with the iteration's `States.Timeout`."""
+    queue = boto3.client("sqs", region_name=REGION).create_queue(QueueName="tokens")["QueueUrl"]
+    wait = {
+        "Type": "Task",
+        "Resource": "arn:aws:states:::sqs:sendMessage.waitForTaskToken",
+        "Parameters": {"QueueUrl": queue, "MessageBody": {"token.$": "$$.Task.Token"}},
+        "TimeoutSeconds": 1,
+        "End": True,
+    }
+    definition = {
+        "StartAt": "Items",
+        "States": {
+            "Items": {
+                "Type": "Map",
+                "ItemsPath": "$.items",
+                "ItemProcessor": {"ProcessorConfig": {"Mode": "INLINE"}, "StartAt": "Wait", "States": {"Wait": wait}},
+                "Catch": [{"ErrorEquals": ["States.Timeout"], "Next": "Timed out", "ResultPath": "$.failure"}],
+                "End": True,
+            },
+            "Timed out": {"Type": "Pass", "End": True},
+        },
+    }
+    sfn = boto3.client("stepfunctions", region_name=REGION)
+    arn: str = sfn.create_state_machine(
+        name="iterations", definition=json.dumps(definition), roleArn="arn:aws:iam::123456789012:role/sfn"
+    )["stateMachineArn"]
+    return sfn.start_execution(stateMachineArn=arn, input=json.dumps({"items": [1]}))["executionArn"]
+
+
+@pytest.mark.usefixtures("unpatched")
+def test_an_iteration_that_times_out_fails_the_map_with_a_runtime_error_without_the_patch() -> None:
+    finished = _finished(_map_whose_iteration_times_out())
+
+    assert (finished["status"], finished["error"]) == ("FAILED", "States.Runtime")
+    assert "Custom Error Names MUST NOT begin with the prefix 'States.'" in finished["cause"]
+
+
+@pytest.mark.usefixtures("patched")
+def test_an_iteration_that_times_out_fails_the_map_with_its_timeout_with_the_patch() -> None:
+    finished = _finished(_map_whose_iteration_times_out())
+
+    assert finished["status"] == "SUCCEEDED"  # the Catch of States.Timeout around the Map matched
+    assert json.loads(finished["output"])["failure"]["Error"] == "States.Timeout"

@@ -113,6 +113,24 @@ def test_scaled_wait_follows_a_scale_change_while_waiting() -> None:
     assert time.monotonic() - started < 3
 
 
+def test_a_real_time_floor_holds_a_scaled_wait_but_not_an_event_or_a_shorter_wait() -> None:
+    lambda_runtime.set_time_scale(0.001)
+    event = threading.Event()
+    try:
+        started = time.monotonic()
+        assert lambda_runtime.scaled_wait(60, min_real=0.5) is False  # 0.06 s scaled, held to 0.5 s
+        assert 0.5 <= time.monotonic() - started < 2
+        started = time.monotonic()
+        assert lambda_runtime.scaled_wait(0.1, min_real=5) is False  # never longer than unscaled
+        assert time.monotonic() - started < 1
+        threading.Timer(0.2, event.set).start()
+        started = time.monotonic()
+        assert lambda_runtime.scaled_wait(60, event=event, min_real=5) is True
+        assert time.monotonic() - started < 2
+    finally:
+        lambda_runtime.set_time_scale(1.0)
+
+
 def test_scaled_wait_returns_when_its_event_is_set_or_it_is_stopped() -> None:
     event = threading.Event()
     event.set()
@@ -188,7 +206,8 @@ def _run(definition: dict[str, Any], *, timeout: float = 5) -> tuple[dict[str, A
 
 
 @pytest.mark.usefixtures("scaled")
-def test_task_timeout_of_60_s_fires_in_under_a_second_at_scale_0_01() -> None:
+def test_task_timeout_of_60_s_fires_at_the_real_time_floor_at_scale_0_01() -> None:
+    # 60 s x 0.01 = 0.6 s, below the floor: the Task is timed out after TASK_TIMEOUT_FLOOR_SECONDS of real time.
     definition = {
         "StartAt": "Slow",
         "States": {"Slow": {"Type": "Task", "Resource": _function(hangs), "TimeoutSeconds": 60, "End": True}},
@@ -198,7 +217,7 @@ def test_task_timeout_of_60_s_fires_in_under_a_second_at_scale_0_01() -> None:
 
     assert described["status"] == "FAILED"
     assert described["error"] == "States.Timeout"
-    assert 0.5 <= took < 5
+    assert lambda_runtime.TASK_TIMEOUT_FLOOR_SECONDS <= took < lambda_runtime.TASK_TIMEOUT_FLOOR_SECONDS + 3
     history = boto3.client("stepfunctions", region_name=REGION).get_execution_history(
         executionArn=described["executionArn"]
     )["events"]

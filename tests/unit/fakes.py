@@ -24,6 +24,7 @@ class Started:
     workflow: str
     execution: str
     state: dict[str, Any]
+    version: str | None = None  # the version it was asked to start on (None: the workflow's alias)
 
 
 @dataclass(frozen=True)
@@ -37,9 +38,12 @@ class Stopped:
 @dataclass
 class FakeEngine:
     """A `WorkflowEngine` that records its calls. Set `unavailable` to make start/stop raise `EngineUnavailable`,
-    `refuse_redrive` to a reason to make redrive raise `RedriveRefused`, and statuses with `set_status`."""
+    `refuse_redrive` to a reason to make redrive raise `RedriveRefused`, and statuses with `set_status`. Versions:
+    an execution started without one runs `current[workflow]` (if set); `versions` are those that exist."""
 
     unavailable: bool = False
+    current: dict[str, str] = field(default_factory=dict)
+    versions: set[str] = field(default_factory=set)
     refuse_redrive: str | None = None
     executions: dict[tuple[str, str], Execution] = field(default_factory=dict)
     started: list[Started] = field(default_factory=list)
@@ -47,20 +51,30 @@ class FakeEngine:
     redriven: list[tuple[str, str]] = field(default_factory=list)
     histories: dict[tuple[str, str], ExecutionHistory] = field(default_factory=dict)
     history_reads: list[tuple[str, str]] = field(default_factory=list)
+    definitions: dict[str, str] = field(default_factory=dict)  # workflow -> its definition (ASL JSON)
 
     def set_status(self, workflow: str, execution: str, status: ExecutionStatus, *, error: str | None = None) -> None:
-        self.executions[(workflow, execution)] = Execution(status, error)
+        version = self.executions[(workflow, execution)].version if (workflow, execution) in self.executions else None
+        self.executions[(workflow, execution)] = Execution(status, error, version)
 
     def status(self, workflow: str, execution: str) -> ExecutionStatus:
         return self.describe(workflow, execution).status
 
-    def start(self, workflow: str, execution: str, state: Mapping[str, Any]) -> None:
+    def start(self, workflow: str, execution: str, state: Mapping[str, Any], *, version: str | None = None) -> None:
         if self.unavailable:
             raise EngineUnavailable("StartExecution: ThrottlingException")
         if (workflow, execution) in self.executions:
             return  # one execution per name: a second start counts as started
-        self.started.append(Started(workflow, execution, dict(state)))
-        self.executions[(workflow, execution)] = Execution(ExecutionStatus.RUNNING)
+        self.started.append(Started(workflow, execution, dict(state), version))
+        runs = version or self.current.get(workflow)
+        self.executions[(workflow, execution)] = Execution(ExecutionStatus.RUNNING, version=runs)
+
+    def version_of(self, execution_arn: str) -> str | None:
+        name = execution_arn.rsplit(":", 1)[-1]
+        return next((e.version for (_, n), e in self.executions.items() if n == name), None)
+
+    def has_version(self, workflow: str, version: str) -> bool:
+        return version in self.versions or version in self.current.values()
 
     def stop(self, workflow: str, execution: str, *, error: str, cause: str = "") -> None:
         if self.unavailable:
@@ -68,7 +82,7 @@ class FakeEngine:
         self.stopped.append(Stopped(workflow, execution, error, cause))
         current = self.executions.get((workflow, execution))
         if current is not None and current.status == ExecutionStatus.RUNNING:
-            self.executions[(workflow, execution)] = Execution(ExecutionStatus.ABORTED, error)
+            self.executions[(workflow, execution)] = Execution(ExecutionStatus.ABORTED, error, current.version)
 
     def describe(self, workflow: str, execution: str) -> Execution:
         return self.executions.get((workflow, execution), Execution(ExecutionStatus.NOT_STARTED))
@@ -80,13 +94,18 @@ class FakeEngine:
         if current is None or current.status not in ENDED - {ExecutionStatus.SUCCEEDED}:
             raise RedriveRefused(f"execution {execution} is not redrivable")
         self.redriven.append((workflow, execution))
-        self.executions[(workflow, execution)] = Execution(ExecutionStatus.RUNNING)
+        self.executions[(workflow, execution)] = Execution(ExecutionStatus.RUNNING, version=current.version)
 
-    def history(self, workflow: str, execution: str) -> ExecutionHistory:
+    def history(self, workflow: str, execution: str, *, children: bool = True) -> ExecutionHistory:
         if self.unavailable:
             raise EngineUnavailable("GetExecutionHistory: ThrottlingException")
         self.history_reads.append((workflow, execution))
         return self.histories.get((workflow, execution), ExecutionHistory())
+
+    def definition(self, workflow: str, execution: str) -> str:
+        if self.unavailable or workflow not in self.definitions:
+            raise EngineUnavailable("DescribeStateMachine: ThrottlingException")
+        return self.definitions[workflow]
 
 
 @dataclass

@@ -5,11 +5,13 @@ never starts. The stores run on moto; the engine, the intake queues and the wake
 from __future__ import annotations
 
 import threading
+from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
 
+from local import moto_patches
 from longhaul import services as wiring
 from longhaul.api.jobs import JobService
 from longhaul.core.auth import Principal
@@ -100,7 +102,7 @@ def test_a_tenant_over_its_rate_gets_429_with_retry_after_and_another_tenant_is_
     # Then 429 rate-limited, with Retry-After in seconds (and the same in the body), and nothing stored for it
     problem = assert_problem(refused, 429, "rate-limited")
     retry_after = int(refused.header("Retry-After") or "0")
-    assert 1 <= retry_after <= 60
+    assert 1 <= retry_after <= 61  # when the first submission leaves the window (a second counts 61 s)
     assert problem["retry_after_seconds"] == retry_after
     assert problem["submissions_per_minute"] == 2
     # while tenant B's submissions keep being accepted
@@ -111,14 +113,74 @@ def test_a_tenant_over_its_rate_gets_429_with_retry_after_and_another_tenant_is_
     assert again.status == 202 and again.body["job_id"] == first.body["job_id"]
 
 
-def test_the_rate_window_admits_again_in_the_next_minute(table: Any, clock: FakeClock) -> None:
+def test_the_rate_holds_over_any_60_seconds_not_per_clock_minute(table: Any, clock: FakeClock) -> None:
     store = AdmissionStore(table, clock=clock)
     clock.current = datetime(2025, 1, 2, 3, 4, 50, tzinfo=UTC)
     assert store.take_submission(TENANT_A, 1) is None
-    assert store.take_submission(TENANT_A, 1) == 10  # the minute turns in 10 s
-    assert store.take_submission(TENANT_B, 1) is None  # another tenant's counter
-    clock.advance(timedelta(seconds=10))
+    # the next one fits when that submission's second (50) has left the window: 61 s after it began
+    assert store.take_submission(TENANT_A, 1) == 61
+    assert store.take_submission(TENANT_B, 1) is None  # another tenant's window
+    clock.advance(timedelta(seconds=10))  # a new clock minute changes nothing (a fixed window admitted here)
+    assert store.take_submission(TENANT_A, 1) == 51
+    clock.advance(timedelta(seconds=50.5))
+    assert store.take_submission(TENANT_A, 1) == 1
+    clock.advance(timedelta(seconds=0.5))
     assert store.take_submission(TENANT_A, 1) is None
+
+
+def test_a_burst_across_a_minute_boundary_is_held_to_the_limit(table: Any, clock: FakeClock) -> None:
+    # Given 30 a minute, and 30 submissions at the end of a clock minute
+    store = AdmissionStore(table, clock=clock)
+    clock.current = datetime(2025, 1, 2, 3, 4, 59, 500_000, tzinfo=UTC)
+    assert [store.take_submission(TENANT_A, 30) for _ in range(30)] == [None] * 30
+
+    # When 30 more come at the start of the next (a fixed window let them all through)
+    clock.advance(timedelta(seconds=0.6))
+    refused = [store.take_submission(TENANT_A, 30) for _ in range(30)]
+
+    # Then none is accepted, and each is told when the next fits: when the first 30 leave the window
+    assert refused == [60] * 30
+    clock.advance(timedelta(seconds=60))
+    assert store.take_submission(TENANT_A, 30) is None
+
+
+@pytest.fixture
+def atomic_dynamodb() -> Iterator[None]:
+    """Each of moto's DynamoDB operations atomic, as DynamoDB's are (the local runtime's patch; moto's own are not)."""
+    moto_patches.serialize_dynamodb_operations()
+    try:
+        yield
+    finally:
+        moto_patches.unserialize_dynamodb_operations()
+
+
+def test_a_concurrent_burst_of_60_at_30_a_minute_accepts_30(
+    table: Any, clock: FakeClock, atomic_dynamodb: None
+) -> None:
+    """60 submissions from 20 writers at once, over a second and a minute boundary: conditional writes, no lost
+    update, and concurrent submissions within one second never conflict."""
+    store = AdmissionStore(table, clock=clock)
+    clock.current = datetime(2025, 1, 2, 3, 4, 58, 900_000, tzinfo=UTC)
+    answers: list[int | None] = []
+    lock = threading.Lock()
+    start = threading.Barrier(20)
+
+    def submitter() -> None:
+        start.wait()
+        for _ in range(3):
+            answer = store.take_submission(TENANT_A, 30)
+            with lock:
+                answers.append(answer)
+                clock.advance(timedelta(milliseconds=20))  # the burst crosses second and minute boundaries
+
+    threads = [threading.Thread(target=submitter) for _ in range(20)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+
+    assert len(answers) == 60 and answers.count(None) == 30
+    assert all(1 <= a <= 61 for a in answers if a is not None)
 
 
 def test_an_sla_class_the_tenant_may_not_use_is_a_422_naming_the_allowed_classes(
@@ -128,6 +190,19 @@ def test_an_sla_class_the_tenant_may_not_use_is_a_422_naming_the_allowed_classes
     response = submit(call_api, {**BODY, "sla_class": "interactive"}, key=KEY_A)
     problem = assert_problem(response, 422, "invalid-request")
     assert problem["allowed_sla_classes"] == ["batch"]
+    assert [e["loc"] for e in problem["errors"]] == [["body", "sla_class"]]
+    nothing_stored()
+
+
+@pytest.mark.parametrize(("policy", "allowed"), [(None, ["interactive", "standard", "batch"]), (["batch"], ["batch"])])
+def test_an_unknown_sla_class_is_a_422_naming_the_tenants_classes_too(
+    call_api: CallApi, table: Any, api_keys: dict[str, str], nothing_stored: Any, policy: Any, allowed: list[str]
+) -> None:
+    if policy:
+        policy_of(table, TENANT_A, sla_classes=policy)
+    response = submit(call_api, {**BODY, "sla_class": "urgent"}, key=KEY_A)
+    problem = assert_problem(response, 422, "invalid-request")
+    assert problem["allowed_sla_classes"] == allowed
     assert [e["loc"] for e in problem["errors"]] == [["body", "sla_class"]]
     nothing_stored()
 

@@ -16,6 +16,7 @@ from longhaul.workflows.document_analysis.analysis import (
     DraftClaim,
     Evidence,
     EvidenceSet,
+    ReviewedCitation,
     draft_answer,
     extract_evidence,
     parse_model_output,
@@ -25,6 +26,7 @@ from longhaul.workflows.document_analysis.analysis import (
     verify_citations,
 )
 from longhaul.workflows.document_analysis.retrieval import LexicalIndex, group_passages
+from longhaul.workflows.document_analysis.spec import AnswerEdits
 
 SAMPLES = Path(__file__).resolve().parents[2] / "samples" / "documents"
 QUESTION = "What are the main risks in these contracts, e.g. liability caps, termination and data protection?"
@@ -174,6 +176,39 @@ def test_verification_drops_fabricated_quotes_and_unknown_chunks() -> None:
     )
 
 
+def test_a_reviewers_citation_in_the_results_own_shape_is_accepted_and_verified_against_its_passage() -> None:
+    # Given a reviewer's edits that copy the result's citations as they are (document, page, source, confidence)
+    cited = Citation(document="msa.pdf", page=2, chunk_id="d0-p2-c1", quote="the Fees paid in the preceding")
+    elsewhere = {**cited.model_dump(), "page": 3}  # names another page than its passage's
+    edits = AnswerEdits.model_validate({"claims": [{"text": "Capped.", "citations": [cited.model_dump(), elsewhere]}]})
+    draft = Draft(
+        answer="a",
+        claims=[
+            DraftClaim(
+                text=claim.text,
+                citations=[
+                    ReviewedCitation(chunk_id=c.chunk_id, quote=c.quote, document=c.document, page=c.page)
+                    for c in claim.citations
+                ],
+            )
+            for claim in edits.claims or []
+        ],
+    )
+
+    # When it is verified, only the citation whose page is its passage's stays
+    claims, verification = verify_citations(draft, {CHUNK.chunk_id: CHUNK})
+
+    assert claims == [Claim(text="Capped.", citations=[cited])]
+    assert (verification.citations_checked, verification.citations_verified) == (2, 1)
+
+
+def test_a_reviewers_citation_still_names_its_passage_and_quote() -> None:
+    with pytest.raises(ValueError, match="chunk_id"):
+        AnswerEdits.model_validate({"claims": [{"text": "x", "citations": [{"document": "msa.pdf", "quote": "q"}]}]})
+    with pytest.raises(ValueError, match="extra"):
+        AnswerEdits.model_validate({"claims": [{"text": "x", "citations": [{"chunk_id": "c", "quote": "q", "n": 1}]}]})
+
+
 def test_a_draft_with_no_verifiable_claim_is_output_invalid() -> None:
     draft = Draft(answer="x", claims=[DraftClaim(text="y", citations=[DraftCitation(chunk_id="d0-p2-c1", quote="z")])])
 
@@ -191,7 +226,10 @@ def test_markdown_numbers_citations_and_lists_sources() -> None:
         citations=[citation],
         verification=Verification(citations_checked=2, citations_verified=2, citations_dropped=0, claims_dropped=0),
         model="scripted",
-        documents=[DocumentSummary(name="scan.pdf", media_type="application/pdf", pages=2, pages_needing_ocr=[2])],
+        documents=[
+            DocumentSummary(name="scan.pdf", media_type="application/pdf", pages=2, pages_needing_ocr=[2]),
+            DocumentSummary(name="blank.pdf", media_type="application/pdf", pages=3, pages_unreadable=[1, 3]),
+        ],
     )
 
     markdown = render_markdown(result)
@@ -201,6 +239,7 @@ def test_markdown_numbers_citations_and_lists_sources() -> None:
     assert "[1] msa.pdf, page 2 (d0-p2-c1):\n\n> line one\n> line two" in markdown
     assert "[2]" not in markdown
     assert "- scan.pdf: page 2" in markdown
+    assert "Pages OCR could not read (no text, or too low a confidence):\n\n- blank.pdf: page 1, 3" in markdown
 
 
 # ---------------------------------------------------------------- end to end

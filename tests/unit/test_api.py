@@ -8,6 +8,9 @@ from typing import Any
 import pytest
 
 from longhaul.core.contracts import JobStatus
+from longhaul.core.limits import MAX_DOCUMENTS
+from longhaul.documents.intake import StoredDocument, read_document
+from longhaul.storage.artifacts import ArtifactStore
 from longhaul.storage.jobs import JobStore
 from longhaul.workflows import REGISTRY
 from tests.unit.api_helpers import (
@@ -25,6 +28,25 @@ pytestmark = pytest.mark.usefixtures("api_keys")
 
 
 # ---------------------------------------------------------------------- submit
+
+
+def test_the_inline_texts_of_a_submission_are_one_object_whatever_their_count(
+    call_api: CallApi, s3: Any, bucket: str
+) -> None:
+    """A submission's work before its 202 does not grow with its documents: 5,000 inline texts are one object (one
+    PUT, as one is), and each document reads back as its own text."""
+    documents = [{"name": f"d{n:04d}.txt", "text": f"Clause {n}: notice is {n} days."} for n in range(MAX_DOCUMENTS)]
+    body = {**BODY, "input": {**BODY["input"], "documents": documents}}
+    response = submit(call_api, body)
+
+    assert response.status == 202, response.raw_body[:500]
+    job_id = response.body["job_id"]
+    written = [k for k in (o["Key"] for o in s3.list_objects_v2(Bucket=bucket)["Contents"]) if job_id in k]
+    assert sorted(written) == [f"work/{job_id}/input.json", f"work/{job_id}/source/inline"]
+    stored = json.loads(s3.get_object(Bucket=bucket, Key=f"work/{job_id}/input.json")["Body"].read())["documents"]
+    store = ArtifactStore(s3, bucket)
+    for n in (0, 1, 2_500, MAX_DOCUMENTS - 1):
+        assert read_document(store, StoredDocument.model_validate(stored[n])).decode() == documents[n]["text"]
 
 
 def test_submit_accepts_the_job_and_starts_an_execution_named_after_it(
@@ -64,6 +86,7 @@ def test_submit_accepts_the_job_and_starts_an_execution_named_after_it(
         "input_key": f"work/{job_id}/input.json",
         "correlation_id": correlation_id,
         "steps": {},
+        "saga": None,  # set only in a compensation lane's execution
     }
 
     # and the job, its input document and the inline texts are stored
@@ -74,8 +97,11 @@ def test_submit_accepts_the_job_and_starts_an_execution_named_after_it(
     assert [d["name"] for d in stored_input["documents"]] == ["contract.md", "notes.txt"]
     assert all("text" not in d for d in stored_input["documents"])
     assert [d["media_type"] for d in stored_input["documents"]] == ["text/markdown", "text/plain"]
-    first = s3.get_object(Bucket=bucket, Key=stored_input["documents"][0]["key"])["Body"].read().decode()
-    assert first == BODY["input"]["documents"][0]["text"]
+    # all the inline texts in one object, each document its span of it
+    assert len({d["key"] for d in stored_input["documents"]}) == 1
+    store = ArtifactStore(s3, bucket)
+    texts = [read_document(store, StoredDocument.model_validate(d)).decode() for d in stored_input["documents"]]
+    assert texts == [d["text"] for d in BODY["input"]["documents"]]
 
 
 def test_the_submitted_job_is_visible_to_its_tenant(call_api: CallApi) -> None:
@@ -201,7 +227,7 @@ def test_inline_text_declared_as_pdf_is_422_and_stores_nothing(call_api: CallApi
 
     problem = assert_problem(submit(call_api, body), 422, "invalid-request")
 
-    assert problem["errors"][0]["loc"] == ["input", "documents", 0, "media_type"]
+    assert problem["errors"][0]["loc"] == ["body", "input", "documents", 0, "media_type"]  # the contract says so
     nothing_stored()
 
 
@@ -271,12 +297,14 @@ def test_without_an_idempotency_key_each_submission_is_a_new_job(call_api: CallA
 
 
 @pytest.mark.parametrize("key", ["has space", "slash/inside", "x" * 129, "ümlaut", ""], ids=str)
-def test_a_malformed_idempotency_key_is_400_and_stores_nothing(
+def test_a_malformed_idempotency_key_is_422_naming_the_header_and_stores_nothing(
     call_api: CallApi, nothing_stored: Any, key: str
 ) -> None:
+    # The header's pattern is in the OpenAPI document; a key outside it is refused like any invalid parameter.
     response = submit(call_api, **{"Idempotency-Key": key})
 
-    assert_problem(response, 400, "bad-request")
+    problem = assert_problem(response, 422, "invalid-request")
+    assert [e["loc"] for e in problem["errors"]] == [["header", "idempotency-key"]]
     nothing_stored()
 
 

@@ -3,6 +3,7 @@ plan; and a job's ETA, which only a moving job has."""
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -53,6 +54,16 @@ def test_operators_list_every_tenants_jobs_newest_first_in_pages(call_api: CallA
 
     assert [j for page in seen for j in page] == submitted[::-1]
     assert [len(page) for page in seen] == [2, 2, 1]
+
+
+def test_each_row_of_the_operator_listing_says_whose_job_it_is(call_api: CallApi) -> None:
+    a, b = (submit(call_api, key=key).body["job_id"] for key in (KEY_A, KEY_B))
+
+    rows = call_api("GET", "/v1/ops/jobs", key=OPS).body["jobs"]
+    one = call_api("GET", f"/v1/ops/jobs/{b}", key=OPS).body
+
+    assert {r["job_id"]: r["tenant_id"] for r in rows} == {a: "tenant-a", b: "tenant-b"}
+    assert one["tenant_id"] == "tenant-b"
 
 
 def test_the_operator_listing_filters_by_tenant_and_status(call_api: CallApi, store: JobStore) -> None:
@@ -126,6 +137,22 @@ def test_only_a_moving_job_has_an_eta(call_api: CallApi, table: Any) -> None:
     assert stopped["status"] == "cancelled" and stopped["progress"]["eta_seconds"] is None
 
 
+@pytest.mark.parametrize(
+    ("status", "eta"), [(S.RETRYING, True), (S.WAITING_FOR_REVIEW, False), (S.CANCEL_REQUESTED, False)]
+)
+def test_a_job_waiting_for_a_person_or_being_cancelled_has_no_eta(
+    call_api: CallApi, table: Any, status: JobStatus, eta: bool
+) -> None:
+    job_id = submit(call_api).body["job_id"]
+    running(table, job_id, started_ago=timedelta(seconds=100), completed=2).transition(
+        job_id, status, event=f"job_{status.value}"
+    )
+
+    progress = call_api("GET", f"/v1/jobs/{job_id}", key=KEY_A).body["progress"]
+
+    assert (progress["eta_seconds"] is not None) is eta, progress
+
+
 # ---------------------------------------------------------------------- replay plan
 
 
@@ -169,15 +196,36 @@ def test_a_replay_of_a_cancelled_job_lists_exactly_what_will_run_again(
     plan = response.body
     assert plan["rerun_steps"] == ["extract_evidence", "draft_answer", "verify_citations", "review", "publish_result"]
     # (kept: the one parsed document, item 0 of parse_documents, and items 0, 1, 3 of extract_evidence)
-    assert plan["rerun_items"] == [2, 4] and plan["kept_items"] == [0, 0, 1, 3]
+    assert plan["rerun_items"] == {"extract_evidence": [2, 4]}
+    assert plan["kept_items"] == {"parse_documents": [0], "extract_evidence": [0, 1, 3]}
     assert [(n["step"], n["item"], n["unit"]) for n in plan["rerun_named"]] == [
         ("extract_evidence", 2, "passage group"),
         ("extract_evidence", 4, "passage group"),
     ]
     replayed = next(e for e in call_api("GET", f"/v1/jobs/{job_id}/events", key=KEY_A).body["events"][::-1])
-    assert replayed["type"] == "job_replayed" and replayed["detail"]["rerun_items"] == [2, 4]
+    assert replayed["type"] == "job_replayed" and replayed["detail"]["rerun_items"] == {"extract_evidence": [2, 4]}
     assert checkpoints.get_step(job_id, "extract_evidence", 0) is not None, "kept checkpoints stay"
     assert checkpoints.get_step(job_id, "extract_evidence", 2) is not None, "a step before from_step is not dropped"
+
+
+def test_a_dry_run_replay_is_a_200_with_the_plan_and_starts_nothing(
+    call_api: CallApi, table: Any, checkpoints: CheckpointStore
+) -> None:
+    job_id = submit(call_api).body["job_id"]
+    store = running(table, job_id, started_ago=timedelta(seconds=10), completed=4)
+    parsed_up_to_the_index(checkpoints, job_id)
+    store.transition(job_id, S.FAILED, event="job_failed")
+    events = call_api("GET", f"/v1/jobs/{job_id}/events", key=KEY_A).body["events"]
+
+    body = {"from_step": "build_index", "reason": "what would run?", "dry_run": True}
+    response = call_api("POST", f"/v1/ops/jobs/{job_id}/replay", key=OPS, body=body)
+
+    assert response.status == 200, response.raw_body
+    assert response.body["dry_run"] is True and response.body["status"] == "failed"
+    assert response.body["rerun_steps"][0] == "build_index"
+    assert call_api("GET", f"/v1/jobs/{job_id}", key=KEY_A).body["status"] == "failed"
+    assert call_api("GET", f"/v1/jobs/{job_id}/events", key=KEY_A).body["events"] == events
+    assert checkpoints.get_step(job_id, "build_index") is not None
 
 
 def test_a_replay_from_before_the_fan_out_reruns_all_its_items(
@@ -205,7 +253,8 @@ def test_a_replay_from_before_the_fan_out_reruns_all_its_items(
         "review",
         "publish_result",
     ]
-    assert plan["rerun_items"] == [0, 1] and plan["kept_items"] == [0]  # the parsed document is kept
+    assert plan["rerun_items"] == {"extract_evidence": [0, 1]}
+    assert plan["kept_items"] == {"parse_documents": [0]}  # the parsed document is kept
     assert checkpoints.get_step(job_id, "extract_evidence", 0) is None
     assert checkpoints.get_step(job_id, "chunk_documents") is not None
 
@@ -239,3 +288,90 @@ def test_operators_read_the_platforms_metrics_by_series(call_api: CallApi) -> No
     assert series["invoice-reconciliation"]["maximum"] == 50
     assert call_api("GET", "/v1/ops/metrics", key=KEY_A).status == 403
     assert_problem(call_api("GET", "/v1/ops/metrics", key=OPS, query={"hours": "0"}), 422, "invalid-request")
+# ---------------------------------------------------------------------- tenant policies
+
+
+def test_a_policy_patch_changes_only_the_fields_it_names(call_api: CallApi) -> None:
+    path = "/v1/ops/tenants/tenant-a/policy"
+    put = call_api("PUT", path, key=OPS, body={"max_job_tokens": 200000, "daily_tokens": 5000000, "weight": 3})
+    assert put.status == 200, put.raw_body
+
+    patched = call_api("PATCH", path, key=OPS, body={"jobs_in_flight": 2, "sla_classes": ["standard", "batch"]})
+
+    assert patched.status == 200, patched.raw_body
+    policy = patched.body["policy"]
+    assert (policy["max_job_tokens"], policy["daily_tokens"], policy["weight"]) == (200000, 5000000, 3)  # kept
+    assert (policy["jobs_in_flight"], policy["sla_classes"]) == (2, ["standard", "batch"])
+    assert patched.body["previous"]["jobs_in_flight"] == 50 and patched.body["reset"] == []
+    assert call_api("GET", path, key=OPS).body["policy"] == policy
+
+    # null puts a field back to its default, and says so
+    back = call_api("PATCH", path, key=OPS, body={"weight": None}).body
+    assert back["policy"]["weight"] == 1 and back["reset"] == ["weight"] and back["policy"]["jobs_in_flight"] == 2
+
+
+def test_a_policy_put_replaces_the_whole_policy_and_says_what_it_reset(call_api: CallApi) -> None:
+    path = "/v1/ops/tenants/tenant-a/policy"
+    call_api("PUT", path, key=OPS, body={"max_job_tokens": 200000, "jobs_in_flight": 2})
+
+    replaced = call_api("PUT", path, key=OPS, body={"max_job_tokens": 100000})
+
+    assert replaced.status == 200, replaced.raw_body
+    assert replaced.body["policy"]["jobs_in_flight"] == 50  # omitted: back to its default
+    assert replaced.body["reset"] == ["jobs_in_flight"]
+    assert replaced.body["previous"]["jobs_in_flight"] == 2 and replaced.body["previous"]["max_job_tokens"] == 200000
+
+
+@pytest.mark.parametrize(
+    ("body", "field"),
+    [({"weight": 0}, "weight"), ({"sla_classes": []}, "sla_classes"), ({"jobs": 1}, "jobs"), ({"routes": ["x"]}, None)],
+)
+def test_an_invalid_policy_patch_is_422_and_changes_nothing(
+    call_api: CallApi, body: dict[str, Any], field: str | None
+) -> None:
+    path = "/v1/ops/tenants/tenant-a/policy"
+    before = call_api("GET", path, key=OPS).body
+
+    problem = assert_problem(call_api("PATCH", path, key=OPS, body=body), 422, "invalid-request")
+
+    if field:
+        assert [e["loc"] for e in problem["errors"]] == [["body", field]]
+    else:
+        assert problem["allowed_routes"] == ["default"]
+    assert call_api("GET", path, key=OPS).body == before
+
+
+@pytest.fixture
+def atomic_dynamodb() -> Iterator[None]:
+    """moto checks a put's condition and writes the item without a lock; DynamoDB (and the local platform, through
+    its patch) does both atomically, which concurrent conditional writes rely on."""
+    from moto.dynamodb.models import DynamoDBBackend
+
+    from local.moto_patches import dynamodb as dynamodb_patches
+
+    already = DynamoDBBackend.put_item.__qualname__.startswith("_atomic")  # a platform of this process patched it
+    dynamodb_patches.serialize_dynamodb_operations()
+    try:
+        yield
+    finally:
+        if not already:
+            dynamodb_patches.unserialize_dynamodb_operations()
+
+
+def test_concurrent_policy_patches_both_land(call_api: CallApi, atomic_dynamodb: None) -> None:
+    """Each patch is conditional on the policy it read: neither undoes the other."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    path = "/v1/ops/tenants/tenant-a/policy"
+    changes = [{"weight": 5}, {"jobs_in_flight": 7}, {"daily_tokens": 123}, {"submissions_per_minute": 9}]
+    with ThreadPoolExecutor(4) as pool:
+        statuses = list(pool.map(lambda b: call_api("PATCH", path, key=OPS, body=b).status, changes))
+
+    assert statuses == [200] * 4
+    policy = call_api("GET", path, key=OPS).body["policy"]
+    assert (policy["weight"], policy["jobs_in_flight"], policy["daily_tokens"], policy["submissions_per_minute"]) == (
+        5,
+        7,
+        123,
+        9,
+    )

@@ -21,6 +21,7 @@ from longhaul.core.budgets import (
     usd,
     worst_case_input_tokens,
 )
+from longhaul.core.contracts import JobStatus
 from longhaul.core.errors import BudgetExceededError
 from longhaul.core.records import Job
 from longhaul.storage.budgets import BudgetStore, CallLabels
@@ -85,7 +86,7 @@ def _job(store: JobStore, tokens: int, cost: int = 10_000_000, job_id: str = "jo
             budget_cost_micro=cost,
         )
     )
-    return job
+    return store.transition(job.job_id, JobStatus.RUNNING, event="job_started")  # a running job's step reserves
 
 
 def test_reserve_then_settle_moves_the_hold_to_the_actual_usage(store: JobStore, budgets: BudgetStore) -> None:
@@ -136,3 +137,23 @@ def test_policies_default_and_round_trip_exactly(budgets: BudgetStore) -> None:
     policy = TenantPolicy(max_job_tokens=5, max_job_cost_usd=Decimal("0.123456"), daily_tokens=9, routes=["fast"])
     budgets.put_policy("alpha", policy)
     assert budgets.policy("alpha") == policy
+
+
+def test_a_policy_patch_names_every_policy_field_and_refuses_what_the_policy_refuses() -> None:
+    from pydantic import ValidationError
+
+    from longhaul.core import limits
+    from longhaul.core.budgets import TenantPolicy, TenantPolicyPatch
+
+    assert set(TenantPolicyPatch.model_fields) == set(TenantPolicy.model_fields)
+    for field, value in [
+        ("submissions_per_minute", limits.MAX_RATE + 1),
+        ("jobs_in_flight", 0),
+        ("max_job_tokens", limits.MAX_TOKENS + 1),
+        ("agent_max_turns", limits.MAX_AGENT_TURNS + 1),
+        ("routes", ["not a route name!"]),
+    ]:
+        with pytest.raises(ValidationError):
+            TenantPolicy.model_validate({field: value})
+        with pytest.raises(ValidationError):
+            TenantPolicyPatch.model_validate({field: value})

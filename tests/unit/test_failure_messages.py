@@ -105,3 +105,32 @@ def test_without_the_limits_a_failure_still_counts_at_least_one_attempt(services
 
     assert dead_letter["attempts"] == 1
     assert dead_letter["message"] == "States.Timeout"
+
+
+def test_a_fan_out_summary_names_the_items_the_map_saw_fail_even_unrecorded(
+    store: JobStore, services: Services, job: Job
+) -> None:
+    """Items whose recorders had not finished (or failed) when the Map ended: the summary names them from the Map's
+    outcomes, as timed out; the one item whose failure was recorded keeps its own error."""
+    record_failure(failure("InvalidInputError", item=2, cause='{"errorMessage": "not a document"}'), services)
+
+    summary = record_failure(failure(ITEMS_FAILED, outcomes=[True, False, True, True]), services)
+
+    failed = store.get_job(JOB_ID)
+    assert failed is not None and failed.error is not None
+    assert (failed.error.items, failed.error.kind, failed.error.error) == ([0, 2, 3], "timeout", "States.Timeout")
+    assert summary["message"].startswith("3 of 4 items failed (items [0, 2, 3]); first: no attempt returned")
+
+
+def test_a_distributed_fan_out_summary_names_every_item_that_did_not_commit(
+    store: JobStore, services: Services, job: Job
+) -> None:
+    for item in (0, 2):
+        services.checkpoints.put_step(JOB_ID, STEP, item, {"status": "succeeded"})
+    record_failure(failure("States.Timeout", item=3, limits=LIMITS), services)
+
+    record_failure(failure(ITEMS_FAILED, count=5), services)
+
+    failed = store.get_job(JOB_ID)
+    assert failed is not None and failed.error is not None
+    assert (failed.error.items, failed.error.kind) == ([1, 3, 4], "timeout")

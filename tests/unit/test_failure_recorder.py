@@ -170,6 +170,23 @@ def test_record_failure_on_a_completed_job_does_not_change_its_status(store: Job
     assert dead_letter["job_id"] == JOB_ID
 
 
+@pytest.mark.usefixtures("job")
+def test_record_failure_leaves_a_job_being_cancelled_to_its_cancellation(store: JobStore, services: Services) -> None:
+    """Locally a stopped execution may still run a Catch (a token wait the stop interrupted): the cancel must still
+    end the job `cancelled`, so its review, its events and its status agree."""
+    # Given a job asked to cancel while a step was running
+    run_step(step_event("a"), services, work=FakeWork(), spec=SPEC)
+    store.transition(JOB_ID, S.CANCEL_REQUESTED, event="cancel_requested")
+
+    # When a failure of that step is recorded
+    record_failure(failure_event(step="b"), services)
+
+    # Then the job is still being cancelled, and the cancellation can end it cancelled
+    assert current(store).status == S.CANCEL_REQUESTED
+    store.transition(JOB_ID, S.CANCELLED, event="job_cancelled")
+    assert current(store).status == S.CANCELLED and "job_failed" not in event_types(store)
+
+
 # ---------------------------------------------------------------------- fan-out items
 
 

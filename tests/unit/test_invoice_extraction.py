@@ -89,7 +89,13 @@ def test_normalised_amounts_are_decimal_strings_with_cents() -> None:
         ("Line Total", "line_total"),
         ("Ext. Price", "line_total"),
         ("Net Amount", "line_total"),
-        ("VAT %", None),
+        ("VAT %", "tax_rate"),
+        ("Tax rate", "tax_rate"),
+        ("VAT", "tax"),
+        ("Tax amount", "tax"),
+        ("Amount incl. VAT", "line_total"),
+        ("Unit price excl. tax", "unit_price"),
+        ("Discount", None),
         ("Unit", None),
         ("Pos", None),
     ],
@@ -119,6 +125,13 @@ def test_column_names_map_to_roles(header: str, role: str | None) -> None:
         ("Amount paid", None),
         ("Due date:", None),
         ("Payment terms: net", None),
+        ("VAT No:", None),
+        ("VAT Reg. No.", None),
+        ("Tax ID:", None),
+        ("GST Registration Number", None),
+        ("Order no.", None),
+        ("Order #", None),
+        ("IBAN:", None),
     ],
 )
 def test_totals_labels_are_classified(label: str, kind: str | None) -> None:
@@ -201,6 +214,94 @@ def test_a_space_aligned_table_with_an_empty_cell_maps_cells_by_position() -> No
         ("ZX-1", "Cable", "5", "10.00"),
         ("ZX-2", "", "1", "100.00"),
     ]
+
+
+def _totals_of(text: str) -> dict[str, str | None]:
+    invoice = extract_invoice("unseen.txt", [(1, text)])
+    assert verify(invoice, [(1, text)]) == []
+    t = invoice.totals
+    found = {"subtotal": t.subtotal, "tax": t.tax, "tax_rate": t.tax_rate, "total": t.total}
+    return {name: value.value if value else None for name, value in found.items()} | {
+        "charges": ",".join(c.value for c in t.charges) or None,
+        "tax_included": t.tax_included.value if t.tax_included else None,
+    }
+
+
+HEADER_IDENTIFIERS = (
+    "Emerald Office Furniture Ltd\nVAT No: IE 6388047V\nCompany Reg. No. 512345\nTax ID: 98-7654321\n"
+    "Order No: 4500012345    Customer no. 88120\nIBAN: IE29 AIBK 9311 5212 3456 78\nBIC: AIBKIE2D\n"
+    "VAT registration number GB 123 4567 89\nInvoice No: EM-2291\n\n"
+    "Code     Description     Qty    Unit Price     Amount\nEM-1     Desk            10     496.00         4,960.00\n\n"
+)
+
+
+def test_identifiers_in_the_header_are_never_amounts() -> None:
+    """VAT, tax and registration numbers, order numbers and IBANs are labelled like amounts (`VAT No: IE
+    6388047V`) but are none: the tax is the labelled amount line further down, whatever comes first."""
+    text = HEADER_IDENTIFIERS + "Subtotal: €4,960.00\nVAT (23%): €1,140.80\nTotal: €6,100.80\n"
+    assert _totals_of(text) == {
+        "subtotal": "€4,960.00",
+        "tax": "€1,140.80",
+        "tax_rate": "23%",
+        "total": "€6,100.80",
+        "charges": None,
+        "tax_included": None,
+    }
+    without_tax_line = HEADER_IDENTIFIERS + "Total: €4,960.00\n"
+    assert _totals_of(without_tax_line)["tax"] is None and _totals_of(without_tax_line)["charges"] is None
+
+
+def test_a_tax_column_per_line_is_the_line_tax_not_its_total() -> None:
+    text = (
+        "SKU        Item                 Qty   Unit Price   VAT %   VAT      Net\n"
+        "AB-100     Widget                 3        19.99     23%   13.79    59.97\n"
+        "CD-200     Gadget                 4       125.00     23%  115.00   500.00\n\n"
+        "Subtotal: €559.97\nVAT (23%): €128.79\nTotal due: €688.76\n"
+    )
+    invoice = extract_invoice("unseen.txt", [(1, text)])
+    assert [(i.product_code, i.description, i.quantity, i.unit_price, i.line_total, i.tax, i.tax_rate) for i in
+            invoice.line_items] == [
+        ("AB-100", "Widget", "3", "19.99", "59.97", "13.79", "23%"),
+        ("CD-200", "Gadget", "4", "125.00", "500.00", "115.00", "23%"),
+    ]  # fmt: skip
+    assert _totals_of(text)["tax"] == "€128.79" and _totals_of(text)["total"] == "€688.76"
+
+
+@pytest.mark.parametrize(
+    "lines",
+    [
+        "1. AB-100 Widget, 3 x $19.99 = $59.97\n2. CD-200 Gadget, 1 x $125.00 = $125.00",
+        "1   AB-100   Widget   3   $19.99   $59.97\n2   CD-200   Gadget   1   $125.00   $125.00",
+        "AB-100 Widget 3 pcs @ $19.99 $59.97\nCD-200 Gadget 1 pc @ $125.00 $125.00",
+    ],
+)
+def test_line_items_without_a_table_header_row(lines: str) -> None:
+    text = f"Sunrise Cafe Wholesale\nInvoice No: SC-77\nDate: 2025-06-01\n\n{lines}\n\nTotal: $184.97\n"
+    invoice = extract_invoice("unseen.txt", [(1, text)])
+    assert [(i.product_code, i.description, i.quantity, i.unit_price, i.line_total) for i in invoice.line_items] == [
+        ("AB-100", "Widget", "3", "$19.99", "$59.97"),
+        ("CD-200", "Gadget", "1", "$125.00", "$125.00"),
+    ]
+    assert invoice.invoice_number is not None and invoice.invoice_number.value == "SC-77"
+    assert verify(invoice, [(1, text)]) == []
+
+
+@pytest.mark.parametrize(
+    ("totals", "included"),
+    [
+        ("Total (GST inclusive): $184.97\nIncludes GST 10%: $16.82", "Includes"),
+        ("Total: 202.93\nof which VAT 23%: 37.95", "of which"),
+        ("All prices include VAT.\nTotal: 202.93\nVAT 23%: 37.95", "include"),
+        ("Total incl. VAT: 202.93\nVAT 23%: 37.95", None),  # a gross total alone says nothing of the prices
+        ("Subtotal: 165.00\nVAT 23%: 37.95\nTotal incl. VAT: 202.95", None),
+    ],
+)
+def test_a_tax_inclusive_invoice_says_so_and_only_then(totals: str, included: str | None) -> None:
+    table = "Code   Description   Qty   Price   Amount\nAB-100   Widget   1   10.00   10.00"
+    text = f"Invoice No: X-9\n\n{table}\n\n{totals}\n"
+    found = _totals_of(text)
+    assert found["tax_included"] == included
+    assert found["tax"] is not None and found["total"] is not None
 
 
 @pytest.mark.parametrize("name", INVOICE_FILES)

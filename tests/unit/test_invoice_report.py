@@ -10,7 +10,7 @@ import pytest
 
 from longhaul.adapters.models.offline import OfflineExtractiveModel
 from longhaul.documents.parsing import media_type_for, parse_document
-from longhaul.workflows.invoice_reconciliation.extraction import extract_invoice
+from longhaul.workflows.invoice_reconciliation.extraction import EXTRACTOR, extract_invoice
 from longhaul.workflows.invoice_reconciliation.models import InvoiceReconciliationResult
 from longhaul.workflows.invoice_reconciliation.pricelist import PriceList, parse_price_list
 from longhaul.workflows.invoice_reconciliation.prompts import summary_request
@@ -75,6 +75,11 @@ def test_the_result_has_the_pinned_shape(result: InvoiceReconciliationResult) ->
     assert {"subtotal", "tax", "discount", "total"} <= invoice["totals"].keys()
     dirty = next(i for i in body["invoices"] if i["discrepancies"])
     assert {"rule", "field", "expected", "actual", "source"} <= dirty["discrepancies"][0].keys()
+
+
+def test_each_invoice_names_the_offline_parser_that_extracted_it(result: InvoiceReconciliationResult) -> None:
+    assert {invoice.extractor for invoice in result.invoices} == {EXTRACTOR}
+    assert "no language model" in EXTRACTOR
 
 
 def test_statuses_and_normalised_amounts(result: InvoiceReconciliationResult) -> None:

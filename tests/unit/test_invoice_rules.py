@@ -10,6 +10,7 @@ from longhaul.documents.parsing import media_type_for, parse_document
 from longhaul.workflows.invoice_reconciliation.extraction import extract_invoice
 from longhaul.workflows.invoice_reconciliation.models import ExtractedInvoice
 from longhaul.workflows.invoice_reconciliation.pricelist import PriceList, parse_price_list
+from longhaul.workflows.invoice_reconciliation.report import invoice_result
 from longhaul.workflows.invoice_reconciliation.rules import check
 from longhaul.workflows.invoice_reconciliation.sourcing import verify
 
@@ -159,3 +160,69 @@ def test_an_unseen_clean_layout_is_matched_and_an_unseen_dirty_one_is_not() -> N
         ("invoice-total", "totals.total", "29.56", "28.56"),
         ("invoice-total", "totals.tax", "4.75", "4.56"),
     ]
+
+
+EUR_CONTRACT = CONTRACT.replace("Currency: USD", "Currency: EUR")
+
+
+def test_a_header_full_of_identifiers_reconciles_on_its_labelled_amounts() -> None:
+    """`VAT No: IE 6388047V` above the table once read as a tax of 6,388,047.00: identifiers are no amounts."""
+    header = (
+        "Emerald Office Furniture Ltd\nVAT No: IE 6388047V\nOrder No: 4500012345\n"
+        "IBAN: IE29 AIBK 9311 5212 3456 78\nInvoice No: EM-2291\nCurrency: EUR"
+    )
+    inv, text = invoice("CD-200   Gadget   40   125.00   5,000.00", "VAT (23%): €1,150.00\nTotal: €6,150.00", header)
+    assert findings(inv, text, EUR_CONTRACT) == []
+    inv, text = invoice("CD-200   Gadget   40   125.00   5,000.00", "VAT (23%): €1,140.80\nTotal: €6,140.80", header)
+    assert findings(inv, text, EUR_CONTRACT) == [("invoice-total", "totals.tax", "1150.00", "1140.80")]
+
+
+def test_a_tax_column_per_line_is_summed_and_checked_against_its_rate() -> None:
+    text = (
+        "Invoice No: T-2\nCurrency: EUR\n\n"
+        "SKU        Item                 Qty   Unit Price   VAT %   VAT      Net\n"
+        "AB-100     Widget                 3        19.99     23%   13.79    59.97\n"
+        "CD-200     Gadget                 4       125.00     23%  115.00   500.00\n\n"
+        "Subtotal: €559.97\nVAT (23%): €128.79\nTotal due: €688.76\n"
+    )
+    assert findings(extract_invoice("t.txt", [(1, text)]), text, EUR_CONTRACT) == []
+    no_tax_line = text.replace("VAT (23%): €128.79\n", "")  # the lines' taxes are the invoice's tax
+    assert findings(extract_invoice("t.txt", [(1, no_tax_line)]), no_tax_line, EUR_CONTRACT) == []
+    wrong = text.replace("23%  115.00   500.00", "23%  105.00   500.00")
+    assert findings(extract_invoice("t.txt", [(1, wrong)]), wrong, EUR_CONTRACT) == [
+        ("invoice-total", "line_items[1].tax", "115.00", "105.00"),
+        ("invoice-total", "totals.tax", "118.79", "128.79"),
+    ]
+
+
+TAX_INCLUSIVE = (
+    "Sunrise Cafe Wholesale\nTax invoice no: SC-77\n\n"
+    "1. AB-100 Widget, 3 x $19.99 = $59.97\n2. CD-200 Gadget, 1 x $125.00 = $125.00\n\n"
+    "Total (GST inclusive): $184.97\nIncludes GST 10%: $16.82\n"
+)
+
+
+def test_a_tax_inclusive_invoice_does_not_add_its_tax_again() -> None:
+    inv = extract_invoice("t.txt", [(1, TAX_INCLUSIVE)])
+    assert len(inv.line_items) == 2 and inv.totals.tax_included is not None
+    assert findings(inv, TAX_INCLUSIVE) == []
+    net_subtotal = TAX_INCLUSIVE.replace("Total (GST", "Subtotal excl. GST: $168.15\nTotal (GST")
+    assert findings(extract_invoice("t.txt", [(1, net_subtotal)]), net_subtotal) == []
+    wrong_tax = TAX_INCLUSIVE.replace("$16.82", "$18.50")  # 10% of the gross, not the share of it
+    assert findings(extract_invoice("t.txt", [(1, wrong_tax)]), wrong_tax) == [
+        ("invoice-total", "totals.tax", "16.82", "18.50")
+    ]
+    added = TAX_INCLUSIVE.replace("$184.97", "$203.47")  # tax added once more
+    assert findings(extract_invoice("t.txt", [(1, added)]), added) == [
+        ("invoice-total", "totals.total", "184.97", "203.47")
+    ]
+
+
+def test_the_result_says_tax_inclusive_and_carries_line_taxes_only_when_written() -> None:
+    prices = parse_price_list("c.txt", [(1, CONTRACT)])
+    result = invoice_result(extract_invoice("t.txt", [(1, TAX_INCLUSIVE)]), prices)
+    assert result.status == "matched" and result.totals.tax_included is True
+    assert "tax" not in result.line_items[0].model_dump() and "tax_included" in result.totals.model_dump()
+    inv, _ = invoice("AB-100   Widget   3   19.99   59.97", "Total   59.97")
+    plain = invoice_result(inv, prices).model_dump()
+    assert "tax_included" not in plain["totals"] and "tax" not in plain["line_items"][0]  # the shape is unchanged

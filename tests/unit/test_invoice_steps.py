@@ -10,6 +10,7 @@ from typing import Any
 
 import pytest
 
+from longhaul.core.contracts import JobStatus
 from longhaul.core.llm import ModelGateway, ModelRequest, ModelResponse, Usage
 from longhaul.core.records import Job
 from longhaul.core.step_events import StepEvent
@@ -66,6 +67,9 @@ def _misquoted() -> str:
 
 
 def _run(services: Services, model: ScriptedModel) -> dict[str, Any]:
+    current = services.jobs.get_job(JOB_ID)
+    if current is not None and current.status == JobStatus.QUEUED:
+        services.jobs.transition(JOB_ID, JobStatus.RUNNING, event="job_started")  # a mid-job step: the job runs
     scripted = ScriptedServices(
         **{f.name: getattr(services, f.name) for f in dataclasses.fields(Services)}, model=model
     )

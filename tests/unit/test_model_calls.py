@@ -15,7 +15,8 @@ from pydantic import BaseModel
 
 from longhaul import services as wiring
 from longhaul.core import faults
-from longhaul.core.errors import BudgetExceededError, OutputInvalidError, UpstreamUnavailableError
+from longhaul.core.contracts import JobStatus
+from longhaul.core.errors import BudgetExceededError, CancelledError, OutputInvalidError, UpstreamUnavailableError
 from longhaul.core.llm import ModelRequest, ModelResponse, Usage
 from longhaul.core.routes import Route
 from longhaul.core.settings import Settings
@@ -110,6 +111,7 @@ def _calls(
                 route=route,
             )
         )
+        job = s.jobs.transition(JOB, JobStatus.RUNNING, event="job_started")  # its first step started
     return ModelCalls(s, job, "draft_answer", item, 1)
 
 
@@ -239,3 +241,43 @@ def test_model_fault_kinds_only_at_model_steps() -> None:
 def test_routes_are_checked() -> None:
     with pytest.raises(ValueError, match="base_url"):
         Route.model_validate({"provider": "openai", "model_id": "m"})
+
+
+@pytest.mark.parametrize("status", [JobStatus.FAILED, JobStatus.CANCEL_REQUESTED, JobStatus.EXPIRED])
+def test_no_call_starts_once_the_job_has_left_running(gateway_services, models, status: JobStatus) -> None:
+    # Given an item still in flight whose job has just left `running` (another item's failure path, a cancel, the
+    # sweep)
+    calls = _calls(gateway_services)
+    gateway_services.jobs.transition(JOB, status, event=f"job_{status.value}")
+
+    # When the item's step asks the model
+    with pytest.raises(CancelledError):
+        calls.ask(_request(), Answer)
+
+    # Then no call was made and nothing was reserved
+    assert all(not m.requests for m in models.values())
+    assert gateway_services.budgets.ledger(JOB) == []
+
+
+def test_a_job_that_leaves_running_between_the_check_and_the_reservation_is_refused_by_it(
+    gateway_services, models, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Given the job fails right after the gateway read it as running (the race the reservation's condition closes)
+    calls = _calls(gateway_services)
+    checked = ModelCalls._ensure_running
+
+    def check_then_fail(self: ModelCalls) -> None:
+        checked(self)
+        gateway_services.jobs.transition(JOB, JobStatus.FAILED, event="job_failed")
+
+    monkeypatch.setattr(ModelCalls, "_ensure_running", check_then_fail)
+
+    # When the item's step asks the model
+    with pytest.raises(CancelledError):
+        calls.ask(_request(), Answer)
+
+    # Then the reservation refused it: no call, no charge, nothing held on the job
+    assert all(not m.requests for m in models.values())
+    assert gateway_services.budgets.ledger(JOB) == []
+    job = gateway_services.jobs.get_job(JOB)
+    assert job is not None and not job.spent_tokens

@@ -1,22 +1,181 @@
-"""The committed OpenAPI document is generated from the models; this fails when they drift apart."""
+"""The OpenAPI document: generated from the models (a test fails when the committed one drifts), valid OpenAPI 3.1,
+exact (every operation's success and problems, request schemas as strict as the server), and a client generator
+makes a client of it without a warning."""
 
 from __future__ import annotations
 
 import json
+import os
+import re
+import subprocess
+import sys
 from pathlib import Path
+from typing import Annotated, Any
 
-from handlers.api import openapi_json
+import pytest
+from aws_lambda_powertools.event_handler.openapi.params import Path as PathParam
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from openapi_spec_validator import validate
+from pydantic import BaseModel
 
-COMMITTED = Path(__file__).resolve().parents[2] / "docs" / "openapi.json"
+from handlers.api import EVERY_ROLE_PATHS, openapi_json
+from handlers.api_shared import problems
+from handlers.resolver import ThreadSafeRestResolver
+from longhaul.core.contracts import NAME_PATTERN, VISIBLE_PATTERN, check_plain_name, check_visible
+
+ROOT = Path(__file__).resolve().parents[2]
+COMMITTED = ROOT / "docs" / "openapi.json"
+PROBLEM_REF = {"$ref": "#/components/schemas/Problem"}
 
 
-def test_committed_openapi_matches_the_models():
-    assert json.loads(COMMITTED.read_text()) == json.loads(openapi_json()), "run `make openapi` and commit"
+@pytest.fixture(scope="module")
+def spec() -> dict[str, Any]:
+    document: dict[str, Any] = json.loads(openapi_json())
+    return document
 
 
-def test_openapi_documents_problem_responses_and_bearer_auth():
-    spec = json.loads(openapi_json())
-    submit = spec["paths"]["/v1/jobs"]["post"]
-    assert {"202", "400", "413", "422"} <= set(submit["responses"])
-    assert "application/problem+json" in submit["responses"]["422"]["content"]
-    assert spec["components"]["securitySchemes"]["bearer"]["scheme"] == "bearer"
+def operations(spec: dict[str, Any]) -> list[tuple[str, dict[str, Any]]]:
+    return [(f"{method.upper()} {path}", op) for path, item in spec["paths"].items() for method, op in item.items()]
+
+
+def test_committed_openapi_matches_the_models(spec: dict[str, Any]) -> None:
+    assert json.loads(COMMITTED.read_text()) == spec, "run `make openapi` and commit"
+
+
+def test_the_document_is_valid_openapi_3_1(spec: dict[str, Any]) -> None:
+    assert spec["openapi"].startswith("3.1")
+    validate(spec)  # openapi-spec-validator: raises on the first error
+    assert "$defs" not in json.dumps(spec)  # every definition is a component, reachable by its reference
+
+
+def test_every_operation_documents_its_success_with_a_schema(spec: dict[str, Any]) -> None:
+    for name, operation in operations(spec):
+        successes = {status: r for status, r in operation["responses"].items() if status.startswith("2")}
+        assert successes, f"{name} documents no success"
+        for status, response in successes.items():
+            assert response.get("content"), f"{name} {status} has no content"
+            for media, content in response["content"].items():
+                assert content.get("schema"), f"{name} {status} {media} has no schema"
+
+
+def test_every_problem_is_problem_json_with_the_rfc_9457_schema(spec: dict[str, Any]) -> None:
+    for name, operation in operations(spec):
+        for status, response in operation["responses"].items():
+            if status.startswith("2") or (name == "GET /v1/health" and status == "503"):  # readiness is a Health
+                continue
+            assert response["content"] == {"application/problem+json": {"schema": PROBLEM_REF}}, f"{name} {status}"
+        assert "500" in operation["responses"], f"{name}: an unexpected error is a 500 problem everywhere"
+    problem = spec["components"]["schemas"]["Problem"]
+    assert {"type", "title", "status"} <= set(problem["required"])
+    assert problem.get("additionalProperties", True) is not False  # RFC 9457 extension members
+
+
+def test_keyed_operations_document_401_403_and_413_and_body_routes_415_400_422(spec: dict[str, Any]) -> None:
+    for name, operation in operations(spec):
+        if operation.get("security") == []:
+            continue
+        forbidden = set() if name.split(" ", 1)[1] in EVERY_ROLE_PATHS else {"403"}  # (every role may ask)
+        assert {"401", "413", *forbidden} <= set(operation["responses"]), name
+        if name.startswith(("POST", "PUT")):
+            assert "415" in operation["responses"], name
+        if "requestBody" in operation:
+            assert {"400", "422"} <= set(operation["responses"]), name
+    assert "WWW-Authenticate" in spec["paths"]["/v1/jobs"]["post"]["responses"]["401"]["headers"]
+
+
+def test_request_schemas_are_as_strict_as_the_server(spec: dict[str, Any]) -> None:
+    schemas = spec["components"]["schemas"]
+    document = schemas["DocumentInput"]
+    assert [branch["required"] for branch in document["oneOf"]] == [["text"], ["upload_id"]]
+    assert document["properties"]["text"]["anyOf"][0]["pattern"] == VISIBLE_PATTERN
+    assert document["properties"]["name"]["pattern"] == NAME_PATTERN
+    assert [b["required"] for b in schemas["DocumentAnalysisInput"]["oneOf"]] == [["documents"], ["archive"]]
+    (key,) = [p for p in spec["paths"]["/v1/jobs"]["post"]["parameters"] if p["name"].lower() == "idempotency-key"]
+    assert key["schema"]["anyOf"][0]["pattern"] == r"^[A-Za-z0-9._:\-]{1,128}$"
+    decision = schemas["DecisionRequest"]
+    edits = {branch.get("$ref") for branch in decision["properties"]["edits"]["anyOf"]}
+    assert {"#/components/schemas/AnswerEdits", "#/components/schemas/SummaryEdits"} <= edits  # one per workflow
+    assert decision["oneOf"][1]["required"] == ["edits"]  # `edit` needs edits; the others take none
+    assert schemas["JobBudget"]["properties"]["max_cost_usd"]["anyOf"][0]["type"] == "string"
+    for model in ("DocumentInput", "JobBudget", "TenantPolicy", "ReplayRequest", "UploadRequest"):
+        assert schemas[model]["additionalProperties"] is False, model
+    tenant = spec["paths"]["/v1/ops/tenants/{tenant_id}/policy"]["put"]["parameters"][0]
+    assert tenant["schema"]["pattern"]
+
+
+class Thing(BaseModel):
+    name: str
+
+
+def test_a_route_that_declares_only_problems_still_documents_its_success() -> None:
+    """Powertools drops the success response of a route with `responses=`: the resolver merges it back."""
+    app = ThreadSafeRestResolver(enable_validation=True)
+
+    @app.get("/things/<thing_id>", responses=problems(404, "No such thing"))
+    def get_thing(thing_id: Annotated[str, PathParam()]) -> Thing:
+        return Thing(name=thing_id)
+
+    responses = json.loads(app.get_openapi_json_schema())["paths"]["/things/{thing_id}"]["get"]["responses"]
+    assert responses["200"]["content"]["application/json"]["schema"] == {"$ref": "#/components/schemas/Thing"}
+    assert "application/problem+json" in responses["404"]["content"]
+
+
+# The schema's patterns and the server's checks are one rule: the fuzzer generates from the patterns, the server
+# decides with the checks (Python's `re`, which is also what the tools reading the document use).
+TEXT = st.text(st.characters(exclude_categories=("Cs",)), max_size=12) | st.sampled_from(
+    ["a", ".", "..", "a..b", " a", "a ", "C:x", "\u200b", "\u200ba", "a\n", ".a", "a.", "\u00a0b", "x/y", "\u3164"]
+)
+
+
+@settings(max_examples=3000, deadline=None, database=None)
+@given(TEXT)
+def test_the_name_pattern_is_the_name_check(name: str) -> None:
+    try:
+        check_plain_name(name)
+        accepted = True
+    except ValueError:
+        accepted = False
+    assert accepted == (re.search(NAME_PATTERN, name) is not None)
+
+
+@settings(max_examples=3000, deadline=None, database=None)
+@given(TEXT)
+def test_the_visible_pattern_is_the_visible_check(text: str) -> None:
+    try:
+        check_visible(text)
+        accepted = True
+    except ValueError:
+        accepted = False
+    assert accepted == (re.search(VISIBLE_PATTERN, text) is not None)
+
+
+def test_a_client_generator_makes_a_client_without_warnings(tmp_path: Path) -> None:
+    """`openapi-python-client` (its output goes to a temporary directory; nothing generated is kept)."""
+    document = tmp_path / "openapi.json"
+    document.write_text(openapi_json())
+    bin_dir = Path(sys.executable).parent
+    output_path = str(tmp_path / "client")
+    generated = subprocess.run(
+        [
+            str(bin_dir / "openapi-python-client"),
+            "generate",
+            "--path",
+            str(document),
+            "--meta",
+            "none",
+            "--output-path",
+            output_path,
+        ],
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+        env={**os.environ, "PATH": f"{bin_dir}{os.pathsep}{os.environ.get('PATH', '')}"},  # its ruff post-hook
+        timeout=300,
+        check=False,
+    )
+    output = generated.stdout + generated.stderr
+    assert generated.returncode == 0, output
+    assert "warning" not in output.lower() and "unable" not in output.lower(), output
+    modules = {p.stem for p in (tmp_path / "client" / "api" / "default").glob("*.py")}
+    assert {"submit_job", "get_job", "get_result", "decide_review", "put_tenant_policy"} <= modules

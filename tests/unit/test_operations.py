@@ -99,7 +99,7 @@ def test_replaying_from_the_fan_out_reruns_only_its_unfinished_items_and_what_fo
     name = f"{JOB_A}-r2"
     assert (outcome.status, outcome.attempt, outcome.execution) == (S.QUEUED, 2, name)
     assert outcome.rerun_steps == [FAN_OUT, *AFTER_FAN_OUT]
-    assert (outcome.kept_items, outcome.rerun_items) == ([0, 2, 4], [1, 3])
+    assert (outcome.kept_items, outcome.rerun_items) == ({FAN_OUT: [0, 2, 4]}, {FAN_OUT: [1, 3]})
 
     # and only the failed items' checkpoints are dropped; earlier steps and committed items stay
     assert sorted(kept(checkpoints), key=str) == sorted(
@@ -117,7 +117,7 @@ def test_replaying_from_the_fan_out_reruns_only_its_unfinished_items_and_what_fo
     event = store.list_events(JOB_A)[0][-1]
     assert event.type == "job_replayed"
     assert event.detail["by"] == "ops" and event.detail["reason"] == "model fixed"
-    assert event.detail["rerun_items"] == [1, 3]
+    assert event.detail["rerun_items"] == {FAN_OUT: [1, 3]}
 
 
 def test_replaying_from_an_earlier_step_drops_it_and_every_later_checkpoint(
@@ -130,7 +130,9 @@ def test_replaying_from_an_earlier_step_drops_it_and_every_later_checkpoint(
     outcome = replay(services, from_step)
 
     assert outcome.rerun_steps == list(STEPS[STEPS.index(from_step) :])
-    assert outcome.kept_items == [] and outcome.rerun_items == [0, 1, 2, 3, 4]  # every item of the last attempt
+    assert outcome.kept_items == {} and outcome.rerun_items == {
+        FAN_OUT: [0, 1, 2, 3, 4]
+    }  # every item of the last attempt
     assert sorted(kept(checkpoints)) == sorted((s, None) for s in BEFORE_FAN_OUT[:-1])
 
 
@@ -151,6 +153,48 @@ def test_a_replay_removes_the_dead_letters_of_the_failures_it_replays(
     # the operator path removes them (a step's role may not touch the dead-letter queues)
     assert dead_letters.of_job(JOB_A) == [] and dead_letters.purged == [JOB_A]
     assert any(e.type == "dead_letters_removed" and e.detail == {"messages": 1} for e in store.list_events(JOB_A)[0])
+def test_a_dry_run_answers_the_plan_and_changes_nothing(
+    services: Services, engine: FakeEngine, store: JobStore, checkpoints: CheckpointStore
+) -> None:
+    create(services)
+    fail_in_the_fan_out(services)
+    before, records, events = read(store), kept(checkpoints), store.list_events(JOB_A)[0]
+
+    plan = replay(services, FAN_OUT, dry_run=True)
+
+    assert plan.dry_run and (plan.status, plan.attempt, plan.execution) == (S.FAILED, 2, f"{JOB_A}-r2")
+    assert plan.rerun_steps == [FAN_OUT, *AFTER_FAN_OUT]
+    assert (plan.kept_items, plan.rerun_items) == ({FAN_OUT: [0, 2, 4]}, {FAN_OUT: [1, 3]})
+    assert read(store) == before and kept(checkpoints) == records and store.list_events(JOB_A)[0] == events
+    assert engine.started == []
+    assert replay(services, FAN_OUT).model_dump(exclude={"status", "dry_run"}) == plan.model_dump(
+        exclude={"status", "dry_run"}
+    ), "the plan is what the replay then does"
+
+
+def test_without_a_step_a_replay_starts_where_the_job_failed(services: Services) -> None:
+    create(services)
+    fail_in_the_fan_out(services)
+
+    plan = replays.replay(services, OPERATOR, JOB_A, from_step=None, reason="model fixed", dry_run=True)
+
+    assert plan.from_step == FAN_OUT and plan.rerun_items == {FAN_OUT: [1, 3]}
+
+
+def test_without_a_step_a_stopped_job_replays_from_its_first_step_without_a_checkpoint(
+    services: Services, store: JobStore, checkpoints: CheckpointStore
+) -> None:
+    # Given a job cancelled after its first step committed (no error names a step)
+    create(services)
+    store.transition(JOB_A, S.RUNNING, event="job_started")
+    checkpoints.commit_step(JOB_A, STEPS[0], None, {"status": "succeeded", "output": {"step": STEPS[0]}})
+    store.transition(JOB_A, S.CANCEL_REQUESTED, event="cancel_requested")
+    store.transition(JOB_A, S.CANCELLED, event="job_cancelled")
+
+    outcome = replays.replay(services, OPERATOR, JOB_A, from_step=None, reason="resume")
+
+    assert outcome.from_step == STEPS[1] and outcome.rerun_steps == list(STEPS[1:])
+    assert kept(checkpoints) == [(STEPS[0], None)], "nothing that completed is done again"
 
 
 def test_a_second_replay_is_a_new_attempt_with_its_own_execution(
@@ -166,6 +210,82 @@ def test_a_second_replay_is_a_new_attempt_with_its_own_execution(
 
     assert (outcome.attempt, outcome.execution) == (3, f"{JOB_A}-r3")
     assert [s.execution for s in engine.started] == [f"{JOB_A}-r2", f"{JOB_A}-r3"]
+
+
+OLD_VERSION = "arn:aws:states:us-east-1:123456789012:stateMachine:Longhaul-local-document-analysis:3"
+CURRENT_VERSION = OLD_VERSION.removesuffix(":3") + ":4"
+
+
+def ran_on(services: Services, version: str) -> None:
+    """The job's first step recorded the version its execution ran (the deploy has moved on since)."""
+    services.jobs.table.update_item(
+        Key={"pk": f"JOB#{JOB_A}", "sk": "JOB"},
+        UpdateExpression="SET state_machine_version = :v",
+        ExpressionAttributeValues={":v": version},
+    )
+
+
+def test_a_replay_runs_the_version_the_job_ran_on_by_default(
+    services: Services, engine: FakeEngine, store: JobStore
+) -> None:
+    # Given a job that failed on version 3 of its workflow, and a deploy that has published version 4 since
+    create(services)
+    fail_in_the_fan_out(services)
+    ran_on(services, OLD_VERSION)
+    engine.versions.add(OLD_VERSION)
+    engine.current[WORKFLOW] = CURRENT_VERSION
+
+    # When an operator replays it without choosing a version
+    outcome = replay(services, FAN_OUT)
+
+    # Then the new attempt starts on its own version, and the event says so
+    [started] = engine.started
+    assert started.version == OLD_VERSION
+    assert (outcome.version, outcome.from_version) == ("own", 3)
+    assert read(store).state_machine_version == OLD_VERSION
+    event = store.list_events(JOB_A)[0][-1]
+    assert (event.detail["version"], event.detail["from_version"]) == ("own", 3)
+
+
+def test_an_operator_may_replay_on_the_current_version_and_it_is_recorded(
+    services: Services, engine: FakeEngine, store: JobStore
+) -> None:
+    create(services)
+    fail_in_the_fan_out(services)
+    ran_on(services, OLD_VERSION)
+    engine.current[WORKFLOW] = CURRENT_VERSION
+
+    outcome = replay(services, FAN_OUT, version="current")
+
+    [started] = engine.started
+    assert started.version is None  # through the workflow's alias: the version deployed now
+    assert (outcome.version, outcome.from_version) == ("current", 3)
+    assert read(store).state_machine_version is None  # its first step records the new one
+    assert store.list_events(JOB_A)[0][-1].detail["version"] == "current"
+
+
+def test_a_job_whose_version_was_pruned_is_replayed_only_on_the_current_one(
+    services: Services, engine: FakeEngine, store: JobStore
+) -> None:
+    create(services)
+    fail_in_the_fan_out(services)
+    ran_on(services, OLD_VERSION)
+    engine.current[WORKFLOW] = CURRENT_VERSION  # version 3 is gone
+
+    with pytest.raises(NotReplayable, match=r'pruned.*"version": "current"'):
+        replay(services, FAN_OUT)
+
+    assert engine.started == [] and read(store).status == S.FAILED
+    assert replay(services, FAN_OUT, version="current").status == S.QUEUED
+
+
+def test_a_redrive_cannot_change_the_version(services: Services, engine: FakeEngine) -> None:
+    create(services)
+    fail_in_the_fan_out(services)
+    engine.set_status(WORKFLOW, JOB_A, ExecutionStatus.TIMED_OUT)
+
+    with pytest.raises(InvalidRequest, match="own version"):
+        replay(services, FAN_OUT, mode="redrive", version="current")
 
 
 def test_a_replay_gets_the_full_deadline_again(services: Services, store: JobStore, clock: FakeClock) -> None:
@@ -312,7 +432,7 @@ def test_a_redrive_resumes_the_same_execution_and_keeps_every_checkpoint(
     # Then the same execution resumes, and the outcome lists what it really runs: the failed items and what follows
     assert engine.redriven == [(WORKFLOW, JOB_A)] and engine.started == []
     assert (outcome.execution, outcome.rerun_steps) == (JOB_A, [FAN_OUT, *AFTER_FAN_OUT])
-    assert (outcome.kept_items, outcome.rerun_items) == ([0, 2, 4], [1, 3])
+    assert (outcome.kept_items, outcome.rerun_items) == ({FAN_OUT: [0, 2, 4]}, {FAN_OUT: [1, 3]})
     assert kept(checkpoints) == before
     job = read(store)
     assert (job.status, job.execution_name, job.attempts) == (S.QUEUED, JOB_A, 2)

@@ -13,14 +13,17 @@ from datetime import timedelta
 from typing import Any
 
 import pytest
+from pydantic import ValidationError
 
+from longhaul.api.jobs import JobService
 from longhaul.api.reviews import ReviewService
 from longhaul.core.auth import Principal
 from longhaul.core.contracts import JobStatus
 from longhaul.core.problems import ApiProblem
 from longhaul.core.records import ReviewRecord
 from longhaul.core.step_events import WorkflowState
-from longhaul.engine.spec import ReviewPolicy
+from longhaul.engine.spec import ReviewPolicy, registry
+from longhaul.operations import sweep as sweeping
 from longhaul.review import lane
 from longhaul.review.contracts import DecisionRequest, ReviewMaterial
 from longhaul.services import Services
@@ -100,6 +103,45 @@ def test_the_wait_stores_the_token_and_the_job_waits_for_review(
     assert job.review is not None and job.review.review_id == review.review_id
     assert lane_services.reviews.token(review.review_id) == TOKEN
     assert "review_requested" in events(lane_services.jobs, jid)
+
+
+def test_a_job_waiting_for_review_says_so_and_has_no_eta(
+    lane_services: Services, tokens: FakeTokens, opened: tuple[str, ReviewRecord]
+) -> None:
+    jid, review = opened
+    steps = registry()["document-analysis"].step_names
+
+    wait(lane_services, tokens, jid, review)
+
+    view = read(lane_services.jobs, jid).view(now=lane_services.now() + timedelta(seconds=60))
+    assert view.progress.message.startswith("review: waiting for a reviewer (analysts) until ")
+    assert view.progress.completed == steps.index("review") and view.progress.eta_seconds is None
+
+    # a decision moves it on: the review step is done
+    ReviewService(lane_services).decide(REVIEWER_A, review.review_id, DecisionRequest(decision="approve"))
+    lane.advance(event(jid, review, "advance"), lane_services)
+    resumed = read(lane_services.jobs, jid)
+    assert resumed.status == S.RUNNING and resumed.progress.message == "review: approve"
+    assert resumed.progress.completed == steps.index("review") + 1
+
+
+@pytest.mark.parametrize("by", ["the tenant", "the sweep"])
+def test_a_job_cancelled_in_review_and_its_review_agree(
+    lane_services: Services, tokens: FakeTokens, opened: tuple[str, ReviewRecord], by: str
+) -> None:
+    jid, review = opened
+    wait(lane_services, tokens, jid, review)
+
+    if by == "the tenant":
+        JobService(lane_services).cancel(TENANT_A, jid)
+    else:  # a cancel whose execution could not be stopped at the time: the sweep finishes it
+        lane_services.jobs.transition(jid, S.CANCEL_REQUESTED, event="cancel_requested")
+        sweeping.sweep(lane_services, lane_services.now())
+
+    job, closed = read(lane_services.jobs, jid), lane_services.reviews.get(review.review_id)
+    assert job.status == S.CANCELLED and closed is not None and closed.status == "cancelled"
+    assert job.review is not None and job.review.status == "cancelled"
+    assert lane_services.reviews.token(review.review_id) is None
 
 
 def test_an_unanswered_review_climbs_the_ladder_then_the_job_expires(
@@ -188,11 +230,11 @@ def test_edits_are_validated_by_the_workflows_edits_model(
 
     with pytest.raises(ApiProblem) as invalid:
         service.decide(REVIEWER_A, review.review_id, DecisionRequest(decision="edit", edits={"answer": ""}))
-    with pytest.raises(ApiProblem) as missing:
-        service.decide(REVIEWER_A, review.review_id, DecisionRequest(decision="edit"))
+    with pytest.raises(ValidationError, match="needs `edits`"):  # the contract itself: `edit` goes with edits
+        DecisionRequest(decision="edit")
     edited = service.decide(REVIEWER_A, review.review_id, DecisionRequest(decision="edit", edits={"answer": "43"}))
 
-    assert invalid.value.status == 422 and missing.value.status == 422
+    assert invalid.value.status == 422
     stored = lane_services.reviews.get(review.review_id)
     assert edited.decision == "edit" and stored is not None and stored.edits_key
     assert lane_services.artifacts.get_json(stored.edits_key) == {"answer": "43", "claims": None}

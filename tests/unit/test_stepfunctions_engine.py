@@ -140,3 +140,69 @@ def test_a_redrive_where_it_is_not_implemented_is_refused(engine: StepFunctionsE
 
     with pytest.raises(RedriveRefused, match="not available"):
         engine.redrive(WORKFLOW, "job_1")
+
+
+def test_the_definition_is_the_one_the_execution_runs_or_the_deployed_one_before_it_starts(
+    engine: StepFunctionsEngine, sfn: Any, state_machine_arn: str
+) -> None:
+    deployed = sfn.describe_state_machine(stateMachineArn=state_machine_arn)["definition"]
+
+    before = engine.definition(WORKFLOW, "job_1")
+    engine.start(WORKFLOW, "job_1", STATE)
+    running = engine.definition(WORKFLOW, "job_1")
+
+    assert json.loads(before) == json.loads(deployed) == json.loads(running)
+    with pytest.raises(EngineUnavailable, match="ThrottlingException"):
+        StepFunctionsEngine(Unreachable(THROTTLED), {WORKFLOW: state_machine_arn}).definition(WORKFLOW, "job_1")
+
+
+def test_before_it_starts_a_job_started_through_an_alias_reads_the_machines_definition(
+    sfn: Any, state_machine_arn: str
+) -> None:
+    """Jobs start through the workflow's `live` alias; DescribeStateMachine takes no alias ARN."""
+    deployed = sfn.describe_state_machine(stateMachineArn=state_machine_arn)["definition"]
+    calls: list[str] = []
+
+    class Recording:
+        def __getattr__(self, name: str) -> Any:
+            return getattr(sfn, name)
+
+        def describe_state_machine(self, **kwargs: Any) -> Any:
+            calls.append(kwargs["stateMachineArn"])
+            return sfn.describe_state_machine(**kwargs)
+
+    engine = StepFunctionsEngine(Recording(), {WORKFLOW: f"{state_machine_arn}:live"})
+
+    assert json.loads(engine.definition(WORKFLOW, "job_not_started")) == json.loads(deployed)
+    assert calls == [state_machine_arn]
+
+
+class OneMapRun:
+    """A history with a Distributed Map run; listing the run's children is not expected."""
+
+    def get_execution_history(self, **kwargs: Any) -> dict[str, Any]:
+        return {
+            "events": [
+                {"id": 1, "type": "MapStateEntered", "stateEnteredEventDetails": {"name": "parse_documents"}},
+                {"id": 2, "type": "MapRunStarted", "mapRunStartedEventDetails": {"mapRunArn": "arn:run"}},
+                {"id": 3, "type": "MapStateExited", "stateExitedEventDetails": {"name": "parse_documents"}},
+            ]
+        }
+
+    def list_executions(self, **kwargs: Any) -> dict[str, Any]:
+        raise AssertionError("the children were listed")
+
+
+def test_a_history_names_each_states_events_and_reads_the_children_only_when_asked() -> None:
+    engine = StepFunctionsEngine(OneMapRun(), {WORKFLOW: "arn:aws:states:us-east-1:1:stateMachine:m"})
+
+    history = engine.history(WORKFLOW, "job_1", children=False)
+
+    assert [(e.type, e.state) for e in history.events] == [
+        ("MapStateEntered", "parse_documents"),
+        ("MapRunStarted", None),
+        ("MapStateExited", "parse_documents"),
+    ]
+    assert history.children == [] and history.complete
+    with pytest.raises(AssertionError, match="children were listed"):
+        engine.history(WORKFLOW, "job_1")

@@ -214,3 +214,29 @@ def test_finished_jobs_are_not_swept(services: Services, engine: FakeEngine, sto
 
     assert counts["checked"] == 0
     assert engine.stopped == []
+
+
+def test_the_sweep_reports_which_state_machine_versions_live_jobs_still_run(
+    services: Services, engine: FakeEngine, clock: FakeClock
+) -> None:
+    # Given jobs running on versions 3 and 4 of their workflow, one finished on version 2, one not started yet
+    machine = "arn:aws:states:us-east-1:123456789012:stateMachine:Longhaul-prod-document-analysis"
+    for n, version, to in (
+        (1, 3, [S.RUNNING]),
+        (2, 4, [S.RUNNING]),
+        (3, 4, [S.RUNNING, S.WAITING_FOR_REVIEW]),
+        (4, 2, [S.RUNNING, S.COMPLETED]),
+    ):
+        jid = create(services, n, to=to)
+        services.jobs.table.update_item(
+            Key={"pk": f"JOB#{jid}", "sk": "JOB"},
+            UpdateExpression="SET state_machine_version = :v",
+            ExpressionAttributeValues={":v": f"{machine}:{version}"},
+        )
+        engine.set_status(WORKFLOW, jid, ExecutionStatus.RUNNING)
+    create(services, 5)
+
+    report = sweeping.sweep(services, clock.now())
+
+    # Then it names the versions still in use and how many jobs run each (the finished job's version is free)
+    assert report.versions == {WORKFLOW: {"3": 1, "4": 2}}

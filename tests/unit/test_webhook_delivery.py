@@ -204,3 +204,73 @@ def test_the_allowlist_setting_is_read_from_its_variable() -> None:
         {"LONGHAUL_TABLE": "t", "LONGHAUL_BUCKET": "b", "LONGHAUL_CALLBACK_ALLOWLIST": "http://127.0.0.1:9000"}
     )
     assert settings.callback_allowlist == parse_allowlist("http://127.0.0.1:9000")
+
+
+def test_a_late_attempt_never_reopens_a_webhook_that_was_dead_lettered(
+    services: Services, secrets: SecretsManagerWebhookSecrets
+) -> None:
+    # Given a webhook whose receiver hangs: an attempt has read the webhook and is still waiting for an answer
+    s = with_callbacks(services, secrets)
+    jid = submit(s, "https://hooks.example.com/h")
+    s.jobs.transition(jid, S.FAILED, event="job_failed")
+    webhook_id = read(s.jobs, jid).callback.webhook_id  # type: ignore[union-attr]
+    in_flight = s.outbox.get(webhook_id)
+    assert in_flight is not None
+    # while the delivery gives up on it (its Task timed out on every retry) and dead-letters it
+    s.outbox.attempted(in_flight, delivered=False, error="timed out")
+    dispatcher.dead_letter({"webhook_id": webhook_id, "job_id": jid, "error": "States.Timeout"}, s)
+
+    # When the hung attempt finally ends, failed or even delivered
+    late_failure = s.outbox.attempted(in_flight, delivered=False, error="read timed out")
+    late_success = s.outbox.attempted(in_flight, delivered=True)
+
+    # Then nothing changes: the webhook and the job's view of it stay dead, with the attempts counted before
+    assert (late_failure, late_success) == (False, False)
+    record = s.outbox.get(webhook_id)
+    assert record is not None and (record.status, record.attempts) == ("dead", 1)
+    callback = read(s.jobs, jid).callback
+    assert callback is not None and (callback.status, callback.attempts) == ("dead", 1)
+    # and another attempt of the same delivery sends nothing
+    assert dispatcher.deliver({"webhook_id": webhook_id, "job_id": jid}, s)["status"] == "dead"
+
+
+def test_a_delivered_webhook_is_never_marked_dead_by_a_late_give_up(
+    services: Services, secrets: SecretsManagerWebhookSecrets
+) -> None:
+    s = with_callbacks(services, secrets)
+    jid = submit(s, "https://hooks.example.com/h")
+    s.jobs.transition(jid, S.CANCELLED, event="job_cancelled")
+    record = s.outbox.get(read(s.jobs, jid).callback.webhook_id)  # type: ignore[union-attr]
+    assert record is not None
+    assert s.outbox.attempted(record, delivered=True)
+
+    assert s.outbox.dead(record, "gave up") is False
+
+    fresh = s.outbox.get(record.webhook_id)
+    assert fresh is not None and fresh.status == "delivered"
+    callback = read(s.jobs, jid).callback
+    assert callback is not None and callback.status == "delivered"
+
+
+@pytest.mark.parametrize(
+    "event",
+    [
+        {"webhook_id": "msg_00000000000000000000000000", "job_id": "job_x"},  # no such webhook
+        {"job_id": "job_x"},
+        {"webhook_id": ["msg"], "job_id": None},
+        {"webhook_id": "x" * 5000, "job_id": "job_x"},
+    ],
+)
+def test_a_delivery_that_carries_no_webhook_is_poison_dead_lettered_at_once(
+    services: Services, secrets: SecretsManagerWebhookSecrets, event: dict[str, object]
+) -> None:
+    s = with_callbacks(services, secrets)
+
+    # An attempt is undeliverable at once (never retried)
+    with pytest.raises(WebhookUndeliverable):
+        dispatcher.deliver(event, s)
+    # and its failure path always produces a dead letter that says what it was
+    letter = dispatcher.dead_letter({**event, "error": "WebhookUndeliverable"}, s)
+
+    assert letter["poison"] is True and letter["reason"]
+    assert letter["job_id"] in (event.get("job_id"), None)

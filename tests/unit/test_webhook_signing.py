@@ -4,17 +4,17 @@ secret, a stale or future timestamp are rejected; during a rotation both secrets
 from __future__ import annotations
 
 import subprocess
-import sys
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
 
+from local.deploy import wait_until
 from longhaul.webhooks.signing import VerificationFailed, new_secret, sign, signature, verify
 
-ROOT = Path(__file__).resolve().parents[2]
 NOW = datetime(2025, 1, 2, 3, 4, 5, tzinfo=UTC)
 BODY = b'{"type":"job.completed","data":{"job_id":"job_1","status":"completed"}}'
+ROOT = Path(__file__).resolve().parents[2]
 SECRET = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"
 
 
@@ -75,28 +75,35 @@ def test_during_a_rotation_both_secrets_sign_and_either_verifies() -> None:
     assert verify(BODY, signed, fresh, now=NOW) == "msg_1"
 
 
-def test_the_command_verifies_a_delivery_and_rejects_a_tampered_one(tmp_path: Path) -> None:
-    now = datetime.now(UTC)
-    signed = headers([SECRET], at=now)
-    body = tmp_path / "body.json"
-    body.write_bytes(BODY)
-    command = [
-        sys.executable,
-        "-m",
-        "longhaul.webhooks.verify",
-        "--secret",
-        SECRET,
-        "--id",
-        signed["webhook-id"],
-        "--timestamp",
-        signed["webhook-timestamp"],
-        "--signature",
-        signed["webhook-signature"],
-    ]
-    env = {"PYTHONPATH": str(ROOT / "lambdas"), "PATH": "/usr/bin:/bin"}
+def test_the_sample_receiver_saves_a_delivery_that_the_command_verifies(tmp_path: Path) -> None:
+    """`samples/webhook_receiver.py` (the README's receiver) keeps the delivery as received: `longhaul verify-webhook`
+    verifies its saved HTTP message."""
+    import socket
+    import urllib.request
 
-    accepted = subprocess.run([*command, "--body", str(body)], capture_output=True, text=True, env=env, check=False)
-    rejected = subprocess.run(command, input=BODY + b" ", capture_output=True, env=env, check=False)
+    from typer.testing import CliRunner
 
-    assert accepted.returncode == 0 and accepted.stdout.strip() == "msg_1"
-    assert rejected.returncode == 1 and b"rejected" in rejected.stderr
+    from longhaul_client.cli import app
+
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    saved = tmp_path / "hooks"
+    server = subprocess.Popen(["python3", str(ROOT / "samples" / "webhook_receiver.py"), str(port), str(saved)])
+    try:
+        signed = headers([SECRET], at=datetime.now(UTC))
+        request = urllib.request.Request(f"http://127.0.0.1:{port}/hook", data=BODY, headers=signed, method="POST")
+
+        def delivered() -> int | None:  # None until the receiver listens
+            try:
+                return int(urllib.request.urlopen(request, timeout=5).status)
+            except OSError:
+                return None
+
+        assert wait_until(delivered, timeout=10, interval=0.1, what="the sample receiver") == 204
+        verified = CliRunner().invoke(app, ["verify-webhook", str(saved / "last.http"), "--secret", SECRET])
+        assert verified.exit_code == 0, verified.output
+        assert verified.stdout.strip() == "msg_1" and (saved / "msg_1.body").read_bytes() == BODY
+    finally:
+        server.terminate()
+        server.wait(timeout=10)

@@ -105,15 +105,14 @@ def test_a_tenant_over_its_rate_gets_429_with_retry_after_and_others_are_accepte
     tenants: dict[str, Client], sample_request: dict[str, Any]
 ) -> None:
     epsilon, delta = tenants[BURSTY_TENANT], tenants[INTERACTIVE_TENANT]
-    responses: list[requests.Response] = [
-        epsilon.post("/v1/jobs", sample_request) for _ in range(7)
-    ]  # two windows at most: 7 > 2 x 3
+    responses: list[requests.Response] = [epsilon.post("/v1/jobs", sample_request) for _ in range(7)]
+    # the limit holds over any 60 seconds, whatever the clock's minute: exactly 3 of the 7 are accepted
+    assert [r.status_code for r in responses].count(202) == 3, [r.status_code for r in responses]
     refused = [r for r in responses if r.status_code == 429]
-    assert refused, [r.status_code for r in responses]
     problem = refused[0].json()
     assert refused[0].headers["Content-Type"].startswith("application/problem+json")
     assert problem["type"].endswith("/rate-limited")
-    assert 1 <= int(refused[0].headers["Retry-After"]) <= 60
+    assert 1 <= int(refused[0].headers["Retry-After"]) <= 61
     assert problem["retry_after_seconds"] == int(refused[0].headers["Retry-After"])
     # another tenant is not affected
     other = delta.post("/v1/jobs", sample_request)

@@ -77,8 +77,9 @@ def test_uploaded_pdf_is_parsed_and_pages_without_text_are_marked_for_ocr(alpha:
     assert job["status"] == "completed", job
     result = alpha.get(f"/v1/jobs/{job_id}/result").json()
     (summary,) = result["documents"]
-    # The scanned page holds only drawn lines: OCR finds no text there, so it is reported, not dropped
-    assert summary["media_type"] == "application/pdf" and summary["pages_needing_ocr"] == [2]
+    # The scanned page holds only drawn lines: OCR finds no text there, so it is reported unreadable, not dropped
+    # (and only there: OCR tried it, so it no longer needs OCR)
+    assert summary["media_type"] == "application/pdf" and summary["pages_needing_ocr"] == []
     assert summary["pages_unreadable"] == [2] and summary["pages_ocr"] == []
     assert all(c["document"] == pdf.name for c in result["citations"])
 

@@ -69,7 +69,7 @@ def test_a_job_above_the_inline_threshold_parses_per_document_and_replays_only_t
     response = ops.post(f"/v1/ops/jobs/{job_id}/replay", {"from_step": "parse_documents", "reason": "fixed parser"})
     assert response.status_code == 202, response.text
     replay = response.json()
-    assert replay["rerun_items"] == list(FAILING)
+    assert replay["rerun_items"] == {"parse_documents": list(FAILING)}
     assert [(n["item"], n["unit"], n["name"]) for n in replay["rerun_named"]] == [
         (n, "document", f"contract-{n + 1:04d}.txt") for n in FAILING
     ]

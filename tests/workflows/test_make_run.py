@@ -17,6 +17,7 @@ import pytest
 import requests
 
 from local.deploy import wait_until
+from local.keys import DEFAULT_WEBHOOK_SECRETS
 from tests.workflows.conftest import ROOT, TERMINAL
 
 
@@ -71,6 +72,15 @@ def _free_ports(count: int) -> list[int]:
             s.close()
 
 
+def _run_curl(command: str) -> dict:
+    submitted = subprocess.run(
+        ["bash", "-c", command + " -w '\\n%{http_code}'"], cwd=ROOT, capture_output=True, text=True, timeout=60
+    )
+    body, status = submitted.stdout.rsplit("\n", 1)
+    assert status == "202", submitted.stdout + submitted.stderr
+    return dict(json.loads(body))
+
+
 @pytest.fixture
 def local_platform_process() -> Iterator[tuple[subprocess.Popen[str], str]]:
     process, lines = _start_local()
@@ -84,12 +94,13 @@ def test_the_printed_curl_submits_the_sample_and_the_job_completes(local_platfor
     process, banner = local_platform_process
     match = re.search(r"(curl -sS -X POST .*?--data @samples/request\.json)", banner, re.DOTALL)
     assert match, banner
-    submitted = subprocess.run(
-        ["bash", "-c", match.group(1) + " -w '\\n%{http_code}'"], cwd=ROOT, capture_output=True, text=True, timeout=60
-    )
-    body, status = submitted.stdout.rsplit("\n", 1)
-    assert status == "202", submitted.stdout + submitted.stderr
-    accepted = json.loads(body)
+    # It carries an Idempotency-Key: pasting it again answers the same job instead of submitting another
+    assert '-H "Idempotency-Key: ' in match.group(1), match.group(1)
+    accepted, again = (_run_curl(match.group(1)) for _ in range(2))
+    assert again["job_id"] == accepted["job_id"]
+    # The local webhook signing secrets are printed with the keys
+    for tenant, secret in DEFAULT_WEBHOOK_SECRETS.items():
+        assert re.search(rf"^\s+{tenant}\s+{re.escape(secret)}$", banner, re.MULTILINE), banner
     key = re.search(r"Bearer (\S+?)\"", match.group(1)).group(1)
 
     def finished() -> dict | None:
@@ -99,6 +110,30 @@ def test_the_printed_curl_submits_the_sample_and_the_job_completes(local_platfor
     assert wait_until(finished, timeout=120, interval=0.2)["status"] == "completed"
     process.send_signal(signal.SIGINT)
     assert process.wait(timeout=30) == 0
+
+
+def test_the_printed_command_line_submits_and_watches_the_sample_to_completion(local_platform_process):
+    """A new user pastes the banner's two lines (the exports, then `longhaul submit … --watch`) into a shell."""
+    _, banner = local_platform_process
+    exports = re.search(r"^\s*(export LONGHAUL_URL=\S+ LONGHAUL_API_KEY=\S+)$", banner, re.MULTILINE)
+    submit = re.search(r"^\s*(\.venv/bin/longhaul submit samples/request\.json --watch)$", banner, re.MULTILINE)
+    assert exports and submit, banner
+    env = {k: v for k, v in _local_env().items() if not k.startswith("LONGHAUL_")}
+    env["PYTHONPATH"] = os.pathsep.join(str(ROOT / path) for path in ("lambdas", "client/src"))  # this checkout's
+
+    watched = subprocess.run(
+        ["bash", "-c", f"{exports.group(1)}\n{submit.group(1)}"],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+
+    assert watched.returncode == 0, watched.stdout + watched.stderr
+    lines = watched.stdout.splitlines()
+    assert lines[0].startswith("job_") and lines[-1].startswith("completed in"), watched.stdout
+    assert "Traceback" not in watched.stderr
 
 
 def test_a_restart_on_the_same_ports_works_at_once():

@@ -80,6 +80,9 @@ def test_a_scanned_pdf_is_read_by_ocr_and_its_pages_are_cited(alpha: Client, pla
         assert citation["quote"] in read[(0, citation["page"])]
         assert 0.5 <= citation["ocr_confidence"] <= 1
     assert any("deposit" in c["quote"] and c["page"] == 2 for c in result["citations"])
+    # and figures read as figures: the deposit is 21,000 GBP (the greedy reading had "21,oo0")
+    assert "The Tenant shall pay a security deposit of 21,000 GBP." in read[(0, 2)].splitlines()
+    assert "84,000 GBP" in read[(0, 1)]
     (summary,) = result["documents"]
     assert summary["pages_ocr"] == [1, 2] and summary["pages_needing_ocr"] == [] and summary["pages_unreadable"] == []
 

@@ -17,8 +17,8 @@ from longhaul.webhooks.signing import verify
 from tests.unit.receiver import Receiver, receiver
 from tests.workflows.conftest import Client
 
-# The delivery's retry ladder (about 3 h of capped, jittered gaps) in under a minute; Task timeouts shrink with it, so
-# not further (an attempt's own timeout is then about 0.2 s).
+# The delivery's retry ladder (about 3 h of capped, jittered gaps) in under a minute; Task timeouts shrink with it, down
+# to the runtime's real-time floor (`TASK_TIMEOUT_FLOOR_SECONDS`).
 FAST = 0.005
 
 
@@ -55,8 +55,14 @@ def status_of(client: Client, job_id: str, wanted: str, timeout: float = 120) ->
 
 def task_tokens(platform: LocalPlatform) -> list[str]:
     table = platform.client("dynamodb", resource=True).Table(platform.deployment.table_name)
-    items = table.scan()["Items"]
-    return [str(i["token"]) for i in items if i.get("sk") == "TOKEN"]
+    tokens: list[str] = []
+    page: dict[str, Any] = {"ExclusiveStartKey": None}
+    while "ExclusiveStartKey" in page:  # every page: a scan stops at 1 MB, and the table holds every test's items
+        start = {"ExclusiveStartKey": page["ExclusiveStartKey"]} if page["ExclusiveStartKey"] else {}
+        answer = table.scan(FilterExpression="sk = :token", ExpressionAttributeValues={":token": "TOKEN"}, **start)
+        tokens += [str(i["token"]) for i in answer["Items"]]
+        page = {"ExclusiveStartKey": answer["LastEvaluatedKey"]} if "LastEvaluatedKey" in answer else {}
+    return tokens
 
 
 def test_a_reviewer_approves_and_the_job_completes(
@@ -73,12 +79,15 @@ def test_a_reviewer_approves_and_the_job_completes(
     as_other = other_reviewer.get(f"/v1/reviews/{review_id}")
     decided = reviewer.post(f"/v1/reviews/{review_id}/decision", {"decision": "approve", "comment": "looks right"})
     finished = alpha.wait(job_id)
+    after = reviewer.get(f"/v1/reviews/{review_id}").json()
     again = reviewer.post(f"/v1/reviews/{review_id}/decision", {"decision": "reject"})
 
     assert waiting["review"]["assignee_group"] == "analysts" and waiting["review"]["reminders"] == 0
     assert review_id in [r["review_id"] for r in pending.json()["reviews"]]
     assert detail.status_code == 200 and detail.json()["draft"]["answer"] and detail.json()["reasons"]
     assert all(e["document"] and "verified" in e for e in detail.json()["evidence"])
+    assert detail.json()["job_status"] == "waiting_for_review" and detail.json()["rung"] == 0
+    assert after["status"] == "decided" and after["job_status"] == "completed"  # what a reviewer sees of the job
     assert as_tenant.status_code == 403 and as_other.status_code == 404
     assert decided.status_code == 200 and decided.json()["decision"] == "approve"
     assert finished["status"] == "completed" and alpha.get(f"/v1/jobs/{job_id}/result").status_code == 200
@@ -108,13 +117,20 @@ def test_an_unanswered_review_is_reminded_reassigned_and_expires(alpha: Client, 
 
 def test_cancel_during_a_review_stops_the_wait(alpha: Client, reviewer: Client, sample_request: dict[str, Any]) -> None:
     job_id = alpha.submit({**sample_request, "review": {"mode": "always", "deadline_seconds": 3600}})
-    review_id = status_of(alpha, job_id, "waiting_for_review")["review"]["review_id"]
+    waiting = status_of(alpha, job_id, "waiting_for_review")
+    review_id = waiting["review"]["review_id"]
 
     cancelled = alpha.post(f"/v1/jobs/{job_id}/cancel")
     late = reviewer.post(f"/v1/reviews/{review_id}/decision", {"decision": "approve"})
 
-    assert cancelled.status_code == 202 and alpha.wait(job_id, timeout=10)["status"] == "cancelled"
+    # While it waited, nothing moved: no ETA, and the progress says who it waits for (not "review finished")
+    assert waiting["progress"]["eta_seconds"] is None
+    assert waiting["progress"]["message"].startswith("review: waiting for a reviewer (analysts)")
+    # After the cancel the job and its review agree
+    finished = alpha.wait(job_id, timeout=10)
+    assert cancelled.status_code == 202 and finished["status"] == "cancelled"
     assert late.status_code == 409 and reviewer.get(f"/v1/reviews/{review_id}").json()["status"] == "cancelled"
+    assert finished["review"]["status"] == "cancelled"
 
 
 def test_a_callback_arrives_once_per_event_signed_with_the_tenants_secret(
@@ -157,6 +173,7 @@ def test_a_failing_receiver_gets_retries_then_the_webhook_is_dead_lettered(
             timeout=120,
             what="the webhook to be dead-lettered",
         )
+        platform.set_time_scale(1.0)  # the retries are over: the recording and the send run at real time
 
     attempts = dead["callback"]["attempts"]  # recorded after each answer: never more than the receiver saw
     assert 2 <= attempts <= len(hook.received) <= 10

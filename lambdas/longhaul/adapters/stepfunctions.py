@@ -1,4 +1,8 @@
-"""The workflow engine on AWS Step Functions: execution names → ARNs, and its error codes → the port's errors."""
+"""The workflow engine on AWS Step Functions: execution names → ARNs, and its error codes → the port's errors.
+
+A workflow is configured by the ARN its jobs start through: its state machine's `live` alias (or, unversioned, the
+machine itself). Executions, whichever version or alias started them, are the machine's: their ARNs name it.
+"""
 
 from __future__ import annotations
 
@@ -17,9 +21,17 @@ from longhaul.core.ports import (
     RedriveRefused,
 )
 
+# DescribeStateMachineForExecution of an execution that does not exist (yet): AWS's code, and moto's.
+NO_EXECUTION = frozenset({"ExecutionDoesNotExist", "ResourceNotFound"})
+
+
+def machine_arn(arn: str) -> str:
+    """The state machine of a machine, version (`…:<n>`) or alias (`…:<name>`) ARN."""
+    return ":".join(arn.split(":")[:7])
+
 
 def execution_arn(state_machine_arn: str, execution_name: str) -> str:
-    return state_machine_arn.replace(":stateMachine:", ":execution:") + f":{execution_name}"
+    return machine_arn(state_machine_arn).replace(":stateMachine:", ":execution:") + f":{execution_name}"
 
 
 def _code(error: ClientError) -> str:
@@ -37,16 +49,44 @@ class StepFunctionsEngine:
         except KeyError:
             raise EngineUnavailable(f"workflow {workflow!r} is not deployed") from None
 
-    def start(self, workflow: str, execution: str, state: Mapping[str, Any]) -> None:
+    def start(self, workflow: str, execution: str, state: Mapping[str, Any], *, version: str | None = None) -> None:
+        target = self._machine(workflow)
+        if version is not None and machine_arn(version) != machine_arn(target):
+            raise EngineUnavailable(f"{version} is not a version of workflow {workflow!r}")
         try:
             self._client.start_execution(
-                stateMachineArn=self._machine(workflow), name=execution, input=json.dumps(dict(state))
+                stateMachineArn=version or target, name=execution, input=json.dumps(dict(state))
             )
         except ClientError as error:
             if _code(error) != "ExecutionAlreadyExists":
                 raise EngineUnavailable(f"StartExecution: {_code(error)}") from error
         except BotoCoreError as error:
             raise EngineUnavailable(f"StartExecution: {type(error).__name__}") from error
+
+    def has_version(self, workflow: str, version: str) -> bool:
+        if machine_arn(version) != machine_arn(self._machine(workflow)):
+            return False
+        try:
+            self._client.describe_state_machine(stateMachineArn=version)
+            return True
+        except ClientError as error:
+            if _code(error) in ("StateMachineDoesNotExist", "ResourceNotFound", "ResourceNotFoundException"):
+                return False
+            raise EngineUnavailable(f"DescribeStateMachine: {_code(error)}") from error
+        except BotoCoreError as error:
+            raise EngineUnavailable(f"DescribeStateMachine: {type(error).__name__}") from error
+
+    def version_of(self, execution_arn: str) -> str | None:
+        try:
+            described = self._client.describe_execution(executionArn=execution_arn)
+        except ClientError as error:
+            if _code(error) == "ExecutionDoesNotExist":
+                return None
+            raise EngineUnavailable(f"DescribeExecution: {_code(error)}") from error
+        except BotoCoreError as error:
+            raise EngineUnavailable(f"DescribeExecution: {type(error).__name__}") from error
+        version: str | None = described.get("stateMachineVersionArn")
+        return version
 
     def stop(self, workflow: str, execution: str, *, error: str, cause: str = "") -> None:
         arn = execution_arn(self._machine(workflow), execution)
@@ -68,7 +108,9 @@ class StepFunctionsEngine:
             raise EngineUnavailable(f"DescribeExecution: {_code(error)}") from error
         except BotoCoreError as error:
             raise EngineUnavailable(f"DescribeExecution: {type(error).__name__}") from error
-        return Execution(ExecutionStatus(described["status"]), described.get("error"))
+        return Execution(
+            ExecutionStatus(described["status"]), described.get("error"), described.get("stateMachineVersionArn")
+        )
 
     def redrive(self, workflow: str, execution: str) -> None:
         arn = execution_arn(self._machine(workflow), execution)
@@ -80,7 +122,7 @@ class StepFunctionsEngine:
         except (BotoCoreError, AttributeError, NotImplementedError) as error:
             raise RedriveRefused(f"redrive is not available here ({type(error).__name__})") from None
 
-    def history(self, workflow: str, execution: str) -> ExecutionHistory:
+    def history(self, workflow: str, execution: str, *, children: bool = True) -> ExecutionHistory:
         arn = execution_arn(self._machine(workflow), execution)
         try:
             events = self._events(arn)
@@ -90,15 +132,36 @@ class StepFunctionsEngine:
             raise EngineUnavailable(f"GetExecutionHistory: {_code(error)}") from error
         except BotoCoreError as error:
             raise EngineUnavailable(f"GetExecutionHistory: {type(error).__name__}") from error
-        children: list[list[HistoryEvent]] = []
+        if not children:
+            return ExecutionHistory(events=events)
+        child_events: list[list[HistoryEvent]] = []
         complete = True
         for run in (e.map_run_arn for e in events if e.map_run_arn):
             try:  # best effort: the children's transitions are billed too, but an older engine may not list them
                 for child in self._pages("list_executions", "executions", mapRunArn=run):
-                    children.append(self._events(child["executionArn"]))
+                    child_events.append(self._events(child["executionArn"]))
             except (ClientError, BotoCoreError, TypeError):
                 complete = False
-        return ExecutionHistory(events=events, children=children, complete=complete)
+        return ExecutionHistory(events=events, children=child_events, complete=complete)
+
+    def definition(self, workflow: str, execution: str) -> str:
+        machine = self._machine(workflow)
+        try:
+            try:
+                described = self._client.describe_state_machine_for_execution(
+                    executionArn=execution_arn(machine, execution)
+                )
+            except ClientError as error:
+                if _code(error) not in NO_EXECUTION:
+                    raise
+                # not started yet: the machine's current definition, which its `live` alias is moved to on every
+                # deploy (DescribeStateMachine takes a machine or version ARN, not an alias's)
+                described = self._client.describe_state_machine(stateMachineArn=machine_arn(machine))
+        except ClientError as error:
+            raise EngineUnavailable(f"DescribeStateMachine: {_code(error)}") from error
+        except BotoCoreError as error:
+            raise EngineUnavailable(f"DescribeStateMachine: {type(error).__name__}") from error
+        return str(described["definition"])
 
     def _events(self, arn: str) -> list[HistoryEvent]:
         return [
@@ -110,6 +173,7 @@ class StepFunctionsEngine:
                 resource_type="lambda"
                 if str(e["type"]).startswith("LambdaFunction")
                 else (e.get("taskScheduledEventDetails") or {}).get("resourceType"),
+                state=(e.get("stateEnteredEventDetails") or e.get("stateExitedEventDetails") or {}).get("name"),
             )
             for e in self._pages("get_execution_history", "events", executionArn=arn, maxResults=1000)
         ]

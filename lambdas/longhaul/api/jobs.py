@@ -6,7 +6,6 @@ does what every workflow shares: idempotency, the job record, starting its execu
 
 from __future__ import annotations
 
-import contextlib
 import hashlib
 import json
 import re
@@ -14,26 +13,31 @@ import secrets
 import time
 import uuid
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any, Literal
 
 from pydantic import BaseModel
 
+from longhaul.api.graph import DefinitionUnreadable, EngineNotAnswering, WorkflowGraph, job_graph
 from longhaul.core import correlation, limits
 from longhaul.core.addresses import UnsafeCallback, check_url, system_resolver
 from longhaul.core.auth import Principal
 from longhaul.core.budgets import TenantPolicy, job_limits, to_micro, usd
 from longhaul.core.clock import iso
 from longhaul.core.contracts import (
+    IDEMPOTENCY_KEY_PATTERN,
+    TERMINAL_STATUSES,
     CancelOutcome,
     EventPage,
+    EventView,
     Health,
     JobAccepted,
     JobList,
     JobRequestBase,
     JobStatus,
     JobView,
+    PageText,
     StepUsage,
     UploadRequest,
     UploadTicket,
@@ -57,14 +61,14 @@ from longhaul.documents.intake import Intake
 from longhaul.operations.admission import Admission
 from longhaul.operations.costs import with_transitions
 from longhaul.operations.sweep import stop_container_tasks
+from longhaul.review.lane import close_for_stopped_job
 from longhaul.services import Services
 from longhaul.storage import artifacts as keys
 from longhaul.storage.jobs import ACTIVE, IdempotencyConflict, NewJob, TransitionRejected
 from longhaul.storage.listing import BadCursor
-from longhaul.storage.reviews import ReviewClosed
 from longhaul.workflows import REGISTRY
 
-IDEMPOTENCY_KEY = re.compile(r"^[A-Za-z0-9._:\-]{1,128}$")
+IDEMPOTENCY_KEY = re.compile(IDEMPOTENCY_KEY_PATTERN)
 
 
 class AlreadyFinished(ApiProblem):
@@ -82,9 +86,22 @@ def new_job_id() -> str:
     return f"job_{int(time.time() * 1000):012x}{secrets.token_hex(8)}"
 
 
+@dataclass(frozen=True)
+class LongPoll:
+    """How a long-poll of the event log waits: it reads the log again after `first` seconds, then after twice as long
+    each time, up to `longest`; so a new event is answered at most `longest` (plus one read) after it was written, and a
+    wait of 20 s costs about 45 reads (a consistent Query of an empty range: one read unit each)."""
+
+    first: float = 0.05
+    longest: float = 0.5
+    sleep: Callable[[float], None] = time.sleep
+    monotonic: Callable[[], float] = time.monotonic
+
+
 @dataclass
 class JobService:
     services: Services
+    long_poll: LongPoll = field(default_factory=LongPoll)
 
     # ------------------------------------------------------------------ submit
 
@@ -115,7 +132,7 @@ class JobService:
         self._within_rate(principal.tenant_id, policy)
         budget_tokens, budget_cost = self._admit(principal.tenant_id, request, policy)
         job_id = new_job_id()
-        intake = Intake(job_id=job_id, tenant_id=principal.tenant_id, artifacts=s.artifacts)
+        intake = Intake(job_id=job_id, tenant_id=principal.tenant_id, artifacts=s.artifacts, jobs=s.jobs)
         prepared = spec.prepare()(intake, request.input)
         input_key = intake.store(prepared)  # raises the problems `prepare` found; writes only when there are none
         deadline = request.deadline_seconds or spec.deadline_default_seconds
@@ -142,6 +159,8 @@ class JobService:
                     links_base=base_url if request.callback_url else None,
                     sla_class=request.sla_class,
                     correlation_id=correlation.current(),
+                    agent_max_turns=request.agent.max_turns if request.agent else None,
+                    agent_max_tool_calls=request.agent.max_tool_calls if request.agent else None,
                 )
             )
         except IdempotencyConflict as conflict:
@@ -175,6 +194,7 @@ class JobService:
         use), and the tenant's daily allowance not spent (429): checked before any work."""
         s = self.services
         tokens, cost, problems = job_limits(request.budget, policy)
+        problems += agent_problems(request, policy)
         if request.sla_class not in policy.sla_classes:
             problems.append(
                 {"loc": ["body", "sla_class"], "msg": f"not an SLA class this tenant may use: {policy.sla_classes}"}
@@ -185,7 +205,7 @@ class JobService:
                 problems.append({"loc": ["body", "route"], "msg": f"not a route this tenant may use: {allowed}"})
         if problems:
             raise InvalidRequest(
-                "the job's budget, route or SLA class is not within the tenant's policy",
+                "the job's budget, route, SLA class or agent limits are not within the tenant's policy",
                 errors=problems,
                 **({"allowed_sla_classes": policy.sla_classes} if request.sla_class not in policy.sla_classes else {}),
             )
@@ -200,6 +220,10 @@ class JobService:
                 retry_after_seconds=max(1, int((midnight - s.now()).total_seconds())),
             )
         return tokens, cost
+
+    def allowed_sla_classes(self, principal: Principal) -> list[str]:
+        """The SLA classes the caller's tenant may use (its policy's)."""
+        return list(self.services.budgets.policy(principal.tenant_id).sla_classes)
 
     def _check_callback(self, url: str | None) -> None:
         """A callback URL must be https to a public address (resolved now, and again at every delivery)."""
@@ -272,17 +296,52 @@ class JobService:
         return page_of_jobs(self.services, tenant_id=principal.tenant_id, status=status, limit=limit, cursor=cursor)
 
     def events(
-        self, principal: Principal, job_id: str, cursor: str | None, limit: int, *, any_tenant: bool = False
+        self,
+        principal: Principal,
+        job_id: str,
+        cursor: str | None,
+        limit: int,
+        *,
+        any_tenant: bool = False,
+        wait_seconds: float = 0,
     ) -> EventPage:
+        """The job's events after `cursor` (the `seq` of the last event the caller has, or a `next_cursor`).
+
+        With `wait_seconds`, a long-poll: when there is no event after the cursor yet, the log is read again with
+        back-off until one is written (answered at once) or the wait is over (an empty page). A finished job is
+        answered at once: nothing more is coming unless an operator replays it."""
         job = self.job(principal, job_id, any_tenant=any_tenant)
         try:
             after = int(cursor) if cursor else 0
         except ValueError:
             raise BadRequest("cursor must be a value returned as next_cursor") from None
         events, next_seq = self.services.jobs.list_events(job_id, after=after, limit=limit)
+        if not events and wait_seconds > 0 and job.status not in TERMINAL_STATUSES:
+            events, next_seq = _long_poll(self.services, self.long_poll, job_id, after, limit, wait_seconds)
         if job.correlation_id:  # every event of the job carries its correlation id
             events = [e.model_copy(update={"correlation_id": job.correlation_id}) for e in events]
         return EventPage(events=events, next_cursor=str(next_seq) if next_seq is not None else None)
+
+    def graph(self, principal: Principal, job_id: str, *, any_tenant: bool = False) -> WorkflowGraph:
+        """The job's workflow as a graph, each state with this job's status (`longhaul.api.graph`)."""
+        job = self.job(principal, job_id, any_tenant=any_tenant)
+        try:
+            return job_graph(self.services, job)
+        except (EngineUnavailable, DefinitionUnreadable):
+            logger.exception("the workflow graph could not be read", extra={"job_id": job_id})
+            raise EngineNotAnswering("the workflow's definition or history could not be read; try again") from None
+
+    def page(self, principal: Principal, job_id: str, document: str, page: int) -> PageText:
+        """A page of the job's document as its steps read it (where a citation's quote is shown)."""
+        job = self.job(principal, job_id)
+        try:
+            read: Callable[..., PageText | None] = REGISTRY[job.workflow].hook("page_text")
+        except AttributeError:
+            raise NotFound(f"a {job.workflow} job keeps no page text") from None
+        found = read(self.services, job, document, page)
+        if found is None:
+            raise NotFound(f"job {job_id} has no page {page} of {document!r} (or its intermediate files expired)")
+        return found
 
     def result(self, principal: Principal, job_id: str) -> BaseModel:
         job = self.job(principal, job_id)
@@ -322,7 +381,7 @@ class JobService:
                 "the cancellation is recorded but the execution could not be stopped yet; "
                 "the sweep will finish it, or cancel again"
             ) from None
-        self._close_review(job)
+        review = close_for_stopped_job(s, s.jobs.get_job(job_id) or job, "cancelled")
         stop_container_tasks(s, job_id, reason=f"job cancelled by {principal.tenant_id}")
         outcome = self._cancel_outcome(s.jobs.get_job(job_id) or job, "cancelled")
         try:
@@ -331,7 +390,7 @@ class JobService:
                 JobStatus.CANCELLED,
                 event="job_cancelled",
                 detail={"completed_steps": outcome.completed_steps, "side_effects": outcome.side_effects},
-                set_fields={"current_step": None},
+                set_fields={"current_step": None, **({"review": review} if review else {})},
             )
         except TransitionRejected:
             latest = s.jobs.get_job(job_id) or job
@@ -339,16 +398,6 @@ class JobService:
                 latest, f"the job ended {latest.status.value} before the cancellation took hold"
             )
         return outcome.model_copy(update={"status": JobStatus.CANCELLED})
-
-    def _close_review(self, job: Job) -> None:
-        """A cancelled job's open review is closed for its reviewers (its wait was stopped with the execution)."""
-        if job.review is None or job.review.status != "pending":
-            return
-        review = self.services.reviews.get(job.review.review_id)
-        if review is not None:
-            with contextlib.suppress(ReviewClosed):
-                self.services.reviews.change(review, {}, status="cancelled")
-            self.services.reviews.drop_token(review.review_id)
 
     def _cancel_outcome(self, job: Job, message: str) -> CancelOutcome:
         done = [r for r in self.services.checkpoints.steps(job.job_id) if r.succeeded]
@@ -361,9 +410,48 @@ class JobService:
         charges = [c for c in self.services.checkpoints.charges(job.job_id) if c.status == "settled"]
         if charges:
             effects.append(f"{len(charges)} model call(s) charged")
+        made = [e for e in self.services.effects.of_job(job.job_id) if e.acted and e.status != "failed"]
+        effects += [f"{e.tool} {e.operation_id} ({e.status}; {e.side_effect})" for e in made]
+        if any(e.compensation for e in made):
+            effects.append("side effects with a compensation are undone in reverse order: see the job's compensation")
         return CancelOutcome(
             job_id=job.job_id, status=job.status, message=message, completed_steps=completed, side_effects=effects
         )
+
+
+def _long_poll(
+    services: Services, poll: LongPoll, job_id: str, after: int, limit: int, wait_seconds: float
+) -> tuple[list[EventView], int | None]:
+    """Read the events after `after` again, with back-off, until there are some or `wait_seconds` have passed."""
+    deadline = poll.monotonic() + wait_seconds
+    delay = poll.first
+    while (remaining := deadline - poll.monotonic()) > 0:
+        poll.sleep(min(delay, remaining))
+        delay = min(delay * 2, poll.longest)
+        events, next_seq = services.jobs.list_events(job_id, after=after, limit=limit)
+        if events:
+            return events, next_seq
+    return [], None
+
+
+def agent_problems(request: JobRequestBase, policy: TenantPolicy) -> list[dict[str, Any]]:
+    """A job's agent limits above its tenant's ceilings (422, naming the field)."""
+    agent, problems = request.agent, []
+    if agent is not None and agent.max_turns is not None and agent.max_turns > policy.agent_max_turns:
+        problems.append(
+            {
+                "loc": ["body", "agent", "max_turns"],
+                "msg": f"exceeds the tenant's ceiling of {policy.agent_max_turns} turns per agent step",
+            }
+        )
+    if agent is not None and agent.max_tool_calls is not None and agent.max_tool_calls > policy.agent_max_tool_calls:
+        problems.append(
+            {
+                "loc": ["body", "agent", "max_tool_calls"],
+                "msg": f"exceeds the tenant's ceiling of {policy.agent_max_tool_calls} tool calls per agent step",
+            }
+        )
+    return problems
 
 
 def step_usage(ledger: list[Charge]) -> list[StepUsage]:

@@ -51,6 +51,7 @@ def _view(review: ReviewRecord) -> dict[str, Any]:
         "deadline": review.deadline,
         "assignee_group": review.assignee_group,
         "reminders": review.reminders,
+        "rung": review.rung,
         "reasons": review.reasons,
         "decision": review.decision,
         "decided_at": review.decided_at,
@@ -86,8 +87,15 @@ class ReviewService:
     def detail(self, principal: Principal, review_id: str) -> ReviewDetail:
         review = self._review(principal, review_id)
         material = ReviewMaterial.model_validate(self.services.artifacts.get_json(review.material_key))
+        job = self.services.jobs.get_job(review.job_id)
         return ReviewDetail.model_validate(
-            {**_view(review), "draft": material.draft, "evidence": material.evidence, "comment": review.comment}
+            {
+                **_view(review),
+                "draft": material.draft,
+                "evidence": material.evidence,
+                "comment": review.comment,
+                "job_status": job.status if job else None,
+            }
         )
 
     def decide(self, principal: Principal, review_id: str, request: DecisionRequest) -> DecisionOutcome:

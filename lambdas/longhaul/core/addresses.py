@@ -172,7 +172,7 @@ def _split(url: str) -> SplitResult:
         raise UnsafeCallback("the URL must not carry credentials")
     if not parts.hostname:
         raise UnsafeCallback("the URL has no host")
-    if parts.fragment:
+    if "#" in url:  # an empty fragment too: the URL is delivered to as given
         raise UnsafeCallback("the URL must not have a fragment")
     try:
         parts.port  # noqa: B018 - raises on a port that is not a number in range

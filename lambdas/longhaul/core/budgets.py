@@ -10,28 +10,54 @@ from __future__ import annotations
 
 import json
 import math
+import re
 from collections.abc import Mapping
 from decimal import ROUND_CEILING, Decimal
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, WithJsonSchema
+
+from longhaul.core import limits
+from longhaul.core.routes import ROUTE_NAME_PATTERN
 
 MICRO = Decimal(1_000_000)
 # Framing a provider adds around the messages (roles, tool definitions), counted into every worst case.
 FRAMING_TOKENS = 64
 
+# Dollars as the API takes them: a decimal string above zero with at most 8 digits before the point and 6 after
+# (DynamoDB and the micro-dollar ledger hold every such amount exactly); `(?![\s\S])` ends it in every regex dialect.
+USD_PATTERN = r"^(?!0(?:\.0{1,6})?(?![\s\S]))(?:0|[1-9][0-9]{0,7})(?:\.[0-9]{1,6})?(?![\s\S])"
+_USD = re.compile(USD_PATTERN)
+
+
+def _usd_text(value: object) -> object:
+    """A JSON amount must be a string of `USD_PATTERN` (a JSON number would be a binary float); a `Decimal` is one
+    the platform made itself (a default, a stored policy)."""
+    if isinstance(value, Decimal):
+        return value
+    if not isinstance(value, str) or not _USD.match(value):
+        raise ValueError(
+            'must be a decimal string above 0 with at most 8 digits before the point and 6 after, e.g. "2.50"'
+        )
+    return Decimal(value)
+
+
 UsdAmount = Annotated[
     Decimal,
+    BeforeValidator(_usd_text),
     Field(gt=0, max_digits=14, decimal_places=6, description='US dollars as a decimal string, e.g. "2.50".'),
+    WithJsonSchema({"type": "string", "pattern": USD_PATTERN, "examples": ["2.50"]}),  # and so it is written
 ]
+# Token counts: bounded so that every accepted figure fits the ledger's arithmetic and a DynamoDB number.
+Tokens = Annotated[int, Field(gt=0, le=limits.MAX_TOKENS)]
 
 
 class JobBudget(BaseModel):
     """What one job may spend: tokens (input + output) and US dollars. Omitted fields take the tenant's ceiling."""
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", strict=True)
 
-    max_tokens: Annotated[int | None, Field(default=None, gt=0, description="Input plus output tokens.")]
+    max_tokens: Annotated[Tokens | None, Field(default=None, description="Input plus output tokens.")]
     max_cost_usd: Annotated[UsdAmount | None, Field(default=None)]
 
 
@@ -45,20 +71,26 @@ class TenantPolicy(BaseModel):
     """A tenant's ceilings per job, its daily allowance (UTC days) and its admission quotas. Defaults apply to
     tenants without one."""
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", strict=True, regex_engine="python-re")
 
-    max_job_tokens: int = Field(default=2_000_000, gt=0)
+    max_job_tokens: Tokens = 2_000_000
     max_job_cost_usd: UsdAmount = Decimal("50")
-    daily_tokens: int = Field(default=50_000_000, gt=0)
+    daily_tokens: Tokens = 50_000_000
     daily_cost_usd: UsdAmount = Decimal("1000")
-    routes: list[str] | None = Field(
+    routes: list[Annotated[str, Field(pattern=ROUTE_NAME_PATTERN)]] | None = Field(
         default=None, description="Model routes the tenant's jobs may choose; null: every configured route."
     )
     submissions_per_minute: int = Field(
-        default=600, gt=0, description="Job submissions accepted per minute (a fixed UTC minute); 429 above."
+        default=600,
+        gt=0,
+        le=limits.MAX_RATE,
+        description="Job submissions accepted in any 60 seconds (a sliding window); 429 above.",
     )
     jobs_in_flight: int = Field(
-        default=50, gt=0, description="Jobs running at once; more are accepted `queued` and start as slots free."
+        default=50,
+        gt=0,
+        le=limits.MAX_RATE,
+        description="Jobs running at once; more are accepted `queued` and start as slots free.",
     )
     weight: int = Field(
         default=1, ge=1, le=100, description="The tenant's share of free slots against other tenants' backlogs."
@@ -66,9 +98,64 @@ class TenantPolicy(BaseModel):
     sla_classes: list[SlaClass] = Field(
         default_factory=lambda: list(SLA_CLASSES), min_length=1, description="SLA classes the tenant's jobs may use."
     )
+    agent_max_turns: int = Field(
+        default=50,
+        gt=0,
+        le=limits.MAX_AGENT_TURNS,
+        description="Ceiling of a job's `agent.max_turns` (turns of one agent step).",
+    )
+    agent_max_tool_calls: int = Field(
+        default=2000,
+        gt=0,
+        le=limits.MAX_AGENT_TOOL_CALLS,
+        description="Ceiling of a job's `agent.max_tool_calls` (tool calls of one agent step).",
+    )
 
 
 DEFAULT_POLICY = TenantPolicy()
+
+
+class TenantPolicyPatch(BaseModel):
+    """A change to a tenant's policy (PATCH, merge semantics): a field given replaces the stored value, `null` puts
+    it back to its default, an omitted field is kept. The same constraints as `TenantPolicy`."""
+
+    model_config = ConfigDict(extra="forbid", regex_engine="python-re")
+
+    max_job_tokens: Annotated[Tokens | None, Field(default=None)]
+    max_job_cost_usd: Annotated[UsdAmount | None, Field(default=None)]
+    daily_tokens: Annotated[Tokens | None, Field(default=None)]
+    daily_cost_usd: Annotated[UsdAmount | None, Field(default=None)]
+    routes: list[Annotated[str, Field(pattern=ROUTE_NAME_PATTERN)]] | None = Field(
+        default=None, description="null: every configured route (the default)."
+    )
+    submissions_per_minute: Annotated[int | None, Field(default=None, gt=0, le=limits.MAX_RATE)]
+    jobs_in_flight: Annotated[int | None, Field(default=None, gt=0, le=limits.MAX_RATE)]
+    weight: Annotated[int | None, Field(default=None, ge=1, le=100)]
+    sla_classes: Annotated[list[SlaClass] | None, Field(default=None, min_length=1)]
+    agent_max_turns: Annotated[int | None, Field(default=None, gt=0, le=limits.MAX_AGENT_TURNS)]
+    agent_max_tool_calls: Annotated[int | None, Field(default=None, gt=0, le=limits.MAX_AGENT_TOOL_CALLS)]
+
+    def applied_to(self, policy: TenantPolicy) -> TenantPolicy:
+        """`policy` with this change: given fields replaced, fields given as null back to their defaults."""
+        data = policy.model_dump()
+        for name in self.model_fields_set:
+            value = getattr(self, name)
+            if value is None:
+                data.pop(name)
+            else:
+                data[name] = value
+        return TenantPolicy.model_validate(data)
+
+    def nulled(self) -> list[str]:
+        """The fields this change puts back to their defaults."""
+        return [
+            name for name in TenantPolicy.model_fields if name in self.model_fields_set and getattr(self, name) is None
+        ]
+
+
+def reset_fields(before: TenantPolicy, after: TenantPolicy, candidates: list[str]) -> list[str]:
+    """Of `candidates` (fields a change did not set to a value), those whose value it changed: back to the default."""
+    return [name for name in candidates if getattr(before, name) != getattr(after, name)]
 
 
 class Price(BaseModel):

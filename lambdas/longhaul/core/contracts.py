@@ -8,18 +8,54 @@ from __future__ import annotations
 import re
 from datetime import date, datetime
 from enum import StrEnum
-from typing import Annotated, Literal
+from typing import Annotated, Any, Literal
 
-from pydantic import AfterValidator, BaseModel, ConfigDict, Field, model_validator
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationInfo, field_validator, model_validator
 
 from longhaul.core import limits
+from longhaul.core.auth import Role
 from longhaul.core.budgets import JobBudget, SlaClass, TenantPolicy
+from longhaul.core.routes import ROUTE_NAME_PATTERN
 
 MEDIA_TYPES = ("application/pdf", "text/plain", "text/markdown")
-UPLOAD_ID_PATTERN = r"^up_[0-9a-f]{32}$"
+# What the schema's patterns say is said once here, in a dialect ECMA-262 (the OpenAPI document) and Python's `re`
+# (the server, with `regex_engine="python-re"`, and the tools that read the document) read alike: only BMP `\uXXXX`
+# escapes (ECMA-262 without the `u` flag sees other characters as surrogate pairs), no `\s` or `.` (each dialect has
+# its own), and `(?![\s\S])` for the end (Python's `$` also matches before a final newline).
+_END = r"(?![\s\S])"
+UPLOAD_ID_PATTERN = rf"^up_[0-9a-f]{{32}}{_END}"
+# A header value never holds a newline, so `$` is exact there (and the header is validated by the resolver's own
+# regex engine, which has no look-ahead).
+IDEMPOTENCY_KEY_PATTERN = r"^[A-Za-z0-9._:\-]{1,128}$"
+# The shape of a callback URL (what `longhaul.core.addresses.check_url` checks before it looks at the host): http(s),
+# a host part without credentials, no whitespace, control characters, backslash or fragment.
+CALLBACK_URL_PATTERN = (
+    rf"^[Hh][Tt][Tt][Pp][Ss]?://[^\u0000-\u0020\u007F\\#@/?]+(?:[/?][^\u0000-\u0020\u007F\\#]*)?{_END}"
+)
+STEP_NAME_PATTERN = rf"^[a-z][a-z0-9_]{{0,63}}{_END}"
+# Characters that show nothing: controls (C0, C1), format characters (zero-width spaces and joiners, bidi marks and
+# overrides, the BOM, the soft hyphen, invisible operators, variation selectors), space, line and paragraph
+# separators, and the letters that render blank (Hangul fillers, the blank Braille pattern).
+INVISIBLE = (
+    r"\u0000-\u0020\u007F-\u00A0\u00AD\u034F\u061C\u115F\u1160\u1680\u17B4\u17B5\u180B-\u180F\u2000-\u200F"
+    r"\u2028-\u202F\u205F-\u2064\u2066-\u206F\u2800\u3000\u3164\uFE00-\uFE0F\uFEFF\uFFA0\uFFF9-\uFFFB"
+)
+# A text field must contain at least one character that shows (the pattern is searched, not anchored).
+VISIBLE_PATTERN = f"[^{INVISIBLE}]"
 # Control characters, line/paragraph separators and bidirectional overrides (which can disguise a name).
-_UNSAFE_CHARACTERS = re.compile(r"[\x00-\x1f\x7f-\x9f\u2028\u2029\u202a-\u202e\u2066-\u2069]")
+_UNSAFE = r"\u0000-\u001F\u007F-\u009F\u2028\u2029\u202A-\u202E\u2066-\u2069"
+# What Python's `str.strip()` removes that `_UNSAFE` does not already exclude.
+_SPACES = r"\u0020\u00A0\u1680\u2000-\u200A\u202F\u205F\u3000"
+# A document or upload name as one pattern (what `check_plain_name` checks, plus a visible character other than a
+# dot): no drive, no `..`, no path separator or unsafe character, no space at either end.
+NAME_PATTERN = (
+    rf"^(?![A-Za-z]:)(?![^{_UNSAFE}/\\]*\.\.)(?=[^{_UNSAFE}/\\]*[^{INVISIBLE}./\\])"
+    rf"[^{_UNSAFE}{_SPACES}/\\](?:[^{_UNSAFE}/\\]*[^{_UNSAFE}{_SPACES}/\\])?{_END}"
+)
+_UNSAFE_CHARACTERS = re.compile(f"[{_UNSAFE}]")
 _WINDOWS_DRIVE = re.compile(r"^[A-Za-z]:")
+_VISIBLE = re.compile(VISIBLE_PATTERN)
+_NAME = re.compile(NAME_PATTERN)
 
 
 def check_plain_name(name: str) -> str:
@@ -32,7 +68,16 @@ def check_plain_name(name: str) -> str:
         raise ValueError("must not be or contain `..`, or be only dots and spaces")
     if name != name.strip():
         raise ValueError("must not start or end with whitespace")
+    if not _NAME.match(name):  # what is left: no character that shows, other than dots
+        raise ValueError("must contain a visible character other than a dot")
     return name
+
+
+def check_visible(text: str) -> str:
+    """Refuse text that shows nothing: only whitespace, zero-width, format or control characters."""
+    if not _VISIBLE.search(text):
+        raise ValueError("must contain a visible character (not only whitespace, zero-width or control characters)")
+    return text
 
 
 SafeName = Annotated[
@@ -41,24 +86,67 @@ SafeName = Annotated[
         min_length=1,
         max_length=limits.MAX_NAME_CHARS,
         description=f"A plain name of at most {limits.MAX_NAME_CHARS} characters: no path separators, no `..`, "
-        "no control characters, no leading or trailing whitespace.",
+        "no control characters, no leading or trailing whitespace, at least one visible character other than a dot.",
+        json_schema_extra={"pattern": NAME_PATTERN},
     ),
     AfterValidator(check_plain_name),
 ]
+# A text field: at least one visible character (the bounds are each field's own).
+Visible = AfterValidator(check_visible)
+VISIBLE_SCHEMA: dict[str, Any] = {"pattern": VISIBLE_PATTERN}
 
 
 class Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    """A request model: unknown fields are refused, and so is any value of another JSON type than the schema's (no
+    `"16"` for 16, no `true` for 1), so the server accepts exactly what its OpenAPI schema describes."""
+
+    model_config = ConfigDict(extra="forbid", strict=True, regex_engine="python-re")
+
+
+_NOT_NULL: dict[str, Any] = {"not": {"type": "null"}}
+
+
+def exactly_one_of(*fields: str) -> dict[str, Any]:
+    """A JSON Schema `oneOf` saying what a model validator checks: exactly one of `fields` is given (present and not
+    null); each branch requires its field and allows the others only as null."""
+    return {
+        "oneOf": [
+            {
+                "required": [given],
+                "properties": {f: (_NOT_NULL if f == given else {"type": "null"}) for f in fields},
+            }
+            for given in fields
+        ]
+    }
 
 
 # ---------------------------------------------------------------- requests
 
 
 class DocumentInput(Strict):
-    """A document given inline (`text`) or by reference to an upload (`upload_id`)."""
+    """A document given inline (`text`, never a PDF) or by reference to an upload (`upload_id`): exactly one."""
+
+    model_config = ConfigDict(
+        json_schema_extra={
+            "oneOf": [
+                {
+                    "required": ["text"],
+                    "properties": {
+                        "text": _NOT_NULL,
+                        "upload_id": {"type": "null"},
+                        "media_type": {"not": {"const": "application/pdf"}},
+                    },
+                },
+                {"required": ["upload_id"], "properties": {"upload_id": _NOT_NULL, "text": {"type": "null"}}},
+            ]
+        }
+    )
 
     name: Annotated[SafeName, Field(description="Name used in citations (never a storage path).")]
-    text: Annotated[str | None, Field(default=None, min_length=1, description="Inline text (plain or Markdown).")]
+    text: Annotated[
+        Annotated[str, Field(min_length=1, json_schema_extra=VISIBLE_SCHEMA), Visible] | None,
+        Field(default=None, description="Inline text (plain or Markdown), with at least one visible character."),
+    ]
     upload_id: Annotated[
         str | None, Field(default=None, pattern=UPLOAD_ID_PATTERN, description="From POST /v1/uploads.")
     ]
@@ -71,9 +159,14 @@ class DocumentInput(Strict):
     def _one_source(self) -> DocumentInput:
         if (self.text is None) == (self.upload_id is None):
             raise ValueError("give exactly one of `text` or `upload_id`")
-        if self.text is not None and not self.text.strip():
-            raise ValueError("`text` is blank")
         return self
+
+    @field_validator("media_type")
+    @classmethod
+    def _inline_is_not_pdf(cls, media_type: str | None, info: ValidationInfo) -> str | None:
+        if media_type == "application/pdf" and info.data.get("text") is not None:
+            raise ValueError("inline text cannot be a PDF; upload it")
+        return media_type
 
 
 class ArchiveInput(Strict):
@@ -95,7 +188,18 @@ class ArchiveInput(Strict):
 
 
 class DocumentAnalysisInput(Strict):
-    question: Annotated[str, Field(min_length=limits.MIN_QUESTION_CHARS, max_length=limits.MAX_QUESTION_CHARS)]
+    model_config = ConfigDict(json_schema_extra=exactly_one_of("documents", "archive"))
+
+    question: Annotated[
+        str,
+        Field(
+            min_length=limits.MIN_QUESTION_CHARS,
+            max_length=limits.MAX_QUESTION_CHARS,
+            description=f"{limits.MIN_QUESTION_CHARS}-{limits.MAX_QUESTION_CHARS} characters, at least one visible.",
+            json_schema_extra=VISIBLE_SCHEMA,
+        ),
+        Visible,
+    ]
     documents: Annotated[
         list[DocumentInput] | None,
         Field(
@@ -159,6 +263,20 @@ class ReviewRequest(Strict):
     ]
 
 
+class AgentLimits(Strict):
+    """Limits of each agent step of the job, within the tenant's ceilings (`agent_max_turns`,
+    `agent_max_tool_calls`) and never above the step's own (its spec's): the tighter one holds."""
+
+    max_turns: Annotated[
+        int | None,
+        Field(default=None, ge=1, le=limits.MAX_AGENT_TURNS, description="Turns (model calls) of one agent step."),
+    ]
+    max_tool_calls: Annotated[
+        int | None,
+        Field(default=None, ge=1, le=limits.MAX_AGENT_TOOL_CALLS, description="Tool calls of one agent step."),
+    ]
+
+
 class JobRequestBase(Strict):
     """What every job request has; each workflow's request (`longhaul.workflows.JobRequest`, a union on `workflow`)
     adds its `workflow` name and its `input` model."""
@@ -177,7 +295,7 @@ class JobRequestBase(Strict):
         str | None,
         Field(
             default=None,
-            pattern=r"^[a-z0-9][a-z0-9_-]{0,31}$",
+            pattern=ROUTE_NAME_PATTERN,
             description="The model route of every model step of this job (a configured route the tenant may use); "
             "default: each step's configured route.",
         ),
@@ -193,11 +311,20 @@ class JobRequestBase(Strict):
         ),
     ]
     review: Annotated[ReviewRequest | None, Field(default=None, description="Human review before publishing.")]
+    agent: Annotated[
+        AgentLimits | None,
+        Field(
+            default=None,
+            description="Limits of the job's agent steps (workflows with one: dispute-resolution); reaching one "
+            "fails the job with kind `agent-limit` naming the limit.",
+        ),
+    ]
     callback_url: Annotated[
         str | None,
         Field(
             default=None,
             max_length=2048,
+            pattern=CALLBACK_URL_PATTERN,
             description="Where to POST signed webhooks (Standard Webhooks) when the job completes, fails, is "
             "cancelled or expires, and when it waits for review: `https` to a public address (plain `http` only "
             "for origins in LONGHAUL_CALLBACK_ALLOWLIST).",
@@ -212,11 +339,46 @@ class JobRequestBase(Strict):
         ),
     ]
 
+    def __repr__(self) -> str:
+        # Powertools formats a route's arguments into a debug message whether or not debug logging is on (an
+        # f-string): pydantic's own repr walks every document of the input (0.8 s at 5,000), this one does not.
+        return f"{type(self).__name__}(workflow={self.workflow!r}, …)"
+
 
 class ReplayRequest(Strict):
-    from_step: Annotated[str, Field(min_length=1, max_length=64, description="The first step to run again.")]
-    reason: Annotated[str, Field(min_length=3, max_length=500, description="Recorded in the job's events.")]
+    from_step: Annotated[
+        str | None,
+        Field(
+            default=None,
+            pattern=STEP_NAME_PATTERN,
+            description="The first step to run again. Default: the step the job failed at, else its first step "
+            "without a checkpoint (nothing that completed runs again).",
+        ),
+    ]
+    reason: Annotated[
+        str,
+        Field(
+            min_length=3,
+            max_length=500,
+            description="Recorded in the job's events (at least one visible character).",
+            json_schema_extra=VISIBLE_SCHEMA,
+        ),
+        Visible,
+    ]
     mode: Literal["replay", "redrive"] = "replay"
+    version: Literal["own", "current"] = Field(
+        default="own",
+        description="`own`: the state machine version the job ran on (a job finishes on its own version); "
+        "`current`: the version deployed now (recorded in `job_replayed`). A redrive always resumes its own.",
+    )
+    dry_run: Annotated[
+        bool,
+        Field(
+            default=False,
+            description="Answer the plan (what would run again and what is kept) without changing or starting "
+            "anything.",
+        ),
+    ]
     budget: Annotated[
         JobBudget | None,
         Field(
@@ -390,8 +552,43 @@ class JobCost(BaseModel):
     )
 
 
+class CompensatedEffect(BaseModel):
+    """A side effect that was undone by its compensation."""
+
+    operation_id: str
+    tool: str = Field(description="The tool whose effect it was (e.g. `send_notice`).")
+    compensation: str = Field(description="The tool that undid it (e.g. `send_retraction`).")
+    step: str
+    at: datetime | None = None
+
+
+class UncompensatedEffect(BaseModel):
+    """A side effect that could not be undone, and why."""
+
+    operation_id: str
+    tool: str
+    compensation: str | None = None
+    step: str
+    reason: str
+
+
+class CompensationView(BaseModel):
+    """The saga of a job that failed, was cancelled or expired after side effects: each effect with a compensation
+    is undone in reverse order (a compensation lane of its state machine)."""
+
+    status: Literal["pending", "running", "finished", "incomplete"] = Field(
+        description="`finished`: every effect was undone; `incomplete`: some could not be (see `not_undone`)."
+    )
+    attempt: int = Field(description="The job attempt whose effects are compensated.")
+    undone: list[CompensatedEffect] = Field(default_factory=list)
+    not_undone: list[UncompensatedEffect] = Field(default_factory=list)
+    started_at: datetime | None = None
+    finished_at: datetime | None = None
+
+
 class JobView(BaseModel):
     job_id: str
+    tenant_id: str = Field(description="Whose job it is (operators list every tenant's jobs).")
     workflow: str
     status: JobStatus
     current_step: str | None = None
@@ -409,6 +606,11 @@ class JobView(BaseModel):
     review: ReviewSummary | None = None
     callback: CallbackStatus | None = None
     sla_class: SlaClass = "standard"
+    workflow_version: int | None = Field(
+        default=None,
+        description="The version of the workflow's state machine the job runs (it finishes on the version it "
+        "started on, whatever is deployed meanwhile); null until its first step ran.",
+    )
     estimated_start_seconds: int | None = Field(
         default=None, description="While the job waits for a slot (`queued`): the estimated seconds until it starts."
     )
@@ -417,6 +619,9 @@ class JobView(BaseModel):
         default=None,
         description="The submission's `traceparent` trace id or `X-Request-Id`, or a new id: on the job's log lines, "
         "model calls and webhook deliveries.",
+    )
+    compensation: CompensationView | None = Field(
+        default=None, description="After a failure, cancellation or expiry with side effects: what was undone."
     )
 
 
@@ -470,14 +675,79 @@ class ReplayOutcome(BaseModel):
     execution: str
     from_step: str
     rerun_steps: list[str] = Field(description="Every step that will run again, in order (those without a checkpoint).")
-    rerun_items: list[int] = Field(
-        description="The fan-out items that will run again (empty when their number is only known once an "
-        "earlier step has run again)."
+    rerun_items: dict[str, list[int]] = Field(
+        description="By fan-out step: its items that will run again (a step whose items are only known once an "
+        "earlier step has run again is not listed)."
     )
-    kept_items: list[int] = Field(description="The fan-out items whose checkpoints are reused.")
+    kept_items: dict[str, list[int]] = Field(description="By fan-out step: its items whose checkpoints are reused.")
     rerun_named: list[NamedItem] = Field(
         default_factory=list, description="The items that will run again, each with its step, unit and name."
     )
+    version: Literal["own", "current"] = Field(
+        default="own", description="Which state machine version the new attempt runs: the job's own, or the current."
+    )
+    from_version: int | None = Field(default=None, description="The version the job ran on before (null: unknown).")
+    dry_run: bool = Field(default=False, description="True for a plan only: nothing was changed or started.")
+
+
+class CallLinks(BaseModel):
+    prompt: str = Field(description="The exact request the step sent (an operator route).")
+    response: str | None = Field(default=None, description="The raw response (none for a call that got none).")
+
+
+class ModelCallView(BaseModel):
+    """One model call of a job, as its budget ledger has it, with what produced it and where its texts are kept."""
+
+    charge_id: str = Field(description="`<job attempt>/<step>/<item>[/<n>]`: the call's entry in the budget ledger.")
+    step: str | None = None
+    item: int | None = None
+    status: Literal["reserved", "settled", "released"] = Field(
+        description="`settled`: answered and charged; `reserved`: in flight; `released`: failed, nothing charged."
+    )
+    at: datetime
+    route: str | None = None
+    provider: str | None = None
+    model_id: str | None = None
+    prompt_version: str | None = None
+    prompt_hash: str | None = None
+    response_hash: str | None = None
+    input_tokens: int = 0
+    output_tokens: int = 0
+    cost_usd: str
+    code_version: str | None = Field(default=None, description="The code that made the call (the asset's hash).")
+    workflow_version: int | None = Field(default=None, description="The job's state machine version.")
+    links: CallLinks | None = None
+
+
+class ModelCallList(BaseModel):
+    job_id: str
+    calls: list[ModelCallView]
+
+
+class KeptPrompt(BaseModel):
+    """Exactly what a model call sent (its hash is the ledger's `prompt_hash`)."""
+
+    prompt_hash: str
+    prompt_version: str
+    task: str
+    system: str
+    prompt: str
+    response_schema: dict[str, object] | None = Field(
+        default=None, description="The JSON schema the answer had to fit."
+    )
+    max_tokens: int
+
+
+class KeptResponse(BaseModel):
+    """Exactly what a model answered (its hash is the SHA-256 of `text`)."""
+
+    response_hash: str
+    prompt_hash: str
+    text: str
+    model_id: str
+    stop_reason: str
+    input_tokens: int
+    output_tokens: int
 
 
 class EventView(BaseModel):
@@ -539,7 +809,9 @@ class DocumentSummary(BaseModel):
     media_type: str
     pages: int
     pages_needing_ocr: list[int] = Field(
-        default_factory=list, description="Pages without a text layer that were not read (OCR found no usable text)."
+        default_factory=list,
+        description="Pages without a text layer that OCR has not read (not in `pages_unreadable`: each page is in one "
+        "list at most).",
     )
     pages_ocr: list[int] = Field(default_factory=list, description="Pages whose text was read by OCR.")
     pages_unreadable: list[int] = Field(
@@ -560,6 +832,72 @@ class TenantPolicyView(BaseModel):
     policy: TenantPolicy
     source: Literal["stored", "default"]
     today: DayUsageView
+    previous: TenantPolicy | None = Field(
+        default=None, description="After a PUT or PATCH: the policy before it (the defaults if there was none)."
+    )
+    reset: list[str] = Field(
+        default_factory=list,
+        description="After a PUT or PATCH: the fields it put back to their defaults (a PUT replaces the whole "
+        "policy, so every field its body omits takes its default; a PATCH resets only the fields given as null).",
+    )
+
+
+class Caller(BaseModel):
+    """Whose API key this is: its tenant and role (what the console offers it)."""
+
+    tenant_id: str
+    role: Role = Field(
+        description="`tenant` (its jobs), `reviewer` (its tenant's reviews, nothing else) or `operator` (every "
+        "tenant's jobs, dead letters, replays, webhooks, policies)."
+    )
+
+
+class PageText(BaseModel):
+    """One page of a job's document as its steps read it: where a citation's quote is shown in context."""
+
+    document: str
+    page: int = Field(ge=1)
+    text: str
+    source: Literal["text", "ocr"] = Field(default="text", description="The page's text layer, or OCR of its image.")
+
+
+class FactSource(BaseModel):
+    """Where a long-term fact comes from: the job, document, page and verbatim quote."""
+
+    job_id: str
+    document: str
+    page: int = Field(ge=1)
+    quote: str = Field(description="Verbatim text of the page that states the fact.")
+
+
+class MemoryView(BaseModel):
+    """One memory of a tenant: an episode (what a past job did) or a long-term fact (with its provenance)."""
+
+    memory_id: str
+    kind: Literal["episode", "fact"]
+    subject: str = Field(description="What it is about, as named (e.g. a vendor).")
+    text: str = Field(description="The episode's summary, or the fact's statement.")
+    job_id: str = Field(description="The job that recorded it.")
+    recorded_at: datetime
+    details: dict[str, object] = Field(default_factory=dict)
+    key: str | None = Field(default=None, description="A fact's key (e.g. `contract-price:NW-5000`).")
+    value: str | None = Field(default=None, description="A fact's value.")
+    provenance: FactSource | None = None
+    valid_until: datetime | None = Field(default=None, description="A fact is re-checked against its source after.")
+    verified_at: datetime | None = None
+    status: Literal["active", "retired"] = "active"
+    retired_reason: str | None = None
+
+
+class MemoryList(BaseModel):
+    tenant_id: str
+    memories: list[MemoryView]
+    next_cursor: str | None = Field(default=None, description="Pass as `cursor` for the next page; null at the end.")
+
+
+class MemoryDeleted(BaseModel):
+    tenant_id: str
+    deleted: int = Field(description="How many memories were deleted.")
 
 
 class Health(BaseModel):
@@ -576,15 +914,46 @@ class UploadTicket(BaseModel):
     expires_in: int
 
 
-class Problem(BaseModel):
-    """RFC 9457 problem details."""
+class ProblemError(BaseModel):
+    """One thing wrong with the request: where (`loc`, as the client wrote it: `body`, `query`, `header` or `path`,
+    then the field's path) and what."""
 
-    type: str
+    model_config = ConfigDict(extra="allow")
+
+    loc: list[str | int]
+    msg: str
+    type: str | None = None
+
+
+class Problem(BaseModel):
+    """RFC 9457 problem details (`application/problem+json`): `type` names the problem (stable), `title` says it,
+    `status` repeats the HTTP status; the members after `instance` are this API's extensions, each present where
+    its problem has it (a problem type may add others)."""
+
+    model_config = ConfigDict(extra="allow")
+
+    type: str = Field(description="The problem type: a URI (https://longhaul.dev/problems/<slug>).")
     title: str
-    status: int
+    status: int = Field(ge=100, le=599)
     detail: str | None = None
-    instance: str | None = None
-    errors: list[dict[str, object]] | None = None
+    instance: str | None = Field(default=None, description="The request path that met the problem.")
+    errors: list[ProblemError] | None = Field(default=None, description="400, 422: every field that is wrong.")
+    error_id: str | None = Field(
+        default=None, description="500: the id of this error, in the log line that records it (give it to support)."
+    )
+    job_id: str | None = Field(
+        default=None, description="The job the problem is about (e.g. the one a reused key names)."
+    )
+    job_status: str | None = None
+    review_status: str | None = None
+    accepted: list[str] | None = Field(default=None, description="415: the media types accepted.")
+    allowed_workflows: list[str] | None = None
+    allowed_routes: list[str] | None = None
+    allowed_sla_classes: list[str] | None = None
+    allowed_steps: list[str] | None = None
+    retry_after_seconds: int | None = Field(default=None, description="429: when to retry (also `Retry-After`).")
+    submissions_per_minute: int | None = None
+    renews_at: str | None = Field(default=None, description="429 daily allowance: when it renews.")
 
 
 JobResult.model_rebuild()

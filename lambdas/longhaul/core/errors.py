@@ -76,6 +76,21 @@ class CancelledError(LonghaulError):
     kind = "cancelled"
 
 
+class AgentLimitError(LonghaulError):
+    """An agent step reached one of its limits (turns, tool calls, the job's deadline or budget) before it finished;
+    the message starts with the limit's name (`max_turns`, `max_tool_calls`, `deadline`, `budget`)."""
+
+    kind = "agent-limit"
+
+    def __init__(self, message: str, *, step: str | None = None, item: int | None = None, limit: str = "") -> None:
+        super().__init__(message, step=step, item=item)
+        self.limit = limit or message.split(":", 1)[0]
+
+    @classmethod
+    def reached(cls, limit: str, detail: str, *, step: str, item: int | None = None) -> AgentLimitError:
+        return cls(f"{limit}: {detail}", step=step, item=item, limit=limit)
+
+
 ERROR_CLASSES: tuple[type[LonghaulError], ...] = (
     TransientError,
     RateLimitedError,
@@ -87,6 +102,7 @@ ERROR_CLASSES: tuple[type[LonghaulError], ...] = (
     InternalError,
     PlatformConfigurationError,
     CancelledError,
+    AgentLimitError,
 )
 BY_KIND: dict[str, type[LonghaulError]] = {cls.kind: cls for cls in ERROR_CLASSES}
 RETRYABLE_ERROR_NAMES: tuple[str, ...] = tuple(cls.__name__ for cls in ERROR_CLASSES if cls.retryable)

@@ -2,15 +2,17 @@
 
 Spec: `<step>[#<item>]=<kind>[x<times>],…` e.g. `draft_answer=transientx2,extract_evidence#3=invalid-input`.
 `kind` is a failure class name (`errors.BY_KIND`), or one of the runtime faults: `crash-after-side-effect` (the
-step's work runs, then the process dies before its checkpoint), `hang` (the invocation outlives its Task timeout),
-`duplicate` (the same event is delivered twice), or, at a step that calls a model, a model-output fault applied to
+step's work runs, then the process dies before its checkpoint), `crash-before-outcome` (at an agent step: a tool's
+side effect happens, then the process dies before the outbox records its outcome), `hang` (the invocation outlives
+its Task timeout), `duplicate` (the same event is delivered twice), or, at a step that calls a model, a model-output
+fault applied to
 each call's answer: `malformed-output` (broken JSON that mechanical repair fixes), `schema-invalid-output` (valid
 JSON of the wrong shape), `truncated-output` (cut off at the token limit, as the provider's stop reason says),
 `refusal` (the provider refuses, as its guardrail would). Without `x<times>` a fault fires on every attempt (for
-model-output faults: on every call).
+model-output faults: on every call). `#<item>` names a fan-out's item, or an agent step's turn (from 0).
 
 The step runner fires failure classes before the work and `crash-after-side-effect` after it; the local Lambda
-runtime fires `hang` and `duplicate` around the invocation.
+runtime fires `hang` and `duplicate` around the invocation; an agent's tool runner fires `crash-before-outcome`.
 """
 
 from __future__ import annotations
@@ -26,9 +28,10 @@ from longhaul.core.errors import BY_KIND, LonghaulError
 from longhaul.core.llm import ModelResponse
 
 CRASH = "crash-after-side-effect"
+CRASH_BEFORE_OUTCOME = "crash-before-outcome"
 HANG = "hang"
 DUPLICATE = "duplicate"
-RUNTIME_KINDS = (CRASH, HANG, DUPLICATE)
+RUNTIME_KINDS = (CRASH, CRASH_BEFORE_OUTCOME, HANG, DUPLICATE)
 MALFORMED, SCHEMA_INVALID, TRUNCATED, REFUSAL = (
     "malformed-output",
     "schema-invalid-output",
@@ -52,6 +55,9 @@ class StepCatalog(Protocol):
 
     @property
     def all_model_steps(self) -> Set[str]: ...
+
+    @property
+    def all_agent_steps(self) -> Set[str]: ...
 
 
 class CrashFault(BaseException):
@@ -116,6 +122,11 @@ class FaultInjector:
         if self.take(step, item, (CRASH,)):
             raise CrashFault(f"injected crash of {step} after its side effects")
 
+    def crash_before_outcome(self, step: str, turn: int | None) -> None:
+        """After a tool's side effect, before the outbox records its outcome."""
+        if self.take(step, turn, (CRASH_BEFORE_OUTCOME,)):
+            raise CrashFault(f"injected crash of {step} after a tool's side effect, before its outcome was recorded")
+
 
 def _check_against(rule: str, step: str, kind: str, item: int | None, catalog: StepCatalog) -> None:
     known = sorted(catalog.all_steps)
@@ -124,8 +135,11 @@ def _check_against(rule: str, step: str, kind: str, item: int | None, catalog: S
     model_steps = sorted(catalog.all_model_steps)
     if kind in MODEL_KINDS and step not in model_steps:
         raise ValueError(f"bad fault {rule!r}: model-output faults apply to model steps: {model_steps}")
-    if item is not None and step not in catalog.all_fan_out_steps:
-        raise ValueError(f"bad fault {rule!r}: only fan-out steps have items")
+    agents = sorted(catalog.all_agent_steps)
+    if kind == CRASH_BEFORE_OUTCOME and step not in agents:
+        raise ValueError(f"bad fault {rule!r}: {kind} applies to agent steps: {agents}")
+    if item is not None and step not in catalog.all_fan_out_steps and step not in agents:
+        raise ValueError(f"bad fault {rule!r}: only fan-out steps have items (and agent steps turns)")
 
 
 def corrupt(response: ModelResponse, kind: str, max_tokens: int) -> ModelResponse:

@@ -56,9 +56,33 @@ ARCHIVE_RATIO_FLOOR_BYTES = 1 * MIB
 # (and parse) megabytes of entries it will refuse anyway.
 MAX_ARCHIVE_DIRECTORY_BYTES = 8 * MIB
 
+# Agent steps. A job may tighten its agent steps' limits (`"agent": {"max_turns", "max_tool_calls"}`) within its
+# tenant's ceilings; each is at most these.
+MAX_AGENT_TURNS = 100
+MAX_AGENT_TOOL_CALLS = 5000
+# Memory: a long-term fact is used as is until `valid_until` (this many days after it was recorded or last
+# re-verified, unless it says otherwise); after that it is re-checked against its source before use.
+DEFAULT_FACT_VALID_DAYS = 7
+MAX_FACT_VALID_DAYS = 365
+
+# Budgets and quotas: the largest token figure (a job's budget, a tenant's ceiling or daily allowance) and the largest
+# rate or count of a tenant's policy (submissions a minute, jobs in flight). Far above any real need, and far below
+# what the ledger's integers and a DynamoDB number (38 digits) hold.
+MAX_TOKENS = 10**12
+MAX_RATE = 1_000_000
+
+# Request bodies as JSON: nesting deeper than this is refused (no request of the API needs more than a dozen levels;
+# DynamoDB stores 32), and so is an integer of more digits (a DynamoDB number has 38).
+MAX_JSON_DEPTH = 32
+MAX_JSON_DIGITS = 38
+
 # Pages.
 MAX_PAGE_SIZE = 200
 MAX_OPS_PAGE_SIZE = 500
+
+# The events long-poll (`GET …/events?wait=`): the longest a request may wait for a new event. The API function waits
+# inside API Gateway's 29 s integration timeout (the function's own timeout), with room for the reads around it.
+MAX_EVENTS_WAIT_SECONDS = 20
 
 ACCEPTED_MEDIA_TYPE = "application/json"
 

@@ -40,16 +40,19 @@ class ModelRequest(BaseModel):
         "model: a workflow brings the stand-in of its own tasks.",
     )
 
-    def prompt_hash(self) -> str:
-        """What the model is sent (system, prompt, schema, limit): equal hashes, equal calls."""
-        sent = {
+    def sent(self) -> dict[str, Any]:
+        """What the model is sent: system, prompt, schema, limit (and the task naming them)."""
+        return {
             "task": self.task,
             "system": self.system,
             "prompt": self.prompt,
             "schema": self.response_schema,
             "max_tokens": self.max_tokens,
         }
-        return hashlib.sha256(json.dumps(sent, sort_keys=True, ensure_ascii=False).encode()).hexdigest()
+
+    def prompt_hash(self) -> str:
+        """The hash of what the model is sent: equal hashes, equal calls."""
+        return hashlib.sha256(json.dumps(self.sent(), sort_keys=True, ensure_ascii=False).encode()).hexdigest()
 
 
 # Stop reasons that mean the output was cut off at the token limit (Bedrock, OpenAI-compatible, normalised).
@@ -61,6 +64,10 @@ class ModelResponse(BaseModel):
     usage: Usage
     model_id: str
     stop_reason: str
+
+    def text_hash(self) -> str:
+        """The hash of the raw text the model answered (what the kept response is stored under)."""
+        return hashlib.sha256(self.text.encode()).hexdigest()
 
 
 class ModelGateway(Protocol):

@@ -40,6 +40,7 @@ class HistoryEvent:
     previous_id: int | None = None
     map_run_arn: str | None = None  # a `MapRunStarted` event: the Distributed Map run it started
     resource_type: str | None = None  # a scheduled Task: what it calls (`lambda`, `ecs`, `sqs`, ...)
+    state: str | None = None  # a `*StateEntered`/`*StateExited` event: the state's name
 
 
 @dataclass(frozen=True)
@@ -55,26 +56,40 @@ class ExecutionHistory:
 class Execution:
     status: ExecutionStatus
     error: str | None = None  # the error the execution ended with (e.g. a Fail state's error name)
+    version: str | None = None  # the state machine version it runs (None: the engine has no versions)
 
 
 class WorkflowEngine(Protocol):
     """Runs one execution per job attempt, named by the job (`<job id>` then `<job id>-r<n>` for replays)."""
 
-    def start(self, workflow: str, execution: str, state: Mapping[str, Any]) -> None:
-        """Start it; an execution of that name that already exists counts as started. `EngineUnavailable`."""
+    def start(self, workflow: str, execution: str, state: Mapping[str, Any], *, version: str | None = None) -> None:
+        """Start it on `version` (a version of the workflow's state machine) or, without one, on the version the
+        workflow's alias routes to now; an execution of that name that already exists counts as started.
+        `EngineUnavailable`."""
+
+    def has_version(self, workflow: str, version: str) -> bool:
+        """Whether that version of the workflow's state machine still exists (operators prune old ones)."""
+
+    def version_of(self, execution_arn: str) -> str | None:
+        """The state machine version an execution runs, by the ARN its steps know it by (None: none, or no such
+        execution). `EngineUnavailable`."""
 
     def stop(self, workflow: str, execution: str, *, error: str, cause: str = "") -> None:
         """Stop it if it runs; one that does not exist or has ended is fine. `EngineUnavailable`."""
 
     def describe(self, workflow: str, execution: str) -> Execution:
-        """Its status (`NOT_STARTED` when there is none)."""
+        """Its status (`NOT_STARTED` when there is none) and the version it runs."""
 
     def redrive(self, workflow: str, execution: str) -> None:
         """Redrive a failed execution from where it stopped. `RedriveRefused` with the engine's reason."""
 
-    def history(self, workflow: str, execution: str) -> ExecutionHistory:
-        """Its events, all pages, with its Distributed Map children's (empty when there is no such execution).
-        `EngineUnavailable`."""
+    def history(self, workflow: str, execution: str, *, children: bool = True) -> ExecutionHistory:
+        """Its events, all pages, with its Distributed Map children's unless `children` is false (empty when there is
+        no such execution). `EngineUnavailable`."""
+
+    def definition(self, workflow: str, execution: str) -> str:
+        """The state machine definition (ASL JSON) the execution runs; the workflow's deployed one when there is no
+        such execution yet. `EngineUnavailable`."""
 
 
 class DeadLetters(Protocol):
@@ -133,13 +148,15 @@ class NoContainerTasks:
 
 @dataclass(frozen=True)
 class Waiting:
-    """A job waiting for a slot, as its intake queue carries it (`receipt` identifies the message received)."""
+    """A job waiting for a slot, as its intake queue carries it (`receipt` identifies the message received,
+    `receives` how often that message has been received, this time included)."""
 
     job_id: str
     tenant_id: str
     sla_class: str
     queued_at: datetime
     receipt: str = ""
+    receives: int = 1
 
 
 class IntakeQueues(Protocol):
@@ -148,14 +165,25 @@ class IntakeQueues(Protocol):
     def send(self, waiting: Waiting) -> None: ...
 
     def receive(self, sla_class: str, limit: int) -> list[Waiting]:
-        """Up to `limit` messages of the class, hidden from other receivers until deleted or put back."""
+        """Up to `limit` waiting jobs of the class, hidden from other receivers until deleted or put back (or until
+        their hiding time ends: a message neither deleted nor put back is received again later, and after a few
+        such receives it goes to the queue's dead letters). Messages that carry no waiting job are left so."""
 
     def delete(self, received: list[Waiting]) -> None: ...
 
     def put_back(self, received: list[Waiting]) -> None:
-        """Make them visible again at once (they wait for the next round)."""
+        """Visible again at once, for the next round, as if new: waiting does not count against a message."""
 
 
 class AdmissionWake(Protocol):
     def wake(self) -> None:
         """Ask the dispatcher for a round soon, without waiting for it."""
+
+
+class Mailer(Protocol):
+    """Sends e-mail from the platform's verified sender (SES). Errors are the typed ones: throttling is
+    `TransientError`, a sender the account may not use is `PlatformConfigurationError`, a bad address
+    `InvalidInputError`."""
+
+    def send(self, *, to: str, subject: str, body: str, operation_id: str) -> str:
+        """Send one plain-text message tagged with the operation it belongs to; the provider's message id."""

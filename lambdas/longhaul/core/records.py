@@ -18,9 +18,12 @@ from longhaul.core.contracts import (
     TERMINAL_STATUSES,
     BudgetView,
     CallbackStatus,
+    CompensationView,
+    FactSource,
     JobError,
     JobStatus,
     JobView,
+    MemoryView,
     Progress,
     ReviewSummary,
     StepUsage,
@@ -61,6 +64,9 @@ class Job(Record):
     deadline_seconds: int | None = None
     idempotency_key: str | None = None
     execution_name: str
+    # The state machine version (ARN) its execution runs: recorded by the execution's first step; a replay runs it
+    # again unless the operator chose the current one (then it is recorded anew).
+    state_machine_version: str | None = None
     current_step: str | None = None
     error: JobError | None = None
     result_key: str | None = None
@@ -87,6 +93,13 @@ class Job(Record):
     slot: bool = False
     waiting: bool = False
     estimated_start_at: datetime | None = None
+    # Agent steps: the job's own limits (within its tenant's ceilings; None: the step's own), the side effects with a
+    # compensation its tools made (counted in the transaction that records each one's intent), and the saga that
+    # undoes them if the job fails, is cancelled or expires.
+    agent_max_turns: int | None = None
+    agent_max_tool_calls: int | None = None
+    compensable_effects: int = 0
+    compensation: CompensationView | None = None
 
     # What the job's step invocations used (`metered_<counter>` attributes of the item, one ADD per invocation), and
     # the state transitions of its executions, counted once they have all ended (`longhaul.operations.costs`).
@@ -140,13 +153,16 @@ class Job(Record):
         return self.status in TERMINAL_STATUSES
 
     def view(self, *, now: datetime | None = None) -> JobView:
-        """The API's view of the job; with `now`, the ETA of a running job (a finished one has none)."""
+        """The API's view of the job; with `now`, the ETA of a moving job: running or retrying (a queued one, one
+        waiting for review, being cancelled or finished has none: nothing says when it moves again)."""
         progress = self.progress.model_copy()
-        if now and self.started_at and not self.finished and 0 < progress.completed < progress.total:
+        moving = self.status in (JobStatus.RUNNING, JobStatus.RETRYING)
+        if now and self.started_at and moving and 0 < progress.completed < progress.total:
             elapsed = (now - self.started_at).total_seconds()
             progress.eta_seconds = int(elapsed / progress.completed * (progress.total - progress.completed))
         return JobView(
             job_id=self.job_id,
+            tenant_id=self.tenant_id,
             workflow=self.workflow,
             status=self.status,
             current_step=self.current_step,
@@ -169,7 +185,9 @@ class Job(Record):
             callback=self.callback,
             correlation_id=self.correlation_id,
             sla_class=self.sla_class,
+            workflow_version=version_number(self.state_machine_version),
             estimated_start_seconds=self.estimated_start_seconds(now or datetime.now(UTC)),
+            compensation=self.compensation,
             cost=job_cost(
                 self.metered,
                 transitions=self.orchestration_transitions,
@@ -185,6 +203,20 @@ class Job(Record):
     def transitions_counted(self) -> bool:
         """The transitions of every execution of this job (its latest attempt included) are counted."""
         return self.orchestration_transitions is not None and self.orchestration_counted_attempt >= self.attempts
+
+
+class Provenance(Record):
+    """What produces a step's output: the code (the asset's hash, or the build's version) and the workflow version
+    (of its state machine; None where the engine has no versions). On every checkpoint and model call."""
+
+    code_version: str
+    workflow_version: int | None = None
+
+
+def version_number(version_arn: str | None) -> int | None:
+    """`…:stateMachine:<name>:<n>` → n (None for no version, or an ARN that names none)."""
+    qualifier = (version_arn or "").rsplit(":", 1)[-1]
+    return int(qualifier) if qualifier.isdigit() else None
 
 
 class StepError(Record):
@@ -208,6 +240,9 @@ class StepRecord(Record):
     checkpoint_version: int | None = None
     output: dict[str, Any] | None = None
     model_calls: list[dict[str, Any]] | None = None
+    # What produced the output: the code version (the asset's hash) and the workflow version (of its state machine).
+    code_version: str | None = None
+    workflow_version: int | None = None
     error: StepError | None = None
     started_at: datetime | None = None
     finished_at: datetime | None = None
@@ -240,6 +275,9 @@ class Charge(Record):
     model_id: str | None = None
     prompt_version: str | None = None
     prompt_hash: str | None = None
+    response_hash: str | None = None
+    code_version: str | None = None
+    workflow_version: int | None = None
     stop_reason: str | None = None
     response: str | None = None
 
@@ -310,3 +348,110 @@ class OutboxRecord(Record):
     delivered_at: datetime | None = None
     redeliveries: int = 0
     correlation_id: str | None = None  # the job's, sent as a header on every attempt
+
+
+SideEffect = Literal["reversible", "irreversible"]
+# `pending`: the intent is written and the effect may be under way; `done`: its outcome is recorded; `failed`: it
+# did not happen (the tool refused or failed before acting); `unknown`: an earlier attempt died between the intent
+# and the outcome, so whether it happened cannot be told (an irreversible effect is then never repeated).
+EffectStatus = Literal["pending", "done", "failed", "unknown"]
+CompensationStatus = Literal["pending", "done", "failed"]
+
+
+class EffectRecord(Record):
+    """One side effect of a tool, in the job's outbox: its intent (written before the effect), then its outcome.
+
+    The operation id derives from (job, step, turn, call), so a retried turn finds the record and answers from it
+    instead of acting again; a compensation is recorded on the same item."""
+
+    operation_id: str
+    job_id: str
+    tenant_id: str
+    step: str
+    turn: int
+    call: int
+    seq: int = Field(description="The job's event sequence number of the intent: the order effects happened in.")
+    tool: str
+    side_effect: SideEffect
+    input: dict[str, Any]
+    input_hash: str
+    owner: str = Field(description="`<job attempt>.<retry>` of the invocation that wrote the intent.")
+    status: EffectStatus = "pending"
+    output: dict[str, Any] | None = None
+    acted: bool = True  # False: the tool found nothing to do (e.g. the notice was already sent by another call)
+    error: str | None = None
+    intended_at: datetime
+    done_at: datetime | None = None
+    compensation: str | None = None  # the tool that undoes it
+    compensation_status: CompensationStatus | None = None
+    compensation_owner: str | None = None
+    compensation_output: dict[str, Any] | None = None
+    compensation_error: str | None = None
+    compensated_at: datetime | None = None
+
+    @property
+    def to_compensate(self) -> bool:
+        """An effect that may have happened and has a compensation not yet done or given up."""
+        return (
+            self.compensation is not None
+            and self.acted
+            and self.status in ("done", "pending", "unknown")
+            and self.compensation_status not in ("done", "failed")
+        )
+
+
+SagaStatus = Literal["pending", "started", "finished"]
+
+
+class SagaRecord(Record):
+    """A job attempt whose side effects are to be compensated; written in the transaction of its terminal status."""
+
+    job_id: str
+    tenant_id: str
+    workflow: str
+    attempt: int
+    status: SagaStatus = "pending"
+    created_at: datetime
+
+    @property
+    def execution_name(self) -> str:
+        return compensation_execution(self.job_id, self.attempt)
+
+
+def compensation_execution(job_id: str, attempt: int) -> str:
+    """The execution of the workflow's compensation lane for one attempt of a job."""
+    return f"{job_id}-c{attempt}"
+
+
+MemoryKind = Literal["episode", "fact"]
+
+
+class MemoryRecord(Record):
+    """A tenant's memory: an episode (a past job's outcome about a subject) or a long-term fact with provenance.
+
+    Stored under the tenant's own partition: nothing reads it without naming the tenant, which the platform takes
+    from the job, never from a model's input."""
+
+    memory_id: str
+    tenant_id: str
+    kind: MemoryKind
+    subject: str
+    subject_key: str
+    text: str
+    job_id: str
+    recorded_at: datetime
+    details: dict[str, Any] = Field(default_factory=dict)
+    operation_id: str | None = None  # the tool call that recorded it (its compensation deletes it)
+    key: str | None = None
+    value: str | None = None
+    provenance: FactSource | None = None
+    source: dict[str, Any] | None = None  # where the fact's document is stored (re-verification reads it)
+    valid_until: datetime | None = None
+    verified_at: datetime | None = None
+    status: Literal["active", "retired"] = "active"
+    retired_reason: str | None = None
+
+    def view(self) -> MemoryView:
+        return MemoryView.model_validate(
+            self.model_dump(exclude={"tenant_id", "subject_key", "source", "operation_id"})
+        )

@@ -13,6 +13,8 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 DEFAULT_ROUTE = "default"
+# What a job or a tenant's policy may name as a route (configured routes are named so to be choosable).
+ROUTE_NAME_PATTERN = r"^[a-z0-9][a-z0-9_-]{0,31}(?![\s\S])"  # `(?![\s\S])`: the end, in Python's `re` and ECMA-262
 Provider = Literal["offline", "bedrock", "openai", "replay"]
 
 

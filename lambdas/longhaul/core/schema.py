@@ -8,11 +8,15 @@ Items:  JOB#<id>/JOB  ·  JOB#<id>/STEP#<step>[#<item>]  ·  JOB#<id>/EVENT#<seq
         TENANT#<id>/POLICY  ·  TENANT#<id>/USAGE#<yyyy-mm-dd>  ·  BREAKER#<provider>#<model>/BREAKER
         REVIEW#<id>/REVIEW  ·  REVIEW#<id>/TOKEN (the task token: no index key, never projected anywhere)
         OUTBOX#<webhook id>/OUTBOX
-        ADMISSION/GLOBAL · TENANT#<id>/ADMISSION (jobs in flight and waiting) · TENANT#<id>/RATE#<minute> (TTL'd)
+        JOB#<id>/EFFECT#<operation id> (a tool's side effect: intent, outcome, compensation)
+        JOB#<id>/SAGA#<attempt> (an attempt's effects to compensate)
+        MEMORY#<tenant>/EPISODE#<subject>#<time>#<id> · MEMORY#<tenant>/FACT#<subject>#<id> (a tenant's memory)
+        ADMISSION/GLOBAL · TENANT#<id>/ADMISSION (jobs in flight and waiting) · TENANT#<id>/RATE (its last minute's
+        submissions, per second; TTL'd)
 Indexes: by_tenant (gsi1pk TENANT#<tenant>, gsi1sk <created_at>#<job>) lists a tenant's jobs by time;
          by_tenant also lists a tenant's reviews by status (gsi1pk REVIEWS#<tenant>#<status>, gsi1sk <since>#<id>);
          by_state (gsi2pk STATUS#<status> | DEADLETTER, gsi2sk <time>) lists jobs by status and dead letters,
-         and webhooks by delivery status (gsi2pk OUTBOX#<status>);
+         and webhooks by delivery status (gsi2pk OUTBOX#<status>), and sagas by status (gsi2pk SAGA#<status>);
          by_created (gsi3pk JOBS, gsi3sk <created_at>#<job>, keys only) lists every job by time.
 """
 
@@ -41,6 +45,10 @@ EVENT_SEQ_DIGITS = 10
 REVIEW_SK = "REVIEW"
 REVIEW_TOKEN_SK = "TOKEN"
 OUTBOX_SK = "OUTBOX"
+EFFECT_PREFIX = "EFFECT#"
+SAGA_PREFIX = "SAGA#"
+EPISODE_PREFIX = "EPISODE#"
+FACT_PREFIX = "FACT#"
 
 # Artifact prefixes: intermediate ones expire (bucket lifecycle), results are kept.
 UPLOADS_PREFIX = "uploads/"
@@ -99,9 +107,9 @@ def admission_tenant_key(tenant_id: str) -> dict[str, str]:
     return {PK: f"TENANT#{tenant_id}", SK: "ADMISSION"}
 
 
-def submission_rate_key(tenant_id: str, minute: int) -> dict[str, str]:
-    """A tenant's submissions in one UTC minute (minutes since the epoch)."""
-    return {PK: f"TENANT#{tenant_id}", SK: f"RATE#{minute}"}
+def submission_rate_key(tenant_id: str) -> dict[str, str]:
+    """A tenant's accepted submissions of the last minute, counted per second (the sliding window)."""
+    return {PK: f"TENANT#{tenant_id}", SK: "RATE"}
 
 
 def breaker_key(provider: str, model_id: str) -> dict[str, str]:
@@ -142,3 +150,28 @@ def outbox_key(webhook_id: str) -> dict[str, str]:
 
 def outbox_partition(status: str) -> str:
     return f"OUTBOX#{status}"
+
+
+def effect_key(job_id: str, operation_id: str) -> dict[str, str]:
+    return {PK: job_pk(job_id), SK: f"{EFFECT_PREFIX}{operation_id}"}
+
+
+def saga_key(job_id: str, attempt: int) -> dict[str, str]:
+    return {PK: job_pk(job_id), SK: f"{SAGA_PREFIX}{attempt:04d}"}
+
+
+def saga_partition(status: str) -> str:
+    return f"SAGA#{status}"
+
+
+def memory_pk(tenant_id: str) -> str:
+    """A tenant's memory: one partition per tenant, so no query can reach another tenant's."""
+    return f"MEMORY#{tenant_id}"
+
+
+def episode_sk(subject_key: str, recorded_at: str, memory_id: str) -> str:
+    return f"{EPISODE_PREFIX}{subject_key}#{recorded_at}#{memory_id}"
+
+
+def fact_sk(subject_key: str, memory_id: str) -> str:
+    return f"{FACT_PREFIX}{subject_key}#{memory_id}"

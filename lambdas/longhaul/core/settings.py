@@ -29,6 +29,8 @@ class Env:
     MAX_BODY_BYTES = "LONGHAUL_MAX_BODY_BYTES"
     S3_PUBLIC_ENDPOINT = "LONGHAUL_S3_PUBLIC_ENDPOINT"
     STAGE = "LONGHAUL_STAGE"
+    # What produced an output: the code asset's hash (the build's version), recorded on checkpoints and model calls.
+    CODE_VERSION = "LONGHAUL_CODE_VERSION"
     DEAD_LETTER_QUEUES = "LONGHAUL_DEAD_LETTER_QUEUES"
     STUCK_AFTER_MINUTES = "LONGHAUL_STUCK_AFTER_MINUTES"
     MODEL_ROUTES = "LONGHAUL_MODEL_ROUTES"
@@ -55,6 +57,8 @@ class Env:
     TASK_MEMORY_MB = "LONGHAUL_TASK_MEMORY_MB"
     INJECT_FAULT = "LONGHAUL_INJECT_FAULT"  # local runtime only: the fault one worker task plays
     JWT = "LONGHAUL_JWT"  # the API authorizer's OIDC issuer (`longhaul.adapters.tokens.JwtConfig`), when configured
+    # The verified SES identity that agents' e-mail tools send from (set on the functions whose tools send e-mail).
+    EMAIL_SENDER = "LONGHAUL_EMAIL_SENDER"
 
 
 class Settings(BaseModel):
@@ -62,12 +66,14 @@ class Settings(BaseModel):
 
     table_name: str = Field(alias=Env.TABLE, min_length=1)
     bucket_name: str = Field(alias=Env.BUCKET, min_length=1)
+    # {"workflow": the ARN its jobs start through: the state machine's `live` alias (or the machine itself)}
     workflows: dict[str, str] = Field(default_factory=dict, alias=Env.WORKFLOWS)
     model_provider: Literal["offline", "bedrock"] = Field(default="offline", alias=Env.MODEL_PROVIDER)
     model_id: str = Field(default="longhaul-offline-extractive-1", alias=Env.MODEL_ID)
     max_body_bytes: int = Field(default=1_048_576, alias=Env.MAX_BODY_BYTES, gt=0)
     s3_public_endpoint: str | None = Field(default=None, alias=Env.S3_PUBLIC_ENDPOINT)
     stage: str = Field(default="dev", alias=Env.STAGE)
+    code_version: str = Field(default="unversioned", alias=Env.CODE_VERSION, min_length=1)
     # {"workflow": {"step": queue URL}}
     dead_letter_queues: dict[str, dict[str, str]] = Field(default_factory=dict, alias=Env.DEAD_LETTER_QUEUES)
     stuck_after_minutes: int = Field(default=15, alias=Env.STUCK_AFTER_MINUTES, gt=0)
@@ -97,6 +103,7 @@ class Settings(BaseModel):
     max_jobs_in_flight: int = Field(default=1000, alias=Env.MAX_JOBS_IN_FLIGHT, gt=0)
     admission_dispatcher: str | None = Field(default=None, alias=Env.ADMISSION_DISPATCHER)  # function name
     jwt: dict[str, Any] = Field(default_factory=dict, alias=Env.JWT)  # empty: API keys only
+    email_sender: str | None = Field(default=None, alias=Env.EMAIL_SENDER)
 
     @field_validator(
         "workflows",

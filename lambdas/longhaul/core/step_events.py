@@ -20,6 +20,10 @@ class WorkflowState(BaseModel):
     input_key: str
     correlation_id: str | None = None  # the job's (`longhaul.core.correlation`): bound to every step's log lines
     steps: dict[str, Any] = Field(default_factory=dict)
+    # Set only in an execution of a workflow's compensation lane ({"attempt": n}): the state machine's first Choice
+    # takes the lane when it is not null. Always present (null otherwise), so that Choice never looks for a path
+    # that is not there.
+    saga: dict[str, Any] | None = None
 
 
 class StepEvent(BaseModel):
@@ -46,7 +50,12 @@ class StepLimits(BaseModel):
 
 
 class FailureEvent(BaseModel):
-    """What the failure path's recorder Task passes (`limits` for a step's own Task, see `StepLimits`)."""
+    """What the failure path's recorder Task passes (`limits` for a step's own Task, see `StepLimits`).
+
+    The summary of a fan-out whose items failed (`ItemsFailed`) names them from what the state machine saw, never
+    from what their own recorders may or may not have written yet: `outcomes`, the inline Map's result (an item's
+    `true` is a failure), or `count`, the item list's length (a Distributed Map's results stay in S3: the items that
+    did not commit)."""
 
     job_id: str
     step: str
@@ -57,6 +66,8 @@ class FailureEvent(BaseModel):
     item: int | None = None
     ref: Any = None  # a fan-out item's reference: a document's names it in the failure and its dead letter
     limits: StepLimits | None = None
+    outcomes: list[bool] | None = None
+    count: int | None = None
 
 
 class TallyEvent(BaseModel):
@@ -106,3 +117,18 @@ class ReviewEvent(BaseModel):
     execution: str | None = None
     token: str | None = None
     input: WorkflowState
+
+
+class SagaEvent(BaseModel):
+    """What the compensation lane's Tasks pass to its function: `plan` (what is left to undo, latest first),
+    `undo` (compensate `operation_id`), `failed` (its compensation gave up: record it, dead letter), `finish` (the
+    job's record of what was undone and what could not be)."""
+
+    action: str
+    job_id: str
+    workflow: str
+    attempt: int
+    execution: str | None = None
+    operation_id: str | None = None
+    error: str | None = None
+    cause: str | None = None

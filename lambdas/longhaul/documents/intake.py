@@ -4,30 +4,48 @@ A workflow's domain module has `prepare(intake, job_input) -> PreparedInput`: it
 (raising `InvalidRequest` naming the fields), resolves its documents (inline text or uploads) through the intake and
 says how long the job should take. Nothing is written until every check has passed: `Intake.store` writes the inline
 texts and the job's input artifact only when `prepare` returns.
+
+What a submission costs does not grow with its documents beyond a small constant: the inline texts are written as one
+object (`work/<job>/source/inline`, each document a byte span of it, read back with one ranged GET), and the uploads
+a request names are looked up concurrently.
 """
 
 from __future__ import annotations
 
+import contextvars
 from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
+from functools import cached_property
 from typing import Any
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, Field, TypeAdapter
 
 from longhaul.core.contracts import MEDIA_TYPES, ArchiveInput, DocumentInput
 from longhaul.core.limits import MAX_UPLOAD_BYTES
 from longhaul.core.problems import InvalidRequest
+from longhaul.core.records import Job
 from longhaul.documents import archives
 from longhaul.documents.archives import ArchiveMember
 from longhaul.storage import artifacts as keys
 from longhaul.storage.artifacts import ArtifactStore
+from longhaul.storage.jobs import JobStore
 
 MARKDOWN_SUFFIXES = (".md", ".markdown")
+LOOKUPS_AT_ONCE = 16  # uploads looked up concurrently at submission (each is one HEAD)
+
+
+class ByteSpan(BaseModel):
+    """Where an inline document's bytes are in the object of its job's inline texts."""
+
+    offset: int = Field(ge=0)
+    length: int = Field(ge=0)
 
 
 class StoredDocument(BaseModel):
-    """A document of a job's input, by reference: `key` is its bytes in the artifacts bucket or, with `member`,
-    the archive upload whose member it is (read with `read_document`)."""
+    """A document of a job's input, by reference: `key` is its bytes in the artifacts bucket, or, with `span`, the
+    object of the job's inline texts it is a part of, or, with `member`, the archive upload whose member it is (read
+    with `read_document`)."""
 
     index: int
     name: str
@@ -35,14 +53,22 @@ class StoredDocument(BaseModel):
     key: str
     # Left out of the stored input when absent: the input of a job of plain documents reads as it always has.
     member: ArchiveMember | None = Field(default=None, exclude_if=lambda member: member is None)
+    span: ByteSpan | None = Field(default=None, exclude_if=lambda span: span is None)
+
+
+_STORED_DOCUMENTS = TypeAdapter(list[StoredDocument])
 
 
 def read_document(store: ArtifactStore, document: StoredDocument) -> bytes:
-    """A stored document's bytes: its object, or its member of an archive (ranged reads of that member only; a
-    member that expands beyond its declared size is `InvalidInputError`)."""
-    if document.member is None:
-        return store.get_bytes(document.key)
-    return archives.read_member(store, document.key, document.member)
+    """A stored document's bytes: its object, its span of the job's inline texts (one ranged GET), or its member of
+    an archive (ranged reads of that member only; a member that expands beyond its declared size is
+    `InvalidInputError`)."""
+    if document.member is not None:
+        return archives.read_member(store, document.key, document.member)
+    if document.span is not None:
+        span = document.span
+        return store.get_range(document.key, span.offset, span.offset + span.length - 1) if span.length else b""
+    return store.get_bytes(document.key)
 
 
 @dataclass
@@ -60,26 +86,44 @@ class Intake:
     job_id: str
     tenant_id: str
     artifacts: ArtifactStore
-    _pending: list[tuple[str, bytes, str]] = field(default_factory=list)
+    jobs: JobStore | None = None  # a workflow whose input names an earlier job reads it here
+    _inline: bytearray = field(default_factory=bytearray)  # the inline texts, one after another
+    _heads: dict[str, dict[str, Any] | None] = field(default_factory=dict)  # uploads looked up ahead
     _problems: list[dict[str, Any]] = field(default_factory=list)
+
+    @cached_property
+    def inline_key(self) -> str:
+        return keys.work_key(self.job_id, "source", "inline")
 
     def document(self, doc: DocumentInput, *, index: int, loc: Sequence[str | int]) -> StoredDocument:
         """Resolve one document; problems are collected (see `check`) so a client hears of all of them at once."""
+        return StoredDocument.model_validate(self._resolve(doc, index=index, loc=loc))
+
+    def documents(self, docs: Sequence[DocumentInput], *, loc: Sequence[str | int]) -> list[StoredDocument]:
+        """Resolve a list of documents (the uploads looked up concurrently), as `document` does each."""
+        self.look_up(docs)
+        # One validation of the whole list: at thousands of documents, a model built per document in Python is
+        # most of a submission's time.
+        return _STORED_DOCUMENTS.validate_python([self._resolve(d, index=i, loc=[*loc, i]) for i, d in enumerate(docs)])
+
+    def _resolve(self, doc: DocumentInput, *, index: int, loc: Sequence[str | int]) -> dict[str, Any]:
+        """The fields of the stored document `doc` becomes (its inline text kept for `store`)."""
         if doc.text is not None:
             media_type: str = doc.media_type or (
                 "text/markdown" if doc.name.endswith(MARKDOWN_SUFFIXES) else "text/plain"
             )
             if media_type == "application/pdf":
                 self.problem([*loc, "media_type"], "inline text cannot be a PDF; upload it")
-            key = keys.work_key(self.job_id, "source", f"{index:03d}")
-            self._pending.append((key, doc.text.encode(), media_type))
-            return StoredDocument(index=index, name=doc.name, media_type=media_type, key=key)
+            data = doc.text.encode()
+            span = {"offset": len(self._inline), "length": len(data)}
+            self._inline += data
+            return {"index": index, "name": doc.name, "media_type": media_type, "key": self.inline_key, "span": span}
         assert doc.upload_id is not None  # the contract allows exactly one of text and upload_id
         key = keys.upload_key(self.tenant_id, doc.upload_id)
-        head = self.artifacts.head(key)
+        head = self._heads[key] if key in self._heads else self.artifacts.head(key)
         if head is None:
             self.problem([*loc, "upload_id"], "no such upload (or not uploaded yet)")
-            return StoredDocument(index=index, name=doc.name, media_type="application/octet-stream", key=key)
+            return {"index": index, "name": doc.name, "media_type": "application/octet-stream", "key": key}
         if int(head.get("ContentLength", 0)) > MAX_UPLOAD_BYTES:
             self.problem(list(loc), f"upload exceeds {MAX_UPLOAD_BYTES} bytes")
         media_type = doc.media_type or str(head.get("ContentType", "application/octet-stream")).split(";")[0]
@@ -87,10 +131,18 @@ class Intake:
             self.problem(
                 [*loc, "media_type"], f"unsupported media type {media_type!r}; allowed: {', '.join(MEDIA_TYPES)}"
             )
-        return StoredDocument(index=index, name=doc.name, media_type=media_type, key=key)
+        return {"index": index, "name": doc.name, "media_type": media_type, "key": key}
 
-    def documents(self, docs: Sequence[DocumentInput], *, loc: Sequence[str | int]) -> list[StoredDocument]:
-        return [self.document(d, index=i, loc=[*loc, i]) for i, d in enumerate(docs)]
+    def look_up(self, docs: Sequence[DocumentInput]) -> None:
+        """Look up the uploads `docs` name, concurrently (`document` then answers from what was found)."""
+        wanted = sorted({keys.upload_key(self.tenant_id, d.upload_id) for d in docs if d.upload_id is not None})
+        wanted = [key for key in wanted if key not in self._heads]
+        if len(wanted) < 2:
+            return
+        with ThreadPoolExecutor(max_workers=min(LOOKUPS_AT_ONCE, len(wanted))) as pool:
+            # each in a copy of this context: a function's environment and meter are context variables
+            found = [pool.submit(contextvars.copy_context().run, self.artifacts.head, key) for key in wanted]
+            self._heads.update(zip(wanted, (f.result() for f in found), strict=True))
 
     def archive(
         self,
@@ -124,10 +176,15 @@ class Intake:
 
     def read(self, document: StoredDocument) -> bytes:
         """The bytes of a resolved document (inline text not yet written, an upload, or an archive's member)."""
-        for key, data, _ in self._pending:
-            if key == document.key:
-                return data
+        if document.span is not None and document.key == self.inline_key:
+            return bytes(self._inline[document.span.offset : document.span.offset + document.span.length])
         return read_document(self.artifacts, document)
+
+    def tenant_job(self, job_id: str) -> Job | None:
+        """One of this tenant's jobs (another tenant's is None, as if it did not exist)."""
+        if self.jobs is None:
+            return None
+        return self.jobs.get_job(job_id, tenant_id=self.tenant_id)
 
     def problem(self, loc: Sequence[str | int], message: str) -> None:
         self._problems.append({"loc": ["input", *loc], "msg": message})
@@ -138,8 +195,8 @@ class Intake:
             raise InvalidRequest("some of the input cannot be used", errors=list(self._problems))
 
     def store(self, prepared: PreparedInput) -> str:
-        """Write the inline documents and the input document; the input key."""
+        """Write the inline documents (one object) and the input document; the input key."""
         self.check()
-        for key, data, media_type in self._pending:
-            self.artifacts.put_bytes(key, data, media_type)
+        if self._inline:
+            self.artifacts.put_bytes(self.inline_key, bytes(self._inline), "application/octet-stream")
         return self.artifacts.put_json(keys.input_key(self.job_id), prepared.payload)

@@ -50,8 +50,9 @@ class ParsedDocument(BaseModel):
 
     @property
     def pages_needing_ocr(self) -> list[int]:
-        """1-based numbers of the pages without a text layer."""
-        return [page.number for page in self.pages if page.needs_ocr]
+        """1-based numbers of the pages without a text layer that OCR has not tried (a page it tried and could not
+        read is in `pages_unreadable` instead: each page is in one list only)."""
+        return [page.number for page in self.pages if page.needs_ocr and not page.ocr_unreadable]
 
     @property
     def pages_ocr(self) -> list[int]:

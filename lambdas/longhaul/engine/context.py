@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from longhaul.core.errors import InvalidInputError
-from longhaul.core.records import Job
+from longhaul.core.records import Job, Provenance
 from longhaul.core.step_events import StepEvent, WorkflowState
 from longhaul.guardrails.gateway import ModelCalls
 from longhaul.services import Services
@@ -22,6 +22,7 @@ class StepContext:
     services: Services
     job_attempt: int = 1
     job: Job | None = None
+    provenance: Provenance | None = None  # None: this function's code version, no workflow version
     _model: ModelCalls | None = field(default=None, repr=False)
 
     @property
@@ -42,7 +43,10 @@ class StepContext:
             job = self.job or self.services.jobs.get_job(self.job_id)
             if job is None:
                 raise InvalidInputError(f"job {self.job_id} does not exist", step=self.event.step)
-            self._model = ModelCalls(self.services, job, self.event.step, self.event.item, self.job_attempt)
+            provenance = self.provenance or Provenance(code_version=self.services.settings.code_version)
+            self._model = ModelCalls(
+                self.services, job, self.event.step, self.event.item, self.job_attempt, provenance=provenance
+            )
         return self._model
 
     @property

@@ -13,13 +13,15 @@ from typing import Any
 from longhaul.core.contracts import DeadLetter, JobError, JobStatus
 from longhaul.core.errors import ITEMS_FAILED, kind_of
 from longhaul.core.observability import emit, logger
-from longhaul.core.records import StepError
+from longhaul.core.records import StepError, StepRecord
 from longhaul.core.settings import environ
 from longhaul.core.step_events import FailureEvent
 from longhaul.services import Services
 from longhaul.storage.jobs import TransitionRejected
 
 MESSAGE_LIMIT = 500
+# The statuses a recorded failure ends a job from (not `cancel_requested`, whose cancellation ends it `cancelled`).
+FAILABLE = (JobStatus.QUEUED, JobStatus.RUNNING, JobStatus.RETRYING, JobStatus.WAITING_FOR_REVIEW)
 #: The ASL names of a timeout: the Task's own (`TimeoutSeconds`) and the function's, as Lambda reports it.
 TASK_TIMEOUT = "States.Timeout"
 FUNCTION_TIMEOUT = "Sandbox.Timedout"
@@ -94,6 +96,9 @@ def record_failure(raw_event: Mapping[str, Any], services: Services) -> dict[str
                 item=error.item,
                 detail={**stored_error, "attempts": attempts},
                 set_fields={"error": stored_error, "current_step": event.step},
+                # A job being cancelled ends cancelled: a failure its stop caused (locally a stopped execution may
+                # still run a Catch), or one that raced the cancel, is the step's only.
+                allowed_from=FAILABLE,
             )
             emit("JobsFailed", workflow=event.workflow, step=event.step, kind=error.kind)
         except TransitionRejected:
@@ -124,20 +129,51 @@ def record_failure(raw_event: Mapping[str, Any], services: Services) -> dict[str
 
 
 def _items_failed(services: Services, event: FailureEvent) -> tuple[JobError, int]:
-    items = [r for r in services.checkpoints.steps(event.job_id) if r.step == event.step and r.item is not None]
-    failed = sorted((r for r in items if r.status == "failed"), key=lambda r: r.item or 0)
-    first: StepError | None = failed[0].error if failed else None
-    numbers = [r.item for r in failed if r.item is not None]
-    first_message = first.message if first else "unknown"
+    """The summary of a fan-out's failed items: the items the state machine saw fail (`event.outcomes`, or those of
+    `event.count` that did not commit), each with the error recorded for it. An item whose failure nobody recorded
+    (its recorder had not finished, or failed, when the fan-out ended; the runner records every failure its handler
+    sees) never returned from an attempt: it is told as timed out."""
+    records = {
+        r.item: r for r in services.checkpoints.steps(event.job_id) if r.step == event.step and r.item is not None
+    }
+    if event.outcomes is not None:
+        total = len(event.outcomes)
+        numbers = [i for i, failed in enumerate(event.outcomes) if failed]
+    elif event.count is not None:
+        total = event.count
+        numbers = [i for i in range(total) if not (i in records and records[i].succeeded)]
+    else:  # a definition deployed before the summary was given either: the failures recorded
+        total = len(records)
+        numbers = sorted(i for i, r in records.items() if r.status == "failed")
+    errors = [_item_error(records.get(i), event.step, i) for i in numbers]
+    if not errors:  # every item committed after all (a late success): the fan-out's failure is its own
+        message = sanitize(event.cause or "the fan-out failed, but each of its items has committed since")
+        return JobError(kind="internal", error=ITEMS_FAILED, step=event.step, message=message), 0
+    first = errors[0]
     error = JobError(
-        kind=first.kind if first else "internal",
-        error=first.error if first else ITEMS_FAILED,
+        kind=first.kind,
+        error=first.error,
         step=event.step,
-        item=numbers[0] if numbers else None,
+        item=numbers[0],
         items=numbers,
-        message=sanitize(f"{len(failed)} of {len(items)} items failed (items {numbers}); first: {first_message}"),
+        message=sanitize(f"{len(numbers)} of {total} items failed (items {numbers}); first: {first.message}"),
     )
-    return error, max((r.attempts for r in failed), default=0)
+    attempts = max((r.attempts for i in numbers if (r := records.get(i)) is not None), default=0)
+    return error, attempts
+
+
+def _item_error(record: StepRecord | None, step: str, item: int) -> StepError:
+    """What went wrong with a failed item, as recorded by its recorder or by the runner for its last attempt; else
+    (no record: no attempt reached the handler; `running`: the last one never returned) a timeout."""
+    if record is not None and record.error is not None and record.status in ("failed", "retrying"):
+        return record.error
+    return StepError(
+        kind=kind_of(TASK_TIMEOUT),
+        error=TASK_TIMEOUT,
+        step=step,
+        item=item,
+        message="no attempt returned before its timeout (its failure was not recorded in time)",
+    )
 
 
 def _attempts_and_message(event: FailureEvent, started: int) -> tuple[int, str]:

@@ -31,12 +31,13 @@ from longhaul.core.errors import (
 )
 from longhaul.core.faults import CrashFault
 from longhaul.core.observability import STEP_RETRIES_METRIC, emit, logger
-from longhaul.core.records import Job
+from longhaul.core.ports import EngineUnavailable
+from longhaul.core.records import Job, Provenance, version_number
 from longhaul.core.step_events import StepEvent
 from longhaul.engine.context import StepContext, StepWork
 from longhaul.engine.failures import sanitize
 from longhaul.engine.items import item_count
-from longhaul.engine.spec import WorkflowSpec, registry
+from longhaul.engine.spec import StepKind, WorkflowSpec, registry
 from longhaul.engine.usage import recording
 from longhaul.services import Services
 from longhaul.storage.jobs import TransitionRejected
@@ -52,6 +53,8 @@ TRANSIENT_CODES = {
     "TransactionCanceledException",
 }
 CHECKPOINT_VERSION = 1
+# A job's version is recorded by its execution's first step, before it moves the job to running.
+RECORDS_VERSION = (JobStatus.QUEUED, JobStatus.RUNNING, JobStatus.RETRYING)
 
 
 def input_version(event: StepEvent) -> str:
@@ -93,6 +96,8 @@ def _run_step(
     jobs, checkpoints = services.jobs, services.checkpoints
     job_id, step, item = event.input.job_id, event.step, event.item
     job = _live_job(services, job_id, step, item)
+    provenance = _provenance(services, event, job)
+    agent = spec.step(step).kind == StepKind.AGENT  # its item is a turn of the loop, not a fan-out's item
     version = input_version(event)
     checkpoint = checkpoints.get_step(job_id, step, item)
     if checkpoint and checkpoint.succeeded and checkpoint.input_version == version:
@@ -100,6 +105,8 @@ def _run_step(
         output = dict(checkpoint.output or {})
         if item is None and step == spec.last_step:  # committed, but the job may not have completed (crash between)
             _guarded(lambda: _complete(services, spec, job_id, step, output), step=step, item=item)
+        elif item is not None and agent:  # committed, but the agent's end may not have been recorded (idempotent)
+            _guarded(lambda: _agent_progress(services, spec, event, item, output), step=step, item=item)
         elif item is not None:  # committed, but its attempt may have ended before counting it (idempotent)
             _guarded(lambda: _item_progress(services, spec, event, item), step=step, item=item)
         return output
@@ -110,14 +117,14 @@ def _run_step(
             job_id, step, item, {"status": "running", "started_at": iso(services.now()), "input_version": version}
         )
         jobs.append_event(job_id, "step_started", step=step, item=item, attempt=event.attempt + 1)
-        progress = {"progress": _progress(spec, step, done=False)} if item is None else {}
-        jobs.update_job(job_id, {"current_step": step, **progress})
+        progress = {"progress": _progress(spec, step, done=False, turn=item if agent else None)}
+        jobs.update_job(job_id, {"current_step": step, **(progress if item is None or agent else {})})
 
     _guarded(begin, step=step, item=item)
     started = time.monotonic()
     try:
         faults.active().check(step, item)
-        ctx = StepContext(event, services, job_attempt=job.attempts, job=job)
+        ctx = StepContext(event, services, job_attempt=job.attempts, job=job, provenance=provenance)
         output = work(ctx)
         faults.active().crash_point(step, item)
     except CancelledError:
@@ -137,7 +144,9 @@ def _run_step(
             "input_version": version,
             "checkpoint_version": CHECKPOINT_VERSION,
             "error": None,
-            # what produced the output: route, provider, model, prompt version and usage of each model call
+            # what produced the output: the code and workflow versions; route, provider, model, prompt version and
+            # hash and usage of each model call
+            **provenance.model_dump(),
             "model_calls": ctx.model_calls or None,
         }
         try:  # conditional on the job still running: a step of a cancelled job never commits
@@ -158,11 +167,27 @@ def _run_step(
             _complete(services, spec, job_id, step, output)
         elif item is None:
             jobs.update_job(job_id, {"progress": _progress(spec, step, done=True)})
+        elif agent:
+            _agent_progress(services, spec, event, item, output)
         else:
             _item_progress(services, spec, event, item)
 
     _guarded(commit, step=step, item=item)
     return output
+
+
+def _provenance(services: Services, event: StepEvent, job: Job) -> Provenance:
+    """The code version (this function's) and the workflow version its job runs. The first step of an execution
+    learns the latter from the engine and records it on the job; every later step reads it there."""
+    version = job.state_machine_version
+    if version is None and event.execution:
+        try:
+            version = services.engine.version_of(event.execution)
+        except EngineUnavailable:
+            logger.warning("the execution's version is unknown", extra={"job_id": job.job_id})
+        if version is not None:
+            services.jobs.update_job(job.job_id, {"state_machine_version": version}, only_if=RECORDS_VERSION)
+    return Provenance(code_version=services.settings.code_version, workflow_version=version_number(version))
 
 
 def _guarded(action: Callable[[], None], *, step: str, item: int | None) -> None:
@@ -299,6 +324,35 @@ def _item_progress(services: Services, spec: WorkflowSpec, event: StepEvent, ite
     services.jobs.show_item_progress(event.input.job_id, event.step, progress)
 
 
+def _agent_progress(
+    services: Services, spec: WorkflowSpec, event: StepEvent, turn: int, output: Mapping[str, Any]
+) -> None:
+    """After an agent's turn: when it was the last, the step's own checkpoint (its output, once) and
+    `step_finished`; a replay from a later step then finds the agent done without running a turn."""
+    if output.get("next") != "done":
+        return
+    job_id, step = event.input.job_id, event.step
+    done = services.checkpoints.get_step(job_id, step, None)
+    if done is not None and done.succeeded:
+        return
+    checkpoint = {
+        "status": "succeeded",
+        "finished_at": iso(services.now()),
+        "output": dict(output),
+        "input_version": input_version(event.model_copy(update={"item": None, "ref": None})),
+        "checkpoint_version": CHECKPOINT_VERSION,
+        "error": None,
+    }
+    try:
+        services.checkpoints.commit_step(job_id, step, None, checkpoint)
+    except TransitionRejected as stopped:
+        raise CancelledError(str(stopped), step=step, item=turn) from None
+    services.jobs.append_event(
+        job_id, "step_finished", step=step, attempt=event.attempt + 1, detail={"turns": turn + 1, **output}
+    )
+    services.jobs.update_job(job_id, {"progress": _progress(spec, step, done=True)})
+
+
 def plural(unit: str, count: int = 2) -> str:
     """ "document" → "documents", "passage group" → "passage groups", "page batch" → "page batches"."""
     if count == 1:
@@ -306,9 +360,9 @@ def plural(unit: str, count: int = 2) -> str:
     return f"{unit}es" if unit.endswith(("s", "sh", "ch", "x")) else f"{unit}s"
 
 
-def _progress(spec: WorkflowSpec, step: str, *, done: bool) -> dict[str, Any]:
+def _progress(spec: WorkflowSpec, step: str, *, done: bool, turn: int | None = None) -> dict[str, Any]:
     names = spec.step_names
     index = names.index(step) if step in names else 0
     completed = index + 1 if done else index
-    message = f"{step} finished" if done else f"{step} running"
+    message = f"{step} finished" if done else f"{step} running" if turn is None else f"{step}: turn {turn + 1}"
     return {"completed": completed, "total": len(names), "unit": "steps", "message": message}

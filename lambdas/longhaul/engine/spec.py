@@ -1,5 +1,5 @@
-"""What a workflow is: one `WorkflowSpec` — name, input model, ordered steps, result model, domain module — and the
-registry of the installed workflows.
+"""What a workflow is: one `WorkflowSpec` — name, input model, ordered steps, result model, domain module, the
+typed tools its agent steps may call — and the registry of the installed workflows.
 
 Everything that used to be repeated per workflow derives from the spec: the step list the runner uses (taken from
 the event's own workflow), its fan-out steps, which steps call a model (their grants), the request union of the API,
@@ -44,12 +44,22 @@ class StepKind(StrEnum):
     # A Map of container tasks (ECS Fargate) resumed by task token: one task per item of an earlier step's output
     # list, for heavy work that does not belong in a Lambda (OCR). An empty list skips the step.
     CONTAINER = "container"
+    # A resumable agent loop: one Lambda invocation per turn (a Task, then a Choice whether to take another), each
+    # turn asking the model, running the tools it proposes and checkpointing the conversation (see `engine.agent`).
+    AGENT = "agent"
 
 
 ITEM_KINDS = frozenset({StepKind.FAN_OUT, StepKind.CONTAINER})
 
 
 ReviewMode = Literal["always", "never", "auto"]
+SideEffect = Literal["none", "reversible", "irreversible"]
+OnLimit = Literal["fail", "review"]
+# The platform's body of every agent step (one turn of the loop), named by path like the review's.
+AGENT_WORK = "longhaul.engine.agent:turn"
+# Capabilities a tool may use; the stack grants each only to the functions whose tools use it.
+EMAIL = "email"
+CAPABILITIES = frozenset({EMAIL})
 FinalAction = Literal["expire", "approve"]
 # The platform's body of every review step (decides whether a review is needed, opens it); see `longhaul.review`.
 REVIEW_WORK = "longhaul.review.lane:open_review"
@@ -73,6 +83,101 @@ class ReviewPolicy:
     final_action: FinalAction = "expire"
 
 
+class Undo(BaseModel):
+    """What a compensation tool is given: the effect to undo, as the outbox recorded it."""
+
+    operation_id: str
+    tool: str
+    input: dict[str, Any]
+    output: dict[str, Any] | None = None
+    outcome_known: bool = True  # False: the effect's attempt died before its outcome was recorded (it may not be)
+
+
+@dataclass(frozen=True)
+class Tool:
+    """A typed tool: what the model is told (`description`, the input model's JSON schema), what it returns, and
+    whether calling it changes the world (`side_effect`). A tool with a side effect runs through the job's outbox
+    (`engine.tools`): once per operation id, however often its turn is retried. An irreversible tool names the
+    tool that compensates it (`compensation`, taking `Undo`), which the saga runs in reverse order when the job
+    fails or is cancelled; a reversible one may; a compensation (itself taking `Undo`) has none. `run` is
+    `module:function` (a function of `(ToolContext, input)`), imported when the tool is first called; `uses` are the
+    platform capabilities it needs (granted from the spec)."""
+
+    name: str
+    description: str
+    input_model: type[BaseModel]
+    output_model: type[BaseModel]
+    run: str
+    side_effect: SideEffect = "none"
+    compensation: str | None = None
+    uses: frozenset[str] = frozenset()
+
+    def __post_init__(self) -> None:
+        if self.side_effect == "irreversible" and self.compensation is None and self.input_model is not Undo:
+            raise ValueError(f"tool {self.name!r}: an irreversible tool names the tool that compensates it")
+        if self.side_effect == "none" and self.compensation is not None:
+            raise ValueError(f"tool {self.name!r}: only a tool with a side effect has a compensation")
+        if not set(self.uses) <= CAPABILITIES:
+            raise ValueError(f"tool {self.name!r}: unknown capabilities {sorted(set(self.uses) - CAPABILITIES)}")
+
+    def function(self) -> Callable[..., BaseModel]:
+        module, _, name = self.run.partition(":")
+        found: Callable[..., BaseModel] = getattr(importlib.import_module(module), name)
+        return found
+
+
+class ToolRegistry(Mapping[str, Tool]):
+    """A workflow's tools by name; a compensation must be a registered tool taking `Undo`."""
+
+    def __init__(self, *tools: Tool) -> None:
+        self._tools = {t.name: t for t in tools}
+        if len(self._tools) != len(tools):
+            raise ValueError(f"tool names repeat: {[t.name for t in tools]}")
+        for tool in tools:
+            if tool.compensation is None:
+                continue
+            undo = self._tools.get(tool.compensation)
+            if undo is None:
+                raise ValueError(f"tool {tool.name!r}: its compensation {tool.compensation!r} is not registered")
+            if undo.input_model is not Undo:
+                raise ValueError(f"tool {undo.name!r} compensates {tool.name!r}: it takes `Undo`")
+
+    def __getitem__(self, name: str) -> Tool:
+        return self._tools[name]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._tools)
+
+    def __len__(self) -> int:
+        return len(self._tools)
+
+    @property
+    def compensations(self) -> frozenset[str]:
+        """Tools that undo another (run by the saga, never offered to an agent)."""
+        return frozenset(t.compensation for t in self._tools.values() if t.compensation)
+
+
+@dataclass(frozen=True)
+class AgentPolicy:
+    """An agent step: the tools it may call (of its workflow's registry), the typed output it finishes with, its
+    brief (`brief`: a function of the domain module, `(ctx) -> AgentBrief`: the task and what it starts from), its
+    offline stand-in (`offline`: `module:function`, the scripted policy the offline model plays), optionally a check
+    of its output (`check`: a domain function `(ctx, output) -> list[str]`, problems the model is told of), and its
+    limits: turns and tool calls (a job may tighten them within its tenant's ceilings; the job's deadline and budget
+    bound it too). Reaching a limit fails the step `agent-limit`, or with `on_limit="review"` ends it for the
+    workflow's (later) review step to decide."""
+
+    tools: tuple[str, ...]
+    output_model: type[BaseModel]
+    brief: str
+    offline: str
+    check: str | None = None
+    max_turns: int = 20
+    max_tool_calls: int = 100
+    on_limit: OnLimit = "fail"
+    prompt_version: str = "agent-1"
+
+
 @dataclass(frozen=True)
 class StepSpec:
     name: str
@@ -85,8 +190,11 @@ class StepSpec:
     review: ReviewPolicy | None = None  # a review step's policy
     container: str | None = None  # a container step: the worker it runs (`stacks/workers.py` builds its task)
     heartbeat_seconds: int | None = None  # a container step: the worker's heartbeat bound; None = the policy's
+    agent: AgentPolicy | None = None  # an agent step's policy
 
     def __post_init__(self) -> None:
+        if (self.kind == StepKind.AGENT) != (self.agent is not None):
+            raise ValueError(f"step {self.name!r}: an agent step has an agent policy, and only an agent step does")
         if (self.kind in ITEM_KINDS) != (self.over is not None):
             raise ValueError(f"step {self.name!r}: a fan-out names what it fans out `over`, and only a fan-out does")
         if (self.kind == StepKind.REVIEW) != (self.review is not None):
@@ -107,6 +215,11 @@ def review(name: str, *, policy: ReviewPolicy, **options: Any) -> StepSpec:
     return StepSpec(name, kind=StepKind.REVIEW, review=policy, **options)
 
 
+def agent(name: str, *, policy: AgentPolicy, **options: Any) -> StepSpec:
+    """An agent step: a loop of turns, each one model call and the tools it proposes (see `AgentPolicy`)."""
+    return StepSpec(name, kind=StepKind.AGENT, agent=policy, calls_model=True, **options)
+
+
 def container(name: str, *, over: str, worker: str, **options: Any) -> StepSpec:
     """A container step: one task of `worker` per item of `over`, each resumed by its task token."""
     return StepSpec(name, kind=StepKind.CONTAINER, over=over, container=worker, **options)
@@ -121,6 +234,7 @@ class WorkflowSpec:
     steps: tuple[StepSpec, ...]
     domain: str  # module with one function per step (same names) and `prepare`, imported on first use
     deadline_default_seconds: int = limits.DEFAULT_DEADLINE_SECONDS
+    tools: ToolRegistry = field(default_factory=ToolRegistry)  # what its agent steps may call
     _by_name: Mapping[str, StepSpec] = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
@@ -132,7 +246,24 @@ class WorkflowSpec:
         for s in self.steps:
             if s.over is not None and s.over.split(".", 1)[0] not in names[: names.index(s.name)]:
                 raise ValueError(f"workflow {self.name!r}: {s.name} fans out over {s.over!r}, not an earlier step")
+            if s.agent is not None:
+                self._check_agent(s, names)
         object.__setattr__(self, "_by_name", {s.name: s for s in self.steps})
+
+    def _check_agent(self, s: StepSpec, names: list[str]) -> None:
+        assert s.agent is not None
+        unknown = [t for t in s.agent.tools if t not in self.tools]
+        if unknown:
+            raise ValueError(f"workflow {self.name!r}: agent {s.name} may call unregistered tools {unknown}")
+        undoing = [t for t in s.agent.tools if t in self.tools.compensations]
+        if undoing:
+            raise ValueError(f"workflow {self.name!r}: agent {s.name} may not call compensations {undoing}")
+        later = [self._step_kind(n) for n in names[names.index(s.name) + 1 :]]
+        if s.agent.on_limit == "review" and StepKind.REVIEW not in later:
+            raise ValueError(f"workflow {self.name!r}: agent {s.name} hands over to review, but no review follows")
+
+    def _step_kind(self, name: str) -> StepKind:
+        return next(s.kind for s in self.steps if s.name == name)
 
     @property
     def step_names(self) -> tuple[str, ...]:
@@ -152,6 +283,29 @@ class WorkflowSpec:
         return tuple(s.name for s in self.steps if s.calls_model)
 
     @property
+    def agent_steps(self) -> tuple[StepSpec, ...]:
+        return tuple(s for s in self.steps if s.kind == StepKind.AGENT)
+
+    def tools_of(self, name: str) -> tuple[Tool, ...]:
+        """The tools an agent step may call."""
+        policy = self.step(name).agent
+        return tuple(self.tools[t] for t in policy.tools) if policy else ()
+
+    @property
+    def compensated(self) -> bool:
+        """Whether an agent of this workflow may make a side effect with a compensation: its state machine then has
+        a compensation lane."""
+        return any(t.compensation for s in self.agent_steps for t in self.tools_of(s.name))
+
+    def steps_using(self, capability: str) -> tuple[str, ...]:
+        """The agent steps whose tools use a capability (their functions are granted it)."""
+        return tuple(s.name for s in self.agent_steps if any(capability in t.uses for t in self.tools_of(s.name)))
+
+    def compensations_use(self, capability: str) -> bool:
+        """Whether a compensation this workflow's saga may run uses a capability (its lane's function needs it)."""
+        return any(capability in self.tools[name].uses for name in self.tools.compensations)
+
+    @property
     def review_step(self) -> StepSpec | None:
         """The workflow's review step (at most one)."""
         return next((s for s in self.steps if s.kind == StepKind.REVIEW), None)
@@ -167,10 +321,11 @@ class WorkflowSpec:
             raise KeyError(f"workflow {self.name!r} has no step {name!r}; steps: {list(self.step_names)}") from None
 
     def work(self, name: str) -> StepWork:
-        """The domain function of a step (the domain module is imported here, never by the API); a review step's is
-        the platform's."""
-        if self.step(name).kind == StepKind.REVIEW:
-            module, _, function = REVIEW_WORK.partition(":")
+        """The domain function of a step (the domain module is imported here, never by the API); a review or an agent
+        step's is the platform's."""
+        platform = {StepKind.REVIEW: REVIEW_WORK, StepKind.AGENT: AGENT_WORK}.get(self.step(name).kind)
+        if platform is not None:
+            module, _, function = platform.partition(":")
             opened: StepWork = getattr(importlib.import_module(module), function)
             return opened
         work: StepWork = getattr(importlib.import_module(self.domain), name)
@@ -234,6 +389,10 @@ class Registry(Mapping[str, WorkflowSpec]):
     @property
     def all_model_steps(self) -> frozenset[str]:
         return frozenset(step for spec in self._specs.values() for step in spec.model_steps)
+
+    @property
+    def all_agent_steps(self) -> frozenset[str]:
+        return frozenset(s.name for spec in self._specs.values() for s in spec.agent_steps)
 
 
 WORKFLOWS_PACKAGE = "longhaul.workflows"

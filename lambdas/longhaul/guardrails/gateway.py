@@ -4,13 +4,18 @@ Every model call of a step goes through `ModelCalls` (`StepContext.model()`):
 - the route is the job's choice, else the step's configured route, else `default` (`longhaul.core.routes`);
 - the provider's circuit breaker is asked first: while it is open the call fails fast as `upstream-unavailable`
   (the state machine retries later) or goes to the route's fallback when one is configured;
+- the job must still be running (a job that failed, was cancelled or expired meanwhile makes no call: the step
+  stops), checked before the reservation and again, atomically, by it;
 - the call's worst case is reserved against the job's budget and the tenant's day; if it does not fit, the step
   fails `budget-exceeded` and no call is made; after the call the reservation settles to the actual usage;
 - a call already made and settled by an earlier delivery of the same step (same charge id, same prompt) is answered
   from its ledger entry: a retried step never pays twice for one call;
 - the answer climbs the validation ladder (`longhaul.guardrails.ladder`); each rung is an event.
-Each call is recorded (route, provider, model, prompt version, usage, cost) in `calls`, which the runner stores on the
-step's checkpoint, and as a `model_called` event.
+Each call is recorded (route, provider, model, prompt version and hash, response hash, usage, cost, and the code and
+workflow versions that made it) in `calls`, which the runner stores on the step's checkpoint, and as a `model_called`
+event. The exact request sent and the raw response are kept in the job's artifacts under their hashes
+(`storage.artifacts.prompt_key`/`response_key`: encrypted, expiring with the job's other intermediate artifacts), so
+an operator can read what a step asked and was answered.
 """
 
 from __future__ import annotations
@@ -32,8 +37,10 @@ from longhaul.core.budgets import (
     usd,
     worst_case_input_tokens,
 )
+from longhaul.core.contracts import JobStatus, KeptPrompt, KeptResponse
 from longhaul.core.errors import (
     BudgetExceededError,
+    CancelledError,
     LonghaulError,
     OutputInvalidError,
     PolicyRefusalError,
@@ -47,13 +54,15 @@ from longhaul.core.observability import (
     emit,
     logger,
 )
-from longhaul.core.records import Job
+from longhaul.core.records import Job, Provenance
 from longhaul.guardrails.ladder import FEEDBACK_RETRIES, Outcome, Rung, check, with_feedback
 from longhaul.services import Services
+from longhaul.storage.artifacts import prompt_key, response_key
 from longhaul.storage.breakers import Transition
 from longhaul.storage.budgets import CallLabels
 
 T = TypeVar("T", bound=BaseModel)
+LIVE = frozenset({JobStatus.RUNNING, JobStatus.RETRYING})  # the statuses in which a step may call a model
 BREAKER_EVENTS = {"open": "breaker_opened", "half_open": "breaker_half_open", "closed": "breaker_closed"}
 
 
@@ -64,6 +73,7 @@ class ModelCalls:
     step: str
     item: int | None
     job_attempt: int
+    provenance: Provenance | None = None
     calls: list[dict[str, Any]] = field(default_factory=list)
     _seq: int = 0
     _policy: TenantPolicy | None = None
@@ -153,17 +163,27 @@ class ModelCalls:
             self._event("model_call_reused", route=held.route or route_name, call=seq, charge=charge_id)
             usage = Usage(input_tokens=held.input_tokens, output_tokens=held.output_tokens)
             model = held.model_id or route.model_id
-            return ModelResponse(text=held.response, usage=usage, model_id=model, stop_reason=held.stop_reason or ""), (
-                held.route or route_name
-            )
+            reused = ModelResponse(text=held.response, usage=usage, model_id=model, stop_reason=held.stop_reason or "")
+            self._keep(request, reused)  # (again: the delivery that made the call may have died before keeping it)
+            return reused, held.route or route_name
+        self._ensure_running()  # no call starts, nor is reserved, for a job that has left running
         admission, moved = s.breakers.admit(route.provider, route.model_id)
         self._breaker_event(moved, route_name)
         if admission == "open":
             reason = f"circuit open for {route.provider}:{route.model_id}"
             return self._fail_over(route_name, request, rung, tried, UpstreamUnavailableError(reason, step=self.step))
         price = price_of(route.model_id, price_table(s.settings.model_prices))
+        provenance = self.provenance or Provenance(code_version=s.settings.code_version)
         labels = CallLabels(
-            self.step, self.item, route_name, route.provider, route.model_id, request.prompt_version, prompt_hash
+            self.step,
+            self.item,
+            route_name,
+            route.provider,
+            route.model_id,
+            request.prompt_version,
+            prompt_hash,
+            code_version=provenance.code_version,
+            workflow_version=provenance.workflow_version,
         )
         if held is None or held.status != "reserved":  # a reservation left by a crashed delivery is taken over
             prompt_tokens = worst_case_input_tokens(request.system, request.prompt, schema=request.response_schema)
@@ -178,6 +198,7 @@ class ModelCalls:
                     emit(ALLOWANCE_REACHED_METRIC)
                     emit(ALLOWANCE_REACHED_METRIC, tenant=self.job.tenant_id)
                 raise
+        self._keep(request)
         try:
             response = self._generate(route_name, request)
         except LonghaulError as error:
@@ -187,6 +208,7 @@ class ModelCalls:
             self._breaker_event(s.breakers.failed(route.provider, route.model_id), route_name)
             return self._fail_over(route_name, request, rung, tried, error)
         cost = cost_micro(response.usage.input_tokens, response.usage.output_tokens, price)
+        response_hash = self._keep(request, response)
         s.budgets.settle(
             self.job.job_id,
             charge_id,
@@ -195,6 +217,7 @@ class ModelCalls:
             cost_micro=cost,
             stop_reason=response.stop_reason,
             response=response.text,
+            response_hash=response_hash,
         )
         if admission == "probe":
             self._breaker_event(s.breakers.succeeded(route.provider, route.model_id), route_name)
@@ -205,10 +228,14 @@ class ModelCalls:
             "provider": route.provider,
             "model_id": response.model_id,
             "prompt_version": request.prompt_version,
+            "prompt_hash": prompt_hash,
+            "response_hash": response_hash,
             "input_tokens": response.usage.input_tokens,
             "output_tokens": response.usage.output_tokens,
             "cost_usd": usd(cost),
             "stop_reason": response.stop_reason,
+            "code_version": provenance.code_version,
+            "workflow_version": provenance.workflow_version,
         }
         self.calls.append(call)
         self._event("model_called", **call)
@@ -244,6 +271,47 @@ class ModelCalls:
         return faults.corrupt(response, kind, request.max_tokens) if kind else response
 
     # ------------------------------------------------------------------ bookkeeping
+
+    def _keep(self, request: ModelRequest, response: ModelResponse | None = None) -> str:
+        """Keep the exact request (or, with `response`, the raw response) in the job's artifacts under its hash;
+        returns that hash. Content-addressed: writing one again changes nothing."""
+        artifacts, job_id = self.services.artifacts, self.job.job_id
+        if response is None:
+            prompt_hash = request.prompt_hash()
+            sent = KeptPrompt(
+                prompt_hash=prompt_hash,
+                prompt_version=request.prompt_version,
+                task=request.task,
+                system=request.system,
+                prompt=request.prompt,
+                response_schema=request.response_schema,
+                max_tokens=request.max_tokens,
+            )
+            artifacts.put_json(prompt_key(job_id, prompt_hash), sent)
+            return prompt_hash
+        response_hash = response.text_hash()
+        raw = KeptResponse(
+            response_hash=response_hash,
+            prompt_hash=request.prompt_hash(),
+            text=response.text,
+            model_id=response.model_id,
+            stop_reason=response.stop_reason,
+            input_tokens=response.usage.input_tokens,
+            output_tokens=response.usage.output_tokens,
+        )
+        artifacts.put_json(response_key(job_id, response_hash), raw)
+        return response_hash
+
+    def _ensure_running(self) -> None:
+        """`CancelledError` when the job is no longer running (failed, cancelled, expired meanwhile: another item's
+        failure path, a cancellation, the sweep): the step stops before its call. The reservation checks it again,
+        atomically, so a job that leaves `running` between this read and the call's reservation is refused there."""
+        current = self.services.jobs.get_job(self.job.job_id)
+        if current is None or current.status not in LIVE:
+            status = current.status.value if current else "gone"
+            raise CancelledError(
+                f"job {self.job.job_id} is {status}: no model call is made", step=self.step, item=self.item
+            )
 
     def policy(self) -> TenantPolicy:
         if self._policy is None:

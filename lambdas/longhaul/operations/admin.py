@@ -1,36 +1,58 @@
-"""Operator commands against a deployed stack: create an API key for a tenant, a reviewer of a tenant, or an operator.
+"""What an operator does to a deployed stack directly, not through its API: create and revoke API keys, rotate a
+tenant's webhook signing secret, prune the old versions no live job runs. `longhaul admin …` (the command line,
+`client/`) runs these:
 
-    PYTHONPATH=lambdas python -m longhaul.operations.admin create-key --stack Longhaul-prod \
-        --tenant acme [--role reviewer]
+    longhaul admin create-key --stack Longhaul-prod --tenant acme [--role reviewer]
+    longhaul admin prune-versions --stack Longhaul-prod [--apply]
+    longhaul admin create-key --stack Longhaul-local --endpoint-url http://127.0.0.1:8001 --tenant acme  # make run's
 
-The jobs table is found from the stack's `TableName` output (CloudFormation DescribeStacks), with the usual AWS
-credentials and region. The new key is printed once; only its SHA-256 is stored, so a lost key is replaced, not
-recovered.
+The stack's resources are found from its outputs (CloudFormation DescribeStacks: `TableName`, the jobs table where
+API keys live; `WebhookSecretsPrefix`, the prefix of the tenants' secrets in Secrets Manager) and the workflows'
+aliases from its resources, with the usual AWS credentials and region. A new key is returned once; only its SHA-256
+is stored, so a lost key is replaced, not recovered. `prune-versions` prints what it would delete (every state machine
+version no alias routes to and no live job runs, and the step function versions only those invoke) and deletes it
+with `--apply`.
+Against a loopback `--endpoint-url` (the in-memory AWS of `make run`, which takes any credentials) with dummy
+credentials and the local platform's region.
 """
 
 from __future__ import annotations
 
-import argparse
 import secrets
 import sys
-from collections.abc import Sequence
-from typing import Any, cast, get_args
+from dataclasses import dataclass
+from datetime import timedelta
+from typing import Any
+from urllib.parse import urlsplit
 
-import boto3
+from longhaul.adapters.secrets import DEFAULT_GRACE, SecretsManagerWebhookSecrets
+from longhaul.core.auth import Role, api_key_item, key_hash
+from longhaul.core.schema import api_key_key
+from longhaul.webhooks.signing import new_secret
 
-from longhaul.core.auth import Role, api_key_item
-
-# The stack output naming the jobs table (stacks/longhaul_stack.py declares it).
+# The stack outputs naming the jobs table and the webhook secrets' prefix (stacks/longhaul_stack.py declares them).
 TABLE_OUTPUT = "TableName"
+WEBHOOK_SECRETS_OUTPUT = "WebhookSecretsPrefix"
 KEY_PREFIX = "lh_"
+LOCAL_REGION = "us-east-1"  # where the local platform deploys (local/deploy.py)
+LOOPBACK_HOSTS = frozenset({"127.0.0.1", "localhost", "::1"})
 
 
 class AdminError(Exception):
     """A command that cannot proceed; its message says why."""
 
 
-def table_name(cloudformation: Any, stack: str) -> str:
-    """The jobs table of a deployed stack, from its outputs."""
+@dataclass(frozen=True)
+class StackOutputs:
+    """What the admin commands need of a deployed stack."""
+
+    stack: str
+    table_name: str
+    webhook_secrets_prefix: str | None
+
+
+def stack_outputs(cloudformation: Any, stack: str) -> StackOutputs:
+    """The jobs table and the webhook secrets' prefix of a deployed stack, from its outputs."""
     try:
         described = cloudformation.describe_stacks(StackName=stack)["Stacks"][0]
     except cloudformation.exceptions.ClientError as error:
@@ -38,7 +60,13 @@ def table_name(cloudformation: Any, stack: str) -> str:
     outputs = {o["OutputKey"]: o["OutputValue"] for o in described.get("Outputs", [])}
     if TABLE_OUTPUT not in outputs:
         raise AdminError(f"stack {stack} has no {TABLE_OUTPUT} output: is it a Longhaul stack, fully deployed?")
-    return str(outputs[TABLE_OUTPUT])
+    prefix = outputs.get(WEBHOOK_SECRETS_OUTPUT)
+    return StackOutputs(stack, str(outputs[TABLE_OUTPUT]), str(prefix) if prefix else None)
+
+
+def table_name(cloudformation: Any, stack: str) -> str:
+    """The jobs table of a deployed stack, from its outputs."""
+    return stack_outputs(cloudformation, stack).table_name
 
 
 def new_key() -> str:
@@ -54,34 +82,95 @@ def create_key(table: Any, tenant: str, role: Role = "tenant") -> str:
     return key
 
 
-def _parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="python -m longhaul.operations.admin", description=__doc__.split("\n")[0])
-    commands = parser.add_subparsers(dest="command", required=True)
-    create = commands.add_parser("create-key", help="create an API key; prints it once, stores only its hash")
-    create.add_argument("--stack", required=True, help="the deployed stack, e.g. Longhaul-prod")
-    create.add_argument("--tenant", required=True, help="tenant id the key acts for")
-    create.add_argument("--role", choices=get_args(Role), default="tenant")
-    create.add_argument("--region", help="the stack's region (default: the AWS CLI's configured region)")
-    return parser
+@dataclass(frozen=True)
+class RevokedKey:
+    key_id: str  # a prefix of the key's hash, as audit records name it
+    tenant_id: str
+    role: str
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    args = _parser().parse_args(argv)
-    session = boto3.session.Session(region_name=args.region)
-    try:
-        name = table_name(session.client("cloudformation"), args.stack)
-    except AdminError as error:
-        print(f"error: {error}", file=sys.stderr)
-        return 1
-    key = create_key(session.resource("dynamodb").Table(name), args.tenant, cast(Role, args.role))
-    # The key alone on stdout (`KEY=$(python -m longhaul.operations.admin create-key …)`), the note on stderr.
-    print(
-        f"created a {args.role} key for tenant {args.tenant!r} in {name}; shown once, only its hash is stored",
-        file=sys.stderr,
-    )
-    print(key)
+def revoke_key(table: Any, *, key: str | None = None, digest: str | None = None) -> RevokedKey:
+    """Delete an API key (given as the key itself or its SHA-256): its next request is a 401."""
+    if (key is None) == (digest is None):
+        raise AdminError("give the key or its SHA-256 hash")
+    digest = key_hash(key) if key is not None else str(digest).lower()
+    found = table.delete_item(Key=api_key_key(digest), ReturnValues="ALL_OLD").get("Attributes")
+    if not found:
+        raise AdminError(f"no API key with hash {digest[:12]}… in {table.name}")
+    return RevokedKey(key_id=digest[:12], tenant_id=str(found["tenant_id"]), role=str(found.get("role", "tenant")))
+
+
+ALIAS_TYPE = "AWS::StepFunctions::StateMachineAlias"
+
+
+def workflow_aliases(cloudformation: Any, stack: str) -> dict[str, str]:
+    """{workflow: its alias ARN} of a deployed stack (a workflow's machine is named `<stack>-<workflow>`)."""
+    aliases: dict[str, str] = {}
+    for page in cloudformation.get_paginator("list_stack_resources").paginate(StackName=stack):
+        for resource in page["StackResourceSummaries"]:
+            if resource.get("ResourceType") == ALIAS_TYPE and resource.get("PhysicalResourceId"):
+                arn = str(resource["PhysicalResourceId"])
+                machine = arn.split(":")[6]
+                aliases[machine.removeprefix(f"{stack}-")] = arn
+    return aliases
+
+
+def prune_versions(session: Any, stack: str, *, apply: bool, out: Any = sys.stdout) -> int:
+    """Print the prune plan of the stack's old versions; with `apply`, carry it out. Returns the exit code."""
+    from longhaul.adapters.versions import StepFunctionsVersions
+    from longhaul.operations.versions import in_use, plan, prune
+    from longhaul.storage.jobs import JobStore
+
+    cloudformation = session.client("cloudformation")
+    table = session.resource("dynamodb").Table(table_name(cloudformation, stack))
+    versions = StepFunctionsVersions(session.client("stepfunctions"), session.client("lambda"))
+    planned = plan(versions, workflow_aliases(cloudformation, stack), in_use(JobStore(table)))
+    for line in planned.lines():
+        print(line, file=out)
+    if planned.empty:
+        print("nothing to prune", file=out)
+    elif apply:
+        print(f"pruned {prune(versions, planned)} versions", file=out)
+    else:
+        print("(a plan: run again with --apply to delete)", file=out)
     return 0
 
 
-if __name__ == "__main__":
-    sys.exit(main())
+class AwsAccess:
+    """boto3 clients and resources of one session, at one endpoint (None: AWS's own)."""
+
+    def __init__(self, session: Any, endpoint_url: str | None = None) -> None:
+        self._session = session
+        self._endpoint = {"endpoint_url": endpoint_url} if endpoint_url else {}
+
+    def client(self, name: str) -> Any:
+        return self._session.client(name, **self._endpoint)
+
+    def resource(self, name: str) -> Any:
+        return self._session.resource(name, **self._endpoint)
+
+
+def session_for(region: str | None, endpoint_url: str | None = None) -> AwsAccess:
+    """AWS's usual credentials and region; for a loopback endpoint (moto takes any credentials) dummy ones, so a
+    configured AWS identity is never sent there, and the local platform's region."""
+    import boto3
+
+    if endpoint_url and urlsplit(endpoint_url).hostname in LOOPBACK_HOSTS:
+        local = boto3.session.Session(
+            aws_access_key_id="local", aws_secret_access_key="local", region_name=region or LOCAL_REGION
+        )
+        return AwsAccess(local, endpoint_url)
+    return AwsAccess(boto3.session.Session(region_name=region), endpoint_url)
+
+
+def rotate_webhook_secret(
+    secretsmanager: Any, outputs: StackOutputs, tenant: str, *, grace: timedelta = DEFAULT_GRACE
+) -> str:
+    """A new signing secret for `tenant`'s webhooks; the previous one keeps signing for `grace` (receivers accept
+    either meanwhile). Returns the new secret, the only time it is shown. A tenant without one gets its first."""
+    if outputs.webhook_secrets_prefix is None:
+        raise AdminError(
+            f"stack {outputs.stack} has no {WEBHOOK_SECRETS_OUTPUT} output: deploy this version of Longhaul first"
+        )
+    store = SecretsManagerWebhookSecrets(secretsmanager, outputs.webhook_secrets_prefix)
+    return store.rotate(tenant, secret=new_secret(), grace=grace)

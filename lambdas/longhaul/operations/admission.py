@@ -61,11 +61,20 @@ def estimated_start_seconds(
     return max(1, max(1, tenant_rounds, platform_rounds) * max(1, sla_seconds))
 
 
+def start(services: Services, job: Job) -> None:
+    """Start the job's execution: on the version it runs if it has one (a replay of an old job), else through its
+    workflow's alias on the version deployed now. `EngineUnavailable`."""
+    services.engine.start(
+        job.workflow, job.execution_name, job.initial_state().model_dump(), version=job.state_machine_version
+    )
+
+
 @dataclass
 class DispatchReport:
     received: int = 0
     started: list[str] = field(default_factory=list)
     dropped: list[str] = field(default_factory=list)
+    poison: list[str] = field(default_factory=list)  # left to their receives and the dead-letter queue
     kept: int = 0
 
 
@@ -92,7 +101,7 @@ class Admission:
         if job.status != JobStatus.QUEUED:
             return 0
         if not self.enabled:
-            s.engine.start(job.workflow, job.execution_name, job.initial_state().model_dump())
+            start(s, job)
             return 0
         if job.waiting:
             return job.estimated_start_seconds(s.now()) or 1
@@ -104,7 +113,7 @@ class Admission:
             waiting=False,
         ):
             try:
-                s.engine.start(job.workflow, job.execution_name, job.initial_state().model_dump())
+                start(s, job)
             except EngineUnavailable:
                 logger.warning("the engine refused the job; it waits for a slot again", extra={"job_id": job.job_id})
                 self.store.give_back(job.model_copy(update={"slot": True}))
@@ -174,13 +183,20 @@ class Admission:
                 kept.append(item)
                 continue
             policy = policies[item.tenant_id]
-            outcome = self._start_waiting(item, policy)
+            try:
+                outcome = self._start_waiting(item, policy)
+            except Exception:  # one message never fails the round: it is left to its receives and dead letters
+                if item.receives <= 1:
+                    logger.exception("an intake message could not be handled", extra={"job_id": item.job_id})
+                outcome = "poison"
             if outcome == "started":
                 report.started.append(item.job_id)
                 done.append(item)
             elif outcome == "gone":
                 report.dropped.append(item.job_id)
                 done.append(item)
+            elif outcome == "poison":
+                report.poison.append(item.job_id)
             else:
                 kept.append(item)
                 if outcome == "platform_full":
@@ -196,6 +212,14 @@ class Admission:
 
     def _start_waiting(self, item: Waiting, policy: TenantPolicy) -> str:
         s = self.services
+        job = s.jobs.get_job(item.job_id)
+        if job is None or job.status != JobStatus.QUEUED or not job.waiting:
+            return "gone"  # cancelled, expired, started already (a duplicate message): its message goes
+        if (job.tenant_id, job.sla_class) != (item.tenant_id, item.sla_class):
+            # The counters are the job's tenant's: a message that names another is never trusted with a slot.
+            if item.receives <= 1:
+                logger.warning("an intake message does not match its job", extra={"job_id": item.job_id})
+            return "poison"
         limit = s.settings.max_jobs_in_flight
         if not self.store.acquire(
             item.job_id, item.tenant_id, tenant_limit=policy.jobs_in_flight, global_limit=limit, waiting=True
@@ -205,14 +229,9 @@ class Admission:
                 return "platform_full"
             if counters.tenant_in_flight >= policy.jobs_in_flight:
                 return "tenant_full"
-            job = s.jobs.get_job(item.job_id)
-            # Cancelled, expired, started already (a duplicate message): its message goes.
-            return "gone" if job is None or job.status != JobStatus.QUEUED or not job.waiting else "retry"
-        job = s.jobs.get_job(item.job_id)
-        if job is None:
-            return "gone"
+            return "retry"  # the job changed meanwhile: the next round sees how
         try:
-            s.engine.start(job.workflow, job.execution_name, job.initial_state().model_dump())
+            start(s, job)
         except EngineUnavailable:
             logger.warning("the engine refused a queued job; it waits again", extra={"job_id": job.job_id})
             self.store.give_back(job)

@@ -20,7 +20,7 @@ from collections.abc import Sequence
 
 from longhaul.core.observability import logger
 from longhaul.core.ports import EngineUnavailable, ExecutionStatus, HistoryEvent
-from longhaul.core.records import Job
+from longhaul.core.records import Job, compensation_execution
 from longhaul.services import Services
 
 SCHEDULED = ("TaskScheduled", "LambdaFunctionScheduled", "ActivityScheduled")
@@ -45,10 +45,13 @@ def lambda_scheduled(events: Sequence[HistoryEvent]) -> int:
 
 
 def executions_of(job: Job) -> list[str]:
-    """The names of the job's executions: the first, then one per replay (a redrive reuses its execution)."""
+    """The names of the job's executions: the first, then one per replay (a redrive reuses its execution), and the
+    compensation lane's of each attempt once the job has had a saga (one that never ran has an empty history)."""
     names = [job.job_id, *(f"{job.job_id}-r{n}" for n in range(2, job.attempts + 1))]
     if job.execution_name not in names:
         names.append(job.execution_name)
+    if job.compensation is not None:
+        names += [compensation_execution(job.job_id, n) for n in range(1, job.attempts + 1)]
     return names
 
 
@@ -56,6 +59,8 @@ def with_transitions(services: Services, job: Job) -> Job:
     """The job, its transitions counted and stored if it has finished and its executions have ended; else as is."""
     if not job.finished or job.transitions_counted:
         return job
+    if job.compensation is not None and job.compensation.status in ("pending", "running"):
+        return job  # its compensation lane still runs: count once it has ended
     try:
         if services.engine.describe(job.workflow, job.execution_name).status == ExecutionStatus.RUNNING:
             return job  # the execution still runs its last states (callback, completion): count later

@@ -4,15 +4,19 @@ from __future__ import annotations
 
 import re
 
-from longhaul.core.budgets import TenantPolicy, to_micro, usd
+from pydantic import ValidationError
+
+from longhaul.core.budgets import TenantPolicy, TenantPolicyPatch, reset_fields, to_micro, usd
 from longhaul.core.contracts import (
     DayUsageView,
     TenantPolicyView,
 )
-from longhaul.core.problems import InvalidRequest
+from longhaul.core.problems import InvalidRequest, Unavailable
 from longhaul.services import Services
+from longhaul.storage.budgets import PolicyChanged, StoredPolicy
 
 TENANT_ID = re.compile(r"^[A-Za-z0-9._-]{1,64}$")
+PATCH_ATTEMPTS = 5  # conditional writes tried before a 503 (another operator changing the same policy at once)
 
 
 def tenant_policy(services: Services, tenant_id: str) -> TenantPolicyView:
@@ -39,12 +43,48 @@ def tenant_policy(services: Services, tenant_id: str) -> TenantPolicyView:
 
 
 def set_tenant_policy(services: Services, tenant_id: str, policy: TenantPolicy) -> TenantPolicyView:
-    """Replace a tenant's policy; running jobs keep the limits they were admitted with, new reservations see the
-    new daily allowance."""
+    """Replace a tenant's policy (PUT: a field the body omits takes its default); running jobs keep the limits they
+    were admitted with, new reservations see the new daily allowance. The view says what the policy was and which
+    omitted fields went back to their defaults."""
+    _check(services, tenant_id, policy)
+    before = services.budgets.stored_policy(tenant_id)
+    services.budgets.put_policy(tenant_id, policy)
+    omitted = [name for name in TenantPolicy.model_fields if name not in policy.model_fields_set]
+    return _changed(services, tenant_id, before, reset_fields(before.policy, policy, omitted))
+
+
+def patch_tenant_policy(services: Services, tenant_id: str, patch: TenantPolicyPatch) -> TenantPolicyView:
+    """Change some fields of a tenant's policy (PATCH): the others are kept; a field given as null goes back to its
+    default. Conditional on the policy read, so two operators' changes never undo each other."""
+    for _ in range(PATCH_ATTEMPTS):
+        before = services.budgets.stored_policy(tenant_id)
+        try:
+            after = patch.applied_to(before.policy)
+        except ValidationError as invalid:
+            raise InvalidRequest(
+                "the changed policy is not valid",
+                errors=[
+                    {"loc": ["body", *e["loc"]], "msg": e["msg"], "type": e["type"]}
+                    for e in invalid.errors(include_url=False, include_input=False)
+                ],
+            ) from None
+        _check(services, tenant_id, after)
+        try:
+            services.budgets.put_policy(tenant_id, after, replacing=before)
+        except PolicyChanged:
+            continue
+        return _changed(services, tenant_id, before, reset_fields(before.policy, after, patch.nulled()))
+    raise Unavailable("the policy kept changing while it was being patched; patch it again")
+
+
+def _check(services: Services, tenant_id: str, policy: TenantPolicy) -> None:
     if not TENANT_ID.match(tenant_id):
         raise InvalidRequest("tenant ids are 1-64 characters of A-Z a-z 0-9 . _ -")
     unknown = sorted(set(policy.routes or ()) - set(services.routing.routes))
     if unknown:
         raise InvalidRequest(f"unknown routes {unknown}", allowed_routes=sorted(services.routing.routes))
-    services.budgets.put_policy(tenant_id, policy)
-    return tenant_policy(services, tenant_id)
+
+
+def _changed(services: Services, tenant_id: str, before: StoredPolicy, reset: list[str]) -> TenantPolicyView:
+    view = tenant_policy(services, tenant_id)
+    return view.model_copy(update={"previous": before.policy, "reset": reset})

@@ -25,7 +25,7 @@ from longhaul.core.errors import JOB_STOPPED, STEP_FAILED
 from longhaul.core.observability import logger
 from longhaul.core.ports import EngineUnavailable, ExecutionStatus, RedriveRefused
 from longhaul.core.problems import ApiProblem, InvalidRequest, NotFound, Unavailable
-from longhaul.core.records import JOB_ID, Job, StepRecord
+from longhaul.core.records import JOB_ID, Job, StepRecord, version_number
 from longhaul.engine.failures import ref_name
 from longhaul.engine.items import ItemBatch, ItemList, item_count
 from longhaul.operations.admission import Admission
@@ -53,8 +53,8 @@ class RedriveUnavailable(ApiProblem):
 class ReplayPlan:
     from_step: str
     rerun_steps: list[str]
-    kept_items: list[int]
-    rerun_items: list[int]
+    kept_items: dict[str, list[int]]  # by fan-out step (two steps' item numbers are not the same items)
+    rerun_items: dict[str, list[int]]
     drop: list[tuple[str, int | None]]
     rerun_named: list[NamedItem] = field(default_factory=list)
 
@@ -64,21 +64,28 @@ def replay(
     principal: Principal,
     job_id: str,
     *,
-    from_step: str,
+    from_step: str | None,
     reason: str,
     mode: Literal["replay", "redrive"] = "replay",
     budget: JobBudget | None = None,
+    dry_run: bool = False,
+    version: Literal["own", "current"] = "own",
 ) -> ReplayOutcome:
-    """A new attempt of a failed (or cancelled, expired) job that reuses every checkpoint before `from_step`.
+    """A new attempt of a failed (or cancelled, expired) job that reuses every checkpoint before `from_step` (by
+    default the step it failed at, else its first step without a checkpoint).
 
     Inside a fan-out, only the items without a valid checkpoint rerun. `redrive` asks the engine to redrive the
-    failed execution instead (AWS only). Who replayed what and why goes into the job's events.
+    failed execution instead (AWS only). A replay runs the state machine version the job ran on (`own`: a job
+    finishes on its own code) unless the operator chooses the `current` one. Who replayed what, on which version,
+    and why goes into the job's events. A `dry_run` answers the same plan after the same checks, and changes nothing.
     """
     jobs = services.jobs
     job = jobs.get_job(job_id) if JOB_ID.match(job_id) else None
     if job is None:
         raise NotFound(f"no job {job_id!r}")
     steps = REGISTRY[job.workflow].step_names
+    if from_step is None:
+        from_step = default_from_step(services, job)
     if from_step not in steps:
         raise InvalidRequest(f"unknown step {from_step!r}", allowed_steps=list(steps))
     if job.status not in REPLAYABLE:  # an execution that ended without saying so frees the job
@@ -86,19 +93,46 @@ def replay(
     status = job.status
     if status not in REPLAYABLE:
         raise NotReplayable(f"job {job_id} is {status.value}; only failed, cancelled or expired jobs are replayed")
+    if job.compensation is not None and job.compensation.status in ("pending", "running"):
+        raise NotReplayable(f"job {job_id} is undoing its side effects (its compensation is {job.compensation.status})")
     if services.artifacts.head(job.input_key) is None:
         raise NotReplayable(f"job {job_id}'s intermediate artifacts have expired; submit it again")
+    own = job.state_machine_version
+    if mode == "redrive" and version == "current":
+        raise InvalidRequest("a redrive resumes the execution on its own version; replay (mode=replay) to run another")
+    if mode == "replay" and version == "own" and own is not None and not _version_exists(services, job, own):
+        raise NotReplayable(
+            f"job {job_id} ran on version {version_number(own)} of {job.workflow}, which was pruned; "
+            'replay it on the current version ("version": "current")'
+        )
     attempt = job.attempts + 1
     name = job.execution_name if mode == "redrive" else f"{job_id}-r{attempt}"
     if mode == "redrive":
         _ensure_redrivable(services, job)
     plan = _plan(services, job, from_step, mode)
+    if dry_run:
+        return ReplayOutcome(
+            job_id=job_id,
+            status=job.status,
+            attempt=attempt,
+            execution=name,
+            from_step=from_step,
+            rerun_steps=plan.rerun_steps,
+            rerun_items=plan.rerun_items,
+            kept_items=plan.kept_items,
+            rerun_named=plan.rerun_named,
+            version=version,
+            from_version=version_number(own),
+            dry_run=True,
+        )
     detail: dict[str, Any] = {
         "by": principal.tenant_id,
         "role": principal.role,
         "reason": reason,
         "from_step": from_step,
         "mode": mode,
+        "version": version,
+        "from_version": version_number(own),
         "attempt": attempt,
         "execution": name,
         "rerun_steps": plan.rerun_steps,
@@ -130,6 +164,8 @@ def replay(
                 "current_step": from_step,
                 # a new attempt gets the job's full time again
                 "deadline_at": iso(services.now() + timedelta(seconds=deadline_seconds(job))),
+                # on the current version: its first step records which one that is
+                **({"state_machine_version": None} if version == "current" else {}),
                 **budget_fields,
             },
             allowed_from=REPLAYABLE,
@@ -160,6 +196,21 @@ def _remove_dead_letters(services: Services, job_id: str) -> None:
         services.jobs.append_event(job_id, "dead_letters_removed", detail={"messages": removed})
     except Exception:
         logger.exception("dead letters of a replayed job were not all removed", extra={"job_id": job_id})
+def default_from_step(services: Services, job: Job) -> str:
+    """Where a replay starts when the operator names no step: the step the job failed at, else the first step
+    without a checkpoint, so nothing that completed is done again (a cancelled or expired job)."""
+    steps = REGISTRY[job.workflow].step_names
+    if job.error is not None and job.error.step in steps:
+        return job.error.step
+    unfinished = _plan(services, job, steps[0], "redrive").rerun_steps  # (a redrive's plan drops nothing)
+    return unfinished[0] if unfinished else steps[-1]
+
+
+def _version_exists(services: Services, job: Job, version: str) -> bool:
+    try:
+        return services.engine.has_version(job.workflow, version)
+    except EngineUnavailable as error:
+        raise Unavailable("the workflow engine did not say whether the job's version exists; replay again") from error
 
 
 def _ensure_redrivable(services: Services, job: Job) -> None:
@@ -195,6 +246,7 @@ def _undo(services: Services, job: Job, *, event: str, reason: str) -> None:
                 "error": job.error.model_dump(exclude_none=True) if job.error else None,
                 "attempts": job.attempts,
                 "execution_name": job.execution_name,
+                "state_machine_version": job.state_machine_version,
                 "current_step": job.current_step,
                 "deadline_at": iso(job.deadline_at) if job.deadline_at else None,
             },
@@ -222,8 +274,8 @@ def _plan(services: Services, job: Job, from_step: str, mode: str) -> ReplayPlan
     checkpoints = {(r.step, r.item) for r in records if kept(r)}
     drop = [(r.step, r.item) for r in records if r.step in later and not kept(r)]
     rerun_steps: list[str] = []
-    kept_items: list[int] = []
-    rerun_items: list[int] = []
+    kept_items: dict[str, list[int]] = {}
+    rerun_items: dict[str, list[int]] = {}
     named: list[NamedItem] = []
     for step in spec.steps:
         if step.over is None:
@@ -238,13 +290,15 @@ def _plan(services: Services, job: Job, from_step: str, mode: str) -> ReplayPlan
         missing = [i for i in items if i not in done]
         if missing or count is None or producer_reruns:
             rerun_steps.append(step.name)
-        kept_items += done
-        rerun_items += missing
+        if done:
+            kept_items[step.name] = done
+        if missing:
+            rerun_items[step.name] = missing
         if missing and not producer_reruns:
             names = _item_names(services, records, producer, field, set(missing))
             unit = step.item_unit
             named += [NamedItem(step=step.name, item=i, unit=unit, name=names.get(i)) for i in missing]
-    return ReplayPlan(from_step, rerun_steps, sorted(kept_items), sorted(rerun_items), drop, named)
+    return ReplayPlan(from_step, rerun_steps, kept_items, rerun_items, drop, named)
 
 
 def _item_names(

@@ -16,8 +16,9 @@ from longhaul.core.contracts import (
 )
 from longhaul.core.observability import logger, metrics
 from longhaul.core.ports import EngineUnavailable, ExecutionStatus
-from longhaul.core.records import Job
+from longhaul.core.records import Job, version_number
 from longhaul.operations.admission import Admission
+from longhaul.review.lane import close_for_stopped_job
 from longhaul.services import Services
 from longhaul.storage.jobs import ACTIVE, TransitionRejected
 from longhaul.workflows import REGISTRY
@@ -31,16 +32,30 @@ REQUEUE_AFTER = timedelta(minutes=10)  # a job waiting this long without news is
 SWEPT = (JobStatus.QUEUED, JobStatus.RUNNING, JobStatus.RETRYING, JobStatus.WAITING_FOR_REVIEW)
 
 
-def sweep(services: Services, now: datetime, *, stuck_after: timedelta | None = None) -> dict[str, int]:
+class SweepReport(dict[str, int]):
+    """What the sweep did (counts by kind), and `versions`: the state machine versions that live jobs run, by workflow
+    (`{"document-analysis": {"3": 2, "4": 17}}`), so operators know which old versions must stay (pruning is
+    `longhaul admin prune-versions`)."""
+
+    versions: dict[str, dict[str, int]]
+
+
+def sweep(services: Services, now: datetime, *, stuck_after: timedelta | None = None) -> SweepReport:
     """Every few minutes, oldest first: finish cancellations, expire jobs past their deadline (stopping their
-    execution), fail jobs whose execution ended without saying so, and report jobs with no progress for a while."""
+    execution), fail jobs whose execution ended without saying so, and report jobs with no progress for a while,
+    and the versions live jobs still run."""
     jobs = services.jobs
     stuck_after = stuck_after or timedelta(minutes=services.settings.stuck_after_minutes)
-    counts = {"checked": 0, "expired": 0, "stuck": 0, "reconciled": 0, "cancelled": 0, "requeued": 0}
+    counts = SweepReport(checked=0, expired=0, stuck=0, reconciled=0, cancelled=0, requeued=0)
+    counts.versions = {}
     admission = Admission(services)
     for status in (*SWEPT, JobStatus.CANCEL_REQUESTED):
         for job in jobs.list_jobs(status=status, limit=None, oldest_first=True):
             counts["checked"] += 1
+            number = version_number(job.state_machine_version)
+            if number is not None:  # a job not started yet will start on whatever is deployed then
+                in_use = counts.versions.setdefault(job.workflow, {})
+                in_use[str(number)] = in_use.get(str(number), 0) + 1
             if status == JobStatus.CANCEL_REQUESTED:
                 counts["cancelled"] += _finish_cancel(services, job)
             elif job.deadline_at and now > job.deadline_at:
@@ -67,6 +82,7 @@ def sweep(services: Services, now: datetime, *, stuck_after: timedelta | None = 
         logger.info("webhooks relayed", extra={"webhooks": relayed})
     metrics.add_metric(name="StuckJobs", unit="Count", value=counts["stuck"])
     metrics.add_metric(name="ExpiredJobs", unit="Count", value=counts["expired"])
+    logger.info("state machine versions live jobs run", extra={"versions": counts.versions})
     return counts
 
 
@@ -137,7 +153,10 @@ def _finish_cancel(services: Services, job: Job) -> int:
     engine does not answer the job stays `cancel_requested`, so the sweep comes back to it."""
     if not _stop(services, job, error="JobCancelled"):
         return 0
-    return int(_transition_or_none(services, job, JobStatus.CANCELLED, "job_cancelled", {"by": "sweep"}) is not None)
+    review = close_for_stopped_job(services, job, "cancelled")
+    fields = {"review": review} if review else None
+    cancelled = _transition_or_none(services, job, JobStatus.CANCELLED, "job_cancelled", {"by": "sweep"}, fields)
+    return int(cancelled is not None)
 
 
 def _recently_reported(job: Job, now: datetime, window: timedelta) -> bool:
@@ -148,12 +167,14 @@ def _expire(services: Services, job: Job, deadline: datetime) -> int:
     """Past its deadline the job ends `expired` even if its execution cannot be stopped yet: its steps refuse to
     start or commit for an expired job, so the execution ends at its next step."""
     _stop(services, job, error="JobExpired", cause=f"deadline {iso(deadline)} passed")
+    review = close_for_stopped_job(services, job, "expired")
     try:
         services.jobs.transition(
             job.job_id,
             JobStatus.EXPIRED,
             event="job_expired",
             detail={"deadline_at": iso(deadline)},
+            set_fields={"review": review} if review else None,
             allowed_from=[*ACTIVE, JobStatus.QUEUED, JobStatus.WAITING_FOR_REVIEW],
         )
         return 1

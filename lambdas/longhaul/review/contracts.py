@@ -5,9 +5,9 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator
 
-from longhaul.core.contracts import Strict
+from longhaul.core.contracts import VISIBLE_SCHEMA, JobStatus, Strict, Visible
 
 
 class ReviewEvidence(BaseModel):
@@ -36,6 +36,11 @@ class ReviewView(BaseModel):
     deadline: datetime
     assignee_group: str
     reminders: int
+    rung: int = Field(
+        default=0,
+        description="The escalation ladder's rung: 0 waiting, 1 reminded, 2 reassigned to the secondary group, 3 the "
+        "workflow's final action taken.",
+    )
     reasons: list[str] = Field(description="Why review was required.")
     decision: Literal["approve", "reject", "edit"] | None = None
     decided_at: datetime | None = None
@@ -45,6 +50,9 @@ class ReviewDetail(ReviewView):
     draft: dict[str, Any] = Field(description="The draft result, as it would be published.")
     evidence: list[ReviewEvidence]
     comment: str | None = None
+    job_status: JobStatus | None = Field(
+        default=None, description="The reviewed job's status now: after a decision, whether it went on to complete."
+    )
 
 
 class ReviewList(BaseModel):
@@ -53,16 +61,48 @@ class ReviewList(BaseModel):
 
 
 class DecisionRequest(Strict):
+    """A reviewer's decision: `edits` go with `edit` (and only with it)."""
+
+    model_config = ConfigDict(
+        json_schema_extra={
+            "oneOf": [
+                {"properties": {"decision": {"enum": ["approve", "reject"]}, "edits": {"type": "null"}}},
+                {
+                    "properties": {"decision": {"const": "edit"}, "edits": {"not": {"type": "null"}}},
+                    "required": ["edits"],
+                },
+            ]
+        }
+    )
+
     decision: Literal["approve", "reject", "edit"]
-    comment: Annotated[str | None, Field(default=None, max_length=2000)]
+    comment: Annotated[
+        Annotated[str, Field(min_length=1, max_length=2000, json_schema_extra=VISIBLE_SCHEMA), Visible] | None,
+        Field(default=None, description="Why (at least one visible character)."),
+    ]
     edits: Annotated[
         dict[str, Any] | None,
         Field(
             default=None,
-            description="With `edit`: the workflow's edits (document-analysis: `answer` and/or `claims`; "
-            "invoice-reconciliation: `summary`), validated like model output.",
+            min_length=1,
+            validate_default=True,
+            description="With `edit`: the workflow's edits, validated like model output. document-analysis: "
+            '`{"answer": "…", "claims": [{"text": "…", "citations": [{"chunk_id": "…", "quote": "…"}]}]}` '
+            "(`answer` and/or `claims`; a citation may be copied from the draft as it is: its `document` and `page`, "
+            "when given, must be its passage's, and each quote is verified on it); invoice-reconciliation: "
+            '`{"summary": "…"}`, used only if every figure in it is a validated number.',
         ),
     ]
+
+    @field_validator("edits")
+    @classmethod
+    def _only_with_edit(cls, edits: dict[str, Any] | None, info: ValidationInfo) -> dict[str, Any] | None:
+        decision = info.data.get("decision")  # absent when the decision itself was refused
+        if decision == "edit" and edits is None:
+            raise ValueError("the decision `edit` needs `edits`")
+        if decision in ("approve", "reject") and edits is not None:
+            raise ValueError("`edits` go only with the decision `edit`")
+        return edits
 
 
 class DecisionOutcome(BaseModel):

@@ -21,7 +21,7 @@ import contextlib
 import hashlib
 from collections.abc import Mapping
 from datetime import timedelta
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import BaseModel
 
@@ -60,6 +60,18 @@ def _policy(workflow: str, step: str) -> ReviewPolicy:
     return policy
 
 
+def _progress(workflow: str, step: str, message: str, *, done: bool = False) -> dict[str, Any]:
+    """The job's progress while its review step waits for a person (the step is not done until it is decided)."""
+    names = registry()[workflow].step_names
+    completed = names.index(step) + (1 if done else 0)
+    return {"completed": completed, "total": len(names), "unit": "steps", "message": message}
+
+
+def _waiting(review: ReviewRecord) -> dict[str, Any]:
+    message = f"{review.step}: waiting for a reviewer ({review.assignee_group}) until {iso(review.deadline)}"
+    return _progress(review.workflow, review.step, message)
+
+
 def _wait(review: ReviewRecord) -> dict[str, Any]:
     return {
         "next": "wait",
@@ -79,9 +91,15 @@ def open_review(ctx: StepContext) -> dict[str, Any]:
     job = services.jobs.get_job(ctx.job_id)
     assert job is not None  # the runner checked it
     mode = job.review_mode or policy.mode
-    if mode == "never":
+    # An agent that reached a limit and hands over to review is reviewed whatever the mode.
+    handed = [
+        f"agent step {s.name} reached its {out['limit']} limit: {out.get('message', '')}"
+        for s in spec.agent_steps
+        if (out := ctx.state.steps.get(s.name) or {}).get("limit")
+    ]
+    if mode == "never" and not handed:
         return {"next": "continue", "required": False, "mode": mode}
-    reasons = [str(r) for r in spec.hook("review_reasons")(ctx)]
+    reasons = [*handed, *(str(r) for r in spec.hook("review_reasons")(ctx))]
     if mode == "auto" and not reasons:
         return {"next": "continue", "required": False, "mode": mode}
     if mode == "always":
@@ -113,6 +131,25 @@ def open_review(ctx: StepContext) -> dict[str, Any]:
         fields["deadline_at"] = iso(latest)
     services.jobs.update_job(job.job_id, fields)
     return _wait(review)
+
+
+def close_for_stopped_job(
+    services: Services, job: Job, status: Literal["cancelled", "expired"]
+) -> dict[str, Any] | None:
+    """A cancelled or expired job's open review, closed for its reviewers (its wait stopped with the execution) and
+    its token dropped. Returns the job's summary of it to store with the job's own status change, so that the job
+    and the review never disagree; None when the job has no open review."""
+    if job.review is None or job.review.status != "pending":
+        return None
+    review = services.reviews.get(job.review.review_id)
+    if review is None:
+        return None
+    try:
+        review = services.reviews.change(review, {}, status=status)
+    except ReviewClosed:  # decided or closed meanwhile: the job shows what it is now
+        review = services.reviews.get(review.review_id) or review
+    services.reviews.drop_token(review.review_id)
+    return review.summary().model_dump(mode="json")
 
 
 # ---------------------------------------------------------------------- the lane's Lambda (wait, advance)
@@ -154,7 +191,11 @@ def wait(raw_event: Mapping[str, Any], services: Services) -> dict[str, Any]:
                     "deadline": iso(review.deadline),
                     "reasons": review.reasons,
                 },
-                set_fields={"current_step": event.step, "review": review.summary().model_dump(mode="json")},
+                set_fields={
+                    "current_step": event.step,
+                    "review": review.summary().model_dump(mode="json"),
+                    "progress": _waiting(review),
+                },
                 allowed_from=[S.RUNNING, S.RETRYING],
             )
             emit("ReviewsRequested", workflow=job.workflow)
@@ -233,9 +274,10 @@ def _climb(services: Services, event: ReviewEvent, job: Job, review: ReviewRecor
             )
         emit("ReviewsExpired", workflow=job.workflow)
         return {"next": "stop", "review_id": review.review_id}
-    jobs.update_job(
-        job.job_id, {"review": review.summary().model_dump(mode="json")}, only_if=[S.WAITING_FOR_REVIEW, S.RUNNING]
-    )
+    fields: dict[str, Any] = {"review": review.summary().model_dump(mode="json")}
+    if job.status == S.WAITING_FOR_REVIEW:  # the progress says who it waits for now
+        fields["progress"] = _waiting(review)
+    jobs.update_job(job.job_id, fields, only_if=[S.WAITING_FOR_REVIEW, S.RUNNING])
     return _wait(review)
 
 
@@ -270,7 +312,10 @@ def _apply(services: Services, event: ReviewEvent, job: Job, review: ReviewRecor
                 event="review_decided",
                 step=event.step,
                 detail=detail,
-                set_fields={"review": summary},
+                set_fields={
+                    "review": summary,
+                    "progress": _progress(job.workflow, event.step, f"{event.step}: {review.decision}", done=True),
+                },
             )
         except TransitionRejected as moved:
             raise CancelledError(f"job {job.job_id} moved while resuming: {moved}", step=event.step) from None

@@ -3,8 +3,9 @@
 Every counter is an item of the jobs table changed by conditional writes, never a number in a process, so any
 number of API and dispatcher instances share one truth:
 
-- the submission rate is one `UpdateItem` per submission on the tenant's item of the current UTC minute
-  (`ADD n 1` only while `n < limit`; the item expires after the minute);
+- the submission rate is a sliding window: the tenant's item holds its accepted submissions of the last minute
+  counted per second, and a submission is one conditional `UpdateItem` on it (after a read, or with the state a
+  refused write returns), accepted only while the window holds fewer than the limit (see `take_submission`);
 - a slot is taken by one transaction: the platform's `in_flight` below its limit, the tenant's below its
   `jobs_in_flight`, and the job still `queued` without a slot (it then has `slot = true`). A slot is given back in
   the transaction of the job's terminal transition (`storage/jobs.py`), guarded by the job's `slot`, so it is given
@@ -15,10 +16,13 @@ number of API and dispatcher instances share one truth:
 
 from __future__ import annotations
 
+import math
+from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
+from boto3.dynamodb.types import TypeDeserializer
 from botocore.exceptions import ClientError
 
 from longhaul.core import schema
@@ -26,9 +30,11 @@ from longhaul.core.clock import Clock, SystemClock, iso
 from longhaul.core.contracts import JobStatus
 from longhaul.core.errors import TransientError
 from longhaul.core.records import Job
-from longhaul.storage.dynamo import Cancelled, backoff, transact
+from longhaul.storage.dynamo import Cancelled, backoff, plain, transact
 
 RATE_WINDOW_SECONDS = 60
+_SECOND = "at"  # the prefix of a per-second count's attribute in a tenant's rate window (`at1735787045`)
+_DESERIALIZER = TypeDeserializer()
 CONFLICT_TRIES = 6  # a transaction that lost a race on a counter (TransactionConflict) is tried again
 
 
@@ -40,6 +46,75 @@ class Counters:
     global_queued: int = 0
     tenant_in_flight: int = 0
     tenant_queued: int = 0
+
+
+@dataclass(frozen=True)
+class RateWindow:
+    """A tenant's rate window as stored: accepted submissions per second, and the newest second counted."""
+
+    counts: dict[int, int]
+    newest: int = 0
+
+    @classmethod
+    def of(cls, item: Mapping[str, Any]) -> RateWindow:
+        counts = {
+            int(k[len(_SECOND) :]): int(v)
+            for k, v in item.items()
+            if k.startswith(_SECOND) and k[len(_SECOND) :].isdigit()
+        }
+        return cls(counts, int(item.get("newest", 0)))
+
+    def since(self, first: int) -> dict[int, int]:
+        """The counts of `first` and later seconds."""
+        return {s: n for s, n in self.counts.items() if s >= first}
+
+
+def _count(window: RateWindow, second: int, live: Mapping[int, int], limit: int) -> dict[str, Any]:
+    """UpdateItem arguments that count one submission in `second` (see `AdmissionStore.take_submission`)."""
+    names = {"#count": f"{_SECOND}{second}", "#ttl": schema.TTL_ATTRIBUTE}
+    values: dict[str, Any] = {":one": 1, ":second": second, ":ttl": second + 2 * RATE_WINDOW_SECONDS}
+    if window.newest and second == window.newest:
+        older = sum(n for s, n in live.items() if s != second)
+        condition = "newest = :second AND (attribute_not_exists(#count) OR #count < :room)"
+        values[":room"] = limit - older
+    elif window.newest:
+        names["#newest_count"] = f"{_SECOND}{window.newest}"
+        condition = "newest = :newest AND "
+        condition += (
+            "#newest_count = :seen" if window.newest in window.counts else "attribute_not_exists(#newest_count)"
+        )
+        values[":newest"] = window.newest
+        if window.newest in window.counts:
+            values[":seen"] = window.counts[window.newest]
+    else:
+        condition = "attribute_not_exists(newest)"
+    expired = [s for s in window.counts if s < second - RATE_WINDOW_SECONDS]
+    for n, old in enumerate(expired):
+        names[f"#gone{n}"] = f"{_SECOND}{old}"
+    update = "ADD #count :one SET newest = :second, #ttl = :ttl"
+    if expired:
+        update += " REMOVE " + ", ".join(f"#gone{n}" for n in range(len(expired)))
+    return {
+        "UpdateExpression": update,
+        "ConditionExpression": condition,
+        "ExpressionAttributeNames": names,
+        "ExpressionAttributeValues": values,
+    }
+
+
+def _retry_after(live: Mapping[int, int], limit: int, now: float) -> int:
+    """Seconds until the window holds fewer than `limit`: its oldest seconds leave it 61 s after they began."""
+    held = sum(live.values())
+    for second in sorted(live):
+        held -= live[second]
+        if held < limit:
+            return max(1, math.ceil(second + RATE_WINDOW_SECONDS + 1 - now))
+    return 1
+
+
+def _deserialize(item: Mapping[str, Any]) -> dict[str, Any]:
+    """An item as a refused write returns it (DynamoDB's typed JSON) in the resource API's shape."""
+    return {k: _DESERIALIZER.deserialize(v) for k, v in item.items()}
 
 
 def release_writes(table_name: str, job: Job) -> list[dict[str, Any]]:
@@ -95,27 +170,37 @@ class AdmissionStore:
     # ------------------------------------------------------------------ submission rate
 
     def take_submission(self, tenant_id: str, per_minute: int) -> int | None:
-        """Count one submission of the tenant in this UTC minute; None when admitted, else the seconds until the
-        next minute admits again (nothing is counted then)."""
-        now = self.clock.now().timestamp()
-        minute = int(now // RATE_WINDOW_SECONDS)
-        try:
-            self.table.update_item(
-                Key=schema.submission_rate_key(tenant_id, minute),
-                UpdateExpression="ADD n :one SET #ttl = :ttl",
-                ConditionExpression="attribute_not_exists(n) OR n < :limit",
-                ExpressionAttributeNames={"#ttl": schema.TTL_ATTRIBUTE},
-                ExpressionAttributeValues={
-                    ":one": 1,
-                    ":limit": per_minute,
-                    ":ttl": (minute + 2) * RATE_WINDOW_SECONDS,
-                },
-            )
-            return None
-        except ClientError as error:
-            if error.response["Error"]["Code"] != "ConditionalCheckFailedException":
-                raise
-        return max(1, int((minute + 1) * RATE_WINDOW_SECONDS - now + 0.999))
+        """Count one submission of the tenant if fewer than `per_minute` were accepted in the last minute: None
+        when it is accepted, else the seconds until one more fits (nothing is counted then).
+
+        The window is the tenant's item of per-second counts (`at<second>`) and `newest`, the latest second counted.
+        A second is counted in the window until 61 s after it began (never less than a minute, whatever the moment
+        within the second), so no 60-second window ever holds more than `per_minute`. Seconds before `newest`
+        never change again, so one write needs only a condition on what may still change: within the newest second,
+        its own count (`at<s> < limit - the older seconds`; concurrent submissions in one second never conflict);
+        to open a new second, that `newest` and its count are still what was read. A write whose condition fails
+        returns the item as it is, and the decision is made again on it."""
+        key = schema.submission_rate_key(tenant_id)
+        state = plain(self.table.get_item(Key=key, ConsistentRead=True).get("Item") or {})
+        for tries in range(CONFLICT_TRIES):
+            now = self.clock.now().timestamp()
+            window = RateWindow.of(state)
+            second = max(int(now), window.newest)  # a clock behind the newest second counts in it
+            live = window.since(second - RATE_WINDOW_SECONDS)
+            if sum(live.values()) >= per_minute:
+                return _retry_after(live, per_minute, now)
+            try:
+                self.table.update_item(
+                    Key=key, ReturnValuesOnConditionCheckFailure="ALL_OLD", **_count(window, second, live, per_minute)
+                )
+                return None
+            except ClientError as error:
+                if error.response["Error"]["Code"] != "ConditionalCheckFailedException":
+                    raise
+                state = plain(_deserialize(error.response.get("Item") or {}))
+            if tries:
+                backoff(tries)
+        raise TransientError(f"the submission rate of tenant {tenant_id} stayed contended; retry")
 
     # ------------------------------------------------------------------ slots
 

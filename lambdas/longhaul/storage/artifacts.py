@@ -3,6 +3,8 @@
 uploads/<tenant>/<upload id>            client uploads (presigned PUT), expire
 work/<job>/input.json                   the accepted request
 work/<job>/<step>/<name>                intermediate artifacts, expire
+work/<job>/calls/prompt-<sha256>.json   each model call's exact request, under its hash (the ledger's prompt hash)
+work/<job>/calls/response-<sha256>.json each model call's raw response, under the hash of its text; expire
 results/<job>/result.json|result.md     published results, kept
 """
 
@@ -23,6 +25,14 @@ def input_key(job_id: str) -> str:
 
 def work_key(job_id: str, step: str, name: str) -> str:
     return f"{WORK_PREFIX}{job_id}/{step}/{name}"
+
+
+def prompt_key(job_id: str, prompt_hash: str) -> str:
+    return f"{WORK_PREFIX}{job_id}/calls/prompt-{prompt_hash}.json"
+
+
+def response_key(job_id: str, response_hash: str) -> str:
+    return f"{WORK_PREFIX}{job_id}/calls/response-{response_hash}.json"
 
 
 def result_key(job_id: str, extension: str = "json") -> str:

@@ -1,15 +1,17 @@
 """Budgets in DynamoDB: tenant policies, a tenant's daily spending, and each model call's reservation.
 
 A reservation is one transaction: the job's held tokens and micro-dollars grow by the call's worst case only if
-they stay within the job's limits, the tenant's day likewise within its allowance, and the call's ledger item
-(`JOB#<id>/CHARGE#<charge id>`) is written. DynamoDB conditions cannot add, so the room left (`limit - worst case`)
-is computed here and compared with what is held. Settling moves the held amounts to the actual usage, once (the
-ledger item's status guards it). A reservation that does not fit marks the job `budget_exhausted`, after which no
-call of the job reserves at all: the remaining items of a fan-out fail without calls.
+the job is still running and they stay within the job's limits, the tenant's day likewise within its allowance,
+and the call's ledger item (`JOB#<id>/CHARGE#<charge id>`) is written. DynamoDB conditions cannot add, so the room
+left (`limit - worst case`) is computed here and compared with what is held. Settling moves the held amounts to the
+actual usage, once (the ledger item's status guards it). A reservation that does not fit marks the job
+`budget_exhausted`, after which no call of the job reserves at all: the remaining items of a fan-out fail without
+calls.
 """
 
 from __future__ import annotations
 
+import uuid
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Literal
@@ -19,7 +21,8 @@ from botocore.exceptions import ClientError
 from longhaul.core import schema
 from longhaul.core.budgets import DEFAULT_POLICY, Reservation, TenantPolicy, job_limits
 from longhaul.core.clock import Clock, SystemClock, iso
-from longhaul.core.errors import BudgetExceededError, TransientError
+from longhaul.core.contracts import JobStatus
+from longhaul.core.errors import BudgetExceededError, CancelledError, TransientError
 from longhaul.core.records import Charge, Job
 from longhaul.storage.dynamo import Cancelled, plain, query_prefix, transact
 
@@ -37,6 +40,22 @@ class CallLabels:
     model_id: str
     prompt_version: str
     prompt_hash: str
+    code_version: str | None = None
+    workflow_version: int | None = None
+
+
+@dataclass(frozen=True)
+class StoredPolicy:
+    """A tenant's policy as stored: `exists` False means the defaults; `revision` changes with every write (None for
+    a policy written before revisions), so a read-modify-write can be conditional on nothing having changed."""
+
+    policy: TenantPolicy
+    exists: bool
+    revision: str | None
+
+
+class PolicyChanged(Exception):
+    """The policy changed between the read and the conditional write."""
 
 
 @dataclass(frozen=True)
@@ -55,21 +74,48 @@ class BudgetStore:
 
     def policy(self, tenant_id: str) -> TenantPolicy:
         """The tenant's policy, or the documented defaults."""
+        return self.stored_policy(tenant_id).policy
+
+    def stored_policy(self, tenant_id: str) -> StoredPolicy:
         item = self.table.get_item(Key=schema.tenant_policy_key(tenant_id), ConsistentRead=True).get("Item")
         if item is None:
-            return DEFAULT_POLICY
+            return StoredPolicy(DEFAULT_POLICY, exists=False, revision=None)
         fields = {k: v for k, v in plain(item).items() if k in TenantPolicy.model_fields}
-        return TenantPolicy.model_validate(fields)
+        revision = item.get("revision")
+        return StoredPolicy(
+            TenantPolicy.model_validate(fields), exists=True, revision=str(revision) if revision else None
+        )
 
     def has_policy(self, tenant_id: str) -> bool:
         return "Item" in self.table.get_item(Key=schema.tenant_policy_key(tenant_id), ConsistentRead=True)
 
-    def put_policy(self, tenant_id: str, policy: TenantPolicy) -> None:
+    def put_policy(self, tenant_id: str, policy: TenantPolicy, *, replacing: StoredPolicy | None = None) -> None:
+        """Write the tenant's policy; with `replacing`, only if it is still the one read (else `PolicyChanged`)."""
         # Money as strings: the policy is read back exactly as written.
         stored = {k: (str(v) if k.endswith("_usd") else v) for k, v in policy.model_dump().items() if v is not None}
-        self.table.put_item(
-            Item={**schema.tenant_policy_key(tenant_id), **stored, "tenant_id": tenant_id, "updated_at": self._now()}
-        )
+        item = {
+            **schema.tenant_policy_key(tenant_id),
+            **stored,
+            "tenant_id": tenant_id,
+            "updated_at": self._now(),
+            "revision": uuid.uuid4().hex,
+        }
+        condition: dict[str, Any] = {}
+        if replacing is not None and not replacing.exists:
+            condition = {"ConditionExpression": "attribute_not_exists(pk)"}
+        elif replacing is not None and replacing.revision is None:
+            condition = {"ConditionExpression": "attribute_exists(pk) AND attribute_not_exists(revision)"}
+        elif replacing is not None:
+            condition = {
+                "ConditionExpression": "revision = :revision",
+                "ExpressionAttributeValues": {":revision": replacing.revision},
+            }
+        try:
+            self.table.put_item(Item=item, **condition)
+        except ClientError as error:
+            if error.response["Error"]["Code"] == "ConditionalCheckFailedException":
+                raise PolicyChanged(tenant_id) from None
+            raise
 
     def day(self) -> str:
         return self.clock.now().date().isoformat()
@@ -147,6 +193,10 @@ class BudgetStore:
         }
         if labels.item is not None:
             ledger["item"] = labels.item
+        if labels.code_version is not None:
+            ledger["code_version"] = labels.code_version
+        if labels.workflow_version is not None:
+            ledger["workflow_version"] = labels.workflow_version
         try:
             transact(
                 self.client,
@@ -156,10 +206,12 @@ class BudgetStore:
                             "TableName": self.table.name,
                             "Key": schema.job_key(job.job_id),
                             "UpdateExpression": "ADD spent_tokens :t, spent_cost_micro :c",
-                            "ConditionExpression": "attribute_not_exists(budget_exhausted) "
+                            "ConditionExpression": "#job_status IN (:running, :retrying) "
+                            "AND attribute_not_exists(budget_exhausted) "
                             "AND budget_tokens = :bt AND budget_cost_micro = :bc "
                             "AND (attribute_not_exists(spent_tokens) OR spent_tokens <= :room_t) "
                             "AND (attribute_not_exists(spent_cost_micro) OR spent_cost_micro <= :room_c)",
+                            "ExpressionAttributeNames": {"#job_status": "status"},
                             "ExpressionAttributeValues": {
                                 ":t": worst.tokens,
                                 ":c": worst.cost_micro,
@@ -167,6 +219,8 @@ class BudgetStore:
                                 ":bc": job.budget_cost_micro,
                                 ":room_t": rooms[":room_t"],
                                 ":room_c": rooms[":room_c"],
+                                ":running": JobStatus.RUNNING.value,
+                                ":retrying": JobStatus.RETRYING.value,
                             },
                         }
                     },
@@ -206,6 +260,12 @@ class BudgetStore:
     ) -> None:
         """A cancelled reservation: say why from what is stored now (moto gives no cancellation reasons)."""
         current = self.table.get_item(Key=schema.job_key(job.job_id), ConsistentRead=True).get("Item") or {}
+        if current.get("status") not in (JobStatus.RUNNING.value, JobStatus.RETRYING.value):
+            raise CancelledError(
+                f"job {job.job_id} is {current.get('status', 'gone')}: no model call is made",
+                step=labels.step,
+                item=labels.item,
+            )
         if current.get("budget_exhausted"):
             raise self._exceeded(job, worst, labels, str(current["budget_exhausted"]))
         if (current.get("budget_tokens"), current.get("budget_cost_micro")) != (
@@ -260,6 +320,7 @@ class BudgetStore:
         cost_micro: int,
         stop_reason: str | None = None,
         response: str | None = None,
+        response_hash: str | None = None,
     ) -> bool:
         """Replace the reservation by the actual usage (False if it was already settled or released)."""
         held = self.ledger_item(job_id, charge_id)
@@ -277,6 +338,9 @@ class BudgetStore:
         if stop_reason is not None:
             sets += ", stop_reason = :sr"
             fields[":sr"] = stop_reason
+        if response_hash is not None:  # the raw response is kept in the artifacts under its hash
+            sets += ", response_hash = :rh"
+            fields[":rh"] = response_hash
         if response is not None and len(response.encode()) < 100_000:  # a rerun answers from it, uncharged
             sets += ", #response = :r"
             fields[":r"] = response

@@ -20,11 +20,12 @@ from longhaul.core.clock import Clock, SystemClock, iso
 from longhaul.core.contracts import TERMINAL_STATUSES, EventView, JobStatus
 from longhaul.core.errors import TransientError
 from longhaul.core.observability import logger
-from longhaul.core.records import Job, OutboxRecord
+from longhaul.core.records import Job, OutboxRecord, SagaRecord
 from longhaul.storage.admission import release_writes
 from longhaul.storage.dynamo import Cancelled, backoff, plain, transact, update_expression
 from longhaul.storage.listing import JobListing
 from longhaul.storage.outbox import outbox_writes
+from longhaul.storage.sagas import saga_writes
 from longhaul.storage.submissions import IdempotencyConflict as IdempotencyConflict  # re-exported
 from longhaul.storage.submissions import JobSubmissions
 from longhaul.storage.submissions import NewJob as NewJob  # re-exported
@@ -59,13 +60,15 @@ def _job(item: Mapping[str, Any]) -> Job:
 
 OutboxRelay = Callable[[OutboxRecord], None]
 SlotReleased = Callable[[Job], None]
+SagaWritten = Callable[[SagaRecord], None]
 
 
 class JobStore(JobSubmissions, JobListing):
     """`on_outbox` is told of each webhook once its transaction has committed (it starts the delivery); if it fails
     or never runs, the sweep finds the webhook still pending and starts it then. `on_release` is told of each job
     whose terminal transition gave back its slot (it wakes the admission dispatcher; the schedule is the safety
-    net)."""
+    net), and `on_saga` of each saga a terminal transition wrote (it wakes the dispatcher, which starts the
+    compensation lane; its schedule starts any saga this missed)."""
 
     def __init__(
         self,
@@ -75,12 +78,14 @@ class JobStore(JobSubmissions, JobListing):
         idempotency_ttl: timedelta = timedelta(hours=24),
         on_outbox: OutboxRelay | None = None,
         on_release: SlotReleased | None = None,
+        on_saga: SagaWritten | None = None,
     ):
         super().__init__(table)
         self.clock = clock or SystemClock()
         self.idempotency_ttl = idempotency_ttl
         self.on_outbox = on_outbox
         self.on_release = on_release
+        self.on_saga = on_saga
 
     # ------------------------------------------------------------------ API keys
 
@@ -140,6 +145,9 @@ class JobStore(JobSubmissions, JobListing):
             # The webhook announcing this change, if any, commits with it (the transactional outbox).
             outbox, callback_fields, webhook = outbox_writes(self.table.name, current, to, seq, now, detail)
             fields.update(callback_fields)
+            # A job ending with side effects to compensate gets its saga in the same transaction.
+            sagas, saga_fields, saga = saga_writes(self.table.name, current, to, now)
+            fields.update(saga_fields)
             # A terminal job gives back its slot, and a job leaving the queue its place in it, in this very
             # transaction: the version condition makes it happen once, and no crash can come between the two.
             freed = current if to in TERMINAL_STATUSES or (source == S.QUEUED and to != S.RUNNING) else None
@@ -176,6 +184,7 @@ class JobStore(JobSubmissions, JobListing):
                             }
                         },
                         *outbox,
+                        *sagas,
                         *releases,
                     ],
                 )
@@ -185,6 +194,8 @@ class JobStore(JobSubmissions, JobListing):
                     self._relay(webhook)
                 if releases and current.slot:
                     self._released(current)
+                if saga is not None:
+                    self._saga_written(saga)
                 return _job(merged)
             except Cancelled:
                 continue  # it changed meanwhile: read again
@@ -205,6 +216,14 @@ class JobStore(JobSubmissions, JobListing):
             self.on_release(job)
         except Exception:  # the slot is free; the dispatcher's schedule hands it out if this wake-up was lost
             logger.exception("the admission dispatcher was not woken", extra={"job_id": job.job_id})
+
+    def _saga_written(self, saga: SagaRecord) -> None:
+        if self.on_saga is None:
+            return
+        try:
+            self.on_saga(saga)
+        except Exception:  # the saga is stored: the dispatcher's schedule starts it
+            logger.exception("the compensation was not started now", extra={"job_id": saga.job_id})
 
     def update_job(self, job_id: str, fields: Mapping[str, Any], *, only_if: Iterable[JobStatus] = ACTIVE) -> bool:
         """Set informational fields (current step, progress) while the job is in one of `only_if`."""

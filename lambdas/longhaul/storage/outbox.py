@@ -34,6 +34,8 @@ WEBHOOK_EVENTS: dict[JobStatus, str] = {
     S.WAITING_FOR_REVIEW: "review.requested",
 }
 EVENT_TYPES = tuple(WEBHOOK_EVENTS.values())
+# A webhook in one of these statuses is settled: no attempt changes it again (only an operator's redelivery does).
+SETTLED: tuple[OutboxStatus, ...] = ("delivered", "dead")
 ERROR_LIMIT = 300
 
 
@@ -103,8 +105,9 @@ class OutboxStore:
         item = self.table.get_item(Key=schema.outbox_key(identity), ConsistentRead=True).get("Item")
         return OutboxRecord.model_validate(plain(item)) if item else None
 
-    def attempted(self, record: OutboxRecord, *, delivered: bool, error: str | None = None, dead: bool = False) -> None:
-        """Record one attempt on the webhook and on the job's `callback` (never the job's status)."""
+    def attempted(self, record: OutboxRecord, *, delivered: bool, error: str | None = None, dead: bool = False) -> bool:
+        """Record one attempt on the webhook and on the job's `callback` (never the job's status). False, and nothing
+        written, when the webhook is already settled (`delivered` or `dead`): a late attempt never reopens it."""
         now = iso(self.clock.now())
         status: OutboxStatus = "delivered" if delivered else "dead" if dead else "retrying"
         message = (error or "")[:ERROR_LIMIT] or None
@@ -118,16 +121,19 @@ class OutboxStore:
         if delivered:
             fields["delivered_at"] = now
         update = update_expression(fields, add="attempts :one")
-        self.table.update_item(
-            Key=schema.outbox_key(record.webhook_id),
-            UpdateExpression=update["UpdateExpression"],
-            ExpressionAttributeNames=update["ExpressionAttributeNames"],
-            ExpressionAttributeValues={**update["ExpressionAttributeValues"], ":one": 1},
-        )
+        if not self._settle_once(
+            record,
+            update,
+            {":one": 1},
+            condition="NOT #settled IN (:delivered, :dead)",
+        ):
+            return False
         self._show_on_job(record, status, message, now)
+        return True
 
-    def dead(self, record: OutboxRecord, error: str | None) -> None:
-        """Delivery gave up (the retries are exhausted): the webhook waits for an operator in its dead-letter queue."""
+    def dead(self, record: OutboxRecord, error: str | None) -> bool:
+        """Delivery gave up (the retries are exhausted): the webhook waits for an operator in its dead-letter queue.
+        False when it was delivered meanwhile (a late attempt got through): delivered stays delivered."""
         now = iso(self.clock.now())
         fields: dict[str, Any] = {
             "status": "dead",
@@ -136,12 +142,35 @@ class OutboxStore:
         }
         if error:
             fields["last_error"] = error[:ERROR_LIMIT]
-        update = update_expression(fields)
-        self.table.update_item(Key=schema.outbox_key(record.webhook_id), **update)
+        if not self._settle_once(record, update_expression(fields), {}, condition="#settled <> :delivered"):
+            return False
         fresh = self.get(record.webhook_id) or record
         self._show_on_job(
             fresh, "dead", fresh.last_error, iso(fresh.last_attempt_at) if fresh.last_attempt_at else None
         )
+        return True
+
+    def _settle_once(
+        self, record: OutboxRecord, update: Mapping[str, Any], values: Mapping[str, Any], *, condition: str
+    ) -> bool:
+        """Apply `update` to the webhook if it exists and `condition` holds on its status (`#settled`)."""
+        try:
+            self.table.update_item(
+                Key=schema.outbox_key(record.webhook_id),
+                UpdateExpression=update["UpdateExpression"],
+                ConditionExpression=f"attribute_exists(pk) AND {condition}",
+                ExpressionAttributeNames={**update["ExpressionAttributeNames"], "#settled": "status"},
+                ExpressionAttributeValues={
+                    **update["ExpressionAttributeValues"],
+                    **values,
+                    **{f":{s}": s for s in SETTLED if f":{s}" in condition},
+                },
+            )
+        except ClientError as error:
+            if error.response["Error"]["Code"] != "ConditionalCheckFailedException":
+                raise
+            return False
+        return True
 
     def requeue(self, record: OutboxRecord) -> OutboxRecord:
         """An operator's redelivery: pending again, the same id and body, its attempts counted anew."""
@@ -181,16 +210,27 @@ class OutboxStore:
             last_attempt_at=datetime.fromisoformat(at.replace("Z", "+00:00")) if at else None,
             last_error=error,
         )
-        try:  # only while this webhook is the job's latest: an older one never overwrites a newer one's view
+        # Only while this webhook is the job's latest (an older one never overwrites a newer one's view), and a
+        # settled view only by an operator's redelivery (`pending`): an attempt's view that lands after the webhook
+        # settled never replaces `delivered` or `dead`.
+        condition = "#callback.webhook_id = :id"
+        values: dict[str, Any] = {
+            ":callback": callback.model_dump(mode="json", exclude_none=True),
+            ":id": record.webhook_id,
+        }
+        if status != "pending":
+            condition += " AND NOT #callback.#status IN (:delivered, :dead)"
+            values |= {":delivered": "delivered", ":dead": "dead"}
+        try:
             self.table.update_item(
                 Key=schema.job_key(record.job_id),
                 UpdateExpression="SET #callback = :callback",
-                ConditionExpression="#callback.webhook_id = :id",
-                ExpressionAttributeNames={"#callback": "callback"},
-                ExpressionAttributeValues={
-                    ":callback": callback.model_dump(mode="json", exclude_none=True),
-                    ":id": record.webhook_id,
+                ConditionExpression=condition,
+                ExpressionAttributeNames={
+                    "#callback": "callback",
+                    **({"#status": "status"} if status != "pending" else {}),
                 },
+                ExpressionAttributeValues=values,
             )
         except ClientError as error_:
             if error_.response["Error"]["Code"] != "ConditionalCheckFailedException":

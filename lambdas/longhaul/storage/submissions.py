@@ -49,6 +49,8 @@ class NewJob:
     links_base: str | None = None
     sla_class: str = "standard"
     correlation_id: str | None = None
+    agent_max_turns: int | None = None
+    agent_max_tool_calls: int | None = None
 
 
 class JobSubmissions:
@@ -113,6 +115,8 @@ class JobSubmissions:
             "callback_url": job.callback_url,
             "links_base": job.links_base,
             "correlation_id": job.correlation_id,
+            "agent_max_turns": job.agent_max_turns,
+            "agent_max_tool_calls": job.agent_max_tool_calls,
         }
         item.update({k: v for k, v in optional.items() if v is not None})
         writes: list[dict[str, Any]] = [

@@ -10,14 +10,14 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from datetime import timedelta
-from typing import Any
+from typing import Annotated, Any
 
-from pydantic import BaseModel
+from pydantic import BaseModel, Field, ValidationError
 
 from longhaul.core import correlation, tracing
 from longhaul.core.addresses import Resolver, UnsafeCallback, check_url, system_resolver
 from longhaul.core.clock import iso
-from longhaul.core.errors import InternalError, WebhookDeliveryFailed, WebhookUndeliverable
+from longhaul.core.errors import WebhookDeliveryFailed, WebhookUndeliverable
 from longhaul.core.observability import emit, logger
 from longhaul.core.ports import EngineUnavailable
 from longhaul.core.records import OutboxRecord
@@ -29,8 +29,8 @@ RELAY_AFTER = timedelta(minutes=1)  # a pending webhook older than this was not 
 
 
 class DeliveryEvent(BaseModel):
-    webhook_id: str
-    job_id: str
+    webhook_id: Annotated[str, Field(min_length=1, max_length=200)]
+    job_id: Annotated[str, Field(min_length=1, max_length=200)]
     error: str | None = None
     cause: str | None = None
 
@@ -49,19 +49,39 @@ class WebhookDeadLetter(BaseModel):
     redeliver: dict[str, str]
 
 
+class PoisonDelivery(BaseModel):
+    """The dead letter of a delivery that carried no webhook of the outbox (a malformed input, an unknown id):
+    nothing to redeliver, only what it was, for an operator."""
+
+    poison: bool = True
+    webhook_id: str | None
+    job_id: str | None
+    reason: str
+    failed_at: str
+
+
+def _event(raw_event: Any) -> DeliveryEvent:
+    """The delivery's input, or `WebhookUndeliverable` (dead at once: no retry can make it valid)."""
+    try:
+        return DeliveryEvent.model_validate(raw_event)
+    except ValidationError as invalid:
+        raise WebhookUndeliverable(f"not a webhook delivery: {invalid.error_count()} invalid field(s)") from None
+
+
 def _record(services: Services, webhook_id: str) -> OutboxRecord:
     record = services.outbox.get(webhook_id)
     if record is None:
-        raise InternalError(f"no webhook {webhook_id}")
+        raise WebhookUndeliverable(f"no webhook {webhook_id} in the outbox")
     return record
 
 
 def deliver(raw_event: Mapping[str, Any], services: Services, *, resolver: Resolver | None = None) -> dict[str, Any]:
-    """One attempt; raises `WebhookDeliveryFailed` (retried) or `WebhookUndeliverable` (dead at once)."""
-    event = DeliveryEvent.model_validate(raw_event)
+    """One attempt; raises `WebhookDeliveryFailed` (retried) or `WebhookUndeliverable` (dead at once, as is a delivery
+    whose input names no webhook of the outbox: poison is never retried)."""
+    event = _event(raw_event)
     outbox, record = services.outbox, _record(services, event.webhook_id)
-    if record.status == "delivered":
-        return {"status": "delivered", "attempts": record.attempts}
+    if record.status in ("delivered", "dead"):  # a late or repeated attempt: the webhook is settled
+        return {"status": record.status, "attempts": record.attempts}
     secrets = services.webhook_secrets.signing_secrets(record.tenant_id) if services.webhook_secrets else []
     if not secrets:
         outbox.attempted(record, delivered=False, error="the tenant has no webhook secret")
@@ -91,9 +111,26 @@ def deliver(raw_event: Mapping[str, Any], services: Services, *, resolver: Resol
 
 
 def dead_letter(raw_event: Mapping[str, Any], services: Services) -> dict[str, Any]:
-    """The retries are exhausted (or the webhook cannot be delivered): mark it dead; the message for its queue."""
-    event = DeliveryEvent.model_validate(raw_event)
-    record = _record(services, event.webhook_id)
+    """The retries are exhausted (or the webhook cannot be delivered): mark it dead; the message for its queue.
+
+    A delivery that carried no webhook of the outbox is poison: logged once, here, and dead-lettered as what it was
+    (`PoisonDelivery`), so that the execution always ends in the queue and never fails in its own failure path."""
+    try:
+        event = DeliveryEvent.model_validate(raw_event)
+        record = services.outbox.get(event.webhook_id)
+    except ValidationError:
+        event, record = None, None
+    if event is None or record is None:
+        fields = raw_event if isinstance(raw_event, Mapping) else {}
+        reason = "not a webhook delivery" if event is None else f"no webhook {event.webhook_id} in the outbox"
+        logger.warning("poison webhook delivery dead-lettered", extra={"reason": reason})
+        emit("WebhooksDead", event="poison")
+        return PoisonDelivery(
+            webhook_id=_text(fields.get("webhook_id")),
+            job_id=_text(fields.get("job_id")),
+            reason=reason,
+            failed_at=iso(services.now()),
+        ).model_dump(mode="json")
     services.outbox.dead(record, event.error if not record.last_error else None)
     fresh = services.outbox.get(record.webhook_id) or record
     emit("WebhooksDead", event=record.event)
@@ -109,6 +146,11 @@ def dead_letter(raw_event: Mapping[str, Any], services: Services) -> dict[str, A
         failed_at=iso(services.now()),
         redeliver={"method": "POST", "path": f"/v1/ops/webhooks/{record.webhook_id}/redeliver"},
     ).model_dump(mode="json")
+
+
+def _text(value: Any) -> str | None:
+    """A field of a poison input, kept only when it is a short string (the rest of it is not trusted)."""
+    return value[:200] if isinstance(value, str) else None
 
 
 def _origin(url: str) -> str:

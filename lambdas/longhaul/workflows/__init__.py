@@ -1,6 +1,7 @@
 """The workflows: one package each (`<name>/spec.py`, `<name>/steps.py` and the library only it uses), found by
 `longhaul.engine.spec.registry()` — adding a workflow adds a folder here, nothing else — and what derives from them
-for the API: the job request as a union discriminated on `workflow` (so OpenAPI shows each workflow's input).
+for the API: the job request as a union discriminated on `workflow` (so OpenAPI shows each workflow's input), the
+result a job of each workflow answers, and a reviewer's decision with the edits of every workflow that has a review.
 
 May import: review, engine, guardrails, documents, services, storage, adapters, core. A workflow's package imports
 no other workflow's; what two workflows share is `longhaul.documents`."""
@@ -9,10 +10,11 @@ from __future__ import annotations
 
 from typing import Annotated, Any, Literal, Union
 
-from pydantic import Field, TypeAdapter, create_model
+from pydantic import BaseModel, Field, TypeAdapter, create_model
 
-from longhaul.core.contracts import JobRequestBase
+from longhaul.core.contracts import BudgetView, JobRequestBase
 from longhaul.engine.spec import Registry, StepKind, StepSpec, WorkflowSpec, registry
+from longhaul.review.contracts import DecisionRequest
 
 # Every package here whose `spec` module defines `SPEC`.
 REGISTRY = registry()
@@ -39,4 +41,67 @@ JobRequest: Any = (
 )
 JOB_REQUEST: TypeAdapter[JobRequestBase] = TypeAdapter(JobRequest)
 
-__all__ = ["JOB_REQUEST", "REGISTRY", "JobRequest", "Registry", "StepKind", "StepSpec", "WorkflowSpec"]
+
+def _result_model(spec: WorkflowSpec) -> type[BaseModel]:
+    name = "".join(part.title() for part in spec.name.split("-")) + "JobResult"
+    model: type[BaseModel] = create_model(
+        name,
+        __base__=spec.result_model,
+        __doc__=f"The result of a `{spec.name}` job, with its budget.",
+        budget=(
+            BudgetView | None,
+            Field(default=None, description="Limits, usage, cost and what remains, per step."),
+        ),
+    )
+    return model
+
+
+RESULT_MODELS: dict[str, type[BaseModel]] = {name: _result_model(spec) for name, spec in REGISTRY.items()}
+# The body of GET /v1/jobs/{id}/result: the job's workflow's result and its budget.
+_RESULTS = tuple(RESULT_MODELS.values())
+JobResultBody: Any = Union[_RESULTS] if len(_RESULTS) > 1 else _RESULTS[0]  # noqa: UP007
+
+# The edits a reviewer may send: those of every workflow with a review step (the review's own workflow checks them).
+EDITS_MODELS: tuple[type[BaseModel], ...] = tuple(
+    dict.fromkeys(s.review.edits_model for spec in REGISTRY.values() for s in spec.steps if s.review is not None)
+)
+_Edits: Any = Union[EDITS_MODELS] if len(EDITS_MODELS) > 1 else EDITS_MODELS[0]  # noqa: UP007
+# The body of POST /v1/reviews/{id}/decision: a `DecisionRequest` whose `edits` are one of the workflows' edits.
+DecisionBody: type[DecisionRequest] = create_model(
+    "DecisionRequest",
+    __base__=DecisionRequest,
+    __doc__=DecisionRequest.__doc__,
+    edits=(
+        _Edits | None,
+        Field(
+            default=None,
+            validate_default=True,
+            description="With `edit` (and only then): the edits of the review's workflow (document-analysis: "
+            "`answer` and/or `claims`; invoice-reconciliation: `summary`), validated like model output.",
+        ),
+    ),
+)
+
+
+def decision_request(body: DecisionRequest) -> DecisionRequest:
+    """A `DecisionBody` as the review lane takes it: the edits as the reviewer wrote them."""
+    dumped = body.model_dump(exclude_unset=True)
+    if isinstance(body.edits, BaseModel):
+        dumped["edits"] = body.edits.model_dump(exclude_unset=True)
+    return DecisionRequest.model_validate(dumped)
+
+
+__all__ = [
+    "EDITS_MODELS",
+    "JOB_REQUEST",
+    "REGISTRY",
+    "RESULT_MODELS",
+    "DecisionBody",
+    "JobRequest",
+    "JobResultBody",
+    "Registry",
+    "StepKind",
+    "StepSpec",
+    "WorkflowSpec",
+    "decision_request",
+]

@@ -62,6 +62,13 @@ class DraftCitation(BaseModel):
     quote: str
 
 
+class ReviewedCitation(DraftCitation):
+    """A reviewer's citation: also the document and page it names, which must be its passage's to verify."""
+
+    document: str | None = None
+    page: int | None = None
+
+
 class DraftClaim(BaseModel):
     text: str
     citations: list[DraftCitation]
@@ -228,6 +235,10 @@ def _verified(citation: DraftCitation, chunks: Mapping[str, Chunk]) -> Citation 
     quote = locate_quote(citation.quote, chunk.text) if chunk else None
     if chunk is None or quote is None:
         return None
+    if isinstance(citation, ReviewedCitation) and (
+        citation.document not in (None, chunk.document) or citation.page not in (None, chunk.page)
+    ):
+        return None  # it names another page than its passage's: what it says is not where it says
     return Citation(
         document=chunk.document,
         page=chunk.page,
@@ -303,4 +314,8 @@ def render_markdown(result: JobResult) -> str:
     if unread:
         lines += ["", "Pages without a text layer (they need OCR and were not read):", ""]
         lines += [f"- {d.name}: page {', '.join(map(str, d.pages_needing_ocr))}" for d in unread]
+    unreadable = [d for d in result.documents if d.pages_unreadable]
+    if unreadable:
+        lines += ["", "Pages OCR could not read (no text, or too low a confidence):", ""]
+        lines += [f"- {d.name}: page {', '.join(map(str, d.pages_unreadable))}" for d in unreadable]
     return "\n".join(lines).rstrip() + "\n"

@@ -8,28 +8,48 @@ may edit the answer and the claims; edited claims are verified against their pag
 
 from __future__ import annotations
 
-from typing import Annotated
+from typing import Annotated, Literal
 
-from pydantic import Field, model_validator
+from pydantic import ConfigDict, Field, model_validator
 
-from longhaul.core.contracts import DocumentAnalysisInput, JobResult, Strict
+from longhaul.core.contracts import VISIBLE_SCHEMA, DocumentAnalysisInput, JobResult, Strict, Visible
 from longhaul.engine.spec import ReviewPolicy, WorkflowSpec, container, fan_out, review, step
 
 
 class EditedCitation(Strict):
+    """A citation as the result shows it: `chunk_id` and `quote` are what is verified (the quote must be on that
+    passage); `document` and `page`, when given, must be the passage's; `source` and `ocr_confidence` are taken
+    from the passage, so a citation copied from the draft is accepted as it is."""
+
     chunk_id: Annotated[str, Field(min_length=1, max_length=200)]
-    quote: Annotated[str, Field(min_length=1, max_length=2000)]
+    quote: Annotated[str, Field(min_length=1, max_length=2000, json_schema_extra=VISIBLE_SCHEMA), Visible]
+    document: Annotated[str | None, Field(default=None, max_length=1000)]
+    page: Annotated[int | None, Field(default=None, ge=1)]
+    source: Literal["text", "ocr"] | None = None
+    ocr_confidence: Annotated[float | None, Field(default=None, ge=0, le=1)]
 
 
 class EditedClaim(Strict):
-    text: Annotated[str, Field(min_length=1, max_length=2000)]
+    text: Annotated[str, Field(min_length=1, max_length=2000, json_schema_extra=VISIBLE_SCHEMA), Visible]
     citations: Annotated[list[EditedCitation], Field(min_length=1, max_length=20)]
 
 
 class AnswerEdits(Strict):
     """A reviewer's edits: a new answer and/or claims (each citation is verified like the model's)."""
 
-    answer: Annotated[str | None, Field(default=None, min_length=1, max_length=20_000)]
+    model_config = ConfigDict(
+        json_schema_extra={
+            "anyOf": [
+                {"required": [field], "properties": {field: {"not": {"type": "null"}}}}
+                for field in ("answer", "claims")
+            ]
+        }
+    )
+
+    answer: Annotated[
+        Annotated[str, Field(min_length=1, max_length=20_000, json_schema_extra=VISIBLE_SCHEMA), Visible] | None,
+        Field(default=None),
+    ]
     claims: Annotated[list[EditedClaim] | None, Field(default=None, max_length=100)]
 
     @model_validator(mode="after")

@@ -11,17 +11,28 @@ from typing import Any
 
 from pydantic import BaseModel, TypeAdapter
 
-from longhaul.core.contracts import Claim, DocumentAnalysisInput, DocumentSummary, JobResult, JobStatus, Verification
+from longhaul.core.contracts import (
+    Claim,
+    DocumentAnalysisInput,
+    DocumentSummary,
+    JobResult,
+    JobStatus,
+    PageText,
+    Verification,
+)
 from longhaul.core.errors import CancelledError, InvalidInputError
+from longhaul.core.records import Job
 from longhaul.documents import ocr
 from longhaul.documents.intake import Intake, PreparedInput, StoredDocument, read_document
 from longhaul.documents.parsing import Chunk, ParsedDocument, chunk_document, parse_document
 from longhaul.engine.context import StepContext
 from longhaul.engine.items import write_item_list
 from longhaul.review.contracts import ReviewEvidence, ReviewMaterial
+from longhaul.services import Services
 from longhaul.storage import artifacts as keys
+from longhaul.storage.artifacts import ArtifactStore
 from longhaul.workflows.document_analysis import analysis
-from longhaul.workflows.document_analysis.analysis import Draft, Evidence, EvidenceSet
+from longhaul.workflows.document_analysis.analysis import Draft, DraftClaim, Evidence, EvidenceSet, ReviewedCitation
 from longhaul.workflows.document_analysis.retrieval import LexicalIndex, group_passages
 from longhaul.workflows.document_analysis.spec import AnswerEdits
 
@@ -277,7 +288,17 @@ def _reviewed(ctx: StepContext, verified: dict[str, Any]) -> dict[str, Any]:
     answer = edits.answer if edits.answer is not None else verified["answer"]
     if edits.claims is None:
         return {**verified, "answer": answer}
-    draft = Draft.model_validate({"answer": answer, "claims": [c.model_dump() for c in edits.claims]})
+    edited = [
+        DraftClaim(
+            text=claim.text,
+            citations=[
+                ReviewedCitation(chunk_id=c.chunk_id, quote=c.quote, document=c.document, page=c.page)
+                for c in claim.citations
+            ],
+        )
+        for claim in edits.claims
+    ]
+    draft = Draft(answer=answer, claims=edited)
     claims, verification = analysis.verify_citations(draft, {c.chunk_id: c for c in _chunks(ctx)})
     return {"answer": answer, "claims": [c.model_dump() for c in claims], "verification": verification.model_dump()}
 
@@ -312,3 +333,34 @@ def publish_result(ctx: StepContext) -> dict[str, Any]:
     store.put_bytes(result.markdown_key or "", analysis.render_markdown(result).encode(), "text/markdown")
     key = store.put_json(keys.result_key(ctx.job_id), result)
     return {"result_key": key, "claims": len(claims), "citations": len(result.citations)}
+
+
+# ---------------------------------------------------------------------- a page, for people
+
+
+def page_text(services: Services, job: Job, document: str, page: int) -> PageText | None:
+    """A page of one of the job's documents as the steps read it (with the text OCR read), where a citation's quote
+    is shown in its page; None when the job has no such page or its intermediate artifacts have expired."""
+    store = services.artifacts
+    stored = next((d for d in _stored_documents(store, job) if d.name == document), None)
+    parsed_key = _parsed_key(job.job_id, stored.index) if stored else None
+    if parsed_key is None or store.head(parsed_key) is None:
+        return None
+    parsed = ParsedDocument.model_validate(store.get_json(parsed_key))
+    planned = services.checkpoints.get_step(job.job_id, "plan_ocr")
+    batches = int(planned.output["ocr_batches"]["count"]) if planned and planned.succeeded and planned.output else 0
+    results = []
+    for number in range(batches):
+        key = keys.work_key(job.job_id, ocr.STEP, f"batch-{number:03d}.json")
+        if store.head(key) is not None:
+            results.append(ocr.OcrBatchResult.model_validate(store.get_json(key)))
+    found = next((p for p in ocr.apply_ocr(parsed, results).pages if p.number == page), None)
+    if found is None:
+        return None
+    return PageText(document=document, page=page, text=found.text, source=found.source)
+
+
+def _stored_documents(store: ArtifactStore, job: Job) -> list[StoredDocument]:
+    if store.head(job.input_key) is None:
+        return []
+    return JobInput.model_validate(store.get_json(job.input_key)).documents

@@ -43,10 +43,12 @@ _CURRENCY = rf"(?:{_SYMBOL}|(?<![A-Za-z])(?:{_CODE})(?![A-Za-z]))"
 _GROUP_MARKS = ",.'’\u00a0\u202f"
 _NUMBER = rf"\d{{1,3}}(?:[{_GROUP_MARKS}]\d{{3}})+(?:[.,]\d{{1,4}})?|\d+(?:[.,]\d{{1,4}})?"
 _NUMBER_SPACED = r"\d{1,3}(?: \d{3})+(?:[.,]\d{1,4})?"
-# One amount inside a line of text: optional sign/parenthesis, currency before or after, not a percentage.
+# One amount inside a line of text: optional sign/parenthesis, currency before or after, not a percentage. A
+# currency right before the next number is that number's (`$19.99 $59.97`), not a trailing one of this.
 AMOUNT = re.compile(
     rf"(?<![\w.,/-])(?P<open>\()?(?:(?P<sign>[-−])\s?)?(?:(?P<pre>{_CURRENCY})\s?)?(?P<sign2>[-−])?"
-    rf"(?P<num>{_NUMBER})(?![\d.,]*\d)(?!\s?%)(?:\s?(?P<post>{_CURRENCY}))?(?P<trail>-(?!\d))?(?P<close>\))?"
+    rf"(?P<num>{_NUMBER})(?![\d.,]*\d)(?!\s?%)(?:\s?(?P<post>{_CURRENCY})(?!\s?[-−]?\d))?(?P<trail>-(?!\d))?"
+    r"(?P<close>\))?"
 )
 _PERCENT = re.compile(r"(?<![\w.,])(\d+(?:[.,]\d+)?)\s?%")
 _CURRENCY_TOKEN = re.compile(_CURRENCY)

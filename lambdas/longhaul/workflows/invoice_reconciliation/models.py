@@ -48,6 +48,12 @@ class ExtractedLineItem(BaseModel):
     quantity: Annotated[str, Field(description="As written, e.g. '3' or '2.5'.")]
     unit_price: Annotated[str, Field(description="As written, e.g. '$19.99' or '1.234,50'.")]
     line_total: Annotated[str, Field(description="As written, e.g. '59.97'.")]
+    tax: Annotated[
+        str | None, Field(description="The line's own tax amount, when the invoice has a tax column, as written.")
+    ] = None
+    tax_rate: Annotated[str | None, Field(description="The line's own tax rate, when written on it, e.g. '19%'.")] = (
+        None
+    )
     source: Source
 
 
@@ -61,6 +67,13 @@ class ExtractedTotals(BaseModel):
         Field(description="Other amounts added to the total: shipping, freight, fees, further taxes."),
     ] = []
     total: Annotated[SourcedValue | None, Field(description="Total / amount due / grand total.")] = None
+    tax_included: Annotated[
+        SourcedValue | None,
+        Field(
+            description="Only when the invoice says its prices and totals already include the tax ('Prices include "
+            "VAT', 'of which VAT 23%', 'Includes GST'): those words as written, and their line."
+        ),
+    ] = None
 
 
 class ExtractedInvoice(BaseModel):
@@ -107,6 +120,9 @@ class LineItem(BaseModel):
     unit_price: str
     line_total: str
     source: Source
+    tax: Annotated[str | None, Field(description="The line's tax, when the invoice has a tax column.")] = Field(
+        default=None, exclude_if=lambda value: value is None
+    )
 
 
 class Totals(BaseModel):
@@ -116,6 +132,9 @@ class Totals(BaseModel):
     total: str | None = None
     tax_rate: Annotated[str | None, Field(description="Stated tax rate in percent, e.g. '20'.")] = None
     charges: Annotated[str | None, Field(description="Sum of shipping, fees and further taxes.")] = None
+    tax_included: Annotated[
+        bool | None, Field(description="True when the prices and the total include the tax (tax-inclusive).")
+    ] = Field(default=None, exclude_if=lambda value: value is None)
 
 
 class Discrepancy(BaseModel):
@@ -137,12 +156,28 @@ class InvoiceResult(BaseModel):
     discrepancies: list[Discrepancy]
     date: str | None = None
     vendor: str | None = None
+    extractor: Annotated[
+        str | None,
+        Field(description="What extracted the values when it was not a language model (offline: the parser)."),
+    ] = None
+
+
+class AgreedPrice(BaseModel):
+    """One price of the contract's price list, with the line it was read from."""
+
+    code: str
+    description: str
+    unit_price: Annotated[str, Field(description="Decimal string, in the contract's currency.")]
+    source: Source
 
 
 class ContractSummary(BaseModel):
     document: str
     currency: str
     products: int
+    prices: Annotated[
+        list[AgreedPrice], Field(description="The agreed prices, each with its source line (what disputes cite).")
+    ] = []
 
 
 class InvoiceReconciliationResult(BaseModel):

@@ -88,7 +88,7 @@ def summary_request(
 ) -> ModelRequest:
     """Ask for a summary of the reconciled invoices (line items left out: the findings are what matters)."""
     context: dict[str, Any] = {
-        "contract": contract.model_dump(mode="json"),
+        "contract": contract.model_dump(mode="json", exclude={"prices"}),  # the prices are for disputes, not here
         "invoices": [invoice.model_dump(mode="json") for invoice in invoices],
     }
     brief = [invoice.model_dump(mode="json", exclude={"line_items"}) for invoice in invoices]

@@ -15,6 +15,7 @@ from decimal import Decimal
 from longhaul.workflows.invoice_reconciliation.amounts import AmountError, amount_string, parse_amount, percentages_in
 from longhaul.workflows.invoice_reconciliation.models import (
     RULES,
+    AgreedPrice,
     ContractSummary,
     Discrepancy,
     ExtractedInvoice,
@@ -49,6 +50,7 @@ def invoice_result(
             unit_price=amount(item.unit_price),
             line_total=amount(item.line_total),
             source=item.source,
+            tax=amount(item.tax) if item.tax is not None else None,
         )
         for i, item in enumerate(invoice.line_items)
         if not any(field.startswith(f"line_items[{i}].") for field in bad)
@@ -75,6 +77,7 @@ def invoice_result(
         total=sourced("total"),
         tax_rate=format(parse_amount(rate.replace("%", "")), "f") if rate else None,
         charges=amount_string(sum((decimal(c.value) for c in t.charges), Decimal(0))) if charges_ok else None,
+        tax_included=True if t.tax_included is not None and "totals.tax_included" not in bad else None,
     )
     status = "unreadable" if not items else "discrepancies" if discrepancies else "matched"
     return InvoiceResult(
@@ -87,11 +90,18 @@ def invoice_result(
         discrepancies=discrepancies,
         date=header("date"),
         vendor=header("vendor"),
+        extractor=invoice.extractor,
     )
 
 
 def contract_summary(price_list: PriceList) -> ContractSummary:
-    return ContractSummary(document=price_list.document, currency=price_list.currency, products=len(price_list.prices))
+    prices = [
+        AgreedPrice(code=p.code, description=p.description, unit_price=amount_string(p.unit_price), source=p.source)
+        for p in sorted(price_list.prices.values(), key=lambda p: (p.source.page, p.code))
+    ]
+    return ContractSummary(
+        document=price_list.document, currency=price_list.currency, products=len(price_list.prices), prices=prices
+    )
 
 
 def totals_by_currency(invoices: Sequence[InvoiceResult]) -> dict[str, Decimal]:

@@ -54,11 +54,16 @@ def sourced_values(invoice: ExtractedInvoice) -> Iterator[tuple[str, str, Source
             yield f"{path}.description", item.description, item.source, "text"
         for name in ("quantity", "unit_price", "line_total"):
             yield f"{path}.{name}", getattr(item, name), item.source, "number"
+        for name, written in (("tax", item.tax), ("tax_rate", item.tax_rate)):
+            if written is not None:
+                yield f"{path}.{name}", written, item.source, "number"
     totals = invoice.totals
     for name in ("subtotal", "tax", "tax_rate", "discount", "total"):
         found: SourcedValue | None = getattr(totals, name)
         if found is not None:
             yield f"totals.{name}", found.value, found.source, "number"
+    if totals.tax_included is not None:
+        yield "totals.tax_included", totals.tax_included.value, totals.tax_included.source, "text"
     for i, charge in enumerate(totals.charges):
         yield f"totals.charges[{i}]", charge.value, charge.source, "number"
 

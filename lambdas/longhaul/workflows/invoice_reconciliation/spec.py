@@ -10,9 +10,9 @@ from __future__ import annotations
 
 from typing import Annotated
 
-from pydantic import Field, model_validator
+from pydantic import ConfigDict, Field, model_validator
 
-from longhaul.core.contracts import ArchiveInput, DocumentInput, Strict
+from longhaul.core.contracts import VISIBLE_SCHEMA, ArchiveInput, DocumentInput, Strict, Visible, exactly_one_of
 from longhaul.engine.spec import ReviewPolicy, WorkflowSpec, fan_out, review, step
 from longhaul.workflows.invoice_reconciliation.models import InvoiceReconciliationResult
 
@@ -20,6 +20,8 @@ MAX_INVOICES = 100
 
 
 class InvoiceReconciliationInput(Strict):
+    model_config = ConfigDict(json_schema_extra=exactly_one_of("invoices", "invoices_archive"))
+
     contract: Annotated[
         DocumentInput, Field(description="The price list: product code, description, agreed unit price, currency.")
     ]
@@ -54,7 +56,7 @@ class InvoiceReconciliationInput(Strict):
 class SummaryEdits(Strict):
     """A reviewer's summary; used only if every figure in it is a validated number (like the model's)."""
 
-    summary: Annotated[str, Field(min_length=1, max_length=5000)]
+    summary: Annotated[str, Field(min_length=1, max_length=5000, json_schema_extra=VISIBLE_SCHEMA), Visible]
 
 
 SPEC = WorkflowSpec(

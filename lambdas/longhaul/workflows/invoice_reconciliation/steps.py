@@ -61,6 +61,7 @@ def _pages(data: bytes, name: str, media_type: str) -> list[tuple[int, str]]:
 
 
 def prepare(intake: Intake, job_input: InvoiceReconciliationInput) -> PreparedInput:
+    intake.look_up([job_input.contract, *(job_input.invoices or ())])
     contract = intake.document(job_input.contract, index=0, loc=["contract"])
     if job_input.invoices_archive is not None:
         invoices = intake.archive(

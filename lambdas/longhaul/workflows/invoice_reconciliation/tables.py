@@ -13,12 +13,17 @@ from typing import Literal
 
 from longhaul.workflows.invoice_reconciliation.amounts import is_amount
 
-Role = Literal["code", "description", "quantity", "unit_price", "line_total"]
+Role = Literal["code", "description", "quantity", "unit_price", "line_total", "tax", "tax_rate"]
 
 _CELL_GAP = re.compile(r"\S+(?: \S+)*")
 _RULE = re.compile(r"^[\s|:+=_\-–—.*]+$")
 _WORD = re.compile(r"[a-z#%]+")
 
+TAX_WORDS = frozenset({"tax", "vat", "gst", "hst", "pst", "qst", "iva", "mwst", "btw", "tva", "ust"})
+# Words that say whether an amount includes its tax, rather than name the tax itself.
+_TAX_QUALIFIERS = frozenset(
+    {"incl", "including", "inclusive", "inc", "excl", "excluding", "exclusive", "ex", "without"}
+)
 # Specific code labels beat generic ones (a "#" or "No." column is often a line number).
 _CODE_SPECIFIC = frozenset({"code", "sku", "part", "article", "art", "catalog", "cat", "product", "upc", "ean"})
 _CODE_GENERIC = frozenset({"item", "ref", "reference", "id", "#", "no", "number", "nr"})
@@ -65,11 +70,18 @@ def _words(text: str) -> set[str]:
 
 
 def column_role(header: str) -> Role | None:
-    """The role of a column named `header`, or None for columns the reconciliation does not use (tax %, UoM …)."""
+    """The role of a column named `header`, or None for columns the reconciliation does not use (UoM, discount …).
+
+    A column naming a tax is the line's tax (`VAT`, `Tax amount`) or its rate (`VAT %`, `Tax rate`); one that names
+    a tax only to say whether it is in (`Amount incl. VAT`, `Unit price excl. tax`) is the column it qualifies."""
     words = _words(header)
     if words & {"description", "desc", "details", "particulars", "service", "services", "name", "designation"}:
         return "description"
-    if words & {"tax", "vat", "gst", "disc", "discount", "%"}:
+    if words & TAX_WORDS:
+        if words & _TAX_QUALIFIERS:
+            return column_role(" ".join(sorted(words - TAX_WORDS - _TAX_QUALIFIERS)))
+        return "tax_rate" if words & {"%", "rate", "pct", "percent"} else "tax"
+    if words & {"disc", "discount", "%"}:
         return None
     if words & {"amount", "total", "ext", "extended", "subtotal", "sum", "net", "value"} and "unit" not in words:
         return "line_total"
@@ -87,10 +99,20 @@ def _header_roles(cells: list[Cell]) -> tuple[Role | None, ...]:
     codes = [i for i, role in enumerate(roles) if role == "code"]
     if len(codes) > 1:
         specific = [i for i in codes if _words(cells[i].text) & _CODE_SPECIFIC] or codes[-1:]
+        described = "description" in roles
         for i in codes:
             if i != specific[0]:
-                roles[i] = None
-    for role, keep_last in (("line_total", True), ("unit_price", False), ("quantity", False), ("description", False)):
+                # Beside a code column, an `Item` column names the item (`SKU | Item | Qty …`), not a number.
+                named = not described and _words(cells[i].text) & {"item", "article"}
+                roles[i] = "description" if named else None
+    for role, keep_last in (
+        ("line_total", True),
+        ("unit_price", False),
+        ("quantity", False),
+        ("description", False),
+        ("tax", False),
+        ("tax_rate", False),
+    ):
         found = [i for i, r in enumerate(roles) if r == role]
         for i in found[:-1] if keep_last else found[1:]:
             roles[i] = None

@@ -1,0 +1,170 @@
+"""A tenant's commands: submit a job (and watch it), watch, status, list, events, result, cancel, upload."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from rich.markdown import Markdown
+
+from longhaul.core.contracts import JobStatus
+from longhaul_client.cli.common import CommandError, Key, Out, Output, OutputFormat, Url, read_json, session
+from longhaul_client.cli.render import event_line, job_panel, jobs_table
+from longhaul_client.cli.watch import stopped_watching
+from longhaul_client.cli.watch import watch as follow
+from longhaul_client.client import LonghaulClient
+
+app = typer.Typer()
+JobId = Annotated[str, typer.Argument(help="The job's id (job_…).", show_default=False)]
+
+
+@app.command()
+def submit(
+    request: Annotated[
+        Path,
+        typer.Argument(help="The job request (JSON), e.g. samples/request.json; - reads stdin.", show_default=False),
+    ],
+    idempotency_key: Annotated[
+        str | None,
+        typer.Option(help="Submitting again with the same key and request answers the same job (default: a new key)."),
+    ] = None,
+    watch: Annotated[bool, typer.Option("--watch", "-w", help="Then follow the job to its end (see `watch`).")] = False,
+    url: Url = None,
+    key: Key = None,
+    output: Output = OutputFormat.TEXT,
+) -> None:
+    """Submit a job; prints its id (with --watch, then follows it: exit 0 when it completes, 1 when it does not)."""
+    with session(url, key, output) as (client, out):
+        accepted = client.submit(read_json(request, "request"), idempotency_key=idempotency_key)
+        if not watch:
+            if out.json:
+                out.document(accepted)
+            else:
+                out.line(accepted.job_id)
+                queued = (
+                    f", about {accepted.estimated_start_seconds} s to start" if accepted.estimated_start_seconds else ""
+                )
+                out.note(f"accepted: {accepted.status.value}{queued} (longhaul watch {accepted.job_id})")
+            return
+        if not out.json:
+            out.line(accepted.job_id)
+        code = _follow(client, accepted.job_id, out)
+    raise typer.Exit(code)
+
+
+@app.command()
+def watch(job_id: JobId, url: Url = None, key: Key = None, output: Output = OutputFormat.TEXT) -> None:
+    """Follow a job live until it ends: step, progress, elapsed time and ETA, tokens and cost, review, webhook.
+
+    Exit 0 when it completes, 1 when it fails, is cancelled or expires. Piped, one line per event."""
+    with session(url, key, output) as (client, out):
+        code = _follow(client, job_id, out)
+    raise typer.Exit(code)
+
+
+def _follow(client: LonghaulClient, job_id: str, out: Out) -> int:
+    try:
+        return follow(client, job_id, out)
+    except KeyboardInterrupt:
+        out.notes.print(stopped_watching(job_id))
+        return 130
+
+
+@app.command()
+def status(job_id: JobId, url: Url = None, key: Key = None, output: Output = OutputFormat.TEXT) -> None:
+    """A job's status, current step, progress, usage, review and webhook."""
+    with session(url, key, output) as (client, out):
+        job = client.job(job_id)
+        if out.json:
+            out.document(job)
+        else:
+            out.console.print(job_panel(job))
+
+
+@app.command("jobs")
+def list_jobs(
+    status: Annotated[JobStatus | None, typer.Option(help="Only jobs in this status.")] = None,
+    limit: Annotated[int, typer.Option(min=1, help="At most this many (newest first).")] = 20,
+    url: Url = None,
+    key: Key = None,
+    output: Output = OutputFormat.TEXT,
+) -> None:
+    """Your jobs, newest first."""
+    with session(url, key, output) as (client, out):
+        jobs = list(client.jobs(status=status, limit=limit))
+        if out.json:
+            out.document({"jobs": jobs})
+        else:
+            out.console.print(jobs_table(jobs))
+
+
+@app.command()
+def events(job_id: JobId, url: Url = None, key: Key = None, output: Output = OutputFormat.TEXT) -> None:
+    """A job's events so far, oldest first (`watch` follows them as they come)."""
+    with session(url, key, output) as (client, out):
+        found = list(client.events(job_id, follow=False))
+        if out.json:
+            out.document({"events": found})
+        else:
+            for event in found:
+                out.line(event_line(event))
+
+
+@app.command()
+def result(
+    job_id: JobId,
+    markdown: Annotated[bool, typer.Option("--markdown", help="The Markdown rendering as it is stored.")] = False,
+    url: Url = None,
+    key: Key = None,
+    output: Output = OutputFormat.TEXT,
+) -> None:
+    """A completed job's result (shown as its Markdown rendering; --output json for the whole result)."""
+    with session(url, key, output) as (client, out):
+        if out.json:
+            found = client.result(job_id)
+            out.document({**found.result.model_dump(mode="json"), "budget": found.budget})
+        elif markdown or not out.console.is_terminal:
+            out.line(client.result_markdown(job_id).rstrip("\n"))
+        else:
+            out.console.print(Markdown(client.result_markdown(job_id)))
+
+
+@app.command()
+def cancel(job_id: JobId, url: Url = None, key: Key = None, output: Output = OutputFormat.TEXT) -> None:
+    """Cancel a job: its execution stops, its completed steps are kept."""
+    with session(url, key, output) as (client, out):
+        outcome = client.cancel(job_id)
+        if out.json:
+            out.document(outcome)
+            return
+        out.line(f"{outcome.job_id} {outcome.status.value}: {outcome.message}")
+        if outcome.completed_steps:
+            out.line(f"  kept: {', '.join(outcome.completed_steps)}")
+        for effect in outcome.side_effects:
+            out.line(f"  {effect}")
+
+
+@app.command()
+def upload(
+    path: Annotated[
+        Path,
+        typer.Argument(help="A document (.pdf, .txt, .md) or a ZIP archive of documents.", show_default=False),
+    ],
+    url: Url = None,
+    key: Key = None,
+    output: Output = OutputFormat.TEXT,
+) -> None:
+    """Upload a document or a ZIP archive; prints the upload_id to put in a request."""
+    with session(url, key, output) as (client, out):
+        if not path.is_file():
+            raise CommandError(f"{path}: no such file")
+        try:
+            ticket = client.upload(path)
+        except ValueError as unknown:
+            raise CommandError(str(unknown)) from None
+        if out.json:
+            media_type = ticket.headers.get("Content-Type")
+            out.document({"upload_id": ticket.upload_id, "filename": path.name, "media_type": media_type})
+        else:
+            out.line(ticket.upload_id)

@@ -1,0 +1,145 @@
+"""An operator's commands (a key with the `operator` role): every tenant's jobs, dead letters, replay (or its plan),
+dead webhooks and their redelivery, tenant policies."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from rich.text import Text
+
+from longhaul.core.contracts import JobStatus
+from longhaul_client.cli.common import Key, Output, OutputFormat, Url, read_json, session
+from longhaul_client.cli.render import dead_letters_table, jobs_table, replay_plan, webhooks_table
+
+app = typer.Typer(
+    no_args_is_help=True, help="Operators: every tenant's jobs, dead letters, replay, webhooks, policies."
+)
+webhooks = typer.Typer(no_args_is_help=True, help="Webhooks whose delivery gave up, and their redelivery.")
+policy = typer.Typer(no_args_is_help=True, help="A tenant's policy: budgets, quotas, routes, SLA classes.")
+app.add_typer(webhooks, name="webhooks")
+app.add_typer(policy, name="policy")
+Tenant = Annotated[str, typer.Argument(help="The tenant's id.", show_default=False)]
+
+
+@app.command("jobs")
+def ops_jobs(
+    tenant: Annotated[str | None, typer.Option(help="Only this tenant's jobs.")] = None,
+    status: Annotated[JobStatus | None, typer.Option(help="Only jobs in this status.")] = None,
+    limit: Annotated[int, typer.Option(min=1, help="At most this many (newest first).")] = 20,
+    url: Url = None,
+    key: Key = None,
+    output: Output = OutputFormat.TEXT,
+) -> None:
+    """Every tenant's jobs (or one tenant's), newest first."""
+    with session(url, key, output) as (client, out):
+        jobs = list(client.ops_jobs(tenant=tenant, status=status, limit=limit))
+        if out.json:
+            out.document({"jobs": jobs})
+        else:
+            out.console.print(jobs_table(jobs))
+
+
+@app.command("dead-letters")
+def dead_letters(
+    step: Annotated[str | None, typer.Option(help="Only this step's.")] = None,
+    workflow: Annotated[str | None, typer.Option(help="Only this workflow's.")] = None,
+    tenant: Annotated[str | None, typer.Option(help="Only this tenant's.")] = None,
+    limit: Annotated[int, typer.Option(min=1, max=500, help="At most this many (newest first).")] = 100,
+    url: Url = None,
+    key: Key = None,
+    output: Output = OutputFormat.TEXT,
+) -> None:
+    """Dead letters (failed steps and items), newest first, with the replay that would fix them."""
+    with session(url, key, output) as (client, out):
+        found = client.dead_letters(step=step, workflow=workflow, tenant=tenant, limit=limit)
+        if out.json:
+            out.document({"dead_letters": found})
+        else:
+            out.console.print(dead_letters_table(found))
+
+
+@app.command()
+def replay(
+    job_id: Annotated[str, typer.Argument(help="A failed, cancelled or expired job.", show_default=False)],
+    from_step: Annotated[
+        str | None,
+        typer.Option(help="The first step to run again (default: where the job failed, else its first unfinished)."),
+    ] = None,
+    dry_run: Annotated[bool, typer.Option("--dry-run", help="Print the plan; change and start nothing.")] = False,
+    reason: Annotated[str, typer.Option(help="Recorded in the job's events.")] = "replayed with the longhaul command",
+    url: Url = None,
+    key: Key = None,
+    output: Output = OutputFormat.TEXT,
+) -> None:
+    """Replay a job from a step, reusing every checkpoint before it; prints which steps and items run again."""
+    with session(url, key, output) as (client, out):
+        plan = client.replay(job_id, reason=reason, from_step=from_step, dry_run=dry_run)
+        if out.json:
+            out.document(plan)
+        else:
+            out.console.print(replay_plan(plan))
+
+
+@webhooks.command("dead")
+def dead_webhooks(
+    limit: Annotated[int, typer.Option(min=1, max=500, help="At most this many (newest first).")] = 100,
+    url: Url = None,
+    key: Key = None,
+    output: Output = OutputFormat.TEXT,
+) -> None:
+    """Webhooks whose delivery gave up, newest first."""
+    with session(url, key, output) as (client, out):
+        found = client.dead_webhooks(limit=limit)
+        if out.json:
+            out.document({"webhooks": found})
+        else:
+            out.console.print(webhooks_table(found))
+
+
+@webhooks.command("redeliver")
+def redeliver(
+    webhook_id: Annotated[str, typer.Argument(help="A dead webhook's id (msg_…).", show_default=False)],
+    url: Url = None,
+    key: Key = None,
+    output: Output = OutputFormat.TEXT,
+) -> None:
+    """Deliver a dead webhook again: the same webhook-id and body, a new series of retries."""
+    with session(url, key, output) as (client, out):
+        hook = client.redeliver_webhook(webhook_id)
+        if out.json:
+            out.document(hook)
+        else:
+            out.line(f"{hook.webhook_id} ({hook.event} of {hook.job_id}) is being delivered again: {hook.status}")
+
+
+@policy.command("get")
+def get_policy(tenant: Tenant, url: Url = None, key: Key = None, output: Output = OutputFormat.TEXT) -> None:
+    """A tenant's policy and today's spending."""
+    with session(url, key, output) as (client, out):
+        view = client.tenant_policy(tenant)
+        if out.json:
+            out.document(view)
+        else:
+            out.console.print(Text(json.dumps(view.model_dump(mode="json"), indent=2, ensure_ascii=False)))
+
+
+@policy.command("set")
+def set_policy(
+    tenant: Tenant,
+    policy_file: Annotated[
+        Path, typer.Argument(metavar="POLICY.json", help="The policy (JSON); omitted fields take the defaults.")
+    ],
+    url: Url = None,
+    key: Key = None,
+    output: Output = OutputFormat.TEXT,
+) -> None:
+    """Set a tenant's policy."""
+    with session(url, key, output) as (client, out):
+        view = client.set_tenant_policy(tenant, read_json(policy_file, "policy"))
+        if out.json:
+            out.document(view)
+        else:
+            out.console.print(Text(json.dumps(view.model_dump(mode="json"), indent=2, ensure_ascii=False)))

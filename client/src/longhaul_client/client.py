@@ -1,0 +1,496 @@
+"""The typed Python client of the Longhaul API, over httpx, speaking the API's own pydantic contracts.
+
+    with LonghaulClient("http://127.0.0.1:8000", key) as longhaul:
+        accepted = longhaul.submit(json.loads(Path("samples/request.json").read_text()))
+        job = longhaul.wait(accepted.job_id)              # follows the job to its end through the events long-poll
+        print(job.status, longhaul.result(accepted.job_id).result)
+
+What is safe to send twice is retried, and nothing else (see `RetryPolicy`): reads, `PUT`s, a submission (it always
+carries an `Idempotency-Key`, made up when the caller gives none, so the API answers a retry with the same job) and a
+cancellation (cancelling a cancelled job answers the same); a request that never reached the API (connection refused)
+is always retried. A review decision, a replay or a webhook redelivery is sent once: a lost answer is not retried,
+because a second one would be refused (`409`) or would do the work twice. httpx's transport retries only failed
+connects; the rest (which request is safe, `Retry-After`, jittered backoff) is the API's own rule, written here.
+
+Errors are the API's RFC 9457 problems as typed exceptions (`longhaul_client.errors`). Listings are iterators that
+fetch the next page as they go. `events(job_id)` and `wait(job_id)` follow a job to its end with the events
+long-poll (`GET …/events?wait=20`), which works through API Gateway (a REST API cannot hold a stream open).
+"""
+
+from __future__ import annotations
+
+import functools
+import operator
+import random
+import time
+import uuid
+from collections.abc import Callable, Iterator, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from types import TracebackType
+from typing import Any, TypeVar
+
+import httpx
+from pydantic import BaseModel, TypeAdapter
+
+from longhaul.core import limits
+from longhaul.core.budgets import JobBudget, TenantPolicy
+from longhaul.core.contracts import (
+    TERMINAL_STATUSES,
+    BudgetView,
+    CancelOutcome,
+    DeadLetter,
+    DeadLetterList,
+    EventPage,
+    EventView,
+    Health,
+    JobAccepted,
+    JobList,
+    JobStatus,
+    JobView,
+    ReplayOutcome,
+    ReplayRequest,
+    TenantPolicyView,
+    UploadRequest,
+    UploadTicket,
+)
+from longhaul.review.contracts import DecisionOutcome, DecisionRequest, ReviewDetail, ReviewList, ReviewView
+from longhaul.webhooks.views import WebhookList, WebhookView
+from longhaul_client.errors import LonghaulError, Problem, Unreachable
+
+__version__ = "0.1.0"
+DEFAULT_TIMEOUT_SECONDS = 30.0
+# A follower's long-poll: the API's longest wait. Each request waits at most this long for the next event.
+FOLLOW_WAIT_SECONDS = limits.MAX_EVENTS_WAIT_SECONDS
+# What an upload's file name says it is (the API accepts these media types).
+MEDIA_TYPES = {
+    ".pdf": "application/pdf",
+    ".txt": "text/plain",
+    ".md": "text/markdown",
+    ".markdown": "text/markdown",
+    ".zip": "application/zip",
+}
+_PROBLEM_OR_JSON = ("application/json", "application/problem+json")
+# Answers that mean the request was not carried out and may be sent again (where the request is safe): too many
+# requests (nothing was stored), and a gateway or platform that could not answer.
+_RETRYABLE_STATUSES = frozenset({429, 502, 503, 504})
+T = TypeVar("T")
+M = TypeVar("M", bound=BaseModel)
+
+
+class WaitTimedOut(LonghaulError):
+    """The job did not end within the time the caller gave `wait` (it goes on)."""
+
+    def __init__(self, job: JobView, seconds: float) -> None:
+        self.job = job
+        super().__init__(f"job {job.job_id} is still {job.status.value} after {seconds:g} s")
+
+
+@dataclass(frozen=True)
+class RetryPolicy:
+    """How a safe request is tried again: up to `attempts` tries in all, a jittered exponential backoff between them
+    ("full jitter": a random wait up to `base` × 2^n, at most `cap`), or as long as the API's `Retry-After` says when
+    that is at most `longest_retry_after` (a longer one is raised as the problem it is)."""
+
+    attempts: int = 4
+    base: float = 0.5
+    cap: float = 8.0
+    longest_retry_after: float = 60.0
+    sleep: Callable[[float], None] = time.sleep
+
+    def backoff(self, retry: int) -> float:
+        return random.uniform(0, min(self.cap, self.base * 2**retry))
+
+
+@dataclass(frozen=True)
+class JobUpdate:
+    """One step of following a job: the events that came since the last update, and the job as it is now."""
+
+    events: list[EventView]
+    job: JobView
+
+    @property
+    def finished(self) -> bool:
+        return self.job.status in TERMINAL_STATUSES
+
+
+@dataclass(frozen=True)
+class Result:
+    """A completed job's result: its workflow's result model, and its budget as spent."""
+
+    result: BaseModel
+    budget: BudgetView | None = None
+
+
+@functools.cache
+def _result_models() -> TypeAdapter[Any]:
+    """The union of every workflow's result model (each validates only its own results)."""
+    from longhaul.workflows import REGISTRY  # the registry is read on first use: it imports every workflow's spec
+
+    models: list[Any] = [spec.result_model for spec in REGISTRY.values()]
+    return TypeAdapter(functools.reduce(operator.or_, models))
+
+
+@dataclass
+class LonghaulClient:
+    """A client of one Longhaul API (`url`: the local runtime's or a deployed stage's) with one API key."""
+
+    url: str
+    key: str | None = None
+    timeout: float = DEFAULT_TIMEOUT_SECONDS
+    retry: RetryPolicy = field(default_factory=RetryPolicy)
+    transport: httpx.BaseTransport | None = None
+    _http: httpx.Client = field(init=False, repr=False)
+    _storage: httpx.Client = field(init=False, repr=False)
+
+    def __post_init__(self) -> None:
+        headers = {"User-Agent": f"longhaul-client/{__version__}", "Accept": "application/json"}
+        if self.key:
+            headers["Authorization"] = f"Bearer {self.key}"
+        self._http = httpx.Client(base_url=self.url, headers=headers, timeout=self.timeout, transport=self.transport)
+        # Presigned upload URLs go to the object store, without the API key (it would be a second credential there).
+        self._storage = httpx.Client(timeout=max(self.timeout, 300.0), transport=self.transport)
+
+    def close(self) -> None:
+        self._http.close()
+        self._storage.close()
+
+    def __enter__(self) -> LonghaulClient:
+        return self
+
+    def __exit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        self.close()
+
+    # ------------------------------------------------------------------ jobs
+
+    def submit(self, request: BaseModel | Mapping[str, Any], *, idempotency_key: str | None = None) -> JobAccepted:
+        """Submit a job (`request`: a workflow's request, as a model or its JSON). Always idempotent: without an
+        `idempotency_key` one is made up, so a retry after a lost answer gets the same job, not a second one."""
+        body = request.model_dump(mode="json", exclude_unset=True) if isinstance(request, BaseModel) else request
+        key = idempotency_key or f"lh-{uuid.uuid4().hex}"
+        response = self._send("POST", "/v1/jobs", json=body, headers={"Idempotency-Key": key}, safe=True)
+        return JobAccepted.model_validate_json(response.content)
+
+    def job(self, job_id: str, *, operator: bool = False) -> JobView:
+        """The job's status, current step, progress, usage, review and webhook (`operator`: any tenant's job, with an
+        operator key)."""
+        return self._get(JobView, f"{self._jobs(operator)}/{job_id}")
+
+    def jobs(self, *, status: JobStatus | str | None = None, limit: int | None = None) -> Iterator[JobView]:
+        """The tenant's jobs, newest first, fetched a page at a time (at most `limit`)."""
+        params = {"status": _value(status)}
+        yield from self._paged("/v1/jobs", params, limit, limits.MAX_PAGE_SIZE, _job_page)
+
+    def event_page(
+        self,
+        job_id: str,
+        *,
+        cursor: int | str | None = None,
+        limit: int = limits.MAX_PAGE_SIZE,
+        wait: float = 0,
+        operator: bool = False,
+    ) -> EventPage:
+        """One page of the job's events after `cursor` (a `seq`); with `wait` (seconds, at most 20), a long-poll:
+        answered as soon as there is an event after the cursor, empty when none came in time."""
+        seconds = max(0, min(int(wait), FOLLOW_WAIT_SECONDS))
+        params = {"cursor": str(cursor) if cursor else None, "limit": limit, "wait": seconds or None}
+        return self._get(EventPage, f"{self._jobs(operator)}/{job_id}/events", params, timeout=self.timeout + seconds)
+
+    def events(
+        self, job_id: str, *, after: int = 0, follow: bool = True, operator: bool = False
+    ) -> Iterator[EventView]:
+        """The job's events after `after` (a `seq`), in order; with `follow` (the default) until the job has ended,
+        waiting for each next event through the long-poll, else only those there now."""
+        if not follow:
+            yield from self._events_now(job_id, after, operator)
+            return
+        for update in self.updates(job_id, after=after, operator=operator):
+            yield from update.events
+
+    def updates(
+        self, job_id: str, *, after: int = 0, operator: bool = False, timeout: float | None = None
+    ) -> Iterator[JobUpdate]:
+        """Follow the job until it has ended: after each long-poll, the new events and the job as it is then (for a
+        live view). Raises `WaitTimedOut` when `timeout` seconds pass first."""
+        deadline = None if timeout is None else time.monotonic() + timeout
+        cursor = after
+        while True:
+            left = FOLLOW_WAIT_SECONDS if deadline is None else max(0.0, deadline - time.monotonic())
+            page = self.event_page(job_id, cursor=cursor, wait=min(FOLLOW_WAIT_SECONDS, left), operator=operator)
+            events = list(page.events)
+            cursor = events[-1].seq if events else cursor
+            job = self.job(job_id, operator=operator)  # read after the events: a finished job's last event is there
+            if job.status in TERMINAL_STATUSES and page.next_cursor is None:
+                events += self._events_now(job_id, cursor, operator)
+                yield JobUpdate(events, job)
+                return
+            yield JobUpdate(events, job)
+            if deadline is not None and time.monotonic() >= deadline:
+                raise WaitTimedOut(job, timeout or 0)
+
+    def wait(
+        self,
+        job_id: str,
+        *,
+        timeout: float | None = None,
+        on_event: Callable[[EventView], None] | None = None,
+        operator: bool = False,
+    ) -> JobView:
+        """Follow the job to its end (completed, failed, cancelled or expired) and return it; `on_event` sees each of
+        its events as it comes."""
+        for update in self.updates(job_id, operator=operator, timeout=timeout):
+            for event in update.events:
+                if on_event is not None:
+                    on_event(event)
+            if update.finished:
+                return update.job
+        raise AssertionError("unreachable: updates end with the finished job")  # pragma: no cover
+
+    def result(self, job_id: str) -> Result:
+        """A completed job's result (a `Conflict` problem until it has completed)."""
+        body = self._send("GET", f"/v1/jobs/{job_id}/result", safe=True).json()
+        budget = body.pop("budget", None)
+        return Result(
+            result=_result_models().validate_python(body),
+            budget=BudgetView.model_validate(budget) if budget else None,
+        )
+
+    def result_markdown(self, job_id: str) -> str:
+        """The result's Markdown rendering."""
+        return self._send("GET", f"/v1/jobs/{job_id}/result", headers={"Accept": "text/markdown"}, safe=True).text
+
+    def cancel(self, job_id: str, *, operator: bool = False) -> CancelOutcome:
+        """Cancel the job: its execution stops, its completed steps are kept (safe to repeat)."""
+        response = self._send("POST", f"{self._jobs(operator)}/{job_id}/cancel", safe=True)
+        return CancelOutcome.model_validate_json(response.content)
+
+    def upload(self, path: Path, *, media_type: str | None = None, filename: str | None = None) -> UploadTicket:
+        """Upload a document or a ZIP archive of documents: a presigned URL from the API, then the file to it.
+        Reference it in a request by the ticket's `upload_id` (`documents[].upload_id`, or `archive.upload_id`)."""
+        kind = media_type or MEDIA_TYPES.get(path.suffix.lower())
+        if kind is None:
+            known = ", ".join(sorted(MEDIA_TYPES))
+            raise ValueError(f"{path.name}: not a document the API takes (by its extension: {known})")
+        request = UploadRequest.model_validate({"filename": filename or path.name, "media_type": kind})
+        response = self._send("POST", "/v1/uploads", json=request.model_dump(mode="json"), safe=True)
+        ticket = UploadTicket.model_validate_json(response.content)
+        self._put_file(ticket, path)
+        return ticket
+
+    def health(self) -> Health:
+        """The API's version and readiness (no key needed); a `ServerError` when it is not ready."""
+        return self._get(Health, "/v1/health")
+
+    # ------------------------------------------------------------------ reviewers
+
+    def reviews(self, *, status: str = "pending", limit: int | None = None) -> Iterator[ReviewView]:
+        """The tenant's reviews in `status` (`pending`, `decided`, `expired`), newest first (a reviewer key)."""
+        yield from self._paged("/v1/reviews", {"status": status}, limit, limits.MAX_PAGE_SIZE, _review_page)
+
+    def review(self, review_id: str) -> ReviewDetail:
+        """What to review: the draft, the evidence with its sources, why review was asked for."""
+        return self._get(ReviewDetail, f"/v1/reviews/{review_id}")
+
+    def decide(self, review_id: str, decision: DecisionRequest | Mapping[str, Any]) -> DecisionOutcome:
+        """Approve, reject or edit (sent once: a second decision is a `Conflict`)."""
+        body = decision.model_dump(mode="json", exclude_none=True) if isinstance(decision, BaseModel) else decision
+        response = self._send("POST", f"/v1/reviews/{review_id}/decision", json=body, safe=False)
+        return DecisionOutcome.model_validate_json(response.content)
+
+    # ------------------------------------------------------------------ operators
+
+    def ops_jobs(
+        self, *, tenant: str | None = None, status: JobStatus | str | None = None, limit: int | None = None
+    ) -> Iterator[JobView]:
+        """Every tenant's jobs (or one tenant's), newest first (an operator key)."""
+        params = {"tenant": tenant, "status": _value(status)}
+        yield from self._paged("/v1/ops/jobs", params, limit, limits.MAX_OPS_PAGE_SIZE, _job_page)
+
+    def dead_letters(
+        self,
+        *,
+        step: str | None = None,
+        workflow: str | None = None,
+        tenant: str | None = None,
+        limit: int = 100,
+    ) -> list[DeadLetter]:
+        """The dead letters, newest first (an operator key)."""
+        params = {"step": step, "workflow": workflow, "tenant": tenant, "limit": limit}
+        return self._get(DeadLetterList, "/v1/ops/dead-letters", params).dead_letters
+
+    def replay(
+        self,
+        job_id: str,
+        *,
+        reason: str,
+        from_step: str | None = None,
+        dry_run: bool = False,
+        budget: JobBudget | None = None,
+    ) -> ReplayOutcome:
+        """Replay a failed, cancelled or expired job from `from_step` (default: where it failed), reusing every
+        checkpoint before it; `dry_run` answers the plan and starts nothing (sent once: a second replay while one
+        runs is a `Conflict`)."""
+        request = ReplayRequest(from_step=from_step, reason=reason, dry_run=dry_run, budget=budget)
+        body = request.model_dump(mode="json", exclude_none=True)
+        response = self._send("POST", f"/v1/ops/jobs/{job_id}/replay", json=body, safe=dry_run)
+        return ReplayOutcome.model_validate_json(response.content)
+
+    def dead_webhooks(self, *, limit: int = 100) -> list[WebhookView]:
+        """Webhooks whose delivery gave up, newest first (an operator key)."""
+        return self._get(WebhookList, "/v1/ops/webhooks/dead-letters", {"limit": limit}).webhooks
+
+    def redeliver_webhook(self, webhook_id: str) -> WebhookView:
+        """Deliver a dead webhook again (same id and body; sent once)."""
+        response = self._send("POST", f"/v1/ops/webhooks/{webhook_id}/redeliver", safe=False)
+        return WebhookView.model_validate_json(response.content)
+
+    def tenant_policy(self, tenant: str) -> TenantPolicyView:
+        """A tenant's policy (budgets, quotas, routes, SLA classes) and today's spending."""
+        return self._get(TenantPolicyView, f"/v1/ops/tenants/{tenant}/policy")
+
+    def set_tenant_policy(self, tenant: str, policy: TenantPolicy | Mapping[str, Any]) -> TenantPolicyView:
+        """Set a tenant's policy (omitted fields take the defaults)."""
+        body = policy.model_dump(mode="json", exclude_unset=True) if isinstance(policy, BaseModel) else policy
+        response = self._send("PUT", f"/v1/ops/tenants/{tenant}/policy", json=body, safe=True)
+        return TenantPolicyView.model_validate_json(response.content)
+
+    # ------------------------------------------------------------------ HTTP
+
+    @staticmethod
+    def _jobs(operator: bool) -> str:
+        return "/v1/ops/jobs" if operator else "/v1/jobs"
+
+    def _get(
+        self, model: type[M], path: str, params: Mapping[str, Any] | None = None, *, timeout: float | None = None
+    ) -> M:
+        response = self._send("GET", path, params=params, safe=True, timeout=timeout)
+        return model.model_validate_json(response.content)
+
+    def _events_now(self, job_id: str, after: int, operator: bool) -> list[EventView]:
+        events: list[EventView] = []
+        cursor: int | str | None = after
+        while True:
+            page = self.event_page(job_id, cursor=cursor, operator=operator)
+            events += page.events
+            if page.next_cursor is None:
+                return events
+            cursor = page.next_cursor
+
+    def _paged(
+        self,
+        path: str,
+        params: Mapping[str, Any],
+        limit: int | None,
+        page_size: int,
+        read: Callable[[bytes], tuple[list[T], str | None]],
+    ) -> Iterator[T]:
+        cursor: str | None = None
+        remaining = limit
+        while remaining is None or remaining > 0:
+            size = page_size if remaining is None else min(page_size, remaining)
+            response = self._send("GET", path, params={**params, "limit": size, "cursor": cursor}, safe=True)
+            found, cursor = read(response.content)
+            yield from found[:remaining]
+            if remaining is not None:
+                remaining -= len(found)
+            if cursor is None or not found:
+                return
+
+    def _send(
+        self,
+        method: str,
+        path: str,
+        *,
+        params: Mapping[str, Any] | None = None,
+        json: Any = None,
+        headers: Mapping[str, str] | None = None,
+        safe: bool,
+        timeout: float | None = None,
+    ) -> httpx.Response:
+        """One API request, retried as `RetryPolicy` says when it is `safe` to send again (a request that never
+        reached the API always is); an error answer is raised as its typed problem."""
+        query = {k: v for k, v in (params or {}).items() if v is not None}
+        return self._with_retries(
+            lambda: self._http.request(
+                method, path, params=query, json=json, headers=headers, timeout=timeout or self.timeout
+            ),
+            safe=safe,
+            what=f"{method} {self.url.rstrip('/')}{path}",
+        )
+
+    def _put_file(self, ticket: UploadTicket, path: Path) -> None:
+        def put() -> httpx.Response:
+            with path.open("rb") as content:  # opened for each attempt: a retry sends the file from its start
+                return self._storage.put(ticket.upload_url, content=content, headers=ticket.headers)
+
+        self._with_retries(put, safe=True, what=f"PUT {path.name} to its upload URL")
+
+    def _with_retries(self, send: Callable[[], httpx.Response], *, safe: bool, what: str) -> httpx.Response:
+        policy = self.retry
+        for attempt in range(1, policy.attempts + 1):
+            last = attempt == policy.attempts
+            try:
+                response = send()
+            except (httpx.ConnectError, httpx.ConnectTimeout) as error:  # the request never reached the API
+                if last:
+                    raise Unreachable(f"{what}: {_describe(error)}") from error
+                policy.sleep(policy.backoff(attempt - 1))
+                continue
+            except httpx.TransportError as error:  # it may have been carried out: sent again only where safe
+                if last or not safe:
+                    raise Unreachable(f"{what}: {_describe(error)}") from error
+                policy.sleep(policy.backoff(attempt - 1))
+                continue
+            if response.status_code < 400:
+                return response
+            problem = Problem.of(response.status_code, _body(response))
+            # 429: refused before anything was done, so any request may come again; a 5xx only where it is safe.
+            retryable = response.status_code == 429 or (safe and response.status_code in _RETRYABLE_STATUSES)
+            delay = _retry_after(response, problem)
+            if last or not retryable or (delay is not None and delay > policy.longest_retry_after):
+                raise problem
+            policy.sleep(delay if delay is not None else policy.backoff(attempt - 1))
+        raise AssertionError("unreachable: the last attempt returns or raises")  # pragma: no cover
+
+
+def _value(status: JobStatus | str | None) -> str | None:
+    return status.value if isinstance(status, JobStatus) else status
+
+
+def _job_page(content: bytes) -> tuple[list[JobView], str | None]:
+    page = JobList.model_validate_json(content)
+    return page.jobs, page.next_cursor
+
+
+def _review_page(content: bytes) -> tuple[list[ReviewView], str | None]:
+    page = ReviewList.model_validate_json(content)
+    return page.reviews, page.next_cursor
+
+
+def _body(response: httpx.Response) -> Any:
+    media = response.headers.get("content-type", "").split(";")[0].strip().lower()
+    if media in _PROBLEM_OR_JSON:
+        try:
+            return response.json()
+        except ValueError:
+            return response.text
+    return response.text
+
+
+def _retry_after(response: httpx.Response, problem: Problem) -> float | None:
+    """Seconds the API asked to wait (`Retry-After`, or the problem's `retry_after_seconds`)."""
+    for value in (response.headers.get("retry-after"), problem.extra.get("retry_after_seconds")):
+        if value is None:
+            continue
+        try:
+            return max(0.0, float(value))
+        except (TypeError, ValueError):
+            continue
+    return None
+
+
+def _describe(error: httpx.TransportError) -> str:
+    text = str(error) or type(error).__name__
+    return f"{text} (is the API at this URL up?)" if isinstance(error, httpx.ConnectError) else text

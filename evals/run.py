@@ -1,0 +1,486 @@
+"""Run each workflow's eval dataset through the local platform, score it, print a table per workflow, write the scores
+as JSON, and compare them with the committed baseline: a score worse than the baseline by more than the tolerance its
+dataset states is a regression, and the command exits non-zero.
+
+    make eval                                          # every case, the offline model (python -m evals)
+    python -m evals --small                            # the small set `make test` runs
+    LONGHAUL_MODEL_ROUTES='{"bedrock": {...}}' python -m evals --route bedrock   # any configured route
+    python -m evals --update-baseline                  # accept the scores as the new baseline (an intended change)
+
+Datasets (`evals/datasets/<workflow>.json`) hold cases with their expected outcomes and the dataset's tolerance.
+Scores per workflow:
+- success rate: jobs that completed with everything expected (every fact, every page, faithful citations; every
+  invoice's status, total and discrepancies; for a question the documents cannot answer: no claim at all);
+- citation faithfulness: citations whose quote is verbatim (whitespace aside) on the page they cite, read from the
+  source document itself (the text, the PDF's text layer; a page without one: the platform's OCR text of it);
+- fact recall, page recall: expected facts the answer states, expected pages it cites;
+- discrepancy precision and recall: (invoice, rule, field) found against the answer key;
+- model calls, tokens, cost (USD, as the job reports it) and latency (submit to finish) per job.
+Cost and latency are printed, not gated: locally they follow the machine's load (Lambda time is measured in-process).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import asdict, dataclass, field
+from datetime import datetime
+from io import BytesIO
+from pathlib import Path
+from typing import Any, Literal
+
+import requests
+from pydantic import BaseModel, Field
+
+ROOT = Path(__file__).resolve().parent.parent
+DATASETS = Path(__file__).resolve().parent / "datasets"
+BASELINE = Path(__file__).resolve().parent / "baseline.json"
+RESULTS = Path(__file__).resolve().parent / "results"
+DEFAULT_ROUTE = "default"
+OPERATOR, TENANT = "ops", "alpha"
+# Better when higher (a drop beyond the tolerance is a regression) and when lower (a rise beyond it, relative).
+HIGHER_IS_BETTER = (
+    "success_rate",
+    "citation_faithfulness",
+    "fact_recall",
+    "page_recall",
+    "discrepancy_precision",
+    "discrepancy_recall",
+)
+LOWER_IS_BETTER = ("model_calls_per_job", "tokens_per_job")
+MEDIA_TYPES = {".md": "text/markdown", ".markdown": "text/markdown", ".txt": "text/plain", ".pdf": "application/pdf"}
+
+
+# --------------------------------------------------------------------------------------------------- datasets
+
+
+class CitedPage(BaseModel):
+    document: str
+    page: int
+
+
+class ExpectedDiscrepancy(BaseModel):
+    rule: str
+    field: str
+
+
+class ExpectedInvoice(BaseModel):
+    status: Literal["matched", "discrepancies", "unreadable"]
+    total: str | None = None
+    discrepancies: list[ExpectedDiscrepancy] = Field(default_factory=list)
+
+
+class Case(BaseModel):
+    id: str
+    small: bool = False
+    hard: str | None = Field(default=None, description="What makes it hard, for the reader of the dataset.")
+    # document-analysis
+    question: str | None = None
+    documents: list[str] = Field(default_factory=list)
+    facts: list[list[str]] = Field(default_factory=list, description="Each fact: the ways an answer may state it.")
+    cite: list[CitedPage] = Field(default_factory=list)
+    unanswerable: bool = False
+    # invoice-reconciliation
+    contract: str | None = None
+    invoices: list[str] = Field(default_factory=list)
+    expected: dict[str, ExpectedInvoice] = Field(default_factory=dict)
+
+
+class Dataset(BaseModel):
+    workflow: str
+    description: str = ""
+    tolerance: dict[str, float]
+    cases: list[Case]
+
+    @classmethod
+    def load(cls, path: Path) -> Dataset:
+        return cls.model_validate_json(path.read_text())
+
+
+def datasets(folder: Path = DATASETS) -> list[Dataset]:
+    return [Dataset.load(p) for p in sorted(folder.glob("*.json"))]
+
+
+# --------------------------------------------------------------------------------------------------- one job
+
+
+@dataclass
+class CaseScore:
+    case: str
+    status: str
+    success: bool = False
+    citations: int = 0
+    faithful: int = 0
+    facts: int = 0
+    facts_found: int = 0
+    pages: int = 0
+    pages_cited: int = 0
+    true_positives: int = 0
+    false_positives: int = 0
+    false_negatives: int = 0
+    model_calls: int = 0
+    tokens: int = 0
+    cost_usd: float = 0.0
+    latency_seconds: float = 0.0
+    notes: list[str] = field(default_factory=list)
+
+
+class Api:
+    """The platform's API as a tenant (jobs) and an operator (a job's model calls)."""
+
+    def __init__(self, platform: Any) -> None:
+        self.base = platform.api_url
+        self.tenant = {**platform.auth_header(TENANT), "Content-Type": "application/json"}
+        self.operator = platform.auth_header(OPERATOR)
+
+    def document(self, path: str) -> dict[str, Any]:
+        """A request's `<document>`: a text inline, a PDF through an upload."""
+        source = ROOT / path
+        media_type = MEDIA_TYPES[source.suffix.lower()]
+        if media_type != "application/pdf":
+            return {"name": source.name, "media_type": media_type, "text": source.read_text()}
+        ticket = self._json("POST", "/v1/uploads", {"filename": source.name, "media_type": media_type})
+        put = requests.put(ticket["upload_url"], data=source.read_bytes(), headers=ticket["headers"], timeout=60)
+        put.raise_for_status()
+        return {"name": source.name, "upload_id": ticket["upload_id"]}
+
+    def run(self, body: Mapping[str, Any], timeout: float = 900) -> dict[str, Any]:
+        job_id = self._json("POST", "/v1/jobs", body)["job_id"]
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            job = self._json("GET", f"/v1/jobs/{job_id}")
+            if job["status"] in ("completed", "failed", "cancelled", "expired"):
+                return job
+            time.sleep(0.25)
+        raise TimeoutError(f"job {job_id} did not finish in {timeout:.0f} s")
+
+    def result(self, job_id: str) -> dict[str, Any]:
+        return self._json("GET", f"/v1/jobs/{job_id}/result")
+
+    def model_calls(self, job_id: str) -> int:
+        calls = requests.get(f"{self.base}/v1/ops/jobs/{job_id}/calls", headers=self.operator, timeout=60)
+        calls.raise_for_status()
+        return sum(1 for c in calls.json()["calls"] if c["status"] == "settled")
+
+    def _json(self, method: str, path: str, body: Any = None) -> dict[str, Any]:
+        data = json.dumps(body) if body is not None else None
+        response = requests.request(method, f"{self.base}{path}", data=data, headers=self.tenant, timeout=60)
+        if response.status_code >= 400:
+            raise RuntimeError(f"{method} {path}: {response.status_code} {response.text[:500]}")
+        answer: dict[str, Any] = response.json()
+        return answer
+
+
+def _normal(text: str) -> str:
+    """For comparing quotes and facts: one space for any run of whitespace, typographic quotes as plain ones."""
+    text = text.replace("\u2019", "'").replace("\u2018", "'").replace("\u201c", '"').replace("\u201d", '"')
+    return " ".join(text.split())
+
+
+def source_pages(path: str) -> dict[int, str]:
+    """A document's pages as the eval reads them, independently of the platform: a text's pages (form feeds), a
+    PDF's text layer (pypdf); a page with no text layer is absent (only OCR reads it)."""
+    source = ROOT / path
+    if source.suffix.lower() != ".pdf":
+        return {n: page for n, page in enumerate(source.read_text().split("\f"), start=1)}
+    from pypdf import PdfReader
+
+    reader = PdfReader(BytesIO(source.read_bytes()))
+    return {n: text for n, page in enumerate(reader.pages, start=1) if (text := page.extract_text() or "").strip()}
+
+
+def ocr_pages(platform: Any, job_id: str) -> dict[tuple[str, int], str]:
+    """The platform's own text of each page it OCR'd (its chunks of that page), for the pages with no text layer."""
+    from local.recording import reader
+
+    job = reader(platform, job_id)
+    (chunked,) = job.items("STEP#chunk_documents") or [{}]
+    key = (chunked.get("output") or {}).get("chunks_key")
+    chunks = json.loads(job.read(str(key)) or b"[]") if key else []
+    pages: dict[tuple[str, int], str] = {}
+    for chunk in chunks:
+        if chunk.get("source") == "ocr":
+            page = (str(chunk["document"]), int(chunk["page"]))
+            pages[page] = pages.get(page, "") + " " + str(chunk["text"])
+    return pages
+
+
+def _usage(api: Api, job: dict[str, Any], score: CaseScore) -> None:
+    score.model_calls = api.model_calls(job["job_id"])
+    score.tokens = int(job["usage"]["input_tokens"]) + int(job["usage"]["output_tokens"])
+    score.cost_usd = float((job.get("cost") or {}).get("total") or 0)
+    if job.get("finished_at"):
+        started, finished = datetime.fromisoformat(job["created_at"]), datetime.fromisoformat(job["finished_at"])
+        score.latency_seconds = (finished - started).total_seconds()
+
+
+def score_document_analysis(platform: Any, api: Api, case: Case) -> CaseScore:
+    body = {
+        "workflow": "document-analysis",
+        "input": {"question": case.question, "documents": [api.document(d) for d in case.documents]},
+    }
+    job = api.run(body)
+    score = CaseScore(case.id, job["status"], facts=len(case.facts), pages=len(case.cite))
+    _usage(api, job, score)
+    if job["status"] != "completed":
+        score.notes.append(f"ended {job['status']}: {(job.get('error') or {}).get('message')}")
+        return score
+    result = api.result(job["job_id"])
+    claims, citations = result.get("claims") or [], result.get("citations") or []
+    stated = _normal(" ".join([result.get("answer") or "", *(str(c.get("text") or "") for c in claims)])).casefold()
+    score.facts_found = sum(1 for ways in case.facts if any(_normal(w).casefold() in stated for w in ways))
+    cited = {(str(c["document"]), int(c["page"])) for c in citations}
+    score.pages_cited = sum(1 for p in case.cite if (p.document, p.page) in cited)
+    pages = {(Path(d).name, n): text for d in case.documents for n, text in source_pages(d).items()}
+    pages |= {k: v for k, v in ocr_pages(platform, job["job_id"]).items() if k not in pages}
+    score.citations = len(citations)
+    for citation in citations:
+        page = pages.get((str(citation["document"]), int(citation["page"])), "")
+        if _normal(str(citation["quote"])) in _normal(page):
+            score.faithful += 1
+        else:
+            score.notes.append(f"not on {citation['document']} p.{citation['page']}: {str(citation['quote'])[:60]!r}")
+    if case.unanswerable:
+        score.success = not claims and not citations
+    else:
+        everything = score.facts_found == score.facts and score.pages_cited == score.pages
+        score.success = everything and score.faithful == score.citations
+    return score
+
+
+def score_invoice_reconciliation(platform: Any, api: Api, case: Case) -> CaseScore:
+    assert case.contract is not None
+    body = {
+        "workflow": "invoice-reconciliation",
+        "input": {"contract": api.document(case.contract), "invoices": [api.document(i) for i in case.invoices]},
+    }
+    job = api.run(body)
+    expected = {(doc, d.rule, d.field) for doc, inv in case.expected.items() for d in inv.discrepancies}
+    score = CaseScore(case.id, job["status"], false_negatives=len(expected))
+    _usage(api, job, score)
+    if job["status"] != "completed":
+        score.notes.append(f"ended {job['status']}: {(job.get('error') or {}).get('message')}")
+        return score
+    invoices = {str(i["document"]): i for i in api.result(job["job_id"])["invoices"]}
+    found = {
+        (doc, str(d["rule"]), str(d["field"])) for doc, i in invoices.items() for d in i.get("discrepancies") or []
+    }
+    score.true_positives = len(found & expected)
+    score.false_positives = len(found - expected)
+    score.false_negatives = len(expected - found)
+    right = True
+    for document, want in case.expected.items():
+        got = invoices.get(document) or {}
+        total = (got.get("totals") or {}).get("total")
+        if got.get("status") != want.status or (want.total is not None and total != want.total):
+            right = False
+            score.notes.append(f"{document}: {got.get('status')} total {total}, expected {want.status} {want.total}")
+    score.success = right and not (found ^ expected)
+    return score
+
+
+SCORERS = {"document-analysis": score_document_analysis, "invoice-reconciliation": score_invoice_reconciliation}
+
+
+# --------------------------------------------------------------------------------------------------- scores
+
+
+def _ratio(part: int, whole: int) -> float | None:
+    return round(part / whole, 4) if whole else None
+
+
+def summarize(workflow: str, scores: Sequence[CaseScore]) -> dict[str, float | int | None]:
+    jobs = len(scores)
+    total = {k: sum(getattr(s, k) for s in scores) for k in asdict(scores[0]) if k not in ("case", "status", "notes")}
+    summary: dict[str, float | int | None] = {"jobs": jobs, "success_rate": _ratio(int(total["success"]), jobs)}
+    if workflow == "document-analysis":
+        summary["citation_faithfulness"] = _ratio(total["faithful"], total["citations"])
+        summary["fact_recall"] = _ratio(total["facts_found"], total["facts"])
+        summary["page_recall"] = _ratio(total["pages_cited"], total["pages"])
+    else:
+        found = total["true_positives"] + total["false_positives"]
+        summary["discrepancy_precision"] = _ratio(total["true_positives"], found)
+        summary["discrepancy_recall"] = _ratio(
+            total["true_positives"], total["true_positives"] + total["false_negatives"]
+        )
+    summary["model_calls_per_job"] = round(total["model_calls"] / jobs, 2)
+    summary["tokens_per_job"] = round(total["tokens"] / jobs, 1)
+    summary["cost_per_job_usd"] = round(total["cost_usd"] / jobs, 6)
+    summary["latency_per_job_seconds"] = round(total["latency_seconds"] / jobs, 2)
+    return summary
+
+
+@dataclass(frozen=True)
+class Regression:
+    workflow: str
+    metric: str
+    baseline: float
+    now: float | None
+    tolerance: float
+
+    def __str__(self) -> str:
+        where = f"{self.workflow}: {self.metric} {self.now}"
+        return f"{where} against the baseline's {self.baseline} (tolerance {self.tolerance})"
+
+
+def compare(
+    summaries: Mapping[str, Mapping[str, float | int | None]],
+    baseline: Mapping[str, Mapping[str, float | int | None]],
+    tolerances: Mapping[str, Mapping[str, float]],
+) -> list[Regression]:
+    """Every gated score worse than its baseline by more than the dataset's tolerance (a missing score, e.g. no
+    citation where the baseline had some, is worse)."""
+    found: list[Regression] = []
+    for workflow, summary in summaries.items():
+        before = baseline.get(workflow) or {}
+        for metric in (*HIGHER_IS_BETTER, *LOWER_IS_BETTER):
+            was, now = before.get(metric), summary.get(metric)
+            if was is None:
+                continue
+            tolerance = float(tolerances.get(workflow, {}).get(metric, 0.0))
+            if now is None:
+                found.append(Regression(workflow, metric, float(was), None, tolerance))
+                continue
+            worse = (
+                float(now) < float(was) - tolerance - 1e-9
+                if metric in HIGHER_IS_BETTER
+                else float(now) > float(was) * (1 + tolerance) + 1e-9
+            )
+            if worse:
+                found.append(Regression(workflow, metric, float(was), float(now), tolerance))
+    return found
+
+
+# --------------------------------------------------------------------------------------------------- the command
+
+
+COLUMNS = {
+    "document-analysis": ("citation_faithfulness", "fact_recall", "page_recall"),
+    "invoice-reconciliation": ("discrepancy_precision", "discrepancy_recall"),
+}
+LABELS = {
+    "success_rate": "success",
+    "citation_faithfulness": "faithful",
+    "fact_recall": "facts",
+    "page_recall": "pages",
+    "discrepancy_precision": "disc. precision",
+    "discrepancy_recall": "disc. recall",
+    "model_calls_per_job": "calls/job",
+    "tokens_per_job": "tokens/job",
+    "cost_per_job_usd": "USD/job",
+    "latency_per_job_seconds": "s/job",
+}
+
+
+def _case_row(workflow: str, s: CaseScore) -> list[str]:
+    one = summarize(workflow, [s])
+    return [s.case, s.status, *(_cell(one[m]) for m in _metrics(workflow))]
+
+
+def _metrics(workflow: str) -> list[str]:
+    tail = ("model_calls_per_job", "tokens_per_job", "cost_per_job_usd", "latency_per_job_seconds")
+    return ["success_rate", *COLUMNS.get(workflow, ()), *tail]
+
+
+def _cell(value: float | int | None) -> str:
+    return "-" if value is None else f"{value:g}"
+
+
+def print_tables(scores: Mapping[str, list[CaseScore]], summaries: Mapping[str, Mapping[str, Any]], out: Any) -> None:
+    from rich.console import Console
+    from rich.table import Table
+
+    console = Console(file=out, width=160)
+    for workflow, cases in scores.items():
+        table = Table(title=f"{workflow}: {len(cases)} jobs", title_justify="left")
+        for column in ("case", "status", *(LABELS[m] for m in _metrics(workflow))):
+            table.add_column(column, justify="left" if column in ("case", "status") else "right")
+        for score in cases:
+            table.add_row(*_case_row(workflow, score))
+        table.add_row(
+            "all", "", *(_cell(summaries[workflow][m]) for m in _metrics(workflow)), style="bold", end_section=True
+        )
+        console.print(table)
+        for score in cases:
+            for note in score.notes[:3]:
+                console.print(f"  {score.case}: {note}", markup=False, highlight=False)
+
+
+def evaluate(
+    platform: Any, chosen: Sequence[Dataset], *, small: bool
+) -> tuple[dict[str, list[CaseScore]], dict[str, dict[str, Any]]]:
+    api = Api(platform)
+    scores: dict[str, list[CaseScore]] = {}
+    for dataset in chosen:
+        cases = [c for c in dataset.cases if c.small or not small]
+        if cases:
+            scores[dataset.workflow] = [SCORERS[dataset.workflow](platform, api, c) for c in cases]
+    return scores, {w: summarize(w, s) for w, s in scores.items()}
+
+
+def _routes(route: str) -> str:
+    """Every model step of every workflow on `route` (`LONGHAUL_STEP_ROUTES`)."""
+    from longhaul.workflows import REGISTRY
+
+    return json.dumps({step: route for spec in REGISTRY.values() for step in spec.model_steps})
+
+
+def main(argv: Sequence[str] | None = None, *, out: Any = sys.stdout) -> int:
+    parser = argparse.ArgumentParser(prog="python -m evals", description=__doc__.split("\n")[0])
+    parser.add_argument("--small", action="store_true", help="only the small set (the cases marked `small`)")
+    parser.add_argument("--route", default=DEFAULT_ROUTE, help="the model route of every model step (configured in "
+                        "LONGHAUL_MODEL_ROUTES); default: the platform's default route")  # fmt: skip
+    parser.add_argument("--workflow", action="append", help="only this workflow's dataset (repeatable)")
+    parser.add_argument("--out", type=Path, help="where to write the scores (default: evals/results/<set>.json)")
+    parser.add_argument("--baseline", type=Path, default=BASELINE)
+    parser.add_argument("--update-baseline", action="store_true", help="store these scores as the baseline")
+    args = parser.parse_args(argv)
+    chosen = [d for d in datasets() if not args.workflow or d.workflow in args.workflow]
+    kind = "small" if args.small else "full"
+
+    from local import lambda_runtime
+    from local.platform import LocalPlatform
+
+    running = LocalPlatform.current()
+    platform = running or LocalPlatform.start(ROOT)
+    before = lambda_runtime.environment_overrides()
+    try:
+        if args.route != DEFAULT_ROUTE:
+            platform.set_function_environment(LONGHAUL_STEP_ROUTES=_routes(args.route))
+        scores, summaries = evaluate(platform, chosen, small=args.small)
+    finally:
+        lambda_runtime.configure(environment_overrides=before)
+        if running is None:
+            platform.stop()
+
+    print_tables(scores, summaries, out)
+    stored = json.loads(args.baseline.read_text()) if args.baseline.exists() else {}
+    baseline = stored.get(kind, {}).get(args.route, {})
+    tolerances = {d.workflow: d.tolerance for d in chosen}
+    regressions = compare(summaries, baseline, tolerances)
+    report = {
+        "set": kind,
+        "route": args.route,
+        "workflows": {w: {"scores": summaries[w], "cases": [asdict(s) for s in scores[w]]} for w in scores},
+        "baseline": {w: baseline.get(w) for w in scores},
+        "regressions": [asdict(r) for r in regressions],
+    }
+    target = args.out or RESULTS / f"{kind}.json"
+    target.parent.mkdir(parents=True, exist_ok=True)
+    target.write_text(json.dumps(report, indent=1, sort_keys=True) + "\n")
+    print(f"scores written to {target}", file=out)
+    if args.update_baseline:
+        stored.setdefault(kind, {}).setdefault(args.route, {}).update(summaries)
+        args.baseline.write_text(json.dumps(stored, indent=1, sort_keys=True) + "\n")
+        print(f"baseline updated: {args.baseline} ({kind}, route {args.route})", file=out)
+        return 0
+    if not baseline:
+        print(f"no baseline for the {kind} set on route {args.route!r}: nothing to compare", file=out)
+        return 0
+    for regression in regressions:
+        print(f"REGRESSION {regression}", file=out)
+    print("no regression beyond the datasets' tolerances" if not regressions else "", file=out)
+    return 1 if regressions else 0

@@ -1,0 +1,1203 @@
+// The Longhaul console: one page, routed by its path under /console/, calling the same JSON API as every client
+// with the API key the person signs in with. The key is kept in sessionStorage (this browser tab, until it closes)
+// and sent only to this page's own origin. What a key's role may not do is not offered: tenants see their jobs,
+// reviewers their tenant's reviews, operators every tenant's jobs, dead letters, webhooks and policies.
+// A job page follows its job through the events long-poll (GET …/events?cursor=&wait=20).
+
+import { STATUS_TEXT, fanOutText, plural, renderGraph, stepOrder } from './graph.js';
+
+const BASE = new URL(document.baseURI);
+const API_ROOT = new URL('../', BASE);
+const STORE = 'longhaul.console.session';
+const TERMINAL = new Set(['completed', 'failed', 'cancelled', 'expired']);
+const REPLAYABLE = new Set(['failed', 'cancelled', 'expired']);
+const JOB_STATUSES = [
+  'queued', 'running', 'retrying', 'waiting_for_review', 'completed', 'failed', 'cancel_requested', 'cancelled',
+  'expired',
+];
+const LONG_POLL_SECONDS = 20;
+const RUNGS = ['waiting', 'reminded', 'reassigned', 'final action taken'];
+
+// ------------------------------------------------------------------------------------------------ small helpers
+
+function h(tag, attrs, ...children) {
+  const el = document.createElement(tag);
+  for (const [key, value] of Object.entries(attrs || {})) {
+    if (value === null || value === undefined || value === false) continue;
+    if (key === 'class') el.className = value;
+    else if (key.startsWith('on')) el.addEventListener(key.slice(2), value);
+    else el.setAttribute(key, value === true ? '' : String(value));
+  }
+  for (const child of children.flat(Infinity)) {
+    if (child !== null && child !== undefined && child !== false) el.append(child instanceof Node ? child : String(child));
+  }
+  return el;
+}
+
+const enc = encodeURIComponent;
+const int = (n) => Number(n ?? 0).toLocaleString('en-US');
+const usd = (s) => (s === null || s === undefined ? '—' : `$${s}`);
+const when = (iso) => (iso ? new Date(iso).toLocaleString() : '—');
+const clock = (iso) => new Date(iso).toLocaleTimeString([], { hour12: false });
+
+function qs(params) {
+  const search = new URLSearchParams();
+  for (const [key, value] of Object.entries(params)) if (value !== '' && value !== null && value !== undefined) search.set(key, value);
+  const text = search.toString();
+  return text ? `?${text}` : '';
+}
+
+function age(iso) {
+  const seconds = Math.max(0, (Date.now() - Date.parse(iso)) / 1000);
+  if (seconds < 60) return `${Math.round(seconds)} s`;
+  if (seconds < 3600) return `${Math.round(seconds / 60)} min`;
+  if (seconds < 86400) return `${Math.round(seconds / 3600)} h`;
+  return `${Math.round(seconds / 86400)} d`;
+}
+
+function timeLeft(iso) {
+  const seconds = (Date.parse(iso) - Date.now()) / 1000;
+  return seconds <= 0 ? 'overdue' : `${age(new Date(Date.now() - seconds * 1000).toISOString())} left`;
+}
+
+function sleep(ms, signal) {
+  return new Promise((resolve) => {
+    const timer = setTimeout(resolve, ms);
+    signal?.addEventListener('abort', () => { clearTimeout(timer); resolve(); }, { once: true });
+  });
+}
+
+function badge(status, text) {
+  return h('span', { class: `badge ${status}` }, text || String(status).replaceAll('_', ' '));
+}
+
+function announce(text) {
+  document.getElementById('announce').textContent = text;
+}
+
+function progressOf(progress) {
+  if (!progress) return '';
+  const text = progress.message || (progress.total ? `${int(progress.completed)} of ${int(progress.total)} ${progress.unit}` : '');
+  if (!progress.total) return h('span', { class: 'progress-text' }, text);
+  return [
+    h('progress', { value: progress.completed, max: progress.total, 'aria-label': text }),
+    h('span', { class: 'progress-text' }, text),
+  ];
+}
+
+function section(title, id) {
+  return h('section', { class: 'panel', 'aria-labelledby': id }, h('h2', { id }, title));
+}
+
+function facts(pairs, { row = false } = {}) {
+  const shown = pairs.filter(Boolean);
+  if (row) return h('dl', { class: 'facts-row' }, shown.map(([term, value]) => h('div', {}, h('dt', {}, term), h('dd', {}, value))));
+  return h('dl', { class: 'facts' }, shown.map(([term, value]) => [h('dt', {}, term), h('dd', {}, value)]));
+}
+
+// ------------------------------------------------------------------------------------------------ session and API
+
+const session = {
+  get() {
+    try {
+      return JSON.parse(sessionStorage.getItem(STORE)) || null;
+    } catch {
+      return null;
+    }
+  },
+  set(value) { sessionStorage.setItem(STORE, JSON.stringify(value)); },
+  clear() { sessionStorage.removeItem(STORE); },
+};
+
+class Problem extends Error {
+  constructor(status, body) {
+    super((body && (body.detail || body.title)) || `the API answered ${status}`);
+    this.status = status;
+    this.body = body || {};
+  }
+}
+
+/** Call the API at `path` (relative to its root, e.g. `v1/jobs`); a problem answer throws `Problem`. */
+async function api(path, { method = 'GET', body, signal, key } = {}) {
+  const headers = { Accept: 'application/json', Authorization: `Bearer ${key ?? session.get()?.key ?? ''}` };
+  const init = { method, headers, signal, cache: 'no-store', credentials: 'omit' };
+  if (body !== undefined) {
+    headers['Content-Type'] = 'application/json';
+    init.body = JSON.stringify(body);
+  }
+  let response;
+  try {
+    response = await fetch(new URL(path, API_ROOT), init);
+  } catch (error) {
+    if (error.name === 'AbortError') throw error;
+    throw new Problem(0, { title: 'Network error', detail: 'The API could not be reached; try again.' });
+  }
+  const text = await response.text();
+  let data = null;
+  if (text) {
+    try {
+      data = JSON.parse(text);
+    } catch {
+      data = { detail: text };
+    }
+  }
+  if (response.status === 401 && key === undefined) {
+    session.clear();
+    setTimeout(() => render('Your key is no longer accepted; sign in again.'));
+  }
+  if (!response.ok) throw new Problem(response.status, data);
+  return data;
+}
+
+function problemBox(error) {
+  if (error.name === 'AbortError') return '';
+  const title = error.body?.title && error.body.title !== error.message ? `${error.body.title}: ` : '';
+  return h('div', { class: 'alert', role: 'alert' }, title, error.message);
+}
+
+/** A 422's field errors next to their fields (`fields`: the last part of `loc` → the input); the rest in `general`. */
+function showFieldErrors(error, fields, general) {
+  for (const input of Object.values(fields)) clearFieldError(input);
+  const rest = [];
+  for (const item of error.body?.errors || []) {
+    const loc = (item.loc || []).map(String);
+    const name = loc.find((part) => Object.hasOwn(fields, part));
+    if (name) setFieldError(fields[name], item.msg);
+    else rest.push(`${loc.join('.')}: ${item.msg}`);
+  }
+  general.textContent = rest.length || !(error.body?.errors || []).length
+    ? [error.message, ...rest].join(' — ')
+    : 'Not saved: see the fields marked below.';
+  const invalid = Object.values(fields).find((input) => input.getAttribute('aria-invalid') === 'true');
+  (invalid || general).focus?.();
+}
+
+function setFieldError(input, message) {
+  let note = document.getElementById(`${input.id}-error`);
+  if (!note) {
+    note = h('p', { class: 'field-error', id: `${input.id}-error` });
+    input.after(note);
+  }
+  note.textContent = note.textContent ? `${note.textContent}; ${message}` : message;
+  input.setAttribute('aria-invalid', 'true');
+  input.setAttribute('aria-describedby', note.id);
+}
+
+function clearFieldError(input) {
+  document.getElementById(`${input.id}-error`)?.remove();
+  input.removeAttribute('aria-invalid');
+  input.removeAttribute('aria-describedby');
+}
+
+// ------------------------------------------------------------------------------------------------ routing
+
+const NAV = {
+  tenant: [['jobs', 'Jobs']],
+  reviewer: [['reviews', 'Reviews']],
+  operator: [['jobs', 'Jobs'], ['ops/dead-letters', 'Dead letters'], ['ops/webhooks', 'Webhooks'], ['ops/policies', 'Tenant policies']],
+};
+const ROUTES = [
+  { path: /^$/, page: home },
+  { path: /^jobs$/, page: jobsPage, roles: ['tenant', 'operator'], nav: 'jobs' },
+  { path: /^jobs\/([^/]+)$/, page: jobPage, roles: ['tenant', 'operator'], nav: 'jobs' },
+  { path: /^reviews$/, page: reviewsPage, roles: ['reviewer'], nav: 'reviews' },
+  { path: /^reviews\/([^/]+)$/, page: reviewPage, roles: ['reviewer'], nav: 'reviews' },
+  { path: /^ops$/, page: () => go('ops/dead-letters', { replace: true }), roles: ['operator'] },
+  { path: /^ops\/dead-letters$/, page: deadLettersPage, roles: ['operator'], nav: 'ops/dead-letters' },
+  { path: /^ops\/webhooks$/, page: webhooksPage, roles: ['operator'], nav: 'ops/webhooks' },
+  { path: /^ops\/policies$/, page: policiesPage, roles: ['operator'], nav: 'ops/policies' },
+];
+let shown = null; // the page on screen: aborted when another is shown (its requests and long-polls stop)
+
+function pagePath() {
+  const path = decodeURI(location.pathname);
+  const base = decodeURI(BASE.pathname);
+  const rest = path.startsWith(base) ? path.slice(base.length) : '';
+  return rest.replace(/\/+$/, '');
+}
+
+function go(path, { replace = false } = {}) {
+  history[replace ? 'replaceState' : 'pushState'](null, '', new URL(path, BASE));
+  render();
+}
+
+function chrome(who, route) {
+  const nav = document.getElementById('nav');
+  const whoBox = document.getElementById('who');
+  nav.replaceChildren();
+  whoBox.replaceChildren();
+  if (!who) return;
+  nav.append(h('ul', {}, (NAV[who.role] || []).map(([path, text]) =>
+    h('li', {}, h('a', { href: path, 'data-nav': true, 'aria-current': route?.nav === path ? 'page' : null }, text)))));
+  whoBox.append(
+    h('span', {}, `${who.tenant} · ${who.role}`),
+    h('button', { type: 'button', onclick: () => { session.clear(); go('./'); } }, 'Sign out'),
+  );
+}
+
+async function render(message) {
+  shown?.abort();
+  shown = new AbortController();
+  const { signal } = shown;
+  const main = document.getElementById('main');
+  const who = session.get();
+  const path = pagePath();
+  const route = ROUTES.find((r) => r.path.test(path));
+  chrome(who, route);
+  main.replaceChildren();
+  if (!who) {
+    signIn(main, message);
+    return;
+  }
+  if (!route) {
+    main.append(h('h1', {}, 'Not found'), h('p', {}, 'The console has no page here. ', h('a', { href: './', 'data-nav': true }, 'Start page')));
+    return;
+  }
+  if (route.roles && !route.roles.includes(who.role)) {
+    document.title = 'Not available · Longhaul console';
+    main.append(
+      h('h1', {}, 'Not available with this key'),
+      h('p', {}, `A ${who.role} key cannot open this page. `, h('a', { href: './', 'data-nav': true }, 'Go to your start page')),
+    );
+    return;
+  }
+  const params = path.match(route.path).slice(1).map(decodeURIComponent);
+  try {
+    await route.page(main, params, { signal, who, query: new URLSearchParams(location.search) });
+  } catch (error) {
+    if (signal.aborted || error.name === 'AbortError') return;
+    main.append(problemBox(error));
+  }
+  const heading = main.querySelector('h1');
+  if (heading) {
+    document.title = `${heading.textContent} · Longhaul console`;
+    heading.setAttribute('tabindex', '-1');
+    if (document.activeElement === document.body || document.activeElement?.closest('nav, #who')) heading.focus();
+  }
+}
+
+document.addEventListener('click', (event) => {
+  const link = event.target.closest?.('a[data-nav]');
+  if (!link || event.defaultPrevented || event.button !== 0 || event.metaKey || event.ctrlKey || event.shiftKey) return;
+  event.preventDefault();
+  go(link.getAttribute('href'));
+});
+window.addEventListener('popstate', () => render());
+
+function home(main, _, { who }) {
+  go(who.role === 'reviewer' ? 'reviews' : 'jobs', { replace: true });
+}
+
+// ------------------------------------------------------------------------------------------------ sign in
+
+function signIn(main, message) {
+  document.title = 'Sign in · Longhaul console';
+  const input = h('input', {
+    id: 'api-key', name: 'api-key', type: 'password', autocomplete: 'off', spellcheck: 'false', required: true,
+    'aria-describedby': 'api-key-hint',
+  });
+  const error = h('p', { class: 'alert', role: 'alert', id: 'signin-error', tabindex: '-1' }, message || '');
+  const button = h('button', { type: 'submit', class: 'primary' }, 'Sign in');
+  const form = h(
+    'form',
+    { class: 'signin', novalidate: true },
+    h('h1', {}, 'Sign in'),
+    h('label', { for: 'api-key' }, 'API key'),
+    input,
+    h('p', { class: 'hint', id: 'api-key-hint' }, 'Kept for this browser tab only, and sent to this site’s API alone.'),
+    error,
+    button,
+  );
+  form.addEventListener('submit', async (event) => {
+    event.preventDefault();
+    const key = input.value.trim();
+    if (!key) {
+      error.textContent = 'Enter your API key.';
+      input.setAttribute('aria-invalid', 'true');
+      input.focus();
+      return;
+    }
+    button.disabled = true;
+    try {
+      const me = await api('v1/me', { key });
+      session.set({ key, tenant: me.tenant_id, role: me.role });
+      render();
+    } catch (problem) {
+      error.textContent = problem.status === 401 ? 'This API key is not known here.' : problem.message;
+      input.setAttribute('aria-invalid', 'true');
+      input.focus();
+    } finally {
+      button.disabled = false;
+    }
+  });
+  main.append(form);
+  input.focus();
+}
+
+// ------------------------------------------------------------------------------------------------ jobs
+
+async function jobsPage(main, _, { signal, who, query }) {
+  const ops = who.role === 'operator';
+  const status = query.get('status') || '';
+  const tenant = query.get('tenant') || '';
+  main.append(h('h1', {}, ops ? 'Every tenant’s jobs' : 'Jobs'));
+
+  const statusSelect = h('select', { id: 'filter-status', name: 'status' },
+    h('option', { value: '' }, 'Any status'),
+    JOB_STATUSES.map((s) => h('option', { value: s, selected: s === status }, s.replaceAll('_', ' '))));
+  const tenantInput = ops ? h('input', { id: 'filter-tenant', name: 'tenant', value: tenant, size: 14 }) : null;
+  const filters = h('form', { class: 'filters', role: 'search' },
+    h('div', {}, h('label', { for: 'filter-status' }, 'Status'), statusSelect),
+    ops ? h('div', {}, h('label', { for: 'filter-tenant' }, 'Tenant'), tenantInput) : null,
+    h('button', { type: 'submit' }, 'Show'));
+  const apply = (event) => {
+    event?.preventDefault();
+    go(`jobs${qs({ status: statusSelect.value, tenant: tenantInput?.value.trim() })}`);
+  };
+  filters.addEventListener('submit', apply);
+  statusSelect.addEventListener('change', apply);
+  main.append(filters);
+
+  const body = h('tbody');
+  const more = h('button', { type: 'button', class: 'more', hidden: true }, 'Load more');
+  let showTenant = false;
+  const head = h('thead');
+  const table = h('table', {}, h('caption', { class: 'visually-hidden' }, 'Jobs, newest first'), head, body);
+  main.append(h('div', { class: 'table-wrap' }, table), more);
+
+  const path = (cursor) => (ops
+    ? `v1/ops/jobs${qs({ tenant, status, limit: 50, cursor })}`
+    : `v1/jobs${qs({ status, limit: 50, cursor })}`);
+  const row = (job) => h('tr', { 'data-job': job.job_id },
+    h('td', {}, h('a', { href: `jobs/${enc(job.job_id)}`, 'data-nav': true, class: 'mono' }, job.job_id)),
+    showTenant ? h('td', {}, job.tenant_id ?? '—') : null,
+    h('td', {}, job.workflow),
+    h('td', {}, badge(job.status)),
+    h('td', {}, progressOf(job.progress)),
+    h('td', { class: 'num', title: when(job.created_at) }, age(job.created_at)),
+    h('td', { class: 'num' }, usd(job.cost?.total)));
+  const header = () => head.replaceChildren(h('tr', {},
+    ['Job', showTenant ? 'Tenant' : null, 'Workflow', 'Status', 'Progress', 'Age', 'Cost'].filter(Boolean)
+      .map((t) => h('th', { scope: 'col', class: ['Age', 'Cost'].includes(t) ? 'num' : null }, t))));
+  let cursor = null;
+  let pages = 1;
+  const fill = (listing, replace) => {
+    showTenant = showTenant || (ops && listing.jobs.some((j) => j.tenant_id));
+    header();
+    const rows = listing.jobs.map(row);
+    if (replace) body.replaceChildren(...rows);
+    else body.append(...rows);
+    if (!body.children.length) body.append(h('tr', {}, h('td', { colspan: 7 }, status ? `No ${status.replaceAll('_', ' ')} jobs.` : 'No jobs yet.')));
+    cursor = listing.next_cursor;
+    more.hidden = !cursor;
+  };
+  fill(await api(path(), { signal }), true);
+  more.addEventListener('click', async () => {
+    more.disabled = true;
+    try {
+      fill(await api(path(cursor), { signal }), false);
+      pages += 1;
+    } catch (error) {
+      more.after(problemBox(error));
+    } finally {
+      more.disabled = false;
+    }
+  });
+  // The first page keeps itself current (the newest jobs are there) until more pages are shown.
+  (async () => {
+    while (!signal.aborted) {
+      await sleep(5000, signal);
+      if (signal.aborted || pages > 1 || document.hidden) continue;
+      try {
+        fill(await api(path(), { signal }), true);
+      } catch {
+        // the next round tries again
+      }
+    }
+  })();
+}
+
+async function jobPage(main, [jobId], { signal, who }) {
+  const ops = who.role === 'operator';
+  const base = ops ? `v1/ops/jobs/${enc(jobId)}` : `v1/jobs/${enc(jobId)}`;
+  const state = { job: null, graph: null, result: null, cursor: '0', showAll: false, seen: new Set(), actionsFor: null };
+
+  const head = h('div');
+  const actions = h('div', { class: 'actions' });
+  const notices = h('div');
+  const graphPanel = section('Workflow', 'graph-heading');
+  const graphBody = h('div');
+  const showAll = h('input', { type: 'checkbox', id: 'graph-all' });
+  graphPanel.append(
+    h('p', { class: 'hint' }, 'The state machine’s own states, each with this job’s status; a Map runs one item per document or group.'),
+    graphBody,
+    h('div', {}, showAll, h('label', { for: 'graph-all', class: 'inline' }, ' Show every state, also the failure path')),
+  );
+  showAll.addEventListener('change', () => { state.showAll = showAll.checked; drawGraph(); });
+  const usagePanel = section('Usage and cost', 'usage-heading');
+  const usageBody = h('div');
+  usagePanel.append(usageBody);
+  const eventsPanel = section('Events', 'events-heading');
+  const live = h('p', { class: 'hint', id: 'live-state' }, 'Loading events…');
+  const timeline = h('ol', { class: 'timeline', 'aria-labelledby': 'events-heading', tabindex: '0' });
+  eventsPanel.append(live, timeline);
+  const resultPanel = ops ? null : section('Result', 'result-heading');
+  const resultBody = h('div');
+  resultPanel?.append(resultBody);
+  main.append(head, actions, notices,
+    h('div', { class: 'job-grid' }, h('div', {}, graphPanel), h('div', {}, resultPanel, usagePanel, eventsPanel)));
+
+  function drawHead() {
+    const job = state.job;
+    head.replaceChildren(
+      h('div', { class: 'job-head' }, h('h1', { class: 'mono' }, job.job_id), badge(job.status)),
+      facts([
+        ['Workflow', job.workflow],
+        job.tenant_id ? ['Tenant', job.tenant_id] : null,
+        ['Current step', job.current_step || '—'],
+        TERMINAL.has(job.status) ? null : ['Progress', progressOf(job.progress)],
+        ['Submitted', when(job.created_at)],
+        ['Finished', when(job.finished_at)],
+        ['Attempts', String(job.attempts)],
+        ['SLA class', job.sla_class],
+      ], { row: true }),
+    );
+    notices.replaceChildren();
+    if (job.error) {
+      notices.append(h('div', { class: 'alert', role: 'status' },
+        h('strong', {}, `${job.error.kind} at ${job.error.step ?? 'the job'}: `), job.error.message,
+        job.error.items?.length ? ` (items ${job.error.items.join(', ')})` : ''));
+    }
+    if (job.review) {
+      notices.append(h('div', { class: 'note' },
+        h('strong', {}, 'Review: '), `${job.review.status}, ${job.review.review_id}, assigned to ${job.review.assignee_group}; `,
+        job.review.status === 'pending' ? `deadline ${when(job.review.deadline)} (${timeLeft(job.review.deadline)})` : ''));
+    }
+    if (state.actionsFor !== job.status) drawActions(); // (a refresh keeps a confirmation or a form being filled)
+  }
+
+  function drawActions() {
+    const job = state.job;
+    state.actionsFor = job.status;
+    actions.replaceChildren();
+    actions.nextElementSibling?.classList.contains('replay-form') && actions.nextElementSibling.remove();
+    if (!TERMINAL.has(job.status) && job.status !== 'cancel_requested') {
+      const cancel = h('button', { type: 'button', class: 'danger' }, 'Cancel job');
+      cancel.addEventListener('click', () => {
+        const sure = h('button', { type: 'button', class: 'danger' }, 'Yes, cancel it');
+        const keep = h('button', { type: 'button' }, 'Keep it running');
+        const ask = h('span', { role: 'group', 'aria-label': 'Confirm cancellation' }, 'Cancel this job? ', sure, ' ', keep);
+        cancel.replaceWith(ask);
+        sure.focus();
+        keep.addEventListener('click', drawActions);
+        sure.addEventListener('click', async () => {
+          sure.disabled = true;
+          try {
+            const outcome = await api(`${base}/cancel`, { method: 'POST', signal });
+            announce(`Job ${outcome.status}: ${outcome.message}`);
+            await refresh();
+          } catch (error) {
+            actions.append(problemBox(error));
+          }
+        });
+      });
+      actions.append(cancel);
+    }
+    if (ops && REPLAYABLE.has(job.status)) {
+      const open = h('button', { type: 'button' }, 'Replay…');
+      open.addEventListener('click', () => {
+        open.disabled = true;
+        const steps = state.graph && !state.graph.error ? stepOrder(state.graph) : [];
+        actions.after(replayForm(job.job_id, {
+          fromStep: job.error?.step || steps[0],
+          steps,
+          signal,
+          onStarted: () => { refresh(); follow(); },
+        }));
+      });
+      actions.append(open);
+    }
+  }
+
+  function drawGraph() {
+    const graph = state.graph;
+    if (!graph) return;
+    if (graph.error) {
+      graphBody.replaceChildren(problemBox(graph.error));
+      return;
+    }
+    const legend = h('ul', { class: 'legend', 'aria-label': 'Legend' }, Object.entries(STATUS_TEXT).map(([status, text]) =>
+      h('li', {}, h('span', { class: `swatch ${status}`, 'aria-hidden': 'true' }, text.icon), text.label)));
+    const list = h('details', {}, h('summary', {}, 'The states as a list'),
+      h('ol', {}, graph.nodes.filter((n) => state.showAll || !n.failure_path || n.entered)
+        .map((n) => h('li', { 'data-state': n.name }, `${n.name} — ${STATUS_TEXT[n.status].label}`))));
+    const fanOuts = graph.fan_outs.filter((f) => f.total || f.completed || f.failed);
+    graphBody.replaceChildren(
+      legend,
+      fanOuts.length ? h('ul', { class: 'fanouts', 'aria-label': 'Fan-outs' }, fanOuts.map((f) => h('li', { 'data-step': f.step },
+        h('strong', {}, `${f.step}: `),
+        h('progress', { value: f.completed, max: f.total || 1, 'aria-label': `${f.step}: ${fanOutText(f)}` }),
+        h('span', { class: 'progress-text' }, fanOutText(f))))) : '',
+      h('div', { class: 'graph-box' }, renderGraph(graph, { showAll: state.showAll })),
+      list,
+    );
+  }
+
+  function drawUsage() {
+    const job = state.job;
+    const cost = job.cost;
+    const budget = job.budget;
+    usageBody.replaceChildren(facts([
+      ['Model tokens', `${int(job.usage?.input_tokens)} in, ${int(job.usage?.output_tokens)} out`],
+      ['Model cost', usd(cost?.model?.usd ?? job.usage?.cost_usd)],
+      cost ? ['Orchestration', `${usd(cost.orchestration.usd)} — ${cost.orchestration.transitions ?? '…'} transitions, `
+        + `${int(cost.orchestration.lambda_invocations)} Lambda invocations, ${cost.orchestration.lambda_gb_seconds.toFixed(2)} GB-s`] : null,
+      cost ? ['Total', h('span', {}, h('strong', {}, usd(cost.total)), cost.estimated ? ' (so far)' : '', ` · prices of ${cost.region}, ${cost.prices_as_of}`)] : null,
+      budget ? ['Budget', [h('progress', { value: budget.held_tokens, max: budget.max_tokens, 'aria-label': 'Tokens held of the budget' }),
+        h('span', { class: 'progress-text' }, `${int(budget.held_tokens)} of ${int(budget.max_tokens)} tokens; `
+          + `${usd(budget.held_cost_usd)} of ${usd(budget.max_cost_usd)}${budget.exhausted ? ` — exhausted (${budget.exhausted})` : ''}`)]] : null,
+    ]));
+  }
+
+  function addEvents(events) {
+    const atBottom = timeline.scrollTop + timeline.clientHeight >= timeline.scrollHeight - 8;
+    for (const event of events) {
+      if (state.seen.has(event.seq)) continue;
+      state.seen.add(event.seq);
+      state.cursor = String(event.seq);
+      const where = event.step ? `${event.step}${event.item !== null && event.item !== undefined ? ` #${event.item}` : ''}` : '';
+      const detail = Object.entries(event.detail || {}).map(([k, v]) => `${k}: ${typeof v === 'object' ? JSON.stringify(v) : v}`).join(', ');
+      timeline.append(h('li', { 'data-type': event.type },
+        h('time', { datetime: event.at, title: when(event.at) }, clock(event.at)),
+        h('span', { class: 'type' }, event.type, event.status ? ' ' : '', event.status ? badge(event.status) : ''),
+        h('span', { class: 'detail' }, [where, detail.length > 220 ? `${detail.slice(0, 219)}…` : detail].filter(Boolean).join(' — '))));
+    }
+    if (atBottom) timeline.scrollTop = timeline.scrollHeight;
+  }
+
+  async function drawResult() {
+    if (!resultPanel) return;
+    const job = state.job;
+    if (job.status !== 'completed') {
+      resultBody.replaceChildren(h('p', { class: 'hint' }, TERMINAL.has(job.status) ? `The job ended ${job.status}: no result.` : 'The result appears here when the job completes.'));
+      return;
+    }
+    if (state.result) return; // drawn once: a refresh keeps what the reader opened in it
+    state.result = await api(`v1/jobs/${enc(jobId)}/result`, { signal });
+    resultBody.replaceChildren(resultView(state.result, { jobId, signal }));
+  }
+
+  async function refresh() {
+    const [job, graph] = await Promise.all([
+      api(base, { signal }),
+      api(`${base}/graph`, { signal }).catch((error) => ({ error })),
+    ]);
+    const finishedNow = state.job && !TERMINAL.has(state.job.status) && TERMINAL.has(job.status);
+    state.job = job;
+    state.graph = graph;
+    drawHead();
+    drawGraph();
+    drawUsage();
+    await drawResult();
+    if (finishedNow) announce(`Job ${job.job_id} is ${job.status}`);
+  }
+
+  let timer = null;
+  const soon = () => {
+    clearTimeout(timer);
+    timer = setTimeout(() => refresh().catch(() => {}), 300);
+  };
+  signal.addEventListener('abort', () => clearTimeout(timer));
+
+  let following = false;
+  async function follow() {
+    if (following) return;
+    following = true;
+    live.textContent = TERMINAL.has(state.job.status) ? `The job is ${state.job.status}.` : 'Following the job live.';
+    try {
+      while (!signal.aborted) {
+        try {
+          const page = await api(`${base}/events${qs({ cursor: state.cursor, wait: LONG_POLL_SECONDS, limit: 200 })}`, { signal });
+          if (page.events.length) {
+            addEvents(page.events);
+            soon();
+            continue;
+          }
+          if (TERMINAL.has(state.job.status)) {
+            await refresh();
+            // Its execution may still run its last states (a callback, the end state): draw them once it ends.
+            for (let tries = 0; tries < 30 && state.graph?.execution_status === 'RUNNING' && !signal.aborted; tries += 1) {
+              await sleep(1000, signal);
+              await refresh();
+            }
+            if (TERMINAL.has(state.job.status)) {
+              live.textContent = `The job is ${state.job.status}.`;
+              return;
+            }
+          }
+        } catch (error) {
+          if (signal.aborted || error.name === 'AbortError') return;
+          live.textContent = 'Lost the connection to the API; trying again in a few seconds.';
+          await sleep(3000, signal);
+          live.textContent = 'Following the job live.';
+        }
+      }
+    } finally {
+      following = false;
+    }
+  }
+
+  await refresh();
+  for (let cursor = '0'; cursor;) {
+    const page = await api(`${base}/events${qs({ cursor, limit: 200 })}`, { signal });
+    addEvents(page.events);
+    cursor = page.next_cursor;
+  }
+  follow();
+}
+
+// ------------------------------------------------------------------------------------------------ results
+
+function resultView(result, { jobId, signal }) {
+  if (typeof result.answer === 'string' && Array.isArray(result.claims)) return answerView(result, { jobId, signal });
+  if (Array.isArray(result.invoices)) return invoicesView(result);
+  return h('pre', {}, JSON.stringify(result, null, 2));
+}
+
+function normalizedMatch(text, quote) {
+  const exact = text.indexOf(quote);
+  if (exact >= 0) return [exact, exact + quote.length];
+  const words = quote.trim().split(/\s+/).map((w) => w.replace(/[.*+?^${}()|[\]\\]/g, '\\$&'));
+  if (!words.length) return null;
+  const found = new RegExp(words.join('\\s+')).exec(text);
+  return found ? [found.index, found.index + found[0].length] : null;
+}
+
+function answerView(result, { jobId, signal }) {
+  const source = h('div', { class: 'source-view', 'aria-live': 'polite', hidden: true, tabindex: '-1', id: 'source-view' });
+  let number = 0;
+  const show = async (citation, n) => {
+    source.hidden = false;
+    source.replaceChildren(h('h3', {}, `[${n}] ${citation.document}, page ${citation.page}`), h('p', { class: 'hint' }, 'Loading the page…'));
+    let page = null;
+    let failure = '';
+    if (jobId) {
+      try {
+        page = await api(`v1/jobs/${enc(jobId)}/pages${qs({ document: citation.document, page: citation.page })}`, { signal });
+      } catch (error) {
+        failure = error.message;
+      }
+    }
+    const heading = h('h3', {}, `[${n}] ${citation.document}, page ${citation.page}`,
+      citation.source === 'ocr' ? ` (read by OCR${citation.ocr_confidence ? `, confidence ${citation.ocr_confidence.toFixed(2)}` : ''})` : '');
+    const span = page ? normalizedMatch(page.text, citation.quote) : null;
+    if (page && span) {
+      const mark = h('mark', { id: 'quote' }, page.text.slice(span[0], span[1]));
+      source.replaceChildren(heading, h('div', { class: 'page-text' }, page.text.slice(0, span[0]), mark, page.text.slice(span[1])));
+      source.focus();
+      mark.scrollIntoView({ block: 'center' });
+    } else {
+      source.replaceChildren(heading, h('blockquote', {}, citation.quote),
+        h('p', { class: 'hint' }, page ? 'The quote is not found word for word in the page’s text.' : `The page’s text is not available${failure ? `: ${failure}` : ''}.`));
+      source.focus();
+    }
+  };
+  const claims = h('ol', { class: 'claims' }, result.claims.map((claim) => h('li', {}, claim.text, ' ',
+    claim.citations.map((citation) => {
+      number += 1;
+      const n = number;
+      return h('button', {
+        type: 'button', class: 'link cite', 'aria-label': `Source ${n}: ${citation.document}, page ${citation.page}`,
+        onclick: () => show(citation, n),
+      }, `[${n}]`);
+    }))));
+  const verification = result.verification;
+  return h('div', {},
+    h('p', { class: 'answer' }, result.answer),
+    result.claims.length ? [h('h3', {}, 'Claims, with their sources'), claims, h('p', { class: 'hint' }, 'Choose a source to see its quote in the page’s text.')] : '',
+    source,
+    verification ? h('p', { class: 'hint' }, `${verification.citations_verified} of ${verification.citations_checked} citations verified on their pages`
+      + `${verification.claims_dropped ? `; ${verification.claims_dropped} claim(s) dropped` : ''}.`) : '',
+    result.documents?.length ? h('details', {}, h('summary', {}, `Documents (${result.documents.length})`),
+      h('ul', {}, result.documents.map((d) => h('li', {}, `${d.name}: ${d.pages} ${plural('page', d.pages)}`,
+        d.pages_ocr?.length ? `, read by OCR: ${d.pages_ocr.join(', ')}` : '')))) : '',
+  );
+}
+
+function sourceLine(source) {
+  if (!source) return '—';
+  return h('span', {}, `${source.document}, p. ${source.page}: `, h('q', {}, source.quote));
+}
+
+function invoicesView(result) {
+  const findings = result.invoices.flatMap((invoice) => invoice.discrepancies.map((d) => ({ invoice, d })));
+  return h('div', {},
+    h('p', { class: 'answer' }, result.summary),
+    h('p', { class: 'hint' }, result.summary_source === 'model' ? 'Summary written by the model (every figure in it is a validated number).' : 'Summary computed from the validated figures.'),
+    h('div', { class: 'table-wrap' }, h('table', { 'aria-label': 'Findings' },
+      h('caption', {}, `Findings (${findings.length})`),
+      h('thead', {}, h('tr', {}, ['Invoice', 'Rule', 'Field', 'Expected', 'Actual', 'Source line'].map((t) => h('th', { scope: 'col' }, t)))),
+      h('tbody', {}, findings.length ? findings.map(({ invoice, d }) => h('tr', {},
+        h('td', {}, invoice.invoice_number || invoice.document),
+        h('td', {}, d.rule), h('td', { class: 'mono' }, d.field), h('td', { class: 'num' }, d.expected ?? '—'),
+        h('td', { class: 'num' }, d.actual ?? '—'), h('td', {}, sourceLine(d.source), d.note ? h('div', { class: 'hint' }, d.note) : '')))
+        : h('tr', {}, h('td', { colspan: 6 }, 'No discrepancies: every invoice matches the contract.'))))),
+    h('h3', {}, 'Invoices'),
+    result.invoices.map((invoice) => h('details', {},
+      h('summary', {}, `${invoice.document}: `, badge(invoice.status === 'matched' ? 'completed' : invoice.status === 'unreadable' ? 'failed' : 'waiting', invoice.status),
+        ` ${invoice.invoice_number ?? ''} ${invoice.currency ?? ''} ${invoice.totals?.total ?? ''}`),
+      h('div', { class: 'table-wrap' }, h('table', {},
+        h('thead', {}, h('tr', {}, ['Product', 'Quantity', 'Unit price', 'Line total', 'Source line'].map((t) => h('th', { scope: 'col' }, t)))),
+        h('tbody', {}, invoice.line_items.map((line) => h('tr', {},
+          h('td', {}, line.product_code, line.description ? ` — ${line.description}` : ''),
+          h('td', { class: 'num' }, line.quantity), h('td', { class: 'num' }, line.unit_price),
+          h('td', { class: 'num' }, line.line_total), h('td', {}, sourceLine(line.source))))))))),
+  );
+}
+
+// ------------------------------------------------------------------------------------------------ reviews
+
+function rungText(review) {
+  return `${RUNGS[review.rung ?? 0] ?? `rung ${review.rung}`} · ${review.assignee_group}`;
+}
+
+async function reviewsPage(main, _, { signal }) {
+  main.append(h('h1', {}, 'Reviews'));
+  const pendingBox = h('div');
+  const closedBox = h('div');
+  main.append(h('h2', { id: 'pending-heading' }, 'Pending'), pendingBox, h('h2', { id: 'closed-heading' }, 'Closed recently'), closedBox);
+  const link = (r) => h('a', { href: `reviews/${enc(r.review_id)}`, 'data-nav': true, class: 'mono' }, r.review_id);
+  const load = async () => {
+    const [pending, decided, expired] = await Promise.all(['pending', 'decided', 'expired'].map((status) =>
+      api(`v1/reviews${qs({ status, limit: status === 'pending' ? 200 : 20 })}`, { signal })));
+    const urgent = [...pending.reviews].sort((a, b) => Date.parse(a.deadline) - Date.parse(b.deadline));
+    pendingBox.replaceChildren(urgent.length ? h('div', { class: 'table-wrap' }, h('table', { 'aria-labelledby': 'pending-heading' },
+      h('thead', {}, h('tr', {}, ['Review', 'Job', 'Workflow', 'Waiting', 'Deadline', 'Escalation', 'Why'].map((t) => h('th', { scope: 'col' }, t)))),
+      h('tbody', {}, urgent.map((r) => h('tr', { 'data-review': r.review_id, 'data-job': r.job_id },
+        h('td', {}, link(r)), h('td', { class: 'mono' }, r.job_id), h('td', {}, r.workflow),
+        h('td', { title: when(r.since) }, age(r.since)), h('td', { title: when(r.deadline) }, timeLeft(r.deadline)),
+        h('td', {}, rungText(r)), h('td', {}, r.reasons.join('; ') || '—'))))))
+      : h('p', {}, 'Nothing waits for review.'));
+    const closed = [...decided.reviews, ...expired.reviews]
+      .sort((a, b) => Date.parse(b.decided_at || b.deadline) - Date.parse(a.decided_at || a.deadline));
+    closedBox.replaceChildren(closed.length ? h('div', { class: 'table-wrap' }, h('table', { 'aria-labelledby': 'closed-heading' },
+      h('thead', {}, h('tr', {}, ['Review', 'Job', 'Status', 'Decision', 'When'].map((t) => h('th', { scope: 'col' }, t)))),
+      h('tbody', {}, closed.map((r) => h('tr', { 'data-review': r.review_id },
+        h('td', {}, link(r)), h('td', { class: 'mono' }, r.job_id), h('td', {}, badge(r.status)),
+        h('td', {}, r.decision ?? '—'), h('td', {}, when(r.decided_at || r.deadline)))))))
+      : h('p', {}, 'None yet.'));
+  };
+  await load();
+  (async () => {
+    while (!signal.aborted) {
+      await sleep(10000, signal);
+      if (!signal.aborted && !document.hidden) await load().catch(() => {});
+    }
+  })();
+}
+
+function draftView(draft) {
+  if (typeof draft.answer === 'string' && Array.isArray(draft.claims)) {
+    return h('div', {},
+      h('p', { class: 'answer' }, draft.answer),
+      h('ol', { class: 'claims' }, draft.claims.map((claim) => h('li', {}, claim.text,
+        h('ul', {}, claim.citations.map((c) => h('li', { class: 'hint' }, `${c.document ?? c.chunk_id}${c.page ? `, p. ${c.page}` : ''}: `, h('q', {}, c.quote))))))));
+  }
+  if (Array.isArray(draft.invoices)) return invoicesView(draft);
+  return h('pre', {}, JSON.stringify(draft, null, 2));
+}
+
+function editFields(review) {
+  const draft = review.draft;
+  if (typeof draft.answer === 'string' && Array.isArray(draft.claims)) {
+    const claims = draft.claims.map((c) => ({ text: c.text, citations: c.citations.map((x) => ({ chunk_id: x.chunk_id, quote: x.quote })) }));
+    return [
+      { name: 'answer', label: 'Answer', value: draft.answer, rows: 5 },
+      { name: 'claims', label: 'Claims (JSON: text and citations, each citation a chunk_id and its verbatim quote)', value: JSON.stringify(claims, null, 2), json: true, rows: 12 },
+    ];
+  }
+  if (typeof draft.summary === 'string') return [{ name: 'summary', label: 'Summary', value: draft.summary, rows: 6 }];
+  return [{ name: 'edits', label: 'Edits (JSON)', value: '{}', json: true, whole: true, rows: 10 }];
+}
+
+async function reviewPage(main, [reviewId], { signal }) {
+  const path = `v1/reviews/${enc(reviewId)}`;
+  let review = await api(path, { signal });
+  const jobStatus = h('span', { id: 'job-status' }, review.job_status ? badge(review.job_status) : '—');
+  const statusBadge = h('span', {}, badge(review.status));
+  main.append(
+    h('div', { class: 'job-head' }, h('h1', {}, 'Review ', h('span', { class: 'mono' }, review.review_id)), statusBadge),
+    facts([
+      ['Job', h('span', { class: 'mono' }, review.job_id)],
+      ['Job status', jobStatus],
+      ['Workflow', review.workflow],
+      ['Waiting since', `${when(review.since)} (${age(review.since)})`],
+      ['Deadline', `${when(review.deadline)} (${review.status === 'pending' ? timeLeft(review.deadline) : review.status})`],
+      ['Escalation', rungText(review)],
+      review.decision ? ['Decision', `${review.decision}${review.comment ? ` — “${review.comment}”` : ''}`] : null,
+    ]),
+    h('section', { class: 'note', 'aria-labelledby': 'reasons-heading' }, h('h2', { id: 'reasons-heading' }, 'Why review was asked'),
+      h('ul', {}, (review.reasons.length ? review.reasons : ['the job asked for review']).map((r) => h('li', {}, r)))),
+    h('div', { class: 'review-grid' },
+      h('section', { class: 'panel', 'aria-labelledby': 'draft-heading' }, h('h2', { id: 'draft-heading' }, 'Draft'), draftView(review.draft)),
+      h('section', { class: 'panel', 'aria-labelledby': 'evidence-heading' }, h('h2', { id: 'evidence-heading' }, 'Evidence'),
+        review.evidence.length ? h('ul', { class: 'evidence' }, review.evidence.map((e) => h('li', {},
+          e.claim ? h('div', {}, h('strong', {}, e.claim)) : '',
+          h('div', { class: 'hint' }, `${e.document}${e.page ? `, page ${e.page}` : ''}`),
+          h('blockquote', {}, e.quote),
+          e.verified ? h('span', { class: 'verified' }, '✓ found on its page') : h('span', { class: 'unverified' }, '✕ not found on its page'))))
+          : h('p', {}, 'No evidence was given.'))),
+  );
+
+  const decision = h('section', { class: 'decision', 'aria-labelledby': 'decision-heading' }, h('h2', { id: 'decision-heading' }, 'Decision'));
+  main.append(decision);
+  const outcome = h('div', { role: 'status' });
+  const alert = h('div', { class: 'alert', role: 'alert', tabindex: '-1' });
+
+  async function followJob() {
+    while (!signal.aborted) {
+      try {
+        review = await api(path, { signal });
+        jobStatus.replaceChildren(review.job_status ? badge(review.job_status) : '—');
+        statusBadge.replaceChildren(badge(review.status));
+        if (review.job_status && TERMINAL.has(review.job_status)) {
+          outcome.append(h('p', { class: 'job-outcome' }, `Job ${review.job_id} is now `, badge(review.job_status), '.'));
+          announce(`Job ${review.job_id} is ${review.job_status}`);
+          return;
+        }
+      } catch {
+        // try again
+      }
+      await sleep(1000, signal);
+    }
+  }
+
+  if (review.status !== 'pending') {
+    decision.append(h('p', {}, `This review is ${review.status}; nothing to decide.`));
+    if (review.job_status && !TERMINAL.has(review.job_status)) {
+      decision.append(outcome);
+      followJob();
+    }
+    return;
+  }
+
+  const comment = h('textarea', { id: 'comment', name: 'comment', rows: 2, maxlength: 2000 });
+  const approve = h('button', { type: 'button', class: 'primary' }, 'Approve');
+  const reject = h('button', { type: 'button', class: 'danger' }, 'Reject');
+  const edit = h('button', { type: 'button', 'aria-expanded': 'false', 'aria-controls': 'edit-form' }, 'Edit');
+  const buttons = h('div', { class: 'actions' }, approve, reject, edit);
+  const fields = editFields(review);
+  const inputs = {};
+  const editForm = h('form', { id: 'edit-form', hidden: true, novalidate: true },
+    h('h3', {}, 'Edit the draft'),
+    h('p', { class: 'hint' }, 'Your edits are checked like the model’s output (citations against their pages) before they are published.'),
+    fields.map((f) => {
+      inputs[f.name] = h('textarea', { id: `edit-${f.name}`, name: f.name, rows: f.rows, spellcheck: f.json ? 'false' : 'true', class: f.json ? 'mono' : null });
+      inputs[f.name].value = f.value;
+      return [h('label', { for: `edit-${f.name}` }, f.label), inputs[f.name]];
+    }),
+    h('div', { class: 'actions' }, h('button', { type: 'submit', class: 'primary' }, 'Publish edits'),
+      h('button', { type: 'button', onclick: () => { editForm.hidden = true; edit.setAttribute('aria-expanded', 'false'); edit.focus(); } }, 'Close the editor')));
+  const commentLabel = h('label', { for: 'comment' }, 'Comment (optional)');
+  decision.append(commentLabel, comment, buttons, alert, editForm, outcome);
+
+  const all = { comment, ...inputs };
+  const send = async (kind, edits) => {
+    alert.textContent = '';
+    for (const button of [approve, reject, edit]) button.disabled = true;
+    try {
+      const body = { decision: kind, comment: comment.value.trim() || null, ...(edits ? { edits } : {}) };
+      const decided = await api(`${path}/decision`, { method: 'POST', body, signal });
+      for (const done of [buttons, editForm, comment, commentLabel, alert]) done.remove();
+      statusBadge.replaceChildren(badge('decided'));
+      outcome.replaceChildren(h('p', { class: 'ok' }, `${decided.decision === 'approve' ? 'Approved' : decided.decision === 'reject' ? 'Rejected' : 'Edited and approved'}. `
+        + `Job ${decided.job_id} goes on; its status follows here.`));
+      announce(`Review ${decided.decision}d`);
+      followJob();
+    } catch (error) {
+      for (const button of [approve, reject, edit]) button.disabled = false;
+      if (error.name === 'AbortError') return;
+      if (error.status === 422) showFieldErrors(error, all, alert);
+      else {
+        alert.textContent = error.message;
+        alert.focus();
+      }
+    }
+  };
+  approve.addEventListener('click', () => send('approve'));
+  reject.addEventListener('click', () => send('reject'));
+  edit.addEventListener('click', () => {
+    editForm.hidden = false;
+    edit.setAttribute('aria-expanded', 'true');
+    inputs[fields[0].name].focus();
+  });
+  editForm.addEventListener('submit', (event) => {
+    event.preventDefault();
+    for (const input of Object.values(all)) clearFieldError(input);
+    alert.textContent = '';
+    const edits = {};
+    for (const f of fields) {
+      const raw = inputs[f.name].value;
+      if (raw === f.value) continue; // unchanged: not an edit
+      let value = raw;
+      if (f.json) {
+        try {
+          value = JSON.parse(raw);
+        } catch (error) {
+          setFieldError(inputs[f.name], `not valid JSON: ${error.message}`);
+          inputs[f.name].focus();
+          return;
+        }
+      }
+      if (f.whole) Object.assign(edits, value);
+      else edits[f.name] = value;
+    }
+    if (!Object.keys(edits).length) {
+      alert.textContent = 'Change something before publishing an edit (or approve the draft as it is).';
+      alert.focus();
+      return;
+    }
+    send('edit', edits);
+  });
+}
+
+// ------------------------------------------------------------------------------------------------ operations
+
+function replayForm(jobId, { fromStep, steps, signal, onStarted }) {
+  const id = `replay-${jobId}`;
+  const step = steps?.length
+    ? h('select', { id: `${id}-step`, name: 'from_step' }, steps.map((s) => h('option', { value: s, selected: s === fromStep }, s)))
+    : h('input', { id: `${id}-step`, name: 'from_step', value: fromStep || '' });
+  const reason = h('input', { id: `${id}-reason`, name: 'reason', size: 48, minlength: 3, maxlength: 500, required: true });
+  const alert = h('div', { class: 'alert', role: 'alert', tabindex: '-1' });
+  const plan = h('div', { class: 'plan', 'aria-live': 'polite' });
+  const showPlan = h('button', { type: 'submit' }, 'Show plan');
+  const start = h('button', { type: 'button', class: 'primary', hidden: true }, 'Start replay');
+  const form = h('form', { class: 'replay-form', novalidate: true, 'aria-label': `Replay ${jobId}` },
+    h('h3', {}, 'Replay ', h('span', { class: 'mono' }, jobId)),
+    h('label', { for: step.id }, 'From step'), step,
+    h('label', { for: reason.id }, 'Reason (recorded in the job’s events)'), reason,
+    h('div', { class: 'actions' }, showPlan, start), alert, plan);
+  const fields = { from_step: step, reason };
+  const body = (dryRun) => ({ from_step: step.value.trim(), reason: reason.value.trim(), ...(dryRun ? { dry_run: true } : {}) });
+  let planned = null;
+  const invalidate = () => { planned = null; start.hidden = true; plan.replaceChildren(); };
+  step.addEventListener('change', invalidate);
+  reason.addEventListener('input', () => { if (planned) start.hidden = false; });
+  form.addEventListener('submit', async (event) => {
+    event.preventDefault();
+    alert.textContent = '';
+    for (const input of Object.values(fields)) clearFieldError(input);
+    showPlan.disabled = true;
+    try {
+      const outcome = await api(`v1/ops/jobs/${enc(jobId)}/replay`, { method: 'POST', body: body(true), signal });
+      planned = outcome;
+      const items = Array.isArray(outcome.rerun_items) ? outcome.rerun_items.length
+        : Object.values(outcome.rerun_items || {}).reduce((n, list) => n + list.length, 0);
+      const kept = Array.isArray(outcome.kept_items) ? outcome.kept_items.length
+        : Object.values(outcome.kept_items || {}).reduce((n, list) => n + list.length, 0);
+      plan.replaceChildren(
+        h('p', {}, h('strong', {}, 'The plan: '), `attempt ${outcome.attempt} (execution ${outcome.execution}) runs from ${outcome.from_step}. Nothing has started yet.`),
+        h('p', {}, 'Steps that run again: ', outcome.rerun_steps.length ? outcome.rerun_steps.join(' → ') : 'none'),
+        h('p', {}, `Fan-out items that run again: ${items}; kept from their checkpoints: ${kept}.`),
+        outcome.rerun_named?.length ? h('ul', {}, outcome.rerun_named.map((item) =>
+          h('li', {}, `${item.step}: ${item.unit} ${item.item}${item.name ? ` “${item.name}”` : ''}`))) : '',
+      );
+      start.hidden = false;
+      start.focus();
+    } catch (error) {
+      if (error.status === 422) {
+        showFieldErrors(error, fields, alert);
+        if (error.body?.allowed_steps) setFieldError(step, `one of: ${error.body.allowed_steps.join(', ')}`);
+      } else {
+        alert.textContent = error.message;
+        alert.focus();
+      }
+    } finally {
+      showPlan.disabled = false;
+    }
+  });
+  start.addEventListener('click', async () => {
+    start.disabled = true;
+    alert.textContent = '';
+    try {
+      const outcome = await api(`v1/ops/jobs/${enc(jobId)}/replay`, { method: 'POST', body: body(false), signal });
+      form.replaceChildren(h('p', { class: 'ok', role: 'status' }, `Replay started: ${outcome.execution} is ${outcome.status}, from ${outcome.from_step}. `,
+        h('a', { href: `jobs/${enc(jobId)}`, 'data-nav': true }, 'Open the job')));
+      onStarted?.(outcome);
+    } catch (error) {
+      start.disabled = false;
+      if (error.status === 422) showFieldErrors(error, fields, alert);
+      else {
+        alert.textContent = error.message;
+        alert.focus();
+      }
+    }
+  });
+  setTimeout(() => reason.focus());
+  return form;
+}
+
+async function deadLettersPage(main, _, { signal, query }) {
+  const step = query.get('step') || '';
+  const tenant = query.get('tenant') || '';
+  main.append(h('h1', {}, 'Dead letters'));
+  const letters = (await api(`v1/ops/dead-letters${qs({ step, tenant, limit: 500 })}`, { signal })).dead_letters;
+  const stepInput = h('input', { id: 'filter-step', name: 'step', value: step, size: 18 });
+  const tenantInput = h('input', { id: 'filter-tenant', name: 'tenant', value: tenant, size: 14 });
+  const filters = h('form', { class: 'filters', role: 'search' },
+    h('div', {}, h('label', { for: 'filter-step' }, 'Step'), stepInput),
+    h('div', {}, h('label', { for: 'filter-tenant' }, 'Tenant'), tenantInput),
+    h('button', { type: 'submit' }, 'Show'));
+  filters.addEventListener('submit', (event) => {
+    event.preventDefault();
+    go(`ops/dead-letters${qs({ step: stepInput.value.trim(), tenant: tenantInput.value.trim() })}`);
+  });
+  main.append(filters);
+  if (!letters.length) {
+    main.append(h('p', {}, 'No dead letters: every failure has been replayed or none happened.'));
+    return;
+  }
+  const bySteps = new Map();
+  for (const letter of letters) {
+    if (!bySteps.has(letter.step)) bySteps.set(letter.step, []);
+    bySteps.get(letter.step).push(letter);
+  }
+  for (const [name, group] of bySteps) {
+    const headingId = `step-${name.replace(/\W/g, '-')}`;
+    main.append(h('h2', { id: headingId }, `${name} `, h('span', { class: 'hint' }, `(${group.length})`)),
+      h('div', { class: 'table-wrap' }, h('table', { 'aria-labelledby': headingId },
+        h('thead', {}, h('tr', {}, ['Job', 'Tenant', 'Item', 'Failure', 'Message', 'Attempts', 'Failed', ''].map((t) => h('th', { scope: 'col' }, t)))),
+        h('tbody', {}, group.map((letter) => {
+          const replay = h('button', { type: 'button' }, 'Replay');
+          const row = h('tr', { 'data-job': letter.job_id },
+            h('td', {}, h('a', { href: `jobs/${enc(letter.job_id)}`, 'data-nav': true, class: 'mono' }, letter.job_id)),
+            h('td', {}, letter.tenant_id ?? '—'),
+            h('td', {}, letter.item === null || letter.item === undefined ? '—' : `#${letter.item}${letter.item_name ? ` ${letter.item_name}` : ''}`),
+            h('td', {}, `${letter.kind} (${letter.error})`),
+            h('td', {}, letter.message),
+            h('td', { class: 'num' }, String(letter.attempts)),
+            h('td', { title: when(letter.failed_at) }, `${age(letter.failed_at)} ago`),
+            h('td', {}, replay));
+          replay.addEventListener('click', () => {
+            replay.disabled = true;
+            const cell = h('td', { colspan: 8 }, replayForm(letter.job_id, { fromStep: letter.step, signal }));
+            row.after(h('tr', {}, cell));
+          });
+          return row;
+        })))));
+  }
+}
+
+async function webhooksPage(main, _, { signal }) {
+  main.append(h('h1', {}, 'Dead webhooks'));
+  const { webhooks } = await api('v1/ops/webhooks/dead-letters?limit=500', { signal });
+  if (!webhooks.length) {
+    main.append(h('p', {}, 'No dead webhooks: every delivery succeeded or is still being retried.'));
+    return;
+  }
+  main.append(h('div', { class: 'table-wrap' }, h('table', { 'aria-label': 'Dead webhooks' },
+    h('thead', {}, h('tr', {}, ['Webhook', 'Job', 'Tenant', 'Event', 'Attempts', 'Last error', 'Last attempt', 'Status', ''].map((t) => h('th', { scope: 'col' }, t)))),
+    h('tbody', {}, webhooks.map((webhook) => {
+      const status = h('td', {}, badge(webhook.status));
+      const redeliver = h('button', { type: 'button' }, 'Redeliver');
+      const message = h('div', { role: 'status' });
+      redeliver.addEventListener('click', async () => {
+        redeliver.disabled = true;
+        try {
+          const fresh = await api(`v1/ops/webhooks/${enc(webhook.webhook_id)}/redeliver`, { method: 'POST', signal });
+          status.replaceChildren(badge(fresh.status));
+          message.textContent = 'Redelivery started: same webhook-id and body, a new series of retries.';
+        } catch (error) {
+          redeliver.disabled = false;
+          message.replaceChildren(problemBox(error));
+        }
+      });
+      return h('tr', { 'data-webhook': webhook.webhook_id },
+        h('td', { class: 'mono' }, webhook.webhook_id),
+        h('td', {}, h('a', { href: `jobs/${enc(webhook.job_id)}`, 'data-nav': true, class: 'mono' }, webhook.job_id)),
+        h('td', {}, webhook.tenant_id), h('td', {}, webhook.event), h('td', { class: 'num' }, String(webhook.attempts)),
+        h('td', {}, webhook.last_error ?? '—'), h('td', {}, when(webhook.last_attempt_at)), status,
+        h('td', {}, redeliver, message));
+    })))));
+}
+
+const POLICY_FIELDS = [
+  { name: 'max_job_tokens', label: 'Tokens per job (ceiling)', type: 'number', min: 1 },
+  { name: 'max_job_cost_usd', label: 'Dollars per job (ceiling)', type: 'text', inputmode: 'decimal' },
+  { name: 'daily_tokens', label: 'Tokens per UTC day', type: 'number', min: 1 },
+  { name: 'daily_cost_usd', label: 'Dollars per UTC day', type: 'text', inputmode: 'decimal' },
+  { name: 'submissions_per_minute', label: 'Submissions per minute', type: 'number', min: 1 },
+  { name: 'jobs_in_flight', label: 'Jobs in flight', type: 'number', min: 1 },
+  { name: 'weight', label: 'Weight (1–100)', type: 'number', min: 1, max: 100 },
+  { name: 'routes', label: 'Model routes (comma-separated; empty: every route)', type: 'text' },
+];
+const SLA_CLASSES = ['interactive', 'standard', 'batch'];
+
+async function policiesPage(main, _, { signal, query }) {
+  const tenant = query.get('tenant') || '';
+  main.append(h('h1', {}, 'Tenant policies'));
+  const tenantInput = h('input', { id: 'policy-tenant', name: 'tenant', value: tenant, size: 20, required: true });
+  const pick = h('form', { class: 'filters', role: 'search' },
+    h('div', {}, h('label', { for: 'policy-tenant' }, 'Tenant'), tenantInput), h('button', { type: 'submit' }, 'Open'));
+  pick.addEventListener('submit', (event) => {
+    event.preventDefault();
+    if (tenantInput.value.trim()) go(`ops/policies${qs({ tenant: tenantInput.value.trim() })}`);
+  });
+  main.append(pick);
+  if (!tenant) {
+    main.append(h('p', { class: 'hint' }, 'Name a tenant to read and edit its budgets and admission quotas.'));
+    return;
+  }
+  const view = await api(`v1/ops/tenants/${enc(tenant)}/policy`, { signal });
+  const today = view.today;
+  main.append(
+    h('h2', {}, `${view.tenant_id} `, badge(view.source === 'stored' ? 'completed' : 'queued', view.source === 'stored' ? 'its own policy' : 'the defaults')),
+    facts([
+      ['Today (UTC)', today.day],
+      ['Held today', `${int(today.tokens)} tokens, ${usd(today.cost_usd)}`],
+      ['Remaining today', `${int(today.remaining_tokens)} tokens, ${usd(today.remaining_cost_usd)}`],
+    ]),
+  );
+  const inputs = {};
+  const policy = view.policy;
+  const grid = h('div', { class: 'policy-form' }, POLICY_FIELDS.map((f) => {
+    const value = f.name === 'routes' ? (policy.routes || []).join(', ') : policy[f.name];
+    inputs[f.name] = h('input', { id: `policy-${f.name}`, name: f.name, type: f.type, min: f.min, max: f.max, inputmode: f.inputmode, value: value ?? '' });
+    return h('div', {}, h('label', { for: `policy-${f.name}` }, f.label), inputs[f.name]);
+  }));
+  const classes = SLA_CLASSES.map((c) => h('input', { type: 'checkbox', id: `policy-sla-${c}`, value: c, checked: policy.sla_classes.includes(c) }));
+  const slaGroup = h('fieldset', { id: 'policy-sla_classes', tabindex: '-1' }, h('legend', {}, 'SLA classes its jobs may use'),
+    classes.map((box) => h('div', {}, box, h('label', { for: box.id, class: 'inline' }, ` ${box.value}`))));
+  const alert = h('div', { class: 'alert', role: 'alert', tabindex: '-1' });
+  const saved = h('div', { role: 'status' });
+  const form = h('form', { novalidate: true, 'aria-label': `Policy of ${view.tenant_id}` }, grid, slaGroup,
+    h('div', { class: 'actions' }, h('button', { type: 'submit', class: 'primary' }, 'Save policy')), alert, saved);
+  form.addEventListener('submit', async (event) => {
+    event.preventDefault();
+    saved.textContent = '';
+    alert.textContent = '';
+    const body = {};
+    for (const f of POLICY_FIELDS) {
+      const raw = inputs[f.name].value.trim();
+      if (f.name === 'routes') body.routes = raw ? raw.split(',').map((r) => r.trim()).filter(Boolean) : null;
+      else if (raw === '') continue;
+      else body[f.name] = f.type === 'number' && /^-?\d+$/.test(raw) ? Number(raw) : raw;
+    }
+    body.sla_classes = classes.filter((box) => box.checked).map((box) => box.value);
+    try {
+      const stored = await api(`v1/ops/tenants/${enc(tenant)}/policy`, { method: 'PUT', body, signal });
+      for (const input of [...Object.values(inputs), slaGroup]) clearFieldError(input);
+      saved.replaceChildren(h('p', { class: 'ok' }, `Saved the policy of ${stored.tenant_id}.`));
+    } catch (error) {
+      if (error.status === 422) showFieldErrors(error, { ...inputs, sla_classes: slaGroup }, alert);
+      else {
+        alert.textContent = error.message;
+        alert.focus();
+      }
+    }
+  });
+  main.append(form);
+}
+
+render();

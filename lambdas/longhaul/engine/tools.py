@@ -1,0 +1,246 @@
+"""Running a tool: the model's proposed call checked against the agent's allowed tools and the tool's input model,
+then run; a tool with a side effect runs through the job's outbox (`storage/effects.py`) exactly once.
+
+The operation id derives from (job, step, turn, call). The intent is written before the effect (only while the job
+runs), the outcome after; a retried turn finds the record and answers from it instead of acting again:
+
+- `done`: the recorded output, without calling the tool (`replayed`);
+- `pending` written by this very attempt (a duplicate delivery running it now): a `TransientError`, so the state
+  machine retries the turn after the other delivery has recorded the outcome;
+- `pending` written by an earlier attempt, which died between the effect and its outcome: whether the effect
+  happened cannot be told. An irreversible effect is never repeated: it becomes `unknown` and the model is told so;
+  a reversible one is repeated (reversible tools are idempotent by their operation id);
+- `failed`: it did not happen, the call runs again.
+
+A call whose tool and input differ from what the outbox recorded under its id (a replayed turn in which the model
+proposed something else) gets an operation id of its own (the id with a hash of the call), as a model charge does.
+A tool refuses a call it cannot make as asked by raising `ToolRefused`: the model is told why, nothing happened.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import dataclass
+from typing import Any
+
+from pydantic import BaseModel, ValidationError
+
+from longhaul.core import faults
+from longhaul.core.errors import CancelledError, LonghaulError, PlatformConfigurationError, TransientError
+from longhaul.core.observability import logger
+from longhaul.core.ports import Mailer
+from longhaul.core.records import EffectRecord, Job
+from longhaul.engine.spec import Tool, WorkflowSpec
+from longhaul.services import Services
+from longhaul.storage.effects import EffectStore
+
+
+class ToolRefused(Exception):
+    """The tool cannot make this call as asked (an unknown vendor, a line that is not a finding): the model is told
+    why and may try otherwise; nothing happened."""
+
+
+def operation_id(job_id: str, step: str, turn: int, call: int) -> str:
+    """The stable id of a tool call: the same on every retry of its turn."""
+    return "op_" + hashlib.sha256(f"{job_id}/{step}/{turn}/{call}".encode()).hexdigest()[:24]
+
+
+def call_hash(tool: str, arguments: dict[str, Any]) -> str:
+    return hashlib.sha256(json.dumps([tool, arguments], sort_keys=True, default=str).encode()).hexdigest()[:16]
+
+
+def owner(job_attempt: int, retry: int) -> str:
+    """Who wrote an intent: the job's attempt and the Task's retry count, compared in that order."""
+    return f"{job_attempt:04d}.{retry:04d}"
+
+
+@dataclass
+class ToolContext:
+    """What a tool gets: the services, its job, where it is called from and its operation id (None for a tool
+    without a side effect)."""
+
+    services: Services
+    job: Job
+    spec: WorkflowSpec
+    step: str
+    turn: int
+    call: int
+    operation_id: str | None = None
+
+    @property
+    def job_id(self) -> str:
+        return self.job.job_id
+
+    @property
+    def tenant_id(self) -> str:
+        """The tenant of the job: every memory and artifact a tool touches is this tenant's, whatever the model asks."""
+        return self.job.tenant_id
+
+    def mailer(self) -> Mailer:
+        if self.services.mailer is None:
+            raise PlatformConfigurationError(
+                "no e-mail sender is configured (LONGHAUL_EMAIL_SENDER; `-c longhaul:email_sender=` at deploy)",
+                step=self.step,
+            )
+        return self.services.mailer
+
+
+@dataclass(frozen=True)
+class ToolResult:
+    """What the model is told of one call."""
+
+    tool: str
+    call: int
+    ok: bool
+    output: dict[str, Any] | None = None
+    error: str | None = None
+    operation_id: str | None = None
+    replayed: bool = False  # answered from the outbox: the effect had happened on an earlier attempt
+    status: str | None = None  # of a call with a side effect: done, unknown
+
+    def message(self) -> dict[str, Any]:
+        found: dict[str, Any] = {"tool": self.tool, "call": self.call, "ok": self.ok}
+        for name in ("output", "error", "operation_id", "status"):
+            if getattr(self, name) is not None:
+                found[name] = getattr(self, name)
+        if self.replayed:
+            found["replayed"] = True
+        return found
+
+
+@dataclass(frozen=True)
+class Acted:
+    """A tool's answer when it decided there was nothing to do (e.g. the notice went out on another call): the
+    outbox records it as not acted, so no compensation undoes it."""
+
+    output: BaseModel
+
+
+def run_call(
+    ctx: ToolContext, tool: Tool, arguments: dict[str, Any], *, allowed: tuple[str, ...], job_attempt: int, retry: int
+) -> ToolResult:
+    """Check and run one proposed call; never raises for the model's mistakes (they are its result), only for the
+    platform's (typed errors: the turn fails or is retried)."""
+    if tool.name not in allowed:
+        return ToolResult(tool.name, ctx.call, ok=False, error=f"not a tool this step may call; it may call {allowed}")
+    try:
+        parsed = tool.input_model.model_validate(arguments)
+    except ValidationError as invalid:
+        errors = "; ".join(f"{'.'.join(map(str, e['loc'])) or 'input'}: {e['msg']}" for e in invalid.errors()[:10])
+        return ToolResult(tool.name, ctx.call, ok=False, error=f"invalid input: {errors}")
+    if tool.side_effect == "none":
+        try:
+            output = _invoke(tool, ctx, parsed)
+        except ToolRefused as refused:
+            return ToolResult(tool.name, ctx.call, ok=False, error=str(refused))
+        return ToolResult(tool.name, ctx.call, ok=True, output=output.model_dump(mode="json"))
+    return _through_outbox(ctx, tool, parsed, owner(job_attempt, retry))
+
+
+def _invoke(tool: Tool, ctx: ToolContext, parsed: BaseModel) -> BaseModel:
+    answer = tool.function()(ctx, parsed)
+    output = answer.output if isinstance(answer, Acted) else answer
+    return tool.output_model.model_validate(output.model_dump())
+
+
+def _through_outbox(ctx: ToolContext, tool: Tool, parsed: BaseModel, me: str) -> ToolResult:
+    effects: EffectStore = ctx.services.effects
+    arguments = parsed.model_dump(mode="json")
+    digest = call_hash(tool.name, arguments)
+    op = operation_id(ctx.job_id, ctx.step, ctx.turn, ctx.call)
+    existing = effects.get(ctx.job_id, op)
+    if existing is not None and existing.input_hash != digest:  # another call under this number: its own operation
+        op = f"{op}-{digest[:8]}"
+        existing = effects.get(ctx.job_id, op)
+    ctx.operation_id = op
+    if existing is None:
+        existing = effects.intend(
+            EffectRecord(
+                operation_id=op,
+                job_id=ctx.job_id,
+                tenant_id=ctx.tenant_id,
+                step=ctx.step,
+                turn=ctx.turn,
+                call=ctx.call,
+                seq=0,
+                tool=tool.name,
+                side_effect=tool.side_effect,  # "none" never comes here
+                input=arguments,
+                input_hash=digest,
+                owner=me,
+                intended_at=ctx.services.now(),
+                compensation=tool.compensation,
+            )
+        )
+        if existing.owner != me:  # another delivery wrote the intent first
+            return _recorded(ctx, tool, existing, me)
+        return _act(ctx, tool, parsed, existing)
+    return _recorded(ctx, tool, existing, me)
+
+
+def _recorded(ctx: ToolContext, tool: Tool, effect: EffectRecord, me: str) -> ToolResult:
+    """Answer from the outbox, or act when the record says the effect did not happen (or may be repeated)."""
+    effects = ctx.services.effects
+    if effect.status == "done":
+        logger.info("tool call answered from the outbox", extra={"operation_id": effect.operation_id})
+        return ToolResult(
+            tool.name, ctx.call, ok=True, output=effect.output, operation_id=effect.operation_id, replayed=True,
+            status="done",
+        )  # fmt: skip
+    if effect.status == "unknown":
+        return _unknown(tool, ctx, effect)
+    if effect.status == "pending" and effect.owner >= me:
+        raise TransientError(f"{tool.name} {effect.operation_id} is under way in another delivery", step=ctx.step)
+    if effect.status == "pending" and tool.side_effect == "irreversible":
+        effect = effects.outcome(effect, "unknown", error="the attempt that acted died before recording the outcome")
+        ctx.services.jobs.append_event(
+            ctx.job_id,
+            "effect_unknown",
+            step=ctx.step,
+            item=ctx.turn,
+            detail={"operation_id": effect.operation_id, "tool": tool.name},
+        )
+        return _unknown(tool, ctx, effect)
+    parsed = tool.input_model.model_validate(effect.input)  # failed, or a reversible one left pending: act again
+    return _act(ctx, tool, parsed, effect)
+
+
+def _unknown(tool: Tool, ctx: ToolContext, effect: EffectRecord) -> ToolResult:
+    return ToolResult(
+        tool.name,
+        ctx.call,
+        ok=False,
+        operation_id=effect.operation_id,
+        status="unknown",
+        error="an earlier attempt of this call died after acting and before recording the outcome: it may have "
+        "happened; it is not repeated",
+    )
+
+
+def _act(ctx: ToolContext, tool: Tool, parsed: BaseModel, effect: EffectRecord) -> ToolResult:
+    effects = ctx.services.effects
+    try:
+        answer = tool.function()(ctx, parsed)
+    except ToolRefused as refused:
+        effects.outcome(effect, "failed", acted=False, error=str(refused))
+        return ToolResult(tool.name, ctx.call, ok=False, error=str(refused), operation_id=effect.operation_id)
+    except CancelledError:
+        raise
+    except LonghaulError as error:
+        effects.outcome(effect, "failed", acted=False, error=f"{type(error).__name__}: {error.message}")
+        raise
+    acted = not isinstance(answer, Acted)
+    output = tool.output_model.model_validate((answer.output if isinstance(answer, Acted) else answer).model_dump())
+    faults.active().crash_before_outcome(ctx.step, ctx.turn)
+    recorded = effects.outcome(effect, "done", output=output.model_dump(mode="json"), acted=acted)
+    ctx.services.jobs.append_event(
+        ctx.job_id,
+        "effect_done",
+        step=ctx.step,
+        item=ctx.turn,
+        detail={"operation_id": effect.operation_id, "tool": tool.name, "acted": acted},
+    )
+    return ToolResult(
+        tool.name, ctx.call, ok=True, output=recorded.output, operation_id=effect.operation_id, status="done"
+    )

@@ -1,0 +1,98 @@
+"""Workflow `dispute-resolution`: dispute the discrepancies a completed invoice reconciliation found, one notice per
+vendor, through two agent steps around a human review.
+
+load the reconciliation (its published findings, invoice lines and agreed prices, each with its source) → an agent
+gathers the evidence with tools and drafts each vendor's notice citing every disputed line (and earlier disputes and
+known prices from the tenant's memory) → a person reviews the drafts (approve, or withhold some) → an agent sends
+each approved notice (an irreversible e-mail through SES, compensated by a retraction if the job fails or is
+cancelled afterwards) and remembers the dispute and the agreed prices → publish the notices with their lines.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+from pydantic import Field
+
+from longhaul.core.contracts import Strict
+from longhaul.engine.spec import AgentPolicy, ReviewPolicy, WorkflowSpec, agent, review, step
+from longhaul.workflows.dispute_resolution.case import NoticeEdits
+from longhaul.workflows.dispute_resolution.models import DisputeResolutionResult, Drafts, Sent
+from longhaul.workflows.dispute_resolution.tools import DRAFTING_TOOLS, SENDING_TOOLS, TOOLS
+
+JOB_ID_PATTERN = r"^job_[0-9a-f]{28}$"
+EMAIL_PATTERN = r"^[^@\s<>(),;:\"\[\]]+@[^@\s<>(),;:\"\[\]]+\.[A-Za-z]{2,}$"
+EmailAddress = Annotated[str, Field(pattern=EMAIL_PATTERN, max_length=254, description="An e-mail address.")]
+VendorKey = Annotated[str, Field(min_length=1, max_length=300)]
+POLICY = "longhaul.workflows.dispute_resolution.policy"
+
+
+class DisputeResolutionInput(Strict):
+    reconciliation_job_id: Annotated[
+        str,
+        Field(pattern=JOB_ID_PATTERN, description="A completed `invoice-reconciliation` job of the same tenant."),
+    ]
+    contacts: Annotated[
+        dict[VendorKey, EmailAddress] | None,
+        Field(
+            default=None,
+            max_length=200,
+            description="Where each vendor's notice goes, by vendor as the reconciliation names it (an invoice's "
+            "`vendor`, or its document when it has none; case, spacing and punctuation aside).",
+        ),
+    ]
+    default_contact: Annotated[
+        EmailAddress | None,
+        Field(default=None, description="Where the notices of vendors not in `contacts` go."),
+    ]
+
+
+SPEC = WorkflowSpec(
+    name="dispute-resolution",
+    description="Dispute a reconciliation's discrepancies: one reviewed notice per vendor, sent once, remembered.",
+    input_model=DisputeResolutionInput,
+    result_model=DisputeResolutionResult,
+    domain="longhaul.workflows.dispute_resolution.steps",
+    tools=TOOLS,
+    steps=(
+        step("load_reconciliation"),
+        agent(
+            "draft_notices",
+            policy=AgentPolicy(
+                tools=DRAFTING_TOOLS,
+                output_model=Drafts,
+                brief="brief_drafting",
+                check="check_drafts",
+                offline=f"{POLICY}:drafting",
+                max_turns=12,
+                max_tool_calls=1200,
+                prompt_version="dispute-drafting-1",
+            ),
+            timeout_seconds=120,
+        ),
+        review(
+            "review",
+            policy=ReviewPolicy(
+                assignee_group="accounts-payable",
+                secondary_group="finance-controllers",
+                edits_model=NoticeEdits,
+                mode="auto",  # every drafted notice is reviewed before it is sent
+            ),
+        ),
+        agent(
+            "send_notices",
+            policy=AgentPolicy(
+                tools=SENDING_TOOLS,
+                output_model=Sent,
+                brief="brief_sending",
+                check="check_sent",
+                offline=f"{POLICY}:sending",
+                max_turns=8,
+                max_tool_calls=1200,
+                prompt_version="dispute-sending-1",
+            ),
+            timeout_seconds=120,
+        ),
+        step("publish_result"),
+    ),
+)

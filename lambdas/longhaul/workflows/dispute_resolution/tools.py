@@ -1,0 +1,201 @@
+"""The dispute-resolution agents' typed tools: what each is told, takes and returns, and its side effect. Light (the
+spec imports it): the implementations are `actions.py`, imported when a tool is first called.
+
+Gathering evidence has no side effect; `send_notice` is irreversible (an e-mail through SES) and compensated by
+`send_retraction`; `record_dispute` and `confirm_contract_price` write the tenant's memory (reversible: their
+compensation `forget_memory` deletes what they wrote).
+"""
+
+from __future__ import annotations
+
+from pydantic import BaseModel, Field
+
+from longhaul.engine.memory import FORGET_MEMORY, RECALL_EPISODES, RECALL_FACTS
+from longhaul.engine.spec import EMAIL, Tool, ToolRegistry, Undo
+from longhaul.workflows.dispute_resolution.models import AgreedPrice, DisputedLine, InvoiceLine
+
+ACTIONS = "longhaul.workflows.dispute_resolution.actions"
+VendorName = Field(min_length=1, max_length=300, description="The vendor, as `list_disputes` names it.")
+
+
+class Nothing(BaseModel):
+    pass
+
+
+class VendorSummary(BaseModel):
+    vendor: str
+    to: str
+    invoices: list[str]
+    lines: int
+
+
+class Disputes(BaseModel):
+    vendors: list[VendorSummary] = Field(description="Vendors with discrepancies.")
+    clean_vendors: list[str] = Field(description="Vendors without any: no notice goes to them.")
+
+
+class VendorRequest(BaseModel):
+    vendor: str = VendorName
+
+
+class Findings(BaseModel):
+    vendor: str
+    lines: list[DisputedLine]
+
+
+class InvoiceLines(BaseModel):
+    vendor: str
+    lines: list[InvoiceLine]
+
+
+class PricesRequest(BaseModel):
+    codes: list[str] = Field(min_length=1, max_length=500)
+
+
+class Prices(BaseModel):
+    document: str
+    currency: str
+    prices: list[AgreedPrice]
+    missing: list[str] = Field(description="Codes the contract does not list.")
+
+
+class DraftRequest(BaseModel):
+    vendor: str = VendorName
+    line_ids: list[str] = Field(min_length=1, max_length=500, description="Every disputed line of the vendor.")
+    past_dispute_ids: list[str] = Field(default_factory=list, max_length=20, description="From `recall_episodes`.")
+    fact_ids: list[str] = Field(default_factory=list, max_length=50, description="From `recall_facts`.")
+
+
+class Disputed(BaseModel):
+    vendor: str
+    to: str
+    subject: str
+    draft_key: str
+    lines: int
+
+
+class SendReceipt(BaseModel):
+    vendor: str
+    to: str
+    subject: str
+    message_id: str
+    status: str = Field(description="`sent`, or `already_sent` (an earlier call of this job sent it).")
+
+
+class Retracted(BaseModel):
+    vendor: str
+    to: str
+    message_id: str
+
+
+class DisputeRecorded(BaseModel):
+    vendor: str
+    memory_id: str
+
+
+class PriceRequest(BaseModel):
+    vendor: str = VendorName
+    code: str = Field(min_length=1, max_length=64)
+
+
+class PriceConfirmed(BaseModel):
+    vendor: str
+    code: str
+    statement: str
+    memory_id: str | None = Field(description="The fact recorded; None when memory knew it already.")
+    superseded: list[str] = Field(default_factory=list)
+
+
+TOOLS = ToolRegistry(
+    Tool(
+        name="list_disputes",
+        description="The reconciliation's vendors with discrepancies (and where their notice goes), and the clean "
+        "ones.",
+        input_model=Nothing,
+        output_model=Disputes,
+        run=f"{ACTIONS}:list_disputes",
+    ),
+    Tool(
+        name="get_findings",
+        description="A vendor's disputed lines: each finding of the reconciliation with its rule, the expected and "
+        "invoiced values and the verbatim source line.",
+        input_model=VendorRequest,
+        output_model=Findings,
+        run=f"{ACTIONS}:get_findings",
+    ),
+    Tool(
+        name="get_invoice_lines",
+        description="A vendor's invoice lines as the reconciliation read them, each with its source line.",
+        input_model=VendorRequest,
+        output_model=InvoiceLines,
+        run=f"{ACTIONS}:get_invoice_lines",
+    ),
+    Tool(
+        name="get_price_list",
+        description="The contract's agreed prices of these product codes, each with its source line.",
+        input_model=PricesRequest,
+        output_model=Prices,
+        run=f"{ACTIONS}:get_price_list",
+    ),
+    RECALL_EPISODES,
+    RECALL_FACTS,
+    Tool(
+        name="draft_notice",
+        description="Draft a vendor's dispute notice citing each of its disputed lines (by line id), the earlier "
+        "disputes and the facts it relies on; the draft goes to human review before anything is sent.",
+        input_model=DraftRequest,
+        output_model=Disputed,
+        run=f"{ACTIONS}:draft_notice",
+    ),
+    Tool(
+        name="send_notice",
+        description="Send a vendor's approved notice by e-mail. Irreversible: it is sent once (a retraction is "
+        "sent if the job is cancelled or fails afterwards).",
+        input_model=VendorRequest,
+        output_model=SendReceipt,
+        run=f"{ACTIONS}:send_notice",
+        side_effect="irreversible",
+        compensation="send_retraction",
+        uses=frozenset({EMAIL}),
+    ),
+    Tool(
+        name="send_retraction",
+        description="Compensation: e-mail the vendor that its notice is withdrawn.",
+        input_model=Undo,
+        output_model=Retracted,
+        run=f"{ACTIONS}:send_retraction",
+        side_effect="irreversible",
+        uses=frozenset({EMAIL}),
+    ),
+    Tool(
+        name="record_dispute",
+        description="Remember this dispute with the vendor (the tenant's episodic memory), after its notice went.",
+        input_model=VendorRequest,
+        output_model=DisputeRecorded,
+        run=f"{ACTIONS}:record_dispute",
+        side_effect="reversible",
+        compensation="forget_memory",
+    ),
+    Tool(
+        name="confirm_contract_price",
+        description="Remember a product's agreed price that a disputed line relies on, as a long-term fact with its "
+        "source in the contract (job, document, page, quote).",
+        input_model=PriceRequest,
+        output_model=PriceConfirmed,
+        run=f"{ACTIONS}:confirm_contract_price",
+        side_effect="reversible",
+        compensation="forget_memory",
+    ),
+    FORGET_MEMORY,
+)
+
+DRAFTING_TOOLS = (
+    "list_disputes",
+    "get_findings",
+    "get_invoice_lines",
+    "get_price_list",
+    "recall_episodes",
+    "recall_facts",
+    "draft_notice",
+)
+SENDING_TOOLS = ("send_notice", "record_dispute", "confirm_contract_price")

@@ -1,0 +1,87 @@
+"""Schemathesis hooks: what an OpenAPI schema cannot say, given to the cases the fuzzer means to be valid.
+
+A request can match its schema and still be refused for a reason no schema states: it names an upload that does not
+exist, reuses an Idempotency-Key with another payload, names a cursor this listing never handed out, two documents
+share a name, a contract lists no prices, a callback's host is not public, a route is not configured, a replay names
+a step of another workflow, a dispute names a reconciliation that is not a completed one of its tenant. The fuzzer's
+`positive_data_acceptance` check expects a schema-valid request to be accepted, so each positive case gets here what
+a real client would send: real uploads of the tenant (`UPLOADS_ENV`, made before the run), a fresh key, no cursor,
+unique names, a priced contract, no callback or route, no replay step (its default), approve for an edit, the run
+key's completed reconciliation (`RECONCILIATION_ENV`) with a contact for its notices. Negative cases are left as
+generated (they must be refused), and every check still runs on every case.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import uuid
+from typing import Any
+
+import schemathesis
+
+UPLOADS_ENV = "LONGHAUL_FUZZ_UPLOADS"  # {"text": upload_id, "archive": …, "invoices_archive": …}
+RECONCILIATION_ENV = "LONGHAUL_FUZZ_RECONCILIATION"  # a completed invoice-reconciliation job of the run's key
+NOTICE_CONTACT = "disputes@example.com"
+CONTRACT = (
+    "PRICE AGREEMENT\nCurrency: USD\n\nProduct Code   Description           Agreed Unit Price\n"
+    "-------------  --------------------  -----------------\nNW-1001        Steel bracket, 40 mm               4.75\n"
+)
+LISTINGS = ("list_jobs", "ops_list_jobs", "get_events", "ops_get_events", "list_reviews", "ops_list_tenant_memory")
+
+
+def _uploads() -> dict[str, str]:
+    uploads: dict[str, str] = json.loads(os.environ.get(UPLOADS_ENV) or "{}")
+    return uploads
+
+
+@schemathesis.hook
+def map_case(context: Any, case: Any) -> Any:
+    meta = case.meta
+    if meta is None or not meta.generation.mode.is_positive:
+        return case
+    operation = case.operation.definition.raw.get("operationId")
+    if operation in LISTINGS and isinstance(case.query, dict):
+        case.query.pop("cursor", None)  # a cursor is only ever one a listing handed out
+    if operation == "submit_job" and isinstance(case.body, dict):
+        if case.headers and "idempotency-key" in {k.lower() for k in case.headers}:
+            for name in [k for k in case.headers if k.lower() == "idempotency-key"]:
+                case.headers[name] = f"fuzz-{uuid.uuid4().hex}"  # a reused key with another payload is a 422
+        _realistic_job(case.body)
+    if operation == "replay_job" and isinstance(case.body, dict):
+        case.body.pop("from_step", None)  # a step of the job's own workflow: by default, where it failed
+    if operation in ("put_tenant_policy", "patch_tenant_policy") and isinstance(case.body, dict):
+        case.body.pop("routes", None)  # routes are the deployment's configuration
+    if operation == "decide_review" and isinstance(case.body, dict) and case.body.get("decision") == "edit":
+        case.body = {"decision": "approve"}  # edits are the reviewed workflow's, which the schema cannot say
+    return case
+
+
+def _realistic_job(body: dict[str, Any]) -> None:
+    body.pop("callback_url", None)  # must resolve to a public address
+    body.pop("route", None)  # must be a configured route
+    job_input = body.get("input")
+    if not isinstance(job_input, dict):
+        return
+    uploads = _uploads()
+    documents = [d for d in (job_input.get("documents"), job_input.get("invoices")) if isinstance(d, list)]
+    if isinstance(job_input.get("contract"), dict):
+        contract = job_input["contract"]
+        job_input["contract"] = {"name": contract.get("name") or "contract.txt", "text": CONTRACT}
+    taken = {job_input["contract"]["name"]} if isinstance(job_input.get("contract"), dict) else set()
+    for listed in documents:
+        for index, document in enumerate(listed):
+            if not isinstance(document, dict):
+                continue
+            if document.get("upload_id"):
+                document["upload_id"] = uploads["text"]
+            name = document.get("name")
+            if isinstance(name, str) and name in taken:  # names are unique within a job (citations use them)
+                document["name"] = f"{index}-{uuid.uuid4().hex[:8]}.txt"
+            taken.add(document.get("name"))
+    for field in ("archive", "invoices_archive"):
+        if isinstance(job_input.get(field), dict):
+            job_input[field]["upload_id"] = uploads[field]
+    if "reconciliation_job_id" in job_input:  # a dispute names a completed reconciliation of the same tenant
+        job_input["reconciliation_job_id"] = os.environ.get(RECONCILIATION_ENV) or job_input["reconciliation_job_id"]
+        job_input["default_contact"] = NOTICE_CONTACT  # every vendor with discrepancies needs somewhere to go
