@@ -288,6 +288,8 @@ def test_operators_read_the_platforms_metrics_by_series(call_api: CallApi) -> No
     assert series["invoice-reconciliation"]["maximum"] == 50
     assert call_api("GET", "/v1/ops/metrics", key=KEY_A).status == 403
     assert_problem(call_api("GET", "/v1/ops/metrics", key=OPS, query={"hours": "0"}), 422, "invalid-request")
+
+
 # ---------------------------------------------------------------------- tenant policies
 
 

@@ -153,6 +153,8 @@ def test_a_replay_removes_the_dead_letters_of_the_failures_it_replays(
     # the operator path removes them (a step's role may not touch the dead-letter queues)
     assert dead_letters.of_job(JOB_A) == [] and dead_letters.purged == [JOB_A]
     assert any(e.type == "dead_letters_removed" and e.detail == {"messages": 1} for e in store.list_events(JOB_A)[0])
+
+
 def test_a_dry_run_answers_the_plan_and_changes_nothing(
     services: Services, engine: FakeEngine, store: JobStore, checkpoints: CheckpointStore
 ) -> None:

@@ -196,6 +196,8 @@ def _remove_dead_letters(services: Services, job_id: str) -> None:
         services.jobs.append_event(job_id, "dead_letters_removed", detail={"messages": removed})
     except Exception:
         logger.exception("dead letters of a replayed job were not all removed", extra={"job_id": job_id})
+
+
 def default_from_step(services: Services, job: Job) -> str:
     """Where a replay starts when the operator names no step: the step the job failed at, else the first step
     without a checkpoint, so nothing that completed is done again (a cancelled or expired job)."""
