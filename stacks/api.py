@@ -145,8 +145,10 @@ class Api(Construct):
             ),
             endpoint_types=[apigw.EndpointType.REGIONAL],
         )
-        integration = apigw.LambdaIntegration(self.function, proxy=True)
-        ops_integration = apigw.LambdaIntegration(self.ops_function, proxy=True)
+        # One invoke permission per function for this API (its `execute-api` ARN), not two per method: with some
+        # forty methods those would be most of CloudFormation's 500 resources a stack may hold.
+        integration = apigw.LambdaIntegration(self.function, proxy=True, scope_permission_to_method=False)
+        ops_integration = apigw.LambdaIntegration(self.ops_function, proxy=True, scope_permission_to_method=False)
         # Unknown keys are refused here, before the API function runs (cached per key; see handlers/authorizer.py).
         self.authorizer_function = platform_function(
             self,

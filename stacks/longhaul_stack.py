@@ -152,6 +152,10 @@ class LonghaulStack(Stack):
         for function in workflows.functions:
             storage.grant_items(function)
             storage.grant_objects(function, read=[uploads, work], write=[work])
+        for function in workflows.forgetting_functions():  # a compensation deletes the memory its tool recorded
+            storage.grant_item_deletes(function, partitions=schema.memory_pk("*"))
+        for function in workflows.result_reading_functions():  # e.g. a dispute reads its reconciliation's result
+            storage.grant_objects(function, read=[results])
         for function in workflows.publishing_functions():
             storage.grant_objects(function, write=[results])
         for function in (operations.sweeper, admission.dispatcher, *webhooks.functions):
@@ -196,7 +200,7 @@ class LonghaulStack(Stack):
             machine.grant_task_response(api.ops_function)  # an operator's cancel ends a review's wait
         for machine in workflows.state_machines.values():
             for function in (api.function, api.ops_function):  # submissions, cancellations, costs; replays
-                machine.grant_start_execution(function)
+                grant_start(function, machine)
                 machine.grant_execution(
                     function,
                     "states:DescribeExecution",
@@ -207,9 +211,9 @@ class LonghaulStack(Stack):
                 grant_map_run_history(function, machine)
                 # The graph of a job not started yet (the machine's definition), and a replay on the job's own
                 # version first asks whether that version still exists (versions authorize on the machine's ARN).
-                machine.grant(function, "states:DescribeStateMachine")
+                grant_qualified(function, machine, "states:DescribeStateMachine")
             machine.grant_execution(api.ops_function, "states:RedriveExecution")  # an operator's redrive
-            machine.grant_start_execution(admission.dispatcher)
+            grant_start(admission.dispatcher, machine)  # queued jobs, replays on their version, compensation lanes
             machine.grant_execution(operations.sweeper, "states:DescribeExecution", "states:StopExecution")
             acknowledge_executions(self, machine)
         for name, builder in workflows.builders.items():  # a container task answers its own token, nothing else
@@ -298,6 +302,21 @@ class LonghaulStack(Stack):
             f"IAM5[Resource::arn:<AWS::Partition>:bedrock:*::foundation-model/{base_model}]",
             "Cross-region inference profiles invoke the configured model in whichever region they route to.",
         )
+
+
+def grant_qualified(grantee: iam.IGrantable, machine: StateMachine, *actions: str) -> None:
+    """`actions` on the machine and on its versions and aliases (`<machine ARN>:*`): a version or an alias authorizes
+    on its own qualified ARN, which a grant on the machine's ARN does not cover."""
+    grantee.grant_principal.add_to_principal_policy(
+        iam.PolicyStatement(
+            actions=list(actions), resources=[machine.state_machine_arn, f"{machine.state_machine_arn}:*"]
+        )
+    )
+
+
+def grant_start(grantee: iam.IGrantable, machine: StateMachine) -> None:
+    """StartExecution through the machine's `live` alias, or on a job's own version (a replay of an old job)."""
+    grant_qualified(grantee, machine, "states:StartExecution")
 
 
 def grant_map_run_history(grantee: iam.IGrantable, machine: StateMachine) -> None:

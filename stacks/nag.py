@@ -88,6 +88,12 @@ def acknowledge_executions(scope: Construct, machine: IConstruct) -> None:
         f"IAM5[Resource::{arn}:execution:{name}:*]",
         "Stopping or redriving any execution of this one state machine (cancellation, deadlines, operator redrive).",
     )
+    acknowledge(
+        scope,
+        f"IAM5[Resource::<{logical_id(machine)}>:*]",
+        "Starting or describing this one state machine's versions and aliases: jobs start through its `live` alias, "
+        "a replay of an old job on the version it ran (a version or an alias authorizes on its own ARN).",
+    )
     by_name = f"<{logical_id(machine)}.Name>"  # `state_machine_name`, as the map-run grants use it
     for resource in (f"{arn}:mapRun:{by_name}/*", f"{arn}:execution:{by_name}/*"):
         acknowledge(

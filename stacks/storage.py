@@ -124,6 +124,16 @@ class Storage(Construct):
             iam.PolicyStatement(actions=actions, resources=[self.table.table_arn, f"{self.table.table_arn}/index/*"])
         )
 
+    def grant_item_deletes(self, grantee: iam.IGrantable, *, partitions: str) -> None:
+        """DeleteItem on the items whose partition key matches `partitions` (`MEMORY#*`) only."""
+        grantee.grant_principal.add_to_principal_policy(
+            iam.PolicyStatement(
+                actions=["dynamodb:DeleteItem"],
+                resources=[self.table.table_arn],
+                conditions={"ForAllValues:StringLike": {"dynamodb:LeadingKeys": [partitions]}},
+            )
+        )
+
     def grant_key_lookup(self, grantee: iam.IGrantable) -> None:
         """GetItem on the table: the API authorizer looks a key's hash up, nothing else."""
         grantee.grant_principal.add_to_principal_policy(

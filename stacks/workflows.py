@@ -18,7 +18,7 @@ from constructs import Construct
 
 from longhaul.core.limits import MAX_DEADLINE_SECONDS
 from longhaul.core.settings import Env
-from longhaul.engine.spec import EMAIL
+from longhaul.engine.spec import EMAIL, FORGET
 from longhaul.workflows import REGISTRY, WorkflowSpec
 from stacks.email import Email
 from stacks.functions import platform_function
@@ -108,6 +108,10 @@ class Workflows(Construct):
             for queue in builder.dead_letter_queues.values():
                 queue.grant_consume_messages(grantee)
 
+    def result_reading_functions(self) -> list[lambda_.IFunction]:
+        """The functions of the steps that read other jobs' published results (their specs say so)."""
+        return [b.functions[s.name] for b in self.builders.values() for s in b.spec.steps if s.reads_results]
+
     def publishing_functions(self) -> list[lambda_.IFunction]:
         """The functions of each workflow's last step, which writes the published result."""
         return [b.functions[b.spec.step_names[-1]] for b in self.builders.values()]
@@ -120,16 +124,25 @@ class Workflows(Construct):
         """The functions of the steps that call a model (their specs say so)."""
         return [b.functions[name] for b in self.builders.values() for name in b.spec.model_steps]
 
-    def email_functions(self) -> list[lambda_.IFunction]:
-        """The functions whose tools send e-mail: agent steps (their tools say so) and compensation lanes whose
+    def functions_using(self, capability: str) -> list[lambda_.IFunction]:
+        """The functions whose tools use a capability: agent steps (their tools say so) and compensation lanes whose
         compensations do."""
-        found = [b.functions[name] for b in self.builders.values() for name in b.spec.steps_using(EMAIL)]
+        found = [b.functions[name] for b in self.builders.values() for name in b.spec.steps_using(capability)]
         found += [
             b.compensation_function
             for b in self.builders.values()
-            if b.compensation_function is not None and b.spec.compensations_use(EMAIL)
+            if b.compensation_function is not None and b.spec.compensations_use(capability)
         ]
         return found
+
+    def forgetting_functions(self) -> list[lambda_.IFunction]:
+        """The functions whose tools delete a tenant's memory items (a compensation of a tool that recorded one)."""
+        return self.functions_using(FORGET)
+
+    def email_functions(self) -> list[lambda_.IFunction]:
+        """The functions whose tools send e-mail: agent steps (their tools say so) and compensation lanes whose
+        compensations do."""
+        return self.functions_using(EMAIL)
 
     def grant_email(self, email: Email) -> None:
         """The sender's address and `ses:SendEmail` from it, to the functions whose tools send e-mail only."""

@@ -16,12 +16,14 @@ code `403`.
   `PutItem`/`UpdateItem`/`DeleteItem`/`ConditionCheckItem` on each item's table, as AWS authorizes it — and each must
   be allowed by an identity policy of the principal and denied by none (`evaluate`: `Action`/`NotAction`,
   `Resource`/`NotResource` with `*` and `?`, and the condition operators CDK writes, on the keys the request
-  supplies; a condition on a key the request does not supply does not match, so its `Allow` does not apply);
+  supplies (`ecs:cluster`; `dynamodb:LeadingKeys`, the partition key of each item a request names); a condition on
+  a key the request does not supply does not match, so its `Allow` does not apply, except `ForAllValues`, which
+  holds over no values as on AWS);
 - a refusal is AWS's own error for the protocol: `AccessDeniedException` (JSON protocols; HTTP 400, or 403 for
   Lambda), `AccessDenied` (S3, query protocols).
 
 Resources are resolved for the services the platform's principals call (`RESOLVERS`: DynamoDB, S3, SQS, Step
-Functions, Lambda, Secrets Manager, ECS, STS); a principal's call to any other service is refused with a message
+Functions, Lambda, Secrets Manager, ECS, SES, STS); a principal's call to any other service is refused with a message
 saying so (grants for such services, e.g. Bedrock, are checked against the code instead: README, "Least privilege").
 Not evaluated: resource-based policies (bucket and queue policies; moto does not deploy them), permission boundaries,
 SCPs, session policies, `iam:PassRole` (a call that passes a role is authorized on its own action only).
@@ -241,7 +243,7 @@ def _refuse(self: Any, principal: str, action: str, resource: str, why: str) -> 
         raise S3ClientError("AccessDenied", message)
     if _is_json_protocol(self):
         raise JsonRESTError("AccessDeniedException", message)  # HTTP 400, as DynamoDB, Step Functions, ECS answer
-    if service in ("lambda", "awslambda"):
+    if service in ("lambda", "awslambda", "sesv2"):  # REST-JSON: HTTP 403
         error = JsonRESTError("AccessDeniedException", message)
         error.code = 403
         raise error
@@ -334,11 +336,16 @@ _OPERATORS: dict[str, Callable[[str, str], bool]] = {
 
 
 def _condition_holds(operator: str, key: str, expected: Any, supplied: Conditions) -> bool:
+    # A request supplies one value per key here (a DynamoDB item's partition key), so a set operator tests that one
+    # value; `ForAllValues` over a key the request does not supply holds, as on AWS (an empty set).
+    qualifier, _, operator = operator.rpartition(":")
     if_exists = operator.endswith("IfExists")
     base = operator.removesuffix("IfExists")
     test = _OPERATORS.get(base)
     actual = supplied.get(key)
     if actual is None:
+        if qualifier == "ForAllValues":
+            return True
         return if_exists or base.endswith("NotEquals") or base.endswith("NotLike")
     if test is None:
         return False  # an operator this check does not know never grants
@@ -382,10 +389,17 @@ def _dynamodb(self: Any, action: str, _resource: str, region: str) -> list[Acces
             return name + (f"/index/{index}" if index else "")
         return _arn("dynamodb", region, self.current_account, f"table/{name}" + (f"/index/{index}" if index else ""))
 
+    def leading_key(spec: Mapping[str, Any]) -> Conditions:
+        """`dynamodb:LeadingKeys`: the partition key value of the item a request names."""
+        key = spec.get("Key") or spec.get("Item") or {}
+        name = _hash_key(self.current_account, region, str(spec.get("TableName") or ""))
+        value = key.get(name) if name else None
+        return {"dynamodb:LeadingKeys": str(next(iter(value.values())))} if isinstance(value, dict) and value else {}
+
     operation = action.split(":", 1)[1]
     if operation == "TransactWriteItems":
         return [
-            Access(f"dynamodb:{_TRANSACT_ACTIONS[kind]}", table(spec["TableName"]))
+            Access(f"dynamodb:{_TRANSACT_ACTIONS[kind]}", table(spec["TableName"]), leading_key(spec))
             for item in body.get("TransactItems", [])
             for kind, spec in item.items()
             if kind in _TRANSACT_ACTIONS
@@ -395,8 +409,19 @@ def _dynamodb(self: Any, action: str, _resource: str, region: str) -> list[Acces
     if operation in ("BatchGetItem", "BatchWriteItem"):
         return [Access(action, table(name)) for name in body.get("RequestItems", {})]
     if "TableName" in body:
-        return [Access(action, table(body["TableName"], body.get("IndexName")))]
+        return [Access(action, table(body["TableName"], body.get("IndexName")), leading_key(body))]
     return [Access(action, "*")]
+
+
+def _hash_key(account: str, region: str, table_name: str) -> str | None:
+    """The partition key attribute of a table (None: no such table; the service answers that itself)."""
+    from moto.dynamodb.models import dynamodb_backends
+
+    try:
+        table = dynamodb_backends[account][region].get_table(table_name.rsplit("/", 1)[-1])
+    except Exception:
+        return None
+    return str(table.hash_key_attr) or None
 
 
 def _s3(self: Any, action: str, resource: str, _region: str) -> list[Access]:
@@ -499,6 +524,24 @@ def _ecs(self: Any, action: str, _resource: str, region: str) -> list[Access]:
     return [Access(action, "*", conditions)]
 
 
+def _ses(self: Any, action: str, _resource: str, region: str) -> list[Access]:
+    """SES authorizes a send on the sender's identity: the address's own, else its domain's."""
+    body = _body(self)
+    data = getattr(self, "data", None)
+    sender = str(body.get("FromEmailAddress") or (data.get("Source") if isinstance(data, dict) else "") or "")
+    if not sender:
+        return [Access(action, "*")]
+    address = sender.rpartition("<")[2].rstrip(">").strip()
+    from moto.ses.models import ses_backends
+
+    try:
+        identities = set(ses_backends[self.current_account][region].email_identities)
+    except Exception:
+        identities = set()
+    identity = address if address in identities or not identities else address.partition("@")[2]
+    return [Access(action, _arn("ses", region, self.current_account, f"identity/{identity}"))]
+
+
 def _unscoped(self: Any, action: str, _resource: str, _region: str) -> list[Access]:
     return [Access(action, "*")]
 
@@ -514,6 +557,7 @@ RESOLVERS: dict[str, Resolver] = {
     "lambda": _lambda,
     "secretsmanager": _secretsmanager,
     "ecs": _ecs,
+    "ses": _ses,
     "monitoring": _unscoped,  # CloudWatch metrics: no resource-level permissions on AWS either
 }
 

@@ -28,6 +28,7 @@ from tests.unit.aws_env import REGION, offline_credentials
 ACCOUNT = "123456789012"
 TABLE_ARN = f"arn:aws:dynamodb:{REGION}:{ACCOUNT}:table/granted"
 BUCKET = "artifacts-bucket"
+SENDER = "notices@example.com"
 
 
 @pytest.fixture(autouse=True)
@@ -48,6 +49,13 @@ POLICY = _policy(
         "Resource": f"arn:aws:sqs:{REGION}:{ACCOUNT}:granted",
         "Condition": {"StringEquals": {"aws:SourceVpce": "vpce-1"}},
     },
+    {
+        "Effect": "Allow",
+        "Action": "dynamodb:DeleteItem",
+        "Resource": TABLE_ARN,
+        "Condition": {"ForAllValues:StringLike": {"dynamodb:LeadingKeys": ["MEMORY#*"]}},
+    },
+    {"Effect": "Allow", "Action": "ses:SendEmail", "Resource": f"arn:aws:ses:{REGION}:{ACCOUNT}:identity/{SENDER}"},
 )
 
 
@@ -156,6 +164,37 @@ def test_objects_are_authorized_by_key_and_a_presigned_url_as_its_signer(
     refused = s3.generate_presigned_url("put_object", Params={"Bucket": BUCKET, "Key": "results/b.json"})
     assert requests.put(granted, data=b"{}", timeout=10).status_code == 200
     assert requests.put(refused, data=b"{}", timeout=10).status_code == 403
+
+
+def test_item_deletes_are_authorized_on_the_items_partition_key(aws: boto3.session.Session, enforced: None) -> None:
+    dynamodb = aws.client("dynamodb")
+    for pk in ("MEMORY#tenant-a", "JOB#1"):
+        boto3.client("dynamodb", region_name=REGION).put_item(TableName="granted", Item={"pk": {"S": pk}})
+
+    dynamodb.delete_item(TableName="granted", Key={"pk": {"S": "MEMORY#tenant-a"}})
+
+    assert _code(lambda: dynamodb.delete_item(TableName="granted", Key={"pk": {"S": "JOB#1"}})) == (
+        "AccessDeniedException"
+    )
+    assert iam.denials()[-1][1] == "dynamodb:DeleteItem"
+    job = {"Delete": {"TableName": "granted", "Key": {"pk": {"S": "JOB#1"}}}}
+    assert _code(lambda: dynamodb.transact_write_items(TransactItems=[job])) == "AccessDeniedException"
+
+
+def test_a_send_is_authorized_on_the_senders_identity(aws: boto3.session.Session, enforced: None) -> None:
+    ses = boto3.client("ses", region_name=REGION)  # the test's own key
+    for address in (SENDER, "other@example.com"):
+        ses.verify_email_identity(EmailAddress=address)
+    message = {
+        "Destination": {"ToAddresses": ["vendor@example.org"]},
+        "Content": {"Simple": {"Subject": {"Data": "s"}, "Body": {"Text": {"Data": "b"}}}},
+    }
+
+    aws.client("sesv2").send_email(FromEmailAddress=SENDER, **message)
+
+    refused = _code(lambda: aws.client("sesv2").send_email(FromEmailAddress="other@example.com", **message))
+    assert refused in ("AccessDenied", "AccessDeniedException")
+    assert iam.denials()[-1][1:] == ("ses:SendEmail", f"arn:aws:ses:{REGION}:{ACCOUNT}:identity/other@example.com")
 
 
 def test_an_allow_whose_condition_the_request_does_not_meet_does_not_apply(

@@ -28,7 +28,7 @@ from longhaul.core import limits
 from longhaul.core.contracts import FactSource
 from longhaul.core.records import MemoryRecord
 from longhaul.documents.intake import StoredDocument, read_document
-from longhaul.engine.spec import Tool, Undo
+from longhaul.engine.spec import FORGET, Tool, Undo
 from longhaul.engine.tools import ToolContext
 from longhaul.services import Services
 from longhaul.storage.memory import subject_key
@@ -317,4 +317,5 @@ FORGET_MEMORY = Tool(
     output_model=Forgotten,
     run=f"{MEMORY}:forget_memory",
     side_effect="reversible",
+    uses=frozenset({FORGET}),
 )

@@ -59,7 +59,9 @@ OnLimit = Literal["fail", "review"]
 AGENT_WORK = "longhaul.engine.agent:turn"
 # Capabilities a tool may use; the stack grants each only to the functions whose tools use it.
 EMAIL = "email"
-CAPABILITIES = frozenset({EMAIL})
+# Deleting a tenant's memory items (the only item deletes a step or a lane makes; granted on the memory partitions).
+FORGET = "forget"
+CAPABILITIES = frozenset({EMAIL, FORGET})
 FinalAction = Literal["expire", "approve"]
 # The platform's body of every review step (decides whether a review is needed, opens it); see `longhaul.review`.
 REVIEW_WORK = "longhaul.review.lane:open_review"
@@ -191,6 +193,7 @@ class StepSpec:
     container: str | None = None  # a container step: the worker it runs (`stacks/workers.py` builds its task)
     heartbeat_seconds: int | None = None  # a container step: the worker's heartbeat bound; None = the policy's
     agent: AgentPolicy | None = None  # an agent step's policy
+    reads_results: bool = False  # reads other jobs' published results (its function may read `results/`)
 
     def __post_init__(self) -> None:
         if (self.kind == StepKind.AGENT) != (self.agent is not None):

@@ -55,7 +55,7 @@ SPEC = WorkflowSpec(
     domain="longhaul.workflows.dispute_resolution.steps",
     tools=TOOLS,
     steps=(
-        step("load_reconciliation"),
+        step("load_reconciliation", reads_results=True),  # the reconciliation's published result
         agent(
             "draft_notices",
             policy=AgentPolicy(
