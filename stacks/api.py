@@ -68,7 +68,9 @@ ROUTES: tuple[tuple[str, str], ...] = (
 
 OPS_PREFIX = "/v1/ops/"
 #: Answered without a key (the function serves them before its key check).
-PUBLIC_ROUTES = frozenset({"/v1/health", "/v1/openapi.json", "/v1/docs"})
+# Without a key: the health check, the OpenAPI document and its viewer, and the console's page and assets (a browser
+# loads them before anyone signs in; the console then calls the API with the key it is given).
+PUBLIC_ROUTES = frozenset({"/v1/health", "/v1/openapi.json", "/v1/docs", "/console", "/console/{proxy+}"})
 #: The routes with a JSON body: the contract API Gateway checks its shape against (an object with its required
 #: top-level fields; the API function's pydantic validation does the rest, with field-level problems).
 BODY_MODELS: dict[tuple[str, str], type[BaseModel] | None] = {
@@ -219,8 +221,8 @@ class Api(Construct):
             acknowledge(
                 self.rest_api,
                 rule,
-                "Every route but the health check, the OpenAPI document and its viewer (public by design) has the "
-                "Lambda authorizer of tenant API keys (Authorization: Bearer); there are no Cognito users.",
+                "Every route but the health check, the OpenAPI document and its viewer and the console's static files "
+                "(public by design) has the Lambda authorizer of API keys (Authorization: Bearer) and optional JWTs.",
             )
         acknowledge(
             self.rest_api,

@@ -268,7 +268,9 @@ class LonghaulStack(Stack):
         )
         for method in api.public_methods:
             acknowledge_checkov(
-                method, "CKV_AWS_59", "Public by design: the health check, the OpenAPI document and its viewer."
+                method,
+                "CKV_AWS_59",
+                "Public by design: the health check, the OpenAPI document and its viewer, the console's static files.",
             )
         acknowledge_data_access(self, table=storage.table, bucket=storage.artifacts, prefixes=(uploads, work, results))
 
