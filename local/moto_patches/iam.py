@@ -428,8 +428,16 @@ def _s3(self: Any, action: str, resource: str, _region: str) -> list[Access]:
     return [Access(action, resource)]
 
 
+#: SQS authorizes a batch call as its single-message action (there is no `sqs:SendMessageBatch` permission).
+_SQS_BATCH_ACTIONS = {
+    "sqs:SendMessageBatch": "sqs:SendMessage",
+    "sqs:DeleteMessageBatch": "sqs:DeleteMessage",
+    "sqs:ChangeMessageVisibilityBatch": "sqs:ChangeMessageVisibility",
+}
+
+
 def _sqs(self: Any, action: str, resource: str, _region: str) -> list[Access]:
-    return [Access(action, resource)]
+    return [Access(_SQS_BATCH_ACTIONS.get(action, action), resource)]
 
 
 def _sts(self: Any, action: str, _resource: str, _region: str) -> list[Access]:

@@ -197,6 +197,30 @@ def test_a_send_is_authorized_on_the_senders_identity(aws: boto3.session.Session
     assert iam.denials()[-1][1:] == ("ses:SendEmail", f"arn:aws:ses:{REGION}:{ACCOUNT}:identity/other@example.com")
 
 
+def test_a_batch_of_messages_is_authorized_as_its_single_message_action(
+    aws: boto3.session.Session, enforced: None
+) -> None:
+    queue = boto3.client("sqs", region_name=REGION).create_queue(QueueName="batched")["QueueUrl"]
+    arn = f"arn:aws:sqs:{REGION}:{ACCOUNT}:batched"
+    allow = {"Effect": "Allow", "Action": ["sqs:SendMessage", "sqs:DeleteMessage"], "Resource": arn}
+    boto3.client("iam", region_name=REGION).put_role_policy(
+        RoleName="step", PolicyName="queue", PolicyDocument=_policy(allow)
+    )
+    sqs = aws.client("sqs")
+
+    sqs.send_message_batch(QueueUrl=queue, Entries=[{"Id": "1", "MessageBody": "a"}, {"Id": "2", "MessageBody": "b"}])
+    received = boto3.client("sqs", region_name=REGION).receive_message(QueueUrl=queue, MaxNumberOfMessages=2)
+    entries = [{"Id": str(n), "ReceiptHandle": m["ReceiptHandle"]} for n, m in enumerate(received["Messages"])]
+    sqs.delete_message_batch(QueueUrl=queue, Entries=entries)
+
+    assert iam.denials() == []
+    assert _code(lambda: sqs.change_message_visibility_batch(QueueUrl=queue, Entries=[])) in (
+        "AccessDenied",
+        "AccessDeniedException",
+    )
+    assert iam.denials()[-1][1] == "sqs:ChangeMessageVisibility"
+
+
 def test_an_allow_whose_condition_the_request_does_not_meet_does_not_apply(
     aws: boto3.session.Session, enforced: None
 ) -> None:
