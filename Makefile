@@ -25,7 +25,7 @@ venv: $(BIN)/.installed
 run: $(BIN)/.installed ## start the platform locally (in-memory AWS, API on 127.0.0.1:8000)
 	$(BIN)/python -m local
 
-test: $(BIN)/.installed lint types unit runtime infrastructure workflows faults replay-tests eval-small docs browser ## the one gate CI runs
+test: $(BIN)/.installed lint types unit runtime infrastructure workflows faults replay-tests eval-small browser contract docs ## the one gate CI runs
 
 lint: $(BIN)/.installed ## ruff, and the domain package's import layers (import-linter, contracts in pyproject.toml)
 	$(BIN)/ruff check .
@@ -66,7 +66,7 @@ eval: $(BIN)/.installed ## every eval case through the local platform: a table p
 eval-small: $(BIN)/.installed ## the small eval set (the cases marked small), gated against its baseline
 	$(BIN)/python -m evals --small
 
-contract: $(BIN)/.installed ## Schemathesis against a local platform of its own: all checks, three roles, a fixed seed (not in `test` yet: see README)
+contract: $(BIN)/.installed ## Schemathesis against a local platform of its own: all checks, three roles, a fixed seed
 	$(BIN)/pytest -q -s tests/contract
 
 docs: $(BIN)/.installed ## the README's commands, in order, against `make run` on ports of their own (tests/docs)

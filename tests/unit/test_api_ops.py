@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 from longhaul.core.clock import iso
-from longhaul.core.contracts import JobStatus
+from longhaul.core.contracts import JobStatus, ReplayRequest
 from longhaul.storage.checkpoints import CheckpointStore
 from longhaul.storage.jobs import JobStore
 from tests.unit.api_helpers import assert_problem, submit
@@ -226,6 +226,23 @@ def test_a_dry_run_replay_is_a_200_with_the_plan_and_starts_nothing(
     assert call_api("GET", f"/v1/jobs/{job_id}", key=KEY_A).body["status"] == "failed"
     assert call_api("GET", f"/v1/jobs/{job_id}/events", key=KEY_A).body["events"] == events
     assert checkpoints.get_step(job_id, "build_index") is not None
+
+
+def test_a_redrive_on_the_current_version_is_refused_as_its_schema_says(call_api: CallApi, table: Any) -> None:
+    """The document's `not` and the model agree: a redrive resumes its execution on its own version."""
+    job_id = submit(call_api).body["job_id"]
+    running(table, job_id, started_ago=timedelta(seconds=10), completed=4).transition(
+        job_id, S.FAILED, event="job_failed"
+    )
+    body = {"reason": "resume it", "mode": "redrive", "version": "current"}
+
+    response = call_api("POST", f"/v1/ops/jobs/{job_id}/replay", key=OPS, body=body)
+
+    assert response.status == 422, response.raw_body
+    assert "its own version" in response.raw_body
+    schema = ReplayRequest.model_json_schema()
+    assert schema["not"]["properties"] == {"mode": {"const": "redrive"}, "version": {"const": "current"}}
+    assert call_api("GET", f"/v1/jobs/{job_id}", key=KEY_A).body["status"] == "failed"
 
 
 def test_a_replay_from_before_the_fan_out_reruns_all_its_items(
