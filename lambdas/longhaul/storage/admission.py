@@ -236,8 +236,8 @@ class AdmissionStore:
         request: dict[str, Any] = {self.table.name: {"Keys": wanted, "ConsistentRead": True}}
         for tries in range(CONFLICT_TRIES):
             response = self.client.batch_get_item(RequestItems=request)
-            for item in response.get("Responses", {}).get(self.table.name, []):
-                found[(item[schema.PK], item[schema.SK])] = plain(item)
+            for read in response.get("Responses", {}).get(self.table.name, []):
+                found[(read[schema.PK], read[schema.SK])] = plain(read)
             request = response.get("UnprocessedKeys") or {}
             if not request:
                 break
