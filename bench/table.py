@@ -210,14 +210,15 @@ def main() -> None:
     sys.stdout.reconfigure(line_buffering=True)  # type: ignore[union-attr]
     started = time.perf_counter()
     print(f"lean paths: {os.cpu_count()} cores, load average {_load():.1f} at the start (figures are noisy under load)")
-    rows = ["| figure | issue's before | target | now | | load while measured |", "|---|---|---|---|---|---|"]
+    print("| figure | issue's before | target | now | | load while measured |")
+    print("|---|---|---|---|---|---|")
 
     job, load = _measured("ten_document_job")
     if isinstance(job, str):
-        rows += [_row(name, before, target, job, None, load) for name, before, target in _TEN_DOCUMENT_ROWS]
+        print(*[_row(name, before, target, job, None, load) for name, before, target in _TEN_DOCUMENT_ROWS], sep="\n")
     else:
         usd_thousand = float(job["usd_per_job"]) * 1000
-        rows += [
+        print(
             _row(
                 "transitions per 10-document job", "54", "≤ 30", str(job["transitions"]), job["transitions"] <= 30, load
             ),
@@ -245,43 +246,44 @@ def main() -> None:
                 job["completed_s"] <= 2.0 and job["status"] == "completed",
                 load,
             ),
-        ]
+            sep="\n",
+        )
 
     held, load = _measured("submissions_held")
     name = f"submissions accepted per second, {HOLD_CLIENTS} clients, local (`--hold`)"
     if isinstance(held, str):
-        rows.append(_row(name, "6.3 (p99 15 s)", "≥ 60 (p99 < 1 s)", held, None, load))
+        print(_row(name, "6.3 (p99 15 s)", "≥ 60 (p99 < 1 s)", held, None, load))
     else:
         now = f"{held['per_second']:.1f} (p99 {held['p99_ms'] / 1000:.2f} s" + (
             f", {held['errors']} refused)" if held["errors"] else ")"
         )
         met = held["per_second"] >= 60 and held["p99_ms"] < 1000
-        rows.append(_row(name, "6.3 (p99 15 s)", "≥ 60 (p99 < 1 s)", now, met, load))
+        print(_row(name, "6.3 (p99 15 s)", "≥ 60 (p99 < 1 s)", now, met, load))
 
     calls, load = _measured("aws_calls")
     name = "AWS calls per submission that starts / queues"
     if isinstance(calls, str):
-        rows.append(_row(name, "9 / 13", "≤ 4 / 5", calls, None, load))
+        print(_row(name, "9 / 13", "≤ 4 / 5", calls, None, load))
     else:
         met = calls["starts"] <= 4 and calls["queues"] <= 5
-        rows.append(_row(name, "9 / 13", "≤ 4 / 5", f"{calls['starts']} / {calls['queues']}", met, load))
+        print(_row(name, "9 / 13", "≤ 4 / 5", f"{calls['starts']} / {calls['queues']}", met, load))
 
     cold, load = _measured("cold_import")
     name = "API handler cold import as bundled, × bare boto3"
     if isinstance(cold, str):
-        rows.append(_row(name, "3.0×", "≤ 2.0×", cold, None, load))
+        print(_row(name, "3.0×", "≤ 2.0×", cold, None, load))
     else:
         now = f"{cold['ratio']:.2f}× ({cold['api_ms']:.0f} ms / {cold['bare_ms']:.0f} ms)"
-        rows.append(_row(name, "3.0×", "≤ 2.0×", now, cold["ratio"] <= 2.0, load))
+        print(_row(name, "3.0×", "≤ 2.0×", now, cold["ratio"] <= 2.0, load))
 
     archive, load = _measured("archive_1000")
     name = "1,000-document archive job, local"
     if isinstance(archive, str):
-        rows.append(_row(name, "88–109 s (quiet)", "≤ 60 s", archive, None, load))
+        print(_row(name, "88–109 s (quiet)", "≤ 60 s", archive, None, load))
     else:
         now = f"{archive['completed_s']:.0f} s ({archive['status']})"
         met = archive["completed_s"] <= 60 and archive["status"] == "completed"
-        rows.append(_row(name, "88–109 s (quiet)", "≤ 60 s", now, met, load))
+        print(_row(name, "88–109 s (quiet)", "≤ 60 s", now, met, load))
 
     name = "5,000-document job"
     target = "completes; no invocation above half its timeout or memory"
@@ -293,11 +295,10 @@ def main() -> None:
             else f"{large['status']} in {large['completed_s']:.0f} s (invocations' peaks not measured here)"
         )
         met = None if isinstance(large, str) else large["status"] == "completed"
-        rows.append(_row(name, "not run", target, now, met, load))
+        print(_row(name, "not run", target, now, met, load))
     else:
-        rows.append(_row(name, "not run", target, "not run (many minutes): `bench/table.py --with-5000`", None, "-"))
+        print(_row(name, "not run", target, "not run (many minutes): `bench/table.py --with-5000`", None, "-"))
 
-    print("\n".join(rows))
     print(f"({time.perf_counter() - started:.0f} s; load average {_load():.1f} at the end, {os.cpu_count()} cores)")
 
 
