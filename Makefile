@@ -78,10 +78,11 @@ synth: $(BIN)/.installed ## synthesize the CDK app into cdk.out (offline)
 openapi: $(BIN)/.installed ## regenerate docs/openapi.json from the models
 	PYTHONPATH=lambdas $(BIN)/python -c "from handlers.api import openapi_json; print(openapi_json())" > docs/openapi.json
 
-bench: $(BIN)/.installed ## print submit-to-completed time, accepted submissions/s, the 202 of 1 to 5,000 inline documents, a 1,000-document job, cost per job at 10/100/1,000 documents, handlers' cold-import times, OCR pages per second, the events long-poll's latency and the command's start-up, the console's weight and job page times
+bench: $(BIN)/.installed ## print submit-to-completed time, accepted submissions/s, the AWS calls of a submission, the 202 of 1 to 5,000 inline documents, a 1,000-document job, cost per job at 10/100/1,000 documents, handlers' cold-import times, OCR pages per second, the events long-poll's latency and the command's start-up, the console's weight and job page times, then the lean-paths table (every figure again, with cores and load)
 	$(BIN)/python bench/end_to_end.py
 	$(BIN)/python bench/submissions.py
 	$(BIN)/python bench/submissions.py --hold
+	$(BIN)/python bench/submission_calls.py
 	$(BIN)/python bench/large_submission.py
 	$(BIN)/python bench/large_job.py
 	$(BIN)/python bench/cost.py
@@ -89,6 +90,7 @@ bench: $(BIN)/.installed ## print submit-to-completed time, accepted submissions
 	$(BIN)/python bench/ocr.py
 	$(BIN)/python bench/long_poll.py
 	$(BIN)/python bench/console.py
+	$(BIN)/python bench/table.py
 
 figures: $(BIN)/.installed ## measure and paste the figures the README quotes (bench/figures.py; minutes)
 	$(BIN)/python bench/figures.py

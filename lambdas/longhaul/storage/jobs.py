@@ -22,6 +22,7 @@ from longhaul.core.errors import TransientError
 from longhaul.core.observability import logger
 from longhaul.core.records import Job, OutboxRecord, SagaRecord
 from longhaul.storage.admission import release_writes
+from longhaul.storage.cache import TtlCache
 from longhaul.storage.dynamo import Cancelled, backoff, plain, transact, update_expression
 from longhaul.storage.listing import JobListing
 from longhaul.storage.outbox import outbox_writes
@@ -86,11 +87,17 @@ class JobStore(JobSubmissions, JobListing):
         self.on_outbox = on_outbox
         self.on_release = on_release
         self.on_saga = on_saga
+        self._keys: TtlCache[Principal] = TtlCache(self.clock)
 
     # ------------------------------------------------------------------ API keys
 
     def principal_for_key(self, api_key: str) -> Principal | None:
+        """Who the key is, kept for `LOOKUP_CACHE_SECONDS` (`storage/cache.py`): a revoked key stops authenticating
+        within that time; an unknown key is read every time (a key just created works at once)."""
         digest = key_hash(api_key)
+        return self._keys.get(digest, lambda: self._principal(digest))
+
+    def _principal(self, digest: str) -> Principal | None:
         item = self.table.get_item(Key=schema.api_key_key(digest)).get("Item")
         return (
             Principal(tenant_id=item["tenant_id"], role=item.get("role", "tenant"), key_id=digest[:12])
