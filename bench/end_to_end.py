@@ -27,6 +27,14 @@ from local.deploy import wait_until  # noqa: E402
 from local.platform import LocalPlatform  # noqa: E402
 
 SAMPLES = ROOT / "samples"
+TEN_DOCUMENTS = 10  # the issue's figure: a 10-document job, submit to completed
+
+
+def _inline_request(documents: int) -> dict[str, Any]:
+    """`documents` small inline contracts (the request `bench/cost.py` prices)."""
+    from cost import request_of
+
+    return request_of(documents)
 
 
 def _pdf_request(platform: LocalPlatform, headers: dict[str, str]) -> dict[str, Any]:
@@ -91,6 +99,7 @@ def main() -> None:
     try:
         scenarios = {
             "samples/request.json (inline text + Markdown)": json.loads((SAMPLES / "request.json").read_text()),
+            f"{TEN_DOCUMENTS} inline contracts (bench/cost.py's request)": _inline_request(TEN_DOCUMENTS),
             "samples/documents/*.pdf (uploads)": _pdf_request(platform, headers),
         }
         print(f"{'scenario':<48} {'docs':>4} {'accepted':>9} {'p50 done':>9} {'max done':>9} {'transitions/doc':>16}")
