@@ -172,7 +172,11 @@ class Job(Record):
     def initial_state(self) -> WorkflowState:
         """The state document an execution of this job starts with."""
         return WorkflowState(
-            job_id=self.job_id, tenant_id=self.tenant_id, workflow=self.workflow, input_key=self.input_key
+            job_id=self.job_id,
+            tenant_id=self.tenant_id,
+            workflow=self.workflow,
+            input_key=self.input_key,
+            review_mode=self.review_mode,
         )
 
     def budget_view(self, steps: list[StepUsage] | None = None) -> BudgetView | None:
