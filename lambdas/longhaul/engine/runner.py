@@ -222,6 +222,10 @@ def _commit(
     job_id, step, item = event.input.job_id, event.step, event.item
     last = item is None and step == spec.last_step
     committed = services.checkpoints.committed_write(job_id, step, item, checkpoint)
+    if (item is not None and not agent) or spec.step(step).calls_model:
+        # Others wrote to the job while this ran (sibling items commit; the model gateway records its calls): the
+        # job as it is now, or the commit would meet a moved event counter and read it then anyway.
+        job = services.jobs.get_job(job_id) or job
     for tries in range(BOOKKEEPING_TRIES):
         events = [
             NewEvent(
