@@ -115,7 +115,15 @@ def _run_step(
         return output
 
     provenance, recorded = _provenance(services, event, job)
-    job = _guarded(lambda: _begin(services, spec, event, job, version, recorded, agent=agent), step=step, item=item)
+    # A fan-out's items start together: each records its start with its commit (or its failure), not by moving the
+    # job's event counter under its siblings (a job that must move to running first records it now).
+    deferred = spec.step(step).kind == StepKind.FAN_OUT and job.status == JobStatus.RUNNING
+    started_at = iso(services.now())
+    job = _guarded(
+        lambda: _begin(services, spec, event, job, version, recorded, agent=agent, deferred=deferred),
+        step=step,
+        item=item,
+    )
     started = time.monotonic()
     try:
         faults.active().check(step, item)
@@ -126,7 +134,7 @@ def _run_step(
         raise  # the job was stopped: nothing to record, nothing to commit
     except Exception as error:
         typed = classify(error, step=step, item=item)
-        _record_attempt_failure(services, event, typed)
+        _record_attempt_failure(services, event, typed, started_at=started_at if deferred else None)
         if typed is error:
             raise
         raise typed from error
@@ -144,8 +152,11 @@ def _run_step(
         "model_calls": ctx.model_calls or None,
     }
     duration_ms = int((time.monotonic() - started) * 1000)
+    deferred_at = started_at if deferred else None
     _guarded(
-        lambda: _commit(services, spec, event, job, checkpoint_fields, duration_ms, slip, agent=agent),
+        lambda: _commit(
+            services, spec, event, job, checkpoint_fields, duration_ms, slip, agent=agent, started_at=deferred_at
+        ),
         step=step,
         item=item,
     )
@@ -177,8 +188,10 @@ def _begin(
     recorded: Mapping[str, Any],
     *,
     agent: bool,
+    deferred: bool = False,
 ) -> Job:
-    """One transaction: the job running (if it was not), `step_started`, the step's record running, its progress."""
+    """One transaction: the job running (if it was not), `step_started` (unless `deferred` to the commit), the step's
+    record running, its progress."""
     job_id, step, item = event.input.job_id, event.step, event.item
     running = services.checkpoints.running_write(
         job_id, step, item, {"started_at": iso(services.now()), "input_version": version}
@@ -189,7 +202,7 @@ def _begin(
     else:
         fields.update(_fan_out_fields(spec, event))
     for tries in range(BOOKKEEPING_TRIES):
-        events = [NewEvent("step_started", step=step, item=item, attempt=event.attempt + 1)]
+        events = [] if deferred else [NewEvent("step_started", step=step, item=item, attempt=event.attempt + 1)]
         entering = job.status != JobStatus.RUNNING
         if entering:
             name = {JobStatus.QUEUED: "job_started", JobStatus.RETRYING: "job_resumed"}.get(job.status, "job_running")
@@ -215,6 +228,7 @@ def _commit(
     slip: Slip,
     *,
     agent: bool,
+    started_at: str | None = None,
 ) -> None:
     """One transaction, conditional on the job still running (a step of a cancelled job never commits): the
     checkpoint, `step_finished`, the job's progress (a fan-out's item: its number in the step's set), the
@@ -227,10 +241,10 @@ def _commit(
         # job as it is now, or the commit would meet a moved event counter and read it then anyway.
         job = services.jobs.get_job(job_id) or job
     for tries in range(BOOKKEEPING_TRIES):
+        attempt = event.attempt + 1
         events = [
-            NewEvent(
-                "step_finished", step=step, item=item, attempt=event.attempt + 1, detail={"duration_ms": duration_ms}
-            )
+            *([NewEvent("step_started", step=step, item=item, attempt=attempt, at=started_at)] if started_at else []),
+            NewEvent("step_finished", step=step, item=item, attempt=attempt, detail={"duration_ms": duration_ms}),
         ]
         to: JobStatus | None = None
         fields: dict[str, Any] = {}
@@ -371,8 +385,12 @@ def classify(error: Exception, *, step: str, item: int | None) -> LonghaulError:
     return InternalError(f"unexpected {type(error).__name__}", step=step, item=item)
 
 
-def _record_attempt_failure(services: Services, event: StepEvent, error: LonghaulError) -> None:
+def _record_attempt_failure(
+    services: Services, event: StepEvent, error: LonghaulError, *, started_at: str | None = None
+) -> None:
     jobs, job_id = services.jobs, event.input.job_id
+    if started_at is not None:  # a fan-out item's start, not recorded yet (see `_run_step`)
+        jobs.append_event(job_id, "step_started", step=event.step, item=event.item, attempt=event.attempt + 1)
     detail = {
         "error": type(error).__name__,
         "kind": error.kind,

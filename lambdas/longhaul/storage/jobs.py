@@ -62,6 +62,7 @@ class NewEvent:
     attempt: int | None = None
     detail: Mapping[str, Any] | None = None
     records_status: bool = False  # the event that records the status change (default: the first)
+    at: str | None = None  # when it happened, if earlier than its transaction
 
 
 class TransitionRejected(Exception):
@@ -171,8 +172,8 @@ class JobStore(JobSubmissions, JobListing):
         webhook, saga, the slot it gives back), `fields` set and `add` added on the job, and the caller's `items`.
         Without `to`, the job must be in one of `only_if`. The job's event counter is the condition either way: when
         anything wrote to the job since `current` was read, the transaction is cancelled (`Cancelled`); read again.
-        `usage`: what the caller's invocation used so far, added to the job's counters with this transaction's own
-        request (its last request: it is metered here, not after).
+        Without events or `to`, only the status is the condition. `usage`: what the caller's invocation used so far,
+        added to the job's counters with this transaction's own request (its last: it is metered here, not after).
         """
         seq0 = current.event_seq
         now = iso(self.clock.now())
@@ -183,6 +184,8 @@ class JobStore(JobSubmissions, JobListing):
         values: dict[str, Any] = {":seq0": seq0, ":seq": seq0 + len(events)}
         names: dict[str, str] = {"#status": "status"}
         extra_set = ["event_seq = :seq"]
+        if not events and to is None:  # no event: the counter is neither read nor moved (no conflict with writers)
+            condition, values, extra_set = "attribute_exists(pk)", {}, []
         merged_extra: dict[str, Any] = {}
         if to is not None:
             source = current.status
@@ -247,6 +250,7 @@ class JobStore(JobSubmissions, JobListing):
                         e.item,
                         e.attempt,
                         e.detail,
+                        e.at,
                     ),
                     "ConditionExpression": "attribute_not_exists(pk)",
                 }
@@ -403,13 +407,14 @@ class JobStore(JobSubmissions, JobListing):
         item: int | None = None,
         attempt: int | None = None,
         detail: Mapping[str, Any] | None = None,
+        at: str | None = None,
     ) -> dict[str, Any]:
         record: dict[str, Any] = {
             schema.PK: schema.job_pk(job_id),
             schema.SK: schema.event_sk(seq),
             "seq": seq,
             "type": event,
-            "at": iso(self.clock.now()),
+            "at": at or iso(self.clock.now()),
         }
         optional = {"status": status.value if status else None, "step": step, "item": item, "attempt": attempt}
         record.update({k: v for k, v in optional.items() if v is not None})
