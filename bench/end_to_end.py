@@ -15,8 +15,8 @@ import statistics
 import sys
 import time
 import warnings
-from pathlib import Path
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import requests
