@@ -163,7 +163,7 @@ class JobStore(JobSubmissions, JobListing):
         to: JobStatus | None = None,
         fields: Mapping[str, Any] | None = None,
         add: Mapping[str, Any] | None = None,
-        items: Sequence[Mapping[str, Any]] = (),
+        items: Sequence[dict[str, Any]] = (),
         only_if: Iterable[JobStatus] = ACTIVE,
         usage: Metered | None = None,
     ) -> Job:
@@ -178,7 +178,7 @@ class JobStore(JobSubmissions, JobListing):
         seq0 = current.event_seq
         now = iso(self.clock.now())
         writes: dict[str, Any] = {"updated_at": now, schema.GSI2_SK: now}
-        extra: list[Mapping[str, Any]] = []
+        extra: list[dict[str, Any]] = []
         after: list[Callable[[], None]] = []
         condition = "event_seq = :seq0"
         values: dict[str, Any] = {":seq0": seq0, ":seq": seq0 + len(events)}
