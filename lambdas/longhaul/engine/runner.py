@@ -116,8 +116,11 @@ def _run_step(
 
     provenance, recorded = _provenance(services, event, job)
     # A fan-out's items start together: each records its start with its commit (or its failure), not by moving the
-    # job's event counter under its siblings (a job that must move to running first records it now).
-    deferred = spec.step(step).kind == StepKind.FAN_OUT and job.status == JobStatus.RUNNING
+    # job's event counter under its siblings (a job that must move to running first records it now). Not when the
+    # step calls a model: its calls are recorded as they happen, and the log orders them after their item's start
+    # (which items started after a budget refusal is read from that order).
+    this = spec.step(step)
+    deferred = this.kind == StepKind.FAN_OUT and not this.calls_model and job.status == JobStatus.RUNNING
     started_at = iso(services.now())
     job = _guarded(
         lambda: _begin(services, spec, event, job, version, recorded, agent=agent, deferred=deferred),
