@@ -75,8 +75,17 @@ class CheckpointStore:
         fields = {**fields, "step": step, "updated_at": iso(self.clock.now())}
         if item is not None:
             fields["item"] = item
+        update = update_expression(fields)
+        update["ExpressionAttributeNames"].update({"#committed": "status", "#version": "input_version"})
+        update["ExpressionAttributeValues"].update({":committed": "succeeded", ":version": fields.get("input_version")})
         return {
-            "Update": {"TableName": self.table.name, "Key": _step_key(job_id, step, item), **update_expression(fields)}
+            "Update": {
+                "TableName": self.table.name,
+                "Key": _step_key(job_id, step, item),
+                # once per input version: a concurrent delivery that committed first leaves nothing to commit
+                "ConditionExpression": "NOT (#committed = :committed AND #version = :version)",
+                **update,
+            }
         }
 
     def get_step(self, job_id: str, step: str, item: int | None = None) -> StepRecord | None:
