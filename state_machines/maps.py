@@ -43,18 +43,14 @@ def item_map(
     max_concurrency: int | None = None,
     skip_empty: bool = False,
 ) -> sfn.Chain:
-    """The fan-out of step `name` over its `over` ItemList: count → inline or distributed Map → verdict.
+    """The fan-out of step `name` over its `over` ItemList: a Choice on its count → inline or distributed Map → a
+    verdict Choice; three transitions besides the items' own.
 
-    `skip_empty` (container steps): an empty list skips the step instead of running an empty Map.
+    `skip_empty` (container steps): an empty list goes on to the next state at once (one transition).
     """
     over = f"$.steps.{b.spec.step(name).over}"
+    counted = f"{over}.count"
     concurrency = max_concurrency or b.policy.map_max_concurrency
-    # Counted into its own field first: moto's interpreter logs a test of a missing path as a failed state.
-    count = sfn.Pass(
-        b, f"{name}: count items", parameters={"items.$": f"{over}.count"}, result_path=f"$.fanout_count.{name}"
-    )
-    counted = f"$.fanout_count.{name}.items"
-    done = sfn.Pass(b, f"{name}: all items done", result_path=sfn.JsonPath.DISCARD)
     # The summary names the failed items from the Map's own outcomes (inline) or the items that did not commit
     # (distributed: its results stay in S3), never only from what the items' recorders got to write.
     items_failed = b.failure_path(
@@ -64,7 +60,7 @@ def item_map(
         step=name,
         error=ITEMS_FAILED,
         dead_letter=False,
-        outcomes_path=f"$.fanout.{name}",
+        outcomes_path=f"$.fanout.{name}.outcomes",
     )
     batched_items_failed = b.failure_path(
         f"{name} batched items",
@@ -73,41 +69,32 @@ def item_map(
         step=name,
         error=ITEMS_FAILED,
         dead_letter=False,
-        count_path=f"{over}.count",
+        count_path=counted,
     )
 
     inline = _inline(b, name, make_processor, over, concurrency)
-    inline_verdict = (
-        sfn.Choice(b, f"{name}: any item failed?")
-        .when(sfn.Condition.boolean_equals(f"$.fanout_tally.{name}.any_failed", True), items_failed)
-        .otherwise(done)
+    inline_verdict = sfn.Choice(b, f"{name}: any item failed?").when(
+        sfn.Condition.boolean_equals(f"$.fanout.{name}.any_failed", True), items_failed
     )
-    inline.next(
-        sfn.Pass(
-            b,
-            f"{name}: tally items",
-            parameters={"any_failed.$": f"States.ArrayContains($.fanout.{name}, true)"},
-            result_path=f"$.fanout_tally.{name}",
-        )
-    ).next(inline_verdict)
+    inline.next(inline_verdict)
 
     distributed = _distributed(b, name, make_processor, over, concurrency)
-    distributed_verdict = (
-        sfn.Choice(b, f"{name}: any batched item failed?")
-        .when(sfn.Condition.boolean_equals(f"$.fanout_tally.{name}.any_failed", True), batched_items_failed)
-        .otherwise(done)
+    distributed_verdict = sfn.Choice(b, f"{name}: any batched item failed?").when(
+        sfn.Condition.boolean_equals(f"$.fanout_tally.{name}.any_failed", True), batched_items_failed
     )
     distributed.next(_tally_task(b, name)).next(distributed_verdict)
 
     choice = sfn.Choice(b, f"{name}: inline or distributed?")
-    if skip_empty:
-        skipped = sfn.Pass(b, f"{name}: nothing to do", result_path=sfn.JsonPath.DISCARD)
-        choice.when(sfn.Condition.number_equals(counted, 0), skipped)
-        skipped.next(done)
     choice.when(sfn.Condition.number_greater_than(counted, limits.INLINE_MAP_MAX_ITEMS), distributed)
-    choice.otherwise(inline)
-    count.next(choice)
-    return sfn.Chain.custom(count, [done], done)
+    ends: list[sfn.INextable] = []
+    for verdict in (inline_verdict, distributed_verdict):  # no item failed: on to the next state
+        ends.extend(verdict.afterwards(include_otherwise=True).end_states)
+    if skip_empty:
+        choice.when(sfn.Condition.number_greater_than(counted, 0), inline)
+        ends.extend(choice.afterwards(include_otherwise=True).end_states)
+    else:
+        choice.otherwise(inline)
+    return sfn.Chain.custom(choice, ends, inline_verdict)
 
 
 def _catch_stops_and_failures(b: WorkflowParts, name: str, map_state: sfn.Map, prefix: str) -> None:
@@ -128,6 +115,8 @@ def _inline(b: WorkflowParts, name: str, make_processor: ProcessorFactory, over:
             "input.$": "$",
         },
         max_concurrency=concurrency,
+        # each item yields `true` when it failed (anything else when it committed)
+        result_selector={"outcomes.$": "$", "any_failed.$": "States.ArrayContains($, true)"},
         result_path=f"$.fanout.{name}",
         comment=f"Fan-out of {name} over {over}.items (inline: at most {limits.INLINE_MAP_MAX_ITEMS} items)",
     )

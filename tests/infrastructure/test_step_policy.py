@@ -204,11 +204,9 @@ def test_a_fan_out_chooses_inline_or_distributed_by_its_item_count(machines):
         states = machine["States"]
         for step in spec.fan_out_steps:
             over = f"$.steps.{spec.step(step).over}"
-            count = states[f"{step}: count items"]
-            assert count["Parameters"] == {"items.$": f"{over}.count"}
-            choice = states[count["Next"]]
-            above = next(c for c in choice["Choices"] if "NumericGreaterThan" in c)
-            assert above["NumericGreaterThan"] == limits.INLINE_MAP_MAX_ITEMS
+            choice = states[f"{step}: inline or distributed?"]
+            above = next(c for c in choice["Choices"] if c["NumericGreaterThan"] == limits.INLINE_MAP_MAX_ITEMS)
+            assert above["Variable"] == f"{over}.count"
             distributed, inline = states[above["Next"]], states[choice["Default"]]
             assert inline["ItemsPath"] == f"{over}.items"
             assert distributed["ItemReader"]["Resource"].endswith(":states:::s3:getObject")
@@ -270,3 +268,19 @@ def test_the_api_may_read_the_map_runs_and_child_histories_of_each_workflow_for_
         ]
         for logical_id in workflows:  # this machine's runs and children only: `<kind>:<machine name>/*`
             assert any(resource in g and logical_id in g and g.endswith('/*"]]}') for g in granted), (action, granted)
+
+
+def test_a_review_that_is_not_asked_for_is_a_choice_not_an_invocation(machines):
+    """The job's review mode is in the state: `never` (or none, when the workflow's default is `never`) goes on to the
+    next step from a Choice; only a review that may be needed invokes the lane."""
+    for machine in machines.values():
+        spec = REGISTRY[machine["Comment"].removeprefix("Longhaul workflow ")]
+        review = spec.review_step
+        if review is None or any(s.agent is not None and s.agent.on_limit == "review" for s in spec.agent_steps):
+            continue
+        states = machine["States"]
+        choice = states[f"{review.name}: asked for?"]
+        (asked,) = choice["Choices"]
+        assert asked["Next"] == review.name and states[review.name]["Type"] == "Task"
+        names = spec.step_names
+        assert choice["Default"].startswith(names[names.index(review.name) + 1])
