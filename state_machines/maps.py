@@ -3,6 +3,8 @@
 A fan-out runs over an `ItemList` (`longhaul.engine.items`): `count`, `manifest_key` and, while they are few, the
 `items`. A Choice on `count` picks the branch:
 
+- one item (a step whose list may hold one item, `single`): its Task alone, no Map around it (a job of one batch
+  pays one transition for it, as a plain step would, plus the count and the Choice);
 - inline (count <= `INLINE_MAP_MAX_ITEMS`): a Map over `items` in the execution itself;
 - distributed (above): a Distributed Map whose ItemReader reads the manifest (batches of items) from the artifacts
   bucket, one child execution per batch; each child runs an inline Map over its batch's items. Child executions
@@ -33,6 +35,8 @@ from state_machines.policy import STOPPED_ERRORS
 
 # Builds one copy of a step's per-item processor; its argument prefixes every state name of the copy.
 ProcessorFactory = Callable[[str], sfn.IChainable]
+# Builds the Task that runs a list's only item outside any Map: (its state name, where its failure path ends).
+SingleFactory = Callable[[str, sfn.IChainable], sfn.TaskStateBase]
 
 
 def item_map(
@@ -42,10 +46,14 @@ def item_map(
     *,
     max_concurrency: int | None = None,
     skip_empty: bool = False,
+    single: SingleFactory | None = None,
 ) -> sfn.Chain:
-    """The fan-out of step `name` over its `over` ItemList: count → inline or distributed Map → verdict.
+    """The fan-out of step `name` over its `over` ItemList: count → one item's Task, or an inline or distributed
+    Map → verdict.
 
-    `skip_empty` (container steps): an empty list skips the step instead of running an empty Map.
+    `skip_empty` (container steps): an empty list skips the step instead of running an empty Map. `single`: a list
+    of one item runs that item's Task alone; its failure is recorded and dead-lettered as an item's, and the job
+    fails with the same summary as after a Map (`ItemsFailed`, from the items that did not commit).
     """
     over = f"$.steps.{b.spec.step(name).over}"
     concurrency = max_concurrency or b.policy.map_max_concurrency
@@ -100,6 +108,11 @@ def item_map(
     distributed.next(_tally_task(b, name)).next(distributed_verdict)
 
     choice = sfn.Choice(b, f"{name}: inline or distributed?")
+    ends: list[sfn.INextable] = [done]
+    if single is not None:
+        alone = single(f"{name} (one item)", batched_items_failed)
+        choice.when(sfn.Condition.number_equals(counted, 1), alone)
+        ends.append(alone)  # straight on to the next step: no verdict to take
     if skip_empty:
         skipped = sfn.Pass(b, f"{name}: nothing to do", result_path=sfn.JsonPath.DISCARD)
         choice.when(sfn.Condition.number_equals(counted, 0), skipped)
@@ -107,7 +120,7 @@ def item_map(
     choice.when(sfn.Condition.number_greater_than(counted, limits.INLINE_MAP_MAX_ITEMS), distributed)
     choice.otherwise(inline)
     count.next(choice)
-    return sfn.Chain.custom(count, [done], done)
+    return sfn.Chain.custom(count, ends, done)
 
 
 def _catch_stops_and_failures(b: WorkflowParts, name: str, map_state: sfn.Map, prefix: str) -> None:
