@@ -178,12 +178,15 @@ def build_index(ctx: StepContext) -> dict[str, Any]:
     store, batch = ctx.services.artifacts, IndexBatch.model_validate(ctx.event.ref)
     documents = _batch_documents(store, ctx.job_id, batch)
     chunks = [chunk for document in documents for chunk in chunk_document(document)]
-    store.put_bytes(_batch_key(ctx.job_id, "chunks", batch.number), _CHUNKS.dump_json(chunks), "application/json")
-    index = LexicalIndex.build(chunks)
-    store.put_bytes(_batch_key(ctx.job_id, "bm25", batch.number, "zip"), index.to_bytes())
+    chunks_key = store.put_bytes(
+        _batch_key(ctx.job_id, "chunks", batch.number), _CHUNKS.dump_json(chunks), "application/json"
+    )
+    index_key = store.put_bytes(
+        _batch_key(ctx.job_id, "bm25", batch.number, "zip"), LexicalIndex.build(chunks).to_bytes()
+    )
     summaries = [_summary(d) for d in documents]
     store.put_bytes(_batch_key(ctx.job_id, "documents", batch.number), _SUMMARIES.dump_json(summaries))
-    return {"batch": batch.number, "documents": len(documents), "chunks": len(chunks)}
+    return {"chunks_key": chunks_key, "index_key": index_key, "documents": len(documents), "chunks": len(chunks)}
 
 
 def _summary(document: ParsedDocument) -> DocumentSummary:
