@@ -50,7 +50,7 @@ def test_a_thousand_documents_are_indexed_in_batches_and_searched_as_one_index(a
     )
 
     # Then it completes
-    job = alpha.wait(job_id, timeout=600)
+    job = alpha.wait(job_id, timeout=900)
     assert job["status"] == "completed", job
     # And its documents were chunked and indexed in batches, each batch once, as items of build_index
     events = alpha.events(job_id)
