@@ -3,17 +3,17 @@ execution's history size and its state transitions per document; then, per step,
 against the function's timeout and largest memory against its memory size.
 
     .venv/bin/python bench/large_job.py --documents 1000     # part of `make bench`
-    .venv/bin/python bench/large_job.py --documents 5000     # the largest job a submission may hold
+    .venv/bin/python bench/large_job.py --documents 5000 --memory   # the largest job a submission may hold
 
 Prints figures; asserts nothing. Above `INLINE_MAP_MAX_ITEMS` documents, parsing runs as a Distributed Map over
 the job's batched manifest: child executions (one per batch) keep their own histories, so the parent's history
 counts batches, not documents. Local figures measure the platform's overhead in one process, not AWS latency.
 
 Per invocation (a middleware of the local runtime around every step invocation): its wall-clock duration, its
-thread's CPU time, and its memory: the peak of the Python allocations traced (`tracemalloc`) while it ran, above
-what was allocated when it started. The runtime runs handlers in-process and in threads, so to attribute a peak to
-one invocation the bench runs step invocations one at a time (`--concurrent` lets them overlap as usual, and then
-reports no memory): completion time is then longer than the platform's own. Traced memory is the handler's Python
+thread's CPU time, and with `--memory` its memory: the peak of the Python allocations traced (`tracemalloc`) while it
+ran, above what was allocated when it started. The runtime runs handlers in-process and in threads, so to attribute a
+peak to one invocation `--memory` runs step invocations one at a time: completion time is then longer than the
+platform's own. Traced memory is the handler's Python
 objects, not the Lambda sandbox's RSS (the interpreter and imported modules, some 100-150 MB, come on top).
 Durations on a loaded machine are long by the load's factor: the figures print the load.
 """
@@ -124,11 +124,13 @@ class PerInvocation:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--documents", type=int, default=1000)
-    parser.add_argument("--concurrent", action="store_true", help="let step invocations overlap (no memory figures)")
+    parser.add_argument(
+        "--memory", action="store_true", help="trace each step invocation's memory (invocations run one at a time)"
+    )
     args = parser.parse_args()
     logging.disable(logging.WARNING)
     warnings.filterwarnings("ignore")
-    measure = PerInvocation(memory=not args.concurrent)
+    measure = PerInvocation(memory=args.memory)
     if measure.memory:
         tracemalloc.start()
     platform = LocalPlatform.start(ROOT)
