@@ -128,7 +128,43 @@ class WorkflowBuilder(WorkflowParts):
             self.apply_retries(item_task)
             return self._item_outcomes(name, prefix, item_task, timeout, done_state=False)
 
-        return item_map(self, name, processor, max_concurrency=max_concurrency)
+        over = f"$.steps.{self.spec.step(name).over}"
+
+        def single(state: str, summary: sfn.IChainable) -> sfn.TaskStateBase:
+            """The list's only item, as its Task in the Map would run it, outside any Map."""
+            # (`items[0].ref` would do on AWS; moto's interpreter answers a path through an index with a list)
+            item, ref = (f"States.ArrayGetItem({over}.items[*].{field}, 0)" for field in ("index", "ref"))
+            task = self.lambda_task(
+                state,
+                function,
+                timeout,
+                payload=payload(
+                    StepEvent,
+                    step=name,
+                    item=item,
+                    ref=ref,
+                    attempt="$$.State.RetryCount",
+                    execution="$$.Execution.Id",
+                    input="$",
+                ),
+                result_path=sfn.JsonPath.DISCARD,
+            )
+            self.apply_retries(task)
+            task.add_catch(self.job_stopped, errors=list(STOPPED_ERRORS))
+            failed = self.failure_path(
+                state,
+                job_path="$.job_id",
+                item_path=item,
+                ref_path=ref,
+                end=summary,
+                timeout=timeout,
+                step=name,
+                unrecorded=summary,
+            )
+            task.add_catch(failed, result_path="$.failure")
+            return task
+
+        return item_map(self, name, processor, max_concurrency=max_concurrency, single=single)
 
     def _item_outcomes(
         self,

@@ -3,6 +3,8 @@
 A fan-out runs over an `ItemList` (`longhaul.engine.items`): `count`, `manifest_key` and, while they are few, the
 `items`. A Choice on `count` picks the branch:
 
+- one item (a step whose list may hold one item, `single`): its Task alone, no Map around it (a job of one batch
+  pays one transition for it, as a plain step would, plus the count and the Choice);
 - inline (count <= `INLINE_MAP_MAX_ITEMS`): a Map over `items` in the execution itself;
 - distributed (above): a Distributed Map whose ItemReader reads the manifest (batches of items) from the artifacts
   bucket, one child execution per batch; each child runs an inline Map over its batch's items. Child executions
@@ -33,6 +35,8 @@ from state_machines.policy import STOPPED_ERRORS
 
 # Builds one copy of a step's per-item processor; its argument prefixes every state name of the copy.
 ProcessorFactory = Callable[[str], sfn.IChainable]
+# Builds the Task that runs a list's only item outside any Map: (its state name, where its failure path ends).
+SingleFactory = Callable[[str, sfn.IChainable], sfn.TaskStateBase]
 
 
 def item_map(
@@ -42,11 +46,14 @@ def item_map(
     *,
     max_concurrency: int | None = None,
     skip_empty: bool = False,
+    single: SingleFactory | None = None,
 ) -> sfn.Chain:
-    """The fan-out of step `name` over its `over` ItemList: a Choice on its count → inline or distributed Map → a
-    verdict Choice; three transitions besides the items' own.
+    """The fan-out of step `name` over its `over` ItemList: a Choice on its count → one item's Task, or an inline or
+    distributed Map → a verdict Choice; three transitions besides the items' own (two for one item run alone).
 
-    `skip_empty` (container steps): an empty list goes on to the next state at once (one transition).
+    `skip_empty` (container steps): an empty list goes on to the next state at once (one transition). `single`: a
+    list of one item runs that item's Task alone; its failure is recorded and dead-lettered as an item's, and the job
+    fails with the same summary as after a Map (`ItemsFailed`, from the items that did not commit).
     """
     over = f"$.steps.{b.spec.step(name).over}"
     counted = f"{over}.count"
@@ -85,8 +92,12 @@ def item_map(
     distributed.next(_tally_task(b, name)).next(distributed_verdict)
 
     choice = sfn.Choice(b, f"{name}: inline or distributed?")
-    choice.when(sfn.Condition.number_greater_than(counted, limits.INLINE_MAP_MAX_ITEMS), distributed)
     ends: list[sfn.INextable] = []
+    if single is not None:
+        alone = single(f"{name} (one item)", batched_items_failed)
+        choice.when(sfn.Condition.number_equals(counted, 1), alone)
+        ends.append(alone)  # straight on to the next step: no verdict to take
+    choice.when(sfn.Condition.number_greater_than(counted, limits.INLINE_MAP_MAX_ITEMS), distributed)
     for verdict in (inline_verdict, distributed_verdict):  # no item failed: on to the next state
         ends.extend(verdict.afterwards(include_otherwise=True).end_states)
     if skip_empty:

@@ -12,7 +12,7 @@ from local.platform import LocalPlatform
 from tests.faults.helpers import DOCUMENT_ANALYSIS, artifacts, assert_consistent, charges, dead_letters
 from tests.workflows.conftest import Client
 
-STEPS_BEFORE_VERIFY = ("parse_documents", "chunk_documents", "build_index", "retrieve_passages", "draft_answer")
+STEPS_BEFORE_VERIFY = ("parse_documents", "build_index", "retrieve_passages", "draft_answer")
 
 
 @pytest.fixture
@@ -156,12 +156,12 @@ def test_replaying_twice_is_safe(platform: LocalPlatform, alpha: Client, ops: Cl
 def test_redrive_is_refused_with_a_reason_when_the_execution_ended_through_its_failure_path(
     platform: LocalPlatform, alpha: Client, ops: Client, sample_request, inject
 ):
-    inject("chunk_documents=internal")
+    inject("build_index=internal")
     job_id = alpha.submit(sample_request)
     assert alpha.wait(job_id)["status"] == "failed"
     events_before = alpha.events(job_id)
     response = ops.post(
-        f"/v1/ops/jobs/{job_id}/replay", {"from_step": "chunk_documents", "reason": "try redrive", "mode": "redrive"}
+        f"/v1/ops/jobs/{job_id}/replay", {"from_step": "build_index", "reason": "try redrive", "mode": "redrive"}
     )
     assert response.status_code == 409
     assert response.json()["type"].endswith("/redrive-unavailable") and "mode=replay" in response.json()["detail"]

@@ -98,7 +98,8 @@ def task_group(job_id: str) -> str:
 
 
 def payload(model: type[BaseModel], **fields: Any) -> dict[str, Any]:
-    """A Task payload for `model`: `name=value` for constants, `name="$.path"` values become `name.$` JSONPaths.
+    """A Task payload for `model`: `name=value` for constants, `name="$.path"` values become `name.$` JSONPaths, and
+    so do intrinsic functions (`name="States.ArrayGetItem($.list, 0)"`).
 
     Unknown field names fail at synthesis, so a renamed field cannot silently drop out of the payload.
     """
@@ -106,7 +107,7 @@ def payload(model: type[BaseModel], **fields: Any) -> dict[str, Any]:
     if unknown:
         raise ValueError(f"{model.__name__} has no field(s) {sorted(unknown)}")
     return {
-        (f"{name}.$" if isinstance(value, str) and value.startswith("$") else name): value
+        (f"{name}.$" if isinstance(value, str) and value.startswith(("$", "States.")) else name): value
         for name, value in fields.items()
     }
 
