@@ -33,7 +33,7 @@ $(CHECKOV_VENV)/.installed: requirements-checkov.txt
 run: $(BIN)/.installed ## start the platform locally (in-memory AWS, API on 127.0.0.1:8000)
 	$(BIN)/python -m local
 
-test: $(BIN)/.installed lint types unit runtime infrastructure workflows faults replay-tests eval-small docs browser ## the one gate CI runs
+test: $(BIN)/.installed lint types unit runtime infrastructure workflows faults replay-tests eval-small browser contract docs ## the one gate CI runs
 
 lint: $(BIN)/.installed ## ruff, and the domain package's import layers (import-linter, contracts in pyproject.toml)
 	$(BIN)/ruff check .
@@ -74,7 +74,7 @@ eval: $(BIN)/.installed ## every eval case through the local platform: a table p
 eval-small: $(BIN)/.installed ## the small eval set (the cases marked small), gated against its baseline
 	$(BIN)/python -m evals --small
 
-contract: $(BIN)/.installed ## Schemathesis against a local platform of its own: all checks, three roles, a fixed seed (not in `test` yet: see README)
+contract: $(BIN)/.installed ## Schemathesis against a local platform of its own: all checks, three roles, a fixed seed
 	$(BIN)/pytest -q -s tests/contract
 
 docs: $(BIN)/.installed ## the README's commands, in order, against `make run` on ports of their own (tests/docs)
@@ -86,10 +86,11 @@ synth: $(BIN)/.installed ## synthesize the CDK app into cdk.out (offline)
 openapi: $(BIN)/.installed ## regenerate docs/openapi.json from the models
 	PYTHONPATH=lambdas $(BIN)/python -c "from handlers.api import openapi_json; print(openapi_json())" > docs/openapi.json
 
-bench: $(BIN)/.installed ## print submit-to-completed time, accepted submissions/s, the 202 of 1 to 5,000 inline documents, a 1,000-document job, cost per job at 10/100/1,000 documents, handlers' cold-import times, OCR pages per second, the events long-poll's latency and the command's start-up, the console's weight and job page times, what the local IAM enforcement adds per request
+bench: $(BIN)/.installed ## print submit-to-completed time, accepted submissions/s, the AWS calls of a submission, the 202 of 1 to 5,000 inline documents, a 1,000-document job, cost per job at 10/100/1,000 documents, handlers' cold-import times, OCR pages per second, the events long-poll's latency and the command's start-up, the console's weight and job page times, what the local IAM enforcement adds per request, then the lean-paths table (every figure again, with cores and load)
 	$(BIN)/python bench/end_to_end.py
 	$(BIN)/python bench/submissions.py
 	$(BIN)/python bench/submissions.py --hold
+	$(BIN)/python bench/submission_calls.py
 	$(BIN)/python bench/large_submission.py
 	$(BIN)/python bench/large_job.py
 	$(BIN)/python bench/cost.py
@@ -98,6 +99,7 @@ bench: $(BIN)/.installed ## print submit-to-completed time, accepted submissions
 	$(BIN)/python bench/long_poll.py
 	$(BIN)/python bench/console.py
 	$(BIN)/python bench/iam_enforcement.py
+	$(BIN)/python bench/table.py
 
 figures: $(BIN)/.installed ## measure and paste the figures the README quotes (bench/figures.py; minutes)
 	$(BIN)/python bench/figures.py

@@ -26,6 +26,7 @@ import subprocess
 import sys
 import tempfile
 from pathlib import Path
+from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
@@ -97,28 +98,36 @@ def _median(layout: Layout, module: str, runs: int, cwd: Path) -> float:
     return statistics.median(layout.time_import(module, cwd) for _ in range(runs))
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--runs", type=int, default=7, help="fresh processes per figure (median)")
-    args = parser.parse_args()
+def measure(runs: int, handlers: dict[str, str] | None = None) -> dict[str, Any]:
+    """The medians (ms) of the bare handler (`bare_venv`, `bare_runtime`) and, per function, of its handler module
+    from the source tree, the bundle and the bundle without bytecode (`rows`: function, module, three medians)."""
     with tempfile.TemporaryDirectory(prefix="longhaul-cold-start-") as tmp:
         work = Path(tmp)
         venv_bare, source, runtime_bare, bundle, uncompiled = _prepare(work)
         cwd = work / "empty"
         cwd.mkdir()
-        baseline_venv = _median(venv_bare, BARE, args.runs, cwd)
-        baseline_runtime = _median(runtime_bare, BARE, args.runs, cwd)
+        baseline_venv = _median(venv_bare, BARE, runs, cwd)
+        baseline_runtime = _median(runtime_bare, BARE, runs, cwd)
         rows = []
-        for function, module in HANDLERS.items():
+        for function, module in (handlers or HANDLERS).items():
             rows.append(
                 (
                     function,
                     module,
-                    _median(source, module, args.runs, cwd),
-                    _median(bundle, module, args.runs, cwd),
-                    _median(uncompiled, module, args.runs, cwd),
+                    _median(source, module, runs, cwd),
+                    _median(bundle, module, runs, cwd),
+                    _median(uncompiled, module, runs, cwd),
                 )
             )
+    return {"bare_venv": baseline_venv, "bare_runtime": baseline_runtime, "rows": rows}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--runs", type=int, default=7, help="fresh processes per figure (median)")
+    args = parser.parse_args()
+    measured = measure(args.runs)
+    baseline_venv, baseline_runtime, rows = measured["bare_venv"], measured["bare_runtime"], measured["rows"]
     here = Platform.this_machine()
     print(
         f"cold import (CPU time) of each handler module, median of {args.runs} fresh processes, "

@@ -197,9 +197,10 @@ def ocr_pages(platform: Any, job_id: str) -> dict[tuple[str, int], str]:
     from local.recording import reader
 
     job = reader(platform, job_id)
-    (chunked,) = job.items("STEP#chunk_documents") or [{}]
-    key = (chunked.get("output") or {}).get("chunks_key")
-    chunks = json.loads(job.read(str(key)) or b"[]") if key else []
+    chunks = []
+    for batch in job.items("STEP#build_index#"):  # one item per batch of documents
+        key = (batch.get("output") or {}).get("chunks_key")
+        chunks += json.loads(job.read(str(key)) or b"[]") if key else []
     pages: dict[tuple[str, int], str] = {}
     for chunk in chunks:
         if chunk.get("source") == "ocr":

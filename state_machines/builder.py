@@ -122,20 +122,62 @@ class WorkflowBuilder(WorkflowParts):
                     execution="$$.Execution.Id",
                     input="$.input",
                 ),
-                result_path=sfn.JsonPath.DISCARD,
+                # the item's outcome is the step's output (references only): one transition per item
+                result_path="$",
             )
             self.apply_retries(item_task)
-            return self._item_outcomes(name, prefix, item_task, timeout)
+            return self._item_outcomes(name, prefix, item_task, timeout, done_state=False)
 
-        return item_map(self, name, processor, max_concurrency=max_concurrency)
+        over = f"$.steps.{self.spec.step(name).over}"
+
+        def single(state: str, summary: sfn.IChainable) -> sfn.TaskStateBase:
+            """The list's only item, as its Task in the Map would run it, outside any Map."""
+            # (`items[0].ref` would do on AWS; moto's interpreter answers a path through an index with a list)
+            item, ref = (f"States.ArrayGetItem({over}.items[*].{field}, 0)" for field in ("index", "ref"))
+            task = self.lambda_task(
+                state,
+                function,
+                timeout,
+                payload=payload(
+                    StepEvent,
+                    step=name,
+                    item=item,
+                    ref=ref,
+                    attempt="$$.State.RetryCount",
+                    execution="$$.Execution.Id",
+                    input="$",
+                ),
+                result_path=sfn.JsonPath.DISCARD,
+            )
+            self.apply_retries(task)
+            task.add_catch(self.job_stopped, errors=list(STOPPED_ERRORS))
+            failed = self.failure_path(
+                state,
+                job_path="$.job_id",
+                item_path=item,
+                ref_path=ref,
+                end=summary,
+                timeout=timeout,
+                step=name,
+                unrecorded=summary,
+            )
+            task.add_catch(failed, result_path="$.failure")
+            return task
+
+        return item_map(self, name, processor, max_concurrency=max_concurrency, single=single)
 
     def _item_outcomes(
-        self, name: str, prefix: str, task: sfn.TaskStateBase | sfn.CustomState, timeout: int
+        self,
+        name: str,
+        prefix: str,
+        task: sfn.TaskStateBase | sfn.CustomState,
+        timeout: int,
+        *,
+        done_state: bool = True,
     ) -> sfn.IChainable:
-        """An item's Task → `false`; a stopped job → the item fails `JobStopped`; any other failure → record it, dead
-        letter → `true` (also when recording it failed: an item's failure never fails the Map). `prefix` keeps the
-        state names of each copy of the processor unique."""
-        item_done = sfn.Pass(self, f"{prefix} item done", result=sfn.Result.from_boolean(False))
+        """An item's Task → its output (with `done_state`, a Pass: `false`); a stopped job → the item fails
+        `JobStopped`; any other failure → record it, dead letter → `true` (also when recording it failed: an item's
+        failure never fails the Map). `prefix` keeps the state names of each copy of the processor unique."""
         item_failed = sfn.Pass(self, f"{prefix} item failed", result=sfn.Result.from_boolean(True))
         item_stopped = sfn.Fail(self, f"{prefix} item stopped", error=JOB_STOPPED, cause="The job stopped.")
         task.add_catch(item_stopped, errors=list(STOPPED_ERRORS))
@@ -152,7 +194,9 @@ class WorkflowBuilder(WorkflowParts):
             ),
             result_path="$.failure",
         )
-        return task.next(item_done)
+        if not done_state:
+            return task
+        return task.next(sfn.Pass(self, f"{prefix} item done", result=sfn.Result.from_boolean(False)))
 
     def container(self, name: str) -> sfn.Chain:
         """The spec's container step `name`: one ECS Fargate task per item of its `over` list, each resumed by its

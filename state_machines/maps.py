@@ -3,6 +3,8 @@
 A fan-out runs over an `ItemList` (`longhaul.engine.items`): `count`, `manifest_key` and, while they are few, the
 `items`. A Choice on `count` picks the branch:
 
+- one item (a step whose list may hold one item, `single`): its Task alone, no Map around it (a job of one batch
+  pays one transition for it, as a plain step would, plus the count and the Choice);
 - inline (count <= `INLINE_MAP_MAX_ITEMS`): a Map over `items` in the execution itself;
 - distributed (above): a Distributed Map whose ItemReader reads the manifest (batches of items) from the artifacts
   bucket, one child execution per batch; each child runs an inline Map over its batch's items. Child executions
@@ -33,6 +35,8 @@ from state_machines.policy import STOPPED_ERRORS
 
 # Builds one copy of a step's per-item processor; its argument prefixes every state name of the copy.
 ProcessorFactory = Callable[[str], sfn.IChainable]
+# Builds the Task that runs a list's only item outside any Map: (its state name, where its failure path ends).
+SingleFactory = Callable[[str, sfn.IChainable], sfn.TaskStateBase]
 
 
 def item_map(
@@ -42,19 +46,18 @@ def item_map(
     *,
     max_concurrency: int | None = None,
     skip_empty: bool = False,
+    single: SingleFactory | None = None,
 ) -> sfn.Chain:
-    """The fan-out of step `name` over its `over` ItemList: count → inline or distributed Map → verdict.
+    """The fan-out of step `name` over its `over` ItemList: a Choice on its count → one item's Task, or an inline or
+    distributed Map → a verdict Choice; three transitions besides the items' own (two for one item run alone).
 
-    `skip_empty` (container steps): an empty list skips the step instead of running an empty Map.
+    `skip_empty` (container steps): an empty list goes on to the next state at once (one transition). `single`: a
+    list of one item runs that item's Task alone; its failure is recorded and dead-lettered as an item's, and the job
+    fails with the same summary as after a Map (`ItemsFailed`, from the items that did not commit).
     """
     over = f"$.steps.{b.spec.step(name).over}"
+    counted = f"{over}.count"
     concurrency = max_concurrency or b.policy.map_max_concurrency
-    # Counted into its own field first: moto's interpreter logs a test of a missing path as a failed state.
-    count = sfn.Pass(
-        b, f"{name}: count items", parameters={"items.$": f"{over}.count"}, result_path=f"$.fanout_count.{name}"
-    )
-    counted = f"$.fanout_count.{name}.items"
-    done = sfn.Pass(b, f"{name}: all items done", result_path=sfn.JsonPath.DISCARD)
     # The summary names the failed items from the Map's own outcomes (inline) or the items that did not commit
     # (distributed: its results stay in S3), never only from what the items' recorders got to write.
     items_failed = b.failure_path(
@@ -64,7 +67,7 @@ def item_map(
         step=name,
         error=ITEMS_FAILED,
         dead_letter=False,
-        outcomes_path=f"$.fanout.{name}",
+        outcomes_path=f"$.fanout.{name}.outcomes",
     )
     batched_items_failed = b.failure_path(
         f"{name} batched items",
@@ -73,41 +76,36 @@ def item_map(
         step=name,
         error=ITEMS_FAILED,
         dead_letter=False,
-        count_path=f"{over}.count",
+        count_path=counted,
     )
 
     inline = _inline(b, name, make_processor, over, concurrency)
-    inline_verdict = (
-        sfn.Choice(b, f"{name}: any item failed?")
-        .when(sfn.Condition.boolean_equals(f"$.fanout_tally.{name}.any_failed", True), items_failed)
-        .otherwise(done)
+    inline_verdict = sfn.Choice(b, f"{name}: any item failed?").when(
+        sfn.Condition.boolean_equals(f"$.fanout.{name}.any_failed", True), items_failed
     )
-    inline.next(
-        sfn.Pass(
-            b,
-            f"{name}: tally items",
-            parameters={"any_failed.$": f"States.ArrayContains($.fanout.{name}, true)"},
-            result_path=f"$.fanout_tally.{name}",
-        )
-    ).next(inline_verdict)
+    inline.next(inline_verdict)
 
     distributed = _distributed(b, name, make_processor, over, concurrency)
-    distributed_verdict = (
-        sfn.Choice(b, f"{name}: any batched item failed?")
-        .when(sfn.Condition.boolean_equals(f"$.fanout_tally.{name}.any_failed", True), batched_items_failed)
-        .otherwise(done)
+    distributed_verdict = sfn.Choice(b, f"{name}: any batched item failed?").when(
+        sfn.Condition.boolean_equals(f"$.fanout_tally.{name}.any_failed", True), batched_items_failed
     )
     distributed.next(_tally_task(b, name)).next(distributed_verdict)
 
     choice = sfn.Choice(b, f"{name}: inline or distributed?")
-    if skip_empty:
-        skipped = sfn.Pass(b, f"{name}: nothing to do", result_path=sfn.JsonPath.DISCARD)
-        choice.when(sfn.Condition.number_equals(counted, 0), skipped)
-        skipped.next(done)
+    ends: list[sfn.INextable] = []
+    if single is not None:
+        alone = single(f"{name} (one item)", batched_items_failed)
+        choice.when(sfn.Condition.number_equals(counted, 1), alone)
+        ends.append(alone)  # straight on to the next step: no verdict to take
     choice.when(sfn.Condition.number_greater_than(counted, limits.INLINE_MAP_MAX_ITEMS), distributed)
-    choice.otherwise(inline)
-    count.next(choice)
-    return sfn.Chain.custom(count, [done], done)
+    for verdict in (inline_verdict, distributed_verdict):  # no item failed: on to the next state
+        ends.extend(verdict.afterwards(include_otherwise=True).end_states)
+    if skip_empty:
+        choice.when(sfn.Condition.number_greater_than(counted, 0), inline)
+        ends.extend(choice.afterwards(include_otherwise=True).end_states)
+    else:
+        choice.otherwise(inline)
+    return sfn.Chain.custom(choice, ends, inline_verdict)
 
 
 def _catch_stops_and_failures(b: WorkflowParts, name: str, map_state: sfn.Map, prefix: str) -> None:
@@ -128,6 +126,8 @@ def _inline(b: WorkflowParts, name: str, make_processor: ProcessorFactory, over:
             "input.$": "$",
         },
         max_concurrency=concurrency,
+        # each item yields `true` when it failed (anything else when it committed)
+        result_selector={"outcomes.$": "$", "any_failed.$": "States.ArrayContains($, true)"},
         result_path=f"$.fanout.{name}",
         comment=f"Fan-out of {name} over {over}.items (inline: at most {limits.INLINE_MAP_MAX_ITEMS} items)",
     )

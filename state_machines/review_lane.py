@@ -30,6 +30,23 @@ RUNG_ENDED = ("States.Timeout", "States.HeartbeatTimeout")
 
 
 def review_chain(b: WorkflowParts, name: str) -> sfn.Chain:
+    """The review lane, behind a Choice that skips it (one transition, no invocation) when the job's mode is `never`
+    (or null and the workflow's default `never`) — unless an agent of the workflow may hand over to review."""
+    lane = _lane(b, name)
+    policy = b.spec.step(name).review
+    assert policy is not None
+    if any(s.agent is not None and s.agent.on_limit == "review" for s in b.spec.agent_steps):
+        return lane
+    mode = "$.review_mode"
+    never = sfn.Condition.string_equals(mode, "never")
+    if policy.mode == "never":
+        never = sfn.Condition.or_(sfn.Condition.is_null(mode), never)
+    asked = sfn.Choice(b, f"{name}: asked for?").when(sfn.Condition.not_(never), lane)
+    ends = [*asked.afterwards(include_otherwise=True).end_states]
+    return sfn.Chain.custom(asked, ends, lane)
+
+
+def _lane(b: WorkflowParts, name: str) -> sfn.Chain:
     timeout, memory = b.visit(name, StepKind.REVIEW)
     opened = b.lambda_task(
         name,

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import re
+import threading
 import uuid
 from collections.abc import Mapping
 from typing import Annotated, Any
@@ -18,7 +19,6 @@ from aws_lambda_powertools.event_handler.openapi.exceptions import (
     RequestUnsupportedContentType,
     RequestValidationError,
 )
-from aws_lambda_powertools.event_handler.openapi.models import HTTPBearer, Server
 from aws_lambda_powertools.event_handler.openapi.params import Body, Header, Path, Query
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
@@ -432,16 +432,37 @@ def get_openapi() -> Response[str]:
     return Response(status_code=200, content_type="application/json", body=openapi_json(server=_base_url()))
 
 
-_SECURITY: dict[str, Any] = {
-    "security_schemes": {"bearer": HTTPBearer(scheme="bearer", description="Tenant or operator API key")},
-    "security": [{"bearer": []}],
-}
-# Swagger UI, its assets inlined by Powertools (no CDN); its spec's server is the stage it is served from.
-app.enable_swagger(path="/v1/docs", title=TITLE, version=API_VERSION, description=DESCRIPTION, **_SECURITY)
+def _security() -> dict[str, Any]:
+    """The API's security scheme. Powertools' OpenAPI models (a large set of pydantic models) are imported here,
+    when a document is asked for, not at a cold start: no other request needs them."""
+    from aws_lambda_powertools.event_handler.openapi.models import HTTPBearer
+
+    return {
+        "security_schemes": {"bearer": HTTPBearer(scheme="bearer", description="Tenant or operator API key")},
+        "security": [{"bearer": []}],
+    }
+
+
+_SWAGGER_PATH = "/v1/docs"
+_swagger_lock = threading.Lock()
+_swagger: list[bool] = []  # [True] once the Swagger UI route is registered
+
+
+def _with_swagger() -> None:
+    """Swagger UI, its assets inlined by Powertools (no CDN); its spec's server is the stage it is served from.
+    Registered by the first request for it (building it imports the OpenAPI models; see `_security`)."""
+    with _swagger_lock:
+        if not _swagger:
+            app.enable_swagger(
+                path=_SWAGGER_PATH, title=TITLE, version=API_VERSION, description=DESCRIPTION, **_security()
+            )
+            _swagger.append(True)
 
 
 def openapi_json(server: str = "http://127.0.0.1:8000") -> str:
     """The OpenAPI document; the committed one names the local runtime as its server."""
+    from aws_lambda_powertools.event_handler.openapi.models import Server
+
     description = "local runtime" if server.startswith("http://127.0.0.1") else "this deployment"
     spec = json.loads(
         app.get_openapi_json_schema(
@@ -449,7 +470,7 @@ def openapi_json(server: str = "http://127.0.0.1:8000") -> str:
             version=API_VERSION,
             description=DESCRIPTION,
             servers=[Server(url=server, description=description)],
-            **_SECURITY,
+            **_security(),
         )
     )
     spec["paths"]["/v1/health"]["get"]["security"] = []  # Powertools drops an empty list: no key needed here
@@ -560,6 +581,8 @@ def _guarded(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
 def _handle(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
     public = str(event.get("path", "")).rstrip("/") in PUBLIC_PATHS or is_console_path(str(event.get("path", "")))
     if public and event.get("httpMethod") == "GET":
+        if str(event.get("path", "")).rstrip("/") == _SWAGGER_PATH:
+            _with_swagger()
         return app.resolve(event, context)
     limit = services().settings.max_body_bytes
     if _body_size(event) > limit:

@@ -30,6 +30,8 @@ POLICY = {
     "daily_tokens": limits.MAX_TOKENS,
     "max_job_cost_usd": MOST_USD,
     "daily_cost_usd": MOST_USD,
+    "agent_max_turns": limits.MAX_AGENT_TURNS,
+    "agent_max_tool_calls": limits.MAX_AGENT_TOOL_CALLS,
 }
 
 

@@ -6,9 +6,10 @@ share a name, a contract lists no prices, a callback's host is not public, a rou
 a step of another workflow, a dispute names a reconciliation that is not a completed one of its tenant. The fuzzer's
 `positive_data_acceptance` check expects a schema-valid request to be accepted, so each positive case gets here what
 a real client would send: real uploads of the tenant (`UPLOADS_ENV`, made before the run), a fresh key, no cursor,
-unique names, a priced contract, no callback or route, no replay step (its default), approve for an edit, the run
-key's completed reconciliation (`RECONCILIATION_ENV`) with a contact for its notices. Negative cases are left as
-generated (they must be refused), and every check still runs on every case.
+unique names, a priced contract, no callback or route, no replay step (its default), approve for an edit, a policy
+change to a tenant of its own (not the run's, whose jobs follow), the run key's completed reconciliation
+(`RECONCILIATION_ENV`) with a contact for its notices. Negative cases are left as generated (they must be refused),
+and every check still runs on every case.
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ import schemathesis
 UPLOADS_ENV = "LONGHAUL_FUZZ_UPLOADS"  # {"text": upload_id, "archive": …, "invoices_archive": …}
 RECONCILIATION_ENV = "LONGHAUL_FUZZ_RECONCILIATION"  # a completed invoice-reconciliation job of the run's key
 NOTICE_CONTACT = "disputes@example.com"
+POLICY_TENANT = "fuzz-policies"  # the tenant whose policy valid PUTs and PATCHes change
 CONTRACT = (
     "PRICE AGREEMENT\nCurrency: USD\n\nProduct Code   Description           Agreed Unit Price\n"
     "-------------  --------------------  -----------------\nNW-1001        Steel bracket, 40 mm               4.75\n"
@@ -40,6 +42,18 @@ def map_case(context: Any, case: Any) -> Any:
     meta = case.meta
     if meta is None or not meta.generation.mode.is_positive:
         return case
+    return _realistic(case)
+
+
+@schemathesis.hook
+def before_add_examples(context: Any, examples: list[Any]) -> None:
+    """The schema's own examples (the Examples phase, which `map_case` does not see) get the same: an example names
+    a placeholder upload or reconciliation, which a real client replaces with its own."""
+    for index, case in enumerate(examples):
+        examples[index] = _realistic(case)
+
+
+def _realistic(case: Any) -> Any:
     operation = case.operation.definition.raw.get("operationId")
     if operation in LISTINGS and isinstance(case.query, dict):
         case.query.pop("cursor", None)  # a cursor is only ever one a listing handed out
@@ -50,8 +64,12 @@ def map_case(context: Any, case: Any) -> Any:
         _realistic_job(case.body)
     if operation == "replay_job" and isinstance(case.body, dict):
         case.body.pop("from_step", None)  # a step of the job's own workflow: by default, where it failed
-    if operation in ("put_tenant_policy", "patch_tenant_policy") and isinstance(case.body, dict):
-        case.body.pop("routes", None)  # routes are the deployment's configuration
+    if operation in ("put_tenant_policy", "patch_tenant_policy"):
+        if isinstance(case.body, dict):
+            case.body.pop("routes", None)  # routes are the deployment's configuration
+        if isinstance(case.path_parameters, dict):
+            # A tenant of its own: a valid policy with a lower ceiling would make the run's later valid jobs 422s.
+            case.path_parameters["tenant_id"] = POLICY_TENANT
     if operation == "decide_review" and isinstance(case.body, dict) and case.body.get("decision") == "edit":
         case.body = {"decision": "approve"}  # edits are the reviewed workflow's, which the schema cannot say
     return case
@@ -74,14 +92,14 @@ def _realistic_job(body: dict[str, Any]) -> None:
             if not isinstance(document, dict):
                 continue
             if document.get("upload_id"):
-                document["upload_id"] = uploads["text"]
+                document["upload_id"] = uploads.get("text", document["upload_id"])
             name = document.get("name")
             if isinstance(name, str) and name in taken:  # names are unique within a job (citations use them)
                 document["name"] = f"{index}-{uuid.uuid4().hex[:8]}.txt"
             taken.add(document.get("name"))
     for field in ("archive", "invoices_archive"):
         if isinstance(job_input.get(field), dict):
-            job_input[field]["upload_id"] = uploads[field]
+            job_input[field]["upload_id"] = uploads.get(field, job_input[field].get("upload_id"))
     if "reconciliation_job_id" in job_input:  # a dispute names a completed reconciliation of the same tenant
         job_input["reconciliation_job_id"] = os.environ.get(RECONCILIATION_ENV) or job_input["reconciliation_job_id"]
         job_input["default_contact"] = NOTICE_CONTACT  # every vendor with discrepancies needs somewhere to go

@@ -20,18 +20,10 @@ def test_the_fuzzer_runs_every_check_schemathesis_has() -> None:
     assert set(fuzzing.CHECKS) == set(CHECKS.get_all_names())  # (and not the response-time limit: see CHECKS)
 
 
-@pytest.fixture(scope="module")
-def uploads(platform: LocalPlatform, keys: dict[str, str]) -> dict[str, str]:
-    assert platform.api_url
-    return fuzzing.prepare_uploads(platform.api_url, keys["tenant"])
-
-
 @pytest.mark.parametrize("role", ["tenant", "reviewer", "operator"])
-def test_schemathesis_finds_nothing(
-    platform: LocalPlatform, keys: dict[str, str], uploads: dict[str, str], role: str, tmp_path: Path
-) -> None:
+def test_schemathesis_finds_nothing(platform: LocalPlatform, keys: dict[str, str], role: str, tmp_path: Path) -> None:
     assert platform.api_url
-    outcome = fuzzing.run(platform.api_url, keys[role], role, uploads, max_examples=MAX_EXAMPLES, report_dir=tmp_path)
+    outcome = fuzzing.run(platform.api_url, keys[role], role, max_examples=MAX_EXAMPLES, report_dir=tmp_path)
 
     print(outcome.line)  # the figures (`pytest -s`)
     assert outcome.cases > 0, outcome.output

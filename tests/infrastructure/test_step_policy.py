@@ -8,7 +8,8 @@ from typing import Any
 import pytest
 
 from longhaul.core import limits
-from longhaul.core.errors import DETERMINISTIC_ERROR_NAMES, RETRYABLE_ERROR_NAMES
+from longhaul.core.errors import DETERMINISTIC_ERROR_NAMES, ITEMS_FAILED, RETRYABLE_ERROR_NAMES
+from longhaul.engine.spec import StepKind
 from longhaul.workflows import REGISTRY
 from tests.infrastructure.conftest import all_states, definition, resources, task_function
 
@@ -37,16 +38,19 @@ def step_tasks(machine: dict[str, Any]) -> list[tuple[str, dict[str, Any], dict[
 
 
 def step_of(task_name: str) -> str:
-    """The step a step Task runs: `<step>`, `<step> item` (inline Map) or `<step> batch item` (Distributed Map)."""
-    return task_name.removesuffix(" item").removesuffix(" batch")
+    """The step a step Task runs: `<step>`, `<step> item` (inline Map), `<step> batch item` (Distributed Map) or
+    `<step> (one item)` (a list of one item)."""
+    return task_name.removesuffix(" (one item)").removesuffix(" item").removesuffix(" batch")
 
 
 def test_every_step_task_has_a_timeout_not_below_its_lambda_timeout(machines, lambda_timeouts, template):
     for machine in machines.values():
         tasks = step_tasks(machine)
         spec = REGISTRY[machine["Comment"].removeprefix("Longhaul workflow ")]
-        # one Task per step; a fan-out's is inside its Map, twice: the inline Map's and the Distributed Map's batch
-        assert len(tasks) == len(spec.steps) + len(spec.fan_out_steps)
+        # one Task per step; a fan-out's is inside its Map, twice: the inline Map's and the Distributed Map's batch,
+        # and a Lambda fan-out's once more outside any Map, for a list of one item
+        lambda_fan_outs = [s for s in spec.steps if s.kind == StepKind.FAN_OUT]
+        assert len(tasks) == len(spec.steps) + len(spec.fan_out_steps) + len(lambda_fan_outs)
         assert sorted({step_of(name) for name, _, _ in tasks}) == sorted(spec.step_names)
         for name, state, _ in tasks:
             assert state.get("TimeoutSeconds"), f"{name} has no TimeoutSeconds"
@@ -99,7 +103,9 @@ def test_every_step_catches_all_into_record_failure_then_its_own_dead_letter_que
             assert queue_url in queues, f"{name} dead letters go to an unknown queue"
             assert dlq_by_step.setdefault(step, queue_url) == queue_url
             end = scope[send["Next"]]
-            assert end["Type"] == "Fail" or (name.endswith(" item") and end["Type"] == "Pass"), name
+            # a step fails the job; an item yields its failure to its Map; a list's only item goes on to the summary
+            alone = name.endswith(" (one item)") and end["Type"] == "Task"
+            assert end["Type"] == "Fail" or (name.endswith(" item") and end["Type"] == "Pass") or alone, name
         assert len(set(dlq_by_step.values())) == len(dlq_by_step), "steps share a dead-letter queue"
 
 
@@ -129,7 +135,7 @@ def test_only_references_travel_between_states(machines):
     """Step outputs land under $.steps.<name>; Map items get an index, a reference and the (small) state."""
     for machine in machines.values():
         for name, state, _ in step_tasks(machine):
-            if name.endswith(" item"):
+            if name.endswith((" item", " (one item)")):
                 # A container task's worker answers with its step output (references only); it is dropped next
                 assert state["ResultPath"] is None or state["Resource"].startswith("arn:aws:states:::ecs:")
             else:
@@ -204,11 +210,9 @@ def test_a_fan_out_chooses_inline_or_distributed_by_its_item_count(machines):
         states = machine["States"]
         for step in spec.fan_out_steps:
             over = f"$.steps.{spec.step(step).over}"
-            count = states[f"{step}: count items"]
-            assert count["Parameters"] == {"items.$": f"{over}.count"}
-            choice = states[count["Next"]]
-            above = next(c for c in choice["Choices"] if "NumericGreaterThan" in c)
-            assert above["NumericGreaterThan"] == limits.INLINE_MAP_MAX_ITEMS
+            choice = states[f"{step}: inline or distributed?"]
+            above = next(c for c in choice["Choices"] if c["NumericGreaterThan"] == limits.INLINE_MAP_MAX_ITEMS)
+            assert above["Variable"] == f"{over}.count"
             distributed, inline = states[above["Next"]], states[choice["Default"]]
             assert inline["ItemsPath"] == f"{over}.items"
             assert distributed["ItemReader"]["Resource"].endswith(":states:::s3:getObject")
@@ -222,6 +226,27 @@ def test_a_fan_out_chooses_inline_or_distributed_by_its_item_count(machines):
             batch = distributed["ItemProcessor"]["States"][distributed["ItemProcessor"]["StartAt"]]
             assert batch["Type"] == "Map" and batch["ItemsPath"] == "$.batch.items"
             assert batch["ItemSelector"]["input.$"] == "$.input"
+
+
+def test_a_fan_out_of_one_item_runs_its_task_alone_and_fails_as_a_map_would(machines):
+    """A list of one item skips the Map: its Task runs with the list's only item, goes straight on to the next step,
+    and its failure is recorded and dead-lettered as an item's before the job fails with the fan-out's summary."""
+    for machine in machines.values():
+        spec = REGISTRY[machine["Comment"].removeprefix("Longhaul workflow ")]
+        states = machine["States"]
+        for step in (s.name for s in spec.steps if s.kind == StepKind.FAN_OUT):
+            over = f"$.steps.{spec.step(step).over}"
+            choice = states[states[f"{step}: count items"]["Next"]]
+            one = next(c for c in choice["Choices"] if c.get("NumericEquals") == 1)
+            task = states[one["Next"]]
+            assert one["Next"] == f"{step} (one item)" and task["Type"] == "Task"
+            assert task["Parameters"]["item.$"] == f"States.ArrayGetItem({over}.items[*].index, 0)"
+            assert task["Parameters"]["ref.$"] == f"States.ArrayGetItem({over}.items[*].ref, 0)"
+            assert task["Next"] == states[f"{step}: all items done"]["Next"]  # no verdict to take
+            record = states[next(c for c in task["Catch"] if c["ErrorEquals"] == ["States.ALL"])["Next"]]
+            assert record["Parameters"]["item.$"] == task["Parameters"]["item.$"]
+            summary = states[states[record["Next"]]["Next"]]  # record → dead letter → the fan-out's summary
+            assert summary["Parameters"]["error"] == ITEMS_FAILED
 
 
 def test_a_distributed_map_may_start_and_stop_only_its_own_children_and_read_the_artifacts(template):
@@ -278,3 +303,19 @@ def _assert_map_run_reads(template: Any, api: Any) -> None:
         ]
         for logical_id in workflows:  # this machine's runs and children only: `<kind>:<machine name>/*`
             assert any(resource in g and logical_id in g and g.endswith('/*"]]}') for g in granted), (action, granted)
+
+
+def test_a_review_that_is_not_asked_for_is_a_choice_not_an_invocation(machines):
+    """The job's review mode is in the state: `never` (or none, when the workflow's default is `never`) goes on to the
+    next step from a Choice; only a review that may be needed invokes the lane."""
+    for machine in machines.values():
+        spec = REGISTRY[machine["Comment"].removeprefix("Longhaul workflow ")]
+        review = spec.review_step
+        if review is None or any(s.agent is not None and s.agent.on_limit == "review" for s in spec.agent_steps):
+            continue
+        states = machine["States"]
+        choice = states[f"{review.name}: asked for?"]
+        (asked,) = choice["Choices"]
+        assert asked["Next"] == review.name and states[review.name]["Type"] == "Task"
+        names = spec.step_names
+        assert choice["Default"].startswith(names[names.index(review.name) + 1])

@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 from longhaul.core.clock import iso
-from longhaul.core.contracts import JobStatus
+from longhaul.core.contracts import JobStatus, ReplayRequest
 from longhaul.storage.checkpoints import CheckpointStore
 from longhaul.storage.jobs import JobStore
 from tests.unit.api_helpers import assert_problem, submit
@@ -162,15 +162,16 @@ def _listed(count: int) -> dict[str, Any]:
 
 
 def parsed_up_to_the_index(checkpoints: CheckpointStore, job_id: str) -> None:
-    """One document listed and parsed, no page to OCR (the container step has no item), chunked and indexed."""
+    """One document listed and parsed, no page to OCR (the container step has no item), chunked and indexed (one
+    batch of documents)."""
+    batch = {"count": 1, "manifest_key": "b.json", "items": [{"index": 0, "ref": {"number": 0, "first": 0, "end": 1}}]}
     for step, output in (
         ("list_documents", {"documents": _listed(1)}),
-        ("plan_ocr", {"ocr_batches": _listed(0)}),
-        ("chunk_documents", {"chunks_key": "c.json"}),
-        ("build_index", {"index_key": "i.zip"}),
+        ("plan_ocr", {"ocr_batches": _listed(0), "index_batches": batch}),
     ):
         checkpoints.commit_step(job_id, step, None, {"status": "succeeded", "output": output})
     checkpoints.commit_step(job_id, "parse_documents", 0, {"status": "succeeded", "output": {"pages": 1}})
+    checkpoints.commit_step(job_id, "build_index", 0, {"status": "succeeded", "output": {"chunks": 1}})
 
 
 def test_a_replay_of_a_cancelled_job_lists_exactly_what_will_run_again(
@@ -195,9 +196,9 @@ def test_a_replay_of_a_cancelled_job_lists_exactly_what_will_run_again(
     assert response.status == 202, response.raw_body
     plan = response.body
     assert plan["rerun_steps"] == ["extract_evidence", "draft_answer", "verify_citations", "review", "publish_result"]
-    # (kept: the one parsed document, item 0 of parse_documents, and items 0, 1, 3 of extract_evidence)
+    # (kept: the one parsed document, item 0 of parse_documents, its one batch, items 0, 1, 3 of extract_evidence)
     assert plan["rerun_items"] == {"extract_evidence": [2, 4]}
-    assert plan["kept_items"] == {"parse_documents": [0], "extract_evidence": [0, 1, 3]}
+    assert plan["kept_items"] == {"parse_documents": [0], "build_index": [0], "extract_evidence": [0, 1, 3]}
     assert [(n["step"], n["item"], n["unit"]) for n in plan["rerun_named"]] == [
         ("extract_evidence", 2, "passage group"),
         ("extract_evidence", 4, "passage group"),
@@ -217,15 +218,32 @@ def test_a_dry_run_replay_is_a_200_with_the_plan_and_starts_nothing(
     store.transition(job_id, S.FAILED, event="job_failed")
     events = call_api("GET", f"/v1/jobs/{job_id}/events", key=KEY_A).body["events"]
 
-    body = {"from_step": "build_index", "reason": "what would run?", "dry_run": True}
+    body = {"from_step": "retrieve_passages", "reason": "what would run?", "dry_run": True}
     response = call_api("POST", f"/v1/ops/jobs/{job_id}/replay", key=OPS, body=body)
 
     assert response.status == 200, response.raw_body
     assert response.body["dry_run"] is True and response.body["status"] == "failed"
-    assert response.body["rerun_steps"][0] == "build_index"
+    assert response.body["rerun_steps"][0] == "retrieve_passages"
     assert call_api("GET", f"/v1/jobs/{job_id}", key=KEY_A).body["status"] == "failed"
     assert call_api("GET", f"/v1/jobs/{job_id}/events", key=KEY_A).body["events"] == events
-    assert checkpoints.get_step(job_id, "build_index") is not None
+    assert checkpoints.get_step(job_id, "build_index", 0) is not None
+
+
+def test_a_redrive_on_the_current_version_is_refused_as_its_schema_says(call_api: CallApi, table: Any) -> None:
+    """The document's `not` and the model agree: a redrive resumes its execution on its own version."""
+    job_id = submit(call_api).body["job_id"]
+    running(table, job_id, started_ago=timedelta(seconds=10), completed=4).transition(
+        job_id, S.FAILED, event="job_failed"
+    )
+    body = {"reason": "resume it", "mode": "redrive", "version": "current"}
+
+    response = call_api("POST", f"/v1/ops/jobs/{job_id}/replay", key=OPS, body=body)
+
+    assert response.status == 422, response.raw_body
+    assert "its own version" in response.raw_body
+    schema = ReplayRequest.model_json_schema()
+    assert schema["not"]["properties"] == {"mode": {"const": "redrive"}, "version": {"const": "current"}}
+    assert call_api("GET", f"/v1/jobs/{job_id}", key=KEY_A).body["status"] == "failed"
 
 
 def test_a_replay_from_before_the_fan_out_reruns_all_its_items(
@@ -241,11 +259,10 @@ def test_a_replay_from_before_the_fan_out_reruns_all_its_items(
         checkpoints.commit_step(job_id, "extract_evidence", item, {"status": "succeeded", "output": {}})
     store.transition(job_id, S.FAILED, event="job_failed")
 
-    body = {"from_step": "build_index", "reason": "new index"}
+    body = {"from_step": "retrieve_passages", "reason": "new passages"}
     plan = call_api("POST", f"/v1/ops/jobs/{job_id}/replay", key=OPS, body=body).body
 
     assert plan["rerun_steps"] == [
-        "build_index",
         "retrieve_passages",
         "extract_evidence",
         "draft_answer",
@@ -254,9 +271,9 @@ def test_a_replay_from_before_the_fan_out_reruns_all_its_items(
         "publish_result",
     ]
     assert plan["rerun_items"] == {"extract_evidence": [0, 1]}
-    assert plan["kept_items"] == {"parse_documents": [0]}  # the parsed document is kept
+    assert plan["kept_items"] == {"parse_documents": [0], "build_index": [0]}  # the parsed document, its index
     assert checkpoints.get_step(job_id, "extract_evidence", 0) is None
-    assert checkpoints.get_step(job_id, "chunk_documents") is not None
+    assert checkpoints.get_step(job_id, "build_index", 0) is not None
 
 
 # ---------------------------------------------------------------------- the platform's metrics, read back

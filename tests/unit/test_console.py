@@ -135,7 +135,7 @@ def test_a_jobs_graph_is_its_state_machines_states_for_its_tenant_and_operators(
     graph = mine.body
     assert graph["job_id"] == job_id and graph["start_at"] == "Done" and graph["execution"] == job_id
     assert [n["name"] for n in graph["nodes"]] == ["Done"] and graph["nodes"][0]["type"] == "Pass"
-    assert {f["step"] for f in graph["fan_outs"]} == {"parse_documents", "ocr_pages", "extract_evidence"}
+    assert {f["step"] for f in graph["fan_outs"]} == {"parse_documents", "ocr_pages", "build_index", "extract_evidence"}
     assert_problem(theirs, 404, "not-found")
     assert as_operator.status == 200 and as_operator.body["nodes"] == graph["nodes"]
     assert_problem(as_reviewer, 403, "forbidden")

@@ -236,7 +236,8 @@ def test_completing_a_job_does_not_touch_the_dead_letter_queues(
 ) -> None:
     # Given a job replayed after a failure whose dead letter the replay did not remove (it removes them itself)
     record_failure(failure_event(), services)
-    store.transition(JOB_ID, S.QUEUED, event="job_replayed")
+    store.transition(JOB_ID, S.QUEUED, event="job_replayed", set_fields={"attempts": 2})  # as a replay does
+    assert dead_letters.of_job(JOB_ID)
 
     # When the job then completes
     run_step(step_event("a"), services, work=FakeWork(), spec=SPEC)

@@ -47,4 +47,4 @@ def test_an_unknown_step_or_an_item_of_a_step_without_items_is_rejected():
     with pytest.raises(ValueError, match=r"unknown step 'draft_answers'.*draft_answer"):
         FaultInjector("draft_answers=transient", REGISTRY)
     with pytest.raises(ValueError, match="only fan-out steps have items"):
-        FaultInjector("build_index#2=transient", REGISTRY)
+        FaultInjector("draft_answer#2=transient", REGISTRY)

@@ -10,9 +10,10 @@ import pytest
 from longhaul.core import limits
 from longhaul.core.contracts import JobStatus
 from longhaul.core.errors import CancelledError
+from longhaul.core.records import FAN_OUT_UNIT
 from longhaul.engine.items import ItemBatch, ItemList, item_count, tally, write_item_list
 from longhaul.services import Services
-from longhaul.storage.checkpoints import CheckpointStore
+from longhaul.storage.checkpoints import CheckpointStore, done_attribute
 from longhaul.storage.jobs import JobStore
 from tests.unit.test_job_store import new_job, read
 
@@ -85,21 +86,23 @@ def test_the_tally_stops_the_execution_of_a_job_that_no_longer_runs(services: Se
 
 
 def test_an_items_progress_counts_each_item_once_and_a_replay_forgets_the_dropped_ones(
-    checkpoints: CheckpointStore,
+    store: JobStore, checkpoints: CheckpointStore
 ) -> None:
-    assert [checkpoints.count_item("job_1", "parse_documents", i) for i in (0, 1, 1, 2, 0)] == [1, 2, 2, 3, 3]
-    checkpoints.delete_steps("job_1", [("parse_documents", 1), ("parse_documents", 2)])
-    assert checkpoints.count_item("job_1", "parse_documents", 2) == 2  # {0, 2}
-
-
-def test_item_progress_only_moves_forward(store: JobStore) -> None:
+    # Given a fan-out of 9 documents whose items commit, item 1 twice (a duplicate delivery)
     job_id = _running(store)
+    fan_out = {"step": "parse_documents", "total": 9, "unit": "document"}
+    running = {"completed": 0, "total": 9, "unit": FAN_OUT_UNIT, "message": "parse_documents running"}
+    store.write(
+        read(store, job_id), [], fields={"current_step": "parse_documents", "fan_out": fan_out, "progress": running}
+    )
+    for item in (0, 1, 1, 2):
+        store.write(read(store, job_id), [], add={done_attribute("parse_documents"): {item}})
 
-    def show(completed: int) -> bool:
-        message = f"parse_documents: {completed} of 9 documents"
-        progress = {"completed": completed, "total": 9, "unit": "documents", "message": message}
-        return store.show_item_progress(job_id, "parse_documents", progress)
+    # Then the job shows each item once
+    progress = read(store, job_id).view().progress
+    assert (progress.completed, progress.total, progress.unit) == (3, 9, "documents")
+    assert progress.message == "parse_documents: 3 of 9 documents"
 
-    assert show(5) and not show(4) and show(6)
-    assert read(store, job_id).progress.message == "parse_documents: 6 of 9 documents"
-    assert read(store, job_id).progress.unit == "documents"
+    # and a replay that drops items 1 and 2 forgets them
+    checkpoints.delete_steps(job_id, [("parse_documents", 1), ("parse_documents", 2)])
+    assert read(store, job_id).items_done == {"parse_documents": 1}

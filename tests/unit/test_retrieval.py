@@ -2,11 +2,19 @@
 
 from __future__ import annotations
 
+import random
+
 import pytest
 
 from longhaul.core.errors import InternalError
 from longhaul.documents.parsing import Chunk
-from longhaul.workflows.document_analysis.retrieval import LexicalIndex, group_passages, stem, terms
+from longhaul.workflows.document_analysis.retrieval import (
+    LexicalIndex,
+    group_passages,
+    search_batches,
+    stem,
+    terms,
+)
 
 TEXTS = [
     "Each party's total aggregate liability shall not exceed the Fees paid in the preceding twelve months.",
@@ -105,3 +113,65 @@ def test_passages_are_grouped_in_order() -> None:
     assert group_passages([], 3) == []
     with pytest.raises(ValueError, match="group_size"):
         group_passages(["a"], 0)
+
+
+# ---------------------------------------------------------------- batches indexed apart, searched as one
+
+WORDS = ("kappa", "lambda", "omega", "delta", "sigma", "theta", "gamma", "zeta", "iota", "rho", "tau", "chi")
+
+
+def _random_chunks(count: int, seed: int) -> list[Chunk]:
+    """Chunks of exactly six terms each (every batch then has the same mean chunk length)."""
+    rng = random.Random(seed)
+    return [
+        Chunk(chunk_id=f"d{n}-p1-c1", document=f"doc-{n}.txt", document_index=n, page=1, text=" ".join(words))
+        for n, words in enumerate([rng.choice(WORDS[:4]), *rng.choices(WORDS, k=5)] for _ in range(count))
+    ]
+
+
+@pytest.mark.parametrize("query", ["kappa lambda", "omega chi", "theta", "sigma tau rho zeta"])
+def test_batches_searched_as_one_score_as_one_index_over_all_their_chunks(query: str) -> None:
+    # Given 36 chunks indexed as one, and the same chunks indexed in three batches of 12
+    chunks = _random_chunks(36, seed=7)
+    whole = LexicalIndex.build(chunks)
+    batches = [LexicalIndex.build(chunks[start : start + 12]) for start in range(0, 36, 12)]
+
+    # When both are searched
+    expected = dict(whole.search(query, k=36))
+    found = search_batches(lambda n: batches[n], len(batches), query, k=36)
+
+    # Then the batches give the same chunks with the same scores (each term weighted by its frequency over all chunks)
+    assert dict(found).keys() == expected.keys()
+    assert dict(found) == pytest.approx(expected, rel=1e-5)
+    assert [score for _, score in found] == sorted((score for _, score in found), reverse=True)
+
+
+def test_a_passage_found_only_in_a_later_batch_comes_first_and_k_bounds_the_merge() -> None:
+    chunks = _random_chunks(30, seed=3)
+    chunks[27] = chunks[27].model_copy(update={"text": "The escrow agent is Bluefin Escrow Services kappa."})
+    batches = [LexicalIndex.build(chunks[start : start + 10]) for start in range(0, 30, 10)]
+
+    found = search_batches(lambda n: batches[n], len(batches), "Who is the escrow agent? kappa", k=5)
+
+    assert found[0][0] == "d27-p1-c1" and len(found) == 5
+
+
+def test_one_batch_is_searched_as_it_is(index: LexicalIndex) -> None:
+    loaded: list[int] = []
+
+    def load(number: int) -> LexicalIndex:
+        loaded.append(number)
+        return index
+
+    assert search_batches(load, 1, "liability cap", k=3) == index.search("liability cap", k=3)
+    assert loaded == [0]
+
+
+def test_batches_without_terms_or_a_query_without_known_terms_find_nothing() -> None:
+    empty = LexicalIndex.build(_chunks(["", "   "]))
+    some = LexicalIndex.build(_random_chunks(4, seed=1))
+    indexes = [empty, some]
+
+    assert search_batches(lambda n: indexes[n], 2, "the of and", k=5) == []
+    assert search_batches(lambda n: indexes[n], 2, "kappa lambda omega delta", k=5)
+    assert search_batches(lambda n: indexes[n], 0, "kappa", k=5) == []

@@ -211,7 +211,7 @@ def test_fan_out_progress_counts_committed_and_failed_items_of_the_producers_lis
     [
         ("parse_documents", "parse_documents"),
         ("parse_documents (distributed)", "parse_documents"),
-        ("parse_documents: count items", "parse_documents"),
+        ("parse_documents: inline or distributed?", "parse_documents"),
         ("parse_documents items: record failure", "parse_documents"),
         ("review: wait", "review"),
         ("Job completed", None),

@@ -22,6 +22,7 @@ from local import lambda_runtime
 from local.deploy import wait_until
 from local.keys import parse_webhook_secrets
 from local.platform import DEFAULT_WEBHOOK_SECRETS, LocalPlatform
+from longhaul.storage.cache import LOOKUP_CACHE_SECONDS
 from tests.unit.receiver import receiver
 from tests.workflows.conftest import SAMPLES, Client
 from tests.workflows.test_review_and_webhooks import status_of
@@ -240,7 +241,13 @@ def test_the_admin_commands_work_against_the_deployed_stack(platform: LocalPlatf
     listed = longhaul(platform, "jobs", "--key", key, "-o", "json")
     secret = longhaul(platform, "admin", "rotate-webhook-secret", "--stack", stack, "--tenant", tenant)
     revoked = longhaul(platform, "admin", "revoke-key", "--stack", stack, "--key", key)
-    refused = longhaul(platform, "jobs", "--key", key)
+
+    # the API function keeps a key it authenticated for LOOKUP_CACHE_SECONDS: the revocation holds within that time
+    def refused_now() -> Any:
+        answer = longhaul(platform, "jobs", "--key", key)
+        return answer if answer.exit_code != 0 else None
+
+    refused = wait_until(refused_now, timeout=LOOKUP_CACHE_SECONDS + 20, interval=1, what="the revoked key refused")
 
     assert created.exit_code == 0 and key.startswith("lh_"), created.output
     assert listed.exit_code == 0 and as_json(listed) == {"jobs": []}

@@ -20,7 +20,7 @@ from typing import Any, Literal
 from pydantic import BaseModel
 
 from longhaul.api.graph import DefinitionUnreadable, EngineNotAnswering, WorkflowGraph, job_graph
-from longhaul.core import correlation, limits
+from longhaul.core import correlation, limits, schema
 from longhaul.core.addresses import UnsafeCallback, check_url, system_resolver
 from longhaul.core.auth import Principal
 from longhaul.core.budgets import TenantPolicy, job_limits, to_micro, usd
@@ -57,18 +57,22 @@ from longhaul.core.problems import (
     Unavailable,
 )
 from longhaul.core.records import JOB_ID, Charge, Job
-from longhaul.documents.intake import Intake
+from longhaul.documents.intake import Intake, PreparedInput
 from longhaul.operations.admission import Admission
 from longhaul.operations.costs import with_transitions
 from longhaul.operations.sweep import stop_container_tasks
 from longhaul.review.lane import close_for_stopped_job
 from longhaul.services import Services
 from longhaul.storage import artifacts as keys
+from longhaul.storage.admission import SubmissionState, rate_decision
+from longhaul.storage.dynamo import backoff
 from longhaul.storage.jobs import ACTIVE, IdempotencyConflict, NewJob, TransitionRejected
 from longhaul.storage.listing import BadCursor
+from longhaul.storage.submissions import StateChanged
 from longhaul.workflows import REGISTRY
 
 IDEMPOTENCY_KEY = re.compile(IDEMPOTENCY_KEY_PATTERN)
+SUBMISSION_TRIES = 8  # transactions a submission tries when concurrent ones change its tenant's rate window or slots
 
 
 class AlreadyFinished(ApiProblem):
@@ -108,6 +112,10 @@ class JobService:
     def submit(
         self, principal: Principal, request: JobRequestBase, idempotency_key: str | None, base_url: str
     ) -> tuple[JobAccepted, bool]:
+        """Accept a job: one read of what the submission decides on (`AdmissionStore.submission_state`), its input
+        written (one object, and one for its inline texts), then the job, its idempotency record, its rate count and
+        its slot or place in the queue in one transaction; then its start or its queue's message. The caller's key
+        and its tenant's policy come from the function's short-lived cache (`storage/cache.py`)."""
         s = self.services
         if idempotency_key is not None and not IDEMPOTENCY_KEY.match(idempotency_key):
             raise BadRequest("Idempotency-Key must be 1-128 characters of A-Z a-z 0-9 . _ : -")
@@ -118,10 +126,20 @@ class JobService:
         spec = REGISTRY[request.workflow]
         self._check_callback(request.callback_url)
         payload_hash = canonical_hash(request)
-        policy = s.budgets.policy(principal.tenant_id)
-        # An idempotent retry of an accepted job is answered before the rate limit: it is not a new submission.
-        if idempotency_key:
-            existing = s.jobs.find_idempotent(principal.tenant_id, idempotency_key)
+        tenant_id = principal.tenant_id
+        policy = s.budgets.recent_policy(tenant_id)
+        admission = Admission(s)
+        job_id = new_job_id()
+        prepared: PreparedInput | None = None
+        input_key = ""
+        for tries in range(SUBMISSION_TRIES):
+            state = s.admission.submission_state(
+                tenant_id,
+                usage_key=schema.tenant_usage_key(tenant_id, s.budgets.day()),
+                idempotency_key=schema.idempotency_key(tenant_id, idempotency_key) if idempotency_key else None,
+            )
+            # An idempotent retry of an accepted job is answered before the rate limit: it is not a new submission.
+            existing = s.jobs.idempotency_record(state.idempotency)
             if existing is not None:
                 if existing.payload_hash != payload_hash:
                     raise IdempotencyKeyReused(job_id=existing.job_id)
@@ -129,69 +147,78 @@ class JobService:
                 if found is not None:
                     waits = self._ensure_started(found, policy)
                     return self._accepted(found, base_url, waits), False
-        self._within_rate(principal.tenant_id, policy)
-        budget_tokens, budget_cost = self._admit(principal.tenant_id, request, policy)
-        job_id = new_job_id()
-        intake = Intake(job_id=job_id, tenant_id=principal.tenant_id, artifacts=s.artifacts, jobs=s.jobs)
-        prepared = spec.prepare()(intake, request.input)
-        input_key = intake.store(prepared)  # raises the problems `prepare` found; writes only when there are none
-        deadline = request.deadline_seconds or spec.deadline_default_seconds
-        try:
-            job, created = s.jobs.create_job(
-                NewJob(
-                    job_id=job_id,
-                    tenant_id=principal.tenant_id,
-                    workflow=spec.name,
-                    input_key=input_key,
-                    payload_hash=payload_hash,
-                    model=f"{s.settings.model_provider}:{s.settings.model_id}",
-                    estimated_sla_seconds=prepared.estimated_sla_seconds,
-                    idempotency_key=idempotency_key,
-                    total_steps=len(spec.steps),
-                    deadline_at=iso(s.now() + timedelta(seconds=deadline)),
-                    deadline_seconds=deadline,
-                    budget_tokens=budget_tokens,
-                    budget_cost_micro=budget_cost,
-                    route=request.route,
-                    review_mode=request.review.mode if request.review else None,
-                    review_deadline_seconds=request.review.deadline_seconds if request.review else None,
-                    callback_url=request.callback_url,
-                    links_base=base_url if request.callback_url else None,
-                    sla_class=request.sla_class,
-                    correlation_id=correlation.current(),
-                    agent_max_turns=request.agent.max_turns if request.agent else None,
-                    agent_max_tool_calls=request.agent.max_tool_calls if request.agent else None,
+            retry_after, rate = rate_decision(state.window, policy.submissions_per_minute, s.now().timestamp())
+            if retry_after is not None:
+                raise RateLimited(
+                    f"tenant {tenant_id} may submit {policy.submissions_per_minute} jobs a minute; "
+                    f"retry in {retry_after} s",
+                    retry_after_seconds=retry_after,
+                    submissions_per_minute=policy.submissions_per_minute,
                 )
-            )
-        except IdempotencyConflict as conflict:
-            raise IdempotencyKeyReused(job_id=conflict.job_id) from None
-        except TransientError as contended:
-            raise Unavailable(f"{contended}; retry with the same Idempotency-Key") from None
+            budget_tokens, budget_cost = self._admit(tenant_id, request, policy, state)
+            if prepared is None:
+                intake = Intake(job_id=job_id, tenant_id=tenant_id, artifacts=s.artifacts, jobs=s.jobs)
+                prepared = spec.prepare()(intake, request.input)
+                input_key = intake.store(prepared)  # raises the problems `prepare` found; writes only when none
+            planned = admission.plan_new(tenant_id, prepared.estimated_sla_seconds, policy, state.counters)
+            deadline = request.deadline_seconds or spec.deadline_default_seconds
+            try:
+                job, created = s.jobs.create_job(
+                    NewJob(
+                        job_id=job_id,
+                        tenant_id=tenant_id,
+                        workflow=spec.name,
+                        input_key=input_key,
+                        payload_hash=payload_hash,
+                        model=f"{s.settings.model_provider}:{s.settings.model_id}",
+                        estimated_sla_seconds=prepared.estimated_sla_seconds,
+                        idempotency_key=idempotency_key,
+                        total_steps=len(spec.steps),
+                        deadline_at=iso(s.now() + timedelta(seconds=deadline)),
+                        deadline_seconds=deadline,
+                        budget_tokens=budget_tokens,
+                        budget_cost_micro=budget_cost,
+                        route=request.route,
+                        review_mode=request.review.mode if request.review else None,
+                        review_deadline_seconds=request.review.deadline_seconds if request.review else None,
+                        callback_url=request.callback_url,
+                        links_base=base_url if request.callback_url else None,
+                        sla_class=request.sla_class,
+                        correlation_id=correlation.current(),
+                        agent_max_turns=request.agent.max_turns if request.agent else None,
+                        agent_max_tool_calls=request.agent.max_tool_calls if request.agent else None,
+                    ),
+                    marks=planned.marks,
+                    with_writes=[s.admission.rate_write(tenant_id, rate), *planned.writes],
+                )
+            except StateChanged:  # a concurrent submission changed the rate window or the counters: decide again
+                backoff(tries)
+                continue
+            except IdempotencyConflict as conflict:
+                raise IdempotencyKeyReused(job_id=conflict.job_id) from None
+            except TransientError as contended:
+                raise Unavailable(f"{contended}; retry with the same Idempotency-Key") from None
+            break
+        else:
+            raise Unavailable("the tenant's submissions stayed contended; retry with the same Idempotency-Key")
         try:
-            waits = self._ensure_started(job, policy)
-        except Unavailable:
+            waits = admission.admit_new(job, policy, planned) if created else self._ensure_started(job, policy)
+        except EngineUnavailable as error:
             if created:  # nothing is kept of a job that could not start
                 s.jobs.discard_new_job(job)
-            raise
+            raise Unavailable("the workflow engine did not accept the job; retry with the same Idempotency-Key") from (
+                error
+            )
         if created:
             emit("JobsSubmitted", workflow=spec.name)
         return self._accepted(job, base_url, waits), created
 
-    def _within_rate(self, tenant_id: str, policy: TenantPolicy) -> None:
-        """One conditional write on the tenant's counter of this minute; over its rate a 429 (nothing stored). Other
-        tenants have counters of their own: they never notice."""
-        retry_after = self.services.admission.take_submission(tenant_id, policy.submissions_per_minute)
-        if retry_after is not None:
-            raise RateLimited(
-                f"tenant {tenant_id} may submit {policy.submissions_per_minute} jobs a minute; "
-                f"retry in {retry_after} s",
-                retry_after_seconds=retry_after,
-                submissions_per_minute=policy.submissions_per_minute,
-            )
-
-    def _admit(self, tenant_id: str, request: JobRequestBase, policy: TenantPolicy) -> tuple[int, int]:
+    def _admit(
+        self, tenant_id: str, request: JobRequestBase, policy: TenantPolicy, state: SubmissionState
+    ) -> tuple[int, int]:
         """The job's budget within the tenant's policy (422 above a ceiling, for a route or an SLA class it may not
-        use), and the tenant's daily allowance not spent (429): checked before any work."""
+        use), and the tenant's daily allowance not spent (429, on the day's spending read with the submission):
+        checked before any work."""
         s = self.services
         tokens, cost, problems = job_limits(request.budget, policy)
         problems += agent_problems(request, policy)
@@ -209,13 +236,12 @@ class JobService:
                 errors=problems,
                 **({"allowed_sla_classes": policy.sla_classes} if request.sla_class not in policy.sla_classes else {}),
             )
-        day = s.budgets.day_usage(tenant_id)
         daily_cost = to_micro(policy.daily_cost_usd)
-        if day.tokens >= policy.daily_tokens or day.cost_micro >= daily_cost:
+        if state.day_tokens >= policy.daily_tokens or state.day_cost_micro >= daily_cost:
             midnight = datetime.combine(s.now().date() + timedelta(days=1), datetime.min.time(), tzinfo=UTC)
             raise DailyAllowanceExhausted(
-                f"tenant {tenant_id} has spent its daily allowance ({day.tokens} of {policy.daily_tokens} tokens, "
-                f"{usd(day.cost_micro)} of {policy.daily_cost_usd} USD); it renews at {iso(midnight)}",
+                f"tenant {tenant_id} has spent its daily allowance ({state.day_tokens} of {policy.daily_tokens} "
+                f"tokens, {usd(state.day_cost_micro)} of {policy.daily_cost_usd} USD); it renews at {iso(midnight)}",
                 renews_at=iso(midnight),
                 retry_after_seconds=max(1, int((midnight - s.now()).total_seconds())),
             )
@@ -223,7 +249,7 @@ class JobService:
 
     def allowed_sla_classes(self, principal: Principal) -> list[str]:
         """The SLA classes the caller's tenant may use (its policy's)."""
-        return list(self.services.budgets.policy(principal.tenant_id).sla_classes)
+        return list(self.services.budgets.recent_policy(principal.tenant_id).sla_classes)
 
     def _check_callback(self, url: str | None) -> None:
         """A callback URL must be https to a public address (resolved now, and again at every delivery)."""

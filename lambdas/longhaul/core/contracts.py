@@ -346,6 +346,16 @@ class JobRequestBase(Strict):
 
 
 class ReplayRequest(Strict):
+    # A redrive resumes the execution that failed, on its own version: with `"version": "current"` it is refused.
+    model_config = ConfigDict(
+        json_schema_extra={
+            "not": {
+                "required": ["mode", "version"],
+                "properties": {"mode": {"const": "redrive"}, "version": {"const": "current"}},
+            }
+        }
+    )
+
     from_step: Annotated[
         str | None,
         Field(
@@ -386,6 +396,12 @@ class ReplayRequest(Strict):
             description="New limits for the job (recorded in `job_replayed`); what it spent so far still counts.",
         ),
     ]
+
+    @model_validator(mode="after")
+    def _redrive_on_its_own_version(self) -> ReplayRequest:
+        if self.mode == "redrive" and self.version == "current":
+            raise ValueError("a redrive resumes the execution on its own version; replay (mode=replay) to run another")
+        return self
 
 
 class UploadRequest(Strict):

@@ -34,6 +34,15 @@ REVIEW_DEADLINE_MARGIN_SECONDS = 900
 INLINE_MAP_MAX_ITEMS = 40
 MAP_BATCH_ITEMS = 50
 
+# Indexing. Documents are chunked and indexed in batches of consecutive documents (one fan-out item each, one BM25
+# index each): a batch closes at INDEX_BATCH_MAX_DOCUMENTS documents or INDEX_BATCH_MAX_CHARS characters of text
+# (a page still to be read by OCR counts as INDEX_BATCH_OCR_PAGE_CHARS), whichever comes first; a larger document is
+# a batch of its own. Sized so a batch stays far inside its function's limits (`build_index`: 60 s, 1,769 MB): about
+# 250 small documents or 5 million characters read, chunked and indexed take seconds and a few hundred MB at most.
+INDEX_BATCH_MAX_DOCUMENTS = 250
+INDEX_BATCH_MAX_CHARS = 5_000_000
+INDEX_BATCH_OCR_PAGE_CHARS = 4_000
+
 # Document and upload names: shown in citations, never used in storage keys.
 MAX_NAME_CHARS = 128
 

@@ -32,6 +32,7 @@ from longhaul.core.contracts import (
 from longhaul.core.metering import PREFIX as METERED_PREFIX
 from longhaul.core.metering import Metered
 from longhaul.core.pricing import job_cost
+from longhaul.core.schema import ITEMS_DONE_PREFIX
 from longhaul.core.step_events import WorkflowState
 
 JOB_ID = re.compile(r"^job_[0-9a-f]{28}$")
@@ -41,6 +42,25 @@ StepStatus = Literal["running", "retrying", "succeeded", "failed"]
 
 class Record(BaseModel):
     model_config = ConfigDict(extra="ignore", frozen=True)
+
+
+class FanOut(Record):
+    """The fan-out whose items run now: its step, its item count and what one item is ("document")."""
+
+    step: str
+    total: int
+    unit: str
+
+
+# The stored progress's unit while a fan-out's items run: the count is the job's set of committed items.
+FAN_OUT_UNIT = "items"
+
+
+def plural(unit: str, count: int = 2) -> str:
+    """ "document" → "documents", "passage group" → "passage groups", "page batch" → "page batches"."""
+    if count == 1:
+        return unit
+    return f"{unit}es" if unit.endswith(("s", "sh", "ch", "x")) else f"{unit}s"
 
 
 class Job(Record):
@@ -104,6 +124,10 @@ class Job(Record):
     # What the job's step invocations used (`metered_<counter>` attributes of the item, one ADD per invocation), and
     # the state transitions of its executions, counted once they have all ended (`longhaul.operations.costs`).
     metered: Metered = Field(default_factory=Metered)
+    # A fan-out's progress: the step running its items, how many and what one is (set as an item starts), and each
+    # fan-out's committed items (`ITEMSDONE#<step>` number sets of the item: one idempotent ADD per item).
+    fan_out: FanOut | None = None
+    items_done: dict[str, int] = Field(default_factory=dict)
     orchestration_transitions: int | None = None
     orchestration_history_events: int | None = None
     orchestration_counted_attempt: int = 0
@@ -118,11 +142,33 @@ class Job(Record):
     @model_validator(mode="before")
     @classmethod
     def _gather_metered(cls, data: Any) -> Any:
-        """The item's flat `metered_<counter>` attributes (ADD needs top-level numbers) as one `Metered`."""
+        """The item's flat `metered_<counter>` attributes (ADD needs top-level numbers) as one `Metered`, and its
+        `ITEMSDONE#<step>` sets as counts."""
         if isinstance(data, Mapping) and any(str(k).startswith(METERED_PREFIX) for k in data):
             rest = {k: v for k, v in data.items() if not str(k).startswith(METERED_PREFIX)}
-            return {**rest, "metered": Metered.from_item(data)}
+            data = {**rest, "metered": Metered.from_item(data)}
+        if isinstance(data, Mapping) and any(str(k).startswith(ITEMS_DONE_PREFIX) for k in data):
+            done = {
+                str(k).removeprefix(ITEMS_DONE_PREFIX): len(v)
+                for k, v in data.items()
+                if str(k).startswith(ITEMS_DONE_PREFIX)
+            }
+            rest = {k: v for k, v in data.items() if not str(k).startswith(ITEMS_DONE_PREFIX)}
+            data = {**rest, "items_done": done}
         return data
+
+    def shown_progress(self) -> Progress:
+        """The progress as stored, or, while a fan-out's items run, its count of committed items of its total."""
+        fan_out = self.fan_out
+        if fan_out is None or fan_out.step != self.current_step or self.progress.unit != FAN_OUT_UNIT:
+            return self.progress.model_copy()
+        done = self.items_done.get(fan_out.step, 0)
+        return Progress(
+            completed=done,
+            total=fan_out.total,
+            unit=plural(fan_out.unit),
+            message=f"{fan_out.step}: {done:,} of {fan_out.total:,} {plural(fan_out.unit, fan_out.total)}",
+        )
 
     def initial_state(self) -> WorkflowState:
         """The state document an execution of this job starts with."""
@@ -132,6 +178,7 @@ class Job(Record):
             workflow=self.workflow,
             input_key=self.input_key,
             correlation_id=self.correlation_id,
+            review_mode=self.review_mode,
         )
 
     def budget_view(self, steps: list[StepUsage] | None = None) -> BudgetView | None:
@@ -155,7 +202,7 @@ class Job(Record):
     def view(self, *, now: datetime | None = None) -> JobView:
         """The API's view of the job; with `now`, the ETA of a moving job: running or retrying (a queued one, one
         waiting for review, being cancelled or finished has none: nothing says when it moves again)."""
-        progress = self.progress.model_copy()
+        progress = self.shown_progress()
         moving = self.status in (JobStatus.RUNNING, JobStatus.RETRYING)
         if now and self.started_at and moving and 0 < progress.completed < progress.total:
             elapsed = (now - self.started_at).total_seconds()

@@ -71,11 +71,6 @@ def step_sk(step: str, item: int | None) -> str:
     return f"{STEP_PREFIX}{step}" if item is None else f"{STEP_PREFIX}{step}#{item:06d}"
 
 
-def items_done_sk(step: str) -> str:
-    """The set of a fan-out's committed items (its progress counter)."""
-    return f"{ITEMS_DONE_PREFIX}{step}"
-
-
 def event_sk(seq: int) -> str:
     return f"{EVENT_PREFIX}{seq:0{EVENT_SEQ_DIGITS}d}"
 

@@ -24,6 +24,9 @@ class WorkflowState(BaseModel):
     # takes the lane when it is not null. Always present (null otherwise), so that Choice never looks for a path
     # that is not there.
     saga: dict[str, Any] | None = None
+    # The review mode the job asked for (null: its workflow's default): the state machine skips a review step that is
+    # not asked for without invoking anything. Always present, like `saga`.
+    review_mode: str | None = None
 
 
 class StepEvent(BaseModel):
@@ -54,8 +57,8 @@ class FailureEvent(BaseModel):
 
     The summary of a fan-out whose items failed (`ItemsFailed`) names them from what the state machine saw, never
     from what their own recorders may or may not have written yet: `outcomes`, the inline Map's result (an item's
-    `true` is a failure), or `count`, the item list's length (a Distributed Map's results stay in S3: the items that
-    did not commit)."""
+    `true` is a failure; a committed item's is its output, or `false`), or `count`, the item list's length (a
+    Distributed Map's results stay in S3: the items that did not commit)."""
 
     job_id: str
     step: str
@@ -66,7 +69,7 @@ class FailureEvent(BaseModel):
     item: int | None = None
     ref: Any = None  # a fan-out item's reference: a document's names it in the failure and its dead letter
     limits: StepLimits | None = None
-    outcomes: list[bool] | None = None
+    outcomes: list[bool | dict[str, Any]] | None = None
     count: int | None = None
 
 
@@ -96,7 +99,8 @@ def task_group(job_id: str) -> str:
 
 
 def payload(model: type[BaseModel], **fields: Any) -> dict[str, Any]:
-    """A Task payload for `model`: `name=value` for constants, `name="$.path"` values become `name.$` JSONPaths.
+    """A Task payload for `model`: `name=value` for constants, `name="$.path"` values become `name.$` JSONPaths, and
+    so do intrinsic functions (`name="States.ArrayGetItem($.list, 0)"`).
 
     Unknown field names fail at synthesis, so a renamed field cannot silently drop out of the payload.
     """
@@ -104,7 +108,7 @@ def payload(model: type[BaseModel], **fields: Any) -> dict[str, Any]:
     if unknown:
         raise ValueError(f"{model.__name__} has no field(s) {sorted(unknown)}")
     return {
-        (f"{name}.$" if isinstance(value, str) and value.startswith("$") else name): value
+        (f"{name}.$" if isinstance(value, str) and value.startswith(("$", "States.")) else name): value
         for name, value in fields.items()
     }
 

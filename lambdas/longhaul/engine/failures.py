@@ -138,7 +138,7 @@ def _items_failed(services: Services, event: FailureEvent) -> tuple[JobError, in
     }
     if event.outcomes is not None:
         total = len(event.outcomes)
-        numbers = [i for i, failed in enumerate(event.outcomes) if failed]
+        numbers = [i for i, outcome in enumerate(event.outcomes) if outcome is True]
     elif event.count is not None:
         total = event.count
         numbers = [i for i in range(total) if not (i in records and records[i].succeeded)]

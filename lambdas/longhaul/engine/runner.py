@@ -2,6 +2,9 @@
 
 Before: the job must be live; a valid checkpoint for this (step, item) means the work is already done.
 Then: status → running, step record, `step_started` event, fault hook, the work, checkpoint, `step_finished`.
+Its bookkeeping is three DynamoDB requests on the happy path: one read (the job and the step's record), one
+transaction to start, one to commit (with its event, the job's progress and the invocation's usage; the last step's
+completes the job). A fan-out's item counts itself into a set on the job (an ADD: no read-modify-write).
 A typed failure is recorded (`step_attempt_failed`) and re-raised: its class name is the ASL error name that
 the state machine's Retry and Catch match. Unknown exceptions become `InternalError` (never retried).
 """
@@ -13,14 +16,14 @@ import hashlib
 import json
 import time
 from collections.abc import Callable, Mapping
-from typing import Any
+from typing import Any, TypeVar
 
 from aws_lambda_powertools.metrics import MetricUnit
 from botocore.exceptions import BotoCoreError, ClientError
 
 from longhaul.core import faults
 from longhaul.core.clock import iso
-from longhaul.core.contracts import TERMINAL_STATUSES, JobStatus
+from longhaul.core.contracts import TERMINAL_STATUSES, JobStatus, Progress
 from longhaul.core.errors import (
     CancelledError,
     InternalError,
@@ -32,15 +35,17 @@ from longhaul.core.errors import (
 from longhaul.core.faults import CrashFault
 from longhaul.core.observability import STEP_RETRIES_METRIC, emit, logger
 from longhaul.core.ports import EngineUnavailable
-from longhaul.core.records import Job, Provenance, version_number
+from longhaul.core.records import FAN_OUT_UNIT, FanOut, Job, Provenance, StepRecord, version_number
 from longhaul.core.step_events import StepEvent
 from longhaul.engine.context import StepContext, StepWork
 from longhaul.engine.failures import sanitize
 from longhaul.engine.items import item_count
 from longhaul.engine.spec import StepKind, WorkflowSpec, registry
-from longhaul.engine.usage import recording
+from longhaul.engine.usage import Slip, recording
 from longhaul.services import Services
-from longhaul.storage.jobs import TransitionRejected
+from longhaul.storage.checkpoints import done_attribute
+from longhaul.storage.dynamo import Cancelled, backoff
+from longhaul.storage.jobs import ACTIVE, NewEvent, TransitionRejected
 
 # AWS error codes worth another attempt: throttling, and DynamoDB transactions that met a concurrent writer.
 TRANSIENT_CODES = {
@@ -53,8 +58,10 @@ TRANSIENT_CODES = {
     "TransactionCanceledException",
 }
 CHECKPOINT_VERSION = 1
-# A job's version is recorded by its execution's first step, before it moves the job to running.
-RECORDS_VERSION = (JobStatus.QUEUED, JobStatus.RUNNING, JobStatus.RETRYING)
+# Optimistic tries of a step's start or commit transaction when the job changed meanwhile (a fan-out's items start
+# and commit concurrently, each taking the next event numbers).
+BOOKKEEPING_TRIES = 25
+T = TypeVar("T")
 
 
 def input_version(event: StepEvent) -> str:
@@ -79,8 +86,8 @@ def run_step(
     """Run one step (or fan-out item) of the event's own workflow (`spec` defaults to the registry's) with its domain
     function (`work` defaults to the spec's). Whatever the outcome, the invocation's usage is added to the job's
     cost (`longhaul.engine.usage.recording`)."""
-    with recording(services, raw_event):
-        return _run_step(raw_event, services, work=work, spec=spec)
+    with recording(services, raw_event) as slip:
+        return _run_step(raw_event, services, work=work, spec=spec, slip=slip)
 
 
 def _run_step(
@@ -89,17 +96,16 @@ def _run_step(
     *,
     work: StepWork | None,
     spec: WorkflowSpec | None,
+    slip: Slip,
 ) -> dict[str, Any]:
     event = StepEvent.model_validate(raw_event)
     spec = spec or registry()[event.input.workflow]
     work = work or spec.work(event.step)
-    jobs, checkpoints = services.jobs, services.checkpoints
     job_id, step, item = event.input.job_id, event.step, event.item
-    job = _live_job(services, job_id, step, item)
-    provenance = _provenance(services, event, job)
     agent = spec.step(step).kind == StepKind.AGENT  # its item is a turn of the loop, not a fan-out's item
+    found, checkpoint = _read(services, job_id, step, item)
+    job = _live_job(services, found, job_id, step, item)
     version = input_version(event)
-    checkpoint = checkpoints.get_step(job_id, step, item)
     if checkpoint and checkpoint.succeeded and checkpoint.input_version == version:
         logger.info("valid checkpoint; step skipped", extra={"job_id": job_id, "step": step, "item": item})
         output = dict(checkpoint.output or {})
@@ -107,20 +113,21 @@ def _run_step(
             _guarded(lambda: _complete(services, spec, job_id, step, output), step=step, item=item)
         elif item is not None and agent:  # committed, but the agent's end may not have been recorded (idempotent)
             _guarded(lambda: _agent_progress(services, spec, event, item, output), step=step, item=item)
-        elif item is not None:  # committed, but its attempt may have ended before counting it (idempotent)
-            _guarded(lambda: _item_progress(services, spec, event, item), step=step, item=item)
         return output
 
-    def begin() -> None:
-        _enter_running(services, job_id, job.status, step)
-        checkpoints.put_step(
-            job_id, step, item, {"status": "running", "started_at": iso(services.now()), "input_version": version}
-        )
-        jobs.append_event(job_id, "step_started", step=step, item=item, attempt=event.attempt + 1)
-        progress = {"progress": _progress(spec, step, done=False, turn=item if agent else None)}
-        jobs.update_job(job_id, {"current_step": step, **(progress if item is None or agent else {})})
-
-    _guarded(begin, step=step, item=item)
+    provenance, recorded = _provenance(services, event, job)
+    # A fan-out's items start together: each records its start with its commit (or its failure), not by moving the
+    # job's event counter under its siblings (a job that must move to running first records it now). Not when the
+    # step calls a model: its calls are recorded as they happen, and the log orders them after their item's start
+    # (which items started after a budget refusal is read from that order).
+    this = spec.step(step)
+    deferred = this.kind == StepKind.FAN_OUT and not this.calls_model and job.status == JobStatus.RUNNING
+    started_at = iso(services.now())
+    job = _guarded(
+        lambda: _begin(services, spec, event, job, version, recorded, agent=agent, deferred=deferred),
+        step=step,
+        item=item,
+    )
     started = time.monotonic()
     try:
         faults.active().check(step, item)
@@ -131,78 +138,190 @@ def _run_step(
         raise  # the job was stopped: nothing to record, nothing to commit
     except Exception as error:
         typed = classify(error, step=step, item=item)
-        _record_attempt_failure(services, event, typed)
+        _record_attempt_failure(services, event, typed, started_at=started_at if deferred else None)
         if typed is error:
             raise
         raise typed from error
 
-    def commit() -> None:
-        checkpoint = {
-            "status": "succeeded",
-            "finished_at": iso(services.now()),
-            "output": output,
-            "input_version": version,
-            "checkpoint_version": CHECKPOINT_VERSION,
-            "error": None,
-            # what produced the output: the code and workflow versions; route, provider, model, prompt version and
-            # hash and usage of each model call
-            **provenance.model_dump(),
-            "model_calls": ctx.model_calls or None,
-        }
-        try:  # conditional on the job still running: a step of a cancelled job never commits
-            checkpoints.commit_step(job_id, step, item, checkpoint)
-        except TransitionRejected as stopped:
-            raise CancelledError(str(stopped), step=step, item=item) from None
-        duration_ms = int((time.monotonic() - started) * 1000)
-        jobs.append_event(
-            job_id,
-            "step_finished",
-            step=step,
-            item=item,
-            attempt=event.attempt + 1,
-            detail={"duration_ms": duration_ms},
-        )
-        emit("StepDuration", duration_ms, MetricUnit.Milliseconds, workflow=event.input.workflow, step=step)
-        if item is None and step == spec.last_step:
-            _complete(services, spec, job_id, step, output)
-        elif item is None:
-            jobs.update_job(job_id, {"progress": _progress(spec, step, done=True)})
-        elif agent:
-            _agent_progress(services, spec, event, item, output)
-        else:
-            _item_progress(services, spec, event, item)
-
-    _guarded(commit, step=step, item=item)
+    checkpoint_fields = {
+        "status": "succeeded",
+        "finished_at": iso(services.now()),
+        "output": output,
+        "input_version": version,
+        "checkpoint_version": CHECKPOINT_VERSION,
+        "error": None,
+        # what produced the output: the code and workflow versions; route, provider, model, prompt version and
+        # hash and usage of each model call
+        **provenance.model_dump(),
+        "model_calls": ctx.model_calls or None,
+    }
+    duration_ms = int((time.monotonic() - started) * 1000)
+    deferred_at = started_at if deferred else None
+    _guarded(
+        lambda: _commit(
+            services, spec, event, job, checkpoint_fields, duration_ms, slip, agent=agent, started_at=deferred_at
+        ),
+        step=step,
+        item=item,
+    )
+    emit("StepDuration", duration_ms, MetricUnit.Milliseconds, workflow=event.input.workflow, step=step)
+    if item is None and step == spec.last_step:
+        emit("JobsCompleted", workflow=spec.name)
+        # Its dead letters, if any, went when an operator replayed it (`operations.replay`): only the operator path
+        # may read and delete dead letters, so a step's role has no access to the dead-letter queues.
+    elif agent and item is not None:
+        _guarded(lambda: _agent_progress(services, spec, event, item, output), step=step, item=item)
     return output
 
 
-def _provenance(services: Services, event: StepEvent, job: Job) -> Provenance:
-    """The code version (this function's) and the workflow version its job runs. The first step of an execution
-    learns the latter from the engine and records it on the job; every later step reads it there."""
-    version = job.state_machine_version
-    if version is None and event.execution:
-        try:
-            version = services.engine.version_of(event.execution)
-        except EngineUnavailable:
-            logger.warning("the execution's version is unknown", extra={"job_id": job.job_id})
-        if version is not None:
-            services.jobs.update_job(job.job_id, {"state_machine_version": version}, only_if=RECORDS_VERSION)
-    return Provenance(code_version=services.settings.code_version, workflow_version=version_number(version))
-
-
-def _guarded(action: Callable[[], None], *, step: str, item: int | None) -> None:
-    """Run bookkeeping so that its failures reach the state machine as typed errors."""
+def _read(services: Services, job_id: str, step: str, item: int | None) -> tuple[Job | None, StepRecord | None]:
     try:
-        action()
+        return services.checkpoints.read(job_id, step, item)
     except (LonghaulError, CrashFault):
         raise
     except Exception as error:
         raise classify(error, step=step, item=item) from error
 
 
-def _live_job(services: Services, job_id: str, step: str, item: int | None) -> Job:
+def _begin(
+    services: Services,
+    spec: WorkflowSpec,
+    event: StepEvent,
+    job: Job,
+    version: str,
+    recorded: Mapping[str, Any],
+    *,
+    agent: bool,
+    deferred: bool = False,
+) -> Job:
+    """One transaction: the job running (if it was not), `step_started` (unless `deferred` to the commit), the step's
+    record running, its progress."""
+    job_id, step, item = event.input.job_id, event.step, event.item
+    running = services.checkpoints.running_write(
+        job_id, step, item, {"started_at": iso(services.now()), "input_version": version}
+    )
+    fields: dict[str, Any] = {"current_step": step, **recorded}
+    if item is None or agent:
+        fields["progress"] = _progress(spec, step, done=False, turn=item if agent else None)
+    else:
+        fields.update(_fan_out_fields(spec, event))
+    for tries in range(BOOKKEEPING_TRIES):
+        events = [] if deferred else [NewEvent("step_started", step=step, item=item, attempt=event.attempt + 1)]
+        entering = job.status != JobStatus.RUNNING
+        if entering:
+            name = {JobStatus.QUEUED: "job_started", JobStatus.RETRYING: "job_resumed"}.get(job.status, "job_running")
+            events.insert(0, NewEvent(name, step=step, item=item))
+        try:
+            return services.jobs.write(
+                job, events, to=JobStatus.RUNNING if entering else None, fields=fields, items=[running]
+            )
+        except Cancelled:  # the job changed meanwhile (another item, a cancel): read it again
+            backoff(tries)
+            found, _ = services.checkpoints.read(job_id, step, item)
+            job = _live_job(services, found, job_id, step, item)
+    raise TransientError(f"job {job_id} kept changing; {step} not started", step=step, item=item)
+
+
+def _commit(
+    services: Services,
+    spec: WorkflowSpec,
+    event: StepEvent,
+    job: Job,
+    checkpoint: Mapping[str, Any],
+    duration_ms: int,
+    slip: Slip,
+    *,
+    agent: bool,
+    started_at: str | None = None,
+) -> None:
+    """One transaction, conditional on the job still running (a step of a cancelled job never commits): the
+    checkpoint, `step_finished`, the job's progress (a fan-out's item: its number in the step's set), the
+    invocation's usage; the last step completes the job with its result in it."""
+    job_id, step, item = event.input.job_id, event.step, event.item
+    last = item is None and step == spec.last_step
+    committed = services.checkpoints.committed_write(job_id, step, item, checkpoint)
+    if (item is not None and not agent) or spec.step(step).calls_model:
+        # Others wrote to the job while this ran (sibling items commit; the model gateway records its calls): the
+        # job as it is now, or the commit would meet a moved event counter and read it then anyway.
+        job = services.jobs.get_job(job_id) or job
+    for tries in range(BOOKKEEPING_TRIES):
+        attempt = event.attempt + 1
+        events = [
+            *([NewEvent("step_started", step=step, item=item, attempt=attempt, at=started_at)] if started_at else []),
+            NewEvent("step_finished", step=step, item=item, attempt=attempt, detail={"duration_ms": duration_ms}),
+        ]
+        to: JobStatus | None = None
+        fields: dict[str, Any] = {}
+        add: dict[str, Any] = {}
+        if last:
+            if job.status not in ACTIVE:
+                raise CancelledError(f"job {job_id} is {job.status.value}; it can no longer complete", step=step)
+            events.append(NewEvent("job_completed", step=step, records_status=True))
+            to, fields = JobStatus.COMPLETED, _completed_fields(spec, checkpoint["output"])
+        elif item is None:
+            fields["progress"] = _progress(spec, step, done=True)
+        elif not agent:
+            add[done_attribute(step)] = {item}
+        try:
+            services.jobs.write(job, events, to=to, fields=fields, add=add, items=[committed], usage=slip.usage())
+            slip.settled = True
+            return
+        except Cancelled:
+            backoff(tries)
+            found, record = services.checkpoints.read(job_id, step, item)
+            if found is None or found.status not in ACTIVE:
+                status = found.status.value if found else "gone"
+                raise CancelledError(f"job {job_id} is {status}; {step} not committed", step=step, item=item) from None
+            if record is not None and record.succeeded and record.input_version == checkpoint["input_version"]:
+                return  # a duplicate delivery committed it meanwhile
+            job = found
+    raise TransientError(f"job {job_id} kept changing; {step} not committed", step=step, item=item)
+
+
+def _fan_out_fields(spec: WorkflowSpec, event: StepEvent) -> dict[str, Any]:
+    """A fan-out item's progress: its step, the item count of its list and what one is (the count of committed items
+    is the job's set, see `Job.shown_progress`)."""
+    over = spec.step(event.step).over
+    producer, _, field = (over or "").partition(".")
+    total = item_count((event.input.steps.get(producer) or {}).get(field))
+    if total is None:
+        return {}
+    unit = spec.step(event.step).item_unit
+    return {
+        "fan_out": FanOut(step=event.step, total=total, unit=unit).model_dump(),
+        "progress": Progress(completed=0, total=total, unit=FAN_OUT_UNIT, message=f"{event.step} running").model_dump(),
+    }
+
+
+def _provenance(services: Services, event: StepEvent, job: Job) -> tuple[Provenance, dict[str, Any]]:
+    """The code version (this function's) and the workflow version its job runs, and what the step's start records
+    on the job: the first step of an execution learns the workflow version from the engine and records it; every
+    later step reads it there."""
+    version = job.state_machine_version
+    recorded: dict[str, Any] = {}
+    if version is None and event.execution:
+        try:
+            version = services.engine.version_of(event.execution)
+        except EngineUnavailable:
+            logger.warning("the execution's version is unknown", extra={"job_id": job.job_id})
+        if version is not None:
+            recorded["state_machine_version"] = version
+    provenance = Provenance(code_version=services.settings.code_version, workflow_version=version_number(version))
+    return provenance, recorded
+
+
+def _guarded(action: Callable[[], T], *, step: str, item: int | None) -> T:
+    """Run bookkeeping so that its failures reach the state machine as typed errors."""
+    try:
+        return action()
+    except (LonghaulError, CrashFault):
+        raise
+    except Exception as error:
+        raise classify(error, step=step, item=item) from error
+
+
+def _live_job(services: Services, job: Job | None, job_id: str, step: str, item: int | None) -> Job:
     """The job, if a step may start: not finished, not being cancelled, not past its deadline."""
-    job = services.jobs.get_job(job_id)
     if job is None:
         raise InvalidInputError(f"job {job_id} does not exist", step=step, item=item)
     if job.status in TERMINAL_STATUSES or job.status == JobStatus.CANCEL_REQUESTED:
@@ -217,21 +336,26 @@ def _live_job(services: Services, job_id: str, step: str, item: int | None) -> J
     return job
 
 
-def _complete(services: Services, spec: WorkflowSpec, job_id: str, step: str, output: Mapping[str, Any]) -> None:
-    """The last step's output carries the result reference; the job completes with it."""
+def _completed_fields(spec: WorkflowSpec, output: Mapping[str, Any]) -> dict[str, Any]:
     total = len(spec.steps)
+    return {
+        "result_key": output["result_key"],
+        "current_step": None,
+        "error": None,
+        "progress": {"completed": total, "total": total, "unit": "steps", "message": "completed"},
+    }
+
+
+def _complete(services: Services, spec: WorkflowSpec, job_id: str, step: str, output: Mapping[str, Any]) -> None:
+    """The last step's output carries the result reference; the job completes with it (the last step's commit did,
+    unless it crashed between: then its re-run does, here)."""
     try:
         services.jobs.transition(
             job_id,
             JobStatus.COMPLETED,
             event="job_completed",
             step=step,
-            set_fields={
-                "result_key": output["result_key"],
-                "current_step": None,
-                "error": None,
-                "progress": {"completed": total, "total": total, "unit": "steps", "message": "completed"},
-            },
+            set_fields=_completed_fields(spec, output),
             allowed_from=[JobStatus.RUNNING, JobStatus.RETRYING],
         )
     except TransitionRejected as rejected:
@@ -263,21 +387,12 @@ def classify(error: Exception, *, step: str, item: int | None) -> LonghaulError:
     return InternalError(f"unexpected {type(error).__name__}", step=step, item=item)
 
 
-def _enter_running(services: Services, job_id: str, status: JobStatus, step: str) -> None:
-    if status == JobStatus.RUNNING:
-        return
-    event = {JobStatus.QUEUED: "job_started", JobStatus.RETRYING: "job_resumed"}.get(status, "job_running")
-    try:
-        services.jobs.transition(job_id, JobStatus.RUNNING, event=event, step=step)
-    except TransitionRejected:
-        # Another item moved it first (a Map), or it was cancelled meanwhile: re-check the latter.
-        job = services.jobs.get_job(job_id)
-        if job is None or job.status not in (JobStatus.RUNNING, JobStatus.RETRYING):
-            raise CancelledError(f"job {job_id} is no longer running", step=step) from None
-
-
-def _record_attempt_failure(services: Services, event: StepEvent, error: LonghaulError) -> None:
+def _record_attempt_failure(
+    services: Services, event: StepEvent, error: LonghaulError, *, started_at: str | None = None
+) -> None:
     jobs, job_id = services.jobs, event.input.job_id
+    if started_at is not None:  # a fan-out item's start, not recorded yet (see `_run_step`)
+        jobs.append_event(job_id, "step_started", step=event.step, item=event.item, attempt=event.attempt + 1)
     detail = {
         "error": type(error).__name__,
         "kind": error.kind,
@@ -302,26 +417,6 @@ def _record_attempt_failure(services: Services, event: StepEvent, error: Longhau
                 item=event.item,
                 allowed_from=[JobStatus.RUNNING],
             )
-
-
-def _item_progress(services: Services, spec: WorkflowSpec, event: StepEvent, item: int) -> None:
-    """A fan-out's progress in its own unit ("parse_documents: 312 of 1,000 documents"): the count of its committed
-    items (atomic and idempotent, see `CheckpointStore.count_item`) of its list's count."""
-    over = spec.step(event.step).over
-    producer, _, field = (over or "").partition(".")
-    total = item_count((event.input.steps.get(producer) or {}).get(field))
-    if total is None:
-        return
-    completed = services.checkpoints.count_item(event.input.job_id, event.step, item)
-    unit = plural(spec.step(event.step).item_unit, total)
-    message = f"{event.step}: {completed:,} of {total:,} {unit}"
-    progress = {
-        "completed": completed,
-        "total": total,
-        "unit": plural(spec.step(event.step).item_unit),
-        "message": message,
-    }
-    services.jobs.show_item_progress(event.input.job_id, event.step, progress)
 
 
 def _agent_progress(
@@ -351,13 +446,6 @@ def _agent_progress(
         job_id, "step_finished", step=step, attempt=event.attempt + 1, detail={"turns": turn + 1, **output}
     )
     services.jobs.update_job(job_id, {"progress": _progress(spec, step, done=True)})
-
-
-def plural(unit: str, count: int = 2) -> str:
-    """ "document" → "documents", "passage group" → "passage groups", "page batch" → "page batches"."""
-    if count == 1:
-        return unit
-    return f"{unit}es" if unit.endswith(("s", "sh", "ch", "x")) else f"{unit}s"
 
 
 def _progress(spec: WorkflowSpec, step: str, *, done: bool, turn: int | None = None) -> dict[str, Any]:

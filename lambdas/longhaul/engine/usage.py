@@ -1,9 +1,11 @@
 """What each step invocation used, added to its job's counters (the job's cost; `longhaul.operations.costs` adds the
 state transitions).
 
-`run_step` runs inside `recording()`, i.e. `metered()`: when the invocation ends (committed, failed or stopped: each
-is billed) its compute time and requests are added to the job's counters with one atomic ADD, counted too. A failure
-to record is logged, never raised: metering must not fail a step.
+`run_step` runs inside `recording()`, i.e. `metered()`: its compute time and requests are added to the job's counters
+with one atomic ADD. A step that commits adds them in its commit's own transaction (`Slip.usage`, then `settled`), so
+its happy path makes no request for metering; otherwise (failed, stopped, skipped: each is billed) the ADD is a request
+of its own when the invocation ends, counted too. A failure to record is logged, never raised: metering must not fail a
+step.
 """
 
 from __future__ import annotations
@@ -21,20 +23,32 @@ from longhaul.services import Services
 RECORDING = metering.Metered(dynamodb_requests=1, dynamodb_write_units=1)
 
 
+class Slip:
+    """The invocation's usage so far; `settled` once a transaction has added it to the job."""
+
+    def __init__(self, meter: metering.Meter) -> None:
+        self._meter = meter
+        self._started = time.monotonic()
+        self.settled = False
+
+    def usage(self) -> metering.Metered:
+        compute = metering.current_compute(environ())
+        return self._meter.requests() + metering.compute_usage(compute, time.monotonic() - self._started)
+
+
 @contextmanager
-def recording(services: Services, raw_event: Mapping[str, object]) -> Iterator[None]:
-    """Meter the step invocation run in this block and add its usage to its job's counters when it ends."""
-    started = time.monotonic()
+def recording(services: Services, raw_event: Mapping[str, object]) -> Iterator[Slip]:
+    """Meter the step invocation run in this block; add its usage to its job's counters when it ends, unless a
+    transaction of the block did (`Slip.settled`)."""
     with metering.metered() as meter:
+        slip = Slip(meter)
         try:
-            yield
+            yield slip
         finally:
             state = raw_event.get("input")
             job_id = state.get("job_id") if isinstance(state, Mapping) else None
-            if isinstance(job_id, str):
-                compute = metering.current_compute(environ())
-                usage = meter.requests() + metering.compute_usage(compute, time.monotonic() - started) + RECORDING
+            if isinstance(job_id, str) and not slip.settled:
                 try:
-                    services.usage.add(job_id, usage)
+                    services.usage.add(job_id, slip.usage() + RECORDING)
                 except Exception:
                     logger.exception("step usage not recorded", extra={"job_id": job_id})

@@ -90,7 +90,8 @@ class RevokedKey:
 
 
 def revoke_key(table: Any, *, key: str | None = None, digest: str | None = None) -> RevokedKey:
-    """Delete an API key (given as the key itself or its SHA-256): its next request is a 401."""
+    """Delete an API key (given as the key itself or its SHA-256): its requests are 401s once the API function's
+    cache of keys lets it go, within `LOOKUP_CACHE_SECONDS` (`storage/cache.py`)."""
     if (key is None) == (digest is None):
         raise AdminError("give the key or its SHA-256 hash")
     digest = key_hash(key) if key is not None else str(digest).lower()

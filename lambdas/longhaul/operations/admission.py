@@ -19,16 +19,18 @@ import math
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
+from typing import Any
 
 from aws_lambda_powertools.metrics import MetricUnit
 
 from longhaul.core.budgets import SLA_CLASSES, TenantPolicy
+from longhaul.core.clock import iso
 from longhaul.core.contracts import JobStatus
 from longhaul.core.observability import QUEUE_WAIT_METRIC, emit, logger
 from longhaul.core.ports import EngineUnavailable, IntakeQueues, Waiting
 from longhaul.core.records import Job
 from longhaul.services import Services
-from longhaul.storage.admission import AdmissionStore
+from longhaul.storage.admission import AdmissionStore, Counters
 
 CLASS_WEIGHTS: Mapping[str, int] = {"interactive": 8, "standard": 3, "batch": 1}
 AGING_SECONDS = 60.0  # a minute of waiting is worth one unit of virtual time
@@ -67,6 +69,18 @@ def start(services: Services, job: Job) -> None:
     services.engine.start(
         job.workflow, job.execution_name, job.initial_state().model_dump(), version=job.state_machine_version
     )
+
+
+@dataclass(frozen=True)
+class NewJobAdmission:
+    """How a new job is admitted, decided on the counters read with its submission: the fields of its item
+    (`slot`, or `waiting` with its estimated start), the transaction items that come with it, and the seconds until
+    it is estimated to start (0: at once)."""
+
+    marks: dict[str, Any]
+    writes: list[dict[str, Any]]
+    estimated_start_seconds: int
+    counters: Counters
 
 
 @dataclass
@@ -122,6 +136,41 @@ class Admission:
             return 0
         return self._wait_in_queue(job, policy, marked=False)
 
+    def plan_new(self, tenant_id: str, sla_seconds: int, policy: TenantPolicy, counters: Counters) -> NewJobAdmission:
+        """A new job's admission on `counters` (as read with its submission, no read of its own): a slot when its
+        tenant and the platform have one free and its tenant has no backlog, else a place in the queue."""
+        s = self.services
+        if not self.enabled:
+            return NewJobAdmission({}, [], 0, counters)
+        limit = s.settings.max_jobs_in_flight
+        start_now = (
+            counters.tenant_in_flight < policy.jobs_in_flight
+            and counters.tenant_queued <= 0
+            and counters.global_in_flight < limit
+        )
+        writes = self.store.new_job_writes(
+            tenant_id, start=start_now, tenant_limit=policy.jobs_in_flight, global_limit=limit
+        )
+        if start_now:
+            return NewJobAdmission({"slot": True}, writes, 0, counters)
+        seconds = estimated_start_seconds(
+            sla_seconds=sla_seconds,
+            tenant_waiting=counters.tenant_queued + 1,
+            tenant_limit=policy.jobs_in_flight,
+            platform_waiting=counters.global_queued + 1 if counters.global_in_flight >= limit else 0,
+            platform_limit=limit,
+        )
+        marks = {"waiting": True, "estimated_start_at": iso(s.now() + timedelta(seconds=seconds))}
+        return NewJobAdmission(marks, writes, seconds, counters)
+
+    def admit_new(self, job: Job, policy: TenantPolicy, planned: NewJobAdmission) -> int:
+        """After the new job's transaction: start it (it holds its slot), or send it to its intake queue (it is
+        counted waiting); the estimated seconds to its start. `EngineUnavailable` only without admission control."""
+        if not job.waiting:
+            return self.admit(job, policy)
+        self._send(job, policy, planned.counters)
+        return planned.estimated_start_seconds
+
     def _wait_in_queue(self, job: Job, policy: TenantPolicy, *, marked: bool) -> int:
         s = self.services
         counters = self.store.counters(job.tenant_id)
@@ -137,6 +186,12 @@ class Admission:
         if not marked and not self.store.enqueue(job, s.now() + timedelta(seconds=seconds)):
             latest = s.jobs.get_job(job.job_id)  # it changed meanwhile (started, cancelled, or already waiting)
             return (latest.estimated_start_seconds(s.now()) or 0) if latest else 0
+        self._send(job, policy, counters)
+        return seconds
+
+    def _send(self, job: Job, policy: TenantPolicy, counters: Counters) -> None:
+        """Send a job marked waiting to its intake queue, and wake a round if a slot may be free."""
+        s = self.services
         assert s.intake is not None
         try:
             s.intake.send(Waiting(job.job_id, job.tenant_id, job.sla_class, job.created_at))
@@ -149,7 +204,6 @@ class Admission:
             and counters.global_in_flight < s.settings.max_jobs_in_flight
         ):
             self._wake()
-        return seconds
 
     def _wake(self) -> None:
         if self.services.wake is None:

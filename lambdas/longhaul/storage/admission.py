@@ -12,6 +12,11 @@ number of API and dispatcher instances share one truth:
   back exactly once and a crash between the two cannot leak it;
 - a job that could not take a slot is marked `waiting` (and counted in `queued`, for the estimate of its start) in
   one transaction; the mark goes when it takes its slot or leaves `queued` otherwise (cancelled, expired).
+
+A new submission reads what it decides on in one `BatchGetItem` (`submission_state`: the rate window, the counters,
+the tenant's day and the idempotency record) and then writes the job with its rate count and its slot, or its place
+in the queue, in one transaction (`rate_write` and `new_job_writes`, committed by `JobSubmissions.create_job`); a
+transaction whose conditions no longer hold is decided again on a new read.
 """
 
 from __future__ import annotations
@@ -46,6 +51,18 @@ class Counters:
     global_queued: int = 0
     tenant_in_flight: int = 0
     tenant_queued: int = 0
+
+
+@dataclass(frozen=True)
+class SubmissionState:
+    """What a new submission of a tenant decides on, as read together: its rate window, the admission counters,
+    its spending of the day and (with an Idempotency-Key) the key's record."""
+
+    window: RateWindow
+    counters: Counters
+    day_tokens: int = 0
+    day_cost_micro: int = 0
+    idempotency: dict[str, Any] | None = None
 
 
 @dataclass(frozen=True)
@@ -100,6 +117,15 @@ def _count(window: RateWindow, second: int, live: Mapping[int, int], limit: int)
         "ExpressionAttributeNames": names,
         "ExpressionAttributeValues": values,
     }
+
+
+def rate_decision(window: RateWindow, per_minute: int, now: float) -> tuple[int | None, dict[str, Any]]:
+    """(seconds until one more submission fits, or None when it fits now; the UpdateItem arguments that count it)"""
+    second = max(int(now), window.newest)  # a clock behind the newest second counts in it
+    live = window.since(second - RATE_WINDOW_SECONDS)
+    if sum(live.values()) >= per_minute:
+        return _retry_after(live, per_minute, now), {}
+    return None, _count(window, second, live, per_minute)
 
 
 def _retry_after(live: Mapping[int, int], limit: int, now: float) -> int:
@@ -183,16 +209,11 @@ class AdmissionStore:
         key = schema.submission_rate_key(tenant_id)
         state = plain(self.table.get_item(Key=key, ConsistentRead=True).get("Item") or {})
         for tries in range(CONFLICT_TRIES):
-            now = self.clock.now().timestamp()
-            window = RateWindow.of(state)
-            second = max(int(now), window.newest)  # a clock behind the newest second counts in it
-            live = window.since(second - RATE_WINDOW_SECONDS)
-            if sum(live.values()) >= per_minute:
-                return _retry_after(live, per_minute, now)
+            retry_after, count = rate_decision(RateWindow.of(state), per_minute, self.clock.now().timestamp())
+            if retry_after is not None:
+                return retry_after
             try:
-                self.table.update_item(
-                    Key=key, ReturnValuesOnConditionCheckFailure="ALL_OLD", **_count(window, second, live, per_minute)
-                )
+                self.table.update_item(Key=key, ReturnValuesOnConditionCheckFailure="ALL_OLD", **count)
                 return None
             except ClientError as error:
                 if error.response["Error"]["Code"] != "ConditionalCheckFailedException":
@@ -201,6 +222,65 @@ class AdmissionStore:
             if tries:
                 backoff(tries)
         raise TransientError(f"the submission rate of tenant {tenant_id} stayed contended; retry")
+
+    # ------------------------------------------------------------------ a new submission
+
+    def submission_state(
+        self, tenant_id: str, *, usage_key: dict[str, str], idempotency_key: dict[str, str] | None = None
+    ) -> SubmissionState:
+        """Everything a submission decides on, in one consistent `BatchGetItem`."""
+        global_key, tenant_key = _keys(tenant_id)
+        rate_key = schema.submission_rate_key(tenant_id)
+        wanted = [rate_key, global_key, tenant_key, usage_key, *([idempotency_key] if idempotency_key else [])]
+        found: dict[tuple[str, str], dict[str, Any]] = {}
+        request: dict[str, Any] = {self.table.name: {"Keys": wanted, "ConsistentRead": True}}
+        for tries in range(CONFLICT_TRIES):
+            response = self.client.batch_get_item(RequestItems=request)
+            for read in response.get("Responses", {}).get(self.table.name, []):
+                found[(read[schema.PK], read[schema.SK])] = plain(read)
+            request = response.get("UnprocessedKeys") or {}
+            if not request:
+                break
+            backoff(tries)
+        else:
+            raise TransientError(f"the admission state of tenant {tenant_id} could not be read; retry")
+
+        def item(key: dict[str, str]) -> dict[str, Any]:
+            return found.get((key[schema.PK], key[schema.SK]), {})
+
+        platform, tenant, usage = item(global_key), item(tenant_key), item(usage_key)
+        return SubmissionState(
+            window=RateWindow.of(item(rate_key)),
+            counters=Counters(
+                global_in_flight=int(platform.get("in_flight", 0)),
+                global_queued=max(0, int(platform.get("queued", 0))),
+                tenant_in_flight=int(tenant.get("in_flight", 0)),
+                tenant_queued=max(0, int(tenant.get("queued", 0))),
+            ),
+            day_tokens=int(usage.get("tokens", 0)),
+            day_cost_micro=int(usage.get("cost_micro", 0)),
+            idempotency=(item(idempotency_key) or None) if idempotency_key is not None else None,
+        )
+
+    def rate_write(self, tenant_id: str, rate: dict[str, Any]) -> dict[str, Any]:
+        """The transaction item that counts a new job in its tenant's rate window (`rate`: `rate_decision`'s)."""
+        return {"Update": {"TableName": self.table.name, "Key": schema.submission_rate_key(tenant_id), **rate}}
+
+    def new_job_writes(
+        self, tenant_id: str, *, start: bool, tenant_limit: int, global_limit: int
+    ) -> list[dict[str, Any]]:
+        """The transaction items that give a new job a slot (`start`: below both limits, and no backlog of its
+        tenant) or a place in the queue; the job's own item carries `slot` or `waiting`."""
+        global_key, tenant_key = _keys(tenant_id)
+        if start:
+            return [
+                _counter_update(self.table.name, global_key, {"in_flight": 1}, below=global_limit),
+                _counter_update(self.table.name, tenant_key, {"in_flight": 1}, below=tenant_limit, no_backlog=True),
+            ]
+        return [
+            _counter_update(self.table.name, global_key, {"queued": 1}),
+            _counter_update(self.table.name, tenant_key, {"queued": 1}),
+        ]
 
     # ------------------------------------------------------------------ slots
 

@@ -24,6 +24,7 @@ from longhaul.core.clock import Clock, SystemClock, iso
 from longhaul.core.contracts import JobStatus
 from longhaul.core.errors import BudgetExceededError, CancelledError, TransientError
 from longhaul.core.records import Charge, Job
+from longhaul.storage.cache import TtlCache
 from longhaul.storage.dynamo import Cancelled, plain, query_prefix, transact
 
 Exhausted = Literal["job", "tenant"]
@@ -69,12 +70,20 @@ class BudgetStore:
         self.table = table
         self.client = table.meta.client
         self.clock = clock or SystemClock()
+        self._policies: TtlCache[TenantPolicy] = TtlCache(self.clock)
 
     # ------------------------------------------------------------------ tenant policies
 
     def policy(self, tenant_id: str) -> TenantPolicy:
         """The tenant's policy, or the documented defaults."""
         return self.stored_policy(tenant_id).policy
+
+    def recent_policy(self, tenant_id: str) -> TenantPolicy:
+        """The tenant's policy as read at most `LOOKUP_CACHE_SECONDS` ago (`storage/cache.py`): what a submission
+        checks. A change written through this store applies here at once, one written elsewhere within that time."""
+        found = self._policies.get(tenant_id, lambda: self.policy(tenant_id))
+        assert found is not None  # `policy` always answers (the defaults when none is stored)
+        return found
 
     def stored_policy(self, tenant_id: str) -> StoredPolicy:
         item = self.table.get_item(Key=schema.tenant_policy_key(tenant_id), ConsistentRead=True).get("Item")
@@ -116,6 +125,8 @@ class BudgetStore:
             if error.response["Error"]["Code"] == "ConditionalCheckFailedException":
                 raise PolicyChanged(tenant_id) from None
             raise
+        finally:
+            self._policies.forget(tenant_id)
 
     def day(self) -> str:
         return self.clock.now().date().isoformat()

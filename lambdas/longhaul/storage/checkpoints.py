@@ -2,6 +2,11 @@
 
 A checkpoint commits only while its job runs (a transaction with a condition check on the job), so a step of a job
 cancelled meanwhile never commits; a charge is made once per charge id (job attempt, step, item).
+
+A step's bookkeeping is three requests on its happy path: `read` (the job and the step's record in one
+BatchGetItem), then the runner's two transactions through `JobStore.write` — one to start (its events, the job's
+fields, `running_write`), one to commit (`committed_write`, its event, progress and usage). A fan-out's committed
+items are a number set on the job item (`done_attribute`, one ADD per item: idempotent, never read first).
 """
 
 from __future__ import annotations
@@ -11,17 +16,21 @@ from typing import Any
 
 from longhaul.core import schema
 from longhaul.core.clock import Clock, SystemClock, iso
-from longhaul.core.records import Charge, StepRecord
-from longhaul.storage.dynamo import plain, query_prefix, transact_guarded, update_expression
+from longhaul.core.errors import TransientError
+from longhaul.core.records import Charge, Job, StepRecord
+from longhaul.storage.dynamo import backoff, plain, query_prefix, transact_guarded, update_expression
 from longhaul.storage.jobs import ACTIVE, TransitionRejected
+
+READ_TRIES = 8
 
 
 def _step_key(job_id: str, step: str, item: int | None) -> dict[str, str]:
     return {schema.PK: schema.job_pk(job_id), schema.SK: schema.step_sk(step, item)}
 
 
-def _items_done_key(job_id: str, step: str) -> dict[str, str]:
-    return {schema.PK: schema.job_pk(job_id), schema.SK: schema.items_done_sk(step)}
+def done_attribute(step: str) -> str:
+    """The job item's attribute holding the numbers of a fan-out's committed items (its progress count)."""
+    return f"{schema.ITEMS_DONE_PREFIX}{step}"
 
 
 class CheckpointStore:
@@ -29,6 +38,55 @@ class CheckpointStore:
         self.table = table
         self.client = table.meta.client
         self.clock = clock or SystemClock()
+
+    def read(self, job_id: str, step: str, item: int | None = None) -> tuple[Job | None, StepRecord | None]:
+        """The job and the step's (or item's) record, in one consistent BatchGetItem."""
+        keys = [schema.job_key(job_id), _step_key(job_id, step, item)]
+        request: dict[str, Any] = {self.table.name: {"Keys": keys, "ConsistentRead": True}}
+        found: list[dict[str, Any]] = []
+        for _ in range(READ_TRIES):
+            response = self.client.batch_get_item(RequestItems=request)
+            found.extend(response.get("Responses", {}).get(self.table.name, []))
+            request = response.get("UnprocessedKeys") or {}
+            if not request:
+                break
+            backoff(_)
+        else:
+            raise TransientError(f"job {job_id}: its records stayed unprocessed; retry")
+        job = next((i for i in found if i[schema.SK] == schema.JOB_SK), None)
+        record = next((i for i in found if i[schema.SK] != schema.JOB_SK), None)
+        return (
+            Job.model_validate(plain(job)) if job else None,
+            StepRecord.model_validate(plain(record)) if record else None,
+        )
+
+    def running_write(self, job_id: str, step: str, item: int | None, fields: Mapping[str, Any]) -> dict[str, Any]:
+        """The transaction item that marks a step (or item) running and counts its attempt."""
+        fields = {**fields, "status": "running", "step": step, "updated_at": iso(self.clock.now())}
+        if item is not None:
+            fields["item"] = item
+        update = update_expression(fields, add="attempts :one")
+        update["ExpressionAttributeValues"][":one"] = 1
+        return {"Update": {"TableName": self.table.name, "Key": _step_key(job_id, step, item), **update}}
+
+    def committed_write(self, job_id: str, step: str, item: int | None, fields: Mapping[str, Any]) -> dict[str, Any]:
+        """The transaction item that writes a step's checkpoint (the job's condition, in the same transaction, keeps a
+        step of a job cancelled meanwhile from committing)."""
+        fields = {**fields, "step": step, "updated_at": iso(self.clock.now())}
+        if item is not None:
+            fields["item"] = item
+        update = update_expression(fields)
+        update["ExpressionAttributeNames"].update({"#committed": "status", "#version": "input_version"})
+        update["ExpressionAttributeValues"].update({":committed": "succeeded", ":version": fields.get("input_version")})
+        return {
+            "Update": {
+                "TableName": self.table.name,
+                "Key": _step_key(job_id, step, item),
+                # once per input version: a concurrent delivery that committed first leaves nothing to commit
+                "ConditionExpression": "NOT (#committed = :committed AND #version = :version)",
+                **update,
+            }
+        }
 
     def get_step(self, job_id: str, step: str, item: int | None = None) -> StepRecord | None:
         got = self.table.get_item(Key=_step_key(job_id, step, item), ConsistentRead=True)
@@ -88,25 +146,16 @@ class CheckpointStore:
                 batch.delete_item(Key=_step_key(job_id, step, item))
                 if item is not None:
                     dropped.setdefault(step, set()).add(item)
-        for step, items in dropped.items():
+        if dropped:
+            names = {f"#d{i}": done_attribute(step) for i, step in enumerate(dropped)}
+            values = {f":d{i}": items for i, items in enumerate(dropped.values())}
             self.table.update_item(
-                Key=_items_done_key(job_id, step),
-                UpdateExpression="DELETE #items :items",
-                ExpressionAttributeNames={"#items": "items"},
-                ExpressionAttributeValues={":items": items},
+                Key=schema.job_key(job_id),
+                UpdateExpression="DELETE " + ", ".join(f"#d{i} :d{i}" for i in range(len(dropped))),
+                ConditionExpression="attribute_exists(pk)",
+                ExpressionAttributeNames=names,
+                ExpressionAttributeValues=values,
             )
-
-    def count_item(self, job_id: str, step: str, item: int) -> int:
-        """Count a committed item of a fan-out; how many of its items have committed. Atomic and idempotent: the
-        count is the size of a set of item numbers, so a duplicate or retried commit of an item adds nothing."""
-        got = self.table.update_item(
-            Key=_items_done_key(job_id, step),
-            UpdateExpression="ADD #items :item",
-            ExpressionAttributeNames={"#items": "items"},
-            ExpressionAttributeValues={":item": {item}},
-            ReturnValues="ALL_NEW",  # (moto returns no UPDATED_NEW attribute when the set did not change)
-        )
-        return len(got["Attributes"].get("items", ()))
 
     # ------------------------------------------------------------------ charges
 

@@ -8,7 +8,8 @@ no status take their sequence number from the same counter in the same kind of t
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any
 
@@ -19,9 +20,11 @@ from longhaul.core.auth import Principal, key_hash
 from longhaul.core.clock import Clock, SystemClock, iso
 from longhaul.core.contracts import TERMINAL_STATUSES, EventView, JobStatus
 from longhaul.core.errors import TransientError
+from longhaul.core.metering import Metered, request_counts
 from longhaul.core.observability import logger
 from longhaul.core.records import Job, OutboxRecord, SagaRecord
 from longhaul.storage.admission import release_writes
+from longhaul.storage.cache import TtlCache
 from longhaul.storage.dynamo import Cancelled, backoff, plain, transact, update_expression
 from longhaul.storage.listing import JobListing
 from longhaul.storage.outbox import outbox_writes
@@ -48,6 +51,19 @@ ACTIVE = frozenset({S.RUNNING, S.RETRYING})
 EVENT_PAGE_MAX = 200
 APPEND_TRIES = 25
 TRANSITION_TRIES = 8
+
+
+@dataclass(frozen=True)
+class NewEvent:
+    """An event to append (its sequence number comes from the job's counter in the same transaction)."""
+
+    type: str
+    step: str | None = None
+    item: int | None = None
+    attempt: int | None = None
+    detail: Mapping[str, Any] | None = None
+    records_status: bool = False  # the event that records the status change (default: the first)
+    at: str | None = None  # when it happened, if earlier than its transaction
 
 
 class TransitionRejected(Exception):
@@ -86,11 +102,17 @@ class JobStore(JobSubmissions, JobListing):
         self.on_outbox = on_outbox
         self.on_release = on_release
         self.on_saga = on_saga
+        self._keys: TtlCache[Principal] = TtlCache(self.clock)
 
     # ------------------------------------------------------------------ API keys
 
     def principal_for_key(self, api_key: str) -> Principal | None:
+        """Who the key is, kept for `LOOKUP_CACHE_SECONDS` (`storage/cache.py`): a revoked key stops authenticating
+        within that time; an unknown key is read every time (a key just created works at once)."""
         digest = key_hash(api_key)
+        return self._keys.get(digest, lambda: self._principal(digest))
+
+    def _principal(self, digest: str) -> Principal | None:
         item = self.table.get_item(Key=schema.api_key_key(digest)).get("Item")
         return (
             Principal(tenant_id=item["tenant_id"], role=item.get("role", "tenant"), key_id=digest[:12])
@@ -129,77 +151,143 @@ class JobStore(JobSubmissions, JobListing):
             permitted = TRANSITIONS[source] if allowed is None or source in allowed else frozenset()
             if to not in permitted:
                 raise TransitionRejected(f"{source.value} → {to.value} is not allowed")
-            seq = current.event_seq + 1
-            now = iso(self.clock.now())
-            fields: dict[str, Any] = {
-                "status": to.value,
-                "updated_at": now,
-                schema.GSI2_PK: schema.status_partition(to.value),
-                schema.GSI2_SK: now,
-            }
-            fields.update(set_fields or {})
+            try:
+                return self.write(
+                    current,
+                    [NewEvent(event, step=step, item=item, detail=detail)],
+                    to=to,
+                    fields=set_fields,
+                )
+            except Cancelled:
+                continue  # it changed meanwhile: read again
+        raise TransitionRejected(f"job {job_id} kept changing; transition to {to.value} abandoned")
+
+    def write(
+        self,
+        current: Job,
+        events: Sequence[NewEvent],
+        *,
+        to: JobStatus | None = None,
+        fields: Mapping[str, Any] | None = None,
+        add: Mapping[str, Any] | None = None,
+        items: Sequence[dict[str, Any]] = (),
+        only_if: Iterable[JobStatus] = ACTIVE,
+        usage: Metered | None = None,
+    ) -> Job:
+        """One transaction over the job as `current` read it: its events (numbered after `current.event_seq`), a
+        status change to `to` if given (compare-and-set on status and version, with what the change brings: its
+        webhook, saga, the slot it gives back), `fields` set and `add` added on the job, and the caller's `items`.
+        Without `to`, the job must be in one of `only_if`. The job's event counter is the condition either way: when
+        anything wrote to the job since `current` was read, the transaction is cancelled (`Cancelled`); read again.
+        Without events or `to`, only the status is the condition. `usage`: what the caller's invocation used so far,
+        added to the job's counters with this transaction's own request (its last: it is metered here, not after).
+        """
+        seq0 = current.event_seq
+        now = iso(self.clock.now())
+        writes: dict[str, Any] = {"updated_at": now, schema.GSI2_SK: now}
+        extra: list[dict[str, Any]] = []
+        after: list[Callable[[], None]] = []
+        condition = "event_seq = :seq0"
+        values: dict[str, Any] = {":seq0": seq0, ":seq": seq0 + len(events)}
+        names: dict[str, str] = {"#status": "status"}
+        extra_set = ["event_seq = :seq"]
+        if not events and to is None:  # no event: the counter is neither read nor moved (no conflict with writers)
+            condition, values, extra_set = "attribute_exists(pk)", {}, []
+        merged_extra: dict[str, Any] = {}
+        if to is not None:
+            source = current.status
+            writes.update({"status": to.value, schema.GSI2_PK: schema.status_partition(to.value)})
+            writes.update(fields or {})
             if to in TERMINAL_STATUSES:
-                fields["finished_at"] = now
+                writes["finished_at"] = now
             if to == S.RUNNING and current.started_at is None:
-                fields["started_at"] = now
+                writes["started_at"] = now
+            marked = next((n for n, e in enumerate(events) if e.records_status), 0)
+            seq = seq0 + 1 + marked  # the event that records the change
+            detail = events[marked].detail if events else None
             # The webhook announcing this change, if any, commits with it (the transactional outbox).
             outbox, callback_fields, webhook = outbox_writes(self.table.name, current, to, seq, now, detail)
-            fields.update(callback_fields)
+            writes.update(callback_fields)
             # A job ending with side effects to compensate gets its saga in the same transaction.
             sagas, saga_fields, saga = saga_writes(self.table.name, current, to, now)
-            fields.update(saga_fields)
+            writes.update(saga_fields)
             # A terminal job gives back its slot, and a job leaving the queue its place in it, in this very
             # transaction: the version condition makes it happen once, and no crash can come between the two.
             freed = current if to in TERMINAL_STATUSES or (source == S.QUEUED and to != S.RUNNING) else None
             releases = release_writes(self.table.name, freed) if freed is not None else []
             if releases:
-                fields.update({"slot": None, "waiting": None})
-            update = update_expression(fields, extra_set=("version = :v1", "event_seq = :seq"))
-            try:
-                transact(
-                    self.client,
-                    [
-                        {
-                            "Update": {
-                                "TableName": self.table.name,
-                                "Key": schema.job_key(job_id),
-                                "UpdateExpression": update["UpdateExpression"],
-                                "ConditionExpression": "version = :v0 AND #status = :from AND event_seq = :seq0",
-                                "ExpressionAttributeNames": {**update["ExpressionAttributeNames"], "#status": "status"},
-                                "ExpressionAttributeValues": {
-                                    **update["ExpressionAttributeValues"],
-                                    ":v0": current.version,
-                                    ":v1": current.version + 1,
-                                    ":seq": seq,
-                                    ":seq0": seq - 1,
-                                    ":from": source.value,
-                                },
-                            }
-                        },
-                        {
-                            "Put": {
-                                "TableName": self.table.name,
-                                "Item": self._event_item(job_id, seq, event, to, step, item, detail=detail),
-                                "ConditionExpression": "attribute_not_exists(pk)",
-                            }
-                        },
-                        *outbox,
-                        *sagas,
-                        *releases,
-                    ],
-                )
-                merged = {**current.model_dump(mode="json"), **fields, "version": current.version + 1, "event_seq": seq}
-                merged |= {"slot": False, "waiting": False} if releases else {}
-                if webhook is not None:
-                    self._relay(webhook)
-                if releases and current.slot:
-                    self._released(current)
-                if saga is not None:
-                    self._saga_written(saga)
-                return _job(merged)
-            except Cancelled:
-                continue  # it changed meanwhile: read again
-        raise TransitionRejected(f"job {job_id} kept changing; transition to {to.value} abandoned")
+                writes.update({"slot": None, "waiting": None})
+                merged_extra = {"slot": False, "waiting": False}
+            extra = [*outbox, *sagas, *releases]
+            condition += " AND version = :v0 AND #status = :from"
+            values.update({":v0": current.version, ":v1": current.version + 1, ":from": source.value})
+            extra_set.append("version = :v1")
+            if webhook is not None:
+                after.append(lambda: self._relay(webhook))
+            if releases and current.slot:
+                after.append(lambda: self._released(current))
+            if saga is not None:
+                after.append(lambda: self._saga_written(saga))
+        else:
+            writes.update(fields or {})
+            allowed = {f":s{i}": s.value for i, s in enumerate(only_if)}
+            condition += f" AND #status IN ({', '.join(allowed)})"
+            values.update(allowed)
+        status_seq = seq0 + 1 + next((n for n, e in enumerate(events) if e.records_status), 0)
+        adds = dict(add or {})
+        if usage is not None:
+            own = len(events) + len(extra) + len(items) + 1
+            itself = request_counts("dynamodb", "TransactWriteItems", {"TransactItems": [{}] * own})
+            adds.update((usage + Metered(**itself)).counters())
+        add_names = {f"#a{i}": name for i, name in enumerate(adds)}
+        add_values = {f":a{i}": value for i, value in enumerate(adds.values())}
+        update = update_expression(
+            writes, extra_set=tuple(extra_set), add=", ".join(f"#a{i} :a{i}" for i in range(len(adds)))
+        )
+        event_items = [
+            {
+                "Put": {
+                    "TableName": self.table.name,
+                    "Item": self._event_item(
+                        current.job_id,
+                        seq0 + n,
+                        e.type,
+                        to if seq0 + n == status_seq else None,
+                        e.step,
+                        e.item,
+                        e.attempt,
+                        e.detail,
+                        e.at,
+                    ),
+                    "ConditionExpression": "attribute_not_exists(pk)",
+                }
+            }
+            for n, e in enumerate(events, start=1)
+        ]
+        transact(
+            self.client,
+            [
+                {
+                    "Update": {
+                        "TableName": self.table.name,
+                        "Key": schema.job_key(current.job_id),
+                        "UpdateExpression": update["UpdateExpression"],
+                        "ConditionExpression": condition,
+                        "ExpressionAttributeNames": {**update["ExpressionAttributeNames"], **names, **add_names},
+                        "ExpressionAttributeValues": {**update["ExpressionAttributeValues"], **values, **add_values},
+                    }
+                },
+                *event_items,
+                *extra,
+                *items,
+            ],
+        )
+        merged = {**current.model_dump(mode="json"), **writes, "event_seq": seq0 + len(events)}
+        merged |= {"version": current.version + 1} if to is not None else {}
+        merged |= merged_extra
+        for hook in after:
+            hook()
+        return _job(merged)
 
     def _relay(self, webhook: OutboxRecord) -> None:
         if self.on_outbox is None:
@@ -237,41 +325,6 @@ class JobStore(JobSubmissions, JobListing):
                 ConditionExpression=f"#status IN ({', '.join(allowed)})",
                 ExpressionAttributeNames={**update["ExpressionAttributeNames"], "#status": "status"},
                 ExpressionAttributeValues={**update["ExpressionAttributeValues"], **allowed},
-            )
-            return True
-        except ClientError as error:
-            if error.response["Error"]["Code"] == "ConditionalCheckFailedException":
-                return False
-            raise
-
-    def show_item_progress(self, job_id: str, step: str, progress: Mapping[str, Any]) -> bool:
-        """Set a fan-out's progress (`completed` items of `total`; its message starts with `<step>: `) unless the job
-        shows more of the same step already: items commit concurrently, so a smaller count arriving late never
-        replaces a larger one."""
-        now = iso(self.clock.now())
-        allowed = {f":s{i}": s.value for i, s in enumerate(ACTIVE)}
-        try:
-            self.table.update_item(
-                Key=schema.job_key(job_id),
-                UpdateExpression="SET #progress = :progress, updated_at = :now, #gsi2 = :now",
-                ConditionExpression=(
-                    f"#status IN ({', '.join(allowed)}) AND (attribute_not_exists(#progress.#message) "
-                    "OR NOT begins_with(#progress.#message, :prefix) OR #progress.#completed < :completed)"
-                ),
-                ExpressionAttributeNames={
-                    "#status": "status",
-                    "#progress": "progress",
-                    "#message": "message",
-                    "#completed": "completed",
-                    "#gsi2": schema.GSI2_SK,
-                },
-                ExpressionAttributeValues={
-                    ":progress": dict(progress),
-                    ":now": now,
-                    ":prefix": f"{step}: ",
-                    ":completed": progress["completed"],
-                    **allowed,
-                },
             )
             return True
         except ClientError as error:
@@ -361,13 +414,14 @@ class JobStore(JobSubmissions, JobListing):
         item: int | None = None,
         attempt: int | None = None,
         detail: Mapping[str, Any] | None = None,
+        at: str | None = None,
     ) -> dict[str, Any]:
         record: dict[str, Any] = {
             schema.PK: schema.job_pk(job_id),
             schema.SK: schema.event_sk(seq),
             "seq": seq,
             "type": event,
-            "at": iso(self.clock.now()),
+            "at": at or iso(self.clock.now()),
         }
         optional = {"status": status.value if status else None, "step": step, "item": item, "attempt": attempt}
         record.update({k: v for k, v in optional.items() if v is not None})

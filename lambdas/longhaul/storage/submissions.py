@@ -4,6 +4,7 @@ conflict), and the undoing of a job whose execution could not be started."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any
@@ -25,6 +26,11 @@ class IdempotencyConflict(Exception):
     def __init__(self, job_id: str) -> None:
         super().__init__(job_id)
         self.job_id = job_id
+
+
+class StateChanged(Exception):
+    """A condition of the writes that came with a new job (its rate count, its slot) no longer held: what the
+    submission decided on changed; read it again and decide anew."""
 
 
 @dataclass(frozen=True)
@@ -67,11 +73,15 @@ class JobSubmissions:
     def _event_item(self, job_id: str, seq: int, event: str, status: JobStatus | None = None) -> dict[str, Any]:
         raise NotImplementedError
 
-    def create_job(self, job: NewJob) -> tuple[Job, bool]:
+    def create_job(
+        self, job: NewJob, *, marks: Mapping[str, Any] | None = None, with_writes: Sequence[dict[str, Any]] = ()
+    ) -> tuple[Job, bool]:
         """Create the job (and its idempotency record) atomically. Returns (job, created).
 
         With an idempotency key, a concurrent or repeated submission of the same payload returns the existing
-        job; a different payload raises `IdempotencyConflict`.
+        job; a different payload raises `IdempotencyConflict`. `with_writes` commit in the same transaction (a new
+        submission's rate count and its slot or place in the queue, which `marks` record on the job's item); when
+        one of their conditions fails, `StateChanged`.
         """
         now = self.clock.now()
         item: dict[str, Any] = {
@@ -119,6 +129,7 @@ class JobSubmissions:
             "agent_max_tool_calls": job.agent_max_tool_calls,
         }
         item.update({k: v for k, v in optional.items() if v is not None})
+        item.update(marks or {})
         writes: list[dict[str, Any]] = [
             {"Put": {"TableName": self.table.name, "Item": item, "ConditionExpression": "attribute_not_exists(pk)"}},
             {"Put": {"TableName": self.table.name, "Item": self._event_item(job.job_id, 1, "job_queued", S.QUEUED)}},
@@ -141,9 +152,14 @@ class JobSubmissions:
                 }
             )
         try:
-            transact(self.client, writes)
+            transact(self.client, [*writes, *with_writes])
             return Job.model_validate(plain(item)), True
-        except Cancelled:
+        except Cancelled as cancelled:
+            key_taken = bool(job.idempotency_key) and (
+                not cancelled.reasons or cancelled.reasons[2] == "ConditionalCheckFailed"
+            )
+            if with_writes and not key_taken:
+                raise StateChanged(f"the admission of job {job.job_id} changed meanwhile") from None
             if not job.idempotency_key:
                 raise
         existing = None
@@ -163,6 +179,10 @@ class JobSubmissions:
 
     def find_idempotent(self, tenant_id: str, key: str) -> IdempotencyRecord | None:
         item = self.table.get_item(Key=schema.idempotency_key(tenant_id, key), ConsistentRead=True).get("Item")
+        return self.idempotency_record(item)
+
+    def idempotency_record(self, item: Mapping[str, Any] | None) -> IdempotencyRecord | None:
+        """The record of a stored idempotency item while it is in force (its TTL not passed), else None."""
         if item and int(item[schema.TTL_ATTRIBUTE]) >= int(self.clock.now().timestamp()):
             return IdempotencyRecord.model_validate(plain(item))
         return None

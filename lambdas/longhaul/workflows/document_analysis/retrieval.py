@@ -8,10 +8,11 @@ from __future__ import annotations
 
 import io
 import json
+import math
 import re
 import tempfile
 import zipfile
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from functools import cache
 from pathlib import Path
 from typing import Any
@@ -98,6 +99,25 @@ class LexicalIndex:
         order = np.lexsort((np.arange(len(scores)), -scores))
         return [(self.chunk_ids[i], float(scores[i])) for i in order[:k] if scores[i] > 0]
 
+    def term_scores(self, query_terms: Sequence[str]) -> tuple[Any, list[int]]:
+        """Each query term's BM25 score of every chunk (a terms × chunks array, this index's own statistics) and
+        the number of chunks each term occurs in."""
+        import numpy as np
+
+        scores = np.zeros((len(query_terms), len(self.chunk_ids)), dtype=np.float64)
+        frequencies = [0] * len(query_terms)
+        if self._bm25 is None:
+            return scores, frequencies
+        vocabulary, pointers = self._bm25.vocab_dict, self._bm25.scores["indptr"]
+        for row, term in enumerate(query_terms):
+            token = vocabulary.get(term)
+            if token is None:
+                continue
+            # one column of the score matrix per token: its entries are the chunks the term occurs in
+            frequencies[row] = int(pointers[token + 1] - pointers[token])
+            scores[row] = np.asarray(self._bm25.get_scores([term]), dtype=np.float64)
+        return scores, frequencies
+
     def to_bytes(self) -> bytes:
         """A deterministic zip of the bm25s index files plus the chunk ids."""
         files = {_MANIFEST: json.dumps({"format": _FORMAT, "chunk_ids": self.chunk_ids}).encode()}
@@ -144,3 +164,44 @@ def group_passages(chunk_ids: Sequence[str], group_size: int) -> list[list[str]]
     if group_size < 1:
         raise ValueError("group_size must be at least 1")
     return [list(chunk_ids[i : i + group_size]) for i in range(0, len(chunk_ids), group_size)]
+
+
+def _idf(documents: int, frequency: int) -> float:
+    """BM25's inverse document frequency as bm25s computes it by default (its `lucene` method)."""
+    return math.log(1 + (documents - frequency + 0.5) / (frequency + 0.5))
+
+
+def search_batches(load: Callable[[int], LexicalIndex], batches: int, query: str, k: int) -> list[tuple[str, float]]:
+    """Up to `k` (chunk_id, score) pairs over indexes built apart (one per batch of documents, in document order),
+    best first, ties broken by chunk order, as one index over all their chunks would rank them.
+
+    One batch is searched as it is. Over several, each batch's score of a query term is rescaled by the ratio of the
+    term's inverse document frequency over all batches to its frequency in the batch (BM25's term weight is
+    `idf × saturated tf`, and only `idf` depends on the other chunks' terms); the term-frequency part keeps the
+    batch's own mean chunk length. Batches are loaded one at a time and reduced to the query terms' scores, so
+    searching holds one batch's index at a time."""
+    if batches == 1:
+        return load(0).search(query, k)
+    query_terms = list(dict.fromkeys(terms(query)))
+    if batches < 1 or k < 1 or not query_terms:
+        return []
+    import numpy as np
+
+    chunk_ids: list[str] = []
+    parts: list[tuple[Any, list[int], int]] = []
+    for number in range(batches):
+        index = load(number)
+        scores, frequencies = index.term_scores(query_terms)
+        chunk_ids.extend(index.chunk_ids)
+        parts.append((scores, frequencies, len(index.chunk_ids)))
+    documents = sum(size for _, _, size in parts)
+    frequency = [sum(part[1][row] for part in parts) for row in range(len(query_terms))]
+    weighted = []
+    for scores, frequencies, size in parts:
+        weights = np.array(
+            [_idf(documents, frequency[row]) / _idf(size, f) if f else 0.0 for row, f in enumerate(frequencies)]
+        )
+        weighted.append(weights @ scores if size else np.zeros(0))
+    combined = np.concatenate(weighted)
+    order = np.lexsort((np.arange(len(combined)), -combined))
+    return [(chunk_ids[i], float(combined[i])) for i in order[:k] if combined[i] > 0]

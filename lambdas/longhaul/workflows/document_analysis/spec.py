@@ -1,9 +1,10 @@
 """Workflow `document-analysis`: answer a question over documents, with verified citations.
 
 list the documents → parse each (a fan-out per document) → plan OCR → OCR of scanned pages (container tasks over
-page batches; skipped when no page needs it) → chunk → index → retrieve → fan out evidence extraction over passage
-groups → draft → verify → review → publish. The review (when asked for; `auto`: when verification dropped a claim)
-may edit the answer and the claims; edited claims are verified against their pages like the model's.
+page batches; skipped when no page needs it) → chunk and index (a fan-out per batch of documents) → retrieve → fan
+out evidence extraction over passage groups → draft → verify → review → publish. The review (when asked for;
+`auto`: when verification dropped a claim) may edit the answer and the claims; edited claims are verified against
+their pages like the model's.
 """
 
 from __future__ import annotations
@@ -84,8 +85,14 @@ SPEC = WorkflowSpec(
             timeout_seconds=900,
             heartbeat_seconds=120,
         ),
-        step("chunk_documents"),
-        step("build_index", memory_mb=1769),
+        # One batch of consecutive documents per item (`batches.py`; bounded by `limits.INDEX_BATCH_MAX_*`): each
+        # chunks its documents and writes their BM25 index; retrieve_passages searches the batches' indexes as one.
+        fan_out(
+            "build_index",
+            over="plan_ocr.index_batches",
+            item_unit="document batch",
+            memory_mb=1769,
+        ),
         step("retrieve_passages"),
         fan_out(
             "extract_evidence",

@@ -1,12 +1,15 @@
 """Workflow `document-analysis`, its domain: the submission logic and one function per step of its spec.
 
 Steps exchange S3 keys, never text: list_documents → parse_documents (per document) → plan_ocr → ocr_pages (per
-page batch, in the OCR worker's container; only when a page has no text layer) → chunk_documents → build_index →
-retrieve_passages → extract_evidence (per passage group) → draft_answer → verify_citations → publish_result.
+page batch, in the OCR worker's container; only when a page has no text layer) → build_index (per batch of documents:
+chunks and a BM25 index each) → retrieve_passages (searches the batches' indexes as one) → extract_evidence (per
+passage group) → draft_answer → verify_citations → publish_result. No step after parsing reads every document: each
+reads the batches it needs (a chunk's batch follows from its id).
 """
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from typing import Any
 
 from pydantic import BaseModel, TypeAdapter
@@ -26,14 +29,15 @@ from longhaul.documents import ocr
 from longhaul.documents.intake import Intake, PreparedInput, StoredDocument, read_document
 from longhaul.documents.parsing import Chunk, ParsedDocument, chunk_document, parse_document
 from longhaul.engine.context import StepContext
-from longhaul.engine.items import write_item_list
+from longhaul.engine.items import ItemBatch, ItemList, write_item_list
 from longhaul.review.contracts import ReviewEvidence, ReviewMaterial
 from longhaul.services import Services
 from longhaul.storage import artifacts as keys
 from longhaul.storage.artifacts import ArtifactStore
-from longhaul.workflows.document_analysis import analysis
+from longhaul.workflows.document_analysis import analysis, batches
 from longhaul.workflows.document_analysis.analysis import Draft, DraftClaim, Evidence, EvidenceSet, ReviewedCitation
-from longhaul.workflows.document_analysis.retrieval import LexicalIndex, group_passages
+from longhaul.workflows.document_analysis.batches import IndexBatch, batch_of, chunk_document_index
+from longhaul.workflows.document_analysis.retrieval import LexicalIndex, group_passages, search_batches
 from longhaul.workflows.document_analysis.spec import AnswerEdits
 
 TOP_K = 16
@@ -41,6 +45,8 @@ GROUP_SIZE = 4
 MAX_EVIDENCE = 12
 NO_EVIDENCE = "The documents contain no passage that bears on this question, so there is nothing to cite."
 _CHUNKS = TypeAdapter(list[Chunk])
+_SUMMARIES = TypeAdapter(list[DocumentSummary])
+_MANIFEST = TypeAdapter(list[ItemBatch])
 
 
 class JobInput(BaseModel):
@@ -78,10 +84,6 @@ def _input(ctx: StepContext) -> JobInput:
     return JobInput.model_validate(ctx.services.artifacts.get_json(ctx.state.input_key))
 
 
-def _chunks(ctx: StepContext) -> list[Chunk]:
-    return _CHUNKS.validate_python(ctx.services.artifacts.get_json(ctx.output_of("chunk_documents")["chunks_key"]))
-
-
 def list_documents(ctx: StepContext) -> dict[str, Any]:
     """The job's documents as the item list `parse_documents` runs over (each item's ref: its `StoredDocument`)."""
     documents = _input(ctx).documents
@@ -101,10 +103,6 @@ def parse_documents(ctx: StepContext) -> dict[str, Any]:
     return {"parsed_key": key, "pages": len(parsed.pages), "pages_needing_ocr": len(parsed.pages_needing_ocr)}
 
 
-def _document_count(ctx: StepContext) -> int:
-    return int(ctx.output_of("list_documents")["documents"]["count"])
-
-
 def plan_ocr(ctx: StepContext) -> dict[str, Any]:
     """The pages without a text layer, across documents, in batches: the OCR container step's items."""
     store = ctx.services.artifacts
@@ -112,16 +110,22 @@ def plan_ocr(ctx: StepContext) -> dict[str, Any]:
         (ParsedDocument.model_validate(store.get_json(_parsed_key(ctx.job_id, doc.index))), doc)
         for doc in _input(ctx).documents
     ]
-    batches = [
+    planned = ocr.plan_batches(documents)
+    ocr_batches = [
         store.put_json(keys.work_key(ctx.job_id, "plan_ocr", f"ocr-batch-{batch.number:03d}.json"), batch)
-        for batch in ocr.plan_batches(documents)
+        for batch in planned
     ]
+    index_batches = batches.plan([d for d, _ in documents], planned)
     return {
         "documents": len(documents),
         "pages": sum(len(d.pages) for d, _ in documents),
         "pages_needing_ocr": sum(len(d.pages_needing_ocr) for d, _ in documents),
         # the container step's items: empty when every page has a text layer
-        "ocr_batches": write_item_list(store, ctx.job_id, "plan_ocr", "ocr_batches", batches),
+        "ocr_batches": write_item_list(store, ctx.job_id, "plan_ocr", "ocr_batches", ocr_batches),
+        # build_index's items: batches of consecutive documents (descriptors, never text)
+        "index_batches": write_item_list(
+            store, ctx.job_id, "plan_ocr", "index_batches", [b.model_dump(mode="json") for b in index_batches]
+        ),
     }
 
 
@@ -151,47 +155,98 @@ def ocr_pages(ctx: StepContext) -> dict[str, Any]:
     return {"ocr_key": key, "pages_read": read, "pages_unreadable": len(result.pages) - read}
 
 
-def _documents(ctx: StepContext) -> list[ParsedDocument]:
-    """The parsed documents, with the text of the pages OCR read (its batches' results at their fixed keys)."""
-    store = ctx.services.artifacts
-    batches = int(ctx.output_of("plan_ocr")["ocr_batches"]["count"])
+def _batch_documents(store: ArtifactStore, job_id: str, batch: IndexBatch) -> list[ParsedDocument]:
+    """A batch's parsed documents, with the text of the pages OCR read (the results of the OCR batches that read
+    pages of them, at their fixed keys)."""
     results = [
-        ocr.OcrBatchResult.model_validate(store.get_json(keys.work_key(ctx.job_id, ocr.STEP, f"batch-{n:03d}.json")))
-        for n in range(batches)
+        ocr.OcrBatchResult.model_validate(store.get_json(keys.work_key(job_id, ocr.STEP, f"batch-{n:03d}.json")))
+        for n in batch.ocr_batches
     ]
     return [
-        ocr.apply_ocr(ParsedDocument.model_validate(store.get_json(_parsed_key(ctx.job_id, i))), results)
-        for i in range(_document_count(ctx))
+        ocr.apply_ocr(ParsedDocument.model_validate(store.get_json(_parsed_key(job_id, i))), results)
+        for i in range(batch.first, batch.end)
     ]
 
 
-def chunk_documents(ctx: StepContext) -> dict[str, Any]:
-    store = ctx.services.artifacts
-    chunks: list[Chunk] = []
-    for document in _documents(ctx):
-        chunks.extend(chunk_document(document))
-    if not chunks:
-        raise InvalidInputError("no document has extractable text (no text layer, and OCR read nothing)")
-    key = store.put_bytes(
-        keys.work_key(ctx.job_id, "chunk_documents", "chunks.json"), _CHUNKS.dump_json(chunks), "application/json"
-    )
-    return {"chunks_key": key, "chunks": len(chunks)}
+def _batch_key(job_id: str, what: str, number: int, extension: str = "json") -> str:
+    return keys.work_key(job_id, "build_index", f"{what}-{number:03d}.{extension}")
 
 
 def build_index(ctx: StepContext) -> dict[str, Any]:
-    index = LexicalIndex.build(_chunks(ctx))
-    key = ctx.services.artifacts.put_bytes(keys.work_key(ctx.job_id, "build_index", "bm25.zip"), index.to_bytes())
-    return {"index_key": key}
+    """One batch of documents (a fan-out item): chunk them, index the chunks (BM25) and write the batch's chunks,
+    index and document summaries at keys fixed by its number."""
+    store, batch = ctx.services.artifacts, IndexBatch.model_validate(ctx.event.ref)
+    documents = _batch_documents(store, ctx.job_id, batch)
+    chunks = [chunk for document in documents for chunk in chunk_document(document)]
+    chunks_key = store.put_bytes(
+        _batch_key(ctx.job_id, "chunks", batch.number), _CHUNKS.dump_json(chunks), "application/json"
+    )
+    index_key = store.put_bytes(
+        _batch_key(ctx.job_id, "bm25", batch.number, "zip"), LexicalIndex.build(chunks).to_bytes()
+    )
+    summaries = [_summary(d) for d in documents]
+    store.put_bytes(_batch_key(ctx.job_id, "documents", batch.number), _SUMMARIES.dump_json(summaries))
+    return {"chunks_key": chunks_key, "index_key": index_key, "documents": len(documents), "chunks": len(chunks)}
+
+
+def _summary(document: ParsedDocument) -> DocumentSummary:
+    return DocumentSummary(
+        name=document.name,
+        media_type=document.media_type,
+        pages=len(document.pages),
+        pages_needing_ocr=document.pages_needing_ocr,
+        pages_ocr=document.pages_ocr,
+        pages_unreadable=document.pages_unreadable,
+    )
+
+
+def _index_batches(ctx: StepContext) -> list[IndexBatch]:
+    """build_index's batches, in order (from the state while they are few, else from their manifest)."""
+    listed = ItemList.model_validate(ctx.output_of("plan_ocr")["index_batches"])
+    items = listed.items
+    if items is None:
+        items = [
+            i for b in _MANIFEST.validate_python(ctx.services.artifacts.get_json(listed.manifest_key)) for i in b.items
+        ]
+    return [IndexBatch.model_validate(item.ref) for item in items]
+
+
+def _batch_chunks(store: ArtifactStore, job_id: str, number: int) -> list[Chunk]:
+    return _CHUNKS.validate_json(store.get_bytes(_batch_key(job_id, "chunks", number)))
+
+
+def _chunks_by_id(ctx: StepContext, chunk_ids: Iterable[str]) -> dict[str, Chunk]:
+    """The chunks of the batches holding `chunk_ids` (a map from id to chunk: an id no chunk has is absent), each
+    batch read once."""
+    index_batches = _index_batches(ctx)
+    wanted = set()
+    for chunk_id in chunk_ids:
+        document = chunk_document_index(chunk_id)
+        batch = batch_of(index_batches, document) if document is not None else None
+        if batch is not None:
+            wanted.add(batch.number)
+    store = ctx.services.artifacts
+    return {c.chunk_id: c for n in sorted(wanted) for c in _batch_chunks(store, ctx.job_id, n)}
 
 
 def retrieve_passages(ctx: StepContext) -> dict[str, Any]:
+    """The question's best passages over every batch's index (searched as one index), in groups for extraction."""
     store = ctx.services.artifacts
     job_input = _input(ctx)
-    index = LexicalIndex.from_bytes(store.get_bytes(ctx.output_of("build_index")["index_key"]))
-    chunks = {c.chunk_id: c for c in _chunks(ctx)}
-    hits = [chunk_id for chunk_id, _ in index.search(job_input.question, job_input.max_passages)]
+    count = len(_index_batches(ctx))
+
+    def load(number: int) -> LexicalIndex:
+        return LexicalIndex.from_bytes(store.get_bytes(_batch_key(ctx.job_id, "bm25", number, "zip")))
+
+    hits = [chunk_id for chunk_id, _ in search_batches(load, count, job_input.question, job_input.max_passages)]
     if not hits:  # no lexical match: let the model look at the beginning of the documents
-        hits = list(chunks)[: job_input.passages_per_group]
+        for number in range(count):
+            hits.extend(load(number).chunk_ids[: job_input.passages_per_group - len(hits)])
+            if len(hits) >= job_input.passages_per_group:
+                break
+    if not hits:
+        raise InvalidInputError("no document has extractable text (no text layer, and OCR read nothing)")
+    chunks = _chunks_by_id(ctx, hits)
     groups = []
     for number, group in enumerate(group_passages(hits, job_input.passages_per_group)):
         key = keys.work_key(ctx.job_id, "retrieve_passages", f"group-{number:03d}.json")
@@ -210,11 +265,11 @@ def extract_evidence(ctx: StepContext) -> dict[str, Any]:
 
 def draft_answer(ctx: StepContext) -> dict[str, Any]:
     store = ctx.services.artifacts
-    chunks = {c.chunk_id: c for c in _chunks(ctx)}
     evidence: list[Evidence] = []
     for number in range(int(ctx.output_of("retrieve_passages")["groups"]["count"])):
         key = keys.work_key(ctx.job_id, "extract_evidence", f"group-{number:03d}.json")
         evidence.extend(EvidenceSet.model_validate(store.get_json(key)).evidence)
+    chunks = _chunks_by_id(ctx, (e.chunk_id for e in evidence))
     ranked = analysis.rank_evidence(evidence, chunks, limit=MAX_EVIDENCE)
     if ranked:
         draft, _ = analysis.draft_answer(_input(ctx).question, ranked, ctx.model())
@@ -224,11 +279,15 @@ def draft_answer(ctx: StepContext) -> dict[str, Any]:
     return {"draft_key": key, "claims": len(draft.claims)}
 
 
+def _cited(draft: Draft) -> set[str]:
+    return {citation.chunk_id for claim in draft.claims for citation in claim.citations}
+
+
 def verify_citations(ctx: StepContext) -> dict[str, Any]:
     store = ctx.services.artifacts
     draft = Draft.model_validate(store.get_json(ctx.output_of("draft_answer")["draft_key"]))
     if draft.claims:
-        claims, verification = analysis.verify_citations(draft, {c.chunk_id: c for c in _chunks(ctx)})
+        claims, verification = analysis.verify_citations(draft, _chunks_by_id(ctx, _cited(draft)))
     else:
         claims, verification = (
             [],
@@ -261,7 +320,7 @@ def review_material(ctx: StepContext) -> ReviewMaterial:
     store = ctx.services.artifacts
     verified = store.get_json(ctx.output_of("verify_citations")["verified_key"])
     draft = Draft.model_validate(store.get_json(ctx.output_of("draft_answer")["draft_key"]))
-    chunks = {c.chunk_id: c for c in _chunks(ctx)}
+    chunks = _chunks_by_id(ctx, _cited(draft))
     kept = {(c["chunk_id"], c["quote"]) for claim in verified["claims"] for c in claim["citations"]}
     evidence = []
     for claim in draft.claims:
@@ -299,7 +358,7 @@ def _reviewed(ctx: StepContext, verified: dict[str, Any]) -> dict[str, Any]:
         for claim in edits.claims
     ]
     draft = Draft(answer=answer, claims=edited)
-    claims, verification = analysis.verify_citations(draft, {c.chunk_id: c for c in _chunks(ctx)})
+    claims, verification = analysis.verify_citations(draft, _chunks_by_id(ctx, _cited(draft)))
     return {"answer": answer, "claims": [c.model_dump() for c in claims], "verification": verification.model_dump()}
 
 
@@ -307,7 +366,11 @@ def publish_result(ctx: StepContext) -> dict[str, Any]:
     store, services = ctx.services.artifacts, ctx.services
     verified = _reviewed(ctx, store.get_json(ctx.output_of("verify_citations")["verified_key"]))
     claims = [Claim.model_validate(c) for c in verified["claims"]]
-    documents = _documents(ctx)
+    summaries = [
+        summary
+        for number in range(len(_index_batches(ctx)))
+        for summary in _SUMMARIES.validate_json(store.get_bytes(_batch_key(ctx.job_id, "documents", number)))
+    ]
     job = services.jobs.get_job(ctx.job_id)
     result = JobResult(
         job_id=ctx.job_id,
@@ -317,17 +380,7 @@ def publish_result(ctx: StepContext) -> dict[str, Any]:
         citations=analysis.unique_citations(claims),
         verification=verified["verification"],
         model=job.model if job else "",
-        documents=[
-            DocumentSummary(
-                name=d.name,
-                media_type=d.media_type,
-                pages=len(d.pages),
-                pages_needing_ocr=d.pages_needing_ocr,
-                pages_ocr=d.pages_ocr,
-                pages_unreadable=d.pages_unreadable,
-            )
-            for d in documents
-        ],
+        documents=summaries,
         markdown_key=keys.result_key(ctx.job_id, "md"),
     )
     store.put_bytes(result.markdown_key or "", analysis.render_markdown(result).encode(), "text/markdown")
