@@ -324,21 +324,26 @@ def grant_start(grantee: iam.IGrantable, machine: StateMachine) -> None:
 def grant_map_run_history(grantee: iam.IGrantable, machine: StateMachine) -> None:
     """ListExecutions of the machine's Map runs (`mapRun:<machine>/<label>:<id>`) and GetExecutionHistory of their
     child executions (`execution:<machine>/<label>:<id>`): a finished job's cost counts the state transitions of its
-    Distributed Maps' children too (without them its count is a lower bound, marked `estimated`)."""
+    Distributed Maps' children too (without them its count is a lower bound, marked `estimated`). A job started on
+    a version (through the `live` alias) runs Map runs whose ARNs carry the version (`mapRun:<machine>:1/<label>:<id>`,
+    their children's likewise), so both forms are granted."""
     stack = Stack.of(machine)
 
-    def arn(resource: str) -> str:
-        return stack.format_arn(
-            service="states",
-            resource=resource,
-            resource_name=f"{machine.state_machine_name}/*",
-            arn_format=ArnFormat.COLON_RESOURCE_NAME,
-        )
+    def arns(resource: str) -> list[str]:
+        return [
+            stack.format_arn(
+                service="states",
+                resource=resource,
+                resource_name=f"{machine.state_machine_name}{qualifier}/*",
+                arn_format=ArnFormat.COLON_RESOURCE_NAME,
+            )
+            for qualifier in ("", ":*")
+        ]
 
     # ListExecutions with a `mapRunArn` is authorized on the map run; on the machine too, whichever IAM evaluates
     grantee.grant_principal.add_to_principal_policy(
-        iam.PolicyStatement(actions=["states:ListExecutions"], resources=[arn("mapRun"), machine.state_machine_arn])
+        iam.PolicyStatement(actions=["states:ListExecutions"], resources=[*arns("mapRun"), machine.state_machine_arn])
     )
     grantee.grant_principal.add_to_principal_policy(
-        iam.PolicyStatement(actions=["states:GetExecutionHistory"], resources=[arn("execution")])
+        iam.PolicyStatement(actions=["states:GetExecutionHistory"], resources=arns("execution"))
     )

@@ -95,7 +95,8 @@ def acknowledge_executions(scope: Construct, machine: IConstruct) -> None:
         "a replay of an old job on the version it ran (a version or an alias authorizes on its own ARN).",
     )
     by_name = f"<{logical_id(machine)}.Name>"  # `state_machine_name`, as the map-run grants use it
-    for resource in (f"{arn}:mapRun:{by_name}/*", f"{arn}:execution:{by_name}/*"):
+    resources = [f"{arn}:{kind}:{by_name}{qualifier}/*" for kind in ("mapRun", "execution") for qualifier in ("", ":*")]
+    for resource in resources:
         acknowledge(
             scope,
             f"IAM5[Resource::{resource}]",
