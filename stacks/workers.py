@@ -153,7 +153,9 @@ class Workers(Construct):
     def _grant_data(role: iam.IRole, storage: Storage) -> None:
         """Read the job's documents and intermediate artifacts, write its intermediate artifacts (never results,
         never deletes); read and write the job's items (the runner's live-job check, step record, checkpoint and
-        events, as every step does). The task-token calls are granted by the stack on the state machines."""
+        events, as every step does: the job and its record in one BatchGetItem, the start and the commit each one
+        transaction of puts, updates and condition checks). The task-token calls are granted by the stack on the
+        state machines."""
         bucket = storage.artifacts
         role.add_to_principal_policy(
             iam.PolicyStatement(
@@ -168,6 +170,7 @@ class Workers(Construct):
             iam.PolicyStatement(
                 actions=[
                     "dynamodb:GetItem",
+                    "dynamodb:BatchGetItem",
                     "dynamodb:PutItem",
                     "dynamodb:UpdateItem",
                     "dynamodb:Query",

@@ -80,6 +80,13 @@ def test_the_task_role_reaches_only_artifacts_job_items_webhook_starts_its_task_
     actions = _role_actions(template, role_id)
     assert {"s3:GetObject", "s3:PutObject", "states:SendTaskSuccess", "states:SendTaskFailure"} <= actions
     assert "states:SendTaskHeartbeat" in actions
+    # a step's bookkeeping: one BatchGetItem (the job and its record), transactions of puts, updates and checks
+    assert {
+        "dynamodb:BatchGetItem",
+        "dynamodb:PutItem",
+        "dynamodb:UpdateItem",
+        "dynamodb:ConditionCheckItem",
+    } <= actions
     # lambda:InvokeFunction: a job it ends gives back its slot and wakes the admission dispatcher (that function only,
     # tests/infrastructure/test_admission.py)
     allowed_prefixes = (
