@@ -135,9 +135,14 @@ class Storage(Construct):
         )
 
     def grant_key_lookup(self, grantee: iam.IGrantable) -> None:
-        """GetItem on the table: the API authorizer looks a key's hash up, nothing else."""
+        """GetItem of API key items (`APIKEY#<hash>`, by `dynamodb:LeadingKeys`): the API authorizer looks a key's
+        hash up, nothing else (its lookups are kept `LOOKUP_CACHE_SECONDS` in the function, `storage/cache.py`)."""
         grantee.grant_principal.add_to_principal_policy(
-            iam.PolicyStatement(actions=["dynamodb:GetItem"], resources=[self.table.table_arn])
+            iam.PolicyStatement(
+                actions=["dynamodb:GetItem"],
+                resources=[self.table.table_arn],
+                conditions={"ForAllValues:StringLike": {"dynamodb:LeadingKeys": [schema.api_key_key("*")[schema.PK]]}},
+            )
         )
 
     def grant_objects(self, grantee: iam.IGrantable, *, read: Sequence[str] = (), write: Sequence[str] = ()) -> None:

@@ -322,3 +322,21 @@ def test_a_review_that_is_not_asked_for_is_a_choice_not_an_invocation(machines):
         assert asked["Next"] == review.name and states[review.name]["Type"] == "Task"
         names = spec.step_names
         assert choice["Default"].startswith(names[names.index(review.name) + 1])
+
+
+def test_the_authorizer_reads_api_key_items_only(template):
+    functions = resources(template, "AWS::Lambda::Function")
+    (authorizer,) = [f for f in functions.values() if f["Properties"]["Handler"] == "handlers.authorizer.handler"]
+    role = authorizer["Properties"]["Role"]["Fn::GetAtt"][0]
+    policies = {**resources(template, "AWS::IAM::Policy"), **resources(template, "AWS::IAM::ManagedPolicy")}
+    statements = [
+        s
+        for p in policies.values()
+        if {"Ref": role} in p["Properties"].get("Roles", [])
+        for s in p["Properties"]["PolicyDocument"]["Statement"]
+    ]
+    reads = [s for s in statements if "dynamodb" in json.dumps(s["Action"])]
+    assert reads and all(s["Action"] == "dynamodb:GetItem" for s in reads), reads
+    assert all(s["Condition"] == {"ForAllValues:StringLike": {"dynamodb:LeadingKeys": ["APIKEY#*"]}} for s in reads), (
+        reads
+    )
