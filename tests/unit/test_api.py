@@ -84,6 +84,7 @@ def test_submit_accepts_the_job_and_starts_an_execution_named_after_it(
         "input_key": f"work/{job_id}/input.json",
         "steps": {},
         "saga": None,  # set only in a compensation lane's execution
+        "review_mode": None,  # as asked for (none: the workflow's default), which the review's Choice reads
     }
 
     # and the job, its input document and the inline texts are stored
