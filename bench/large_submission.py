@@ -16,13 +16,14 @@ import argparse
 import json
 import os
 import statistics
-import subprocess
 import sys
 import time
 from typing import Any
 
 import requests
-from submissions import KEY, _free_port, _load, start_platform  # the bench next to this one (same folder)
+
+# the bench next to this one (same folder)
+from submissions import KEY, _free_port, _load, start_platform, stop_platform
 
 TEXT = (
     "Clause {n}. The Supplier's liability is capped at the fees of the last twelve months; either party may "
@@ -77,11 +78,7 @@ def main() -> None:
                 f"{max(times) * 1000:>7.0f}ms  {_load()}"
             )
     finally:
-        platform.terminate()
-        try:
-            platform.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            platform.kill()
+        stop_platform(platform)
 
 
 if __name__ == "__main__":

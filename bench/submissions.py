@@ -79,6 +79,15 @@ def start_platform(port: int, *, hold: bool) -> subprocess.Popen[bytes]:
     raise RuntimeError("the local platform did not answer within 300 s")
 
 
+def stop_platform(platform: subprocess.Popen[bytes]) -> None:
+    """Stop a platform `start_platform` started: asked first, killed after 30 s."""
+    platform.terminate()
+    try:
+        platform.wait(timeout=30)
+    except subprocess.TimeoutExpired:
+        platform.kill()
+
+
 def job_body(n: int) -> dict[str, Any]:
     return {
         "workflow": "document-analysis",
@@ -237,11 +246,7 @@ def main() -> None:
                 file=sentence_to,
             )
     finally:
-        platform.terminate()
-        try:
-            platform.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            platform.kill()
+        stop_platform(platform)
 
 
 if __name__ == "__main__":

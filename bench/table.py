@@ -93,11 +93,7 @@ def submissions_held() -> dict[str, Any]:
         result = submissions.burst(api, HOLD_CLIENTS, HOLD_REQUESTS)
         submissions.cancel(api, result["job_ids"])
     finally:
-        platform.terminate()
-        try:
-            platform.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            platform.kill()
+        submissions.stop_platform(platform)
     latencies = result["latencies"]
     return {
         "per_second": len(latencies) / result["wall"],

@@ -87,6 +87,7 @@ def test_submit_accepts_the_job_and_starts_an_execution_named_after_it(
         "correlation_id": correlation_id,
         "steps": {},
         "saga": None,  # set only in a compensation lane's execution
+        "review_mode": None,  # as asked for (none: the workflow's default), which the review's Choice reads
     }
 
     # and the job, its input document and the inline texts are stored
