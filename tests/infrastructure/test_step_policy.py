@@ -136,8 +136,9 @@ def test_only_references_travel_between_states(machines):
     for machine in machines.values():
         for name, state, _ in step_tasks(machine):
             if name.endswith((" item", " (one item)")):
-                # A container task's worker answers with its step output (references only); it is dropped next
-                assert state["ResultPath"] is None or state["Resource"].startswith("arn:aws:states:::ecs:")
+                # An item's outcome is its step output (references only; `true` when it failed), the Map's result;
+                # a container task's worker answers with its step output too; the one item run alone drops it
+                assert state["ResultPath"] in (None, "$") or state["Resource"].startswith("arn:aws:states:::ecs:")
             else:
                 assert state["ResultPath"] == f"$.steps.{name}"
         maps = [(n, s) for n, s, _ in all_states(machine["States"]) if s["Type"] == "Map"]
@@ -148,40 +149,47 @@ def test_only_references_travel_between_states(machines):
                 assert fan_out["ResultPath"].startswith("$.fanout.") and "ResultWriter" in fan_out
                 continue
             assert set(fan_out["ItemSelector"]) == {"item.$", "ref.$", "input.$"}
-            assert fan_out["ResultPath"].startswith("$.fanout.") or name.endswith(" batch items"), (
-                "a fan-out keeps only one boolean per item"
-            )
+            assert fan_out["ResultPath"].startswith("$.fanout.") or name.endswith(" batch items")
+            # an item ends with its Task's output (a step output: references only), a boolean (failed or not), a
+            # stop, or (a distributed batch) whether any of its items failed
             ends = [s for s in fan_out["ItemProcessor"]["States"].values() if s.get("End")]
-            assert all(s["Type"] == "Fail" or isinstance(s.get("Result"), bool) for s in ends)
+            assert all(
+                s["Type"] in ("Fail", "Task")
+                or isinstance(s.get("Result"), bool)
+                or set(s.get("Parameters", {})) == {"any_failed.$"}
+                for s in ends
+            )
 
 
 def test_a_fan_out_fails_the_job_once_after_all_items_ran(machines):
     """Failed items do not stop the others; a Choice after the Map fails the job without another dead letter. The
-    inline Map tallies its booleans; the Distributed Map's tally counts committed items (its results are in S3);
-    each child execution yields whether any item of its batch failed."""
+    inline Map's result says whether any item yielded `true` (failed); the Distributed Map's tally counts committed
+    items (its results are in S3); each child execution yields whether any item of its batch failed."""
     for machine in machines.values():
         states = machine["States"]
         for name, state, scope in all_states(states):
             if state["Type"] != "Map":
                 continue
-            tally = scope[state["Next"]]
+            after = scope[state["Next"]]
             if name.endswith(" batch items"):  # inside a child execution: its answer to the Distributed Map
-                assert "States.ArrayContains" in json.dumps(tally["Parameters"]) and tally.get("End")
+                assert "States.ArrayContains" in json.dumps(after["Parameters"]) and after.get("End")
                 continue
             if "ItemReader" in state:
-                assert tally["Type"] == "Task" and tally["Parameters"]["count.$"].endswith(".count")
+                assert after["Type"] == "Task" and after["Parameters"]["count.$"].endswith(".count")
+                verdict = states[after["Next"]]
             else:
-                assert "States.ArrayContains" in json.dumps(tally["Parameters"])
-            verdict = states[tally["Next"]]
+                assert state["ResultSelector"]["any_failed.$"] == "States.ArrayContains($, true)"
+                verdict = after
             assert verdict["Type"] == "Choice"
             record = states[verdict["Choices"][0]["Next"]]
             assert record["Parameters"]["error"] == "ItemsFailed"
             assert states[record["Next"]]["Type"] == "Fail", "the summary must not send a second dead letter"
             # it names the failed items from what the Map saw, not from what their recorders got to write
-            seen = "count.$" if "ItemReader" in state else "outcomes.$"
-            assert record["Parameters"][seen] == (
-                tally["Parameters"]["count.$"] if "ItemReader" in state else state["ResultPath"]
-            )
+            if "ItemReader" in state:
+                assert record["Parameters"]["count.$"] == after["Parameters"]["count.$"]
+            else:
+                assert record["Parameters"]["outcomes.$"] == f"{state['ResultPath']}.outcomes"
+                assert state["ResultSelector"]["outcomes.$"] == "$"
 
 
 def test_an_items_failure_path_never_fails_its_map(machines):
@@ -211,9 +219,11 @@ def test_a_fan_out_chooses_inline_or_distributed_by_its_item_count(machines):
         for step in spec.fan_out_steps:
             over = f"$.steps.{spec.step(step).over}"
             choice = states[f"{step}: inline or distributed?"]
-            above = next(c for c in choice["Choices"] if c["NumericGreaterThan"] == limits.INLINE_MAP_MAX_ITEMS)
+            above = next(c for c in choice["Choices"] if c.get("NumericGreaterThan") == limits.INLINE_MAP_MAX_ITEMS)
             assert above["Variable"] == f"{over}.count"
-            distributed, inline = states[above["Next"]], states[choice["Default"]]
+            # the inline Map is the Default, or (a container step, which skips an empty list) the rule above 0
+            some = [c["Next"] for c in choice["Choices"] if c.get("NumericGreaterThan") == 0]
+            distributed, inline = states[above["Next"]], states[some[0] if some else choice["Default"]]
             assert inline["ItemsPath"] == f"{over}.items"
             assert distributed["ItemReader"]["Resource"].endswith(":states:::s3:getObject")
             assert distributed["ItemReader"]["ReaderConfig"]["InputType"] == "JSON"
@@ -236,13 +246,14 @@ def test_a_fan_out_of_one_item_runs_its_task_alone_and_fails_as_a_map_would(mach
         states = machine["States"]
         for step in (s.name for s in spec.steps if s.kind == StepKind.FAN_OUT):
             over = f"$.steps.{spec.step(step).over}"
-            choice = states[states[f"{step}: count items"]["Next"]]
+            choice = states[f"{step}: inline or distributed?"]
+            assert choice["Choices"][0]["Variable"] == f"{over}.count"
             one = next(c for c in choice["Choices"] if c.get("NumericEquals") == 1)
             task = states[one["Next"]]
             assert one["Next"] == f"{step} (one item)" and task["Type"] == "Task"
             assert task["Parameters"]["item.$"] == f"States.ArrayGetItem({over}.items[*].index, 0)"
             assert task["Parameters"]["ref.$"] == f"States.ArrayGetItem({over}.items[*].ref, 0)"
-            assert task["Next"] == states[f"{step}: all items done"]["Next"]  # no verdict to take
+            assert task["Next"] == states[f"{step}: any item failed?"]["Default"]  # no verdict to take
             record = states[next(c for c in task["Catch"] if c["ErrorEquals"] == ["States.ALL"])["Next"]]
             assert record["Parameters"]["item.$"] == task["Parameters"]["item.$"]
             summary = states[states[record["Next"]]["Next"]]  # record → dead letter → the fan-out's summary

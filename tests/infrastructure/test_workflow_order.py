@@ -1,8 +1,9 @@
 """Each workflow's state machine visits its spec's steps in the spec's order, and the builder refuses a definition
 that skips, reorders or mis-kinds a step.
 
-The walk follows the success path of the synthesized ASL: from `StartAt` along `Next` (a Choice's `Default`), never
-into a Catch; a Task counts as the step its payload names, a Map as the step its item processor runs.
+The walk follows the success path of the synthesized ASL: from `StartAt` along `Next` (at a Choice: a fan-out's Map,
+a step it may skip, else its `Default`), never into a Catch; a Task counts as the step its payload names, a Map as
+the step its item processor runs.
 """
 
 from __future__ import annotations
@@ -45,9 +46,13 @@ def visited_steps(asl: dict[str, Any]) -> list[str]:
         # a Distributed Map's tally names its step too: one visit
         if step_name is not None and visited[-1:] != [step_name]:
             visited.append(step_name)
-        if state["Type"] == "Choice":  # a fan-out's "inline or distributed?" takes the first Map; others' Default
-            maps = [c["Next"] for c in state.get("Choices", []) if states[c["Next"]]["Type"] == "Map"]
-            name = maps[0] if maps else state.get("Default")
+        if state["Type"] == "Choice":
+            # a fan-out's count Choice takes the first Map; a Choice that may skip a step (a review not asked for)
+            # takes the step (a Task named as the step it runs); others their Default
+            nexts = [c["Next"] for c in state.get("Choices", [])]
+            maps = [n for n in nexts if states[n]["Type"] == "Map"]
+            runs = [n for n in nexts if states[n]["Type"] == "Task" and state_step(states[n]) == n and n not in seen]
+            name = (maps or runs or [state.get("Default")])[0]
         else:
             name = state.get("Next")
     return visited
