@@ -107,6 +107,29 @@ def test_a_duplicate_delivery_returns_the_checkpoint_without_running_or_writing(
     assert metered_requests(partition(table)) == metered_requests(before) + 1
 
 
+@pytest.mark.usefixtures("job")
+def test_a_concurrent_delivery_that_read_before_the_commit_neither_runs_nor_commits_again(
+    store: JobStore, checkpoints: CheckpointStore, services: Services, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Given a step that committed after another delivery of it read no checkpoint (a Task retried on its timeout
+    # while the first invocation still ran)
+    first = run_step(step_event("a"), services, work=FakeWork({"n": 1}), spec=SPEC)
+    job_now, _ = checkpoints.read(JOB_ID, "a", None)
+    reads = iter([(job_now, None)])
+    real_read = checkpoints.read
+    monkeypatch.setattr(checkpoints, "read", lambda *a: next(reads, None) or real_read(*a))
+
+    # When that delivery starts
+    again = FakeWork({"n": 2})
+    output = run_step(step_event("a"), services, work=again, spec=SPEC)
+
+    # Then its start meets the checkpoint: it returns it, runs nothing, and the step is committed once, still
+    assert output == first and again.calls == []
+    assert event_types(store).count("step_finished") == 1
+    record = checkpoints.get_step(JOB_ID, "a")
+    assert record is not None and record.status == "succeeded" and record.output == {"n": 1}
+
+
 def metered_requests(items: list[dict[str, Any]]) -> int:
     return int(next(i for i in items if i["sk"] == "JOB").get("metered_dynamodb_requests", 0))
 

@@ -123,11 +123,15 @@ def _run_step(
     this = spec.step(step)
     deferred = this.kind == StepKind.FAN_OUT and not this.calls_model and job.status == JobStatus.RUNNING
     started_at = iso(services.now())
-    job = _guarded(
-        lambda: _begin(services, spec, event, job, version, recorded, agent=agent, deferred=deferred),
-        step=step,
-        item=item,
-    )
+    try:
+        job = _guarded(
+            lambda: _begin(services, spec, event, job, version, recorded, agent=agent, deferred=deferred),
+            step=step,
+            item=item,
+        )
+    except _CommittedMeanwhile as done:
+        logger.info("committed by a concurrent delivery; step skipped", extra={"job_id": job_id, "step": step})
+        return done.output
     started = time.monotonic()
     try:
         faults.active().check(step, item)
@@ -215,11 +219,21 @@ def _begin(
             return services.jobs.write(
                 job, events, to=JobStatus.RUNNING if entering else None, fields=fields, items=[running]
             )
-        except Cancelled:  # the job changed meanwhile (another item, a cancel): read it again
+        except Cancelled:  # the job changed meanwhile (another item, a cancel, a concurrent delivery): read again
             backoff(tries)
-            found, _ = services.checkpoints.read(job_id, step, item)
+            found, record = services.checkpoints.read(job_id, step, item)
             job = _live_job(services, found, job_id, step, item)
+            if record is not None and record.succeeded and record.input_version == version:
+                raise _CommittedMeanwhile(dict(record.output or {})) from None
     raise TransientError(f"job {job_id} kept changing; {step} not started", step=step, item=item)
+
+
+class _CommittedMeanwhile(Exception):
+    """A concurrent delivery of the same step (or item) committed it between this one's read and its start."""
+
+    def __init__(self, output: dict[str, Any]) -> None:
+        super().__init__("committed meanwhile")
+        self.output = output
 
 
 def _commit(
@@ -314,7 +328,7 @@ def _guarded(action: Callable[[], T], *, step: str, item: int | None) -> T:
     """Run bookkeeping so that its failures reach the state machine as typed errors."""
     try:
         return action()
-    except (LonghaulError, CrashFault):
+    except (LonghaulError, CrashFault, _CommittedMeanwhile):
         raise
     except Exception as error:
         raise classify(error, step=step, item=item) from error

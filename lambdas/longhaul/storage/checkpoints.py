@@ -61,13 +61,15 @@ class CheckpointStore:
         )
 
     def running_write(self, job_id: str, step: str, item: int | None, fields: Mapping[str, Any]) -> dict[str, Any]:
-        """The transaction item that marks a step (or item) running and counts its attempt."""
+        """The transaction item that marks a step (or item) running and counts its attempt; never over a checkpoint
+        committed at the same input version (a concurrent delivery that committed first: this one has nothing to do,
+        and its `running` must not hide that checkpoint from its commit's condition or from a replay)."""
         fields = {**fields, "status": "running", "step": step, "updated_at": iso(self.clock.now())}
         if item is not None:
             fields["item"] = item
         update = update_expression(fields, add="attempts :one")
         update["ExpressionAttributeValues"][":one"] = 1
-        return {"Update": {"TableName": self.table.name, "Key": _step_key(job_id, step, item), **update}}
+        return _unless_committed(self.table.name, _step_key(job_id, step, item), update, fields["input_version"])
 
     def committed_write(self, job_id: str, step: str, item: int | None, fields: Mapping[str, Any]) -> dict[str, Any]:
         """The transaction item that writes a step's checkpoint (the job's condition, in the same transaction, keeps a
@@ -76,17 +78,8 @@ class CheckpointStore:
         if item is not None:
             fields["item"] = item
         update = update_expression(fields)
-        update["ExpressionAttributeNames"].update({"#committed": "status", "#version": "input_version"})
-        update["ExpressionAttributeValues"].update({":committed": "succeeded", ":version": fields.get("input_version")})
-        return {
-            "Update": {
-                "TableName": self.table.name,
-                "Key": _step_key(job_id, step, item),
-                # once per input version: a concurrent delivery that committed first leaves nothing to commit
-                "ConditionExpression": "NOT (#committed = :committed AND #version = :version)",
-                **update,
-            }
-        }
+        # once per input version: a concurrent delivery that committed first leaves nothing to commit
+        return _unless_committed(self.table.name, _step_key(job_id, step, item), update, fields.get("input_version"))
 
     def get_step(self, job_id: str, step: str, item: int | None = None) -> StepRecord | None:
         got = self.table.get_item(Key=_step_key(job_id, step, item), ConsistentRead=True)
@@ -161,3 +154,17 @@ class CheckpointStore:
 
     def charges(self, job_id: str) -> list[Charge]:
         return [Charge.model_validate(i) for i in query_prefix(self.table, schema.job_pk(job_id), schema.CHARGE_PREFIX)]
+
+
+def _unless_committed(table: str, key: dict[str, Any], update: dict[str, Any], version: Any) -> dict[str, Any]:
+    """A transaction item updating a step record unless it holds a checkpoint committed at input version `version`."""
+    update["ExpressionAttributeNames"].update({"#committed": "status", "#version": "input_version"})
+    update["ExpressionAttributeValues"].update({":committed": "succeeded", ":version": version})
+    return {
+        "Update": {
+            "TableName": table,
+            "Key": key,
+            "ConditionExpression": "NOT (#committed = :committed AND #version = :version)",
+            **update,
+        }
+    }
