@@ -60,7 +60,7 @@ def task_tokens(platform: LocalPlatform) -> list[str]:
     while "ExclusiveStartKey" in page:  # every page: a scan stops at 1 MB, and the table holds every test's items
         start = {"ExclusiveStartKey": page["ExclusiveStartKey"]} if page["ExclusiveStartKey"] else {}
         answer = table.scan(FilterExpression="sk = :token", ExpressionAttributeValues={":token": "TOKEN"}, **start)
-        tokens += [str(i["token"]) for i in answer["Items"]]
+        tokens += [str(i["token"]) for i in answer["Items"] if "token" in i]  # a finished review's is dropped
         page = {"ExclusiveStartKey": answer["LastEvaluatedKey"]} if "LastEvaluatedKey" in answer else {}
     return tokens
 
