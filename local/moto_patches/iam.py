@@ -160,7 +160,7 @@ def _authorize(self: Any, iam_request_cls: type, resource: str = "*") -> None:
     if resolver is None:
         _refuse(self, principal.arn, f"{service}:*", "*", f"the local platform cannot authorize {service} requests")
         return
-    action = f"{service}:{_action_name(self)}"
+    action = f"{IAM_PREFIXES.get(service, service)}:{_action_name(self)}"
     policies = [_document(policy) for policy in principal.collect_policies()]
     accesses = resolver(self, action, resource, region)
     for access in accesses:
@@ -555,6 +555,8 @@ def _unscoped(self: Any, action: str, _resource: str, _region: str) -> list[Acce
 
 
 Resolver = Callable[[Any, str, str, str], list[Access]]
+#: Services whose signing name (the credential scope's) is not their IAM actions' prefix.
+IAM_PREFIXES = {"monitoring": "cloudwatch"}
 #: The services whose requests are authorized on their resources (the ones the platform's principals call).
 RESOLVERS: dict[str, Resolver] = {
     "dynamodb": _dynamodb,

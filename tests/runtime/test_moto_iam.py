@@ -221,6 +221,26 @@ def test_a_batch_of_messages_is_authorized_as_its_single_message_action(
     assert iam.denials()[-1][1] == "sqs:ChangeMessageVisibility"
 
 
+def test_cloudwatch_is_authorized_on_its_iam_prefix_not_its_signing_name(
+    aws: boto3.session.Session, enforced: None
+) -> None:
+    allow = {"Effect": "Allow", "Action": "cloudwatch:ListMetrics", "Resource": "*"}
+    boto3.client("iam", region_name=REGION).put_role_policy(
+        RoleName="step", PolicyName="metrics", PolicyDocument=_policy(allow)
+    )
+    cloudwatch = aws.client("cloudwatch")
+
+    cloudwatch.list_metrics(Namespace="Longhaul")  # signed for "monitoring", granted as "cloudwatch:"
+
+    assert iam.denials() == []
+    assert _code(
+        lambda: cloudwatch.get_metric_statistics(
+            Namespace="Longhaul", MetricName="m", StartTime=0, EndTime=60, Period=60, Statistics=["Sum"]
+        )
+    ) in ("AccessDenied", "AccessDeniedException")
+    assert iam.denials()[-1][1] == "cloudwatch:GetMetricStatistics"
+
+
 def test_an_allow_whose_condition_the_request_does_not_meet_does_not_apply(
     aws: boto3.session.Session, enforced: None
 ) -> None:
