@@ -7,7 +7,9 @@ from typing import Any
 
 import requests
 
+from local.deploy import wait_until
 from local.platform import LocalPlatform
+from longhaul.storage.cache import LOOKUP_CACHE_SECONDS
 from tests.faults.helpers import assert_consistent, charges
 from tests.workflows.conftest import Client
 
@@ -89,7 +91,16 @@ def test_a_budget_above_the_ceiling_is_422_and_an_exhausted_allowance_refuses_be
     assert today["tokens"] > 0
     lowered = {**policy, "daily_tokens": today["tokens"]}
     requests.put(f"{platform.api_url}/v1/ops/tenants/beta/policy", json=lowered, headers=ops, timeout=30)
-    refused = beta.post("/v1/jobs", sample_request)
+
+    def submitted() -> requests.Response | None:
+        # the operators' function stored the change; the tenants' function reads it within its cache's time
+        answer = beta.post("/v1/jobs", sample_request)
+        if answer.status_code == 202:
+            beta.post(f"/v1/jobs/{answer.json()['job_id']}/cancel")
+            return None
+        return answer
+
+    refused = wait_until(submitted, timeout=LOOKUP_CACHE_SECONDS + 10, interval=2, what="the lowered allowance")
     assert refused.status_code == 429 and refused.json()["type"].endswith("/daily-allowance-exhausted")
     assert "daily allowance" in refused.json()["detail"]
     requests.put(f"{platform.api_url}/v1/ops/tenants/beta/policy", json={}, headers=ops, timeout=30)
