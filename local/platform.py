@@ -40,6 +40,7 @@ from local.frontdoor import FrontDoor
 from local.keys import DEFAULT_KEYS as DEFAULT_KEYS  # re-exported
 from local.keys import DEFAULT_WEBHOOK_SECRETS as DEFAULT_WEBHOOK_SECRETS  # re-exported
 from local.keys import KEYS_ENV, WEBHOOK_SECRETS_ENV, ApiKey, parse_keys, parse_webhook_secrets, seed_api_keys
+from longhaul.operations.admin import LOCAL_ADMIN_ACCESS_KEY
 
 LOG = logging.getLogger(__name__)  # not under "longhaul" (the handlers' Powertools logger: it does not propagate)
 REPO_ROOT = Path(__file__).resolve().parent.parent
@@ -163,7 +164,8 @@ class LocalPlatform:
         _reset_moto()  # a previous platform of this process may have left stacks behind
         moto_patches.apply()
         if enforce_iam if enforce_iam is not None else os.environ.get(IAM_ENFORCEMENT_ENV, "1") != "0":
-            moto_patches.enforce_iam([PLATFORM_ACCESS_KEY, moto_patches.INTERPRETER_ACCESS_KEY])
+            # the platform, the state machines' interpreter, and `longhaul admin --endpoint-url` (an administrator's)
+            moto_patches.enforce_iam([PLATFORM_ACCESS_KEY, LOCAL_ADMIN_ACCESS_KEY, moto_patches.INTERPRETER_ACCESS_KEY])
         overrides = {**passed_through(os.environ), **(env_overrides or {})}
         lambda_runtime.configure(code_root=root / "lambdas", environment_overrides=overrides)
         server = _start_moto(moto_port)

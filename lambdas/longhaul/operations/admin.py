@@ -36,6 +36,8 @@ WEBHOOK_SECRETS_OUTPUT = "WebhookSecretsPrefix"
 KEY_PREFIX = "lh_"
 LOCAL_REGION = "us-east-1"  # where the local platform deploys (local/deploy.py)
 LOOPBACK_HOSTS = frozenset({"127.0.0.1", "localhost", "::1"})
+# The key the commands sign with on a loopback endpoint: the local platform takes it for its account's administrator.
+LOCAL_ADMIN_ACCESS_KEY = "local"
 
 
 class AdminError(Exception):
@@ -158,7 +160,9 @@ def session_for(region: str | None, endpoint_url: str | None = None) -> AwsAcces
 
     if endpoint_url and urlsplit(endpoint_url).hostname in LOOPBACK_HOSTS:
         local = boto3.session.Session(
-            aws_access_key_id="local", aws_secret_access_key="local", region_name=region or LOCAL_REGION
+            aws_access_key_id=LOCAL_ADMIN_ACCESS_KEY,
+            aws_secret_access_key=LOCAL_ADMIN_ACCESS_KEY,
+            region_name=region or LOCAL_REGION,
         )
         return AwsAccess(local, endpoint_url)
     return AwsAccess(boto3.session.Session(region_name=region), endpoint_url)
