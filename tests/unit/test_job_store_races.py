@@ -1,17 +1,20 @@
 """Races on the job aggregate: a writer whose read went stale between its read and its conditional write loses the
-compare-and-set (or retries it when still allowed), and the event log stays gapless and duplicate-free."""
+compare-and-set (or retries it when still allowed), and the event log stays duplicate-free with no gap a reader
+can pass: a number reserved and not written yet holds the events after it back."""
 
 from __future__ import annotations
 
 import threading
 from collections.abc import Callable
+from datetime import timedelta
 from typing import Any
 
 import pytest
 
 from longhaul.core.contracts import JobStatus
 from longhaul.core.records import Job
-from longhaul.storage.jobs import JobStore, TransitionRejected
+from longhaul.storage.dynamo import Cancelled
+from longhaul.storage.jobs import GAP_GRACE_SECONDS, JobStore, TransitionRejected
 from tests.unit.conftest import FakeClock
 from tests.unit.test_job_store import events_of, new_job, read
 
@@ -103,18 +106,64 @@ class SerializedWrites:
 
 
 def test_an_append_racing_a_transition_keeps_both_events(store: JobStore, table: Any, clock: FakeClock) -> None:
-    # Given a running job; an append reads the job, then a rival's transition writes before the append does
+    # Given a running job; an append reserves its number, then a rival's transition writes before the append's event
     store.create_job(new_job())
     store.transition("job_1", S.RUNNING, event="job_started")
     rival = JobStore(table, clock=clock)
-    after_first_read(store, lambda job_id: rival.transition(job_id, S.CANCEL_REQUESTED, event="cancel_requested"))
+    real_reserve = store.reserve_events
+
+    def reserve_then_race(job_id: str, count: int, **kwargs: Any) -> int:
+        first = real_reserve(job_id, count, **kwargs)
+        rival.transition(job_id, S.CANCEL_REQUESTED, event="cancel_requested")
+        return first
+
+    store.reserve_events = reserve_then_race  # type: ignore[method-assign]
 
     # When the append completes
     store.append_event("job_1", "step_started", step="parse")
 
-    # Then both events exist with distinct, gapless sequence numbers
-    assert sorted(e["type"] for e in events_of(table, "job_1")[2:]) == ["cancel_requested", "step_started"]
-    assert [e["seq"] for e in events_of(table, "job_1")] == [1, 2, 3, 4]
+    # Then both events exist with distinct, gapless sequence numbers, in the order their numbers were taken
+    assert [(e["seq"], e["type"]) for e in events_of(table, "job_1")][2:] == [
+        (3, "step_started"),
+        (4, "cancel_requested"),
+    ]
+
+
+def test_readers_wait_for_a_reserved_number_and_skip_a_filled_one(store: JobStore, clock: FakeClock) -> None:
+    # Given a running job whose writer reserved event 3 and has not written it yet, while another wrote event 4
+    store.create_job(new_job())
+    store.transition("job_1", S.RUNNING, event="job_started")
+    pending = store.reserve_events("job_1", 1)
+    store.append_event("job_1", "step_finished", step="parse", item=1)
+
+    # Then readers see the events before the gap only (event 4 waits: a reader past it would never see event 3)
+    events, cursor = store.list_events("job_1")
+    assert [e.seq for e in events] == [1, 2] and cursor is None
+    # When the writer's transaction fails, it fills its number: readers skip it and go on
+    store._void("job_1", [pending])
+    assert [(e.seq, e.type) for e in store.list_events("job_1")[0]] == [
+        (1, "job_queued"),
+        (2, "job_started"),
+        (4, "step_finished"),
+    ]
+
+
+def test_a_number_never_written_is_passed_after_the_grace(store: JobStore, clock: FakeClock) -> None:
+    # Given a gap its writer never filled (it died between its reservation and its write)
+    store.create_job(new_job())
+    store.reserve_events("job_1", 1, only_if=None)
+    store.append_event("job_1", "note")
+    assert [e.seq for e in store.list_events("job_1")[0]] == [1]
+    # When the event after it is older than the grace, the gap is taken for lost
+    clock.advance(timedelta(seconds=GAP_GRACE_SECONDS + 1))
+    assert [e.seq for e in store.list_events("job_1")[0]] == [1, 3]
+
+
+def test_a_reservation_for_a_finished_job_is_refused(store: JobStore) -> None:
+    store.create_job(new_job())
+    store.transition("job_1", S.CANCELLED, event="job_cancelled")
+    with pytest.raises(Cancelled):
+        store.reserve_events("job_1", 2)
 
 
 def test_two_racing_transitions_from_threads_exactly_one_wins(store: JobStore, table: Any, clock: FakeClock) -> None:

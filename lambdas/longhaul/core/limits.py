@@ -39,11 +39,8 @@ MAP_BATCH_ITEMS = 50
 # (a page still to be read by OCR counts as INDEX_BATCH_OCR_PAGE_CHARS), whichever comes first; a larger document is
 # a batch of its own. Sized so a batch stays far inside its function's limits (`build_index`: 60 s, 1,769 MB): about
 # 250 small documents or 5 million characters read, chunked and indexed take seconds and a few hundred MB at most.
-# For now every job is one batch (as before batching): a job over several batches failed intermittently in its
-# workflow test, and until that is found the bounds are the job's own (a job of MAX_DOCUMENTS is one index, as it
-# was). The intended bounds are 250 documents and 5,000,000 characters.
-INDEX_BATCH_MAX_DOCUMENTS = MAX_DOCUMENTS
-INDEX_BATCH_MAX_CHARS = 10**15
+INDEX_BATCH_MAX_DOCUMENTS = 250
+INDEX_BATCH_MAX_CHARS = 5_000_000
 INDEX_BATCH_OCR_PAGE_CHARS = 4_000
 
 # Document and upload names: shown in citations, never used in storage keys.

@@ -4,7 +4,9 @@ Before: the job must be live; a valid checkpoint for this (step, item) means the
 Then: status → running, step record, `step_started` event, fault hook, the work, checkpoint, `step_finished`.
 Its bookkeeping is three DynamoDB requests on the happy path: one read (the job and the step's record), one
 transaction to start, one to commit (with its event, the job's progress and the invocation's usage; the last step's
-completes the job). A fan-out's item counts itself into a set on the job (an ADD: no read-modify-write).
+completes the job). A fan-out's item counts itself into a set on the job (an ADD: no read-modify-write) and
+reserves its events' numbers (one more request, `JobStore.reserve_events`) instead of conditioning on the job's event
+counter: its siblings move that counter all the time, and optimistic retries collapsed under a wide fan-out.
 A typed failure is recorded (`step_attempt_failed`) and re-raised: its class name is the ASL error name that
 the state machine's Retry and Catch match. Unknown exceptions become `InternalError` (never retried).
 """
@@ -209,6 +211,7 @@ def _begin(
         fields["progress"] = _progress(spec, step, done=False, turn=item if agent else None)
     else:
         fields.update(_fan_out_fields(spec, event))
+    sibling = item is not None and not agent  # a fan-out's item: its siblings write alike (see `_commit`)
     for tries in range(BOOKKEEPING_TRIES):
         events = [] if deferred else [NewEvent("step_started", step=step, item=item, attempt=event.attempt + 1)]
         entering = job.status != JobStatus.RUNNING
@@ -217,7 +220,12 @@ def _begin(
             events.insert(0, NewEvent(name, step=step, item=item))
         try:
             return services.jobs.write(
-                job, events, to=JobStatus.RUNNING if entering else None, fields=fields, items=[running]
+                job,
+                events,
+                to=JobStatus.RUNNING if entering else None,
+                fields=fields,
+                items=[running],
+                reserve=sibling and not entering,
             )
         except Cancelled:  # the job changed meanwhile (another item, a cancel, a concurrent delivery): read again
             backoff(tries)
@@ -254,9 +262,12 @@ def _commit(
     job_id, step, item = event.input.job_id, event.step, event.item
     last = item is None and step == spec.last_step
     committed = services.checkpoints.committed_write(job_id, step, item, checkpoint)
-    if (item is not None and not agent) or spec.step(step).calls_model:
-        # Others wrote to the job while this ran (sibling items commit; the model gateway records its calls): the
-        # job as it is now, or the commit would meet a moved event counter and read it then anyway.
+    # A fan-out's item sets nothing its siblings do not set alike and adds its number to the step's set: it reserves
+    # its events' numbers rather than conditioning on the job's event counter, which its siblings move all the time.
+    sibling = item is not None and not agent
+    if not sibling and spec.step(step).calls_model:
+        # The model gateway recorded its calls while this ran: the job as it is now, or the commit would meet a moved
+        # event counter and read it then anyway.
         job = services.jobs.get_job(job_id) or job
     for tries in range(BOOKKEEPING_TRIES):
         attempt = event.attempt + 1
@@ -277,7 +288,9 @@ def _commit(
         elif not agent:
             add[done_attribute(step)] = {item}
         try:
-            services.jobs.write(job, events, to=to, fields=fields, add=add, items=[committed], usage=slip.usage())
+            services.jobs.write(
+                job, events, to=to, fields=fields, add=add, items=[committed], usage=slip.usage(), reserve=sibling
+            )
             slip.settled = True
             return
         except Cancelled:

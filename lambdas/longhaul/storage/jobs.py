@@ -3,7 +3,10 @@ idempotency records: `storage/submissions.py`).
 
 Status changes are conditional writes on the current status and a version number, in one transaction with the
 event that records them, so an invalid or late transition is rejected and never half-written. Events that change
-no status take their sequence number from the same counter in the same kind of transaction: the log is gapless.
+no status may instead reserve their numbers first (an atomic ADD on the same counter: no read, no conflict with the
+many writers of a fan-out) and write them after: a number whose writer has not written it yet is a gap that readers
+wait for (`list_events` returns the events before it); a writer that fails between fills its numbers with `void`
+events, which readers skip; one that dies between leaves a gap that readers pass after `GAP_GRACE_SECONDS`.
 """
 
 from __future__ import annotations
@@ -19,13 +22,12 @@ from longhaul.core import schema
 from longhaul.core.auth import Principal, key_hash
 from longhaul.core.clock import Clock, SystemClock, iso
 from longhaul.core.contracts import TERMINAL_STATUSES, EventView, JobStatus
-from longhaul.core.errors import TransientError
 from longhaul.core.metering import Metered, request_counts
 from longhaul.core.observability import logger
 from longhaul.core.records import Job, OutboxRecord, SagaRecord
 from longhaul.storage.admission import release_writes
 from longhaul.storage.cache import TtlCache
-from longhaul.storage.dynamo import Cancelled, backoff, plain, transact, update_expression
+from longhaul.storage.dynamo import Cancelled, plain, transact, update_expression
 from longhaul.storage.listing import JobListing
 from longhaul.storage.outbox import outbox_writes
 from longhaul.storage.sagas import saga_writes
@@ -49,8 +51,11 @@ TRANSITIONS: dict[JobStatus, frozenset[JobStatus]] = {
 }
 ACTIVE = frozenset({S.RUNNING, S.RETRYING})
 EVENT_PAGE_MAX = 200
-APPEND_TRIES = 25
 TRANSITION_TRIES = 8
+# How long after a later event was written a missing sequence number is taken for lost (its writer died between its
+# reservation and its write) and passed by readers. Writers fill the numbers of a failed write themselves.
+GAP_GRACE_SECONDS = 30
+VOID_EVENT = "void"
 
 
 @dataclass(frozen=True)
@@ -173,6 +178,7 @@ class JobStore(JobSubmissions, JobListing):
         items: Sequence[dict[str, Any]] = (),
         only_if: Iterable[JobStatus] = ACTIVE,
         usage: Metered | None = None,
+        reserve: bool = False,
     ) -> Job:
         """One transaction over the job as `current` read it: its events (numbered after `current.event_seq`), a
         status change to `to` if given (compare-and-set on status and version, with what the change brings: its
@@ -181,8 +187,14 @@ class JobStore(JobSubmissions, JobListing):
         anything wrote to the job since `current` was read, the transaction is cancelled (`Cancelled`); read again.
         Without events or `to`, only the status is the condition. `usage`: what the caller's invocation used so far,
         added to the job's counters with this transaction's own request (its last: it is metered here, not after).
+        `reserve` (without `to`): the events' numbers are reserved first (`reserve_events`) and the transaction's
+        condition is the status alone: for writers that set only what siblings set alike or add to (a fan-out's items),
+        which would otherwise meet each other's counter moves. A cancelled transaction fills its numbers (`void`).
         """
         seq0 = current.event_seq
+        reserved = reserve and bool(events) and to is None
+        if reserved:
+            seq0 = self.reserve_events(current.job_id, len(events), only_if=only_if) - 1
         now = iso(self.clock.now())
         writes: dict[str, Any] = {"updated_at": now, schema.GSI2_SK: now}
         extra: list[dict[str, Any]] = []
@@ -191,7 +203,7 @@ class JobStore(JobSubmissions, JobListing):
         values: dict[str, Any] = {":seq0": seq0, ":seq": seq0 + len(events)}
         names: dict[str, str] = {"#status": "status"}
         extra_set = ["event_seq = :seq"]
-        if not events and to is None:  # no event: the counter is neither read nor moved (no conflict with writers)
+        if (not events and to is None) or reserved:  # the counter is neither read nor moved here
             condition, values, extra_set = "attribute_exists(pk)", {}, []
         merged_extra: dict[str, Any] = {}
         if to is not None:
@@ -264,25 +276,34 @@ class JobStore(JobSubmissions, JobListing):
             }
             for n, e in enumerate(events, start=1)
         ]
-        transact(
-            self.client,
-            [
-                {
-                    "Update": {
-                        "TableName": self.table.name,
-                        "Key": schema.job_key(current.job_id),
-                        "UpdateExpression": update["UpdateExpression"],
-                        "ConditionExpression": condition,
-                        "ExpressionAttributeNames": {**update["ExpressionAttributeNames"], **names, **add_names},
-                        "ExpressionAttributeValues": {**update["ExpressionAttributeValues"], **values, **add_values},
-                    }
-                },
-                *event_items,
-                *extra,
-                *items,
-            ],
-        )
-        merged = {**current.model_dump(mode="json"), **writes, "event_seq": seq0 + len(events)}
+        try:
+            transact(
+                self.client,
+                [
+                    {
+                        "Update": {
+                            "TableName": self.table.name,
+                            "Key": schema.job_key(current.job_id),
+                            "UpdateExpression": update["UpdateExpression"],
+                            "ConditionExpression": condition,
+                            "ExpressionAttributeNames": {**update["ExpressionAttributeNames"], **names, **add_names},
+                            "ExpressionAttributeValues": {
+                                **update["ExpressionAttributeValues"],
+                                **values,
+                                **add_values,
+                            },
+                        }
+                    },
+                    *event_items,
+                    *extra,
+                    *items,
+                ],
+            )
+        except Cancelled:
+            if reserved:
+                self._void(current.job_id, range(seq0 + 1, seq0 + 1 + len(events)))
+            raise
+        merged = {**current.model_dump(mode="json"), **writes, "event_seq": max(current.event_seq, seq0 + len(events))}
         merged |= {"version": current.version + 1} if to is not None else {}
         merged |= merged_extra
         for hook in after:
@@ -353,39 +374,52 @@ class JobStore(JobSubmissions, JobListing):
         attempt: int | None = None,
         detail: Mapping[str, Any] | None = None,
     ) -> int:
-        """Append an event that changes no status: the job's counter and the event are written together, so a
-        reader never sees seq N+1 before N."""
-        for tries in range(APPEND_TRIES):
-            current = self.get_job(job_id)
-            if current is None:
-                raise TransitionRejected(f"job {job_id} does not exist")
-            seq = current.event_seq + 1
-            try:
-                transact(
-                    self.client,
-                    [
-                        {
-                            "Update": {
-                                "TableName": self.table.name,
-                                "Key": schema.job_key(job_id),
-                                "UpdateExpression": "SET event_seq = :seq",
-                                "ConditionExpression": "event_seq = :previous",
-                                "ExpressionAttributeValues": {":seq": seq, ":previous": seq - 1},
-                            }
-                        },
-                        {
-                            "Put": {
-                                "TableName": self.table.name,
-                                "Item": self._event_item(job_id, seq, event, None, step, item, attempt, detail),
-                                "ConditionExpression": "attribute_not_exists(pk)",
-                            }
-                        },
-                    ],
-                )
-                return seq
-            except Cancelled:
-                backoff(tries)  # another writer took that seq: read again
-        raise TransientError(f"the event log of job {job_id} stayed contended; retry")
+        """Append an event that changes no status, whatever the job's status: its number reserved, then the event
+        written (two requests, no read, no conflict with other writers; see the module's docstring)."""
+        try:
+            seq = self.reserve_events(job_id, 1, only_if=None)
+        except Cancelled:
+            raise TransitionRejected(f"job {job_id} does not exist") from None
+        self.table.put_item(
+            Item=self._event_item(job_id, seq, event, None, step, item, attempt, detail),
+            ConditionExpression="attribute_not_exists(pk)",
+        )
+        return seq
+
+    def reserve_events(self, job_id: str, count: int, *, only_if: Iterable[JobStatus] | None = ACTIVE) -> int:
+        """The first of `count` event numbers taken from the job's counter (an atomic ADD); `Cancelled` when the job
+        does not exist or (with `only_if`) is in none of those statuses. The caller writes those events next."""
+        names: dict[str, str] = {}
+        values: dict[str, Any] = {":n": count}
+        condition = "attribute_exists(pk)"
+        if only_if is not None:
+            allowed = {f":s{i}": s.value for i, s in enumerate(only_if)}
+            condition = f"#status IN ({', '.join(allowed)})"
+            names, values = {"#status": "status"}, {**values, **allowed}
+        try:
+            got = self.table.update_item(
+                Key=schema.job_key(job_id),
+                UpdateExpression="ADD event_seq :n",
+                ConditionExpression=condition,
+                ReturnValues="UPDATED_NEW",
+                **({"ExpressionAttributeNames": names} if names else {}),
+                ExpressionAttributeValues=values,
+            )
+        except ClientError as error:
+            if error.response["Error"]["Code"] == "ConditionalCheckFailedException":
+                raise Cancelled(["ConditionalCheckFailed"]) from None
+            raise
+        return int(got["Attributes"]["event_seq"]) - count + 1
+
+    def _void(self, job_id: str, seqs: Iterable[int]) -> None:
+        """Fill reserved numbers whose events will not be written (best effort: what is left is passed after the
+        grace)."""
+        try:
+            with self.table.batch_writer() as batch:
+                for seq in seqs:
+                    batch.put_item(Item=self._event_item(job_id, seq, VOID_EVENT))
+        except Exception:
+            logger.exception("reserved event numbers not filled", extra={"job_id": job_id})
 
     def list_events(self, job_id: str, *, after: int = 0, limit: int = 100) -> tuple[list[EventView], int | None]:
         """Events with seq > after, oldest first; returns (events, next cursor or None)."""
@@ -400,9 +434,20 @@ class JobStore(JobSubmissions, JobListing):
             Limit=limit,
             ConsistentRead=True,
         )
-        events = [EventView.model_validate(plain(i)) for i in response.get("Items", [])]
-        more = "LastEvaluatedKey" in response and len(events) == limit
-        return events, (events[-1].seq if more and events else None)
+        events: list[EventView] = []
+        expected, last = after + 1, after
+        grace = iso(self.clock.now() - timedelta(seconds=GAP_GRACE_SECONDS))
+        items = [plain(i) for i in response.get("Items", [])]
+        for item in items:
+            # a gap is a number reserved by a writer still writing: the events after it wait (a gap older than the
+            # grace was lost: passed)
+            if item["seq"] != expected and str(item.get("written_at", "")) > grace:
+                return events, None
+            expected, last = item["seq"] + 1, item["seq"]
+            if item["type"] != VOID_EVENT:
+                events.append(EventView.model_validate(item))
+        more = "LastEvaluatedKey" in response and len(items) == limit
+        return events, (last if more and items else None)
 
     def _event_item(
         self,
@@ -422,6 +467,7 @@ class JobStore(JobSubmissions, JobListing):
             "seq": seq,
             "type": event,
             "at": at or iso(self.clock.now()),
+            "written_at": iso(self.clock.now()),  # when it was written (`at` may be earlier: a deferred start)
         }
         optional = {"status": status.value if status else None, "step": step, "item": item, "attempt": attempt}
         record.update({k: v for k, v in optional.items() if v is not None})
