@@ -404,7 +404,8 @@ def _collect_metrics() -> Any:
             "MetricName": name,
             "Value": value,
             "Unit": unit,
-            "Timestamp": datetime.now(UTC),
+            # naive UTC, as moto keeps a request's timestamps: an aware one fails its comparison with a query's window
+            "Timestamp": datetime.now(UTC).replace(tzinfo=None),
             "Dimensions": [{"Name": k, "Value": v} for k, v in dimensions.items()],
         }
         cloudwatch_backends[ACCOUNT][REGION].put_metric_data(NAMESPACE, [datum])
