@@ -380,10 +380,14 @@ class JobStore(JobSubmissions, JobListing):
             seq = self.reserve_events(job_id, 1, only_if=None)
         except Cancelled:
             raise TransitionRejected(f"job {job_id} does not exist") from None
-        self.table.put_item(
-            Item=self._event_item(job_id, seq, event, None, step, item, attempt, detail),
-            ConditionExpression="attribute_not_exists(pk)",
-        )
+        try:
+            self.table.put_item(
+                Item=self._event_item(job_id, seq, event, None, step, item, attempt, detail),
+                ConditionExpression="attribute_not_exists(pk)",
+            )
+        except Exception:
+            self._void(job_id, [seq])  # readers then go on at once, not after the grace
+            raise
         return seq
 
     def reserve_events(self, job_id: str, count: int, *, only_if: Iterable[JobStatus] | None = ACTIVE) -> int:
