@@ -6,7 +6,7 @@ CloudWatch (`observability.add_metric_sink`), so this adapter reads the same num
 
 from __future__ import annotations
 
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any
 
 from longhaul.core.contracts import MetricSeries
@@ -19,6 +19,9 @@ class CloudWatchMetrics:
 
     def series(self, start: datetime, end: datetime) -> list[MetricSeries]:
         found: list[MetricSeries] = []
+        # CloudWatch's windows are whole seconds (moto drops the fraction): a point put in `end`'s own second is in
+        # the window only if the query ends at the next one.
+        end = end.replace(microsecond=0) + timedelta(seconds=1)
         for metric in self._metrics():
             dimensions = {d["Name"]: d["Value"] for d in metric.get("Dimensions", [])}
             period = max(60, int((end - start).total_seconds()) // 60 * 60)
