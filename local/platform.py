@@ -26,6 +26,7 @@ import json
 import logging
 import os
 import socket
+import threading
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -355,10 +356,9 @@ class LocalPlatform:
 
     def client(self, service: str, *, resource: bool = False, read_timeout: int = 60) -> Any:
         """A boto3 client (or resource) bound to the embedded moto."""
-        import boto3
         from botocore.config import Config
 
-        session = boto3.session.Session(region_name=REGION)
+        session = _SESSION
         # The front door's client is shared by every concurrent request: a pool as large as the clients it serves.
         config = Config(read_timeout=read_timeout, retries={"max_attempts": 1}, max_pool_connections=64)
         factory = session.resource if resource else session.client
@@ -493,3 +493,29 @@ def _set_process_environment(endpoint: str) -> dict[str, str | None]:
         POWERTOOLS_METRICS_DISABLED="true",
     )
     return saved
+
+
+class _SharedSession:
+    """One boto3 session for every `LocalPlatform.client` (its loader parses each service model once; a session per
+    client parsed it again each time). Creating clients from a session is not thread-safe: it is done under a lock."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._session: Any = None
+
+    def _make(self, kind: str, *args: Any, **kwargs: Any) -> Any:
+        import boto3
+
+        with self._lock:
+            if self._session is None:
+                self._session = boto3.session.Session(region_name=REGION)
+            return getattr(self._session, kind)(*args, **kwargs)
+
+    def client(self, *args: Any, **kwargs: Any) -> Any:
+        return self._make("client", *args, **kwargs)
+
+    def resource(self, *args: Any, **kwargs: Any) -> Any:
+        return self._make("resource", *args, **kwargs)
+
+
+_SESSION = _SharedSession()

@@ -28,6 +28,7 @@ from pathlib import Path
 
 import requests
 
+from local.deploy import wait_until
 from tests.contract.hooks import RECONCILIATION_ENV, UPLOADS_ENV
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -125,15 +126,14 @@ def completed_reconciliation(api_url: str, key: str, *, timeout: float = 300) ->
         return None
     accepted.raise_for_status()
     job_id = str(accepted.json()["job_id"])
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
+
+    def completed() -> str | None:
         status = requests.get(f"{api_url}/v1/jobs/{job_id}", headers=headers, timeout=30).json()["status"]
-        if status == "completed":
-            return job_id
         if status in ("failed", "cancelled", "expired"):
             raise RuntimeError(f"the reconciliation a dispute names ended {status}")
-        time.sleep(0.5)
-    raise TimeoutError(f"reconciliation {job_id} did not complete within {timeout:.0f} s")
+        return job_id if status == "completed" else None
+
+    return wait_until(completed, timeout=timeout, interval=0.5, what=f"reconciliation {job_id} to complete")
 
 
 def run(

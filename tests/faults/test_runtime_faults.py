@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import time
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -99,12 +98,12 @@ def test_fan_out_items_timing_out_together_fail_the_job_with_a_timeout_naming_th
     recorder times out. The job still fails once, `timeout`, naming the four items (it ended `internal`: an
     iteration failing with `States.Timeout` broke the Map)."""
     inject("parse_documents=hang")
-    recorder_timeout = (60 + 15) * platform.time_scale  # the recorder's Task timeout on this clock
+    recorder_timeout = 60 + 15  # the recorder's Task timeout, in the platform's (scaled) seconds
 
     def slow_item_recorders(invocation: lambda_runtime.Invocation, call_next: Callable[[], Any]) -> Any:
         event = invocation.event
         if invocation.handler == RECORDER and isinstance(event, dict) and event.get("item") is not None:
-            time.sleep(recorder_timeout * 1.5)
+            lambda_runtime.scaled_wait(recorder_timeout * 1.5)
         return call_next()
 
     documents = [{"name": f"d{n}.txt", "text": f"Clause {n}: the liability cap is {n} pounds."} for n in range(4)]

@@ -8,11 +8,13 @@ from __future__ import annotations
 
 import threading
 import time
+from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import Any
 
 import requests
 
+from local import lambda_runtime
 from local.platform import LocalPlatform
 from tests.workflows.conftest import Client
 from tests.workflows.test_review_and_webhooks import status_of
@@ -51,9 +53,18 @@ def test_a_long_poll_answers_within_a_second_of_a_new_event_and_after_its_wait_w
         )
         answered.update(at=datetime.now(UTC), page=response.json(), status=response.status_code)
 
-    poller = threading.Thread(target=long_poll)
-    poller.start()
-    time.sleep(1)  # the long-poll is waiting by now
+    polling = threading.Event()
+
+    def note_the_long_poll(invocation: lambda_runtime.Invocation, call_next: Callable[[], Any]) -> Any:
+        query = invocation.event.get("queryStringParameters") if isinstance(invocation.event, dict) else None
+        if (query or {}).get("wait") == "20":
+            polling.set()
+        return call_next()
+
+    with lambda_runtime.middleware(note_the_long_poll):
+        poller = threading.Thread(target=long_poll)
+        poller.start()
+        assert polling.wait(timeout=30), "the long-poll never reached the API function"
     decided = reviewer.post(f"/v1/reviews/{review_id}/decision", {"decision": "approve"})
     poller.join(timeout=30)
     finished = alpha.wait(job_id)
