@@ -131,13 +131,15 @@ def main() -> int:
         print(f"Could not start: {exc} (set LONGHAUL_PORT / LONGHAUL_MOTO_PORT to free ports)", file=sys.stderr)
         return 1
     stop = threading.Event()
+    # Ctrl-C and SIGTERM stop it, also when it was started with SIGINT ignored (a shell's background job, nohup).
     signal.signal(signal.SIGTERM, lambda *_: stop.set())
+    signal.signal(signal.SIGINT, lambda *_: stop.set())
     print(banner(platform), flush=True)
     if fault_spec:
         print(f"Fault injection is ON: {fault_spec}\n", flush=True)
     try:
         stop.wait()
-    except KeyboardInterrupt:
+    except KeyboardInterrupt:  # a second Ctrl-C while the handler runs
         pass
     finally:
         print("\nStopping...", flush=True)

@@ -427,8 +427,11 @@ def invoke(
 
 #: A Task's scaled timeout never fires before this many real seconds (or its unscaled length, if shorter): the
 #: invocation it guards runs at real speed, so at a small scale (0.005: a 45 s timeout is 0.2 s) a loaded machine
-#: would time out work that is not hung. A `hang` is held at least a second longer, so the Task still times out first.
-TASK_TIMEOUT_FLOOR_SECONDS = 2.0
+#: would time out work that is not hung. A function's first invocation builds its clients under its role's credentials
+#: first: on a busy 2-core machine that took over 2 s twice running (a dead webhook's recorder, both attempts timed
+#: out, so its dead letter was never sent). A `hang` is held at least a second longer, so the Task still times out
+#: first.
+TASK_TIMEOUT_FLOOR_SECONDS = 4.0
 
 #: A `hang` outlives the function's own timeout by this much (local seconds): the house policy sets a Task's
 #: `TimeoutSeconds` to the function's timeout + 15 s, so the interpreter times the Task out first.
