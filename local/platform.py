@@ -31,6 +31,7 @@ import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
+from functools import cache
 from pathlib import Path
 from types import TracebackType
 from typing import Any, ClassVar
@@ -358,11 +359,11 @@ class LocalPlatform:
         """A boto3 client (or resource) bound to the embedded moto."""
         from botocore.config import Config
 
-        session = _SESSION
         # The front door's client is shared by every concurrent request: a pool as large as the clients it serves.
         config = Config(read_timeout=read_timeout, retries={"max_attempts": 1}, max_pool_connections=64)
-        factory = session.resource if resource else session.client
-        return factory(service, endpoint_url=self.moto_endpoint, config=config)
+        with _SESSION_LOCK:
+            factory = _session().resource if resource else _session().client
+            return factory(service, endpoint_url=self.moto_endpoint, config=config)
 
     def execution_history(self, machine: str, name: str) -> list[dict[str, Any]]:
         """Every event of the execution `name` of the state machine whose logical id or path contains `machine`
@@ -495,27 +496,12 @@ def _set_process_environment(endpoint: str) -> dict[str, str | None]:
     return saved
 
 
-class _SharedSession:
-    """One boto3 session for every `LocalPlatform.client` (its loader parses each service model once; a session per
-    client parsed it again each time). Creating clients from a session is not thread-safe: it is done under a lock."""
-
-    def __init__(self) -> None:
-        self._lock = threading.Lock()
-        self._session: Any = None
-
-    def _make(self, kind: str, *args: Any, **kwargs: Any) -> Any:
-        import boto3
-
-        with self._lock:
-            if self._session is None:
-                self._session = boto3.session.Session(region_name=REGION)
-            return getattr(self._session, kind)(*args, **kwargs)
-
-    def client(self, *args: Any, **kwargs: Any) -> Any:
-        return self._make("client", *args, **kwargs)
-
-    def resource(self, *args: Any, **kwargs: Any) -> Any:
-        return self._make("resource", *args, **kwargs)
+_SESSION_LOCK = threading.Lock()  # creating clients from one session is not thread-safe
 
 
-_SESSION = _SharedSession()
+@cache
+def _session() -> Any:
+    """One boto3 session for every `LocalPlatform.client`: its loader parses each service model once."""
+    import boto3
+
+    return boto3.session.Session(region_name=REGION)
