@@ -623,17 +623,24 @@ async function jobPage(main, [jobId], { signal, who }) {
             soon();
             continue;
           }
-          if (TERMINAL.has(state.job.status)) {
+          // An empty page: the wait ended, or the job has finished (a finished job's long-poll answers at once, and
+          // what this page knows of its status may be older than the events it has read). Ask for the job again.
+          await refresh();
+          if (!TERMINAL.has(state.job.status)) continue;
+          // It finished after the events were read: its last ones come once more, without waiting.
+          const rest = await api(`${base}/events${qs({ cursor: state.cursor, limit: 200 })}`, { signal });
+          if (rest.events.length) {
+            addEvents(rest.events);
+            continue;
+          }
+          // Its execution may still run its last states (a callback, the end state): draw them once it ends.
+          for (let tries = 0; tries < 30 && state.graph?.execution_status === 'RUNNING' && !signal.aborted; tries += 1) {
+            await sleep(1000, signal);
             await refresh();
-            // Its execution may still run its last states (a callback, the end state): draw them once it ends.
-            for (let tries = 0; tries < 30 && state.graph?.execution_status === 'RUNNING' && !signal.aborted; tries += 1) {
-              await sleep(1000, signal);
-              await refresh();
-            }
-            if (TERMINAL.has(state.job.status)) {
-              live.textContent = `The job is ${state.job.status}.`;
-              return;
-            }
+          }
+          if (TERMINAL.has(state.job.status)) {
+            live.textContent = `The job is ${state.job.status}.`;
+            return;
           }
         } catch (error) {
           if (signal.aborted || error.name === 'AbortError') return;

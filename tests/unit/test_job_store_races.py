@@ -10,11 +10,12 @@ from datetime import timedelta
 from typing import Any
 
 import pytest
+from botocore.exceptions import EndpointConnectionError
 
 from longhaul.core.contracts import JobStatus
 from longhaul.core.records import Job
 from longhaul.storage.dynamo import Cancelled
-from longhaul.storage.jobs import GAP_GRACE_SECONDS, JobStore, TransitionRejected
+from longhaul.storage.jobs import GAP_GRACE_SECONDS, JobStore, NewEvent, TransitionRejected
 from tests.unit.conftest import FakeClock
 from tests.unit.test_job_store import events_of, new_job, read
 
@@ -145,6 +146,46 @@ def test_readers_wait_for_a_reserved_number_and_skip_a_filled_one(store: JobStor
         (1, "job_queued"),
         (2, "job_started"),
         (4, "step_finished"),
+    ]
+
+
+class LostAnswer:
+    """A DynamoDB client whose transaction is applied (or not) and then answered with an error, as when the answer
+    is lost on the way: the writer cannot tell whether its events were written."""
+
+    def __init__(self, client: Any, *, applied: bool) -> None:
+        self._client, self._applied = client, applied
+
+    def transact_write_items(self, **kwargs: Any) -> Any:
+        if self._applied:
+            self._client.transact_write_items(**kwargs)
+        raise EndpointConnectionError(endpoint_url="https://dynamodb.example")
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._client, name)
+
+
+@pytest.mark.parametrize("applied", [False, True], ids=["not-written", "written"])
+def test_a_reserved_write_that_errors_leaves_no_gap_and_keeps_what_it_wrote(store: JobStore, applied: bool) -> None:
+    # Given a running job whose fan-out writer reserves two numbers and gets an error instead of an answer
+    store.create_job(new_job())
+    store.transition("job_1", S.RUNNING, event="job_started")
+    writer = JobStore(store.table, clock=store.clock)
+    writer.client = LostAnswer(store.client, applied=applied)
+    current = read(store, "job_1")
+    with pytest.raises(EndpointConnectionError):
+        writer.write(current, [NewEvent("item_done", item=0), NewEvent("item_done", item=1)], reserve=True)
+
+    # When the job goes on
+    store.append_event("job_1", "step_finished", step="fan")
+
+    # Then readers go on at once (no grace): the numbers hold the events if they were written, are skipped if not
+    written = [(3, "item_done"), (4, "item_done")] if applied else []
+    assert [(e.seq, e.type) for e in store.list_events("job_1")[0]] == [
+        (1, "job_queued"),
+        (2, "job_started"),
+        *written,
+        (5, "step_finished"),
     ]
 
 

@@ -189,7 +189,7 @@ class JobStore(JobSubmissions, JobListing):
         added to the job's counters with this transaction's own request (its last: it is metered here, not after).
         `reserve` (without `to`): the events' numbers are reserved first (`reserve_events`) and the transaction's
         condition is the status alone: for writers that set only what siblings set alike or add to (a fan-out's items),
-        which would otherwise meet each other's counter moves. A cancelled transaction fills its numbers (`void`).
+        which would otherwise meet each other's counter moves. A failed one fills its numbers left empty (`void`).
         """
         seq0 = current.event_seq
         reserved = reserve and bool(events) and to is None
@@ -299,7 +299,7 @@ class JobStore(JobSubmissions, JobListing):
                     *items,
                 ],
             )
-        except Cancelled:
+        except Exception:  # cancelled, or an error that may hide a commit: a number already written stays as it is
             if reserved:
                 self._void(current.job_id, range(seq0 + 1, seq0 + 1 + len(events)))
             raise
@@ -417,10 +417,17 @@ class JobStore(JobSubmissions, JobListing):
 
     def _void(self, job_id: str, seqs: Iterable[int]) -> None:
         """Fill reserved numbers whose events will not be written (best effort: what is left is passed after the
-        grace)."""
+        grace). Only empty numbers are filled: after an error that did not say whether the events were written, the
+        ones that were stay (and a transaction that commits after its numbers were filled is cancelled by them)."""
         try:
             for seq in seqs:  # one PutItem each (a writer's grant; a failure leaves one or two numbers)
-                self.table.put_item(Item=self._event_item(job_id, seq, VOID_EVENT))
+                try:
+                    self.table.put_item(
+                        Item=self._event_item(job_id, seq, VOID_EVENT), ConditionExpression="attribute_not_exists(pk)"
+                    )
+                except ClientError as error:
+                    if error.response["Error"]["Code"] != "ConditionalCheckFailedException":
+                        raise
         except Exception:
             logger.exception("reserved event numbers not filled", extra={"job_id": job_id})
 
