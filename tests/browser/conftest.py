@@ -155,6 +155,17 @@ class Api:
         body: dict[str, Any] = response.json()
         return body
 
+    def post(self, path: str, body: dict[str, Any]) -> dict[str, Any]:
+        response = requests.post(
+            self.base + path,
+            data=json.dumps(body),
+            headers={"Authorization": f"Bearer {self.key}", "Content-Type": "application/json"},
+            timeout=30,
+        )
+        response.raise_for_status()
+        answer: dict[str, Any] = response.json()
+        return answer
+
     def submit(self, **changes: Any) -> str:
         body = {**json.loads((SAMPLES / "request.json").read_text()), **changes}
         response = requests.post(
@@ -182,6 +193,11 @@ def alpha(platform: LocalPlatform) -> Api:
 @pytest.fixture
 def beta(platform: LocalPlatform) -> Api:
     return Api(platform, "beta")
+
+
+@pytest.fixture
+def alpha_reviewer(platform: LocalPlatform) -> Api:
+    return Api(platform, "alpha-reviewer")
 
 
 @pytest.fixture

@@ -96,6 +96,34 @@ def test_the_job_page_draws_the_workflow_the_job_passed_through_and_its_result(
     tabs.shoot(page, "job-page")
 
 
+def test_a_job_that_finishes_while_its_page_loads_is_shown_finished(
+    tabs: Tabs, alpha: Api, alpha_reviewer: Api, keys: dict[str, str]
+) -> None:
+    """The page reads the job, then its events: a job that finishes between the two is read as unfinished, with its
+    last event already on the page. The page must not go on asking for events after that one (a finished job's
+    long-poll answers at once): it reads the job again and shows it finished."""
+    job_id = alpha.submit(**REVIEW)
+    waiting = alpha.wait(job_id, lambda j: j["status"] == "waiting_for_review", "to wait for review")
+    held: list[Any] = []
+    page = tabs.open(f"/console/jobs/{job_id}")
+    # the page's first read of the events waits here until the job has finished
+    page.route(lambda url: "/events?" in url and "wait=" not in url and not held, lambda route: held.append(route))
+    page.get_by_label("API key").fill(keys["alpha"])
+    page.get_by_role("button", name="Sign in").click()
+    expect(page.locator(".job-head .badge")).to_have_text("waiting for review")
+    for _ in range(300):
+        if held:
+            break
+        page.wait_for_timeout(100)
+    assert held, "the page did not read the job's events"
+    alpha_reviewer.post(f"/v1/reviews/{waiting['review']['review_id']}/decision", {"decision": "approve"})
+    alpha.wait(job_id, lambda j: j["status"] == "completed", "to complete")
+    held[0].continue_()
+    expect(page.locator(".job-head .badge")).to_have_text("completed")
+    expect(page.locator('.timeline li[data-type="job_completed"]')).to_have_count(1)
+    expect(page.locator("#live-state")).to_have_text("The job is completed.")
+
+
 def test_an_operator_replays_a_dead_lettered_job_after_seeing_the_plan(
     tabs: Tabs, alpha: Api, keys: dict[str, str]
 ) -> None:
