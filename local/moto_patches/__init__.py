@@ -28,6 +28,8 @@ from local.moto_patches.dynamodb import (
     backup_only_touched_items,
     parse_update_expressions_every_time,
     parse_update_expressions_once,
+    query_one_partition,
+    query_whole_table,
     serialize_dynamodb_operations,
     unserialize_dynamodb_operations,
 )
@@ -93,6 +95,7 @@ __all__ = [
     "enforce_iam",
     "evaluation_components",
     "is_applied",
+    "query_whole_table",
     "quiet_interpreter_logs",
     "relax_iam",
     "revert",
@@ -125,6 +128,7 @@ def apply() -> None:
     share_interpreter_clients()
     check_retention_directly()
     parse_update_expressions_once()
+    query_one_partition()
     run_state_calls_as_the_machine_role()
     update_in_dependency_order()
     reference_lambda_versions()
@@ -145,6 +149,7 @@ def revert() -> None:
     skip_email_identities()
     refuse_iteration_error_names()
     parse_update_expressions_every_time()
+    query_whole_table()
     check_retention_through_attributes()
     create_interpreter_clients_every_time()
     parse_json_paths_every_time()

@@ -1,0 +1,107 @@
+"""The local DynamoDB's query reads its own partition (`moto_patches.dynamodb.query_one_partition`): every query
+answers what moto's own answers, page by page, in the same order."""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Iterator
+from typing import Any
+
+import boto3
+import pytest
+from moto import mock_aws
+from moto.core import DEFAULT_ACCOUNT_ID
+from moto.dynamodb.models import dynamodb_backends
+
+from local.moto_patches import dynamodb as dynamodb_patches
+
+
+@pytest.fixture
+def table() -> Iterator[Any]:
+    with mock_aws():
+        resource = boto3.resource("dynamodb", region_name="us-east-1")
+        created = resource.create_table(
+            TableName="t",
+            KeySchema=[{"AttributeName": "pk", "KeyType": "HASH"}, {"AttributeName": "sk", "KeyType": "RANGE"}],
+            AttributeDefinitions=[
+                {"AttributeName": "pk", "AttributeType": "S"},
+                {"AttributeName": "sk", "AttributeType": "S"},
+                {"AttributeName": "g", "AttributeType": "S"},
+            ],
+            GlobalSecondaryIndexes=[
+                {
+                    "IndexName": "by-g",
+                    "KeySchema": [
+                        {"AttributeName": "g", "KeyType": "HASH"},
+                        {"AttributeName": "sk", "KeyType": "RANGE"},
+                    ],
+                    "Projection": {"ProjectionType": "ALL"},
+                }
+            ],
+            BillingMode="PAY_PER_REQUEST",
+        )
+        rng = random.Random(7)
+        with created.batch_writer() as batch:
+            for n in range(600):
+                pk = f"JOB#{n % 3}"
+                kind = rng.choice(["EVENT", "STEP", "CHARGE"])
+                batch.put_item(
+                    Item={"pk": pk, "sk": f"{kind}#{n:05d}", "g": f"G{n % 2}", "body": "x" * rng.randint(0, 5000)}
+                )
+        yield created
+
+
+QUERIES: list[dict[str, Any]] = [
+    {"KeyConditionExpression": "pk = :p", "ExpressionAttributeValues": {":p": "JOB#1"}},
+    {"KeyConditionExpression": "pk = :p", "ExpressionAttributeValues": {":p": "JOB#9"}},  # no such partition
+    {
+        "KeyConditionExpression": "pk = :p AND begins_with(sk, :s)",
+        "ExpressionAttributeValues": {":p": "JOB#2", ":s": "STEP#"},
+        "Limit": 17,
+    },
+    {
+        "KeyConditionExpression": "pk = :p AND sk BETWEEN :a AND :b",
+        "ExpressionAttributeValues": {":p": "JOB#0", ":a": "EVENT#00100", ":b": "EVENT#00400"},
+        "ScanIndexForward": False,
+        "Limit": 9,
+    },
+    {
+        "KeyConditionExpression": "pk = :p AND sk > :a",
+        "ExpressionAttributeValues": {":p": "JOB#1", ":a": "CHARGE#00300"},
+        "FilterExpression": "attribute_exists(body)",
+        "ProjectionExpression": "pk, sk",
+    },
+    {"IndexName": "by-g", "KeyConditionExpression": "g = :g", "ExpressionAttributeValues": {":g": "G1"}, "Limit": 50},
+]
+
+
+def pages(table: Any, query: dict[str, Any]) -> list[tuple[list[tuple[str, str]], Any]]:
+    found, kwargs = [], dict(query)
+    while True:
+        response = table.query(**kwargs)
+        found.append(([(i["pk"], i["sk"]) for i in response["Items"]], response.get("LastEvaluatedKey")))
+        if "LastEvaluatedKey" not in response:
+            return found
+        kwargs["ExclusiveStartKey"] = response["LastEvaluatedKey"]
+
+
+@pytest.mark.parametrize("query", QUERIES, ids=range(len(QUERIES)))
+def test_a_query_answers_as_moto_does_page_by_page(table: Any, query: dict[str, Any]) -> None:
+    dynamodb_patches.query_whole_table()
+    upstream = pages(table, query)
+    dynamodb_patches.query_one_partition()
+    try:
+        assert pages(table, query) == upstream
+    finally:
+        dynamodb_patches.query_whole_table()
+    assert len(upstream) > 1 or "Limit" not in query  # the queries with a limit take several pages
+
+
+def test_a_query_does_not_create_the_partition_it_reads(table: Any) -> None:
+    dynamodb_patches.query_one_partition()
+    try:
+        assert table.query(KeyConditionExpression="pk = :p", ExpressionAttributeValues={":p": "JOB#7"})["Items"] == []
+        moto_table = dynamodb_backends[DEFAULT_ACCOUNT_ID]["us-east-1"].get_table("t")
+        assert sorted(str(k.value) for k in moto_table.items) == ["JOB#0", "JOB#1", "JOB#2"]
+    finally:
+        dynamodb_patches.query_whole_table()
