@@ -305,10 +305,11 @@ def query_one_partition() -> None:
     Upstream's `Table.query` starts from `all_items()`: every item of the table, sorted, on every query, and then
     keeps the query's partition (or its index's key) and sorts again. Its page-size check also sizes every item of
     the partition, also those its key condition leaves out. A job's partition grows with its documents (events,
-    checkpoints) and the table with every job: a step's query cost grew with the whole table, and a 1,000-document
-    job's queries became most of its time. Here the query starts from its own partition's items that meet its key
-    condition (a query of an index: every item, unsorted). What it answers and in which order are upstream's; a page
-    ends at 1 MB of the items the key condition matched, as on AWS (upstream also counted the others).
+    checkpoints) and the table with every job: a step's query cost grew with the whole table, under the lock every
+    DynamoDB operation takes (`serialize_dynamodb_operations`). Here the query starts from its own partition's items
+    that meet its key condition (a query of an index: every item, unsorted). What it answers and in which order are
+    upstream's; a page ends at 1 MB of the items the key condition matched, as on AWS (upstream also counted the
+    others).
     """
     _replace(_table_class(), "query", _query)
 
