@@ -105,3 +105,33 @@ def test_a_query_does_not_create_the_partition_it_reads(table: Any) -> None:
         assert sorted(str(k.value) for k in moto_table.items) == ["JOB#0", "JOB#1", "JOB#2"]
     finally:
         dynamodb_patches.query_whole_table()
+
+
+def test_an_update_reads_the_old_item_under_the_lock_that_serializes_its_write(
+    table: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`UpdateItem`'s handler copies the item before the update (for `ReturnValues`): under the lock, or another
+    thread's write can change it meanwhile (a 500: "dictionary changed size during iteration")."""
+    import copy
+    import types
+
+    from moto.dynamodb import responses
+
+    held: list[bool] = []
+
+    def deepcopy(value: Any, *args: Any, **kwargs: Any) -> Any:
+        held.append(dynamodb_patches.DYNAMODB_LOCK._is_owned())  # type: ignore[attr-defined]
+        return copy.deepcopy(value, *args, **kwargs)
+
+    monkeypatch.setattr(responses, "copy", types.SimpleNamespace(deepcopy=deepcopy))
+    dynamodb_patches.serialize_dynamodb_operations()
+    try:
+        table.update_item(
+            Key={"pk": "JOB#0", "sk": "EVENT#00000"},
+            UpdateExpression="ADD n :one",
+            ExpressionAttributeValues={":one": 1},
+            ReturnValues="ALL_OLD",
+        )
+    finally:
+        dynamodb_patches.unserialize_dynamodb_operations()
+    assert held and all(held)
