@@ -118,12 +118,10 @@ DYNAMODB_LOCK = threading.RLock()
 ATOMIC_DYNAMODB_OPERATIONS = ("put_item", "get_item", "update_item", "delete_item", "query", "scan")
 
 
-def _atomic(name: str) -> Callable[..., Any]:
+def _atomic(owner: type, name: str) -> Callable[..., Any]:
     def operation(self: Any, *args: Any, **kwargs: Any) -> Any:
-        from moto.dynamodb.models import DynamoDBBackend
-
         with DYNAMODB_LOCK:
-            return _original(DynamoDBBackend, name)(self, *args, **kwargs)
+            return _original(owner, name)(self, *args, **kwargs)
 
     operation.__name__ = name
     return operation
@@ -148,15 +146,8 @@ def serialize_dynamodb_operations() -> None:
     from moto.dynamodb.responses import DynamoHandler
 
     for name in ATOMIC_DYNAMODB_OPERATIONS:
-        _replace(DynamoDBBackend, name, _atomic(name))
-    _replace(DynamoHandler, "update_item", _atomic_update_item_request)
-
-
-def _atomic_update_item_request(self: Any) -> Any:
-    from moto.dynamodb.responses import DynamoHandler
-
-    with DYNAMODB_LOCK:
-        return _original(DynamoHandler, "update_item")(self)
+        _replace(DynamoDBBackend, name, _atomic(DynamoDBBackend, name))
+    _replace(DynamoHandler, "update_item", _atomic(DynamoHandler, "update_item"))
 
 
 def unserialize_dynamodb_operations() -> None:

@@ -1,5 +1,6 @@
 """The local DynamoDB's query reads its own partition (`moto_patches.dynamodb.query_one_partition`): every query
-answers what moto's own answers, page by page, in the same order."""
+answers what moto's own answers, page by page, in the same order. Its UpdateItem reads the old item under the lock
+that serializes the update (`serialize_dynamodb_operations`)."""
 
 from __future__ import annotations
 
