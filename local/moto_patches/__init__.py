@@ -24,6 +24,7 @@ from local.moto_patches.core import (
     enable_execution,
 )
 from local.moto_patches.dynamodb import (
+    ITEM_OPERATIONS,
     back_up_whole_tables,
     backup_only_touched_items,
     parse_update_expressions_every_time,
@@ -31,7 +32,9 @@ from local.moto_patches.dynamodb import (
     query_one_partition,
     query_whole_table,
     serialize_dynamodb_operations,
+    serialize_item_answers_by_shape,
     unserialize_dynamodb_operations,
+    write_item_answers_directly,
 )
 from local.moto_patches.ecs import (
     record_container_tasks_only,
@@ -50,9 +53,19 @@ from local.moto_patches.interpreter import (
     unscale_interpreter_waits,
     unstop_executions,
 )
-from local.moto_patches.server import resolve_backends_every_time, resolve_backends_once
+from local.moto_patches.server import (
+    look_up_backends_under_lock,
+    look_up_backends_without_lock,
+    resolve_backends_every_time,
+    resolve_backends_once,
+)
 from local.moto_patches.ses import create_email_identities, skip_email_identities
-from local.moto_patches.sqs import check_retention_directly, check_retention_through_attributes
+from local.moto_patches.sqs import (
+    check_retention_directly,
+    check_retention_through_attributes,
+    read_the_clock_directly,
+    read_the_clock_through_datetimes,
+)
 from local.moto_patches.stepfunctions import (
     INTERPRETER_ACCESS_KEY,
     create_interpreter_clients_every_time,
@@ -83,6 +96,7 @@ from local.moto_patches.stepfunctions import (
 __all__ = [
     "ABORTED_ITERATION",
     "INTERPRETER_ACCESS_KEY",
+    "ITEM_OPERATIONS",
     "RUNTIME_CONFIG",
     "_original",
     "_wait_hooks",
@@ -124,11 +138,14 @@ def apply() -> None:
     run_container_tasks_locally()
     parse_definitions_once()
     resolve_backends_once()
+    look_up_backends_without_lock()
     parse_json_paths_once()
     share_interpreter_clients()
     check_retention_directly()
+    read_the_clock_directly()
     parse_update_expressions_once()
     query_one_partition()
+    write_item_answers_directly()
     run_state_calls_as_the_machine_role()
     update_in_dependency_order()
     reference_lambda_versions()
@@ -150,10 +167,13 @@ def revert() -> None:
     refuse_iteration_error_names()
     parse_update_expressions_every_time()
     query_whole_table()
+    serialize_item_answers_by_shape()
     check_retention_through_attributes()
+    read_the_clock_through_datetimes()
     create_interpreter_clients_every_time()
     parse_json_paths_every_time()
     resolve_backends_every_time()
+    look_up_backends_under_lock()
     parse_definitions_every_time()
     record_container_tasks_only()
     share_token_across_attempts()

@@ -34,6 +34,7 @@ SCPs, session policies, `iam:PassRole` (a call that passes a role is authorized 
 from __future__ import annotations
 
 import fnmatch
+import functools
 import json
 import re
 import threading
@@ -313,8 +314,14 @@ def _matches_any(patterns: Any, value: str, *, ignore_case: bool) -> bool:
 
 
 def _glob(pattern: str, value: str, *, ignore_case: bool) -> bool:
+    return _compiled_glob(pattern, ignore_case).fullmatch(value) is not None
+
+
+@functools.lru_cache(maxsize=4096)
+def _compiled_glob(pattern: str, ignore_case: bool) -> re.Pattern[str]:
+    """A policy's wildcard (`*`, `?`) as a regular expression, built once per pattern (every call is authorized)."""
     regex = "".join(".*" if c == "*" else "." if c == "?" else re.escape(c) for c in pattern)
-    return re.fullmatch(regex, value, flags=re.IGNORECASE if ignore_case else 0) is not None
+    return re.compile(regex, flags=re.IGNORECASE if ignore_case else 0)
 
 
 def _as_list(value: Any) -> list[str]:

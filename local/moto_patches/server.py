@@ -44,3 +44,35 @@ def resolve_backends_once() -> None:
 def resolve_backends_every_time() -> None:
     _restore(_dispatcher_class(), "get_backend_for_host")
     _BACKEND_FOR_HOST.clear()
+
+
+# --- backends: an account's backends looked up without moto's global lock once they exist ---------------------
+
+
+def _backend_dict_class() -> type:
+    from moto.core.base_backend import BackendDict
+
+    return BackendDict
+
+
+def _account_backends(self: Any, account_id: str) -> Any:
+    """`BackendDict.__getitem__`: an account's backends read directly once they exist, created under the lock."""
+    try:
+        return dict.__getitem__(self, account_id)
+    except KeyError:
+        return _original(_backend_dict_class(), "__getitem__")(self, account_id)
+
+
+def look_up_backends_without_lock() -> None:
+    """Read an account's existing backends of a service without taking moto's global backend lock.
+
+    Upstream's `BackendDict.__getitem__` takes one process-wide lock on every access to any backend (every request
+    of every service passes it, often several times), lists the dict's keys and scans the list of all backend dicts
+    inside it, to create an account's backends the first time. In a burst of submissions it was where most waiting
+    threads stood. Reading a key that exists is a plain dict read; a missing one is still created under the lock.
+    """
+    _replace(_backend_dict_class(), "__getitem__", _account_backends)
+
+
+def look_up_backends_under_lock() -> None:
+    _restore(_backend_dict_class(), "__getitem__")

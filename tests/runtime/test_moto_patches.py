@@ -872,3 +872,187 @@ def test_an_iteration_that_times_out_fails_the_map_with_its_timeout_with_the_pat
 
     assert finished["status"] == "SUCCEEDED"  # the Catch of States.Timeout around the Map matched
     assert json.loads(finished["output"])["failure"]["Error"] == "States.Timeout"
+
+
+# --- SQS: visibility and delay read a cheap clock -------------------------------------------------------------
+
+
+def test_sqs_reads_now_through_datetimes_without_the_patch(unpatched: None) -> None:
+    import moto.core.utils
+    import moto.sqs.models
+
+    assert moto.sqs.models.unix_time_millis is moto.core.utils.unix_time_millis
+
+
+def test_visibility_timeouts_and_delays_still_hold_with_the_patch(patched: None) -> None:
+    import time
+
+    import moto.core.utils
+    import moto.sqs.models
+
+    assert moto.sqs.models.unix_time_millis is not moto.core.utils.unix_time_millis
+    assert abs(moto.sqs.models.unix_time_millis() - moto.core.utils.unix_time_millis()) < 50  # the same epoch ms
+    sqs, url = _queue_of(1)
+    sqs.send_message(QueueUrl=url, MessageBody="later", DelaySeconds=1)
+    first = sqs.receive_message(QueueUrl=url, MaxNumberOfMessages=10, VisibilityTimeout=1)["Messages"]
+    assert [m["Body"] for m in first] == ["0"]  # the delayed one is not delivered yet
+    attributes = sqs.get_queue_attributes(QueueUrl=url, AttributeNames=["All"])["Attributes"]
+    assert (attributes["ApproximateNumberOfMessagesNotVisible"], attributes["ApproximateNumberOfMessagesDelayed"]) == (
+        "1",
+        "1",
+    )
+    time.sleep(1.2)
+    again = sqs.receive_message(QueueUrl=url, MaxNumberOfMessages=10)["Messages"]
+    assert sorted(m["Body"] for m in again) == ["0", "later"]
+
+
+# --- backends: looked up without moto's global lock once they exist --------------------------------------------
+
+
+def _lookup_while_the_backend_lock_is_held(account: str) -> bool:
+    """Whether reading `account`'s DynamoDB backends finishes within a second while another thread holds the lock."""
+    import threading
+
+    from moto.core.base_backend import backend_lock
+    from moto.dynamodb.models import dynamodb_backends
+
+    held, release, done = threading.Event(), threading.Event(), threading.Event()
+
+    def hold() -> None:
+        with backend_lock:
+            held.set()
+            release.wait(5)
+
+    holder = threading.Thread(target=hold)
+    holder.start()
+    held.wait(5)
+    reader = threading.Thread(target=lambda: (dynamodb_backends[account][REGION], done.set()))
+    reader.start()
+    finished = done.wait(1)
+    release.set()
+    holder.join()
+    reader.join()
+    return finished
+
+
+def test_every_backend_lookup_takes_the_global_lock_without_the_patch(unpatched: None) -> None:
+    boto3.client("dynamodb", region_name=REGION).list_tables()  # the account's backends exist
+    assert not _lookup_while_the_backend_lock_is_held("123456789012")
+
+
+def test_an_existing_backend_is_read_without_the_lock_and_a_new_one_still_made_with_the_patch(patched: None) -> None:
+    from moto.dynamodb.models import dynamodb_backends
+
+    boto3.client("dynamodb", region_name=REGION).list_tables()
+    assert _lookup_while_the_backend_lock_is_held("123456789012")
+    assert "210987654321" not in dynamodb_backends
+    assert dynamodb_backends["210987654321"][REGION].account_id == "210987654321"  # created (under the lock)
+
+
+# --- DynamoDB: an item operation's answer written as JSON directly ----------------------------------------------
+
+
+def test_every_item_answer_is_walked_by_its_shape_without_the_patch(unpatched: None) -> None:
+    from moto.dynamodb.responses import DynamoResult
+
+    assert DynamoResult.execute_result is moto_patches._original(DynamoResult, "execute_result")
+
+
+def test_item_answers_written_directly_equal_upstreams_with_the_patch(
+    patched: None, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from moto.dynamodb.responses import DynamoResult
+
+    fast = DynamoResult.execute_result
+    assert fast is not moto_patches._original(DynamoResult, "execute_result")
+    from moto.core.serialize import ResponseSerializer
+
+    compared: list[str] = []
+    walked: list[str] = []
+    serialize = ResponseSerializer.serialize
+    monkeypatch.setattr(ResponseSerializer, "serialize", lambda self, r: walked.append("walk") or serialize(self, r))
+
+    def both(self: Any, context: Any) -> Any:
+        walks = len(walked)
+        status, headers, body = fast(self, context)
+        if context.operation_model.name in moto_patches.ITEM_OPERATIONS:
+            assert len(walked) == walks, f"{context.operation_model.name} was walked by its shape"
+        up_status, up_headers, up_body = moto_patches._original(DynamoResult, "execute_result")(self, context)
+        assert (status, headers["Content-Type"], json.loads(body)) == (
+            up_status,
+            up_headers["Content-Type"],
+            json.loads(up_body),
+        ), context.operation_model.name
+        compared.append(context.operation_model.name)
+        return status, headers, body
+
+    monkeypatch.setattr(DynamoResult, "execute_result", both)
+    dynamodb = boto3.client("dynamodb", region_name=REGION)
+    dynamodb.create_table(
+        TableName="items",
+        KeySchema=[{"AttributeName": "pk", "KeyType": "HASH"}, {"AttributeName": "sk", "KeyType": "RANGE"}],
+        AttributeDefinitions=[
+            {"AttributeName": "pk", "AttributeType": "S"},
+            {"AttributeName": "sk", "AttributeType": "S"},
+        ],
+        BillingMode="PAY_PER_REQUEST",
+    )
+    key = {"pk": {"S": "a"}, "sk": {"S": "1"}}
+    item = {
+        **key,
+        "n": {"N": "1.50"},
+        "b": {"B": b"\x00\xffbin"},
+        "l": {"L": [{"S": "x"}, {"N": "2"}, {"NULL": True}, {"B": b"\x01"}]},
+        "m": {"M": {"flag": {"BOOL": False}, "empty": {"S": ""}, "deep": {"M": {"ns": {"NS": ["1", "2"]}}}}},
+        "ss": {"SS": ["a", "b"]},
+        "bs": {"BS": [b"a", b"\x02"]},
+    }
+    dynamodb.put_item(TableName="items", Item=item)
+    dynamodb.put_item(TableName="items", Item=item, ReturnValues="ALL_OLD", ReturnConsumedCapacity="TOTAL")
+    assert dynamodb.get_item(TableName="items", Key=key, ConsistentRead=True)["Item"]["b"] == {"B": b"\x00\xffbin"}
+    dynamodb.get_item(TableName="items", Key={**key, "pk": {"S": "absent"}})
+    dynamodb.get_item(TableName="items", Key=key, ProjectionExpression="m.deep, l[3]")
+    dynamodb.batch_get_item(
+        RequestItems={"items": {"Keys": [key, {**key, "pk": {"S": "absent"}}]}}, ReturnConsumedCapacity="TOTAL"
+    )
+    for n in range(3):
+        dynamodb.put_item(TableName="items", Item={"pk": {"S": "a"}, "sk": {"S": f"2{n}"}})
+    page = dynamodb.query(
+        TableName="items", KeyConditionExpression="pk = :p", ExpressionAttributeValues={":p": {"S": "a"}}, Limit=2
+    )
+    dynamodb.query(
+        TableName="items",
+        KeyConditionExpression="pk = :p",
+        ExpressionAttributeValues={":p": {"S": "a"}},
+        ExclusiveStartKey=page["LastEvaluatedKey"],
+        Select="COUNT",
+    )
+    dynamodb.scan(TableName="items", FilterExpression="attribute_exists(b)")
+    dynamodb.update_item(
+        TableName="items",
+        Key=key,
+        UpdateExpression="ADD c :one SET b2 = :b",
+        ExpressionAttributeValues={":one": {"N": "1"}, ":b": {"B": b"\x03"}},
+        ReturnValues="ALL_NEW",
+    )
+    dynamodb.transact_get_items(TransactItems=[{"Get": {"TableName": "items", "Key": key}}])
+    dynamodb.delete_item(TableName="items", Key=key, ReturnValues="ALL_OLD")
+    with pytest.raises(ClientError) as failed:
+        dynamodb.update_item(
+            TableName="items",
+            Key=key,
+            UpdateExpression="SET x = :x",
+            ConditionExpression="attribute_exists(pk)",
+            ExpressionAttributeValues={":x": {"S": "x"}},
+        )
+    assert failed.value.response["Error"]["Code"] == "ConditionalCheckFailedException"
+    assert set(compared) >= {
+        "PutItem",
+        "GetItem",
+        "BatchGetItem",
+        "Query",
+        "Scan",
+        "UpdateItem",
+        "TransactGetItems",
+        "DeleteItem",
+    }

@@ -1,6 +1,6 @@
 """The local DynamoDB's query reads its own partition (`moto_patches.dynamodb.query_one_partition`): every query
-answers what moto's own answers, page by page, in the same order. Its UpdateItem reads the old item under the lock
-that serializes the update (`serialize_dynamodb_operations`)."""
+answers what moto's own answers, page by page, in the same order. A request is handled, its answer written, under the
+lock that serializes every operation (`serialize_dynamodb_operations`)."""
 
 from __future__ import annotations
 
@@ -136,3 +136,30 @@ def test_an_update_reads_the_old_item_under_the_lock_that_serializes_its_write(
     finally:
         dynamodb_patches.unserialize_dynamodb_operations()
     assert held and all(held)
+
+
+def test_a_read_writes_its_answer_under_the_lock_that_serializes_writes(
+    table: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A read's items are the table's own objects, turned into the answer after the backend returns them: under the
+    lock, or another thread's write to one of them meanwhile fails the read (a 500: "dictionary changed size during
+    iteration", a BatchGetItem beside an UpdateItem of the same item)."""
+    from moto.dynamodb import responses
+
+    held: list[bool] = []
+    convert = responses.dynamo_to_dict
+
+    def dynamo_to_dict(value: Any) -> Any:
+        held.append(dynamodb_patches.DYNAMODB_LOCK._is_owned())  # type: ignore[attr-defined]
+        return convert(value)
+
+    monkeypatch.setattr(responses, "dynamo_to_dict", dynamo_to_dict)
+    key = {"pk": "JOB#0", "sk": "EVENT#00000"}
+    dynamodb_patches.serialize_dynamodb_operations()
+    try:
+        table.meta.client.batch_get_item(RequestItems={"t": {"Keys": [key]}})
+        table.get_item(Key=key)
+        table.query(KeyConditionExpression="pk = :p", ExpressionAttributeValues={":p": "JOB#0"})
+    finally:
+        dynamodb_patches.unserialize_dynamodb_operations()
+    assert len(held) >= 3 and all(held)
