@@ -468,11 +468,18 @@ def _start_moto(port: int) -> Any:
     check_port_free(port, "in-memory AWS")
     server = ThreadedMotoServer(ip_address=HOST, port=port, verbose=False)
     server.start()
+    host, bound = server.get_host_and_port()
+    assert server._server is not None  # started
+    for name in {host, "localhost"}:  # the interpreter's clients call "localhost"
+        moto_patches.serve_in_process(f"{name}:{bound}", server._server.app)
     return server
 
 
 def _stop_moto(server: Any) -> None:
     """`ThreadedMotoServer.stop` shuts the server down but leaves its socket listening: close it too."""
+    host, bound = server.get_host_and_port()
+    for name in {host, "localhost"}:
+        moto_patches.stop_serving_in_process(f"{name}:{bound}")
     server.stop()
     listening = getattr(server, "_server", None)
     if listening is not None:

@@ -92,6 +92,7 @@ from local.moto_patches.stepfunctions import (
     unname_executions,
     unroute_state_machines,
 )
+from local.moto_patches.transport import send_in_process, send_over_http, serve_in_process, stop_serving_in_process
 
 __all__ = [
     "ABORTED_ITERATION",
@@ -116,7 +117,9 @@ __all__ = [
     "route_state_machines_to_interpreter",
     "run_container_tasks_locally",
     "scale_interpreter_waits",
+    "serve_in_process",
     "skip_email_identities",
+    "stop_serving_in_process",
     "unserialize_dynamodb_operations",
 ]
 
@@ -139,6 +142,7 @@ def apply() -> None:
     parse_definitions_once()
     resolve_backends_once()
     look_up_backends_without_lock()
+    send_in_process()
     parse_json_paths_once()
     share_interpreter_clients()
     check_retention_directly()
@@ -174,6 +178,7 @@ def revert() -> None:
     parse_json_paths_every_time()
     resolve_backends_every_time()
     look_up_backends_under_lock()
+    send_over_http()
     parse_definitions_every_time()
     record_container_tasks_only()
     share_token_across_attempts()

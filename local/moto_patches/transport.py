@@ -1,0 +1,113 @@
+"""The process's own AWS calls reach the in-memory AWS without a socket: a botocore request to a moto server of this
+process is handed to that server's WSGI application on the calling thread.
+
+Every AWS call of the local platform (a handler's, the Step Functions interpreter's, the front door's) was an HTTP
+request over loopback to the moto server of the same process: a connection (botocore's pool reuses it, but the
+server answered each on a thread of its own), the request written and parsed again, the response written and read
+back, a thread switch each way. In a 50-client burst of submissions that was most of the platform's time; none of it
+is what AWS does for the caller. In process, the request goes through the same application (the same dispatch by
+host and signature, the same IAM enforcement, the same patches) with the same headers and body; only the socket is
+gone. Clients of other processes (the CLI, a test's HTTP client, `aws --endpoint-url`) still use the server's port.
+"""
+
+from __future__ import annotations
+
+import threading
+from typing import Any
+from urllib.parse import urlsplit
+
+from local.moto_patches.core import _original, _replace, _restore
+
+_APPLICATIONS: dict[str, Any] = {}  # "host:port" -> the WSGI application a server of this process serves there
+_APPLICATIONS_LOCK = threading.Lock()
+
+
+def serve_in_process(netloc: str, application: Any) -> None:
+    """Route this process's botocore requests to `http://<netloc>` to `application` directly."""
+    with _APPLICATIONS_LOCK:
+        _APPLICATIONS[netloc] = application
+
+
+def stop_serving_in_process(netloc: str) -> None:
+    with _APPLICATIONS_LOCK:
+        _APPLICATIONS.pop(netloc, None)
+
+
+def _endpoint_class() -> Any:
+    from botocore.endpoint import Endpoint
+
+    return Endpoint
+
+
+def _body_bytes(body: Any) -> bytes:
+    if body is None:
+        return b""
+    if isinstance(body, bytes | bytearray):
+        return bytes(body)
+    if isinstance(body, str):
+        return body.encode("utf-8")
+    read = getattr(body, "read", None)
+    if read is None:
+        return bytes(body)
+    data = read()
+    return data.encode("utf-8") if isinstance(data, str) else bytes(data)
+
+
+def _environ(request: Any, url: Any) -> dict[str, Any]:
+    from moto.core.request import (
+        PRESERVED_HEADER_NAMES_ENVIRON_KEY,
+        environ_key_for_header,
+        should_preserve_original_header_name,
+    )
+    from werkzeug.test import EnvironBuilder
+
+    body = _body_bytes(request.body)
+    headers = [(str(k), v.decode("latin-1") if isinstance(v, bytes) else str(v)) for k, v in request.headers.items()]
+    headers = [(k, v) for k, v in headers if k.lower() not in ("expect", "content-length", "transfer-encoding")]
+    builder = EnvironBuilder(
+        method=request.method,
+        base_url=f"{url.scheme}://{url.netloc}",
+        path=url.path or "/",
+        query_string=url.query,
+        headers=headers,
+        data=body,
+    )
+    try:
+        environ = builder.get_environ()
+    finally:
+        builder.close()
+    environ["REMOTE_ADDR"] = "127.0.0.1"
+    # As moto's request handler does: S3 metadata names may hold underscores; keep their spelling.
+    names = {environ_key_for_header(name): name for name, _ in headers if should_preserve_original_header_name(name)}
+    environ[PRESERVED_HEADER_NAMES_ENVIRON_KEY] = names
+    return environ
+
+
+def _send(self: Any, request: Any) -> Any:
+    """`botocore.endpoint.Endpoint._send`: in process when a server of this process serves the request's host."""
+    url = urlsplit(request.url)
+    application = _APPLICATIONS.get(url.netloc)
+    if application is None:
+        return _original(_endpoint_class(), "_send")(self, request)
+    from botocore.awsrequest import AWSResponse
+    from moto.core.botocore_stubber import MockRawResponse
+    from werkzeug.test import run_wsgi_app
+
+    app_iter, status, response_headers = run_wsgi_app(application, _environ(request, url), buffered=True)
+    try:
+        body = b"".join(app_iter)
+    finally:
+        close = getattr(app_iter, "close", None)
+        if close is not None:
+            close()
+    return AWSResponse(request.url, int(status.split(" ", 1)[0]), dict(response_headers), MockRawResponse(body))
+
+
+def send_in_process() -> None:
+    """Answer requests to the servers `serve_in_process` registered in process, on the calling thread."""
+    _replace(_endpoint_class(), "_send", _send)
+
+
+def send_over_http() -> None:
+    """Send every request over its socket again (the servers stay registered, for `send_in_process`)."""
+    _restore(_endpoint_class(), "_send")
