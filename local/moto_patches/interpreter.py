@@ -49,10 +49,13 @@ def _scaled_wait(seconds: float | None, **kwargs: Any) -> bool:
 
 class _InterpreterEvent:
     """`threading.Event` for `ExecutionState._evaluate_with_timeout`: its `wait(timeout)` is scaled (never below
-    `TASK_TIMEOUT_FLOOR_SECONDS` of real time) and stop-aware."""
+    `TASK_TIMEOUT_FLOOR_SECONDS` of real time) and stop-aware, woken (`lambda_runtime.wake_waits`) when the scale
+    changes or an execution stops."""
 
     def __init__(self) -> None:
-        self._event = threading.Event()
+        from local.lambda_runtime import Waker
+
+        self._event = Waker()  # woken when the scale changes or an execution stops, not polled
         self._stop = _current_stop()
 
     def set(self) -> None:
@@ -148,9 +151,11 @@ def _program_eval(self: Any, env: Any) -> None:
     from moto.stepfunctions.parser.asl.component.eval_component import EvalComponent
     from moto.stepfunctions.parser.utils import TMP_THREADS
 
+    from local.lambda_runtime import Waker, wake_waits
+
     timeout = self.timeout_seconds.timeout_seconds if self.timeout_seconds else None
     env.next_state_name = self.start_at.start_at_name
-    done = threading.Event()
+    done = Waker()
 
     def evaluate() -> None:
         try:
@@ -163,6 +168,7 @@ def _program_eval(self: Any, env: Any) -> None:
     worker_thread.start()
     if not _scaled_wait(timeout, event=done):
         env.set_timed_out()
+        wake_waits()  # its states' waits notice the stop now
 
 
 def _wait_hooks() -> list[tuple[object, str, object]]:
@@ -218,6 +224,8 @@ def _stop_execution(self: Any, stop_date: Any, error: str | None, cause: str | N
     from moto.stepfunctions.parser.api import ExecutionStatus
     from moto.stepfunctions.parser.asl.eval.program_state import ProgramStopped
 
+    from local.lambda_runtime import wake_waits
+
     worker = self.exec_worker
     if worker is not None and worker.env is None:  # started a moment ago: its program is still being parsed
         ready = threading.Event()
@@ -234,6 +242,7 @@ def _stop_execution(self: Any, stop_date: Any, error: str | None, cause: str | N
         self.stop_date = stop_date
     for endpoint in list(env.callback_pool_manager._pool.values()):
         endpoint.interrupt_all()  # token waits (and their heartbeats) return now
+    wake_waits()  # and its Tasks' timeout waits, backoff sleeps and Wait states
 
 
 def stop_executions_promptly() -> None:

@@ -324,3 +324,38 @@ def test_banner_shows_the_time_scale_only_when_it_is_not_1() -> None:
         assert "Time scale       0.01" in banner(platform)
     finally:
         lambda_runtime.set_time_scale(1.0)
+
+
+def test_a_wakeable_wait_notices_a_stop_when_woken_not_by_polling(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(lambda_runtime, "WAKEABLE_SLICE_SECONDS", 60.0)
+    stopped = threading.Event()
+    results: list[bool] = []
+    waiters = [
+        threading.Thread(target=lambda: results.append(lambda_runtime.scaled_wait(3600, stop=stopped.is_set))),
+        threading.Thread(
+            target=lambda: results.append(
+                lambda_runtime.scaled_wait(3600, event=lambda_runtime.Waker(), stop=stopped.is_set)
+            )
+        ),
+    ]
+    for waiter in waiters:
+        waiter.start()
+    time.sleep(0.3)
+    stopped.set()
+    time.sleep(0.3)
+    assert results == []  # nothing polls the stop condition: each waits for its slice of 60 s
+    started = time.monotonic()
+    lambda_runtime.wake_waits()  # what a StopExecution, an execution's timeout or a scale change does
+    for waiter in waiters:
+        waiter.join(10)
+    assert results == [False, False]
+    assert time.monotonic() - started < 5
+
+
+def test_a_waker_that_is_set_ends_its_wait_and_a_nudge_alone_does_not() -> None:
+    waker = lambda_runtime.Waker()
+    threading.Timer(0.2, lambda_runtime.wake_waits).start()
+    threading.Timer(0.5, waker.set).start()
+    started = time.monotonic()
+    assert lambda_runtime.scaled_wait(3600, event=waker) is True
+    assert 0.4 < time.monotonic() - started < 5
