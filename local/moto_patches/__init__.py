@@ -33,6 +33,8 @@ from local.moto_patches.dynamodb import (
     query_whole_table,
     serialize_dynamodb_operations,
     serialize_item_answers_by_shape,
+    size_sets_by_member,
+    size_sets_directly,
     unserialize_dynamodb_operations,
     write_item_answers_directly,
 )
@@ -150,6 +152,7 @@ def apply() -> None:
     parse_update_expressions_once()
     query_one_partition()
     write_item_answers_directly()
+    size_sets_directly()
     run_state_calls_as_the_machine_role()
     update_in_dependency_order()
     reference_lambda_versions()
@@ -172,6 +175,7 @@ def revert() -> None:
     parse_update_expressions_every_time()
     query_whole_table()
     serialize_item_answers_by_shape()
+    size_sets_by_member()
     check_retention_through_attributes()
     read_the_clock_through_datetimes()
     create_interpreter_clients_every_time()

@@ -893,15 +893,15 @@ def test_visibility_timeouts_and_delays_still_hold_with_the_patch(patched: None)
     assert moto.sqs.models.unix_time_millis is not moto.core.utils.unix_time_millis
     assert abs(moto.sqs.models.unix_time_millis() - moto.core.utils.unix_time_millis()) < 50  # the same epoch ms
     sqs, url = _queue_of(1)
-    sqs.send_message(QueueUrl=url, MessageBody="later", DelaySeconds=1)
-    first = sqs.receive_message(QueueUrl=url, MaxNumberOfMessages=10, VisibilityTimeout=1)["Messages"]
+    sqs.send_message(QueueUrl=url, MessageBody="later", DelaySeconds=2)
+    first = sqs.receive_message(QueueUrl=url, MaxNumberOfMessages=10, VisibilityTimeout=2)["Messages"]
     assert [m["Body"] for m in first] == ["0"]  # the delayed one is not delivered yet
     attributes = sqs.get_queue_attributes(QueueUrl=url, AttributeNames=["All"])["Attributes"]
     assert (attributes["ApproximateNumberOfMessagesNotVisible"], attributes["ApproximateNumberOfMessagesDelayed"]) == (
         "1",
         "1",
     )
-    time.sleep(1.2)
+    time.sleep(2.2)
     again = sqs.receive_message(QueueUrl=url, MaxNumberOfMessages=10)["Messages"]
     assert sorted(m["Body"] for m in again) == ["0", "later"]
 
@@ -909,8 +909,8 @@ def test_visibility_timeouts_and_delays_still_hold_with_the_patch(patched: None)
 # --- backends: looked up without moto's global lock once they exist --------------------------------------------
 
 
-def _lookup_while_the_backend_lock_is_held(account: str) -> bool:
-    """Whether reading `account`'s DynamoDB backends finishes within a second while another thread holds the lock."""
+def _lookup_while_the_backend_lock_is_held(account: str, seconds: float) -> bool:
+    """Whether reading `account`'s DynamoDB backends finishes within `seconds` while another thread holds the lock."""
     import threading
 
     from moto.core.base_backend import backend_lock
@@ -921,14 +921,14 @@ def _lookup_while_the_backend_lock_is_held(account: str) -> bool:
     def hold() -> None:
         with backend_lock:
             held.set()
-            release.wait(5)
+            release.wait(30)
 
     holder = threading.Thread(target=hold)
     holder.start()
     held.wait(5)
     reader = threading.Thread(target=lambda: (dynamodb_backends[account][REGION], done.set()))
     reader.start()
-    finished = done.wait(1)
+    finished = done.wait(seconds)
     release.set()
     holder.join()
     reader.join()
@@ -937,14 +937,14 @@ def _lookup_while_the_backend_lock_is_held(account: str) -> bool:
 
 def test_every_backend_lookup_takes_the_global_lock_without_the_patch(unpatched: None) -> None:
     boto3.client("dynamodb", region_name=REGION).list_tables()  # the account's backends exist
-    assert not _lookup_while_the_backend_lock_is_held("123456789012")
+    assert not _lookup_while_the_backend_lock_is_held("123456789012", 1)
 
 
 def test_an_existing_backend_is_read_without_the_lock_and_a_new_one_still_made_with_the_patch(patched: None) -> None:
     from moto.dynamodb.models import dynamodb_backends
 
     boto3.client("dynamodb", region_name=REGION).list_tables()
-    assert _lookup_while_the_backend_lock_is_held("123456789012")
+    assert _lookup_while_the_backend_lock_is_held("123456789012", 10)
     assert "210987654321" not in dynamodb_backends
     assert dynamodb_backends["210987654321"][REGION].account_id == "210987654321"  # created (under the lock)
 
@@ -958,35 +958,7 @@ def test_every_item_answer_is_walked_by_its_shape_without_the_patch(unpatched: N
     assert DynamoResult.execute_result is moto_patches._original(DynamoResult, "execute_result")
 
 
-def test_item_answers_written_directly_equal_upstreams_with_the_patch(
-    patched: None, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    from moto.dynamodb.responses import DynamoResult
-
-    fast = DynamoResult.execute_result
-    assert fast is not moto_patches._original(DynamoResult, "execute_result")
-    from moto.core.serialize import ResponseSerializer
-
-    compared: list[str] = []
-    walked: list[str] = []
-    serialize = ResponseSerializer.serialize
-    monkeypatch.setattr(ResponseSerializer, "serialize", lambda self, r: walked.append("walk") or serialize(self, r))
-
-    def both(self: Any, context: Any) -> Any:
-        walks = len(walked)
-        status, headers, body = fast(self, context)
-        if context.operation_model.name in moto_patches.ITEM_OPERATIONS:
-            assert len(walked) == walks, f"{context.operation_model.name} was walked by its shape"
-        up_status, up_headers, up_body = moto_patches._original(DynamoResult, "execute_result")(self, context)
-        assert (status, headers["Content-Type"], json.loads(body)) == (
-            up_status,
-            up_headers["Content-Type"],
-            json.loads(up_body),
-        ), context.operation_model.name
-        compared.append(context.operation_model.name)
-        return status, headers, body
-
-    monkeypatch.setattr(DynamoResult, "execute_result", both)
+def _exercise_item_operations() -> None:
     dynamodb = boto3.client("dynamodb", region_name=REGION)
     dynamodb.create_table(
         TableName="items",
@@ -1046,6 +1018,41 @@ def test_item_answers_written_directly_equal_upstreams_with_the_patch(
             ExpressionAttributeValues={":x": {"S": "x"}},
         )
     assert failed.value.response["Error"]["Code"] == "ConditionalCheckFailedException"
+
+
+def test_item_answers_written_directly_equal_upstreams_with_the_patch(
+    patched: None, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from moto.dynamodb.responses import DynamoResult
+
+    fast = DynamoResult.execute_result
+    assert fast is not moto_patches._original(DynamoResult, "execute_result")
+    from moto.core.serialize import ResponseSerializer
+
+    compared: list[str] = []
+    walked: list[str] = []
+    serialize = ResponseSerializer.serialize
+    monkeypatch.setattr(ResponseSerializer, "serialize", lambda self, r: walked.append("walk") or serialize(self, r))
+
+    def both(self: Any, context: Any) -> Any:
+        walks = len(walked)
+        status, headers, body = fast(self, context)
+        if context.operation_model.name in moto_patches.ITEM_OPERATIONS:
+            assert len(walked) == walks, f"{context.operation_model.name} was walked by its shape"
+        up_status, up_headers, up_body = moto_patches._original(DynamoResult, "execute_result")(self, context)
+        assert (status, headers["Content-Type"], json.loads(body)) == (
+            up_status,
+            up_headers["Content-Type"],
+            json.loads(up_body),
+        ), context.operation_model.name
+        compared.append(context.operation_model.name)
+        return status, headers, body
+
+    DynamoResult.execute_result = both  # type: ignore[method-assign]  # not monkeypatch: it is undone after `patched`
+    try:
+        _exercise_item_operations()
+    finally:
+        DynamoResult.execute_result = fast  # type: ignore[method-assign]
     assert set(compared) >= {
         "PutItem",
         "GetItem",
@@ -1056,3 +1063,32 @@ def test_item_answers_written_directly_equal_upstreams_with_the_patch(
         "TransactGetItems",
         "DeleteItem",
     }
+
+
+# --- DynamoDB: a set's size summed from its members ------------------------------------------------------------
+
+
+def test_sizes_of_sets_and_what_holds_them_equal_upstreams() -> None:
+    from moto.dynamodb.models.dynamo_type import DynamoType
+
+    from local.moto_patches import dynamodb as dynamodb_patches
+
+    values = [
+        {"NS": [str(n) for n in range(1000)] + ["-1.5e10", "0.000001"]},
+        {"SS": ["a", "héllo", "", "🙂" * 3]},
+        {"BS": [b"\x00\xff", b"", "YWJj"]},
+        {"L": [{"NS": ["1", "22"]}, {"M": {"k": {"SS": ["x", "yy"]}, "n": {"N": "3.25"}}}, {"BOOL": True}]},
+        {"M": {"done": {"NS": ["7", "8"]}, "s": {"S": "text"}, "b": {"B": b"\x01"}, "null": {"NULL": True}}},
+        {"S": "plain"},
+        {"N": "12345"},
+    ]
+    upstream, before = moto_patches._original(DynamoType, "size"), DynamoType.size
+    try:
+        dynamodb_patches.size_sets_directly()
+        assert DynamoType.size is not upstream
+        patched = [DynamoType(v).size() for v in values]
+        dynamodb_patches.size_sets_by_member()
+        assert DynamoType.size is upstream
+        assert patched == [DynamoType(v).size() for v in values]
+    finally:
+        (dynamodb_patches.size_sets_by_member if before is upstream else dynamodb_patches.size_sets_directly)()
