@@ -55,6 +55,9 @@ def _exercise(endpoint: str, name: str) -> dict[str, Any]:
     body = bytes(range(256)) * 1000  # binary, larger than one read
     s3.put_object(Bucket=name, Key="k/1.bin", Body=body, Metadata={"snake_case": "kept", "plain": "yes"})
     got = s3.get_object(Bucket=name, Key="k/1.bin")
+    odd = "k/a b+c%d é?x=1&y#z.txt"  # a key a path must quote: space, plus, percent, non-ASCII, query characters
+    s3.put_object(Bucket=name, Key=odd, Body=b"odd")
+    odd_body = s3.get_object(Bucket=name, Key=odd)["Body"].read()
     with pytest.raises(ClientError) as absent:
         s3.get_object(Bucket=name, Key="absent")
     missing = absent.value.response
@@ -72,6 +75,7 @@ def _exercise(endpoint: str, name: str) -> dict[str, Any]:
         ),
         "listing": [o["Key"] for o in s3.list_objects_v2(Bucket=name, Prefix="k/")["Contents"]],
         "message": [m["Body"] for m in received],
+        "odd": odd_body,
     }
 
 
@@ -95,6 +99,7 @@ def test_calls_answered_in_process_equal_those_answered_over_the_socket(
     assert over_http["missing"] == ("NoSuchKey", 404)
     assert over_http["metadata"] == {"snake_case": "kept", "plain": "yes"}
     assert over_http["body"] and over_http["message"] == ["héllo"]
+    assert over_http["odd"] == b"odd" and "k/a b+c%d é?x=1&y#z.txt" in over_http["listing"]
 
 
 def test_another_endpoint_is_still_called_over_its_socket(server: str, monkeypatch: pytest.MonkeyPatch) -> None:

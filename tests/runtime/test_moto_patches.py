@@ -11,6 +11,7 @@ import inspect
 import io
 import json
 import textwrap
+import types
 import zipfile
 from collections.abc import Iterator
 from typing import Any
@@ -884,14 +885,20 @@ def test_sqs_reads_now_through_datetimes_without_the_patch(unpatched: None) -> N
     assert moto.sqs.models.unix_time_millis is moto.core.utils.unix_time_millis
 
 
-def test_visibility_timeouts_and_delays_still_hold_with_the_patch(patched: None) -> None:
+def test_visibility_timeouts_and_delays_still_hold_with_the_patch(
+    patched: None, monkeypatch: pytest.MonkeyPatch
+) -> None:
     import time
 
     import moto.core.utils
     import moto.sqs.models
 
+    from local.moto_patches import sqs as sqs_patches
+
     assert moto.sqs.models.unix_time_millis is not moto.core.utils.unix_time_millis
     assert abs(moto.sqs.models.unix_time_millis() - moto.core.utils.unix_time_millis()) < 50  # the same epoch ms
+    now = [time.time()]
+    monkeypatch.setattr(sqs_patches, "time", types.SimpleNamespace(time=lambda: now[0]))  # the clock SQS reads
     sqs, url = _queue_of(1)
     sqs.send_message(QueueUrl=url, MessageBody="later", DelaySeconds=2)
     first = sqs.receive_message(QueueUrl=url, MaxNumberOfMessages=10, VisibilityTimeout=2)["Messages"]
@@ -901,7 +908,9 @@ def test_visibility_timeouts_and_delays_still_hold_with_the_patch(patched: None)
         "1",
         "1",
     )
-    time.sleep(2.2)
+    now[0] += 1.5
+    assert sqs.receive_message(QueueUrl=url, MaxNumberOfMessages=10).get("Messages", []) == []
+    now[0] += 1.0
     again = sqs.receive_message(QueueUrl=url, MaxNumberOfMessages=10)["Messages"]
     assert sorted(m["Body"] for m in again) == ["0", "later"]
 
