@@ -12,11 +12,16 @@ gone. Clients of other processes (the CLI, a test's HTTP client, `aws --endpoint
 
 from __future__ import annotations
 
+import logging
 import threading
 from typing import Any
 from urllib.parse import urlsplit
 
 from local.moto_patches.core import _original, _replace, _restore
+
+LOG = logging.getLogger(__name__)
+#: The body werkzeug's server answers an application's exception with.
+INTERNAL_ERROR = b"<!doctype html><title>500 Internal Server Error</title><h1>Internal Server Error</h1>"
 
 _APPLICATIONS: dict[str, Any] = {}  # "host:port" -> the WSGI application a server of this process serves there
 _APPLICATIONS_LOCK = threading.Lock()
@@ -93,7 +98,11 @@ def _send(self: Any, request: Any) -> Any:
     from moto.core.botocore_stubber import MockRawResponse
     from werkzeug.test import run_wsgi_app
 
-    app_iter, status, response_headers = run_wsgi_app(application, _environ(request, url), buffered=True)
+    try:
+        app_iter, status, response_headers = run_wsgi_app(application, _environ(request, url), buffered=True)
+    except Exception:  # as the server answers an exception of the application: a 500 (the caller's SDK retries it)
+        LOG.error("error on request %s %s", request.method, request.url, exc_info=True)
+        return AWSResponse(request.url, 500, {"Content-Type": "text/html"}, MockRawResponse(INTERNAL_ERROR))
     try:
         body = b"".join(app_iter)
     finally:

@@ -110,3 +110,19 @@ def test_another_endpoint_is_still_called_over_its_socket(server: str, monkeypat
     assert sent and sent[0].startswith("http://127.0.0.1:9/")
     assert "Queues" not in _client("sqs", server).list_queues()  # while its own server's answers come in process
     assert len(sent) == 1
+
+
+def test_an_exception_of_the_application_is_answered_500_as_the_server_answers_it(
+    server: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from moto.sqs.models import SQSBackend
+
+    def broken(self: Any, *args: Any, **kwargs: Any) -> Any:
+        raise TypeError("a bug of the in-memory AWS")
+
+    monkeypatch.setattr(SQSBackend, "list_queues", broken)
+    for endpoint_served in (False, True):  # over the socket, then in process
+        (moto_patches.send_in_process if endpoint_served else moto_patches.send_over_http)()
+        with pytest.raises(ClientError) as failed:
+            _client("sqs", server).list_queues()
+        assert failed.value.response["ResponseMetadata"]["HTTPStatusCode"] == 500
