@@ -40,3 +40,48 @@ def test_importing_a_handler_loads_no_heavy_library(module: str):
     loaded = modules_loaded_by_importing(module)
     assert "longhaul" in loaded  # the probe imported the handler for real
     assert loaded.isdisjoint(HEAVY), f"{module} imports {sorted(loaded & set(HEAVY))} at cold start"
+
+
+def models_built_by_importing(module: str) -> tuple[int, set[str]]:
+    """The platform's models (subclasses of `longhaul.core.model.Model`) whose validator exists after importing
+    `module` in a fresh interpreter: each was built at import (an instance made at module level, a schema asked for,
+    a forward reference resolved by hand), work a cold start pays for whatever the request; and how many of the
+    platform's models the import defined."""
+    probe = (
+        "import importlib, json\n"
+        f"importlib.import_module({module!r})\n"
+        "from longhaul.core.model import Model\n"
+        "def walk(cls):\n"
+        "    for sub in cls.__subclasses__():\n"
+        "        yield sub\n"
+        "        yield from walk(sub)\n"
+        "built = {f'{c.__module__}.{c.__qualname__}' for c in walk(Model) if c.__pydantic_complete__}\n"
+        "print(json.dumps([len(list(walk(Model))), sorted(built)]))\n"
+    )
+    result = subprocess.run(
+        [sys.executable, "-c", probe], cwd=LAMBDAS, capture_output=True, text=True, check=True, timeout=120
+    )
+    defined, built = json.loads(result.stdout)
+    return defined, set(built)
+
+
+# Small flat models whose instances are module constants (the price tables, a field's default, a zero reading): each
+# is built at import, in a few milliseconds.
+BUILT_AT_IMPORT = {
+    "longhaul.core.budgets.Price",
+    "longhaul.core.pricing.AwsPrices",
+    "longhaul.core.metering.Metered",
+    "longhaul.workflows.invoice_reconciliation.models.ExtractedTotals",
+}
+
+
+@pytest.mark.parametrize("module", HANDLER_MODULES)
+def test_importing_a_handler_builds_none_of_the_platforms_large_models(module: str):
+    _, built = models_built_by_importing(module)
+    assert built <= BUILT_AT_IMPORT
+
+
+def test_the_probe_sees_the_apis_models_unbuilt():
+    defined, built = models_built_by_importing("handlers.api")
+    assert defined > 100  # every contract and every workflow's models
+    assert len(built) < 5

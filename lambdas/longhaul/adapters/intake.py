@@ -14,9 +14,10 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Annotated, Any
 
-from pydantic import AwareDatetime, BaseModel, ConfigDict, Field, ValidationError
+from pydantic import AwareDatetime, ConfigDict, Field, ValidationError
 
 from longhaul.core.budgets import SlaClass
+from longhaul.core.model import Model
 from longhaul.core.observability import logger
 from longhaul.core.ports import Waiting
 from longhaul.core.records import JOB_ID
@@ -28,7 +29,7 @@ HIDE_SECONDS = 120  # a received message stays hidden while its round runs (long
 MAX_RECEIVES = 5
 
 
-class IntakeMessage(BaseModel):
+class IntakeMessage(Model):
     """The body of an intake message: the waiting job, as admission sent it."""
 
     model_config = ConfigDict(extra="forbid")

@@ -18,15 +18,16 @@ import urllib.request
 from collections.abc import Callable, Mapping
 from typing import Any, get_args
 
-from pydantic import BaseModel, Field
+from pydantic import Field
 
 from longhaul.core.auth import Principal, Role
+from longhaul.core.model import Model
 
 JWKS_SECONDS = 3600
 LEEWAY_SECONDS = 60
 
 
-class JwtConfig(BaseModel):
+class JwtConfig(Model):
     issuer: str
     audience: str
     jwks_url: str | None = None

@@ -19,9 +19,10 @@ from collections.abc import Iterable, Sequence
 from itertools import pairwise
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import ConfigDict, Field, ValidationError
 
 from longhaul.core.contracts import TERMINAL_STATUSES, JobStatus
+from longhaul.core.model import Model
 from longhaul.core.ports import ExecutionStatus, HistoryEvent
 from longhaul.core.problems import ApiProblem
 from longhaul.core.records import Job, StepRecord
@@ -36,7 +37,7 @@ EdgeKind = Literal["next", "choice", "default", "catch"]
 STOPPED_JOB = frozenset({JobStatus.CANCEL_REQUESTED, JobStatus.CANCELLED, JobStatus.EXPIRED})
 
 
-class GraphNode(BaseModel):
+class GraphNode(Model):
     name: str = Field(description="The state's name in the definition.")
     type: str = Field(description="The ASL state type: Task, Map, Choice, Pass, Wait, Succeed, Fail, Parallel.")
     step: str | None = Field(
@@ -49,14 +50,14 @@ class GraphNode(BaseModel):
     waits_for_token: bool = Field(default=False, description="A Task that waits for a task token (a review).")
 
 
-class GraphEdge(BaseModel):
+class GraphEdge(Model):
     source: str
     target: str
     kind: EdgeKind
     taken: bool = Field(default=False, description="The latest execution went this way.")
 
 
-class FanOutProgress(BaseModel):
+class FanOutProgress(Model):
     """A fan-out step's items: how many committed, failed, and how many there are (null until known)."""
 
     step: str
@@ -66,7 +67,7 @@ class FanOutProgress(BaseModel):
     total: int | None = None
 
 
-class WorkflowGraph(BaseModel):
+class WorkflowGraph(Model):
     job_id: str
     workflow: str
     job_status: JobStatus
@@ -81,17 +82,17 @@ class WorkflowGraph(BaseModel):
 # ---------------------------------------------------------------------- the definition
 
 
-class _ChoiceRule(BaseModel):
+class _ChoiceRule(Model):
     model_config = ConfigDict(extra="ignore")
     Next: str
 
 
-class _Catcher(BaseModel):
+class _Catcher(Model):
     model_config = ConfigDict(extra="ignore")
     Next: str
 
 
-class _State(BaseModel):
+class _State(Model):
     model_config = ConfigDict(extra="ignore")
     Type: str
     Next: str | None = None
@@ -101,7 +102,7 @@ class _State(BaseModel):
     Resource: str | None = None
 
 
-class _Definition(BaseModel):
+class _Definition(Model):
     model_config = ConfigDict(extra="ignore")
     StartAt: str
     States: dict[str, _State]

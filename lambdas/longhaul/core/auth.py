@@ -6,12 +6,12 @@ import hashlib
 from datetime import UTC, datetime
 from typing import Any, Literal
 
-from pydantic import BaseModel
+from longhaul.core.model import Model
 
 Role = Literal["tenant", "operator", "reviewer"]
 
 
-class Principal(BaseModel):
+class Principal(Model):
     """Who calls: a tenant's key, a reviewer of that tenant, or an operator. `key_id` names the key in audit
     records (a prefix of its hash, never the key)."""
 

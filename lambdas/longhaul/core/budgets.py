@@ -13,11 +13,13 @@ import math
 import re
 from collections.abc import Mapping
 from decimal import ROUND_CEILING, Decimal
+from functools import cache
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, WithJsonSchema
+from pydantic import BeforeValidator, ConfigDict, Field, WithJsonSchema
 
 from longhaul.core import limits
+from longhaul.core.model import Model
 from longhaul.core.routes import ROUTE_NAME_PATTERN
 
 MICRO = Decimal(1_000_000)
@@ -52,7 +54,7 @@ UsdAmount = Annotated[
 Tokens = Annotated[int, Field(gt=0, le=limits.MAX_TOKENS)]
 
 
-class JobBudget(BaseModel):
+class JobBudget(Model):
     """What one job may spend: tokens (input + output) and US dollars. Omitted fields take the tenant's ceiling."""
 
     model_config = ConfigDict(extra="forbid", strict=True)
@@ -67,7 +69,7 @@ SLA_CLASSES: tuple[SlaClass, ...] = ("interactive", "standard", "batch")
 QUEUE_WAIT_TARGET_SECONDS: dict[SlaClass, int] = {"interactive": 60, "standard": 600, "batch": 3600}
 
 
-class TenantPolicy(BaseModel):
+class TenantPolicy(Model):
     """A tenant's ceilings per job, its daily allowance (UTC days) and its admission quotas. Defaults apply to
     tenants without one."""
 
@@ -112,10 +114,13 @@ class TenantPolicy(BaseModel):
     )
 
 
-DEFAULT_POLICY = TenantPolicy()
+@cache
+def default_policy() -> TenantPolicy:
+    """The policy of a tenant without one (built on first use: instantiating a model builds its validator)."""
+    return TenantPolicy()
 
 
-class TenantPolicyPatch(BaseModel):
+class TenantPolicyPatch(Model):
     """A change to a tenant's policy (PATCH, merge semantics): a field given replaces the stored value, `null` puts
     it back to its default, an omitted field is kept. The same constraints as `TenantPolicy`."""
 
@@ -158,7 +163,7 @@ def reset_fields(before: TenantPolicy, after: TenantPolicy, candidates: list[str
     return [name for name in candidates if getattr(before, name) != getattr(after, name)]
 
 
-class Price(BaseModel):
+class Price(Model):
     """US dollars per million tokens, which is micro-dollars per token."""
 
     input: Decimal = Field(ge=0)
@@ -219,7 +224,7 @@ def worst_case_input_tokens(*texts: str, schema: Mapping[str, Any] | None = None
     return size + FRAMING_TOKENS
 
 
-class Reservation(BaseModel):
+class Reservation(Model):
     """A call's worst case, to hold against the job and the tenant's day before the call is made."""
 
     tokens: int = Field(ge=0)

@@ -15,6 +15,7 @@ from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationInf
 from longhaul.core import limits
 from longhaul.core.auth import Role
 from longhaul.core.budgets import JobBudget, SlaClass, TenantPolicy
+from longhaul.core.model import Model
 from longhaul.core.routes import ROUTE_NAME_PATTERN
 
 MEDIA_TYPES = ("application/pdf", "text/plain", "text/markdown")
@@ -96,7 +97,7 @@ Visible = AfterValidator(check_visible)
 VISIBLE_SCHEMA: dict[str, Any] = {"pattern": VISIBLE_PATTERN}
 
 
-class Strict(BaseModel):
+class Strict(Model):
     """A request model: unknown fields are refused, and so is any value of another JSON type than the schema's (no
     `"16"` for 16, no `true` for 1), so the server accepts exactly what its OpenAPI schema describes."""
 
@@ -430,7 +431,7 @@ class JobStatus(StrEnum):
 TERMINAL_STATUSES = frozenset({JobStatus.COMPLETED, JobStatus.FAILED, JobStatus.CANCELLED, JobStatus.EXPIRED})
 
 
-class JobAccepted(BaseModel):
+class JobAccepted(Model):
     job_id: str
     status: JobStatus
     status_url: str
@@ -445,7 +446,7 @@ class JobAccepted(BaseModel):
     )
 
 
-class Progress(BaseModel):
+class Progress(Model):
     completed: int = 0
     total: int = 0
     unit: str = "steps"
@@ -453,7 +454,7 @@ class Progress(BaseModel):
     eta_seconds: int | None = None
 
 
-class JobError(BaseModel):
+class JobError(Model):
     kind: str = Field(description="Failure class, e.g. transient, invalid-input, output-invalid.")
     error: str = Field(description="The ASL error name.")
     step: str | None = None
@@ -462,13 +463,13 @@ class JobError(BaseModel):
     message: str
 
 
-class Usage(BaseModel):
+class Usage(Model):
     input_tokens: int = 0
     output_tokens: int = 0
     cost_usd: str = Field(default="0.000000", description="Actual cost in US dollars (decimal string).")
 
 
-class StepUsage(BaseModel):
+class StepUsage(Model):
     """What one step (or fan-out item) spent, and on what."""
 
     step: str
@@ -481,7 +482,7 @@ class StepUsage(BaseModel):
     models: list[str] = Field(default_factory=list, description="`provider:model` that answered, per route.")
 
 
-class BudgetView(BaseModel):
+class BudgetView(Model):
     """The job's budget: its limits, what is held against them (settled usage plus reservations in flight) and
     what remains."""
 
@@ -495,7 +496,7 @@ class BudgetView(BaseModel):
     steps: list[StepUsage] = Field(default_factory=list)
 
 
-class ReviewSummary(BaseModel):
+class ReviewSummary(Model):
     """The job's review, while one is open (or how the last one ended)."""
 
     review_id: str
@@ -506,7 +507,7 @@ class ReviewSummary(BaseModel):
     reminders: int = 0
 
 
-class CallbackStatus(BaseModel):
+class CallbackStatus(Model):
     """The latest webhook of the job: its delivery never changes the job's status."""
 
     status: Literal["pending", "retrying", "delivered", "dead"]
@@ -517,7 +518,7 @@ class CallbackStatus(BaseModel):
     last_error: str | None = None
 
 
-class RequestUsage(BaseModel):
+class RequestUsage(Model):
     """The AWS requests the job's steps made, by service, and the billing units estimated from them."""
 
     dynamodb: int = 0
@@ -529,7 +530,7 @@ class RequestUsage(BaseModel):
     s3_class_b: int = Field(default=0, description="GET, HEAD and other requests (DELETE is free).")
 
 
-class OrchestrationCost(BaseModel):
+class OrchestrationCost(Model):
     """What running the workflow costs: state transitions, compute and requests (see README, What a job costs)."""
 
     transitions: int | None = Field(
@@ -545,7 +546,7 @@ class OrchestrationCost(BaseModel):
     usd: str = Field(description="US dollars (decimal string, six decimals).")
 
 
-class ModelCost(BaseModel):
+class ModelCost(Model):
     """The model calls' tokens and cost, as the job's budget ledger settled them."""
 
     input_tokens: int = 0
@@ -553,7 +554,7 @@ class ModelCost(BaseModel):
     usd: str
 
 
-class JobCost(BaseModel):
+class JobCost(Model):
     """What the job has cost so far, priced from the repository's price table (one region, dated)."""
 
     currency: Literal["USD"] = "USD"
@@ -568,7 +569,7 @@ class JobCost(BaseModel):
     )
 
 
-class CompensatedEffect(BaseModel):
+class CompensatedEffect(Model):
     """A side effect that was undone by its compensation."""
 
     operation_id: str
@@ -578,7 +579,7 @@ class CompensatedEffect(BaseModel):
     at: datetime | None = None
 
 
-class UncompensatedEffect(BaseModel):
+class UncompensatedEffect(Model):
     """A side effect that could not be undone, and why."""
 
     operation_id: str
@@ -588,7 +589,7 @@ class UncompensatedEffect(BaseModel):
     reason: str
 
 
-class CompensationView(BaseModel):
+class CompensationView(Model):
     """The saga of a job that failed, was cancelled or expired after side effects: each effect with a compensation
     is undone in reverse order (a compensation lane of its state machine)."""
 
@@ -602,7 +603,7 @@ class CompensationView(BaseModel):
     finished_at: datetime | None = None
 
 
-class JobView(BaseModel):
+class JobView(Model):
     job_id: str
     tenant_id: str = Field(description="Whose job it is (operators list every tenant's jobs).")
     workflow: str
@@ -641,12 +642,12 @@ class JobView(BaseModel):
     )
 
 
-class JobList(BaseModel):
+class JobList(Model):
     jobs: list[JobView]
     next_cursor: str | None = Field(default=None, description="Pass as `cursor` for the next page; null at the end.")
 
 
-class CancelOutcome(BaseModel):
+class CancelOutcome(Model):
     job_id: str
     status: JobStatus
     message: str
@@ -654,7 +655,7 @@ class CancelOutcome(BaseModel):
     side_effects: list[str] = Field(default_factory=list, description="What happened before the job stopped.")
 
 
-class DeadLetter(BaseModel):
+class DeadLetter(Model):
     job_id: str
     tenant_id: str | None = None
     workflow: str
@@ -671,11 +672,11 @@ class DeadLetter(BaseModel):
     replay: dict[str, object]
 
 
-class DeadLetterList(BaseModel):
+class DeadLetterList(Model):
     dead_letters: list[DeadLetter]
 
 
-class NamedItem(BaseModel):
+class NamedItem(Model):
     """A fan-out item as people know it: e.g. item 17 of parse_documents is the document "contract-18.txt"."""
 
     step: str
@@ -684,7 +685,7 @@ class NamedItem(BaseModel):
     name: str | None = None
 
 
-class ReplayOutcome(BaseModel):
+class ReplayOutcome(Model):
     job_id: str
     status: JobStatus
     attempt: int
@@ -706,12 +707,12 @@ class ReplayOutcome(BaseModel):
     dry_run: bool = Field(default=False, description="True for a plan only: nothing was changed or started.")
 
 
-class CallLinks(BaseModel):
+class CallLinks(Model):
     prompt: str = Field(description="The exact request the step sent (an operator route).")
     response: str | None = Field(default=None, description="The raw response (none for a call that got none).")
 
 
-class ModelCallView(BaseModel):
+class ModelCallView(Model):
     """One model call of a job, as its budget ledger has it, with what produced it and where its texts are kept."""
 
     charge_id: str = Field(description="`<job attempt>/<step>/<item>[/<n>]`: the call's entry in the budget ledger.")
@@ -735,12 +736,12 @@ class ModelCallView(BaseModel):
     links: CallLinks | None = None
 
 
-class ModelCallList(BaseModel):
+class ModelCallList(Model):
     job_id: str
     calls: list[ModelCallView]
 
 
-class KeptPrompt(BaseModel):
+class KeptPrompt(Model):
     """Exactly what a model call sent (its hash is the ledger's `prompt_hash`)."""
 
     prompt_hash: str
@@ -754,7 +755,7 @@ class KeptPrompt(BaseModel):
     max_tokens: int
 
 
-class KeptResponse(BaseModel):
+class KeptResponse(Model):
     """Exactly what a model answered (its hash is the SHA-256 of `text`)."""
 
     response_hash: str
@@ -766,7 +767,7 @@ class KeptResponse(BaseModel):
     output_tokens: int
 
 
-class EventView(BaseModel):
+class EventView(Model):
     seq: int
     type: str
     step: str | None = None
@@ -778,12 +779,12 @@ class EventView(BaseModel):
     correlation_id: str | None = Field(default=None, description="The job's correlation id (`X-Request-Id`).")
 
 
-class EventPage(BaseModel):
+class EventPage(Model):
     events: list[EventView]
     next_cursor: str | None = None
 
 
-class Citation(BaseModel):
+class Citation(Model):
     document: str = Field(description="The document's name as submitted.")
     page: int = Field(ge=1)
     chunk_id: str
@@ -796,31 +797,19 @@ class Citation(BaseModel):
     )
 
 
-class Claim(BaseModel):
+class Claim(Model):
     text: str
     citations: list[Citation]
 
 
-class Verification(BaseModel):
+class Verification(Model):
     citations_checked: int
     citations_verified: int
     citations_dropped: int
     claims_dropped: int
 
 
-class JobResult(BaseModel):
-    job_id: str
-    question: str
-    answer: str
-    claims: list[Claim]
-    citations: list[Citation]
-    verification: Verification
-    model: str
-    documents: list[DocumentSummary]
-    markdown_key: str | None = None
-
-
-class DocumentSummary(BaseModel):
+class DocumentSummary(Model):
     name: str
     media_type: str
     pages: int
@@ -835,7 +824,19 @@ class DocumentSummary(BaseModel):
     )
 
 
-class DayUsageView(BaseModel):
+class JobResult(Model):
+    job_id: str
+    question: str
+    answer: str
+    claims: list[Claim]
+    citations: list[Citation]
+    verification: Verification
+    model: str
+    documents: list[DocumentSummary]
+    markdown_key: str | None = None
+
+
+class DayUsageView(Model):
     day: str = Field(description="The UTC day (yyyy-mm-dd).")
     tokens: int = Field(description="Held today: settled usage plus reservations in flight.")
     cost_usd: str
@@ -843,7 +844,7 @@ class DayUsageView(BaseModel):
     remaining_cost_usd: str
 
 
-class TenantPolicyView(BaseModel):
+class TenantPolicyView(Model):
     tenant_id: str
     policy: TenantPolicy
     source: Literal["stored", "default"]
@@ -858,7 +859,7 @@ class TenantPolicyView(BaseModel):
     )
 
 
-class Caller(BaseModel):
+class Caller(Model):
     """Whose API key this is: its tenant and role (what the console offers it)."""
 
     tenant_id: str
@@ -868,7 +869,7 @@ class Caller(BaseModel):
     )
 
 
-class PageText(BaseModel):
+class PageText(Model):
     """One page of a job's document as its steps read it: where a citation's quote is shown in context."""
 
     document: str
@@ -877,7 +878,7 @@ class PageText(BaseModel):
     source: Literal["text", "ocr"] = Field(default="text", description="The page's text layer, or OCR of its image.")
 
 
-class FactSource(BaseModel):
+class FactSource(Model):
     """Where a long-term fact comes from: the job, document, page and verbatim quote."""
 
     job_id: str
@@ -886,7 +887,7 @@ class FactSource(BaseModel):
     quote: str = Field(description="Verbatim text of the page that states the fact.")
 
 
-class MemoryView(BaseModel):
+class MemoryView(Model):
     """One memory of a tenant: an episode (what a past job did) or a long-term fact (with its provenance)."""
 
     memory_id: str
@@ -905,24 +906,24 @@ class MemoryView(BaseModel):
     retired_reason: str | None = None
 
 
-class MemoryList(BaseModel):
+class MemoryList(Model):
     tenant_id: str
     memories: list[MemoryView]
     next_cursor: str | None = Field(default=None, description="Pass as `cursor` for the next page; null at the end.")
 
 
-class MemoryDeleted(BaseModel):
+class MemoryDeleted(Model):
     tenant_id: str
     deleted: int = Field(description="How many memories were deleted.")
 
 
-class Health(BaseModel):
+class Health(Model):
     status: Literal["ok", "unavailable"]
     version: str
     checks: dict[str, Literal["ok", "failed"]] = Field(description="What readiness was checked, and how it went.")
 
 
-class UploadTicket(BaseModel):
+class UploadTicket(Model):
     upload_id: str
     upload_url: str
     method: Literal["PUT"] = "PUT"
@@ -930,7 +931,7 @@ class UploadTicket(BaseModel):
     expires_in: int
 
 
-class ProblemError(BaseModel):
+class ProblemError(Model):
     """One thing wrong with the request: where (`loc`, as the client wrote it: `body`, `query`, `header` or `path`,
     then the field's path) and what."""
 
@@ -941,7 +942,7 @@ class ProblemError(BaseModel):
     type: str | None = None
 
 
-class Problem(BaseModel):
+class Problem(Model):
     """RFC 9457 problem details (`application/problem+json`): `type` names the problem (stable), `title` says it,
     `status` repeats the HTTP status; the members after `instance` are this API's extensions, each present where
     its problem has it (a problem type may add others)."""
@@ -972,10 +973,7 @@ class Problem(BaseModel):
     renews_at: str | None = Field(default=None, description="429 daily allowance: when it renews.")
 
 
-JobResult.model_rebuild()
-
-
-class MetricSeries(BaseModel):
+class MetricSeries(Model):
     """One metric series of the platform's namespace over the window: the dashboard's numbers, read back."""
 
     name: str
@@ -986,7 +984,7 @@ class MetricSeries(BaseModel):
     average: float
 
 
-class MetricsReport(BaseModel):
+class MetricsReport(Model):
     """Tokens and cost per workflow and tenant, retries per step, queue wait per SLA class, review waiting time,
     webhook failures, and every other series the functions emitted in the window."""
 

@@ -6,18 +6,20 @@ import hashlib
 import json
 from typing import Any, Protocol
 
-from pydantic import BaseModel, Field
+from pydantic import Field
+
+from longhaul.core.model import Model
 
 # What a request asks for, named by the step's domain (e.g. "extract_evidence", "extract_invoice").
 Task = str
 
 
-class Usage(BaseModel):
+class Usage(Model):
     input_tokens: int = Field(ge=0)
     output_tokens: int = Field(ge=0)
 
 
-class ModelRequest(BaseModel):
+class ModelRequest(Model):
     """A rendered prompt plus the structured inputs it was rendered from.
 
     Remote models only see `system` and `prompt`; the offline model reads `context`.
@@ -59,7 +61,7 @@ class ModelRequest(BaseModel):
 TRUNCATED = frozenset({"max_tokens", "length"})
 
 
-class ModelResponse(BaseModel):
+class ModelResponse(Model):
     text: str
     usage: Usage
     model_id: str

@@ -21,7 +21,9 @@ from contextvars import ContextVar
 from dataclasses import dataclass
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict
+from pydantic import ConfigDict
+
+from longhaul.core.model import Model
 
 PREFIX = "metered_"  # the job item's counters: `metered_<field>`, each one atomic ADD per step invocation
 S3_CLASS_A = frozenset(
@@ -47,7 +49,7 @@ DYNAMODB_WRITES = frozenset({"PutItem", "UpdateItem", "DeleteItem"})
 FARGATE_MINIMUM_MS = 60_000  # Fargate bills a task at least one minute
 
 
-class Metered(BaseModel):
+class Metered(Model):
     """What step invocations used, as whole numbers (so DynamoDB's ADD sums them exactly)."""
 
     model_config = ConfigDict(extra="ignore", frozen=True)

@@ -13,17 +13,18 @@ from __future__ import annotations
 from datetime import date
 from decimal import ROUND_HALF_UP, Decimal
 
-from pydantic import BaseModel, ConfigDict
+from pydantic import ConfigDict
 
 from longhaul.core.budgets import usd
 from longhaul.core.contracts import JobCost, ModelCost, OrchestrationCost, RequestUsage
 from longhaul.core.metering import Metered
+from longhaul.core.model import Model
 
 MICRO = Decimal(1_000_000)
 MS_PER_HOUR = Decimal(3_600_000)
 
 
-class AwsPrices(BaseModel):
+class AwsPrices(Model):
     """On-demand list prices in US dollars per unit (per transition, per GB-second, per request...)."""
 
     model_config = ConfigDict(frozen=True)

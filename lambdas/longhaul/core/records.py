@@ -11,7 +11,7 @@ from collections.abc import Mapping
 from datetime import UTC, datetime
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import ConfigDict, Field, model_validator
 
 from longhaul.core.budgets import SlaClass, usd
 from longhaul.core.contracts import (
@@ -31,6 +31,7 @@ from longhaul.core.contracts import (
 )
 from longhaul.core.metering import PREFIX as METERED_PREFIX
 from longhaul.core.metering import Metered
+from longhaul.core.model import Model
 from longhaul.core.pricing import job_cost
 from longhaul.core.schema import ITEMS_DONE_PREFIX
 from longhaul.core.step_events import WorkflowState
@@ -40,7 +41,7 @@ JOB_ID = re.compile(r"^job_[0-9a-f]{28}$")
 StepStatus = Literal["running", "retrying", "succeeded", "failed"]
 
 
-class Record(BaseModel):
+class Record(Model):
     model_config = ConfigDict(extra="ignore", frozen=True)
 
 

@@ -10,7 +10,9 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import ConfigDict, Field, model_validator
+
+from longhaul.core.model import Model
 
 DEFAULT_ROUTE = "default"
 # What a job or a tenant's policy may name as a route (configured routes are named so to be choosable).
@@ -18,7 +20,7 @@ ROUTE_NAME_PATTERN = r"^[a-z0-9][a-z0-9_-]{0,31}(?![\s\S])"  # `(?![\s\S])`: the
 Provider = Literal["offline", "bedrock", "openai", "replay"]
 
 
-class Route(BaseModel):
+class Route(Model):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
     provider: Provider
@@ -41,7 +43,7 @@ class Route(BaseModel):
         return self
 
 
-class Routing(BaseModel):
+class Routing(Model):
     """Every configured route and the route of each model step."""
 
     model_config = ConfigDict(frozen=True)

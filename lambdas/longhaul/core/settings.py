@@ -15,7 +15,9 @@ from contextvars import ContextVar
 from functools import lru_cache
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import ConfigDict, Field, field_validator
+
+from longhaul.core.model import Model
 
 
 class Env:
@@ -61,7 +63,7 @@ class Env:
     EMAIL_SENDER = "LONGHAUL_EMAIL_SENDER"
 
 
-class Settings(BaseModel):
+class Settings(Model):
     model_config = ConfigDict(frozen=True, populate_by_name=True, extra="ignore")
 
     table_name: str = Field(alias=Env.TABLE, min_length=1)

@@ -10,8 +10,10 @@ from typing import Any
 
 from pydantic import BaseModel, Field
 
+from longhaul.core.model import Model
 
-class WorkflowState(BaseModel):
+
+class WorkflowState(Model):
     """The state document that travels between states: references only."""
 
     job_id: str
@@ -29,7 +31,7 @@ class WorkflowState(BaseModel):
     review_mode: str | None = None
 
 
-class StepEvent(BaseModel):
+class StepEvent(Model):
     """What a Task passes to a step function (the builder builds the payload from these field names)."""
 
     step: str
@@ -40,7 +42,7 @@ class StepEvent(BaseModel):
     input: WorkflowState
 
 
-class StepLimits(BaseModel):
+class StepLimits(Model):
     """What the house policy gave the failed Task, passed by the state machine so a failure can be told plainly.
 
     The execution reports a timeout as a bare `States.Timeout`, and a step that timed out never got to count its
@@ -52,7 +54,7 @@ class StepLimits(BaseModel):
     timeout_attempts: int = Field(description="Attempts a step gets when every one of them times out.")
 
 
-class FailureEvent(BaseModel):
+class FailureEvent(Model):
     """What the failure path's recorder Task passes (`limits` for a step's own Task, see `StepLimits`).
 
     The summary of a fan-out whose items failed (`ItemsFailed`) names them from what the state machine saw, never
@@ -73,7 +75,7 @@ class FailureEvent(BaseModel):
     count: int | None = None
 
 
-class TallyEvent(BaseModel):
+class TallyEvent(Model):
     """What a Distributed Map's tally Task passes: the fan-out step and how many items its list has."""
 
     job_id: str
@@ -82,7 +84,7 @@ class TallyEvent(BaseModel):
     count: int
 
 
-class ItemTally(BaseModel):
+class ItemTally(Model):
     """The tally's answer: whether any item of the fan-out did not commit."""
 
     any_failed: bool
@@ -113,7 +115,7 @@ def payload(model: type[BaseModel], **fields: Any) -> dict[str, Any]:
     }
 
 
-class ReviewEvent(BaseModel):
+class ReviewEvent(Model):
     """What the review lane's Tasks pass to its function: `wait` (with the task token) or `advance`."""
 
     action: str
@@ -123,7 +125,7 @@ class ReviewEvent(BaseModel):
     input: WorkflowState
 
 
-class SagaEvent(BaseModel):
+class SagaEvent(Model):
     """What the compensation lane's Tasks pass to its function: `plan` (what is left to undo, latest first),
     `undo` (compensate `operation_id`), `failed` (its compensation gave up: record it, dead letter), `finish` (the
     job's record of what was undone and what could not be)."""

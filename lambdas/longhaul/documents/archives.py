@@ -27,11 +27,10 @@ from dataclasses import dataclass
 from pathlib import PurePosixPath
 from typing import Literal
 
-from pydantic import BaseModel
-
 from longhaul.core import limits
 from longhaul.core.contracts import check_plain_name
 from longhaul.core.errors import InvalidInputError
+from longhaul.core.model import Model
 from longhaul.storage.artifacts import ArtifactStore
 
 # The media type of a member, by its extension (as for uploads: PDF, plain text, Markdown).
@@ -47,7 +46,7 @@ _TAIL_BYTES = (1 << 16) + 22 + 20 + 56
 MAX_LISTED_PROBLEMS = 20
 
 
-class ArchiveMember(BaseModel):
+class ArchiveMember(Model):
     """Where a member's data is in its archive, as the central directory declares it (checked at submission)."""
 
     name: str

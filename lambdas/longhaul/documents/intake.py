@@ -23,6 +23,7 @@ from pydantic import BaseModel, Field, TypeAdapter
 
 from longhaul.core.contracts import MEDIA_TYPES, ArchiveInput, DocumentInput
 from longhaul.core.limits import MAX_UPLOAD_BYTES
+from longhaul.core.model import Model
 from longhaul.core.problems import InvalidRequest
 from longhaul.core.records import Job
 from longhaul.documents import archives
@@ -35,14 +36,14 @@ MARKDOWN_SUFFIXES = (".md", ".markdown")
 LOOKUPS_AT_ONCE = 16  # uploads looked up concurrently at submission (each is one HEAD)
 
 
-class ByteSpan(BaseModel):
+class ByteSpan(Model):
     """Where an inline document's bytes are in the object of its job's inline texts."""
 
     offset: int = Field(ge=0)
     length: int = Field(ge=0)
 
 
-class StoredDocument(BaseModel):
+class StoredDocument(Model):
     """A document of a job's input, by reference: `key` is its bytes in the artifacts bucket, or, with `span`, the
     object of the job's inline texts it is a part of, or, with `member`, the archive upload whose member it is (read
     with `read_document`)."""

@@ -17,9 +17,10 @@ from contextvars import ContextVar
 from dataclasses import dataclass
 from typing import Literal, Protocol
 
-from pydantic import BaseModel, Field
+from pydantic import Field
 
 from longhaul.core.errors import InternalError
+from longhaul.core.model import Model
 from longhaul.documents.archives import ArchiveMember
 from longhaul.documents.intake import StoredDocument
 from longhaul.documents.parsing import ParsedDocument, ParsedPage
@@ -31,12 +32,12 @@ MIN_PAGE_CONFIDENCE = 0.5
 STEP = "ocr_pages"
 
 
-class OcrLine(BaseModel):
+class OcrLine(Model):
     text: str
     confidence: float = Field(ge=0, le=1)
 
 
-class OcrDocumentPages(BaseModel):
+class OcrDocumentPages(Model):
     """The pages of one stored document a batch reads."""
 
     index: int
@@ -52,7 +53,7 @@ class OcrDocumentPages(BaseModel):
         )
 
 
-class OcrBatch(BaseModel):
+class OcrBatch(Model):
     """One container task's work: at most `MAX_BATCH_PAGES` pages, maybe of several documents."""
 
     number: int
@@ -63,7 +64,7 @@ class OcrBatch(BaseModel):
         return sum(len(d.pages) for d in self.documents)
 
 
-class OcrPage(BaseModel):
+class OcrPage(Model):
     document_index: int
     number: int
     status: Literal["read", "unreadable"]
@@ -73,7 +74,7 @@ class OcrPage(BaseModel):
     reason: str | None = None  # why a page is unreadable
 
 
-class OcrBatchResult(BaseModel):
+class OcrBatchResult(Model):
     batch: int
     engine: str
     pages: list[OcrPage]

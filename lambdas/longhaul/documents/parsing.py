@@ -12,10 +12,9 @@ from io import BytesIO
 from pathlib import PurePath
 from typing import Literal
 
-from pydantic import BaseModel
-
 from longhaul.core.contracts import MEDIA_TYPES
 from longhaul.core.errors import InvalidInputError
+from longhaul.core.model import Model
 
 Span = tuple[int, int]
 
@@ -33,7 +32,7 @@ _NO_BREAK_WORDS = frozenset(
 _ENUMERATOR = re.compile(r"\(?[0-9ivxIVX]+(\.[0-9]+)*\)?")
 
 
-class ParsedPage(BaseModel):
+class ParsedPage(Model):
     number: int
     text: str
     needs_ocr: bool = False  # no text layer, and not (yet) read by OCR
@@ -42,7 +41,7 @@ class ParsedPage(BaseModel):
     ocr_unreadable: bool = False  # OCR tried this page and found no usable text
 
 
-class ParsedDocument(BaseModel):
+class ParsedDocument(Model):
     index: int
     name: str
     media_type: str
@@ -65,7 +64,7 @@ class ParsedDocument(BaseModel):
         return [page.number for page in self.pages if page.ocr_unreadable]
 
 
-class Chunk(BaseModel):
+class Chunk(Model):
     chunk_id: str
     document: str
     document_index: int

@@ -31,6 +31,7 @@ from pydantic import BaseModel, Field, ValidationError, model_validator
 
 from longhaul.core.errors import AgentLimitError, BudgetExceededError, InternalError
 from longhaul.core.llm import ModelRequest
+from longhaul.core.model import Model
 from longhaul.core.records import Job
 from longhaul.engine.context import StepContext
 from longhaul.engine.spec import AgentPolicy, StepSpec, Tool, WorkflowSpec, registry
@@ -42,12 +43,12 @@ TURN_RESERVE_SECONDS = 60  # a turn needs at least this long before the job's de
 LIMITS = ("max_turns", "max_tool_calls", "deadline", "budget")
 
 
-class ToolCallRequest(BaseModel):
+class ToolCallRequest(Model):
     tool: str = Field(min_length=1, max_length=64)
     input: dict[str, Any] = Field(default_factory=dict)
 
 
-class AgentDecision(BaseModel):
+class AgentDecision(Model):
     """What the model answers each turn: tool calls to make, or its final output (never both)."""
 
     thought: str = Field(default="", max_length=4000, description="Why, in a sentence or two.")
@@ -64,20 +65,20 @@ class AgentDecision(BaseModel):
         return self
 
 
-class AgentBrief(BaseModel):
+class AgentBrief(Model):
     """What an agent starts from: its task in words and the (small) context it works on."""
 
     task: str
     context: dict[str, Any] = Field(default_factory=dict)
 
 
-class Message(BaseModel):
+class Message(Model):
     role: Literal["assistant", "tool", "platform"]
     turn: int
     content: dict[str, Any]
 
 
-class Session(BaseModel):
+class Session(Model):
     """The conversation after `turns` turns: the agent's session memory, checkpointed every turn."""
 
     step: str

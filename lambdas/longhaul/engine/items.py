@@ -13,10 +13,11 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
-from pydantic import BaseModel, Field
+from pydantic import Field
 
 from longhaul.core import limits
 from longhaul.core.errors import CancelledError
+from longhaul.core.model import Model
 from longhaul.core.records import StepRecord
 from longhaul.core.step_events import ItemTally, TallyEvent
 from longhaul.storage import artifacts as keys
@@ -27,7 +28,7 @@ if TYPE_CHECKING:
     from longhaul.services import Services
 
 
-class Item(BaseModel):
+class Item(Model):
     """One item of a fan-out: its index in the list (the item number everywhere) and a small reference (an S3 key or
     a small typed record, never text)."""
 
@@ -35,13 +36,13 @@ class Item(BaseModel):
     ref: Any
 
 
-class ItemBatch(BaseModel):
+class ItemBatch(Model):
     """One element of a manifest: what one child execution of a Distributed Map runs."""
 
     items: list[Item]
 
 
-class ItemList(BaseModel):
+class ItemList(Model):
     """A fan-out's items by reference: `items` only when there are at most `INLINE_MAP_MAX_ITEMS` of them."""
 
     count: int = Field(ge=0)

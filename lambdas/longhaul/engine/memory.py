@@ -22,10 +22,11 @@ from decimal import Decimal, InvalidOperation
 from typing import Any
 
 from botocore.exceptions import ClientError
-from pydantic import BaseModel, Field
+from pydantic import Field
 
 from longhaul.core import limits
 from longhaul.core.contracts import FactSource
+from longhaul.core.model import Model
 from longhaul.core.records import MemoryRecord
 from longhaul.documents.intake import StoredDocument, read_document
 from longhaul.engine.spec import FORGET, Tool, Undo
@@ -64,7 +65,7 @@ def record_episode(
     )
 
 
-class Remembered(BaseModel):
+class Remembered(Model):
     memory_id: str | None = Field(description="The fact recorded, or None when the same fact was already known.")
     superseded: list[str] = Field(default_factory=list, description="Facts of the same key it retired.")
 
@@ -174,13 +175,13 @@ def _flat(text: str) -> str:
 # ---------------------------------------------------------------------- the platform's memory tools
 
 
-class RecallEpisodesInput(BaseModel):
+class RecallEpisodesInput(Model):
     subject: str = Field(min_length=1, max_length=200, description="Who or what, e.g. a vendor's name.")
     kind: str | None = Field(default=None, max_length=40, description="Only episodes of this kind (e.g. `dispute`).")
     limit: int = Field(default=5, ge=1, le=20)
 
 
-class Episode(BaseModel):
+class Episode(Model):
     memory_id: str
     subject: str
     summary: str
@@ -189,7 +190,7 @@ class Episode(BaseModel):
     details: dict[str, Any] = Field(default_factory=dict)
 
 
-class RecallEpisodesOutput(BaseModel):
+class RecallEpisodesOutput(Model):
     episodes: list[Episode]
 
 
@@ -212,12 +213,12 @@ def recall_episodes(ctx: ToolContext, request: RecallEpisodesInput) -> RecallEpi
     )
 
 
-class RecallFactsInput(BaseModel):
+class RecallFactsInput(Model):
     subject: str = Field(min_length=1, max_length=200)
     key: str | None = Field(default=None, max_length=200, description="Only facts of this key.")
 
 
-class Fact(BaseModel):
+class Fact(Model):
     memory_id: str
     key: str | None
     value: str | None
@@ -228,13 +229,13 @@ class Fact(BaseModel):
     reverified: bool = Field(description="It was stale and its source was checked again just now.")
 
 
-class RetiredFact(BaseModel):
+class RetiredFact(Model):
     memory_id: str
     key: str | None
     reason: str
 
 
-class RecallFactsOutput(BaseModel):
+class RecallFactsOutput(Model):
     facts: list[Fact]
     retired: list[RetiredFact] = Field(description="Stale facts their source no longer supports: retired now.")
 
@@ -273,7 +274,7 @@ def recall_facts(ctx: ToolContext, request: RecallFactsInput) -> RecallFactsOutp
     return RecallFactsOutput(facts=facts, retired=retired)
 
 
-class Forgotten(BaseModel):
+class Forgotten(Model):
     forgotten: list[str]
     restored: list[str] = Field(default_factory=list)
 

@@ -28,6 +28,7 @@ from typing import TYPE_CHECKING, Any, Literal
 from pydantic import BaseModel
 
 from longhaul.core import limits
+from longhaul.core.model import Model
 
 if TYPE_CHECKING:
     from longhaul.documents.intake import Intake, PreparedInput
@@ -85,7 +86,7 @@ class ReviewPolicy:
     final_action: FinalAction = "expire"
 
 
-class Undo(BaseModel):
+class Undo(Model):
     """What a compensation tool is given: the effect to undo, as the outbox recorded it."""
 
     operation_id: str

@@ -5,12 +5,13 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator
+from pydantic import ConfigDict, Field, ValidationInfo, field_validator
 
 from longhaul.core.contracts import VISIBLE_SCHEMA, JobStatus, Strict, Visible
+from longhaul.core.model import Model
 
 
-class ReviewEvidence(BaseModel):
+class ReviewEvidence(Model):
     """One piece of evidence behind the draft, with its source."""
 
     claim: str | None = Field(default=None, description="What the evidence supports (or the finding it shows).")
@@ -20,14 +21,14 @@ class ReviewEvidence(BaseModel):
     verified: bool = Field(description="Whether the quote was found on that page.")
 
 
-class ReviewMaterial(BaseModel):
+class ReviewMaterial(Model):
     """What the reviewer decides on: the draft result and the evidence with its sources."""
 
     draft: dict[str, Any]
     evidence: list[ReviewEvidence]
 
 
-class ReviewView(BaseModel):
+class ReviewView(Model):
     review_id: str
     job_id: str
     workflow: str
@@ -55,7 +56,7 @@ class ReviewDetail(ReviewView):
     )
 
 
-class ReviewList(BaseModel):
+class ReviewList(Model):
     reviews: list[ReviewView]
     next_cursor: str | None = Field(default=None, description="Pass as `cursor` for the next page; null at the end.")
 
@@ -105,7 +106,7 @@ class DecisionRequest(Strict):
         return edits
 
 
-class DecisionOutcome(BaseModel):
+class DecisionOutcome(Model):
     review_id: str
     job_id: str
     status: Literal["decided"] = "decided"

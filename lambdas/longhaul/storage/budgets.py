@@ -19,7 +19,7 @@ from typing import Any, Literal
 from botocore.exceptions import ClientError
 
 from longhaul.core import schema
-from longhaul.core.budgets import DEFAULT_POLICY, Reservation, TenantPolicy, job_limits
+from longhaul.core.budgets import Reservation, TenantPolicy, default_policy, job_limits
 from longhaul.core.clock import Clock, SystemClock, iso
 from longhaul.core.contracts import JobStatus
 from longhaul.core.errors import BudgetExceededError, CancelledError, TransientError
@@ -88,7 +88,7 @@ class BudgetStore:
     def stored_policy(self, tenant_id: str) -> StoredPolicy:
         item = self.table.get_item(Key=schema.tenant_policy_key(tenant_id), ConsistentRead=True).get("Item")
         if item is None:
-            return StoredPolicy(DEFAULT_POLICY, exists=False, revision=None)
+            return StoredPolicy(default_policy(), exists=False, revision=None)
         fields = {k: v for k, v in plain(item).items() if k in TenantPolicy.model_fields}
         revision = item.get("revision")
         return StoredPolicy(

@@ -12,12 +12,13 @@ from collections.abc import Mapping
 from datetime import timedelta
 from typing import Annotated, Any
 
-from pydantic import BaseModel, Field, ValidationError
+from pydantic import Field, ValidationError
 
 from longhaul.core import correlation, tracing
 from longhaul.core.addresses import Resolver, UnsafeCallback, check_url, system_resolver
 from longhaul.core.clock import iso
 from longhaul.core.errors import WebhookDeliveryFailed, WebhookUndeliverable
+from longhaul.core.model import Model
 from longhaul.core.observability import emit, logger
 from longhaul.core.ports import EngineUnavailable
 from longhaul.core.records import OutboxRecord
@@ -28,14 +29,14 @@ from longhaul.webhooks.signing import sign
 RELAY_AFTER = timedelta(minutes=1)  # a pending webhook older than this was not started after its commit
 
 
-class DeliveryEvent(BaseModel):
+class DeliveryEvent(Model):
     webhook_id: Annotated[str, Field(min_length=1, max_length=200)]
     job_id: Annotated[str, Field(min_length=1, max_length=200)]
     error: str | None = None
     cause: str | None = None
 
 
-class WebhookDeadLetter(BaseModel):
+class WebhookDeadLetter(Model):
     """The message in the webhooks' dead-letter queue (the URL's origin only: a query may hold a receiver's token)."""
 
     webhook_id: str
@@ -49,7 +50,7 @@ class WebhookDeadLetter(BaseModel):
     redeliver: dict[str, str]
 
 
-class PoisonDelivery(BaseModel):
+class PoisonDelivery(Model):
     """The dead letter of a delivery that carried no webhook of the outbox (a malformed input, an unknown id):
     nothing to redeliver, only what it was, for an operator."""
 

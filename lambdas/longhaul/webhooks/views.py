@@ -4,12 +4,11 @@ from __future__ import annotations
 
 from datetime import datetime
 
-from pydantic import BaseModel
-
+from longhaul.core.model import Model
 from longhaul.core.records import OutboxRecord
 
 
-class WebhookView(BaseModel):
+class WebhookView(Model):
     webhook_id: str
     job_id: str
     tenant_id: str
@@ -26,5 +25,5 @@ class WebhookView(BaseModel):
         return cls.model_validate(record.model_dump(exclude={"url", "body", "delivered_at"}))
 
 
-class WebhookList(BaseModel):
+class WebhookList(Model):
     webhooks: list[WebhookView]

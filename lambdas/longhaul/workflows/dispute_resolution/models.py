@@ -7,15 +7,16 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Annotated, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import ConfigDict, Field
 
 from longhaul.core.contracts import FactSource
+from longhaul.core.model import Model
 from longhaul.documents.intake import StoredDocument
 
 RECONCILIATION = "invoice-reconciliation"
 
 
-class SourceLine(BaseModel):
+class SourceLine(Model):
     """Where a value was read: the source line, verbatim, on a 1-based page of a document."""
 
     document: str
@@ -26,7 +27,7 @@ class SourceLine(BaseModel):
 # ---------------------------------------------------------------- the reconciliation (its result, as published)
 
 
-class _Read(BaseModel):
+class _Read(Model):
     model_config = ConfigDict(extra="ignore")
 
 
@@ -53,8 +54,8 @@ class ReconciledInvoice(_Read):
     invoice_number: str | None = None
     currency: str | None = None
     status: str
-    line_items: list[ReconciledLine] = []
-    discrepancies: list[Finding] = []
+    line_items: list[ReconciledLine] = Field(default=[])
+    discrepancies: list[Finding] = Field(default=[])
     vendor: str | None = None
     date: str | None = None
 
@@ -70,7 +71,7 @@ class ReconciledContract(_Read):
     document: str
     currency: str
     products: int = 0
-    prices: list[AgreedPrice] = []
+    prices: list[AgreedPrice] = Field(default=[])
 
 
 class Reconciliation(_Read):
@@ -87,7 +88,7 @@ def vendor_of(invoice: ReconciledInvoice) -> str:
 # ---------------------------------------------------------------- the case file
 
 
-class DisputedLine(BaseModel):
+class DisputedLine(Model):
     """One finding of the reconciliation that a notice disputes, with the source line that shows it."""
 
     line_id: str = Field(description="`<document>#<field>#<rule>`: how drafts cite it.")
@@ -102,7 +103,7 @@ class DisputedLine(BaseModel):
     source: SourceLine | None
 
 
-class InvoiceLine(BaseModel):
+class InvoiceLine(Model):
     document: str
     invoice_number: str | None
     product_code: str
@@ -113,7 +114,7 @@ class InvoiceLine(BaseModel):
     source: SourceLine
 
 
-class VendorCase(BaseModel):
+class VendorCase(Model):
     vendor: str
     to: str = Field(description="Where its notice goes.")
     invoices: list[str]
@@ -126,14 +127,14 @@ class VendorCase(BaseModel):
         return sorted({d.product_code for d in self.lines if d.rule == "contract-price" and d.product_code})
 
 
-class ContractRef(BaseModel):
+class ContractRef(Model):
     document: str
     currency: str
     prices: list[AgreedPrice]
     stored: StoredDocument | None = Field(default=None, description="The contract's bytes, while they are kept.")
 
 
-class CaseFile(BaseModel):
+class CaseFile(Model):
     reconciliation_job_id: str
     vendors: list[VendorCase]
     clean_vendors: list[str]
@@ -148,14 +149,14 @@ class CaseFile(BaseModel):
 # ---------------------------------------------------------------- drafts and outputs of the agents
 
 
-class PastDispute(BaseModel):
+class PastDispute(Model):
     memory_id: str
     job_id: str
     at: datetime
     summary: str
 
 
-class KnownFact(BaseModel):
+class KnownFact(Model):
     memory_id: str
     statement: str
     value: str | None
@@ -163,34 +164,34 @@ class KnownFact(BaseModel):
     reverified: bool = False
 
 
-class Draft(BaseModel):
+class Draft(Model):
     vendor: str
     to: str
     subject: str
     body: str
     lines: list[DisputedLine]
-    past_disputes: list[PastDispute] = []
-    facts: list[KnownFact] = []
+    past_disputes: list[PastDispute] = Field(default=[])
+    facts: list[KnownFact] = Field(default=[])
 
 
-class DraftRef(BaseModel):
+class DraftRef(Model):
     vendor: str = Field(min_length=1, max_length=300)
     draft_key: str = Field(min_length=1, max_length=500)
 
 
-class Drafts(BaseModel):
+class Drafts(Model):
     """The drafting agent's output: one draft per vendor with discrepancies."""
 
     drafts: list[DraftRef] = Field(max_length=200)
 
 
-class SentNotice(BaseModel):
+class SentNotice(Model):
     vendor: str = Field(min_length=1, max_length=300)
     operation_id: str | None = Field(default=None, max_length=100)
     status: Literal["sent", "unknown", "not_sent"]
 
 
-class Sent(BaseModel):
+class Sent(Model):
     """The sending agent's output: what became of each approved notice."""
 
     notices: list[SentNotice] = Field(max_length=200)
@@ -201,7 +202,7 @@ class Sent(BaseModel):
 NoticeStatus = Literal["sent", "retracted", "withheld", "unknown", "not_sent"]
 
 
-class Notice(BaseModel):
+class Notice(Model):
     vendor: str
     to: str
     operation_id: Annotated[
@@ -221,12 +222,12 @@ class Notice(BaseModel):
     facts: list[KnownFact] = Field(default_factory=list, description="Long-term facts it relied on, with provenance.")
 
 
-class MemoryOutcome(BaseModel):
+class MemoryOutcome(Model):
     episodes_recorded: int = 0
     facts_recorded: int = 0
 
 
-class DisputeResolutionResult(BaseModel):
+class DisputeResolutionResult(Model):
     job_id: str
     reconciliation_job_id: str
     notices: list[Notice]

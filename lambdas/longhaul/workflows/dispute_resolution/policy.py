@@ -12,10 +12,10 @@ import json
 from collections.abc import Iterator
 from typing import Any
 
-from pydantic import BaseModel
+from longhaul.core.model import Model
 
 
-class _Context(BaseModel):
+class _Context(Model):
     step: str
     turn: int
     brief: dict[str, Any]

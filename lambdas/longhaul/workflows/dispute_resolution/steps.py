@@ -10,9 +10,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from pydantic import BaseModel
-
 from longhaul.core.errors import InvalidInputError
+from longhaul.core.model import Model
 from longhaul.documents.intake import Intake, PreparedInput, StoredDocument
 from longhaul.engine.agent import AgentBrief
 from longhaul.engine.context import StepContext
@@ -42,7 +41,7 @@ from longhaul.workflows.dispute_resolution.spec import DisputeResolutionInput
 WORKFLOW = "dispute-resolution"
 
 
-class JobInput(BaseModel):
+class JobInput(Model):
     """The accepted input, as stored for the steps."""
 
     workflow: str

@@ -8,8 +8,9 @@ compensation `forget_memory` deletes what they wrote).
 
 from __future__ import annotations
 
-from pydantic import BaseModel, Field
+from pydantic import Field
 
+from longhaul.core.model import Model
 from longhaul.engine.memory import FORGET_MEMORY, RECALL_EPISODES, RECALL_FACTS
 from longhaul.engine.spec import EMAIL, Tool, ToolRegistry, Undo
 from longhaul.workflows.dispute_resolution.models import AgreedPrice, DisputedLine, InvoiceLine
@@ -18,55 +19,55 @@ ACTIONS = "longhaul.workflows.dispute_resolution.actions"
 VendorName = Field(min_length=1, max_length=300, description="The vendor, as `list_disputes` names it.")
 
 
-class Nothing(BaseModel):
+class Nothing(Model):
     pass
 
 
-class VendorSummary(BaseModel):
+class VendorSummary(Model):
     vendor: str
     to: str
     invoices: list[str]
     lines: int
 
 
-class Disputes(BaseModel):
+class Disputes(Model):
     vendors: list[VendorSummary] = Field(description="Vendors with discrepancies.")
     clean_vendors: list[str] = Field(description="Vendors without any: no notice goes to them.")
 
 
-class VendorRequest(BaseModel):
+class VendorRequest(Model):
     vendor: str = VendorName
 
 
-class Findings(BaseModel):
+class Findings(Model):
     vendor: str
     lines: list[DisputedLine]
 
 
-class InvoiceLines(BaseModel):
+class InvoiceLines(Model):
     vendor: str
     lines: list[InvoiceLine]
 
 
-class PricesRequest(BaseModel):
+class PricesRequest(Model):
     codes: list[str] = Field(min_length=1, max_length=500)
 
 
-class Prices(BaseModel):
+class Prices(Model):
     document: str
     currency: str
     prices: list[AgreedPrice]
     missing: list[str] = Field(description="Codes the contract does not list.")
 
 
-class DraftRequest(BaseModel):
+class DraftRequest(Model):
     vendor: str = VendorName
     line_ids: list[str] = Field(min_length=1, max_length=500, description="Every disputed line of the vendor.")
     past_dispute_ids: list[str] = Field(default_factory=list, max_length=20, description="From `recall_episodes`.")
     fact_ids: list[str] = Field(default_factory=list, max_length=50, description="From `recall_facts`.")
 
 
-class Disputed(BaseModel):
+class Disputed(Model):
     vendor: str
     to: str
     subject: str
@@ -74,7 +75,7 @@ class Disputed(BaseModel):
     lines: int
 
 
-class SendReceipt(BaseModel):
+class SendReceipt(Model):
     vendor: str
     to: str
     subject: str
@@ -82,23 +83,23 @@ class SendReceipt(BaseModel):
     status: str = Field(description="`sent`, or `already_sent` (an earlier call of this job sent it).")
 
 
-class Retracted(BaseModel):
+class Retracted(Model):
     vendor: str
     to: str
     message_id: str
 
 
-class DisputeRecorded(BaseModel):
+class DisputeRecorded(Model):
     vendor: str
     memory_id: str
 
 
-class PriceRequest(BaseModel):
+class PriceRequest(Model):
     vendor: str = VendorName
     code: str = Field(min_length=1, max_length=64)
 
 
-class PriceConfirmed(BaseModel):
+class PriceConfirmed(Model):
     vendor: str
     code: str
     statement: str

@@ -14,6 +14,7 @@ from pydantic import BaseModel, Field
 from longhaul.core.contracts import Citation, Claim, JobResult, Verification
 from longhaul.core.errors import OutputInvalidError
 from longhaul.core.llm import ModelGateway, ModelRequest, ModelResponse
+from longhaul.core.model import Model
 from longhaul.documents.parsing import Chunk
 from longhaul.guardrails.ladder import check
 from longhaul.workflows.document_analysis import offline
@@ -47,17 +48,17 @@ def structured(model: StructuredModel | ModelGateway) -> StructuredModel:
     return model if hasattr(model, "ask") else Unguarded(model)  # type: ignore[return-value]
 
 
-class Evidence(BaseModel):
+class Evidence(Model):
     chunk_id: str
     quote: str
     relevance: float = Field(ge=0, le=1)
 
 
-class EvidenceSet(BaseModel):
+class EvidenceSet(Model):
     evidence: list[Evidence]
 
 
-class DraftCitation(BaseModel):
+class DraftCitation(Model):
     chunk_id: str
     quote: str
 
@@ -69,12 +70,12 @@ class ReviewedCitation(DraftCitation):
     page: int | None = None
 
 
-class DraftClaim(BaseModel):
+class DraftClaim(Model):
     text: str
     citations: list[DraftCitation]
 
 
-class Draft(BaseModel):
+class Draft(Model):
     answer: str
     claims: list[DraftClaim]
 

@@ -12,16 +12,17 @@ import re
 from bisect import bisect_right
 from collections.abc import Iterable, Sequence
 
-from pydantic import BaseModel, Field
+from pydantic import Field
 
 from longhaul.core import limits
+from longhaul.core.model import Model
 from longhaul.documents.ocr import OcrBatch
 from longhaul.documents.parsing import ParsedDocument
 
 _CHUNK_DOCUMENT = re.compile(r"d(\d+)-")
 
 
-class IndexBatch(BaseModel):
+class IndexBatch(Model):
     """Documents `first` to `end - 1`, and the OCR batches that read pages of them (whose results it applies)."""
 
     number: int = Field(ge=0)

@@ -10,8 +10,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from pydantic import BaseModel
-
+from longhaul.core.model import Model
 from longhaul.documents.parsing import sentence_spans
 from longhaul.workflows.document_analysis.retrieval import terms
 
@@ -24,17 +23,17 @@ MIN_STATEMENT_WORDS = 5
 ANSWER_QUOTES = 3
 
 
-class _Passage(BaseModel):
+class _Passage(Model):
     chunk_id: str
     text: str
 
 
-class _ExtractContext(BaseModel):
+class _ExtractContext(Model):
     question: str
     passages: list[_Passage]
 
 
-class _EvidenceItem(BaseModel):
+class _EvidenceItem(Model):
     chunk_id: str
     quote: str
     relevance: float
@@ -42,7 +41,7 @@ class _EvidenceItem(BaseModel):
     page: int
 
 
-class _DraftContext(BaseModel):
+class _DraftContext(Model):
     question: str
     evidence: list[_EvidenceItem]
 

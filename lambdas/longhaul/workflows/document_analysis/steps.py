@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any
 
-from pydantic import BaseModel, TypeAdapter
+from pydantic import TypeAdapter
 
 from longhaul.core.contracts import (
     Claim,
@@ -24,6 +24,7 @@ from longhaul.core.contracts import (
     Verification,
 )
 from longhaul.core.errors import CancelledError, InvalidInputError
+from longhaul.core.model import Model
 from longhaul.core.records import Job
 from longhaul.documents import ocr
 from longhaul.documents.intake import Intake, PreparedInput, StoredDocument, read_document
@@ -49,7 +50,7 @@ _SUMMARIES = TypeAdapter(list[DocumentSummary])
 _MANIFEST = TypeAdapter(list[ItemBatch])
 
 
-class JobInput(BaseModel):
+class JobInput(Model):
     """The accepted input, as stored for the steps (documents by reference)."""
 
     workflow: str

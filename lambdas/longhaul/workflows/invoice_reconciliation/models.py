@@ -10,8 +10,9 @@ from __future__ import annotations
 from decimal import Decimal
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import ConfigDict, Field
 
+from longhaul.core.model import Model
 from longhaul.workflows.invoice_reconciliation.amounts import amount_string, parse_amount, quantity_string
 
 RuleName = Literal["line-total", "invoice-total", "unknown-product", "contract-price", "currency", "unsourced-value"]
@@ -26,7 +27,7 @@ RULES: tuple[RuleName, ...] = (
 Status = Literal["matched", "discrepancies", "unreadable"]
 
 
-class Source(BaseModel):
+class Source(Model):
     """Where a value was read: the whole source line, verbatim, on a 1-based page of a document."""
 
     document: str
@@ -37,12 +38,12 @@ class Source(BaseModel):
 # ---------------------------------------------------------------- extraction (what the model fills)
 
 
-class SourcedValue(BaseModel):
+class SourcedValue(Model):
     value: Annotated[str, Field(description="The value exactly as written in the quote, e.g. '$1,234.50'.")]
     source: Source
 
 
-class ExtractedLineItem(BaseModel):
+class ExtractedLineItem(Model):
     product_code: Annotated[str, Field(description="Product code / SKU exactly as written.")]
     description: str = ""
     quantity: Annotated[str, Field(description="As written, e.g. '3' or '2.5'.")]
@@ -57,7 +58,7 @@ class ExtractedLineItem(BaseModel):
     source: Source
 
 
-class ExtractedTotals(BaseModel):
+class ExtractedTotals(Model):
     subtotal: SourcedValue | None = None
     tax: Annotated[SourcedValue | None, Field(description="The (first) tax / VAT / GST amount.")] = None
     tax_rate: Annotated[SourcedValue | None, Field(description="The stated tax rate, e.g. '20%'.")] = None
@@ -65,7 +66,7 @@ class ExtractedTotals(BaseModel):
     charges: Annotated[
         list[SourcedValue],
         Field(description="Other amounts added to the total: shipping, freight, fees, further taxes."),
-    ] = []
+    ] = Field(default=[])
     total: Annotated[SourcedValue | None, Field(description="Total / amount due / grand total.")] = None
     tax_included: Annotated[
         SourcedValue | None,
@@ -76,7 +77,7 @@ class ExtractedTotals(BaseModel):
     ] = None
 
 
-class ExtractedInvoice(BaseModel):
+class ExtractedInvoice(Model):
     """One invoice as read from its pages; every value cites the line it was read from."""
 
     model_config = ConfigDict(title="ExtractedInvoice")
@@ -86,7 +87,7 @@ class ExtractedInvoice(BaseModel):
     date: SourcedValue | None = None
     vendor: SourcedValue | None = None
     currency: Annotated[SourcedValue | None, Field(description="ISO 4217 code, e.g. 'USD'.")] = None
-    line_items: list[ExtractedLineItem] = []
+    line_items: list[ExtractedLineItem] = Field(default=[])
     totals: ExtractedTotals = ExtractedTotals()
     extractor: Annotated[str | None, Field(description="Who extracted it, when not a language model.")] = None
 
@@ -113,7 +114,7 @@ def quantity(raw: str) -> str:
 # ---------------------------------------------------------------- result (pinned shape)
 
 
-class LineItem(BaseModel):
+class LineItem(Model):
     product_code: str
     description: str
     quantity: str
@@ -125,7 +126,7 @@ class LineItem(BaseModel):
     )
 
 
-class Totals(BaseModel):
+class Totals(Model):
     subtotal: str | None = None
     tax: str | None = None
     discount: Annotated[str | None, Field(description="The amount deducted, as a positive decimal string.")] = None
@@ -137,7 +138,7 @@ class Totals(BaseModel):
     ] = Field(default=None, exclude_if=lambda value: value is None)
 
 
-class Discrepancy(BaseModel):
+class Discrepancy(Model):
     rule: RuleName
     field: Annotated[str, Field(description="e.g. 'line_items[1].line_total' or 'totals.total'.")]
     expected: Annotated[str | None, Field(description="Decimal string, code or currency; null if none applies.")]
@@ -146,7 +147,7 @@ class Discrepancy(BaseModel):
     note: str | None = None
 
 
-class InvoiceResult(BaseModel):
+class InvoiceResult(Model):
     document: str
     invoice_number: str | None
     currency: str | None
@@ -162,7 +163,7 @@ class InvoiceResult(BaseModel):
     ] = None
 
 
-class AgreedPrice(BaseModel):
+class AgreedPrice(Model):
     """One price of the contract's price list, with the line it was read from."""
 
     code: str
@@ -171,22 +172,22 @@ class AgreedPrice(BaseModel):
     source: Source
 
 
-class ContractSummary(BaseModel):
+class ContractSummary(Model):
     document: str
     currency: str
     products: int
     prices: Annotated[
         list[AgreedPrice], Field(description="The agreed prices, each with its source line (what disputes cite).")
-    ] = []
+    ] = Field(default=[])
 
 
-class InvoiceReconciliationResult(BaseModel):
+class InvoiceReconciliationResult(Model):
     invoices: list[InvoiceResult]
     summary: str
     summary_source: Literal["model", "deterministic"] = "deterministic"
     summary_blocked: Annotated[
         list[str], Field(description="Figures in the model's summary that are not validated numbers.")
-    ] = []
+    ] = Field(default=[])
     contract: ContractSummary | None = None
     job_id: str | None = None
     model: str | None = None

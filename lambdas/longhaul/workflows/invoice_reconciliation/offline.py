@@ -5,24 +5,23 @@ from __future__ import annotations
 
 from typing import Any
 
-from pydantic import BaseModel
-
+from longhaul.core.model import Model
 from longhaul.workflows.invoice_reconciliation.extraction import extract_invoice
 from longhaul.workflows.invoice_reconciliation.models import ContractSummary, InvoiceResult
 from longhaul.workflows.invoice_reconciliation.report import deterministic_summary
 
 
-class _Page(BaseModel):
+class _Page(Model):
     page: int
     text: str
 
 
-class _ExtractContext(BaseModel):
+class _ExtractContext(Model):
     document: str
     pages: list[_Page]
 
 
-class _SummaryContext(BaseModel):
+class _SummaryContext(Model):
     contract: ContractSummary
     invoices: list[InvoiceResult]
 

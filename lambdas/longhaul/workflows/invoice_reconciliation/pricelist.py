@@ -11,8 +11,7 @@ import re
 from collections.abc import Sequence
 from decimal import Decimal
 
-from pydantic import BaseModel
-
+from longhaul.core.model import Model
 from longhaul.workflows.invoice_reconciliation.amounts import AmountError, currency_of, iso_code_in, parse_amount
 from longhaul.workflows.invoice_reconciliation.models import Source
 from longhaul.workflows.invoice_reconciliation.tables import Header, Role, detect_header, is_rule, map_row, split_cells
@@ -47,14 +46,14 @@ class ConflictingPriceError(PriceListError):
         super().__init__(f"the contract '{document}' lists product '{code}' twice with different prices")
 
 
-class ContractPrice(BaseModel):
+class ContractPrice(Model):
     code: str
     description: str
     unit_price: Decimal
     source: Source
 
 
-class PriceList(BaseModel):
+class PriceList(Model):
     document: str
     currency: str
     currency_source: Source

@@ -16,15 +16,14 @@ from collections.abc import Iterator, Mapping, Sequence
 from decimal import Decimal
 from typing import Literal
 
-from pydantic import BaseModel
-
+from longhaul.core.model import Model
 from longhaul.workflows.invoice_reconciliation.amounts import AmountError, mentions_currency, numbers_in, parse_amount
 from longhaul.workflows.invoice_reconciliation.models import ExtractedInvoice, Source, SourcedValue
 
 Kind = Literal["text", "number", "currency"]
 
 
-class SourcingError(BaseModel):
+class SourcingError(Model):
     """A value that is not found in its quoted source; `field` is a path like `line_items[2].unit_price`."""
 
     field: str

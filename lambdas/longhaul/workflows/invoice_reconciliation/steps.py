@@ -11,9 +11,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from pydantic import BaseModel
-
 from longhaul.core.errors import InvalidInputError
+from longhaul.core.model import Model
 from longhaul.documents.intake import Intake, PreparedInput, StoredDocument, read_document
 from longhaul.engine.context import StepContext
 from longhaul.engine.items import write_item_list
@@ -29,7 +28,7 @@ WORKFLOW = "invoice-reconciliation"
 MAX_REEXTRACTIONS = 2  # after the first extraction, at most this many more with the sourcing errors as feedback
 
 
-class JobInput(BaseModel):
+class JobInput(Model):
     """The accepted input, as stored for the steps (documents by reference)."""
 
     workflow: str
@@ -37,7 +36,7 @@ class JobInput(BaseModel):
     invoices: list[StoredDocument]
 
 
-class Extraction(BaseModel):
+class Extraction(Model):
     """One invoice's extraction and the sourcing errors that survived re-extraction."""
 
     invoice: ExtractedInvoice
@@ -45,7 +44,7 @@ class Extraction(BaseModel):
     attempts: int
 
 
-class Checked(BaseModel):
+class Checked(Model):
     contract: ContractSummary
     invoices: list[InvoiceResult]
 
@@ -118,7 +117,7 @@ def parse_documents(ctx: StepContext) -> dict[str, Any]:
     return {"price_list_key": price_list_key, "invoices": listed, "pages": pages, "products": len(prices.prices)}
 
 
-class _InvoicePages(BaseModel):
+class _InvoicePages(Model):
     document: str
     pages: list[tuple[int, str]]
 

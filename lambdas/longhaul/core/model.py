@@ -1,0 +1,17 @@
+"""The base of the platform's pydantic models: each is built the first time it is used, not when it is imported.
+
+A cold start imports every model its handler's modules define (the API's contracts, every workflow's request,
+result and tool models); building each one's validator and serializer then was about a tenth of the API function's
+init, for models most requests never touch. With `defer_build` pydantic builds a model on its first validation,
+serialization or schema (under its rebuild lock: concurrent first uses in the local runtime's threads are safe), so
+a request pays only for the models it reaches. Subclass `Model`, not `BaseModel`; a model's own `model_config`
+merges with this one.
+"""
+
+from __future__ import annotations
+
+from pydantic import BaseModel, ConfigDict
+
+
+class Model(BaseModel):
+    model_config = ConfigDict(defer_build=True)
