@@ -107,10 +107,9 @@ def parse_documents(ctx: StepContext) -> dict[str, Any]:
 def plan_ocr(ctx: StepContext) -> dict[str, Any]:
     """The pages without a text layer, across documents, in batches: the OCR container step's items."""
     store = ctx.services.artifacts
-    documents = [
-        (ParsedDocument.model_validate(store.get_json(_parsed_key(ctx.job_id, doc.index))), doc)
-        for doc in _input(ctx).documents
-    ]
+    stored = _input(ctx).documents
+    parsed = store.get_json_many([_parsed_key(ctx.job_id, doc.index) for doc in stored])
+    documents = [(ParsedDocument.model_validate(p), doc) for p, doc in zip(parsed, stored, strict=True)]
     planned = ocr.plan_batches(documents)
     ocr_batches = [
         store.put_json(keys.work_key(ctx.job_id, "plan_ocr", f"ocr-batch-{batch.number:03d}.json"), batch)
@@ -160,13 +159,13 @@ def _batch_documents(store: ArtifactStore, job_id: str, batch: IndexBatch) -> li
     """A batch's parsed documents, with the text of the pages OCR read (the results of the OCR batches that read
     pages of them, at their fixed keys)."""
     results = [
-        ocr.OcrBatchResult.model_validate(store.get_json(keys.work_key(job_id, ocr.STEP, f"batch-{n:03d}.json")))
-        for n in batch.ocr_batches
+        ocr.OcrBatchResult.model_validate(read)
+        for read in store.get_json_many(
+            [keys.work_key(job_id, ocr.STEP, f"batch-{n:03d}.json") for n in batch.ocr_batches]
+        )
     ]
-    return [
-        ocr.apply_ocr(ParsedDocument.model_validate(store.get_json(_parsed_key(job_id, i))), results)
-        for i in range(batch.first, batch.end)
-    ]
+    parsed = store.get_json_many([_parsed_key(job_id, i) for i in range(batch.first, batch.end)])
+    return [ocr.apply_ocr(ParsedDocument.model_validate(read), results) for read in parsed]
 
 
 def _batch_key(job_id: str, what: str, number: int, extension: str = "json") -> str:
