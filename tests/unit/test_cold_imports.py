@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import ast
 import json
 import subprocess
 import sys
@@ -85,3 +86,18 @@ def test_the_probe_sees_the_apis_models_unbuilt():
     defined, built = models_built_by_importing("handlers.api")
     assert defined > 100  # every contract and every workflow's models
     assert len(built) < 5
+
+
+def test_the_platforms_models_subclass_the_deferred_base():
+    """A model subclassing pydantic's `BaseModel` directly is built at import (the probe above would not see it)."""
+    direct = []
+    for path in sorted(LAMBDAS.rglob("*.py")):
+        tree = ast.parse(path.read_text(), filename=str(path))
+        for node in ast.walk(tree):
+            if isinstance(node, ast.ClassDef) and any(
+                (isinstance(base, ast.Name) and base.id == "BaseModel")
+                or (isinstance(base, ast.Attribute) and base.attr == "BaseModel")
+                for base in node.bases
+            ):
+                direct.append(f"{path.relative_to(LAMBDAS)}:{node.name}")
+    assert direct == ["longhaul/core/model.py:Model"]
