@@ -12,9 +12,7 @@ a request names are looked up concurrently.
 
 from __future__ import annotations
 
-import contextvars
 from collections.abc import Sequence
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from functools import cached_property
 from typing import Any
@@ -140,10 +138,7 @@ class Intake:
         wanted = [key for key in wanted if key not in self._heads]
         if len(wanted) < 2:
             return
-        with ThreadPoolExecutor(max_workers=min(LOOKUPS_AT_ONCE, len(wanted))) as pool:
-            # each in a copy of this context: a function's environment and meter are context variables
-            found = [pool.submit(contextvars.copy_context().run, self.artifacts.head, key) for key in wanted]
-            self._heads.update(zip(wanted, (f.result() for f in found), strict=True))
+        self._heads.update(zip(wanted, self.artifacts.head_many(wanted, at_once=LOOKUPS_AT_ONCE), strict=True))
 
     def archive(
         self,

@@ -12,9 +12,9 @@ from __future__ import annotations
 
 import contextvars
 import json
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from typing import Any
+from typing import Any, TypeVar
 
 from botocore.exceptions import ClientError
 from pydantic import BaseModel
@@ -23,6 +23,17 @@ from longhaul.core.schema import RESULTS_PREFIX, UPLOADS_PREFIX, WORK_PREFIX
 
 # Objects a step reads at once with `get_json_many` (within the S3 client's connection pool, `adapters/aws.py`).
 READS_AT_ONCE = 16
+T = TypeVar("T")
+
+
+def _each_at_once(read: Callable[[str], T], keys: Sequence[str], at_once: int) -> list[T]:
+    """`read` of each key, in their order, `at_once` at a time. Each read runs in a copy of the caller's context (a
+    function's environment and its request meter are context variables); the first failure is raised."""
+    if len(keys) < 2:
+        return [read(key) for key in keys]
+    with ThreadPoolExecutor(max_workers=min(at_once, len(keys))) as pool:
+        reads = [pool.submit(contextvars.copy_context().run, read, key) for key in keys]
+        return [done.result() for done in reads]
 
 
 def input_key(job_id: str) -> str:
@@ -85,14 +96,12 @@ class ArtifactStore:
 
     def get_json_many(self, keys: Sequence[str], *, at_once: int = READS_AT_ONCE) -> list[Any]:
         """The JSON objects at `keys`, in their order, read `at_once` at a time: a step that reads one object per
-        document (5,000 in the largest job) waits for about `len(keys) / at_once` round trips, not `len(keys)`.
-        Each read runs in a copy of the caller's context (a function's environment and its request meter are
-        context variables); the first failure is raised."""
-        if len(keys) < 2:
-            return [self.get_json(key) for key in keys]
-        with ThreadPoolExecutor(max_workers=min(at_once, len(keys))) as pool:
-            reads = [pool.submit(contextvars.copy_context().run, self.get_json, key) for key in keys]
-            return [read.result() for read in reads]
+        document (5,000 in the largest job) waits for about `len(keys) / at_once` round trips, not `len(keys)`."""
+        return _each_at_once(self.get_json, keys, at_once)
+
+    def head_many(self, keys: Sequence[str], *, at_once: int = READS_AT_ONCE) -> list[dict[str, Any] | None]:
+        """`head` of each of `keys`, in their order, `at_once` at a time."""
+        return _each_at_once(self.head, keys, at_once)
 
     def head(self, key: str) -> dict[str, Any] | None:
         try:
