@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 
 from longhaul.core.contracts import JobStatus
-from longhaul.core.limits import MAX_DOCUMENTS
+from longhaul.core.limits import INLINE_TEXTS_IN_INPUT_MAX_BYTES, MAX_DOCUMENTS
 from longhaul.documents.intake import StoredDocument, read_document
 from longhaul.storage.artifacts import ArtifactStore
 from longhaul.storage.jobs import JobStore
@@ -47,6 +47,34 @@ def test_the_inline_texts_of_a_submission_are_one_object_whatever_their_count(
     store = ArtifactStore(s3, bucket)
     for n in (0, 1, 2_500, MAX_DOCUMENTS - 1):
         assert read_document(store, StoredDocument.model_validate(stored[n])).decode() == documents[n]["text"]
+
+
+@pytest.mark.parametrize("over", [0, 1], ids=["at-the-bound", "one-byte-over"])
+def test_small_inline_texts_travel_inside_the_input_document(
+    call_api: CallApi, s3: Any, bucket: str, over: int
+) -> None:
+    """Inline texts of at most `INLINE_TEXTS_IN_INPUT_MAX_BYTES` in all are written inside the input document (a
+    submission writes one object, not two); one byte more and they are an object of their own. Either way each
+    document reads back as its own text, multi-byte characters and all."""
+    first = "Préavis: 30 jours — ¥1,000 per day; 📄 signed."
+    second_bytes = INLINE_TEXTS_IN_INPUT_MAX_BYTES - len(first.encode()) + over
+    documents = [{"name": "a.txt", "text": first}, {"name": "b.txt", "text": "x" * second_bytes}]
+    response = submit(call_api, {**BODY, "input": {**BODY["input"], "documents": documents}})
+
+    assert response.status == 202, response.raw_body[:500]
+    job_id = response.body["job_id"]
+    written = sorted(k for k in (o["Key"] for o in s3.list_objects_v2(Bucket=bucket)["Contents"]) if job_id in k)
+    stored = json.loads(s3.get_object(Bucket=bucket, Key=f"work/{job_id}/input.json")["Body"].read())
+    if over:
+        assert written == [f"work/{job_id}/input.json", f"work/{job_id}/source/inline"]
+        assert "inline_texts" not in stored
+    else:
+        assert written == [f"work/{job_id}/input.json"]
+        assert {d["key"] for d in stored["documents"]} == {f"work/{job_id}/input.json"}
+        assert all(d["span"]["embedded"] for d in stored["documents"])
+    store = ArtifactStore(s3, bucket)
+    texts = [read_document(store, StoredDocument.model_validate(d)).decode() for d in stored["documents"]]
+    assert texts == [d["text"] for d in documents]
 
 
 def test_submit_accepts_the_job_and_starts_an_execution_named_after_it(
@@ -98,8 +126,8 @@ def test_submit_accepts_the_job_and_starts_an_execution_named_after_it(
     assert [d["name"] for d in stored_input["documents"]] == ["contract.md", "notes.txt"]
     assert all("text" not in d for d in stored_input["documents"])
     assert [d["media_type"] for d in stored_input["documents"]] == ["text/markdown", "text/plain"]
-    # all the inline texts in one object, each document its span of it
-    assert len({d["key"] for d in stored_input["documents"]}) == 1
+    # all the inline texts in one object (small: the input document itself), each document its span of it
+    assert {d["key"] for d in stored_input["documents"]} == {f"work/{job_id}/input.json"}
     store = ArtifactStore(s3, bucket)
     texts = [read_document(store, StoredDocument.model_validate(d)).decode() for d in stored_input["documents"]]
     assert texts == [d["text"] for d in BODY["input"]["documents"]]

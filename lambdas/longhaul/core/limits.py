@@ -48,6 +48,9 @@ MAX_NAME_CHARS = 128
 
 # Uploads (checked when a job references the upload: a presigned PUT cannot bound its size).
 MAX_UPLOAD_BYTES = 50 * MIB
+# A submission's inline texts up to this size travel inside its input document (one object written, not two); every
+# step that reads the input reads them too, so the bound keeps that cheap. Larger ones are an object of their own.
+INLINE_TEXTS_IN_INPUT_MAX_BYTES = 64 * 1024
 UPLOAD_URL_SECONDS = 900
 
 # ZIP archives of documents (`input.archive`), checked at submission from the archive's central directory alone.

@@ -7,7 +7,9 @@ texts and the job's input artifact only when `prepare` returns.
 
 What a submission costs does not grow with its documents beyond a small constant: the inline texts are written as one
 object (`work/<job>/source/inline`, each document a byte span of it, read back with one ranged GET), and the uploads
-a request names are looked up concurrently.
+a request names are looked up concurrently. Inline texts of at most `limits.INLINE_TEXTS_IN_INPUT_MAX_BYTES` in all
+travel inside the input document instead (its `inline_texts`; each document's span is `embedded`): a small submission
+writes one object, and a step reading such a document reads the input document, about as small.
 """
 
 from __future__ import annotations
@@ -17,11 +19,11 @@ from dataclasses import dataclass, field
 from functools import cached_property
 from typing import Any
 
-from pydantic import BaseModel, Field, TypeAdapter
+from pydantic import BaseModel, Field
 
 from longhaul.core.contracts import MEDIA_TYPES, ArchiveInput, DocumentInput
-from longhaul.core.limits import MAX_UPLOAD_BYTES
-from longhaul.core.model import Model
+from longhaul.core.limits import INLINE_TEXTS_IN_INPUT_MAX_BYTES, MAX_UPLOAD_BYTES
+from longhaul.core.model import Model, adapter
 from longhaul.core.problems import InvalidRequest
 from longhaul.core.records import Job
 from longhaul.documents import archives
@@ -32,13 +34,16 @@ from longhaul.storage.jobs import JobStore
 
 MARKDOWN_SUFFIXES = (".md", ".markdown")
 LOOKUPS_AT_ONCE = 16  # uploads looked up concurrently at submission (each is one HEAD)
+EMBEDDED_TEXTS = "inline_texts"  # the input document's field of the inline texts embedded in it
 
 
 class ByteSpan(Model):
-    """Where an inline document's bytes are in the object of its job's inline texts."""
+    """Where an inline document's bytes are in the object of its job's inline texts, or, `embedded`, in the UTF-8 of
+    the `inline_texts` of its job's input document."""
 
     offset: int = Field(ge=0)
     length: int = Field(ge=0)
+    embedded: bool = Field(default=False, exclude_if=lambda embedded: not embedded)
 
 
 class StoredDocument(Model):
@@ -55,7 +60,7 @@ class StoredDocument(Model):
     span: ByteSpan | None = Field(default=None, exclude_if=lambda span: span is None)
 
 
-_STORED_DOCUMENTS = TypeAdapter(list[StoredDocument])
+_STORED_DOCUMENTS = adapter(list[StoredDocument])
 
 
 def read_document(store: ArtifactStore, document: StoredDocument) -> bytes:
@@ -66,6 +71,8 @@ def read_document(store: ArtifactStore, document: StoredDocument) -> bytes:
         return archives.read_member(store, document.key, document.member)
     if document.span is not None:
         span = document.span
+        if span.embedded:
+            return str(store.get_json(document.key)[EMBEDDED_TEXTS]).encode()[span.offset : span.offset + span.length]
         return store.get_range(document.key, span.offset, span.offset + span.length - 1) if span.length else b""
     return store.get_bytes(document.key)
 
@@ -191,8 +198,26 @@ class Intake:
             raise InvalidRequest("some of the input cannot be used", errors=list(self._problems))
 
     def store(self, prepared: PreparedInput) -> str:
-        """Write the inline documents (one object) and the input document; the input key."""
+        """Write the input document, with the inline texts in it when they are small, else after them as one object
+        of their own; the input key."""
         self.check()
-        if self._inline:
+        input_key = keys.input_key(self.job_id)
+        if not self._inline:
+            return self.artifacts.put_json(input_key, prepared.payload)
+        if len(self._inline) > INLINE_TEXTS_IN_INPUT_MAX_BYTES:
             self.artifacts.put_bytes(self.inline_key, bytes(self._inline), "application/octet-stream")
-        return self.artifacts.put_json(keys.input_key(self.job_id), prepared.payload)
+            return self.artifacts.put_json(input_key, prepared.payload)
+        payload = _embedded(prepared.payload.model_dump(mode="json"), self.inline_key, input_key)
+        return self.artifacts.put_json(input_key, {**payload, EMBEDDED_TEXTS: self._inline.decode()})
+
+
+def _embedded(node: Any, inline_key: str, input_key: str) -> Any:
+    """The input document's JSON with every document of the inline texts' object pointing into its own
+    `inline_texts` instead (the same spans: the texts are the same bytes)."""
+    if isinstance(node, list):
+        return [_embedded(item, inline_key, input_key) for item in node]
+    if not isinstance(node, dict):
+        return node
+    if node.get("key") == inline_key and isinstance(node.get("span"), dict):
+        return {**node, "key": input_key, "span": {**node["span"], "embedded": True}}
+    return {name: _embedded(value, inline_key, input_key) for name, value in node.items()}
