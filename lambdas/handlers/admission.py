@@ -7,6 +7,7 @@ from typing import Any
 
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
+from handlers import init_complete
 from longhaul.core.observability import logger
 from longhaul.operations import compensation
 from longhaul.operations.admission import Admission
@@ -36,3 +37,6 @@ def dispatch(event: dict[str, Any], context: LambdaContext) -> dict[str, int]:
         "compensations": len(compensations),
         "poison": len(report.poison),
     }
+
+
+init_complete()

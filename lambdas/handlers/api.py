@@ -22,6 +22,7 @@ from aws_lambda_powertools.event_handler.openapi.exceptions import (
 from aws_lambda_powertools.event_handler.openapi.params import Body, Header, Path, Query
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
+from handlers import init_complete
 from handlers.api_console import is_console_path
 from handlers.api_console import router as console_routes
 from handlers.api_ops import router as operator_routes
@@ -606,3 +607,6 @@ def _handle(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
     logger.append_keys(tenant_id=principal.tenant_id)
     app.append_context(principal=principal)
     return app.resolve(_text_body(event), context)
+
+
+init_complete()

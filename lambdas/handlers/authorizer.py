@@ -16,6 +16,7 @@ from typing import Any
 
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
+from handlers import init_complete
 from longhaul.adapters.tokens import InvalidToken, JwtConfig, JwtVerifier, looks_like_jwt
 from longhaul.core.auth import Principal, bearer_token
 from longhaul.core.observability import logger
@@ -71,3 +72,6 @@ def handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
         },
         "context": {"tenant_id": principal.tenant_id, "role": principal.role, "key_id": principal.key_id or ""},
     }
+
+
+init_complete()

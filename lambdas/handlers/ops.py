@@ -6,6 +6,7 @@ from typing import Any
 
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
+from handlers import init_complete
 from longhaul.core.observability import logger, metrics
 from longhaul.operations import sweep as sweeping
 from longhaul.services import services
@@ -19,3 +20,6 @@ def sweep(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
     s = services()
     report = sweeping.sweep(s, s.now())
     return {**report, "versions_in_use": report.versions}
+
+
+init_complete()

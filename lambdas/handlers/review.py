@@ -7,6 +7,7 @@ from typing import Any
 
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
+from handlers import init_complete
 from longhaul.core.errors import InternalError
 from longhaul.core.observability import logger
 from longhaul.review import lane
@@ -25,3 +26,6 @@ def handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
     if action == "advance":
         return lane.advance(event, services())
     raise InternalError(f"unknown review action {action!r}")
+
+
+init_complete()

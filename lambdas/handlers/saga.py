@@ -7,6 +7,7 @@ from typing import Any
 
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
+from handlers import init_complete
 from longhaul.core.observability import logger
 from longhaul.engine import saga
 from longhaul.services import services
@@ -21,3 +22,6 @@ def handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
         operation_id=event.get("operation_id"),
     )
     return saga.handle(event, services())
+
+
+init_complete()

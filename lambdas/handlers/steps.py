@@ -8,6 +8,7 @@ from typing import Any
 
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
+from handlers import init_complete
 from longhaul.core import correlation, tracing
 from longhaul.core.observability import logger
 from longhaul.engine.failures import record_failure as _record_failure
@@ -51,3 +52,6 @@ def record_failure(event: dict[str, Any], context: LambdaContext) -> dict[str, A
 def tally_items(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
     logger.append_keys(job_id=event.get("job_id"), workflow=event.get("workflow"), step=event.get("step"))
     return tally(event, services())
+
+
+init_complete()

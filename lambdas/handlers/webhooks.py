@@ -6,6 +6,7 @@ from typing import Any
 
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
+from handlers import init_complete
 from longhaul.core.observability import logger
 from longhaul.services import services
 from longhaul.webhooks import dispatcher
@@ -21,3 +22,6 @@ def deliver(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
 def dead_letter(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
     logger.append_keys(webhook_id=event.get("webhook_id"), job_id=event.get("job_id"))
     return dispatcher.dead_letter(event, services())
+
+
+init_complete()

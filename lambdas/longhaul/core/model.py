@@ -5,13 +5,24 @@ result and tool models); building each one's validator and serializer then was a
 init, for models most requests never touch. With `defer_build` pydantic builds a model on its first validation,
 serialization or schema (under its rebuild lock: concurrent first uses in the local runtime's threads are safe), so
 a request pays only for the models it reaches. Subclass `Model`, not `BaseModel`; a model's own `model_config`
-merges with this one.
+merges with this one. A `TypeAdapter` of a list or union of models is deferred the same way: make it with `adapter`.
 """
 
 from __future__ import annotations
 
-from pydantic import BaseModel, ConfigDict
+from typing import TypeVar
+
+from pydantic import BaseModel, ConfigDict, TypeAdapter
+
+T = TypeVar("T")
 
 
 class Model(BaseModel):
     model_config = ConfigDict(defer_build=True)
+
+
+def adapter(annotation: type[T]) -> TypeAdapter[T]:
+    """A `TypeAdapter` built on its first use (a model's own adapter already is: pydantic refuses a config for it)."""
+    if isinstance(annotation, type) and issubclass(annotation, BaseModel):
+        return TypeAdapter(annotation)
+    return TypeAdapter(annotation, config=ConfigDict(defer_build=True))

@@ -13,6 +13,7 @@ from typing import Annotated, Any, Literal, Union
 from pydantic import BaseModel, Field, TypeAdapter, create_model
 
 from longhaul.core.contracts import BudgetView, JobRequestBase
+from longhaul.core.model import adapter
 from longhaul.engine.spec import Registry, StepKind, StepSpec, WorkflowSpec, registry
 from longhaul.review.contracts import DecisionRequest
 
@@ -39,7 +40,8 @@ JobRequest: Any = (
     if len(REQUEST_MODELS) > 1
     else REQUEST_MODELS[0]
 )
-JOB_REQUEST: TypeAdapter[JobRequestBase] = TypeAdapter(JobRequest)
+# Built on its first validation, as the models are (`longhaul.core.model`): a cold start does not pay for it.
+JOB_REQUEST: TypeAdapter[JobRequestBase] = adapter(JobRequest)
 
 
 def _result_model(spec: WorkflowSpec) -> type[BaseModel]:

@@ -12,8 +12,6 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any
 
-from pydantic import TypeAdapter
-
 from longhaul.core.contracts import (
     Claim,
     DocumentAnalysisInput,
@@ -24,7 +22,7 @@ from longhaul.core.contracts import (
     Verification,
 )
 from longhaul.core.errors import CancelledError, InvalidInputError
-from longhaul.core.model import Model
+from longhaul.core.model import Model, adapter
 from longhaul.core.records import Job
 from longhaul.documents import ocr
 from longhaul.documents.intake import Intake, PreparedInput, StoredDocument, read_document
@@ -45,9 +43,9 @@ TOP_K = 16
 GROUP_SIZE = 4
 MAX_EVIDENCE = 12
 NO_EVIDENCE = "The documents contain no passage that bears on this question, so there is nothing to cite."
-_CHUNKS = TypeAdapter(list[Chunk])
-_SUMMARIES = TypeAdapter(list[DocumentSummary])
-_MANIFEST = TypeAdapter(list[ItemBatch])
+_CHUNKS = adapter(list[Chunk])
+_SUMMARIES = adapter(list[DocumentSummary])
+_MANIFEST = adapter(list[ItemBatch])
 
 
 class JobInput(Model):
