@@ -9,7 +9,7 @@ import pytest
 
 from longhaul.core.contracts import JobStatus
 from longhaul.core.limits import INLINE_TEXTS_IN_INPUT_MAX_BYTES, MAX_DOCUMENTS
-from longhaul.documents.intake import StoredDocument, read_document
+from longhaul.documents.intake import DocumentReader, StoredDocument, read_document
 from longhaul.storage.artifacts import ArtifactStore
 from longhaul.storage.jobs import JobStore
 from longhaul.workflows import REGISTRY
@@ -75,6 +75,12 @@ def test_small_inline_texts_travel_inside_the_input_document(
     store = ArtifactStore(s3, bucket)
     texts = [read_document(store, StoredDocument.model_validate(d)).decode() for d in stored["documents"]]
     assert texts == [d["text"] for d in documents]
+    # a step reading several of them (a `DocumentReader`) reads the input document once
+    reads: list[str] = []
+    s3.meta.events.register("provide-client-params.s3.GetObject", lambda params, **_: reads.append(params["Key"]))
+    reader = DocumentReader(store)
+    assert [reader.read(StoredDocument.model_validate(d)).decode() for d in stored["documents"]] == texts
+    assert len(reads) == (2 if over else 1)
 
 
 def test_submit_accepts_the_job_and_starts_an_execution_named_after_it(

@@ -72,9 +72,30 @@ def read_document(store: ArtifactStore, document: StoredDocument) -> bytes:
     if document.span is not None:
         span = document.span
         if span.embedded:
-            return str(store.get_json(document.key)[EMBEDDED_TEXTS]).encode()[span.offset : span.offset + span.length]
+            return _embedded_texts(store, document.key)[span.offset : span.offset + span.length]
         return store.get_range(document.key, span.offset, span.offset + span.length - 1) if span.length else b""
     return store.get_bytes(document.key)
+
+
+def _embedded_texts(store: ArtifactStore, input_key: str) -> bytes:
+    return str(store.get_json(input_key)[EMBEDDED_TEXTS]).encode()
+
+
+@dataclass
+class DocumentReader:
+    """Reads the documents of one step (`read_document`), the input document's embedded texts once for all of them:
+    a step that reads several inline documents of a small submission reads its input document once."""
+
+    store: ArtifactStore
+    _embedded: dict[str, bytes] = field(default_factory=dict)
+
+    def read(self, document: StoredDocument) -> bytes:
+        span = document.span
+        if span is None or not span.embedded:
+            return read_document(self.store, document)
+        if document.key not in self._embedded:
+            self._embedded[document.key] = _embedded_texts(self.store, document.key)
+        return self._embedded[document.key][span.offset : span.offset + span.length]
 
 
 @dataclass

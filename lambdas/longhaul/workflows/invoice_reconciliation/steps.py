@@ -13,7 +13,7 @@ from typing import Any
 
 from longhaul.core.errors import InvalidInputError
 from longhaul.core.model import Model
-from longhaul.documents.intake import Intake, PreparedInput, StoredDocument, read_document
+from longhaul.documents.intake import DocumentReader, Intake, PreparedInput, StoredDocument
 from longhaul.engine.context import StepContext
 from longhaul.engine.items import write_item_list
 from longhaul.review.contracts import ReviewEvidence, ReviewMaterial
@@ -99,17 +99,15 @@ def _price_list(ctx: StepContext) -> PriceList:
 def parse_documents(ctx: StepContext) -> dict[str, Any]:
     """The price list of the contract, and each invoice's text pages (pages of one invoice stay together)."""
     store, job_input = ctx.services.artifacts, _input(ctx)
-    contract = job_input.contract
+    contract, documents = job_input.contract, DocumentReader(store)
     try:
-        prices = parse_price_list(
-            contract.name, _pages(read_document(store, contract), contract.name, contract.media_type)
-        )
+        prices = parse_price_list(contract.name, _pages(documents.read(contract), contract.name, contract.media_type))
     except PriceListError as error:
         raise InvalidInputError(str(error), step=ctx.event.step) from None
     price_list_key = store.put_json(keys.work_key(ctx.job_id, "parse_documents", "price-list.json"), prices)
     invoices, pages = [], 0
     for number, doc in enumerate(job_input.invoices):
-        text_pages = _pages(read_document(store, doc), doc.name, doc.media_type)
+        text_pages = _pages(documents.read(doc), doc.name, doc.media_type)
         pages += len(text_pages)
         key = keys.work_key(ctx.job_id, "parse_documents", f"invoice-{number:03d}.json")
         invoices.append(store.put_json(key, {"document": doc.name, "pages": text_pages}))
