@@ -64,21 +64,10 @@ _STORED_DOCUMENTS = adapter(list[StoredDocument])
 
 
 def read_document(store: ArtifactStore, document: StoredDocument) -> bytes:
-    """A stored document's bytes: its object, its span of the job's inline texts (one ranged GET), or its member of
-    an archive (ranged reads of that member only; a member that expands beyond its declared size is
-    `InvalidInputError`)."""
-    if document.member is not None:
-        return archives.read_member(store, document.key, document.member)
-    if document.span is not None:
-        span = document.span
-        if span.embedded:
-            return _embedded_texts(store, document.key)[span.offset : span.offset + span.length]
-        return store.get_range(document.key, span.offset, span.offset + span.length - 1) if span.length else b""
-    return store.get_bytes(document.key)
-
-
-def _embedded_texts(store: ArtifactStore, input_key: str) -> bytes:
-    return str(store.get_json(input_key)[EMBEDDED_TEXTS]).encode()
+    """A stored document's bytes: its object, its span of the job's inline texts (one ranged GET, or, embedded, one
+    GET of the input document), or its member of an archive (ranged reads of that member only; a member that expands
+    beyond its declared size is `InvalidInputError`). A step reading several documents uses a `DocumentReader`."""
+    return DocumentReader(store).read(document)
 
 
 @dataclass
@@ -90,12 +79,16 @@ class DocumentReader:
     _embedded: dict[str, bytes] = field(default_factory=dict)
 
     def read(self, document: StoredDocument) -> bytes:
+        if document.member is not None:
+            return archives.read_member(self.store, document.key, document.member)
         span = document.span
-        if span is None or not span.embedded:
-            return read_document(self.store, document)
-        if document.key not in self._embedded:
-            self._embedded[document.key] = _embedded_texts(self.store, document.key)
-        return self._embedded[document.key][span.offset : span.offset + span.length]
+        if span is None:
+            return self.store.get_bytes(document.key)
+        if span.embedded:
+            if document.key not in self._embedded:
+                self._embedded[document.key] = str(self.store.get_json(document.key)[EMBEDDED_TEXTS]).encode()
+            return self._embedded[document.key][span.offset : span.offset + span.length]
+        return self.store.get_range(document.key, span.offset, span.offset + span.length - 1) if span.length else b""
 
 
 @dataclass
@@ -219,8 +212,8 @@ class Intake:
             raise InvalidRequest("some of the input cannot be used", errors=list(self._problems))
 
     def store(self, prepared: PreparedInput) -> str:
-        """Write the input document, with the inline texts in it when they are small, else after them as one object
-        of their own; the input key."""
+        """Write the input document, with the inline texts in it when they are small (else the texts first, as one
+        object of their own); the input key."""
         self.check()
         input_key = keys.input_key(self.job_id)
         if not self._inline:
