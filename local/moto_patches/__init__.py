@@ -31,6 +31,8 @@ from local.moto_patches.dynamodb import (
     parse_update_expressions_once,
     query_one_partition,
     query_whole_table,
+    read_processing_maps_once,
+    read_processing_maps_per_node,
     serialize_dynamodb_operations,
     serialize_item_answers_by_shape,
     size_sets_by_member,
@@ -114,6 +116,8 @@ __all__ = [
     "is_applied",
     "query_whole_table",
     "quiet_interpreter_logs",
+    "read_processing_maps_once",
+    "read_processing_maps_per_node",
     "relax_iam",
     "revert",
     "route_state_machines_to_interpreter",
@@ -150,6 +154,7 @@ def apply() -> None:
     check_retention_directly()
     read_the_clock_directly()
     parse_update_expressions_once()
+    read_processing_maps_once()
     query_one_partition()
     write_item_answers_directly()
     size_sets_directly()
@@ -172,6 +177,7 @@ def revert() -> None:
     update_in_template_order()
     skip_email_identities()
     refuse_iteration_error_names()
+    read_processing_maps_per_node()
     parse_update_expressions_every_time()
     query_whole_table()
     serialize_item_answers_by_shape()

@@ -651,6 +651,101 @@ def test_an_update_expression_is_parsed_once_and_applies_to_each_item_with_the_p
     assert table.get_item(Key={"pk": "job"})["Item"]["status"] == "done"
 
 
+def test_upstream_copies_the_tree_and_checks_its_paths_on_every_update() -> None:
+    """What `parse_update_expressions_once` replaces: the validator's deep copy of the tree and its path check."""
+    from moto.dynamodb.parsing import validators
+
+    assert "self.node_to_validate = deepcopy(expression)" in inspect.getsource(validators.Validator.__init__)
+    processors = inspect.getsource(moto_patches._original(validators.UpdateExpressionValidator, "get_ast_processors"))
+    assert "OverlappingPathsValidator(self.expression_attribute_names)" in processors
+
+
+def test_a_trees_copy_from_its_pickle_is_the_deep_copy_upstream_makes(patched: None) -> None:
+    import copy
+
+    from moto.dynamodb.parsing import validators
+    from moto.dynamodb.parsing.expressions import UpdateExpressionParser
+
+    for text in (
+        "SET #s = :s, a.b[2].c = if_not_exists(a.b[2].c, :z) + :one ADD n :one, tags :t REMOVE x, y[0] DELETE d :d",
+        "SET l = list_append(:a, l)",
+    ):
+        tree = UpdateExpressionParser.make(text)
+        copied, upstream = validators.deepcopy(tree), copy.deepcopy(tree)
+
+        def shape(node: Any) -> Any:
+            if not hasattr(node, "children"):
+                return repr(node)
+            return (type(node).__name__, [shape(c) for c in node.children or []])
+
+        assert copied is not tree and shape(copied) == shape(upstream) == shape(tree)
+        copied.children[0] = None  # the copy is the validator's own: the cached tree is untouched
+        assert tree.children[0] is not None
+
+
+def test_overlapping_paths_are_refused_every_time_with_their_names_with_the_patch(patched: None) -> None:
+    table = _counter_table()
+    refused = (
+        ("SET a = :v, a.b = :v", {}),  # a path and a path below it
+        ("SET #x = :v, #y = :v", {"#x": "same", "#y": "same"}),  # two names for one attribute
+    )
+    for text, names in refused:
+        for _ in range(2):
+            with pytest.raises(ClientError) as raised:
+                table.update_item(
+                    Key={"pk": "job"},
+                    UpdateExpression=text,
+                    ExpressionAttributeValues={":v": 1},
+                    **({"ExpressionAttributeNames": names} if names else {}),
+                )
+            assert raised.value.response["Error"]["Code"] == "ValidationException"
+            assert "overlap" in raised.value.response["Error"]["Message"].lower()
+    # the same text with names that do not overlap is applied
+    table.update_item(
+        Key={"pk": "job"},
+        UpdateExpression="SET #x = :v, #y = :v",
+        ExpressionAttributeNames={"#x": "first", "#y": "second"},
+        ExpressionAttributeValues={":v": 1},
+    )
+    assert table.get_item(Key={"pk": "job"})["Item"] == {"pk": "job", "n": 0, "first": 1, "second": 1}
+
+
+# --- DynamoDB: an expression tree's traversers read their processing map once ------------------------------------
+
+
+def test_a_traverser_builds_its_processing_map_per_node_without_the_patch(unpatched: None) -> None:
+    from moto.dynamodb.parsing.ast_nodes import DepthFirstTraverser
+
+    assert "self._processing_map()" in inspect.getsource(DepthFirstTraverser.nodes_to_be_processed)
+    assert "self._processing_map()" in inspect.getsource(DepthFirstTraverser.process)
+
+
+def test_a_traverser_builds_its_map_once_and_processes_as_upstream_with_the_patch(patched: None) -> None:
+    from moto.dynamodb.parsing.ast_nodes import DepthFirstTraverser
+
+    class Counting(DepthFirstTraverser):  # type: ignore[misc]
+        built = 0
+
+        def _processing_map(self) -> dict[type, Any]:
+            Counting.built += 1
+            return {int: lambda node: node + 1, str: lambda node: node.upper()}
+
+    counting = Counting()
+    assert counting.nodes_to_be_processed() == (int, str)
+    assert [counting.process(v) for v in (1, "a", 2.5, 3)] == [2, "A", None, 4]
+    assert Counting.built == 1
+    table = _counter_table()  # and an update still runs every processor
+    table.update_item(
+        Key={"pk": "job"},
+        UpdateExpression="SET #s = if_not_exists(#s, :zero) + :one, tags = list_append(:t, :t) ADD n :one",
+        ExpressionAttributeNames={"#s": "score"},
+        ExpressionAttributeValues={":zero": 10, ":one": 1, ":t": ["x"]},
+    )
+    assert table.get_item(Key={"pk": "job"})["Item"] == {"pk": "job", "n": 1, "score": 11, "tags": ["x", "x"]}
+    with pytest.raises(ClientError, match="key"):  # UpdateHashRangeKeyValidator still runs
+        table.update_item(Key={"pk": "job"}, UpdateExpression="SET pk = :v", ExpressionAttributeValues={":v": "x"})
+
+
 # --- Step Functions: a Map run's executions ----------------------------------------------------------------
 
 MAP_RUN = f"arn:aws:states:{REGION}:123456789012:mapRun:machine/run:0f6c1a9e-2d4b-4f7e-9a3c-5b8e7d6f1c2a"
