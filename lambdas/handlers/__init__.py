@@ -6,11 +6,21 @@ function's cold import). So the collector is paused here, and each handler modul
 `init_complete()`, which freezes what init made (`gc.freeze`: no later collection walks it again, and the first one
 after init does not walk all of it at once) and resumes the collector.
 `tests/infrastructure/test_handlers_init.py` imports every function's handler module alone and checks that it does.
+
+Two more things init no longer pays for: Powertools' aggregate packages import only the names a function uses
+(`handlers.lean_imports`), and pydantic does not scan every installed distribution's entry points for a plugin at
+its first model build (Longhaul installs none: `PYDANTIC_DISABLE_PLUGINS`, unless the function's environment says
+otherwise).
 """
 
 import gc
+import os
+
+from handlers.lean_imports import defer_aggregate_packages
 
 gc.disable()
+defer_aggregate_packages()
+os.environ.setdefault("PYDANTIC_DISABLE_PLUGINS", "__all__")
 
 
 def init_complete() -> None:

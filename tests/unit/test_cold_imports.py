@@ -11,9 +11,12 @@ from pathlib import Path
 import pytest
 
 LAMBDAS = Path(__file__).resolve().parents[2] / "lambdas"
-# `handlers.resolver` is the API's thread-safe resolver class, imported by `handlers.api`: not a handler of its own.
+# `handlers.resolver` (the API's thread-safe resolver class) and `handlers.lean_imports` (what `handlers` runs first)
+# are imported by handlers: not handlers of their own.
 HANDLER_MODULES = sorted(
-    f"handlers.{p.stem}" for p in (LAMBDAS / "handlers").glob("*.py") if p.stem not in ("__init__", "resolver")
+    f"handlers.{p.stem}"
+    for p in (LAMBDAS / "handlers").glob("*.py")
+    if p.stem not in ("__init__", "resolver", "lean_imports")
 )
 # Libraries only some steps use (BM25 retrieval, PDF parsing, output repair), and the X-Ray SDK nothing uses.
 HEAVY = ("numpy", "bm25s", "pypdf", "json_repair", "aws_xray_sdk")
@@ -101,3 +104,14 @@ def test_the_platforms_models_subclass_the_deferred_base():
             ):
                 direct.append(f"{path.relative_to(LAMBDAS)}:{node.name}")
     assert direct == ["longhaul/core/model.py:Model"]
+
+
+# Modules of Powertools' other resolvers (AppSync's brings asyncio): `handlers.lean_imports` defers the aggregate
+# packages that imported them all, so a handler loads only the resolver and event classes it uses.
+UNUSED = ("asyncio",)
+
+
+@pytest.mark.parametrize("module", ["handlers.api", "handlers.steps"])
+def test_a_handler_loads_no_resolver_it_does_not_use(module: str):
+    loaded = modules_loaded_by_importing(module)
+    assert loaded.isdisjoint(UNUSED), f"{module} imports {sorted(loaded & set(UNUSED))} at cold start"
