@@ -37,6 +37,8 @@ from local.moto_patches.dynamodb import (
     serialize_item_answers_by_shape,
     size_sets_by_member,
     size_sets_directly,
+    tokenize_conditions_every_time,
+    tokenize_conditions_once,
     unserialize_dynamodb_operations,
     write_item_answers_directly,
 )
@@ -126,6 +128,8 @@ __all__ = [
     "serve_in_process",
     "skip_email_identities",
     "stop_serving_in_process",
+    "tokenize_conditions_every_time",
+    "tokenize_conditions_once",
     "unserialize_dynamodb_operations",
 ]
 
@@ -155,6 +159,7 @@ def apply() -> None:
     read_the_clock_directly()
     parse_update_expressions_once()
     read_processing_maps_once()
+    tokenize_conditions_once()
     query_one_partition()
     write_item_answers_directly()
     size_sets_directly()
@@ -177,6 +182,7 @@ def revert() -> None:
     update_in_template_order()
     skip_email_identities()
     refuse_iteration_error_names()
+    tokenize_conditions_every_time()
     read_processing_maps_per_node()
     parse_update_expressions_every_time()
     query_whole_table()

@@ -710,6 +710,68 @@ def test_overlapping_paths_are_refused_every_time_with_their_names_with_the_patc
     assert table.get_item(Key={"pk": "job"})["Item"] == {"pk": "job", "n": 0, "first": 1, "second": 1}
 
 
+# --- DynamoDB: a condition expression's text tokenized once ------------------------------------------------------
+
+_CONDITIONS = (  # (condition, names, values): evaluated against the item {"pk": "job", "n": 0} then as updated
+    ("attribute_exists(pk) AND n = :zero", {}, {":zero": 0}),
+    ("#s IN (:a, :b) OR attribute_not_exists(#s)", {"#s": "status"}, {":a": "queued", ":b": "running"}),
+    ("NOT (n > :ten) AND begins_with(pk, :j)", {}, {":ten": 10, ":j": "jo"}),
+    ("n <> :zero", {}, {":zero": 0}),  # fails: n is 0
+    ("size(pk) >= :three AND n BETWEEN :zero AND :ten", {}, {":three": 3, ":zero": 0, ":ten": 10}),
+    ("#s = :a", {"#s": "status"}, {":a": "queued"}),  # fails: no status yet
+)
+
+
+def _conditional_outcomes() -> list[str]:
+    """Each condition of `_CONDITIONS` twice (the second time from the cache), as an update adding 1 to `n`."""
+    table = _counter_table()
+    outcomes = []
+    for condition, names, values in (*_CONDITIONS, *_CONDITIONS):
+        try:
+            table.update_item(
+                Key={"pk": "job"},
+                UpdateExpression="ADD n :one",
+                ConditionExpression=condition,
+                ExpressionAttributeValues={**values, ":one": 1},
+                **({"ExpressionAttributeNames": names} if names else {}),
+            )
+            outcomes.append("applied")
+        except ClientError as error:
+            outcomes.append(error.response["Error"]["Code"])
+    for invalid in ("n = = :one", "n ~ :one"):  # refused every time (moto raises ValueError for both)
+        for _ in range(2):
+            with pytest.raises((ClientError, ValueError)):
+                table.update_item(
+                    Key={"pk": "job"},
+                    UpdateExpression="ADD n :one",
+                    ConditionExpression=invalid,
+                    ExpressionAttributeValues={":one": 1},
+                )
+    return outcomes
+
+
+_OUTCOMES = [  # n: 0 → 1 → 2 → 3 (the NOT holds while n <= 10), then the second round
+    *["applied", "applied", "applied", "applied", "applied", "ConditionalCheckFailedException"],
+    *["ConditionalCheckFailedException", "applied", "applied", "applied", "applied", "ConditionalCheckFailedException"],
+]
+
+
+def test_a_condition_is_tokenized_on_every_request_without_the_patch(unpatched: None) -> None:
+    from moto.dynamodb.comparisons import ConditionExpressionParser
+
+    assert "self._lex_one_node(remaining_expression)" in inspect.getsource(
+        ConditionExpressionParser._lex_condition_expression
+    )
+    assert _conditional_outcomes() == _OUTCOMES
+
+
+def test_a_condition_is_tokenized_once_and_evaluates_as_upstream_with_the_patch(patched: None) -> None:
+    from local.moto_patches import dynamodb
+
+    assert _conditional_outcomes() == _OUTCOMES
+    assert dynamodb._condition_tokens.cache_info().hits >= len(_CONDITIONS)
+
+
 # --- DynamoDB: an expression tree's traversers read their processing map once ------------------------------------
 
 
