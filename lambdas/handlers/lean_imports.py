@@ -20,7 +20,6 @@ import importlib
 import importlib.util
 import sys
 from pathlib import Path
-from types import ModuleType
 from typing import Any
 
 # The aggregate packages deferred by `handlers` (before anything imports them).
@@ -80,7 +79,3 @@ def defer_exports(package: str) -> bool:
 def defer_aggregate_packages() -> list[str]:
     """Defer every package of `DEFERRED` that can be; the ones deferred."""
     return [package for package in DEFERRED if defer_exports(package)]
-
-
-def is_deferred(module: ModuleType) -> bool:
-    return module.__dict__.get("__getattr__") is not None and module.__name__ in DEFERRED
