@@ -51,7 +51,11 @@ def defer_exports(package: str) -> bool:
     spec = importlib.util.find_spec(package)  # imports the parent packages, as importing `package` would
     if spec is None or spec.origin is None or spec.submodule_search_locations is None:
         return False
-    exports = _exports(package, Path(spec.origin).read_text(encoding="utf-8"))
+    try:  # only a package installed with its source (a sourceless one is left as it is)
+        source = Path(spec.origin).read_text(encoding="utf-8") if spec.origin.endswith(".py") else None
+    except (OSError, UnicodeDecodeError):
+        source = None
+    exports = None if source is None else _exports(package, source)
     if exports is None:
         return False
     module = importlib.util.module_from_spec(spec)  # __path__, __spec__, __file__ as the real package's

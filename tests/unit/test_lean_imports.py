@@ -76,6 +76,16 @@ def test_a_package_whose_init_does_more_than_import_names_is_left_as_it_is(packa
     assert "agg" not in sys.modules
 
 
+def test_a_package_without_its_source_is_left_as_it_is(package: Path) -> None:
+    import py_compile
+
+    init = package / "__init__.py"
+    py_compile.compile(str(init), cfile=str(package / "__init__.pyc"))
+    init.unlink()  # a sourceless package: its __init__ is the pyc beside it
+    assert not defer_exports("agg")
+    assert "agg" not in sys.modules
+
+
 def test_an_imported_package_is_left_as_it_is(package: Path) -> None:
     import agg
 
