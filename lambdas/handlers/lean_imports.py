@@ -37,7 +37,7 @@ def _exports(package: str, source: str) -> dict[str, tuple[str, str]] | None:
             exports.update({alias.asname or alias.name: (module, alias.name) for alias in node.names})
         elif (isinstance(node, ast.Expr) and isinstance(node.value, ast.Constant)) or (
             isinstance(node, ast.Assign) and [getattr(t, "id", None) for t in node.targets] == ["__all__"]
-        ):  # the docstring
+        ):  # the docstring, `__all__`
             continue
         else:
             return None

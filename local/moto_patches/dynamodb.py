@@ -1,5 +1,7 @@
 """DynamoDB: a transaction backs up the items it touches, each operation is atomic, an update expression's text is
-parsed and checked once, a query reads its partition and an item operation's answer is written as JSON directly."""
+parsed and checked once (and its tree copied from a pickle), a condition's text is tokenized once, an expression
+tree's traversers build their processing map once, a query reads its partition and an item operation's answer is
+written as JSON directly."""
 
 from __future__ import annotations
 
