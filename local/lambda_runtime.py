@@ -525,7 +525,8 @@ def runtime_faults(invocation: Invocation, call_next: Callable[[], Any]) -> Any:
     `duplicate`: the event is delivered twice (the handler runs twice, one after the other, each with its own
     request id); the second result is returned, as an at-least-once redelivery would. `hang`: the handler is not
     called; the invocation blocks for the function's timeout + `HANG_MARGIN_SECONDS` (scaled, released by
-    `interrupt_waits`), then fails with `Sandbox.Timedout`; by then the interpreter has timed the Task out.
+    `interrupt_waits`), then fails with `Sandbox.Timedout`; by then the interpreter has timed the Task out. A grouped
+    fan-out's group fires them at their own item (`_group_faults`).
     """
     event = invocation.event
     if not is_step_event(event):
@@ -534,7 +535,42 @@ def runtime_faults(invocation: Invocation, call_next: Callable[[], Any]) -> Any:
     from longhaul.core import faults
 
     item = event.get("item")
+    group = event.get("items")
+    if isinstance(group, list):  # a grouped fan-out's group: its items run in order, a fault fires at its own item
+        return _group_faults(invocation, call_next, faults.active(), event["step"], group)
     kind = faults.active().take(event["step"], item if isinstance(item, int) else None, (faults.HANG, faults.DUPLICATE))
+    return _fire(invocation, call_next, kind)
+
+
+def _group_faults(
+    invocation: Invocation, call_next: Callable[[], Any], injector: Any, step: str, group: list[Any]
+) -> Any:
+    """A group's first item with a `hang` or `duplicate` rule fires it: a duplicate delivers the whole group twice;
+    a hang lets the items before it run (and commit), then holds the invocation as an item's hang would."""
+    from longhaul.core import faults
+
+    for position, entry in enumerate(group):
+        index = entry.get("index") if isinstance(entry, Mapping) else None
+        kind = injector.take(step, index if isinstance(index, int) else None, (faults.HANG, faults.DUPLICATE))
+        if kind is None:
+            continue
+        if kind == faults.HANG and position > 0:
+            event = invocation.event
+            invocation.event = {**event, "items": group[:position]}
+            try:
+                call_next()
+            except Exception as exc:  # it hangs next whatever this part's outcome
+                LOG.info("%s: items before a hang failed: %s: %s", invocation.function_name, error_type(exc), exc)
+            finally:
+                invocation.event = event
+        return _fire(invocation, call_next, kind)
+    return call_next()
+
+
+def _fire(invocation: Invocation, call_next: Callable[[], Any], kind: str | None) -> Any:
+    """Deliver the invocation as the runtime fault `kind` says (None: as it is)."""
+    from longhaul.core import faults
+
     if kind == faults.DUPLICATE:
         try:
             call_next()

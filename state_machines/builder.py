@@ -23,6 +23,7 @@ import jsii
 from aws_cdk import Duration, IResolveContext, IStringProducer, Lazy, RemovalPolicy, Stack
 from aws_cdk import aws_cloudwatch as cloudwatch
 from aws_cdk import aws_iam as iam
+from aws_cdk import aws_lambda as lambda_
 from aws_cdk import aws_logs as logs
 from aws_cdk import aws_stepfunctions as sfn
 
@@ -32,7 +33,7 @@ from longhaul.core.step_events import TASK_GROUP_PREFIX, StepEvent, WorkflowStat
 from longhaul.engine.spec import StepKind
 from state_machines.agent_loop import agent_chain
 from state_machines.compensation_lane import with_compensation_lane
-from state_machines.maps import item_map
+from state_machines.maps import group_map, item_map
 from state_machines.parts import (
     RUN_TASK_WAIT,
     STEP_HANDLER,
@@ -107,6 +108,8 @@ class WorkflowBuilder(WorkflowParts):
         """
         timeout, memory = self.visit(name, StepKind.FAN_OUT)
         function = self.function(name, STEP_HANDLER, timeout, memory)
+        if self.spec.step(name).grouped:
+            return self._grouped_fan_out(name, function, timeout, max_concurrency=max_concurrency)
 
         def processor(prefix: str) -> sfn.IChainable:
             item_task = self.lambda_task(
@@ -165,6 +168,46 @@ class WorkflowBuilder(WorkflowParts):
             return task
 
         return item_map(self, name, processor, max_concurrency=max_concurrency, single=single)
+
+    def _grouped_fan_out(
+        self, name: str, function: lambda_.IFunction, timeout: int, *, max_concurrency: int | None
+    ) -> sfn.Chain:
+        """A grouped fan-out (`state_machines.maps.group_map`): one Task per group of items, which runs each of them
+        as its own item. A group that fails (one of its items failed, or it timed out, or its process died) records
+        its failed items and sends their dead letters, then yields `true`, as a failed item would."""
+
+        def group(
+            state: str, items: str, state_input: str, result_path: str, failed: sfn.IChainable, stopped: sfn.IChainable
+        ) -> sfn.TaskStateBase:
+            task = self.lambda_task(
+                state,
+                function,
+                timeout,
+                payload=payload(
+                    StepEvent,
+                    step=name,
+                    items=items,
+                    attempt="$$.State.RetryCount",
+                    execution="$$.Execution.Id",
+                    input=state_input,
+                ),
+                result_path=result_path,
+            )
+            self.apply_retries(task)
+            task.add_catch(stopped, errors=list(STOPPED_ERRORS))
+            recorded = self.failure_path(
+                state,
+                job_path=f"{state_input}.job_id",
+                items_path=items,
+                end=failed,
+                timeout=timeout,
+                step=name,
+                unrecorded=failed,
+            )
+            task.add_catch(recorded, result_path="$.failure")
+            return task
+
+        return group_map(self, name, group, max_concurrency=max_concurrency)
 
     def _item_outcomes(
         self,

@@ -37,6 +37,10 @@ from state_machines.policy import STOPPED_ERRORS
 ProcessorFactory = Callable[[str], sfn.IChainable]
 # Builds the Task that runs a list's only item outside any Map: (its state name, where its failure path ends).
 SingleFactory = Callable[[str, sfn.IChainable], sfn.TaskStateBase]
+# Builds a grouped step's Task over a group of items: (its state name, the path of the group's items, the path of the
+# workflow state, its result path, where a failed group ends once its items' failures are recorded, where a stopped
+# job goes).
+GroupFactory = Callable[[str, str, str, str, sfn.IChainable, sfn.IChainable], sfn.TaskStateBase]
 
 
 def item_map(
@@ -85,7 +89,8 @@ def item_map(
     )
     inline.next(inline_verdict)
 
-    distributed = _distributed(b, name, make_processor, over, concurrency)
+    child = _batch_child(b, name, make_processor, concurrency)
+    distributed = _distributed(b, name, child, over, f"batches of {limits.MAP_BATCH_ITEMS} items")
     distributed_verdict = sfn.Choice(b, f"{name}: any batched item failed?").when(
         sfn.Condition.boolean_equals(f"$.fanout_tally.{name}.any_failed", True), batched_items_failed
     )
@@ -105,6 +110,73 @@ def item_map(
         ends.extend(choice.afterwards(include_otherwise=True).end_states)
     else:
         choice.otherwise(inline)
+    return sfn.Chain.custom(choice, ends, inline_verdict)
+
+
+def group_map(
+    b: WorkflowParts, name: str, make_group: GroupFactory, *, max_concurrency: int | None = None
+) -> sfn.Chain:
+    """The fan-out of a grouped step `name` over its `over` ItemList's groups (`longhaul.engine.items`): a Choice →
+    its only group's Task (a job of small documents: two transitions for the whole fan-out), an inline Map over the
+    groups, or a Distributed Map (one group per child execution) → a verdict Choice.
+
+    A group's Task runs each of its items as its own item; a failed group's recorder records its failed items, and
+    the job fails after the fan-out with the same summary as any fan-out's (`ItemsFailed`, from the items that did
+    not commit and were not left unrun by their group).
+    """
+    over = f"$.steps.{b.spec.step(name).over}"
+    counted = f"{over}.count"
+    concurrency = max_concurrency or b.policy.map_max_concurrency
+    items_failed = b.failure_path(
+        f"{name} groups",
+        job_path="$.job_id",
+        end=b.job_failed,
+        step=name,
+        error=ITEMS_FAILED,
+        dead_letter=False,
+        count_path=counted,
+    )
+
+    def in_map(prefix: str, items: str, state_input: str) -> sfn.IChainable:
+        failed = sfn.Pass(b, f"{prefix} group failed", result=sfn.Result.from_boolean(True))
+        stopped = sfn.Fail(b, f"{prefix} group stopped", error=JOB_STOPPED, cause="The job stopped.")
+        return make_group(f"{prefix} group", items, state_input, "$", failed, stopped)
+
+    inline = sfn.Map(
+        b,
+        name,
+        items_path=f"{over}.groups",
+        item_selector={"items.$": "$$.Map.Item.Value.items", "input.$": "$"},
+        max_concurrency=concurrency,
+        # a group yields `true` when one of its items failed
+        result_selector={"any_failed.$": "States.ArrayContains($, true)"},
+        result_path=f"$.fanout.{name}",
+        comment=f"Fan-out of {name} over {over}.groups (inline: at most {limits.INLINE_MAP_MAX_ITEMS} items)",
+    )
+    inline.item_processor(in_map(name, "$.items", "$.input"))
+    _catch_stops_and_failures(b, name, inline, f"{name} map")
+    inline_verdict = sfn.Choice(b, f"{name}: any group failed?").when(
+        sfn.Condition.boolean_equals(f"$.fanout.{name}.any_failed", True), items_failed
+    )
+    inline.next(inline_verdict)
+
+    child = in_map(f"{name} batch", "$.batch.items", "$.input")
+    distributed = _distributed(b, name, child, over, f"groups of at most {limits.ITEM_GROUP_MAX_ITEMS} items")
+    distributed_verdict = sfn.Choice(b, f"{name}: any batched group failed?").when(
+        sfn.Condition.boolean_equals(f"$.fanout_tally.{name}.any_failed", True), items_failed
+    )
+    distributed.next(_tally_task(b, name)).next(distributed_verdict)
+
+    alone = make_group(f"{name} (one group)", f"{over}.items", "$", sfn.JsonPath.DISCARD, items_failed, b.job_stopped)
+    choice = (
+        sfn.Choice(b, f"{name}: inline or distributed?")
+        .when(sfn.Condition.number_greater_than(counted, limits.INLINE_MAP_MAX_ITEMS), distributed)
+        .when(sfn.Condition.number_equals(f"{over}.group_count", 1), alone)
+        .otherwise(inline)
+    )
+    ends: list[sfn.INextable] = [alone]
+    for verdict in (inline_verdict, distributed_verdict):
+        ends.extend(verdict.afterwards(include_otherwise=True).end_states)
     return sfn.Chain.custom(choice, ends, inline_verdict)
 
 
@@ -136,11 +208,8 @@ def _inline(b: WorkflowParts, name: str, make_processor: ProcessorFactory, over:
     return fan_out
 
 
-def _distributed(
-    b: WorkflowParts, name: str, make_processor: ProcessorFactory, over: str, concurrency: int
-) -> sfn.DistributedMap:
-    """One child execution per batch of the manifest; the child runs its batch's items as an inline Map and yields
-    whether any of them failed."""
+def _batch_child(b: WorkflowParts, name: str, make_processor: ProcessorFactory, concurrency: int) -> sfn.IChainable:
+    """A Distributed Map's child: its batch's items as an inline Map; it yields whether any of them failed."""
     prefix = f"{name} batch"
     batch = sfn.Map(
         b,
@@ -158,6 +227,11 @@ def _distributed(
     batch_result = sfn.Pass(
         b, f"{prefix}: any item failed", parameters={"any_failed.$": "States.ArrayContains($.results, true)"}
     )
+    return batch.next(batch_result)
+
+
+def _distributed(b: WorkflowParts, name: str, child: sfn.IChainable, over: str, what: str) -> sfn.DistributedMap:
+    """One child execution per batch of the manifest (`child` runs it: {batch, input})."""
     bucket = b.artifacts_bucket
     if bucket is None:
         raise ValueError(f"{b.workflow}: {name} may run as a Distributed Map, which needs the artifacts bucket")
@@ -172,9 +246,9 @@ def _distributed(
         map_execution_type=sfn.StateMachineType.STANDARD,
         max_concurrency=b.policy.distributed_map_max_concurrency,
         result_path=f"$.fanout.{name}",
-        comment=f"Fan-out of {name} over the manifest of {over} (batches of {limits.MAP_BATCH_ITEMS} items)",
+        comment=f"Fan-out of {name} over the manifest of {over} ({what})",
     )
-    fan_out.item_processor(batch.next(batch_result))
+    fan_out.item_processor(child)
     fan_out.add_catch(b.job_stopped, errors=[JOB_STOPPED])
     # A child fails only when its job stopped or its failure path failed; on AWS the Map then fails with
     # `States.ExceedToleratedFailureThreshold` (none is tolerated), not with the child's error. The tally decides

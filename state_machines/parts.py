@@ -232,8 +232,12 @@ class WorkflowParts(Construct):
         outcomes_path: str | None = None,
         count_path: str | None = None,
         unrecorded: sfn.IChainable | None = None,
+        items_path: str | None = None,
     ) -> sfn.IChainable:
         """record failure (job and step) → dead letter to the step's own queue → `end`.
+
+        `items_path` (a grouped fan-out's group): the recorder records each failed item of the group and returns
+        their dead letters, which a Map sends one by one (no transition on the happy path).
 
         `timeout` (the step function's timeout, for a step's own Task) adds the policy's limits to the recorder's
         payload (`runner.StepLimits`), so that a timeout is recorded as "timed out after 75 s on each of 2 attempts".
@@ -264,6 +268,8 @@ class WorkflowParts(Construct):
             fields["outcomes"] = outcomes_path
         if count_path:
             fields["count"] = count_path
+        if items_path:
+            fields["items"] = items_path
         record = tasks.LambdaInvoke(
             self,
             f"{state_prefix}: record failure",
@@ -283,11 +289,22 @@ class WorkflowParts(Construct):
             self,
             f"{state_prefix}: dead letter",
             queue=self._dead_letter_queue(step),
-            message_body=sfn.TaskInput.from_text(sfn.JsonPath.json_to_string(sfn.JsonPath.object_at("$.dead_letter"))),
+            message_body=sfn.TaskInput.from_text(
+                sfn.JsonPath.json_to_string(sfn.JsonPath.object_at("$" if items_path else "$.dead_letter"))
+            ),
             result_path=sfn.JsonPath.DISCARD,
             task_timeout=sfn.Timeout.duration(Duration.seconds(self.policy.send_timeout)),
         )
         self.apply_retries(send)
+        sending: sfn.TaskStateBase | sfn.Map = send
+        if items_path:  # one dead letter per failed item of the group
+            sending = sfn.Map(
+                self,
+                f"{state_prefix}: dead letters",
+                items_path="$.dead_letter.dead_letters",
+                result_path=sfn.JsonPath.DISCARD,
+            )
+            sending.item_processor(send)
         if unrecorded is not None:
-            send.add_catch(unrecorded, errors=["States.ALL"], result_path="$.recording_failure")
-        return record.next(send).next(end)
+            sending.add_catch(unrecorded, errors=["States.ALL"], result_path="$.recording_failure")
+        return record.next(sending).next(end)

@@ -60,10 +60,13 @@ function reach(start, by, toward) {
   return seen;
 }
 
-// A fan-out's items are drawn on the Map that ran them (or, before one ran, on each of its Maps).
+// A state that runs a fan-out's items: its Maps, and a grouped fan-out's Task for its only group.
+const runsItems = (node) => node.step && (node.type === 'Map' || node.name === `${node.step} (one group)`);
+
+// A fan-out's items are drawn on the state that ran them (or, before one ran, on each state that may).
 function showsItems(node, graph) {
-  if (node.type !== 'Map' || !node.step) return false;
-  const maps = graph.nodes.filter((n) => n.type === 'Map' && n.step === node.step);
+  if (!runsItems(node)) return false;
+  const maps = graph.nodes.filter((n) => runsItems(n) && n.step === node.step);
   if (maps.some((n) => n.entered)) return node.entered > 0;
   const items = (graph.fan_outs || []).find((f) => f.step === node.step);
   return node.status === 'pending' && items?.total !== 0; // a fan-out over nothing is skipped, not run

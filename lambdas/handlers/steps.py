@@ -13,7 +13,7 @@ from longhaul.core import correlation, tracing
 from longhaul.core.observability import logger
 from longhaul.engine.failures import record_failure as _record_failure
 from longhaul.engine.items import tally
-from longhaul.engine.runner import run_step
+from longhaul.engine.runner import run_group, run_step
 from longhaul.services import services
 
 
@@ -39,6 +39,8 @@ def handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
             attempt=event.get("attempt"),
         ),
     ):
+        if event.get("items") is not None:  # a grouped fan-out's group of items
+            return run_group(event, services())
         return run_step(event, services())
 
 

@@ -80,12 +80,14 @@ def test_the_job_page_draws_the_workflow_the_job_passed_through_and_its_result(
     expect(node(page, "Job completed")).to_have_attribute("data-status", "done")
     skipped = {"ocr_pages", "review"}  # the sample has no scanned page and asks for no review (a Choice passes it)
     alone = {"build_index", "extract_evidence"}  # one batch, one passage group: an item's Task runs without a Map
+    grouped = {"parse_documents"}  # two small documents: one group, whose Task runs without a Map
     for step in spec.step_names:  # every step's own state is drawn; those the job ran are done
-        state = f"{step} (one item)" if step in alone else step
+        state = f"{step} (one item)" if step in alone else f"{step} (one group)" if step in grouped else step
         expect(node(page, state)).to_have_attribute("data-status", "skipped" if step in skipped else "done")
     expect(node(page, "build_index")).to_have_attribute("data-status", "skipped")
+    expect(node(page, "parse_documents")).to_have_attribute("data-status", "skipped")
     expect(node(page, "parse_documents (distributed)")).to_have_attribute("data-status", "skipped")
-    expect(node(page, "parse_documents")).to_contain_text("2 of 2 documents")
+    expect(node(page, "parse_documents (one group)")).to_contain_text("2 of 2 documents")
     expect(page.locator('.fanouts li[data-step="parse_documents"]')).to_contain_text("2 of 2 documents")
     expect(page.locator(".timeline li").last).to_contain_text("job_completed")
     # The answer's first citation, shown in its page's text.

@@ -39,8 +39,10 @@ def step_tasks(machine: dict[str, Any]) -> list[tuple[str, dict[str, Any], dict[
 
 def step_of(task_name: str) -> str:
     """The step a step Task runs: `<step>`, `<step> item` (inline Map), `<step> batch item` (Distributed Map) or
-    `<step> (one item)` (a list of one item)."""
-    return task_name.removesuffix(" (one item)").removesuffix(" item").removesuffix(" batch")
+    `<step> (one item)` (a list of one item); a grouped fan-out's `group` and `(one group)` alike."""
+    for suffix in (" (one item)", " (one group)", " item", " group", " batch"):
+        task_name = task_name.removesuffix(suffix)
+    return task_name
 
 
 def test_every_step_task_has_a_timeout_not_below_its_lambda_timeout(machines, lambda_timeouts, template):
@@ -98,14 +100,20 @@ def test_every_step_catches_all_into_record_failure_then_its_own_dead_letter_que
             record = scope[catch_all[0]["Next"]]
             assert record["Type"] == "Task" and record["Parameters"]["step"] == step, name
             send = scope[record["Next"]]
+            after_send = send
+            if name.endswith((" group", " (one group)")):  # a failed group's items' dead letters, one by one
+                assert send["Type"] == "Map" and send["ItemsPath"] == "$.dead_letter.dead_letters", name
+                send = send["ItemProcessor"]["States"][send["ItemProcessor"]["StartAt"]]
             assert send["Resource"].endswith(":states:::sqs:sendMessage")
             queue_url = send["Parameters"]["QueueUrl"].lstrip("@")
             assert queue_url in queues, f"{name} dead letters go to an unknown queue"
             assert dlq_by_step.setdefault(step, queue_url) == queue_url
-            end = scope[send["Next"]]
-            # a step fails the job; an item yields its failure to its Map; a list's only item goes on to the summary
-            alone = name.endswith(" (one item)") and end["Type"] == "Task"
-            assert end["Type"] == "Fail" or (name.endswith(" item") and end["Type"] == "Pass") or alone, name
+            end = scope[after_send["Next"]]
+            # a step fails the job; an item (or group) yields its failure to its Map; a list's only item (or group)
+            # goes on to the summary
+            alone = name.endswith((" (one item)", " (one group)")) and end["Type"] == "Task"
+            in_map = name.endswith((" item", " group")) and end["Type"] == "Pass"
+            assert end["Type"] == "Fail" or in_map or alone, name
         assert len(set(dlq_by_step.values())) == len(dlq_by_step), "steps share a dead-letter queue"
 
 
@@ -135,7 +143,7 @@ def test_only_references_travel_between_states(machines):
     """Step outputs land under $.steps.<name>; Map items get an index, a reference and the (small) state."""
     for machine in machines.values():
         for name, state, _ in step_tasks(machine):
-            if name.endswith((" item", " (one item)")):
+            if name.endswith((" item", " (one item)", " group", " (one group)")):
                 # An item's outcome is its step output (references only; `true` when it failed), the Map's result;
                 # a container task's worker answers with its step output too; the one item run alone drops it
                 assert state["ResultPath"] in (None, "$") or state["Resource"].startswith("arn:aws:states:::ecs:")
@@ -143,12 +151,16 @@ def test_only_references_travel_between_states(machines):
                 assert state["ResultPath"] == f"$.steps.{name}"
         maps = [(n, s) for n, s, _ in all_states(machine["States"]) if s["Type"] == "Map"]
         for name, fan_out in maps:
+            if name.endswith(": dead letters"):  # a failed group's dead letters: the recorder's answer, sent
+                assert "ItemSelector" not in fan_out and fan_out["ResultPath"] is None
+                continue
             assert fan_out.get("MaxConcurrency", 0) > 0
             if "ItemReader" in fan_out:  # a Distributed Map: a batch of the manifest and the state per child
                 assert set(fan_out["ItemSelector"]) == {"batch.$", "input.$"}
                 assert fan_out["ResultPath"].startswith("$.fanout.") and "ResultWriter" in fan_out
                 continue
-            assert set(fan_out["ItemSelector"]) == {"item.$", "ref.$", "input.$"}
+            # an item and its reference, or a grouped step's group of them
+            assert set(fan_out["ItemSelector"]) in ({"item.$", "ref.$", "input.$"}, {"items.$", "input.$"})
             assert fan_out["ResultPath"].startswith("$.fanout.") or name.endswith(" batch items")
             # an item ends with its Task's output (a step output: references only), a boolean (failed or not), a
             # stop, or (a distributed batch) whether any of its items failed
@@ -168,7 +180,7 @@ def test_a_fan_out_fails_the_job_once_after_all_items_ran(machines):
     for machine in machines.values():
         states = machine["States"]
         for name, state, scope in all_states(states):
-            if state["Type"] != "Map":
+            if state["Type"] != "Map" or name.endswith(": dead letters"):
                 continue
             after = scope[state["Next"]]
             if name.endswith(" batch items"):  # inside a child execution: its answer to the Distributed Map
@@ -187,6 +199,9 @@ def test_a_fan_out_fails_the_job_once_after_all_items_ran(machines):
             # it names the failed items from what the Map saw, not from what their recorders got to write
             if "ItemReader" in state:
                 assert record["Parameters"]["count.$"] == after["Parameters"]["count.$"]
+            elif "items.$" in state["ItemSelector"]:  # groups: the items that did not commit
+                spec = REGISTRY[machine["Comment"].removeprefix("Longhaul workflow ")]
+                assert record["Parameters"]["count.$"] == f"$.steps.{spec.step(name).over}.count"
             else:
                 assert record["Parameters"]["outcomes.$"] == f"{state['ResultPath']}.outcomes"
                 assert state["ResultSelector"]["outcomes.$"] == "$"
@@ -199,13 +214,17 @@ def test_an_items_failure_path_never_fails_its_map(machines):
         checked = 0
         for name, state, scope in all_states(machine["States"]):
             in_a_map = scope is not machine["States"]
-            if not (in_a_map and state["Type"] == "Task" and name.endswith((": record failure", ": dead letter"))):
+            recording = state["Type"] == "Task" and name.endswith((": record failure", ": dead letter"))
+            if not in_a_map or not (recording or (state["Type"] == "Map" and name.endswith(": dead letters"))):
+                continue
+            if "Catch" not in state and len(scope) == 1:  # the send inside a group's dead letters Map: see the Map
                 continue
             checked += 1
             (catch,) = state["Catch"]
             assert catch["ErrorEquals"] == ["States.ALL"], name
             assert scope[catch["Next"]]["Type"] == "Pass" and scope[catch["Next"]]["Result"] is True, name
-        # a record and a dead letter per copy of each fan-out's item processor (inline, and a distributed batch's)
+        # a record and a dead letter (a group's: a Map of them) per copy of each fan-out's item processor (inline, and
+        # a distributed batch's)
         spec = REGISTRY[machine["Comment"].removeprefix("Longhaul workflow ")]
         assert checked == 4 * len(spec.fan_out_steps)
 
@@ -224,7 +243,8 @@ def test_a_fan_out_chooses_inline_or_distributed_by_its_item_count(machines):
             # the inline Map is the Default, or (a container step, which skips an empty list) the rule above 0
             some = [c["Next"] for c in choice["Choices"] if c.get("NumericGreaterThan") == 0]
             distributed, inline = states[above["Next"]], states[some[0] if some else choice["Default"]]
-            assert inline["ItemsPath"] == f"{over}.items"
+            grouped = spec.step(step).grouped
+            assert inline["ItemsPath"] == f"{over}.{'groups' if grouped else 'items'}"
             assert distributed["ItemReader"]["Resource"].endswith(":states:::s3:getObject")
             assert distributed["ItemReader"]["ReaderConfig"]["InputType"] == "JSON"
             assert distributed["ItemReader"]["Parameters"]["Key.$"] == f"{over}.manifest_key"
@@ -234,6 +254,10 @@ def test_a_fan_out_chooses_inline_or_distributed_by_its_item_count(machines):
             config = distributed["ItemProcessor"]["ProcessorConfig"]
             assert config == {"Mode": "DISTRIBUTED", "ExecutionType": "STANDARD"}
             batch = distributed["ItemProcessor"]["States"][distributed["ItemProcessor"]["StartAt"]]
+            if grouped:  # a child execution runs one group: the batch
+                assert batch["Type"] == "Task" and batch["Parameters"]["items.$"] == "$.batch.items"
+                assert batch["Parameters"]["input.$"] == "$.input"
+                continue
             assert batch["Type"] == "Map" and batch["ItemsPath"] == "$.batch.items"
             assert batch["ItemSelector"]["input.$"] == "$.input"
 
@@ -250,6 +274,15 @@ def test_a_fan_out_of_one_item_runs_its_task_alone_and_fails_as_a_map_would(mach
             assert choice["Choices"][0]["Variable"] == f"{over}.count"
             one = next(c for c in choice["Choices"] if c.get("NumericEquals") == 1)
             task = states[one["Next"]]
+            if spec.step(step).grouped:  # one group: its Task with the list's items
+                assert one["Variable"] == f"{over}.group_count"
+                assert one["Next"] == f"{step} (one group)" and task["Type"] == "Task"
+                assert task["Parameters"]["items.$"] == f"{over}.items"
+                assert task["Next"] == states[f"{step}: any group failed?"]["Default"]
+                record = states[next(c for c in task["Catch"] if c["ErrorEquals"] == ["States.ALL"])["Next"]]
+                assert record["Parameters"]["items.$"] == task["Parameters"]["items.$"]
+                assert states[states[record["Next"]]["Next"]]["Parameters"]["error"] == ITEMS_FAILED
+                continue
             assert one["Next"] == f"{step} (one item)" and task["Type"] == "Task"
             assert task["Parameters"]["item.$"] == f"States.ArrayGetItem({over}.items[*].index, 0)"
             assert task["Parameters"]["ref.$"] == f"States.ArrayGetItem({over}.items[*].ref, 0)"

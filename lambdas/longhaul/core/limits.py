@@ -33,6 +33,12 @@ REVIEW_DEADLINE_MARGIN_SECONDS = 900
 # batch, so no execution's history (25,000 events) or payload (256 KB) comes near its limit at MAX_DOCUMENTS.
 INLINE_MAP_MAX_ITEMS = 40
 MAP_BATCH_ITEMS = 50
+# A grouped fan-out (`longhaul.engine.items`): one invocation runs a group of consecutive items, at most
+# ITEM_GROUP_MAX_ITEMS of them (a Distributed Map's child runs one group) and ITEM_GROUP_MAX_WEIGHT of weight (for
+# documents: bytes to parse, so a group's parse stays well inside its step's timeout); an item of unknown weight (an
+# upload, whose size the step would have to ask S3 for) runs alone.
+ITEM_GROUP_MAX_ITEMS = MAP_BATCH_ITEMS
+ITEM_GROUP_MAX_WEIGHT = 8 * 1024 * 1024
 
 # Indexing. Documents are chunked and indexed in batches of consecutive documents (one fan-out item each, one BM25
 # index each): a batch closes at INDEX_BATCH_MAX_DOCUMENTS documents or INDEX_BATCH_MAX_CHARS characters of text

@@ -31,14 +31,26 @@ class WorkflowState(Model):
     review_mode: str | None = None
 
 
+class Item(Model):
+    """One item of a fan-out: its index in the list (the item number everywhere) and a small reference (an S3 key or
+    a small typed record, never text)."""
+
+    index: int
+    ref: Any
+
+
 class StepEvent(Model):
-    """What a Task passes to a step function (the builder builds the payload from these field names)."""
+    """What a Task passes to a step function (the builder builds the payload from these field names).
+
+    A fan-out item's Task passes its `item` and `ref`; a grouped fan-out's Task passes a group of them (`items`),
+    which one invocation runs one after the other, each as its own item (`longhaul.engine.runner.run_group`)."""
 
     step: str
     attempt: int = 0
     execution: str | None = None
     item: int | None = None
     ref: Any = None
+    items: list[Item] | None = None
     input: WorkflowState
 
 
@@ -70,6 +82,9 @@ class FailureEvent(Model):
     execution: str | None = None
     item: int | None = None
     ref: Any = None  # a fan-out item's reference: a document's names it in the failure and its dead letter
+    # A grouped fan-out's group whose invocation failed: each of its items that did not commit is told apart (see
+    # `longhaul.engine.failures.record_failure`).
+    items: list[Item] | None = None
     limits: StepLimits | None = None
     outcomes: list[bool | dict[str, Any]] | None = None
     count: int | None = None

@@ -59,9 +59,36 @@ def record_failure(raw_event: Mapping[str, Any], services: Services) -> dict[str
     """Record a failure and return the dead-letter message (also kept in the table for operators).
 
     A fan-out item's failure marks only the item (the other items go on); the job fails once after the fan-out,
-    with `ItemsFailed` summarising its failed items. Any other failure marks the step and the job failed.
+    with `ItemsFailed` summarising its failed items. Any other failure marks the step and the job failed. A grouped
+    fan-out's failed group (`event.items`) records each of its failed items as an item's failure and returns their
+    dead letters (`{"dead_letters": [...]}`, which the state machine sends one by one).
     """
     event = FailureEvent.model_validate(raw_event)
+    if event.items is not None:
+        return {"dead_letters": [_record(services, e) for e in _group_failures(services, event)]}
+    return _record(services, event)
+
+
+def _group_failures(services: Services, event: FailureEvent) -> list[FailureEvent]:
+    """A failed group's items that did not commit, each as the failure of an item: with the error its runner
+    recorded for its last attempt, or else (its attempt never returned: the group's invocation timed out or its
+    process died before it ran or while it ran) the group's own."""
+    records = {
+        r.item: r for r in services.checkpoints.steps(event.job_id) if r.step == event.step and r.item is not None
+    }
+    failed: list[FailureEvent] = []
+    for item in event.items or ():
+        record = records.get(item.index)
+        if record is not None and record.succeeded:
+            continue
+        one = event.model_copy(update={"items": None, "item": item.index, "ref": item.ref})
+        if record is not None and record.error is not None and record.status in ("failed", "retrying"):
+            one = one.model_copy(update={"error": record.error.error, "cause": record.error.message, "limits": None})
+        failed.append(one)
+    return failed
+
+
+def _record(services: Services, event: FailureEvent) -> dict[str, Any]:
     jobs, checkpoints = services.jobs, services.checkpoints
     if event.error == ITEMS_FAILED:
         error, attempts = _items_failed(services, event)

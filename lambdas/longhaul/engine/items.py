@@ -4,8 +4,14 @@ A step whose output a later fan-out (or container step) runs `over` returns an `
 of its manifest, and the items themselves only while they are few (`limits.INLINE_MAP_MAX_ITEMS`). The state machine
 runs a short list as an inline Map over `items`, a long one as a Distributed Map reading the manifest, whose elements
 are batches of `limits.MAP_BATCH_ITEMS` items (moto's interpreter has no `ItemBatcher`, and a pre-batched manifest is
-as legal on AWS). Either way an item is one `{index, ref}`: one Lambda invocation, one checkpoint, one fault index,
-one dead letter; the batch is only how the Distributed Map carries items.
+as legal on AWS). Either way an item is one `{index, ref}`: one checkpoint, one fault index, one dead letter; the
+batch is only how the Distributed Map carries items.
+
+A grouped list (the producer passes each item's `weights`) also holds its items in groups of consecutive items
+(`groups`, while they are few; the manifest's batches are then the groups): one Lambda invocation runs a group's
+items one after the other, each as its own item, so that many light items (small documents) do not cost a Lambda
+invocation and a state transition each. A group closes at `limits.ITEM_GROUP_MAX_ITEMS` items or
+`limits.ITEM_GROUP_MAX_WEIGHT` (bytes to read, say); an item of unknown weight runs in a group of its own.
 """
 
 from __future__ import annotations
@@ -19,21 +25,13 @@ from longhaul.core import limits
 from longhaul.core.errors import CancelledError
 from longhaul.core.model import Model
 from longhaul.core.records import StepRecord
-from longhaul.core.step_events import ItemTally, TallyEvent
+from longhaul.core.step_events import Item, ItemTally, TallyEvent
 from longhaul.storage import artifacts as keys
 from longhaul.storage.artifacts import ArtifactStore
 from longhaul.storage.jobs import ACTIVE
 
 if TYPE_CHECKING:
     from longhaul.services import Services
-
-
-class Item(Model):
-    """One item of a fan-out: its index in the list (the item number everywhere) and a small reference (an S3 key or
-    a small typed record, never text)."""
-
-    index: int
-    ref: Any
 
 
 class ItemBatch(Model):
@@ -43,11 +41,14 @@ class ItemBatch(Model):
 
 
 class ItemList(Model):
-    """A fan-out's items by reference: `items` only when there are at most `INLINE_MAP_MAX_ITEMS` of them."""
+    """A fan-out's items by reference: `items` only when there are at most `INLINE_MAP_MAX_ITEMS` of them; a grouped
+    list's `group_count`, and its `groups` when its `items` are there."""
 
     count: int = Field(ge=0)
     manifest_key: str
     items: list[Item] | None = None
+    group_count: int | None = Field(default=None, exclude_if=lambda count: count is None)
+    groups: list[ItemBatch] | None = Field(default=None, exclude_if=lambda groups: groups is None)
 
     @property
     def inline(self) -> bool:
@@ -62,6 +63,32 @@ def batches(items: Sequence[Item], size: int = limits.MAP_BATCH_ITEMS) -> list[I
     return [ItemBatch(items=list(items[start : start + size])) for start in range(0, len(items), size)]
 
 
+def groups_of(
+    weights: Sequence[int | None],
+    *,
+    max_items: int = limits.ITEM_GROUP_MAX_ITEMS,
+    max_weight: int = limits.ITEM_GROUP_MAX_WEIGHT,
+) -> list[range]:
+    """Consecutive groups of items (by position): each at most `max_items` long and `max_weight` heavy; an item of
+    unknown weight (None), or heavier than `max_weight`, alone."""
+    if max_items < 1 or max_weight < 1:
+        raise ValueError("a group holds at least one item")
+    groups: list[range] = []
+    first, weight, solo = 0, 0, False
+    for position, item_weight in enumerate(weights):
+        alone = item_weight is None or item_weight > max_weight
+        if position > first and (
+            solo or alone or position - first >= max_items or weight + (item_weight or 0) > max_weight
+        ):
+            groups.append(range(first, position))
+            first, weight = position, 0
+        solo = alone
+        weight += item_weight or 0
+    if len(weights) > first:
+        groups.append(range(first, len(weights)))
+    return groups
+
+
 def write_item_list(
     store: ArtifactStore,
     job_id: str,
@@ -69,15 +96,31 @@ def write_item_list(
     name: str,
     refs: Iterable[Any],
     *,
+    weights: Sequence[int | None] | None = None,
     inline_max: int = limits.INLINE_MAP_MAX_ITEMS,
     batch_size: int = limits.MAP_BATCH_ITEMS,
 ) -> dict[str, Any]:
     """Write the manifest of `refs` (item i is refs[i]) at a deterministic key of (job, step, name) and return the
-    `ItemList` as the step output field (a plain dict: step outputs are JSON)."""
+    `ItemList` as the step output field (a plain dict: step outputs are JSON). With `weights` (one per item), a
+    grouped list: its manifest's batches are its groups (`groups_of`)."""
     items = [Item(index=i, ref=ref) for i, ref in enumerate(refs)]
     key = manifest_key(job_id, step, name)
-    store.put_json(key, [b.model_dump(mode="json") for b in batches(items, batch_size)])
-    listed = ItemList(count=len(items), manifest_key=key, items=items if len(items) <= inline_max else None)
+    inline = len(items) <= inline_max
+    if weights is None:
+        store.put_json(key, [b.model_dump(mode="json") for b in batches(items, batch_size)])
+        listed = ItemList(count=len(items), manifest_key=key, items=items if inline else None)
+        return listed.model_dump(mode="json")
+    if len(weights) != len(items):
+        raise ValueError(f"{len(weights)} weights for {len(items)} items")
+    groups = [ItemBatch(items=items[r.start : r.stop]) for r in groups_of(weights)]
+    store.put_json(key, [g.model_dump(mode="json") for g in groups])
+    listed = ItemList(
+        count=len(items),
+        manifest_key=key,
+        items=items if inline else None,
+        group_count=len(groups),
+        groups=groups if inline else None,
+    )
     return listed.model_dump(mode="json")
 
 

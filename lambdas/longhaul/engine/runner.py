@@ -84,12 +84,42 @@ def run_step(
     *,
     work: StepWork | None = None,
     spec: WorkflowSpec | None = None,
+    invocation: bool = True,
 ) -> dict[str, Any]:
     """Run one step (or fan-out item) of the event's own workflow (`spec` defaults to the registry's) with its domain
     function (`work` defaults to the spec's). Whatever the outcome, the invocation's usage is added to the job's
-    cost (`longhaul.engine.usage.recording`)."""
-    with recording(services, raw_event) as slip:
+    cost (`longhaul.engine.usage.recording`; not `invocation`: an item of a group, which the group's first counts)."""
+    with recording(services, raw_event, invocation=invocation) as slip:
         return _run_step(raw_event, services, work=work, spec=spec, slip=slip)
+
+
+def run_group(
+    raw_event: Mapping[str, Any],
+    services: Services,
+    *,
+    work: StepWork | None = None,
+    spec: WorkflowSpec | None = None,
+) -> dict[str, Any]:
+    """Run a grouped fan-out's group (`StepEvent.items`): each item in order, exactly as `run_step` runs one item
+    (its own checkpoint, usage, fault index, recorded failure). An item's failure does not stop the others; after
+    the last, the group fails with the first retryable failure (the state machine retries the group: its committed
+    items are skipped then) or else the first failure (its recorder tells the group's items apart). A stopped job
+    stops the group at once."""
+    event = StepEvent.model_validate(raw_event)
+    failures: list[LonghaulError] = []
+    committed = 0
+    for position, item in enumerate(event.items or ()):
+        one = {**raw_event, "item": item.index, "ref": item.ref, "items": None}
+        try:
+            run_step(one, services, work=work, spec=spec, invocation=position == 0)
+            committed += 1
+        except CancelledError:
+            raise
+        except LonghaulError as error:
+            failures.append(error)
+    if failures:
+        raise next((error for error in failures if error.retryable), failures[0])
+    return {"committed": committed}
 
 
 def _run_step(

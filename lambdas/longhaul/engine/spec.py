@@ -195,8 +195,13 @@ class StepSpec:
     heartbeat_seconds: int | None = None  # a container step: the worker's heartbeat bound; None = the policy's
     agent: AgentPolicy | None = None  # an agent step's policy
     reads_results: bool = False  # reads other jobs' published results (its function may read `results/`)
+    # A fan-out over a grouped list (`longhaul.engine.items`): one invocation per group of items, each item still
+    # its own checkpoint, fault index, failure and dead letter. Not for a step that calls a model.
+    grouped: bool = False
 
     def __post_init__(self) -> None:
+        if self.grouped and (self.kind != StepKind.FAN_OUT or self.calls_model):
+            raise ValueError(f"step {self.name!r}: only a fan-out that calls no model runs its items in groups")
         if (self.kind == StepKind.AGENT) != (self.agent is not None):
             raise ValueError(f"step {self.name!r}: an agent step has an agent policy, and only an agent step does")
         if (self.kind in ITEM_KINDS) != (self.over is not None):

@@ -24,24 +24,28 @@ RECORDING = metering.Metered(dynamodb_requests=1, dynamodb_write_units=1)
 
 
 class Slip:
-    """The invocation's usage so far; `settled` once a transaction has added it to the job."""
+    """The invocation's usage so far; `settled` once a transaction has added it to the job. Not `invocation`: a part
+    of an invocation another slip counts (a grouped fan-out's item after the group's first), its time and requests
+    only."""
 
-    def __init__(self, meter: metering.Meter) -> None:
+    def __init__(self, meter: metering.Meter, *, invocation: bool = True) -> None:
         self._meter = meter
         self._started = time.monotonic()
+        self._invocation = invocation
         self.settled = False
 
     def usage(self) -> metering.Metered:
         compute = metering.current_compute(environ())
-        return self._meter.requests() + metering.compute_usage(compute, time.monotonic() - self._started)
+        used = self._meter.requests() + metering.compute_usage(compute, time.monotonic() - self._started)
+        return used if self._invocation else used.model_copy(update={"lambda_invocations": 0})
 
 
 @contextmanager
-def recording(services: Services, raw_event: Mapping[str, object]) -> Iterator[Slip]:
-    """Meter the step invocation run in this block; add its usage to its job's counters when it ends, unless a
-    transaction of the block did (`Slip.settled`)."""
+def recording(services: Services, raw_event: Mapping[str, object], *, invocation: bool = True) -> Iterator[Slip]:
+    """Meter the step invocation (or, not `invocation`, the part of one) run in this block; add its usage to its
+    job's counters when it ends, unless a transaction of the block did (`Slip.settled`)."""
     with metering.metered() as meter:
-        slip = Slip(meter)
+        slip = Slip(meter, invocation=invocation)
         try:
             yield slip
         finally:

@@ -1,10 +1,10 @@
 """Workflow `document-analysis`: answer a question over documents, with verified citations.
 
-list the documents → parse each (a fan-out per document) → plan OCR → OCR of scanned pages (container tasks over
-page batches; skipped when no page needs it) → chunk and index (a fan-out per batch of documents) → retrieve → fan
-out evidence extraction over passage groups → draft → verify → review → publish. The review (when asked for;
-`auto`: when verification dropped a claim) may edit the answer and the claims; edited claims are verified against
-their pages like the model's.
+list the documents → parse each (a fan-out per document, small ones in groups) → plan OCR → OCR of scanned pages
+(container tasks over page batches; skipped when no page needs it) → chunk and index (a fan-out per batch of
+documents) → retrieve → fan out evidence extraction over passage groups → draft → verify → review → publish. The
+review (when asked for; `auto`: when verification dropped a claim) may edit the answer and the claims; edited claims
+are verified against their pages like the model's.
 """
 
 from __future__ import annotations
@@ -68,13 +68,15 @@ SPEC = WorkflowSpec(
     domain="longhaul.workflows.document_analysis.steps",
     steps=(
         step("list_documents"),
-        # One document per item (a Distributed Map above `limits.INLINE_MAP_MAX_ITEMS` documents).
+        # One document per item, run in groups of small documents (`engine.items`: one invocation per group; a
+        # Distributed Map above `limits.INLINE_MAP_MAX_ITEMS` documents, one group per child execution).
         fan_out(
             "parse_documents",
             over="list_documents.documents",
             item_unit="document",
             timeout_seconds=300,
             memory_mb=1769,
+            grouped=True,
         ),
         step("plan_ocr", timeout_seconds=300, memory_mb=1769),
         container(

@@ -84,10 +84,24 @@ def _input(ctx: StepContext) -> JobInput:
 
 
 def list_documents(ctx: StepContext) -> dict[str, Any]:
-    """The job's documents as the item list `parse_documents` runs over (each item's ref: its `StoredDocument`)."""
+    """The job's documents as the item list `parse_documents` runs over (each item's ref: its `StoredDocument`), in
+    groups by the bytes each has to parse (an upload's size is not known here: it is parsed alone)."""
     documents = _input(ctx).documents
     refs = [d.model_dump(mode="json") for d in documents]
-    return {"documents": write_item_list(ctx.services.artifacts, ctx.job_id, "list_documents", "documents", refs)}
+    weights = [_bytes_to_parse(d) for d in documents]
+    return {
+        "documents": write_item_list(
+            ctx.services.artifacts, ctx.job_id, "list_documents", "documents", refs, weights=weights
+        )
+    }
+
+
+def _bytes_to_parse(document: StoredDocument) -> int | None:
+    if document.span is not None:
+        return document.span.length
+    if document.member is not None:
+        return document.member.size
+    return None
 
 
 def _parsed_key(job_id: str, index: int) -> str:
@@ -95,7 +109,8 @@ def _parsed_key(job_id: str, index: int) -> str:
 
 
 def parse_documents(ctx: StepContext) -> dict[str, Any]:
-    """One document (a fan-out item): parse it and write its pages at a key fixed by its index."""
+    """One document (a fan-out item, run in a group of documents): parse it and write its pages at a key fixed by its
+    index."""
     store, doc = ctx.services.artifacts, StoredDocument.model_validate(ctx.event.ref)
     parsed = parse_document(index=doc.index, name=doc.name, data=read_document(store, doc), media_type=doc.media_type)
     key = store.put_json(_parsed_key(ctx.job_id, doc.index), parsed)
