@@ -191,3 +191,34 @@ def test_a_group_is_billed_as_one_invocation_whatever_its_items(
     run_group(group_event([0, 1, 2]), services, work=ItemWork({}), spec=SPEC)
     metered = store.get_job(JOB_ID).metered
     assert metered.lambda_invocations == 1 and metered.lambda_mb_ms >= 3 * 1769  # each item's time, rounded up
+
+
+def test_a_group_reads_its_records_once_and_marks_only_its_first_item_running(
+    services: Services, checkpoints: CheckpointStore, job: Job, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    reads: list[list[int | None]] = []
+    read_items = checkpoints.read_items
+
+    def counted(job_id: str, step: str, items: list[int | None]) -> Any:
+        reads.append(list(items))
+        return read_items(job_id, step, items)
+
+    monkeypatch.setattr(checkpoints, "read_items", counted)
+    monkeypatch.setattr(checkpoints, "read", lambda *_: pytest.fail("an item of a group read its record alone"))
+    marked: list[int | None] = []
+    running_write = checkpoints.running_write
+    monkeypatch.setattr(
+        checkpoints, "running_write", lambda j, s, item, f: marked.append(item) or running_write(j, s, item, f)
+    )
+    # the job runs (its first step marked it so): a fan-out's items then start with their commit
+    run_group(group_event([0]), services, work=ItemWork({}), spec=SPEC)
+    reads.clear(), marked.clear()
+
+    with pytest.raises(InvalidInputError):
+        run_group(group_event([1, 2, 3]), services, work=ItemWork({3: [InvalidInputError("bad")]}), spec=SPEC)
+    assert reads == [[1, 2, 3]] and marked == [1]
+    for item in (1, 2):  # each attempt counted all the same, and the start of each recorded
+        record = checkpoints.get_step(JOB_ID, "p", item)
+        assert record is not None and record.succeeded and record.attempts == 1 and record.started_at is not None
+    failed = checkpoints.get_step(JOB_ID, "p", 3)
+    assert failed is not None and (failed.status, failed.attempts) == ("failed", 1)

@@ -18,6 +18,7 @@ import hashlib
 import json
 import time
 from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 from typing import Any, TypeVar
 
 from aws_lambda_powertools.metrics import MetricUnit
@@ -84,13 +85,23 @@ def run_step(
     *,
     work: StepWork | None = None,
     spec: WorkflowSpec | None = None,
-    invocation: bool = True,
 ) -> dict[str, Any]:
     """Run one step (or fan-out item) of the event's own workflow (`spec` defaults to the registry's) with its domain
     function (`work` defaults to the spec's). Whatever the outcome, the invocation's usage is added to the job's
-    cost (`longhaul.engine.usage.recording`; not `invocation`: an item of a group, which the group's first counts)."""
-    with recording(services, raw_event, invocation=invocation) as slip:
+    cost (`longhaul.engine.usage.recording`)."""
+    with recording(services, raw_event) as slip:
         return _run_step(raw_event, services, work=work, spec=spec, slip=slip)
+
+
+@dataclass(frozen=True)
+class _InGroup:
+    """An item as `run_group` runs it: the job and the item's record as the group read them (one read for the
+    group), and whether it is the group's first (which counts the invocation and marks its item running, with the
+    fan-out's progress on the job; the others' commits count their attempts and record their start)."""
+
+    job: Job | None
+    record: StepRecord | None
+    first: bool
 
 
 def run_group(
@@ -106,12 +117,20 @@ def run_group(
     items are skipped then) or else the first failure (its recorder tells the group's items apart). A stopped job
     stops the group at once."""
     event = StepEvent.model_validate(raw_event)
+    items = event.items or []
+    job_id, step = event.input.job_id, event.step
+    try:
+        job, records = services.checkpoints.read_items(job_id, step, [item.index for item in items])
+    except Exception as error:
+        raise classify(error, step=step, item=None) from error
     failures: list[LonghaulError] = []
     committed = 0
-    for position, item in enumerate(event.items or ()):
+    for position, item in enumerate(items):
         one = {**raw_event, "item": item.index, "ref": item.ref, "items": None}
+        grouped = _InGroup(job, records.get(item.index), first=position == 0)
         try:
-            run_step(one, services, work=work, spec=spec, invocation=position == 0)
+            with recording(services, one, invocation=grouped.first) as slip:
+                _run_step(one, services, work=work, spec=spec, slip=slip, grouped=grouped)
             committed += 1
         except CancelledError:
             raise
@@ -129,13 +148,17 @@ def _run_step(
     work: StepWork | None,
     spec: WorkflowSpec | None,
     slip: Slip,
+    grouped: _InGroup | None = None,
 ) -> dict[str, Any]:
     event = StepEvent.model_validate(raw_event)
     spec = spec or registry()[event.input.workflow]
     work = work or spec.work(event.step)
     job_id, step, item = event.input.job_id, event.step, event.item
     agent = spec.step(step).kind == StepKind.AGENT  # its item is a turn of the loop, not a fan-out's item
-    found, checkpoint = _read(services, job_id, step, item)
+    if grouped is None:
+        found, checkpoint = _read(services, job_id, step, item)
+    else:
+        found, checkpoint = grouped.job, grouped.record
     job = _live_job(services, found, job_id, step, item)
     version = input_version(event)
     if checkpoint and checkpoint.succeeded and checkpoint.input_version == version:
@@ -154,13 +177,16 @@ def _run_step(
     # (which items started after a budget refusal is read from that order).
     this = spec.step(step)
     deferred = this.kind == StepKind.FAN_OUT and not this.calls_model and job.status == JobStatus.RUNNING
+    # A group's items after its first are not marked running: their commit (or failure) counts the attempt.
+    unmarked = deferred and grouped is not None and not grouped.first and not recorded
     started_at = iso(services.now())
     try:
-        job = _guarded(
-            lambda: _begin(services, spec, event, job, version, recorded, agent=agent, deferred=deferred),
-            step=step,
-            item=item,
-        )
+        if not unmarked:
+            job = _guarded(
+                lambda: _begin(services, spec, event, job, version, recorded, agent=agent, deferred=deferred),
+                step=step,
+                item=item,
+            )
     except _CommittedMeanwhile as done:
         logger.info("committed by a concurrent delivery; step skipped", extra={"job_id": job_id, "step": step})
         return done.output
@@ -174,7 +200,9 @@ def _run_step(
         raise  # the job was stopped: nothing to record, nothing to commit
     except Exception as error:
         typed = classify(error, step=step, item=item)
-        _record_attempt_failure(services, event, typed, started_at=started_at if deferred else None)
+        _record_attempt_failure(
+            services, event, typed, started_at=started_at if deferred else None, count_attempt=unmarked
+        )
         if typed is error:
             raise
         raise typed from error
@@ -193,9 +221,20 @@ def _run_step(
     }
     duration_ms = int((time.monotonic() - started) * 1000)
     deferred_at = started_at if deferred else None
+    if unmarked:
+        checkpoint_fields["started_at"] = started_at
     _guarded(
         lambda: _commit(
-            services, spec, event, job, checkpoint_fields, duration_ms, slip, agent=agent, started_at=deferred_at
+            services,
+            spec,
+            event,
+            job,
+            checkpoint_fields,
+            duration_ms,
+            slip,
+            agent=agent,
+            started_at=deferred_at,
+            count_attempt=unmarked,
         ),
         step=step,
         item=item,
@@ -285,13 +324,14 @@ def _commit(
     *,
     agent: bool,
     started_at: str | None = None,
+    count_attempt: bool = False,
 ) -> None:
     """One transaction, conditional on the job still running (a step of a cancelled job never commits): the
-    checkpoint, `step_finished`, the job's progress (a fan-out's item: its number in the step's set), the
-    invocation's usage; the last step completes the job with its result in it."""
+    checkpoint (`count_attempt`: with its attempt), `step_finished`, the job's progress (a fan-out's item: its number
+    in the step's set), the invocation's usage; the last step completes the job with its result in it."""
     job_id, step, item = event.input.job_id, event.step, event.item
     last = item is None and step == spec.last_step
-    committed = services.checkpoints.committed_write(job_id, step, item, checkpoint)
+    committed = services.checkpoints.committed_write(job_id, step, item, checkpoint, count_attempt=count_attempt)
     # A fan-out's item sets nothing its siblings do not set alike and adds its number to the step's set: it reserves
     # its events' numbers rather than conditioning on the job's event counter, which its siblings move all the time.
     sibling = item is not None and not agent
@@ -445,7 +485,12 @@ def classify(error: Exception, *, step: str, item: int | None) -> LonghaulError:
 
 
 def _record_attempt_failure(
-    services: Services, event: StepEvent, error: LonghaulError, *, started_at: str | None = None
+    services: Services,
+    event: StepEvent,
+    error: LonghaulError,
+    *,
+    started_at: str | None = None,
+    count_attempt: bool = False,
 ) -> None:
     jobs, job_id = services.jobs, event.input.job_id
     if started_at is not None:  # a fan-out item's start, not recorded yet (see `_run_step`)
@@ -457,7 +502,11 @@ def _record_attempt_failure(
         "will_retry": error.retryable,
     }
     services.checkpoints.put_step(
-        job_id, event.step, event.item, {"status": "retrying" if error.retryable else "failed", "error": detail}
+        job_id,
+        event.step,
+        event.item,
+        {"status": "retrying" if error.retryable else "failed", "error": detail},
+        count_attempt=count_attempt,
     )
     jobs.append_event(
         job_id, "step_attempt_failed", step=event.step, item=event.item, attempt=event.attempt + 1, detail=detail

@@ -11,7 +11,7 @@ items are a number set on the job item (`done_attribute`, one ADD per item: idem
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from longhaul.core import schema
@@ -22,6 +22,8 @@ from longhaul.storage.dynamo import backoff, plain, query_prefix, transact_guard
 from longhaul.storage.jobs import ACTIVE, TransitionRejected
 
 READ_TRIES = 8
+# A BatchGetItem reads at most 100 items: the job's and 99 records.
+READ_ITEMS_MAX = 99
 
 
 def _step_key(job_id: str, step: str, item: int | None) -> dict[str, str]:
@@ -41,7 +43,17 @@ class CheckpointStore:
 
     def read(self, job_id: str, step: str, item: int | None = None) -> tuple[Job | None, StepRecord | None]:
         """The job and the step's (or item's) record, in one consistent BatchGetItem."""
-        keys = [schema.job_key(job_id), _step_key(job_id, step, item)]
+        job, records = self.read_items(job_id, step, [item])
+        return job, records.get(item)
+
+    def read_items(
+        self, job_id: str, step: str, items: Sequence[int | None]
+    ) -> tuple[Job | None, dict[int | None, StepRecord]]:
+        """The job and the records of a step's items (at most `READ_ITEMS_MAX`), in one consistent BatchGetItem (and
+        its retries of what it left unprocessed)."""
+        if len(items) > READ_ITEMS_MAX:
+            raise ValueError(f"{len(items)} records in one read; at most {READ_ITEMS_MAX}")
+        keys = [schema.job_key(job_id), *(_step_key(job_id, step, item) for item in dict.fromkeys(items))]
         request: dict[str, Any] = {self.table.name: {"Keys": keys, "ConsistentRead": True}}
         found: list[dict[str, Any]] = []
         for _ in range(READ_TRIES):
@@ -54,11 +66,8 @@ class CheckpointStore:
         else:
             raise TransientError(f"job {job_id}: its records stayed unprocessed; retry")
         job = next((i for i in found if i[schema.SK] == schema.JOB_SK), None)
-        record = next((i for i in found if i[schema.SK] != schema.JOB_SK), None)
-        return (
-            Job.model_validate(plain(job)) if job else None,
-            StepRecord.model_validate(plain(record)) if record else None,
-        )
+        records = [StepRecord.model_validate(plain(i)) for i in found if i[schema.SK] != schema.JOB_SK]
+        return Job.model_validate(plain(job)) if job else None, {r.item: r for r in records}
 
     def running_write(self, job_id: str, step: str, item: int | None, fields: Mapping[str, Any]) -> dict[str, Any]:
         """The transaction item that marks a step (or item) running and counts its attempt; never over a checkpoint
@@ -71,13 +80,18 @@ class CheckpointStore:
         update["ExpressionAttributeValues"][":one"] = 1
         return _unless_committed(self.table.name, _step_key(job_id, step, item), update, fields["input_version"])
 
-    def committed_write(self, job_id: str, step: str, item: int | None, fields: Mapping[str, Any]) -> dict[str, Any]:
+    def committed_write(
+        self, job_id: str, step: str, item: int | None, fields: Mapping[str, Any], *, count_attempt: bool = False
+    ) -> dict[str, Any]:
         """The transaction item that writes a step's checkpoint (the job's condition, in the same transaction, keeps a
-        step of a job cancelled meanwhile from committing)."""
+        step of a job cancelled meanwhile from committing); `count_attempt`: it counts the attempt too (one that was
+        never marked running)."""
         fields = {**fields, "step": step, "updated_at": iso(self.clock.now())}
         if item is not None:
             fields["item"] = item
-        update = update_expression(fields)
+        update = update_expression(fields, add="attempts :one" if count_attempt else "")
+        if count_attempt:
+            update["ExpressionAttributeValues"][":one"] = 1
         # once per input version: a concurrent delivery that committed first leaves nothing to commit
         return _unless_committed(self.table.name, _step_key(job_id, step, item), update, fields.get("input_version"))
 
@@ -85,12 +99,15 @@ class CheckpointStore:
         got = self.table.get_item(Key=_step_key(job_id, step, item), ConsistentRead=True)
         return StepRecord.model_validate(plain(got["Item"])) if "Item" in got else None
 
-    def put_step(self, job_id: str, step: str, item: int | None, fields: Mapping[str, Any]) -> None:
-        """Set fields of a step record; entering `running` counts an attempt."""
+    def put_step(
+        self, job_id: str, step: str, item: int | None, fields: Mapping[str, Any], *, count_attempt: bool = False
+    ) -> None:
+        """Set fields of a step record; entering `running` counts an attempt (so does `count_attempt`: the record of
+        an attempt that was never marked running)."""
         fields = {**fields, "step": step, "updated_at": iso(self.clock.now())}
         if item is not None:
             fields["item"] = item
-        starting = fields.get("status") == "running"
+        starting = fields.get("status") == "running" or count_attempt
         update = update_expression(fields, add="attempts :one" if starting else "")
         if starting:
             update["ExpressionAttributeValues"][":one"] = 1
