@@ -152,20 +152,17 @@ class WorkflowBuilder(WorkflowParts):
                 ),
                 result_path=sfn.JsonPath.DISCARD,
             )
-            self.apply_retries(task)
-            task.add_catch(self.job_stopped, errors=list(STOPPED_ERRORS))
-            failed = self.failure_path(
+            return self._caught(
+                task,
                 state,
+                stopped=self.job_stopped,
+                failed=summary,
+                timeout=timeout,
+                step=name,
                 job_path="$.job_id",
                 item_path=item,
                 ref_path=ref,
-                end=summary,
-                timeout=timeout,
-                step=name,
-                unrecorded=summary,
             )
-            task.add_catch(failed, result_path="$.failure")
-            return task
 
         return item_map(self, name, processor, max_concurrency=max_concurrency, single=single)
 
@@ -193,21 +190,51 @@ class WorkflowBuilder(WorkflowParts):
                 ),
                 result_path=result_path,
             )
-            self.apply_retries(task)
-            task.add_catch(stopped, errors=list(STOPPED_ERRORS))
-            recorded = self.failure_path(
+            return self._caught(
+                task,
                 state,
-                job_path=f"{state_input}.job_id",
-                items_path=items,
-                end=failed,
+                stopped=stopped,
+                failed=failed,
                 timeout=timeout,
                 step=name,
-                unrecorded=failed,
+                job_path=f"{state_input}.job_id",
+                items_path=items,
             )
-            task.add_catch(recorded, result_path="$.failure")
-            return task
 
         return group_map(self, name, group, max_concurrency=max_concurrency)
+
+    def _caught(
+        self,
+        task: sfn.TaskStateBase,
+        state: str,
+        *,
+        stopped: sfn.IChainable,
+        failed: sfn.IChainable,
+        timeout: int,
+        step: str,
+        job_path: str,
+        item_path: str | None = None,
+        ref_path: str | None = None,
+        items_path: str | None = None,
+    ) -> sfn.TaskStateBase:
+        """A fan-out Task outside a Map's item processor (a list's only item, a group) with its retries, its stop
+        and its failure path: the failure recorded for the item (`item_path`, `ref_path`) or for the group's items
+        (`items_path`), then on to `failed` (also where an unrecorded failure goes), as a failed item in a Map."""
+        self.apply_retries(task)
+        task.add_catch(stopped, errors=list(STOPPED_ERRORS))
+        recorded = self.failure_path(
+            state,
+            job_path=job_path,
+            item_path=item_path,
+            ref_path=ref_path,
+            items_path=items_path,
+            end=failed,
+            timeout=timeout,
+            step=step,
+            unrecorded=failed,
+        )
+        task.add_catch(recorded, result_path="$.failure")
+        return task
 
     def _item_outcomes(
         self,

@@ -73,15 +73,7 @@ def item_map(
         dead_letter=False,
         outcomes_path=f"$.fanout.{name}.outcomes",
     )
-    batched_items_failed = b.failure_path(
-        f"{name} batched items",
-        job_path="$.job_id",
-        end=b.job_failed,
-        step=name,
-        error=ITEMS_FAILED,
-        dead_letter=False,
-        count_path=counted,
-    )
+    batched_items_failed = _counted_items_failed(b, f"{name} batched items", name, counted)
 
     inline = _inline(b, name, make_processor, over, concurrency)
     inline_verdict = sfn.Choice(b, f"{name}: any item failed?").when(
@@ -113,6 +105,20 @@ def item_map(
     return sfn.Chain.custom(choice, ends, inline_verdict)
 
 
+def _counted_items_failed(b: WorkflowParts, state_prefix: str, name: str, counted: str) -> sfn.IChainable:
+    """The job's failure after a fan-out whose item outcomes are not at hand (a Distributed Map's stay in S3; a
+    group's items are not the Map's): the summary names the items of the `counted` list that did not commit."""
+    return b.failure_path(
+        state_prefix,
+        job_path="$.job_id",
+        end=b.job_failed,
+        step=name,
+        error=ITEMS_FAILED,
+        dead_letter=False,
+        count_path=counted,
+    )
+
+
 def group_map(
     b: WorkflowParts, name: str, make_group: GroupFactory, *, max_concurrency: int | None = None
 ) -> sfn.Chain:
@@ -127,15 +133,7 @@ def group_map(
     over = f"$.steps.{b.spec.step(name).over}"
     counted = f"{over}.count"
     concurrency = max_concurrency or b.policy.map_max_concurrency
-    items_failed = b.failure_path(
-        f"{name} groups",
-        job_path="$.job_id",
-        end=b.job_failed,
-        step=name,
-        error=ITEMS_FAILED,
-        dead_letter=False,
-        count_path=counted,
-    )
+    items_failed = _counted_items_failed(b, f"{name} groups", name, counted)
 
     def in_map(prefix: str, items: str, state_input: str) -> sfn.IChainable:
         failed = sfn.Pass(b, f"{prefix} group failed", result=sfn.Result.from_boolean(True))

@@ -3,29 +3,13 @@ document is still its own item — its fault index, retries, failure, dead lette
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from typing import Any
-
-import pytest
 
 from local.platform import LocalPlatform
 from tests.faults.helpers import assert_consistent, dead_letters
 from tests.workflows.conftest import Client
 
 STEP = "parse_documents"
-
-
-@pytest.fixture
-def ops(platform: LocalPlatform) -> Client:
-    return Client(platform, "ops")
-
-
-@pytest.fixture
-def fast_timeouts(platform: LocalPlatform) -> Iterator[None]:
-    before = platform.time_scale
-    platform.set_time_scale(0.03)
-    yield
-    platform.set_time_scale(before)
 
 
 def _body(documents: int) -> dict[str, Any]:

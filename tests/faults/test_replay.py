@@ -4,8 +4,6 @@ from __future__ import annotations
 
 from typing import Any
 
-import pytest
-
 from local import lambda_runtime
 from local.deploy import wait_until
 from local.platform import LocalPlatform
@@ -13,11 +11,6 @@ from tests.faults.helpers import DOCUMENT_ANALYSIS, artifacts, assert_consistent
 from tests.workflows.conftest import Client
 
 STEPS_BEFORE_VERIFY = ("parse_documents", "build_index", "retrieve_passages", "draft_answer")
-
-
-@pytest.fixture
-def ops(platform: LocalPlatform) -> Client:
-    return Client(platform, "ops")
 
 
 def _events_after_replay(events: list[dict[str, Any]]) -> list[dict[str, Any]]:

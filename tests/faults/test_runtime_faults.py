@@ -2,25 +2,13 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from typing import Any
-
-import pytest
 
 from local import lambda_runtime
 from local.platform import LocalPlatform
 from tests.faults.helpers import artifacts, assert_consistent, charges, dead_letters
 from tests.workflows.conftest import Client
-
-
-@pytest.fixture
-def fast_timeouts(platform: LocalPlatform) -> Iterator[None]:
-    """A hang ends at the Task timeout: scale the interpreter's waits further down for this scenario."""
-    before = platform.time_scale
-    platform.set_time_scale(0.03)
-    yield
-    platform.set_time_scale(before)
-
 
 RECORDER = "handlers.steps.record_failure"
 
