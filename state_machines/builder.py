@@ -81,15 +81,7 @@ class WorkflowBuilder(WorkflowParts):
         """The spec's step `name` as a Lambda Task over the whole state; its output lands in `$.steps.<name>`."""
         timeout, memory = self.visit(name, StepKind.STEP)
         function = self.function(name, STEP_HANDLER, timeout, memory)
-        task = self.lambda_task(
-            name,
-            function,
-            timeout,
-            payload=payload(
-                StepEvent, step=name, attempt="$$.State.RetryCount", execution="$$.Execution.Id", input="$"
-            ),
-            result_path=f"$.steps.{name}",
-        )
+        task = self._step_task(name, function, timeout, step=name, input="$", result_path=f"$.steps.{name}")
         self.apply_retries(task)
         task.add_catch(self.job_stopped, errors=list(STOPPED_ERRORS))
         task.add_catch(
@@ -112,21 +104,16 @@ class WorkflowBuilder(WorkflowParts):
             return self._grouped_fan_out(name, function, timeout, max_concurrency=max_concurrency)
 
         def processor(prefix: str) -> sfn.IChainable:
-            item_task = self.lambda_task(
+            # the item's outcome is the step's output (references only): one transition per item
+            item_task = self._step_task(
                 f"{prefix} item",
                 function,
                 timeout,
-                payload=payload(
-                    StepEvent,
-                    step=name,
-                    item="$.item",
-                    ref="$.ref",
-                    attempt="$$.State.RetryCount",
-                    execution="$$.Execution.Id",
-                    input="$.input",
-                ),
-                # the item's outcome is the step's output (references only): one transition per item
+                step=name,
+                input="$.input",
                 result_path="$",
+                item="$.item",
+                ref="$.ref",
             )
             self.apply_retries(item_task)
             return self._item_outcomes(name, prefix, item_task, timeout, done_state=False)
@@ -137,20 +124,8 @@ class WorkflowBuilder(WorkflowParts):
             """The list's only item, as its Task in the Map would run it, outside any Map."""
             # (`items[0].ref` would do on AWS; moto's interpreter answers a path through an index with a list)
             item, ref = (f"States.ArrayGetItem({over}.items[*].{field}, 0)" for field in ("index", "ref"))
-            task = self.lambda_task(
-                state,
-                function,
-                timeout,
-                payload=payload(
-                    StepEvent,
-                    step=name,
-                    item=item,
-                    ref=ref,
-                    attempt="$$.State.RetryCount",
-                    execution="$$.Execution.Id",
-                    input="$",
-                ),
-                result_path=sfn.JsonPath.DISCARD,
+            task = self._step_task(
+                state, function, timeout, step=name, input="$", result_path=sfn.JsonPath.DISCARD, item=item, ref=ref
             )
             return self._caught(
                 task,
@@ -176,19 +151,8 @@ class WorkflowBuilder(WorkflowParts):
         def group(
             state: str, items: str, state_input: str, result_path: str, failed: sfn.IChainable, stopped: sfn.IChainable
         ) -> sfn.TaskStateBase:
-            task = self.lambda_task(
-                state,
-                function,
-                timeout,
-                payload=payload(
-                    StepEvent,
-                    step=name,
-                    items=items,
-                    attempt="$$.State.RetryCount",
-                    execution="$$.Execution.Id",
-                    input=state_input,
-                ),
-                result_path=result_path,
+            task = self._step_task(
+                state, function, timeout, step=name, input=state_input, result_path=result_path, items=items
             )
             return self._caught(
                 task,
@@ -202,6 +166,34 @@ class WorkflowBuilder(WorkflowParts):
             )
 
         return group_map(self, name, group, max_concurrency=max_concurrency)
+
+    def _step_task(
+        self,
+        state: str,
+        function: lambda_.IFunction,
+        timeout: int,
+        *,
+        step: str,
+        input: str,
+        result_path: str,
+        **target: str,
+    ) -> sfn.TaskStateBase:
+        """A Task invoking a step function with its `StepEvent`: the step, what it runs on (`target`: an item and its
+        reference, or a group's items; nothing for a whole step), its attempt, its execution and its input."""
+        return self.lambda_task(
+            state,
+            function,
+            timeout,
+            payload=payload(
+                StepEvent,
+                step=step,
+                **target,
+                attempt="$$.State.RetryCount",
+                execution="$$.Execution.Id",
+                input=input,
+            ),
+            result_path=result_path,
+        )
 
     def _caught(
         self,
