@@ -115,3 +115,30 @@ UNUSED = ("asyncio",)
 def test_a_handler_loads_no_resolver_it_does_not_use(module: str):
     loaded = modules_loaded_by_importing(module)
     assert loaded.isdisjoint(UNUSED), f"{module} imports {sorted(loaded & set(UNUSED))} at cold start"
+
+
+def test_modules_that_define_models_keep_their_annotations_evaluated():
+    """Under `from __future__ import annotations` every field's annotation is a string that pydantic evaluates when
+    it defines the model (a compile and an eval each): a module defining models imports without it (see
+    `longhaul/core/model.py`)."""
+    probe = (
+        "import __future__, importlib, json, pkgutil, sys\n"
+        "import handlers, longhaul\n"
+        "for package in (handlers, longhaul):\n"
+        "    for found in pkgutil.walk_packages(package.__path__, package.__name__ + '.'):\n"
+        "        importlib.import_module(found.name)\n"
+        "from longhaul.core.model import Model\n"
+        "def walk(cls):\n"
+        "    for sub in cls.__subclasses__():\n"
+        "        yield sub\n"
+        "        yield from walk(sub)\n"
+        "modules = {c.__module__ for c in walk(Model)}\n"
+        "late = [m for m in modules if getattr(sys.modules[m], 'annotations', None) is __future__.annotations]\n"
+        "print(json.dumps([len(modules), sorted(late)]))\n"
+    )
+    result = subprocess.run(
+        [sys.executable, "-c", probe], cwd=LAMBDAS, capture_output=True, text=True, check=True, timeout=120
+    )
+    modules, late = json.loads(result.stdout)
+    assert modules > 30  # the probe found the platform's model modules
+    assert late == [], f"drop `from __future__ import annotations` from {late}"

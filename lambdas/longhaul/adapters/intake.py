@@ -9,8 +9,6 @@ round for as long as it waits: `put_back` renews it (a fresh copy, then the rece
 count counts rounds that failed, never rounds waited.
 """
 
-from __future__ import annotations
-
 from collections.abc import Mapping
 from typing import Annotated, Any
 

@@ -8,8 +8,6 @@ claims (role `tenant` when absent). Hand-written on `cryptography` (already a de
 one algorithm and four claims, and one library fewer in the asset.
 """
 
-from __future__ import annotations
-
 import base64
 import json
 import threading

@@ -12,8 +12,6 @@ get there, else `skipped`. A fan-out's Map is also `failed` when an item failed.
 `Catch` are the failure path (`failure_path`).
 """
 
-from __future__ import annotations
-
 import json
 from collections.abc import Iterable, Sequence
 from itertools import pairwise

@@ -1,7 +1,5 @@
 """API keys: stored hashed; a key maps to a tenant and a role (`tenant`, `reviewer` of that tenant, `operator`)."""
 
-from __future__ import annotations
-
 import hashlib
 from datetime import UTC, datetime
 from typing import Any, Literal

@@ -6,8 +6,6 @@ as a token (no byte-level tokenizer makes more tokens than bytes) plus the call'
 model's row of the price table and rounded *up* to the micro-dollar; settling replaces it by the actual usage.
 """
 
-from __future__ import annotations
-
 import json
 import math
 import re
@@ -231,7 +229,7 @@ class Reservation(Model):
     cost_micro: int = Field(ge=0)
 
     @classmethod
-    def worst_case(cls, input_tokens: int, max_output_tokens: int, price: Price) -> Reservation:
+    def worst_case(cls, input_tokens: int, max_output_tokens: int, price: Price) -> "Reservation":
         return cls(
             tokens=input_tokens + max_output_tokens, cost_micro=cost_micro(input_tokens, max_output_tokens, price)
         )

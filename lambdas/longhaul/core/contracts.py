@@ -3,12 +3,10 @@
 The OpenAPI document in `docs/openapi.json` is generated from these models; a test fails on drift.
 """
 
-from __future__ import annotations
-
 import re
 from datetime import date, datetime
 from enum import StrEnum
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, Literal, Self
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationInfo, field_validator, model_validator
 
@@ -53,30 +51,29 @@ NAME_PATTERN = (
     rf"^(?![A-Za-z]:)(?![^{_UNSAFE}/\\]*\.\.)(?=[^{_UNSAFE}/\\]*[^{INVISIBLE}./\\])"
     rf"[^{_UNSAFE}{_SPACES}/\\](?:[^{_UNSAFE}/\\]*[^{_UNSAFE}{_SPACES}/\\])?{_END}"
 )
-_UNSAFE_CHARACTERS = re.compile(f"[{_UNSAFE}]")
-_WINDOWS_DRIVE = re.compile(r"^[A-Za-z]:")
-_VISIBLE = re.compile(VISIBLE_PATTERN)
-_NAME = re.compile(NAME_PATTERN)
+# Patterns as strings: `re` compiles each on first use (and caches it), not every cold start.
+_UNSAFE_CHARACTERS = f"[{_UNSAFE}]"
+_WINDOWS_DRIVE = r"^[A-Za-z]:"
 
 
 def check_plain_name(name: str) -> str:
     """A name is shown in citations and results, never used as a path; refuse what would be one."""
-    if _UNSAFE_CHARACTERS.search(name):
+    if re.search(_UNSAFE_CHARACTERS, name):
         raise ValueError("must not contain control characters")
-    if "/" in name or "\\" in name or _WINDOWS_DRIVE.match(name):
+    if "/" in name or "\\" in name or re.match(_WINDOWS_DRIVE, name):
         raise ValueError("must be a plain name, without path separators or a drive")
     if name.strip(". ") == "" or ".." in name:
         raise ValueError("must not be or contain `..`, or be only dots and spaces")
     if name != name.strip():
         raise ValueError("must not start or end with whitespace")
-    if not _NAME.match(name):  # what is left: no character that shows, other than dots
+    if not re.match(NAME_PATTERN, name):  # what is left: no character that shows, other than dots
         raise ValueError("must contain a visible character other than a dot")
     return name
 
 
 def check_visible(text: str) -> str:
     """Refuse text that shows nothing: only whitespace, zero-width, format or control characters."""
-    if not _VISIBLE.search(text):
+    if not re.search(VISIBLE_PATTERN, text):
         raise ValueError("must contain a visible character (not only whitespace, zero-width or control characters)")
     return text
 
@@ -157,7 +154,7 @@ class DocumentInput(Strict):
     ]
 
     @model_validator(mode="after")
-    def _one_source(self) -> DocumentInput:
+    def _one_source(self) -> Self:
         if (self.text is None) == (self.upload_id is None):
             raise ValueError("give exactly one of `text` or `upload_id`")
         return self
@@ -230,7 +227,7 @@ class DocumentAnalysisInput(Strict):
     ] = limits.DEFAULT_PASSAGES_PER_GROUP
 
     @model_validator(mode="after")
-    def _unique_names(self) -> DocumentAnalysisInput:
+    def _unique_names(self) -> Self:
         if (self.documents is None) == (self.archive is None):
             raise ValueError("give exactly one of `documents` or `archive`")
         names = [d.name for d in self.documents or ()]
@@ -399,7 +396,7 @@ class ReplayRequest(Strict):
     ]
 
     @model_validator(mode="after")
-    def _redrive_on_its_own_version(self) -> ReplayRequest:
+    def _redrive_on_its_own_version(self) -> Self:
         if self.mode == "redrive" and self.version == "current":
             raise ValueError("a redrive resumes the execution on its own version; replay (mode=replay) to run another")
         return self

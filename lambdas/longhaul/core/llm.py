@@ -1,7 +1,5 @@
 """The model port: one request/response shape for every model provider."""
 
-from __future__ import annotations
-
 import hashlib
 import json
 from typing import Any, Protocol

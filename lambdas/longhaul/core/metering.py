@@ -11,8 +11,6 @@ one half, a transactional item two; a write one write unit, a transactional one 
 its two price classes (A: PUT, COPY, POST, LIST; B: GET, HEAD and the rest; DELETE is free).
 """
 
-from __future__ import annotations
-
 import math
 import threading
 from collections.abc import Iterator, Mapping
@@ -68,7 +66,7 @@ class Metered(Model):
     s3_class_b: int = 0
     sqs_requests: int = 0
 
-    def __add__(self, other: Metered) -> Metered:
+    def __add__(self, other: "Metered") -> "Metered":
         return Metered(**{name: getattr(self, name) + getattr(other, name) for name in Metered.model_fields})
 
     @property
@@ -84,7 +82,7 @@ class Metered(Model):
         return self.dynamodb_read_half_units / 2
 
     @classmethod
-    def from_item(cls, item: Mapping[str, Any]) -> Metered:
+    def from_item(cls, item: Mapping[str, Any]) -> "Metered":
         """The counters of a stored job item (`metered_<field>`)."""
         return cls(**{k.removeprefix(PREFIX): int(v) for k, v in item.items() if k.startswith(PREFIX)})
 

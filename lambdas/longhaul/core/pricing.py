@@ -8,8 +8,6 @@ Updating prices: change the figures, `AS_OF` and, if a page moved, `SOURCES`; th
 state the figures they expect, so they fail until they are updated with them.
 """
 
-from __future__ import annotations
-
 from datetime import date
 from decimal import ROUND_HALF_UP, Decimal
 

@@ -4,8 +4,6 @@ Stored timestamps are ISO-8601 strings in DynamoDB and `datetime` here; numbers 
 `Decimal` and are converted by `longhaul.storage.dynamo.plain` before validation.
 """
 
-from __future__ import annotations
-
 import re
 from collections.abc import Mapping
 from datetime import UTC, datetime

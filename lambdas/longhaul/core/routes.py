@@ -5,10 +5,8 @@ may name one route for all its model steps (`route` in the request) if its tenan
 configuration there is one route, `default`, of `LONGHAUL_MODEL_PROVIDER`/`LONGHAUL_MODEL_ID`.
 """
 
-from __future__ import annotations
-
 from collections.abc import Mapping
-from typing import Any, Literal
+from typing import Any, Literal, Self
 
 from pydantic import ConfigDict, Field, model_validator
 
@@ -35,7 +33,7 @@ class Route(Model):
     timeout_seconds: float = Field(default=60, gt=0)
 
     @model_validator(mode="after")
-    def _complete(self) -> Route:
+    def _complete(self) -> Self:
         if self.provider == "openai" and not self.base_url:
             raise ValueError("an openai route needs `base_url`")
         if self.provider == "replay" and not self.fixtures:
@@ -52,7 +50,7 @@ class Routing(Model):
     steps: dict[str, str] = Field(default_factory=dict)
 
     @model_validator(mode="after")
-    def _names_resolve(self) -> Routing:
+    def _names_resolve(self) -> Self:
         for name, route in self.routes.items():
             for link in (route.fallback, route.stronger):
                 if link is not None and link not in self.routes:
@@ -70,7 +68,7 @@ class Routing(Model):
         *,
         provider: str,
         model_id: str,
-    ) -> Routing:
+    ) -> "Routing":
         parsed = {name: Route.model_validate(route) for name, route in routes.items()}
         parsed.setdefault(DEFAULT_ROUTE, Route.model_validate({"provider": provider, "model_id": model_id}))
         return cls(routes=parsed, steps=dict(steps))

@@ -5,8 +5,6 @@ with its name. The local runtime runs many functions in one process and must nev
 per invocation; it gives each invocation its function's environment through `function_environment`.
 """
 
-from __future__ import annotations
-
 import json
 import os
 from collections.abc import Iterator, Mapping

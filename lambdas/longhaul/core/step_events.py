@@ -4,8 +4,6 @@ The state machine builder builds every Task's payload from these models' field n
 validates them, and the local runtime's fault middleware recognises a step invocation by them: one definition.
 """
 
-from __future__ import annotations
-
 from typing import Any
 
 from pydantic import BaseModel, Field

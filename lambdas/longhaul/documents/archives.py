@@ -15,8 +15,6 @@ producing more than its declared size: a header that lies about the size is `Inv
 never a Lambda function out of memory.
 """
 
-from __future__ import annotations
-
 import io
 import stat
 import struct

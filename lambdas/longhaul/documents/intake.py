@@ -12,8 +12,6 @@ travel inside the input document instead (its `inline_texts`; each document's sp
 writes one object, and a step reading such a document reads the input document, about as small.
 """
 
-from __future__ import annotations
-
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from functools import cached_property

@@ -9,8 +9,6 @@ their confidence. A page the engine could not read (blank, or below `MIN_PAGE_CO
 listed as unreadable: reported, never silently dropped.
 """
 
-from __future__ import annotations
-
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from contextvars import ContextVar

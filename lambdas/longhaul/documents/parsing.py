@@ -4,8 +4,6 @@ Every chunk's text is a verbatim slice of its page's text and never spans pages,
 chunk also appears verbatim on the cited page.
 """
 
-from __future__ import annotations
-
 import re
 from collections.abc import Iterable
 from io import BytesIO

@@ -21,11 +21,9 @@ charge, same prompt) and its tool calls from the outbox, so nothing is paid or d
 between states: the session and the output are artifacts.
 """
 
-from __future__ import annotations
-
 from dataclasses import dataclass
 from datetime import timedelta
-from typing import Any, Literal
+from typing import Any, Literal, Self
 
 from pydantic import BaseModel, Field, ValidationError, model_validator
 
@@ -57,7 +55,7 @@ class AgentDecision(Model):
     notes: dict[str, Any] | None = Field(default=None, description="Replaces the scratchpad kept between turns.")
 
     @model_validator(mode="after")
-    def _one_kind(self) -> AgentDecision:
+    def _one_kind(self) -> Self:
         if self.final is not None and self.tool_calls:
             raise ValueError("give either tool calls or a final answer, not both")
         if self.final is None and not self.tool_calls:

@@ -14,8 +14,6 @@ invocation and a state transition each. A group closes at `limits.ITEM_GROUP_MAX
 `limits.ITEM_GROUP_MAX_WEIGHT` (bytes to read, say); an item of unknown weight runs in a group of its own.
 """
 
-from __future__ import annotations
-
 from collections.abc import Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -138,7 +136,7 @@ def committed_items(records: Iterable[StepRecord], step: str) -> set[int]:
     return {r.item for r in records if r.step == step and r.item is not None and r.succeeded}
 
 
-def tally(raw_event: Mapping[str, Any], services: Services) -> dict[str, Any]:
+def tally(raw_event: Mapping[str, Any], services: "Services") -> dict[str, Any]:
     """After a Distributed Map: did every item of the step commit? Its children's results stay in S3, so the
     checkpoint store answers (an item commits once, whatever its retries). A job that no longer runs stops the
     execution (`CancelledError`, as a step would)."""

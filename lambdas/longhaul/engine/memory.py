@@ -13,8 +13,6 @@ reads another's memory. A memory's id derives from the tool call that recorded i
 item, and the compensation `forget_memory` deletes what a call recorded (and brings back what it superseded).
 """
 
-from __future__ import annotations
-
 import hashlib
 import re
 from datetime import datetime, timedelta

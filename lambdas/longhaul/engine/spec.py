@@ -14,8 +14,6 @@ The registry is discovered, not listed: every package under `longhaul.workflows`
 convention at run time; it never imports a workflow's code by name.
 """
 
-from __future__ import annotations
-
 import importlib
 import importlib.util
 import pkgutil
@@ -358,12 +356,12 @@ class Registry(Mapping[str, WorkflowSpec]):
         self._specs = {s.name: s for s in specs}
 
     @classmethod
-    def of(cls, *packages: str) -> Registry:
+    def of(cls, *packages: str) -> "Registry":
         """The specs of `longhaul.workflows.<package>.spec` (light modules: models and step lists only)."""
         return cls(*(importlib.import_module(f"{WORKFLOWS_PACKAGE}.{p}.spec").SPEC for p in packages))
 
     @classmethod
-    def discover(cls, package: str | None = None) -> Registry:
+    def discover(cls, package: str | None = None) -> "Registry":
         """Every workflow package under `package` (default `longhaul.workflows`): a subpackage with a `spec` module,
         in the order of their names. The package's own `__init__` is not needed to find them."""
         package = package or WORKFLOWS_PACKAGE

@@ -1,7 +1,5 @@
 """The reviewer API's models, and what a workflow shows its reviewers (`ReviewMaterial`)."""
 
-from __future__ import annotations
-
 from datetime import datetime
 from typing import Annotated, Any, Literal
 

@@ -6,8 +6,6 @@ The delivery state machine (`stacks/webhooks.py`) runs `deliver` with Retry on `
 here changes a job's status: only its `callback` view.
 """
 
-from __future__ import annotations
-
 from collections.abc import Mapping
 from datetime import timedelta
 from typing import Annotated, Any

@@ -1,7 +1,5 @@
 """What operators see of a webhook (never its body's secrets: it has none; never the signing secret)."""
 
-from __future__ import annotations
-
 from datetime import datetime
 
 from longhaul.core.model import Model
@@ -21,7 +19,7 @@ class WebhookView(Model):
     redeliveries: int = 0
 
     @classmethod
-    def of(cls, record: OutboxRecord) -> WebhookView:
+    def of(cls, record: OutboxRecord) -> "WebhookView":
         return cls.model_validate(record.model_dump(exclude={"url", "body", "delivered_at"}))
 
 

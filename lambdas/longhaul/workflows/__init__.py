@@ -6,8 +6,6 @@ result a job of each workflow answers, and a reviewer's decision with the edits 
 May import: review, engine, guardrails, documents, services, storage, adapters, core. A workflow's package imports
 no other workflow's; what two workflows share is `longhaul.documents`."""
 
-from __future__ import annotations
-
 from typing import Annotated, Any, Literal, Union
 
 from pydantic import BaseModel, Field, TypeAdapter, create_model

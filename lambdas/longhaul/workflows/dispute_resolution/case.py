@@ -1,8 +1,6 @@
 """Where the dispute's working records are and how they are read: the case file (written by `load_reconciliation`),
 each vendor's draft, the drafting agent's output, and the review's decision (which notices are withheld)."""
 
-from __future__ import annotations
-
 from pydantic import Field
 
 from longhaul.core.contracts import Strict

@@ -2,8 +2,6 @@
 completed invoice-reconciliation job's findings, invoice lines and agreed prices, each with its source), the case
 file the agents work from, the drafts, and the result the job publishes."""
 
-from __future__ import annotations
-
 from datetime import datetime
 from typing import Annotated, Literal
 

@@ -6,8 +6,6 @@ the agreed prices it relies on → a draft citing every disputed line, the earli
 Sending: every approved notice → a memory of each dispute sent and of the agreed prices it relied on → done.
 """
 
-from __future__ import annotations
-
 import json
 from collections.abc import Iterator
 from typing import Any

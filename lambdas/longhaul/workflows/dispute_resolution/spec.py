@@ -8,8 +8,6 @@ each approved notice (an irreversible e-mail through SES, compensated by a retra
 cancelled afterwards) and remembers the dispute and the agreed prices → publish the notices with their lines.
 """
 
-from __future__ import annotations
-
 from typing import Annotated
 
 from pydantic import Field

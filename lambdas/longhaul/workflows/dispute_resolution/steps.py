@@ -6,8 +6,6 @@ the agreed prices, where each notice goes) → draft_notices (agent) → review 
 Steps exchange S3 keys and counts, never text.
 """
 
-from __future__ import annotations
-
 from typing import Any
 
 from longhaul.core.errors import InvalidInputError

@@ -6,8 +6,6 @@ Gathering evidence has no side effect; `send_notice` is irreversible (an e-mail 
 compensation `forget_memory` deletes what they wrote).
 """
 
-from __future__ import annotations
-
 from pydantic import Field
 
 from longhaul.core.model import Model

@@ -3,8 +3,6 @@
 No AWS calls here; the model is reached through a `ModelGateway`.
 """
 
-from __future__ import annotations
-
 import html
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Protocol, TypeVar

@@ -6,8 +6,6 @@ A batch closes at `limits.INDEX_BATCH_MAX_DOCUMENTS` documents or `limits.INDEX_
 item's time and memory stay bounded whatever the job's size; an item carries only this descriptor, never text.
 """
 
-from __future__ import annotations
-
 import re
 from bisect import bisect_right
 from collections.abc import Iterable, Sequence

@@ -5,8 +5,6 @@ question and answers in the JSON shapes a remote model is asked for (`EvidenceSe
 out. Named by this workflow's requests (`ModelRequest.offline`) and called by `longhaul.adapters.models.offline`.
 """
 
-from __future__ import annotations
-
 import json
 from typing import Any
 

@@ -7,9 +7,7 @@ review (when asked for; `auto`: when verification dropped a claim) may edit the 
 are verified against their pages like the model's.
 """
 
-from __future__ import annotations
-
-from typing import Annotated, Literal
+from typing import Annotated, Literal, Self
 
 from pydantic import ConfigDict, Field, model_validator
 
@@ -54,7 +52,7 @@ class AnswerEdits(Strict):
     claims: Annotated[list[EditedClaim] | None, Field(default=None, max_length=100)]
 
     @model_validator(mode="after")
-    def _something(self) -> AnswerEdits:
+    def _something(self) -> Self:
         if self.answer is None and self.claims is None:
             raise ValueError("edit the `answer`, the `claims`, or both")
         return self

@@ -7,8 +7,6 @@ passage group) → draft_answer → verify_citations → publish_result. No step
 reads the batches it needs (a chunk's batch follows from its id).
 """
 
-from __future__ import annotations
-
 from collections.abc import Iterable
 from typing import Any
 

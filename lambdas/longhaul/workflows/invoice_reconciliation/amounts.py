@@ -43,17 +43,19 @@ _CURRENCY = rf"(?:{_SYMBOL}|(?<![A-Za-z])(?:{_CODE})(?![A-Za-z]))"
 _GROUP_MARKS = ",.'’\u00a0\u202f"
 _NUMBER = rf"\d{{1,3}}(?:[{_GROUP_MARKS}]\d{{3}})+(?:[.,]\d{{1,4}})?|\d+(?:[.,]\d{{1,4}})?"
 _NUMBER_SPACED = r"\d{1,3}(?: \d{3})+(?:[.,]\d{1,4})?"
+# The patterns are strings that `re` compiles on first use and caches: the API's cold start imports this module
+# (through the workflow's models) and compiles none of them.
 # One amount inside a line of text: optional sign/parenthesis, currency before or after, not a percentage. A
 # currency right before the next number is that number's (`$19.99 $59.97`), not a trailing one of this.
-AMOUNT = re.compile(
+AMOUNT = (
     rf"(?<![\w.,/-])(?P<open>\()?(?:(?P<sign>[-−])\s?)?(?:(?P<pre>{_CURRENCY})\s?)?(?P<sign2>[-−])?"
     rf"(?P<num>{_NUMBER})(?![\d.,]*\d)(?!\s?%)(?:\s?(?P<post>{_CURRENCY})(?!\s?[-−]?\d))?(?P<trail>-(?!\d))?"
     r"(?P<close>\))?"
 )
-_PERCENT = re.compile(r"(?<![\w.,])(\d+(?:[.,]\d+)?)\s?%")
-_CURRENCY_TOKEN = re.compile(_CURRENCY)
-_NUMBER_TOKEN = re.compile(rf"(?<![\d.,A-Za-z])(?<![A-Za-z]-)(?:{_NUMBER_SPACED}|{_NUMBER})(?![\d])")
-_NUMBER_TOKEN_PLAIN = re.compile(rf"(?<![\d.,A-Za-z])(?<![A-Za-z]-)(?:{_NUMBER})(?![\d])")
+_PERCENT = r"(?<![\w.,])(\d+(?:[.,]\d+)?)\s?%"
+_CURRENCY_TOKEN = _CURRENCY
+_NUMBER_TOKEN = rf"(?<![\d.,A-Za-z])(?<![A-Za-z]-)(?:{_NUMBER_SPACED}|{_NUMBER})(?![\d])"
+_NUMBER_TOKEN_PLAIN = rf"(?<![\d.,A-Za-z])(?<![A-Za-z]-)(?:{_NUMBER})(?![\d])"
 
 
 class AmountError(ValueError):
@@ -90,7 +92,7 @@ def _number_value(digits: str) -> Decimal:
 def parse_amount(raw: str) -> Decimal:
     """The value of one amount cell or token, e.g. `$1,234.50`, `EUR 1.234,50`, `(50.00)`, `3`."""
     text = " ".join(raw.replace("\u00a0", " ").split())
-    text = _CURRENCY_TOKEN.sub(" ", text).strip()
+    text = re.sub(_CURRENCY_TOKEN, " ", text).strip()
     negative = False
     if text.startswith("(") and text.endswith(")"):
         negative, text = True, text[1:-1].strip()
@@ -115,7 +117,7 @@ def is_amount(raw: str) -> bool:
 def currency_of(text: str) -> str | None:
     """The ISO code an amount or line is written in: an ISO code wins over a symbol; None when neither."""
     symbol: str | None = None
-    for match in _CURRENCY_TOKEN.finditer(text):
+    for match in re.finditer(_CURRENCY_TOKEN, text):
         token = match.group()
         if token in ISO_CODES:
             return token
@@ -125,7 +127,7 @@ def currency_of(text: str) -> str | None:
 
 def iso_code_in(text: str) -> str | None:
     """The first ISO code written as a word in `text` (symbols ignored)."""
-    for match in _CURRENCY_TOKEN.finditer(text):
+    for match in re.finditer(_CURRENCY_TOKEN, text):
         if match.group() in ISO_CODES:
             return match.group()
     return None
@@ -133,15 +135,15 @@ def iso_code_in(text: str) -> str | None:
 
 def mentions_currency(text: str, code: str) -> bool:
     """Whether `text` writes currency `code`, as the code itself or as one of its symbols."""
-    return any(match.group() == code or SYMBOLS.get(match.group()) == code for match in _CURRENCY_TOKEN.finditer(text))
+    return any(code in (token, SYMBOLS.get(token)) for token in re.findall(_CURRENCY_TOKEN, text))
 
 
 def numbers_in(text: str) -> set[Decimal]:
     """Every number written in `text`, read with and without space grouping (`1 234.50` gives 1, 234.50, 1234.50)."""
     values: set[Decimal] = set()
-    text = _CURRENCY_TOKEN.sub(" ", text)  # `EUR1,234.50` is a number; `AB-100` is a code, not one
+    text = re.sub(_CURRENCY_TOKEN, " ", text)  # `EUR1,234.50` is a number; `AB-100` is a code, not one
     for pattern in (_NUMBER_TOKEN, _NUMBER_TOKEN_PLAIN):
-        for match in pattern.finditer(text):
+        for match in re.finditer(pattern, text):
             try:
                 values.add(_number_value(match.group()))
             except AmountError:
@@ -151,7 +153,7 @@ def numbers_in(text: str) -> set[Decimal]:
 
 def percentages_in(text: str) -> list[Decimal]:
     """Every `N%` rate written in `text`, in order."""
-    return [_number_value(match.group(1)) for match in _PERCENT.finditer(text)]
+    return [_number_value(match.group(1)) for match in re.finditer(_PERCENT, text)]
 
 
 def cents(value: Decimal) -> Decimal:

@@ -178,7 +178,7 @@ def _headerless_item(line: str, source: Source) -> ExtractedLineItem | None:
     description, then quantity, unit price and line total as the line's last three numbers, joined by spaces or by
     `x`, `@`, `=` (`AB-100 Widget, 3 x $19.99 = $59.97`; `1  AB-100  Widget  3  19.99  59.97`). The numbers are
     taken as written, never checked against each other here: a wrong line total is what the rules look for."""
-    numbers = list(AMOUNT.finditer(line))
+    numbers = list(re.finditer(AMOUNT, line))
     if len(numbers) < 3:
         return None
     quantity, price, total = numbers[-3:]
@@ -223,7 +223,7 @@ def _totals(reading: _Reading, line: str, source: Source) -> None:
     """The labelled amounts of a line: each amount with the label written just before it. A number that is part of
     an identifier is none (see `_identifier`), whatever its label says."""
     previous_end = 0
-    for match in AMOUNT.finditer(line):
+    for match in re.finditer(AMOUNT, line):
         label = line[previous_end : match.start()]
         previous_end = match.end()
         kind = total_kind(label)
@@ -260,7 +260,7 @@ def _tax_included(reading: _Reading, line: str, source: Source) -> None:
     found = _INCLUDED.search(line)
     if not found or not words & _TAX_WORDS:
         return
-    amounts = [m for m in AMOUNT.finditer(line) if not _identifier(line, m, line[: m.start()])]
+    amounts = [m for m in re.finditer(AMOUNT, line) if not _identifier(line, m, line[: m.start()])]
     if amounts:
         label = line[: amounts[0].start()]
         kind = total_kind(label)
@@ -277,7 +277,7 @@ def _currency_hints(reading: _Reading, line: str, source: Source) -> None:
     if (
         symbol
         and reading.symbol_currency is None
-        and any(m.group("pre") or m.group("post") for m in AMOUNT.finditer(line))
+        and any(m.group("pre") or m.group("post") for m in re.finditer(AMOUNT, line))
     ):
         reading.symbol_currency = SourcedValue(value=symbol, source=source)
 

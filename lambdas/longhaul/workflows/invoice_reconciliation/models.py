@@ -5,8 +5,6 @@ line it was read from; `decimal()` and the `*_string` helpers normalise raw valu
 strings (`"1234.50"`), computed in `Decimal`, never float.
 """
 
-from __future__ import annotations
-
 from decimal import Decimal
 from typing import Annotated, Any, Literal
 

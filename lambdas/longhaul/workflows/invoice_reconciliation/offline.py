@@ -1,8 +1,6 @@
 """The offline model's stand-in for invoice tasks (`ModelRequest.offline`): a deterministic parser of the
 accounting-export family, and the deterministic summary. It says so: its extraction names itself in `extractor`."""
 
-from __future__ import annotations
-
 from typing import Any
 
 from longhaul.core.model import Model

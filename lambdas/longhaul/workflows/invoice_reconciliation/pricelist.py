@@ -5,8 +5,6 @@ when there is no such header, from lines that start with a product code and end 
 from a `Currency:` label, else an ISO code written anywhere (e.g. `Price (USD)`), else the symbol of the prices.
 """
 
-from __future__ import annotations
-
 import re
 from collections.abc import Sequence
 from decimal import Decimal

@@ -10,8 +10,6 @@ Matching rules (deliberately strict, so that a model cannot launder an invented 
 - a currency must be written in the quote as its ISO code or one of its symbols.
 """
 
-from __future__ import annotations
-
 from collections.abc import Iterator, Mapping, Sequence
 from decimal import Decimal
 from typing import Literal

@@ -6,9 +6,7 @@ parse → fan out extraction over invoices (sourced, re-extracted with feedback)
 discrepancy was found) may edit the summary, which is then checked like the model's.
 """
 
-from __future__ import annotations
-
-from typing import Annotated
+from typing import Annotated, Self
 
 from pydantic import ConfigDict, Field, model_validator
 
@@ -44,7 +42,7 @@ class InvoiceReconciliationInput(Strict):
     ]
 
     @model_validator(mode="after")
-    def _unique_names(self) -> InvoiceReconciliationInput:
+    def _unique_names(self) -> Self:
         if (self.invoices is None) == (self.invoices_archive is None):
             raise ValueError("give exactly one of `invoices` or `invoices_archive`")
         names = [self.contract.name, *(d.name for d in self.invoices or ())]

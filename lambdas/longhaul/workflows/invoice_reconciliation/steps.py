@@ -6,8 +6,6 @@ the contract) → summarize_findings (the model's summary) → publish_report (t
 in it is a validated number; otherwise the deterministic one, and that is recorded).
 """
 
-from __future__ import annotations
-
 from collections.abc import Sequence
 from typing import Any
 
