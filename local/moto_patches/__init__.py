@@ -60,6 +60,8 @@ from local.moto_patches.interpreter import (
     unstop_executions,
 )
 from local.moto_patches.server import (
+    list_actions_of_the_class,
+    look_up_actions_by_name,
     look_up_backends_under_lock,
     look_up_backends_without_lock,
     resolve_backends_every_time,
@@ -69,6 +71,8 @@ from local.moto_patches.ses import create_email_identities, skip_email_identitie
 from local.moto_patches.sqs import (
     check_retention_directly,
     check_retention_through_attributes,
+    compute_queue_attributes_at_once,
+    compute_queue_attributes_when_read,
     read_the_clock_directly,
     read_the_clock_through_datetimes,
 )
@@ -152,11 +156,13 @@ def apply() -> None:
     parse_definitions_once()
     resolve_backends_once()
     look_up_backends_without_lock()
+    look_up_actions_by_name()
     send_in_process()
     parse_json_paths_once()
     share_interpreter_clients()
     check_retention_directly()
     read_the_clock_directly()
+    compute_queue_attributes_when_read()
     parse_update_expressions_once()
     read_processing_maps_once()
     tokenize_conditions_once()
@@ -190,10 +196,12 @@ def revert() -> None:
     size_sets_by_member()
     check_retention_through_attributes()
     read_the_clock_through_datetimes()
+    compute_queue_attributes_at_once()
     create_interpreter_clients_every_time()
     parse_json_paths_every_time()
     resolve_backends_every_time()
     look_up_backends_under_lock()
+    list_actions_of_the_class()
     send_over_http()
     parse_definitions_every_time()
     record_container_tasks_only()

@@ -1,7 +1,8 @@
-"""The moto server: which backend serves a host, worked out once per host."""
+"""The moto server: which backend serves a host, worked out once per host; a request's action found by its name."""
 
 from __future__ import annotations
 
+import inspect
 from typing import Any
 
 from local.moto_patches.core import _original, _replace, _restore
@@ -76,3 +77,39 @@ def look_up_backends_without_lock() -> None:
 
 def look_up_backends_under_lock() -> None:
     _restore(_backend_dict_class(), "__getitem__")
+
+
+# --- moto server: whether a response class answers an action, looked up on the class -------------------------
+
+
+class _ActionMethods:
+    """The functions of a response class as `in` asks for them: `name in _ActionMethods(cls)` is whether `cls` has
+    a function of that name (its own or inherited), as upstream's list of `inspect.getmembers` names answers."""
+
+    def __init__(self, owner: type) -> None:
+        self._owner = owner
+
+    def __contains__(self, name: object) -> bool:
+        return isinstance(name, str) and inspect.isfunction(getattr(self._owner, name, None))
+
+
+def _responses_module() -> Any:
+    import moto.core.responses
+
+    return moto.core.responses
+
+
+def look_up_actions_by_name() -> None:
+    """Find the handler of a request's action by its name on the response class, not by listing the class.
+
+    Upstream's `BaseResponse.call_action` lists every member of the response class (`inspect.getmembers`, a sort of
+    a few hundred names, each attribute read) on every request, only to ask whether the action's name is among its
+    functions: a few percent of every AWS call of the local platform. The answer is the same (a function of the
+    class, its own or inherited: not a property, not an attribute), asked directly, so an action a patch adds to a
+    response class is found as before.
+    """
+    _replace(_responses_module(), "method_names_from_class", _ActionMethods)
+
+
+def list_actions_of_the_class() -> None:
+    _restore(_responses_module(), "method_names_from_class")

@@ -1,9 +1,11 @@
 """SQS: a receive checks each message's retention against its queue's setting, not all the queue's attributes; a
-message's visibility and delay are checked against a cheap clock."""
+message's visibility and delay are checked against a cheap clock; a queue's attributes are computed when read."""
 
 from __future__ import annotations
 
+import json
 import time
+from collections.abc import Iterator, Mapping
 from typing import Any
 
 from local.moto_patches.core import _replace, _restore
@@ -71,3 +73,65 @@ def read_the_clock_directly() -> None:
 
 def read_the_clock_through_datetimes() -> None:
     _restore(_sqs_models(), "unix_time_millis")
+
+
+# --- SQS: a queue's attributes are computed when read, one at a time ------------------------------------------
+
+
+def _queue_class() -> type:
+    from moto.sqs.models import Queue
+
+    return Queue
+
+
+class _QueueAttributes(Mapping[str, Any]):
+    """A queue's attributes as upstream's `Queue.attributes` computes them (the same names and values: booleans as
+    `"true"`/`"false"`, the redrive policy as JSON, the policy only when set), each computed when it is read."""
+
+    def __init__(self, queue: Any) -> None:
+        self._queue = queue
+        names = list(queue.BASE_ATTRIBUTES)
+        if queue.fifo_queue:
+            names += queue.FIFO_ATTRIBUTES
+        if queue.kms_master_key_id:
+            names += queue.KMS_ATTRIBUTES
+        self._names = dict.fromkeys(names)
+
+    def __getitem__(self, name: str) -> Any:
+        from moto.core.utils import camelcase_to_underscores
+
+        if name not in self._names:
+            raise KeyError(name)
+        queue = self._queue
+        if name == "Policy" and queue.policy:
+            return queue.policy
+        if name == "RedrivePolicy" and queue.redrive_policy:
+            return json.dumps(queue.redrive_policy)
+        value = getattr(queue, camelcase_to_underscores(name))
+        return str(value).lower() if isinstance(value, bool) else value
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._names)
+
+    def __len__(self) -> int:
+        return len(self._names)
+
+
+def _attributes(self: Any) -> _QueueAttributes:
+    return _QueueAttributes(self)
+
+
+def compute_queue_attributes_when_read() -> None:
+    """Compute a queue's attributes when each is read, not all whenever one is.
+
+    Upstream's `Queue.attributes` is a property that computes every attribute, among them three message counts that
+    each walk the queue's messages, and `send_message` reads it for one flag (`ContentBasedDeduplication`), as
+    `_validate_message` and a FIFO queue's `add_message` do: a send to a queue of N messages walked them about nine
+    times. With a backlog of a few hundred queued jobs, sending each new one to its intake queue was a tenth of a burst
+    of submissions' CPU, growing with the backlog. The names and values are upstream's (`GetQueueAttributes` reads all
+    of them, as before)."""
+    _replace(_queue_class(), "attributes", property(_attributes))
+
+
+def compute_queue_attributes_at_once() -> None:
+    _restore(_queue_class(), "attributes")

@@ -943,6 +943,118 @@ def test_a_receive_checks_retention_without_reading_attributes_with_the_patch(
     assert sqs.receive_message(QueueUrl=url, MaxNumberOfMessages=10).get("Messages", []) == []
 
 
+# --- SQS: a queue's attributes are computed when read ----------------------------------------------------------
+
+
+def test_upstream_queue_attributes_are_the_ones_the_patch_reproduces() -> None:
+    from moto.sqs.models import Queue
+
+    upstream = moto_patches._original(Queue, "attributes")
+    assert _digest(upstream.fget) == "ddf03540564891aa", "Queue.attributes changed upstream: re-check the patch"
+
+
+def _queues_of_every_kind(sqs: Any) -> list[str]:
+    dead = sqs.create_queue(QueueName="dead")["QueueUrl"]
+    dead_arn = sqs.get_queue_attributes(QueueUrl=dead, AttributeNames=["QueueArn"])["Attributes"]["QueueArn"]
+    redrive = json.dumps({"deadLetterTargetArn": dead_arn, "maxReceiveCount": 5})
+    policy = json.dumps({"Version": "2012-10-17", "Statement": []})
+    return [
+        dead,
+        sqs.create_queue(QueueName="intake", Attributes={"RedrivePolicy": redrive, "Policy": policy})["QueueUrl"],
+        sqs.create_queue(
+            QueueName="ordered.fifo", Attributes={"FifoQueue": "true", "ContentBasedDeduplication": "true"}
+        )["QueueUrl"],
+        sqs.create_queue(QueueName="sealed", Attributes={"KmsMasterKeyId": "alias/aws/sqs"})["QueueUrl"],
+    ]
+
+
+def test_queue_attributes_read_one_by_one_are_upstreams(patched: None) -> None:
+    from moto.sqs.models import Queue, sqs_backends
+
+    sqs = boto3.client("sqs", region_name=REGION)
+    urls = _queues_of_every_kind(sqs)
+    sqs.send_message(QueueUrl=urls[1], MessageBody="waiting")
+    upstream = moto_patches._original(Queue, "attributes").fget
+    for url in urls:
+        queue = sqs_backends["123456789012"][REGION].get_queue(url.rsplit("/", 1)[-1])
+        assert dict(queue.attributes) == upstream(queue)
+    everything = sqs.get_queue_attributes(QueueUrl=urls[1], AttributeNames=["All"])["Attributes"]
+    assert (
+        everything["ApproximateNumberOfMessages"] == "1"
+        and json.loads(everything["RedrivePolicy"])["maxReceiveCount"] == 5
+    )
+    fifo = urls[2]
+    sqs.send_message(QueueUrl=fifo, MessageBody="once", MessageGroupId="g")
+    sqs.send_message(QueueUrl=fifo, MessageBody="once", MessageGroupId="g")  # deduplicated by its content
+    assert sqs.get_queue_attributes(QueueUrl=fifo, AttributeNames=["ApproximateNumberOfMessages"])["Attributes"] == {
+        "ApproximateNumberOfMessages": "1"
+    }
+
+
+def _message_checks_during(monkeypatch: pytest.MonkeyPatch, action: Any) -> int:
+    from moto.sqs.models import Message
+
+    checks = 0
+    original = Message.visible
+
+    def counted(self: Any) -> bool:
+        nonlocal checks
+        checks += 1
+        return bool(original.fget(self))
+
+    monkeypatch.setattr(Message, "visible", property(counted))
+    action()
+    return checks
+
+
+def test_a_send_walks_the_queues_messages_without_the_patch(unpatched: None, monkeypatch: pytest.MonkeyPatch) -> None:
+    sqs, url = _queue_of(50)
+    checks = _message_checks_during(monkeypatch, lambda: sqs.send_message(QueueUrl=url, MessageBody="one more"))
+    assert checks >= 100  # every attribute computed to read one flag: linear in the backlog, per send
+
+
+def test_a_send_walks_no_message_with_the_patch(patched: None, monkeypatch: pytest.MonkeyPatch) -> None:
+    sqs, url = _queue_of(50)
+    checks = _message_checks_during(monkeypatch, lambda: sqs.send_message(QueueUrl=url, MessageBody="one more"))
+    assert checks == 0
+    assert sqs.get_queue_attributes(QueueUrl=url, AttributeNames=["ApproximateNumberOfMessages"])["Attributes"] == {
+        "ApproximateNumberOfMessages": "51"
+    }
+
+
+# --- moto server: a request's action looked up on its response class ----------------------------------------
+
+
+def test_upstream_action_lookup_is_the_one_the_patch_answers() -> None:
+    from moto.core import responses, utils
+
+    assert _digest(utils.method_names_from_class) == "9dbac89d082b655f", (
+        "method_names_from_class changed upstream: re-check"
+    )
+    assert _digest(responses.BaseResponse.call_action) == "34a17a4a36ddf8af", (
+        "call_action changed upstream: re-check the patch"
+    )
+
+
+def test_an_action_is_a_function_of_the_response_class_as_upstream_lists_them(patched: None) -> None:
+    import moto.core.responses
+    from moto.core.utils import method_names_from_class
+    from moto.dynamodb.responses import DynamoHandler
+    from moto.s3.responses import S3Response
+    from moto.sqs.responses import SQSResponse
+    from moto.stepfunctions.responses import StepFunctionResponse
+
+    for response_class in (DynamoHandler, SQSResponse, S3Response, StepFunctionResponse):
+        listed = set(method_names_from_class(response_class))
+        answers = moto.core.responses.method_names_from_class(response_class)
+        names = {name for name in dir(response_class) if not name.startswith("__")} | {"not_an_action", "_"}
+        assert {name for name in names if name in answers} == {name for name in names if name in listed}
+        assert len(listed & names) > 10  # the classes' actions were among the names asked about
+    sqs = boto3.client("sqs", region_name=REGION)
+    url = sqs.create_queue(QueueName="answered")["QueueUrl"]
+    assert sqs.send_message(QueueUrl=url, MessageBody="found")["MessageId"]
+
+
 # --- create_email_identities -------------------------------------------------------------------------------
 
 
