@@ -50,9 +50,8 @@ from longhaul.core.contracts import (
     TenantPolicyView,
 )
 from longhaul.core.problems import ApiProblem, Forbidden, NotFound
-from longhaul.operations import calls, listings, memory, metrics, policies, replay
+from longhaul.operations import calls, listings, memory, metrics, policies
 from longhaul.services import services
-from longhaul.webhooks import dispatcher
 from longhaul.webhooks.views import WebhookList, WebhookView
 
 router = Router()
@@ -228,6 +227,8 @@ def ops_cancel_job(job_id: Annotated[str, Path()]) -> Response[str]:
 )
 def replay_job(job_id: Annotated[str, Path()], request: Annotated[ReplayRequest, Body()]) -> Response[str]:
     caller = _operator()
+    from longhaul.operations import replay  # an operator's action: not every cold start's import
+
     outcome = replay.replay(
         services(),
         caller,
@@ -332,6 +333,8 @@ def delete_tenant_memory_item(tenant_id: TenantId, memory_id: Annotated[str, Pat
 )
 def list_dead_webhooks(limit: Annotated[int, Query(ge=1, le=500)] = 100) -> WebhookList:
     _operator()
+    from longhaul.webhooks import dispatcher  # an operator's action: not every cold start's import
+
     return WebhookList(webhooks=[WebhookView.of(r) for r in dispatcher.dead_webhooks(services(), limit=limit)])
 
 
@@ -354,6 +357,8 @@ def redeliver_webhook(webhook_id: Annotated[str, Path()]) -> Response[str]:
         raise NotFound(f"no webhook {webhook_id!r}")
     if record.status != "dead":
         raise WebhookNotDead(f"webhook {webhook_id} is {record.status}; only dead webhooks are redelivered")
+    from longhaul.webhooks import dispatcher  # an operator's action: not every cold start's import
+
     fresh = dispatcher.redeliver(s, webhook_id) or record
     return Response(status_code=202, content_type="application/json", body=WebhookView.of(fresh).model_dump_json())
 
