@@ -36,8 +36,9 @@ from stacks.bundling import CONSTRAINTS, LAMBDAS_DIR, TARGET, Platform, build_bu
 # The function → handler module of every Lambda of the stack (stacks/api.py, workflows.py, operations.py).
 HANDLERS = {"api": "handlers.api", "steps": "handlers.steps", "sweep": "handlers.ops"}
 BARE = "bare_handler"
-# Targets from the cold-start issue (benchmark, not a test): API ≤ 250 ms and ≤ 2.5× boto3; steps ≤ 2.5×.
-TARGETS = {"api": (250.0, 2.5), "steps": (None, 2.5)}
+# Targets (benchmark, not a test): the cold-start issue's API ≤ 250 ms and steps ≤ 2.5× boto3, and the lean-paths
+# issue's API ≤ 2.0× (the row `bench/table.py` prints).
+TARGETS = {"api": (250.0, 2.0), "steps": (None, 2.5)}
 # CPU time of the import, not wall time: on a shared machine the wall clock also counts waiting for a core, while
 # an import from the page cache is all CPU (on an idle machine the two agree).
 _TIMER = (
