@@ -7,6 +7,7 @@ import json
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -51,22 +52,31 @@ def models_built_by_importing(module: str) -> tuple[int, set[str]]:
     `module` in a fresh interpreter: each was built at import (an instance made at module level, a schema asked for,
     a forward reference resolved by hand), work a cold start pays for whatever the request; and how many of the
     platform's models the import defined."""
+    defined, built = _models_probe(
+        f"importlib.import_module({module!r})\n",
+        "built = {f'{c.__module__}.{c.__qualname__}' for c in walk(Model) if c.__pydantic_complete__}\n"
+        "print(json.dumps([len(list(walk(Model))), sorted(built)]))\n",
+    )
+    return defined, set(built)
+
+
+def _models_probe(imports: str, report: str) -> Any:
+    """What `report` prints as JSON, in a fresh interpreter that ran `imports`; `walk(Model)` yields every model of
+    the platform defined by then."""
     probe = (
-        "import importlib, json\n"
-        f"importlib.import_module({module!r})\n"
+        "import __future__, importlib, json, pkgutil, sys\n"
+        f"{imports}"
         "from longhaul.core.model import Model\n"
         "def walk(cls):\n"
         "    for sub in cls.__subclasses__():\n"
         "        yield sub\n"
         "        yield from walk(sub)\n"
-        "built = {f'{c.__module__}.{c.__qualname__}' for c in walk(Model) if c.__pydantic_complete__}\n"
-        "print(json.dumps([len(list(walk(Model))), sorted(built)]))\n"
+        f"{report}"
     )
     result = subprocess.run(
         [sys.executable, "-c", probe], cwd=LAMBDAS, capture_output=True, text=True, check=True, timeout=120
     )
-    defined, built = json.loads(result.stdout)
-    return defined, set(built)
+    return json.loads(result.stdout)
 
 
 # Small flat models whose instances are module constants (the price tables, a field's default, a zero reading): each
@@ -121,24 +131,14 @@ def test_modules_that_define_models_keep_their_annotations_evaluated():
     """Under `from __future__ import annotations` every field's annotation is a string that pydantic evaluates when
     it defines the model (a compile and an eval each): a module defining models imports without it (see
     `longhaul/core/model.py`)."""
-    probe = (
-        "import __future__, importlib, json, pkgutil, sys\n"
+    modules, late = _models_probe(
         "import handlers, longhaul\n"
         "for package in (handlers, longhaul):\n"
         "    for found in pkgutil.walk_packages(package.__path__, package.__name__ + '.'):\n"
-        "        importlib.import_module(found.name)\n"
-        "from longhaul.core.model import Model\n"
-        "def walk(cls):\n"
-        "    for sub in cls.__subclasses__():\n"
-        "        yield sub\n"
-        "        yield from walk(sub)\n"
+        "        importlib.import_module(found.name)\n",
         "modules = {c.__module__ for c in walk(Model)}\n"
         "late = [m for m in modules if getattr(sys.modules[m], 'annotations', None) is __future__.annotations]\n"
-        "print(json.dumps([len(modules), sorted(late)]))\n"
+        "print(json.dumps([len(modules), sorted(late)]))\n",
     )
-    result = subprocess.run(
-        [sys.executable, "-c", probe], cwd=LAMBDAS, capture_output=True, text=True, check=True, timeout=120
-    )
-    modules, late = json.loads(result.stdout)
     assert modules > 30  # the probe found the platform's model modules
     assert late == [], f"drop `from __future__ import annotations` from {late}"
