@@ -9,6 +9,7 @@ import os
 import re
 import subprocess
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -17,7 +18,7 @@ from aws_lambda_powertools.event_handler.openapi.params import Path as PathParam
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from openapi_spec_validator import validate
-from pydantic import BaseModel
+from pydantic import BaseModel, ValidationError
 
 from handlers.api import EVERY_ROLE_PATHS, openapi_json
 from handlers.api_shared import problems
@@ -104,6 +105,33 @@ def test_request_schemas_are_as_strict_as_the_server(spec: dict[str, Any]) -> No
     assert tenant["schema"]["pattern"]
 
 
+def _patterns(node: Any, where: str = "") -> Iterator[tuple[str, str]]:
+    """Every `pattern` of the document and where it is, but a header's or a path parameter's: Powertools checks
+    those with pydantic's own engine (Rust's `regex`: no look-ahead, and a `$` that is the end of the text, as
+    ECMA-262's is; a header holds no newline anyway)."""
+    if isinstance(node, dict):
+        if node.get("in") in ("header", "path"):
+            return
+        if isinstance(node.get("pattern"), str):
+            yield where, node["pattern"]
+        for key, value in node.items():
+            yield from _patterns(value, f"{where}/{key}")
+    elif isinstance(node, list):
+        for index, value in enumerate(node):
+            yield from _patterns(value, f"{where}/{index}")
+
+
+def test_every_pattern_reads_alike_in_ecma_262_and_python(spec: dict[str, Any]) -> None:
+    """The dialect of `longhaul.core.contracts`: the fuzzer generates from the document with Python's `re`, whose `$`
+    also matches before a final newline and whose `\\s` is not ECMA-262's; the server (pydantic) then refused values
+    the document allows (an e-mail address ending in a newline)."""
+    patterns = list(_patterns(spec))
+    assert len(patterns) > 10
+    for where, pattern in patterns:
+        assert not pattern.endswith("$"), f"{where}: end with `(?![\\s\\S])`, not `$`: {pattern}"
+        assert "\\s" not in pattern.replace("[\\s\\S]", ""), f"{where}: `\\s` differs between dialects: {pattern}"
+
+
 class Thing(BaseModel):
     name: str
 
@@ -148,6 +176,32 @@ def test_the_visible_pattern_is_the_visible_check(text: str) -> None:
     except ValueError:
         accepted = False
     assert accepted == (re.search(VISIBLE_PATTERN, text) is not None)
+
+
+ADDRESSES = st.builds(
+    lambda local, domain, tld: f"{local}@{domain}.{tld}", TEXT, TEXT, st.sampled_from(["com", "io", "c", "com\n"])
+) | st.sampled_from(["ap@vendor.example", "ap\u0085x@vendor.example", "ap@ven\u001ddor.example", "a b@x.io"])
+
+
+@settings(max_examples=1000, deadline=None, database=None)
+@given(ADDRESSES)
+def test_the_email_pattern_is_the_servers_check(address: str) -> None:
+    """The dispute-resolution input's addresses: the document's pattern, read by Python's `re` (as the fuzzer reads
+    it), decides as the server's model does (a NEL or a group separator, which `\\s` means in one dialect and not in
+    the other, and a final newline, which Python's `$` lets through)."""
+    from longhaul.workflows.dispute_resolution.spec import EMAIL_PATTERN, DisputeResolutionInput
+
+    job = "job_" + "0" * 28
+    try:
+        DisputeResolutionInput.model_validate({"reconciliation_job_id": job, "default_contact": address})
+        accepted = True
+    except ValidationError:
+        accepted = False
+    assert accepted == (re.search(EMAIL_PATTERN, address) is not None)
+    if address == "ap@vendor.example":
+        assert accepted
+    if address.endswith("\n") or "\u0085" in address or "\u001d" in address:
+        assert not accepted
 
 
 def test_a_client_generator_makes_a_client_without_warnings(tmp_path: Path) -> None:

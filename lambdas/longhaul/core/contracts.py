@@ -21,17 +21,17 @@ MEDIA_TYPES = ("application/pdf", "text/plain", "text/markdown")
 # (the server, with `regex_engine="python-re"`, and the tools that read the document) read alike: only BMP `\uXXXX`
 # escapes (ECMA-262 without the `u` flag sees other characters as surrogate pairs), no `\s` or `.` (each dialect has
 # its own), and `(?![\s\S])` for the end (Python's `$` also matches before a final newline).
-_END = r"(?![\s\S])"
-UPLOAD_ID_PATTERN = rf"^up_[0-9a-f]{{32}}{_END}"
+PATTERN_END = r"(?![\s\S])"
+UPLOAD_ID_PATTERN = rf"^up_[0-9a-f]{{32}}{PATTERN_END}"
 # A header value never holds a newline, so `$` is exact there (and the header is validated by the resolver's own
 # regex engine, which has no look-ahead).
 IDEMPOTENCY_KEY_PATTERN = r"^[A-Za-z0-9._:\-]{1,128}$"
 # The shape of a callback URL (what `longhaul.core.addresses.check_url` checks before it looks at the host): http(s),
 # a host part without credentials, no whitespace, control characters, backslash or fragment.
 CALLBACK_URL_PATTERN = (
-    rf"^[Hh][Tt][Tt][Pp][Ss]?://[^\u0000-\u0020\u007F\\#@/?]+(?:[/?][^\u0000-\u0020\u007F\\#]*)?{_END}"
+    rf"^[Hh][Tt][Tt][Pp][Ss]?://[^\u0000-\u0020\u007F\\#@/?]+(?:[/?][^\u0000-\u0020\u007F\\#]*)?{PATTERN_END}"
 )
-STEP_NAME_PATTERN = rf"^[a-z][a-z0-9_]{{0,63}}{_END}"
+STEP_NAME_PATTERN = rf"^[a-z][a-z0-9_]{{0,63}}{PATTERN_END}"
 # Characters that show nothing: controls (C0, C1), format characters (zero-width spaces and joiners, bidi marks and
 # overrides, the BOM, the soft hyphen, invisible operators, variation selectors), space, line and paragraph
 # separators, and the letters that render blank (Hangul fillers, the blank Braille pattern).
@@ -49,7 +49,7 @@ _SPACES = r"\u0020\u00A0\u1680\u2000-\u200A\u202F\u205F\u3000"
 # dot): no drive, no `..`, no path separator or unsafe character, no space at either end.
 NAME_PATTERN = (
     rf"^(?![A-Za-z]:)(?![^{_UNSAFE}/\\]*\.\.)(?=[^{_UNSAFE}/\\]*[^{INVISIBLE}./\\])"
-    rf"[^{_UNSAFE}{_SPACES}/\\](?:[^{_UNSAFE}/\\]*[^{_UNSAFE}{_SPACES}/\\])?{_END}"
+    rf"[^{_UNSAFE}{_SPACES}/\\](?:[^{_UNSAFE}/\\]*[^{_UNSAFE}{_SPACES}/\\])?{PATTERN_END}"
 )
 # Patterns as strings: `re` compiles each on first use (and caches it), not every cold start.
 _UNSAFE_CHARACTERS = f"[{_UNSAFE}]"

@@ -12,14 +12,16 @@ from typing import Annotated
 
 from pydantic import Field
 
-from longhaul.core.contracts import Strict
+from longhaul.core.contracts import INVISIBLE, PATTERN_END, Strict
 from longhaul.engine.spec import AgentPolicy, ReviewPolicy, WorkflowSpec, agent, review, step
 from longhaul.workflows.dispute_resolution.case import NoticeEdits
 from longhaul.workflows.dispute_resolution.models import DisputeResolutionResult, Drafts, Sent
 from longhaul.workflows.dispute_resolution.tools import DRAFTING_TOOLS, SENDING_TOOLS, TOOLS
 
-JOB_ID_PATTERN = r"^job_[0-9a-f]{28}$"
-EMAIL_PATTERN = r"^[^@\s<>(),;:\"\[\]]+@[^@\s<>(),;:\"\[\]]+\.[A-Za-z]{2,}$"
+# In the dialect of `longhaul.core.contracts` (ECMA-262 and Python's `re` read them alike): no `\s`, no `$`.
+JOB_ID_PATTERN = rf"^job_[0-9a-f]{{28}}{PATTERN_END}"
+_ADDRESS_PART = rf"[^@{INVISIBLE}<>(),;:\"\[\]\\]+"  # no space, control, invisible or special character
+EMAIL_PATTERN = rf"^{_ADDRESS_PART}@{_ADDRESS_PART}\.[A-Za-z]{{2,}}{PATTERN_END}"
 EmailAddress = Annotated[str, Field(pattern=EMAIL_PATTERN, max_length=254, description="An e-mail address.")]
 VendorKey = Annotated[str, Field(min_length=1, max_length=300)]
 POLICY = "longhaul.workflows.dispute_resolution.policy"
