@@ -25,3 +25,39 @@ def machine() -> str:
         f"{os.cpu_count()} cores ({cpu_model()}), load average {load:.1f}, Python {platform.python_version()}, "
         f"{date.today().isoformat()}"
     )
+
+
+class CpuMeter:
+    """CPU a process used, and the share of the machine's CPU time its hypervisor took (steal), between `start` and
+    `stop` (Linux `/proc`; elsewhere both read as None).
+
+    A GIL-bound platform's throughput is one core's worth of work divided by the work per request, so on a shared or
+    virtual machine the wall-clock figures move with what else runs and with steal; the CPU a request costs the
+    platform moves far less, and is the figure to compare between changes."""
+
+    def __init__(self, pid: int) -> None:
+        self._pid = pid
+        self._begin: tuple[float, list[int]] | None = None
+        self.cpu_seconds: float | None = None
+        self.steal: float | None = None
+
+    def _read(self) -> tuple[float, list[int]] | None:
+        try:
+            fields = Path(f"/proc/{self._pid}/stat").read_text().rsplit(")", 1)[1].split()
+            machine_times = [int(v) for v in Path("/proc/stat").read_text().splitlines()[0].split()[1:]]
+        except (OSError, IndexError, ValueError):
+            return None
+        ticks = os.sysconf("SC_CLK_TCK")
+        return (int(fields[11]) + int(fields[12])) / ticks, machine_times  # utime + stime (fields 14, 15)
+
+    def start(self) -> None:
+        self._begin = self._read()
+
+    def stop(self) -> None:
+        end = self._read()
+        if self._begin is None or end is None:
+            return
+        self.cpu_seconds = end[0] - self._begin[0]
+        spent = [b - a for a, b in zip(self._begin[1], end[1], strict=False)]
+        total = sum(spent[:8])  # user nice system idle iowait irq softirq steal (guest time is inside user)
+        self.steal = spent[7] / total if total > 0 and len(spent) > 7 else None

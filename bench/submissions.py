@@ -14,6 +14,11 @@ With `--hold` the tenant may run one job at a time: the others are accepted `que
 so the figures are the API's own path (authentication, checks, the input written, the job and its admission
 recorded) with one workflow running beside it. Each phase's jobs are then cancelled instead of waited for.
 
+Each phase also prints the platform process's CPU per accepted submission and the machine's steal (the share of
+its CPU time the hypervisor gave to others): the platform is bound to one core by the interpreter lock, so on a
+shared machine its wall-clock rate moves with steal and load, while its CPU per submission is the figure to compare
+between two versions of the code.
+
 Prints figures; asserts nothing.
 """
 
@@ -32,7 +37,7 @@ from pathlib import Path
 from typing import Any
 
 import requests
-from machine import machine
+from machine import CpuMeter, machine
 
 ROOT = Path(__file__).resolve().parents[1]
 KEY = "lh_bench_alpha_3d9f1c7a5e2b8064"
@@ -177,6 +182,17 @@ def _percentile(values: list[float], fraction: float) -> float:
     return ordered[min(len(ordered) - 1, max(0, round(fraction * len(ordered)) - 1))] if ordered else float("nan")
 
 
+def _per_request(meter: CpuMeter, accepted: int) -> str:
+    """The platform process's CPU per accepted submission (its jobs' steps and rounds included)."""
+    if meter.cpu_seconds is None or not accepted:
+        return "n/a"
+    return f"{meter.cpu_seconds * 1000 / accepted:.1f}ms"
+
+
+def _share(fraction: float | None) -> str:
+    return "n/a" if fraction is None else f"{fraction * 100:.0f}%"
+
+
 def _load() -> str:
     """The machine's 1-minute load average: other processes share the cores, and the figures depend on it."""
     return f"{os.getloadavg()[0]:.1f}"
@@ -208,18 +224,24 @@ def main() -> None:
         print("one job in flight: the others are accepted queued (the API's own path); each phase's are cancelled")
     else:
         print("each accepted job starts its execution: its workflow runs in the platform during the submissions")
-    print(f"{'clients':>7} {'requests':>8} {'accepted/s':>10} {'p50 202':>8} {'p99 202':>8} {'errors':>7}  drain")
+    print(
+        f"{'clients':>7} {'requests':>8} {'accepted/s':>10} {'p50 202':>8} {'p99 202':>8} {'errors':>7} "
+        f"{'CPU/202':>8} {'steal':>6}  drain"
+    )
+    meter = CpuMeter(platform.pid)
     try:
         burst(api, 1, 2)  # warm: imports, first clients, first execution
         for clients, total in phases:
+            meter.start()
             result = burst(api, clients, total)
+            meter.stop()
             latencies = result["latencies"]
             errors = {k: v for k, v in result["statuses"].items() if k != "202"}
             rates.append((clients, len(latencies) / result["wall"], _percentile(latencies, 0.99) * 1000))
             line = (
                 f"{clients:>7} {total:>8} {len(latencies) / result['wall']:>10.1f} "
                 f"{_percentile(latencies, 0.5) * 1000:>6.0f}ms {_percentile(latencies, 0.99) * 1000:>6.0f}ms "
-                f"{sum(errors.values()):>7}"
+                f"{sum(errors.values()):>7} {_per_request(meter, len(latencies)):>8} {_share(meter.steal):>6}"
             )
             if args.hold:
                 cancelled = cancel(api, result["job_ids"])
