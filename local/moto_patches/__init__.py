@@ -35,8 +35,10 @@ from local.moto_patches.dynamodb import (
     read_processing_maps_per_node,
     serialize_dynamodb_operations,
     serialize_item_answers_by_shape,
-    size_sets_by_member,
-    size_sets_directly,
+    size_new_items_once,
+    size_new_items_per_attribute,
+    size_values_directly,
+    size_values_like_upstream,
     tokenize_conditions_every_time,
     tokenize_conditions_once,
     unserialize_dynamodb_operations,
@@ -168,7 +170,8 @@ def apply() -> None:
     tokenize_conditions_once()
     query_one_partition()
     write_item_answers_directly()
-    size_sets_directly()
+    size_values_directly()
+    size_new_items_once()
     run_state_calls_as_the_machine_role()
     update_in_dependency_order()
     reference_lambda_versions()
@@ -193,7 +196,8 @@ def revert() -> None:
     parse_update_expressions_every_time()
     query_whole_table()
     serialize_item_answers_by_shape()
-    size_sets_by_member()
+    size_new_items_per_attribute()
+    size_values_like_upstream()
     check_retention_through_attributes()
     read_the_clock_through_datetimes()
     compute_queue_attributes_at_once()

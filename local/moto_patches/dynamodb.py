@@ -1,7 +1,7 @@
 """DynamoDB: a transaction backs up the items it touches, each operation is atomic, an update expression's text is
 parsed and checked once (and its tree copied from a pickle), a condition's text is tokenized once, an expression
-tree's traversers build their processing map once, a query reads its partition and an item operation's answer is
-written as JSON directly."""
+tree's traversers build their processing map once, a query reads its partition, an item operation's answer is
+written as JSON directly and a new item's size is checked once."""
 
 from __future__ import annotations
 
@@ -547,7 +547,7 @@ def serialize_item_answers_by_shape() -> None:
     _restore(_dynamo_result_class(), "execute_result")
 
 
-# --- DynamoDB: a set's size summed from its members ------------------------------------------------------------
+# --- DynamoDB: a value's size summed from its members ------------------------------------------------------------
 
 
 def _dynamo_type_class() -> type:
@@ -556,31 +556,96 @@ def _dynamo_type_class() -> type:
     return DynamoType
 
 
-def _sized_sets(upstream: Callable[[Any], int]) -> Callable[[Any], int]:
+#: The scalar types: a value of one is immutable (a string, bytes or a bool), so its size is a function of it alone.
+_SCALARS = frozenset({"S", "N", "B", "BOOL", "NULL"})
+
+
+def _sized_directly(upstream: Callable[[Any], int]) -> Callable[[Any], int]:
+    from moto.dynamodb.models.dynamo_type import DynamoType
     from moto.dynamodb.models.utilities import bytesize
 
     def size(self: Any) -> int:
-        """`DynamoType.size`: a set's size summed from its members directly (what upstream sums, without building a
-        `DynamoType` per member); any other value's as upstream."""
-        if self.type == "NS":
-            return sum(len(str(member)) for member in self.value)
-        if self.type in ("SS", "BS"):
-            return sum(bytesize(member) for member in self.value)
+        """`DynamoType.size`: upstream's sums, without building a `DynamoType` per member, a scalar's remembered."""
+        kind, value = self.type, self.value
+        if kind in _SCALARS:
+            remembered = self.__dict__.get("_longhaul_size")
+            if remembered is not None and remembered[0] is value and remembered[1] == kind:
+                return int(remembered[2])
+            measured = upstream(self)
+            self._longhaul_size = (value, kind, measured)
+            return measured
+        if kind == "NS":
+            return sum(len(str(member)) for member in value)
+        if kind in ("SS", "BS"):
+            return sum(bytesize(member) for member in value)
+        if kind == "L":
+            return sum((v if type(v) is DynamoType else DynamoType(v)).size() for v in value)
+        if kind == "M":
+            return sum(bytesize(k) + (v if type(v) is DynamoType else DynamoType(v)).size() for k, v in value.items())
         return upstream(self)
 
     return size
 
 
-def size_sets_directly() -> None:
-    """Sum a set attribute's size from its members without building a `DynamoType` for each.
+def size_values_directly() -> None:
+    """Size an attribute value without building a `DynamoType` for each of its members, and a scalar once.
 
     moto checks an item's size (the 400 KB limit) on every attribute an update sets, summing every attribute of the
-    item again; a set's size built a `DynamoType` per member. A fan-out's committed items are a number set on the job
-    item (one ADD per item), so each of a 1,000-document job's item commits sized a set of up to 1,000 numbers several
-    times: a sixth of the job's CPU. The sizes are the same numbers (a test compares them).
+    item again: a step's commit sets about ten attributes of the job's item, each one sizing all fifty of them, and a
+    map's size rebuilt a `DynamoType` (and every list and map below it) per member. A fan-out's committed items are a
+    number set on the job item (one ADD per item), so each of a 1,000-document job's item commits sized a set of up
+    to 1,000 numbers several times: a sixth of the job's CPU; the checks were a third of a step's commit.
+
+    Sets, lists and maps are summed from their members as they are (the members of a list or map already are
+    `DynamoType`s: rebuilding one copies it and sizes the same type and value); a scalar's size is remembered with the
+    value it measured (strings, bytes and bools are immutable: a value assigned anew, or a changed type, is measured
+    anew). The sizes are the same numbers (a test compares them, values changed in place among them).
     """
-    _replace(_dynamo_type_class(), "size", _sized_sets(_original(_dynamo_type_class(), "size")))
+    _replace(_dynamo_type_class(), "size", _sized_directly(_original(_dynamo_type_class(), "size")))
 
 
-def size_sets_by_member() -> None:
+def size_values_like_upstream() -> None:
     _restore(_dynamo_type_class(), "size")
+
+
+# --- DynamoDB: a new item's size checked once ------------------------------------------------------------------
+
+
+def _item_class() -> type:
+    from moto.dynamodb.models.dynamo_type import Item
+
+    return Item
+
+
+def _item_sized_once(self: Any, hash_key: Any, range_key: Any, attrs: dict[str, Any]) -> None:
+    """`Item.__init__`: the attributes set, then the item's size checked once against the limit upstream checks."""
+    from moto.dynamodb.exceptions import ItemSizeTooLarge
+    from moto.dynamodb.models.dynamo_type import DynamoType, LimitedSizeDict
+
+    self.hash_key = hash_key
+    self.range_key = range_key
+    self.attrs = LimitedSizeDict()
+    for key, value in attrs.items():
+        dict.__setitem__(self.attrs, key, DynamoType(value))
+    if self.size() > ITEM_SIZE_LIMIT:
+        raise ItemSizeTooLarge
+
+
+#: `LimitedSizeDict`'s limit (upstream: "between 409 and 410KB", set in between).
+ITEM_SIZE_LIMIT = 405000
+
+
+def size_new_items_once() -> None:
+    """Check a new item's size once, not once per attribute.
+
+    Upstream builds an item attribute by attribute, and its `LimitedSizeDict` sums the size of every attribute
+    already set before each one it adds: an item of n attributes is sized n times over, O(n²). A job's item has
+    about fifty attributes, and every PutItem, transaction and conditional write builds one (about a millisecond of
+    the interpreter each). The attributes are the same and so is the refusal: sizes only add, so the sum passes the
+    limit at some attribute exactly when the whole item does (a test builds items both ways, one over the limit).
+    """
+    _replace(_item_class(), "__init__", _item_sized_once)
+
+
+def size_new_items_per_attribute() -> None:
+    _restore(_item_class(), "__init__")

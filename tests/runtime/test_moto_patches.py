@@ -1346,7 +1346,7 @@ def test_item_answers_written_directly_equal_upstreams_with_the_patch(
 # --- DynamoDB: a set's size summed from its members ------------------------------------------------------------
 
 
-def test_sizes_of_sets_and_what_holds_them_equal_upstreams() -> None:
+def test_sizes_of_values_and_what_holds_them_equal_upstreams() -> None:
     from moto.dynamodb.models.dynamo_type import DynamoType
 
     from local.moto_patches import dynamodb as dynamodb_patches
@@ -1357,16 +1357,91 @@ def test_sizes_of_sets_and_what_holds_them_equal_upstreams() -> None:
         {"BS": [b"\x00\xff", b"", "YWJj"]},
         {"L": [{"NS": ["1", "22"]}, {"M": {"k": {"SS": ["x", "yy"]}, "n": {"N": "3.25"}}}, {"BOOL": True}]},
         {"M": {"done": {"NS": ["7", "8"]}, "s": {"S": "text"}, "b": {"B": b"\x01"}, "null": {"NULL": True}}},
+        {"M": {"deep": {"M": {"list": {"L": [{"S": "é"}, {"N": "-0.5"}, {"BOOL": False}]}}}}},
         {"S": "plain"},
+        {"S": "naïve 🙂"},
         {"N": "12345"},
+        {"B": b"\x00\x01\x02"},
+        {"BOOL": False},
+        {"NULL": True},
     ]
+
+    def changed_in_place(size: Any) -> list[int]:
+        """Sizes of values measured, then changed where they are (as an update changes an item), measured again."""
+        scalar, held = DynamoType({"S": "short"}), DynamoType({"M": {"a": {"S": "x"}, "l": {"L": [{"N": "1"}]}}})
+        seen = [size(scalar), size(held)]
+        scalar.value = "a good deal longer, ünïcode"
+        seen.append(size(scalar))
+        scalar.type, scalar.value = "N", "123456789"
+        seen.append(size(scalar))
+        held.value["a"].value = "yyyyyyyy"
+        held.value["l"].value.append(DynamoType({"S": "more"}))
+        held.value["new"] = DynamoType({"SS": ["p", "q"]})
+        seen.append(size(held))
+        return seen
+
     upstream, before = moto_patches._original(DynamoType, "size"), DynamoType.size
     try:
-        dynamodb_patches.size_sets_directly()
+        dynamodb_patches.size_values_directly()
         assert DynamoType.size is not upstream
         patched = [DynamoType(v).size() for v in values]
-        dynamodb_patches.size_sets_by_member()
+        patched_twice = [[t.size(), t.size()] for t in (DynamoType(v) for v in values)]
+        patched_changes = changed_in_place(lambda t: t.size())
+        dynamodb_patches.size_values_like_upstream()
         assert DynamoType.size is upstream
         assert patched == [DynamoType(v).size() for v in values]
+        assert patched_twice == [[n, n] for n in patched]
+        assert patched_changes == changed_in_place(lambda t: t.size())
     finally:
-        (dynamodb_patches.size_sets_by_member if before is upstream else dynamodb_patches.size_sets_directly)()
+        (dynamodb_patches.size_values_like_upstream if before is upstream else dynamodb_patches.size_values_directly)()
+
+
+# --- DynamoDB: a new item's size checked once ------------------------------------------------------------------
+
+
+def test_upstream_sizes_a_new_item_once_per_attribute() -> None:
+    from moto.dynamodb.models.dynamo_type import Item, LimitedSizeDict
+
+    # `_item_sized_once` reproduces `Item.__init__` and the check of `LimitedSizeDict.__setitem__`, against the sum
+    # `Item.size` gives; if any of them changes upstream, re-check the patch.
+    assert _digest(moto_patches._original(Item, "__init__")) == "bebd778553426982", "Item.__init__ changed upstream"
+    assert _digest(LimitedSizeDict.__setitem__) == "7894fedd60a6272d", "LimitedSizeDict changed upstream"
+    assert _digest(Item.size) == "8d65d4c707f06db0", "Item.size changed upstream"
+
+
+def test_new_items_sized_once_equal_upstreams_and_are_refused_alike() -> None:
+    from moto.dynamodb.exceptions import ItemSizeTooLarge
+    from moto.dynamodb.models.dynamo_type import DynamoType, Item
+
+    from local.moto_patches import dynamodb as dynamodb_patches
+
+    key, sort = DynamoType({"S": "JOB#1"}), DynamoType({"S": "META"})
+    attributes = {
+        **{f"field_{n}": {"S": "x" * n} for n in range(60)},
+        "count": {"N": "12"},
+        "done": {"NS": ["1", "2", "3"]},
+        "nested": {"M": {"a": {"L": [{"S": "b"}, {"BOOL": True}]}, "c": {"NULL": True}}},
+        "blob": {"B": b"\x00\x01"},
+    }
+    # The limit counts names and values: one item just under it and one just over (by a byte of a name).
+    base = sum(len(name) + DynamoType(value).size() for name, value in {"pad": {"S": ""}}.items())
+    under = {"pad": {"S": "y" * (dynamodb_patches.ITEM_SIZE_LIMIT - base)}}
+    over = {"pads": {"S": "y" * (dynamodb_patches.ITEM_SIZE_LIMIT - base)}}
+    upstream, before = moto_patches._original(Item, "__init__"), Item.__init__
+    try:
+        built = {}
+        for install in (dynamodb_patches.size_new_items_once, dynamodb_patches.size_new_items_per_attribute):
+            install()
+            item = Item(key, sort, attributes)
+            assert Item(key, sort, under).size() == dynamodb_patches.ITEM_SIZE_LIMIT
+            with pytest.raises(ItemSizeTooLarge):
+                Item(key, sort, over)
+            built[install.__name__] = (item.hash_key, item.range_key, dict(item.attrs), type(item.attrs))
+        assert Item.__init__ is upstream
+        assert built["size_new_items_once"] == built["size_new_items_per_attribute"]
+    finally:
+        (
+            dynamodb_patches.size_new_items_per_attribute
+            if before is upstream
+            else dynamodb_patches.size_new_items_once
+        )()
