@@ -162,10 +162,10 @@ def _authorize(self: Any, iam_request_cls: type, resource: str = "*") -> None:
         _refuse(self, principal.arn, f"{service}:*", "*", f"the local platform cannot authorize {service} requests")
         return
     action = f"{IAM_PREFIXES.get(service, service)}:{_action_name(self)}"
-    policies = [_document(policy) for policy in principal.collect_policies()]
+    documents = tuple(_document_text(policy) for policy in principal.collect_policies())
     accesses = resolver(self, action, resource, region)
     for access in accesses:
-        if not evaluate(policies, access):
+        if not _allows(documents, access.action, access.resource, tuple(sorted(access.conditions.items()))):
             _refuse(self, principal.arn, access.action, access.resource, "")
     with _STATE.lock:
         for access in accesses:
@@ -213,19 +213,25 @@ def _action_name(self: Any) -> str:
     return str(name or self._get_action())
 
 
-def _document(policy: Any) -> dict[str, Any]:
-    """A policy's JSON document, whatever moto hands back (a managed `Policy`, a string, a dict)."""
+def _document_text(policy: Any) -> str:
+    """A policy's JSON document as text, whatever moto hands back (a managed `Policy`, a string, a dict)."""
     from moto.iam.models import Policy
 
     if isinstance(policy, Policy):
-        version = next(v for v in policy.versions if v.is_default)
-        text = version.document
+        text = next(v for v in policy.versions if v.is_default).document
     elif isinstance(policy, str):
         text = policy
     else:
         text = policy["policy_document"]
-    document = json.loads(text) if isinstance(text, str) else text
-    return dict(document)
+    return text if isinstance(text, str) else json.dumps(text, sort_keys=True)
+
+
+@functools.lru_cache(maxsize=16384)
+def _allows(documents: tuple[str, ...], action: str, resource: str, conditions: tuple[tuple[str, str], ...]) -> bool:
+    """`evaluate` of the policies whose documents are `documents`, remembered: a function's role makes the same few
+    calls again and again, and its documents (every statement CDK granted it) were parsed and walked at each. The
+    documents are the key, so a changed policy is evaluated anew."""
+    return evaluate([dict(json.loads(text)) for text in documents], Access(action, resource, dict(conditions)))
 
 
 def _refuse(self: Any, principal: str, action: str, resource: str, why: str) -> None:

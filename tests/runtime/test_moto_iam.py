@@ -143,6 +143,20 @@ def test_a_role_may_call_what_its_policy_grants_on_that_resource_only(
     assert ":assumed-role/step/" in principal and action == "dynamodb:Scan" and resource == TABLE_ARN
 
 
+def test_a_policy_changed_meanwhile_decides_the_next_call(aws: boto3.session.Session, enforced: None) -> None:
+    """Decisions are remembered per policy documents: a granted call allowed many times is refused as soon as a deny
+    is attached, and allowed again once it is removed."""
+    dynamodb = aws.client("dynamodb")
+    for n in range(3):
+        dynamodb.put_item(TableName="granted", Item={"pk": {"S": str(n)}})
+    deny = _policy({"Effect": "Deny", "Action": "dynamodb:PutItem", "Resource": TABLE_ARN})
+    client = boto3.client("iam", region_name=REGION)
+    client.put_role_policy(RoleName="step", PolicyName="deny", PolicyDocument=deny)
+    assert _code(lambda: dynamodb.put_item(TableName="granted", Item={"pk": {"S": "4"}})) == "AccessDeniedException"
+    client.delete_role_policy(RoleName="step", PolicyName="deny")
+    dynamodb.put_item(TableName="granted", Item={"pk": {"S": "5"}})
+
+
 def test_a_transaction_needs_each_items_own_action_on_its_table(aws: boto3.session.Session, enforced: None) -> None:
     dynamodb = aws.client("dynamodb")
     put = {"Put": {"TableName": "granted", "Item": {"pk": {"S": "2"}}}}
