@@ -27,6 +27,8 @@ from local.moto_patches.dynamodb import (
     ITEM_OPERATIONS,
     back_up_whole_tables,
     backup_only_touched_items,
+    copy_items_for_every_update,
+    copy_items_for_streams_only,
     parse_update_expressions_every_time,
     parse_update_expressions_once,
     query_one_partition,
@@ -150,6 +152,7 @@ def apply() -> None:
     stop_executions_promptly()
     quiet_interpreter_logs()
     backup_only_touched_items()
+    copy_items_for_streams_only()
     serialize_dynamodb_operations()
     refuse_map_run_listings()
     translate_ecs_task_names()
@@ -213,6 +216,7 @@ def revert() -> None:
     untranslate_ecs_task_names()
     list_map_runs_like_upstream()
     unserialize_dynamodb_operations()
+    copy_items_for_every_update()
     back_up_whole_tables()
     loud_interpreter_logs()
     unstop_executions()

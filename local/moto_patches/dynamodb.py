@@ -1,7 +1,8 @@
 """DynamoDB: a transaction backs up the items it touches, each operation is atomic, an update expression's text is
 parsed and checked once (and its tree copied from a pickle), a condition's text is tokenized once, an expression
 tree's traversers build their processing map once, a query reads its partition, an item operation's answer is
-written as JSON directly and a new item's size is checked once."""
+written as JSON directly, a new item's size is checked once, a value's size is summed from its members (a scalar's
+remembered) and an update copies its item only for a stream."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ import copy
 import functools
 import json
 import pickle
+import sys
 import threading
 import types
 from collections.abc import Callable
@@ -29,23 +31,61 @@ def _dynamodb_models() -> types.ModuleType:
 
 
 class _CopyWithoutTableBackups(types.ModuleType):
-    """Stands in for `copy` in `moto.dynamodb.models`: during `_transact_write_items`, a table "copy" is the table.
+    """Stands in for `copy` in `moto.dynamodb.models`: during `_transact_write_items`, a table "copy" is the table;
+    in `update_item` on a table without a stream, the item's "copy" is the item.
 
     Upstream's backup (`copy.deepcopy(self.tables[name])`) becomes the table itself and its rollback
-    (`self.tables[name] = backup`) a no-op: `_transact_write_items` restores the touched items instead. Any other
-    copy, or a table copied on another thread or outside a transaction, is `copy`'s own.
+    (`self.tables[name] = backup`) a no-op: `_transact_write_items` restores the touched items instead. `update_item`
+    copies the item before it updates it for one use only, the old image of the table's stream record: without a
+    stream (Longhaul's table has none) that copy of a job's item (about fifty attributes, at every update) was never
+    read. Any other copy, or a table copied on another thread or outside a transaction, is `copy`'s own.
     """
 
     @staticmethod
     def deepcopy(value: Any, *args: Any, **kwargs: Any) -> Any:
+        from moto.dynamodb.models.dynamo_type import Item
         from moto.dynamodb.models.table import Table
 
         if getattr(_TRANSACTION, "active", False) and isinstance(value, Table):
+            return value
+        if (
+            _ITEM_COPY["for_streams_only"]
+            and isinstance(value, Item)
+            and _updating_a_streamless_table(sys._getframe(1))
+        ):
             return value
         return copy.deepcopy(value, *args, **kwargs)
 
     def __getattr__(self, name: str) -> Any:
         return getattr(copy, name)
+
+
+#: `copy_items_for_streams_only` sets it; read by `_CopyWithoutTableBackups` (installed by `backup_only_touched_items`).
+_ITEM_COPY = {"for_streams_only": False}
+
+
+def copy_items_for_streams_only() -> None:
+    """Skip `update_item`'s copy of the item when the table has no stream (see `_CopyWithoutTableBackups`)."""
+    _ITEM_COPY["for_streams_only"] = True
+
+
+def copy_items_for_every_update() -> None:
+    _ITEM_COPY["for_streams_only"] = False
+
+
+def _updating_a_streamless_table(caller: types.FrameType) -> bool:
+    """Whether `caller` is `DynamoDBBackend.update_item` on a table with no stream (its copy would go unread)."""
+    if caller.f_code is not _original_update_item_code():
+        return False
+    table = caller.f_locals.get("table")
+    return table is not None and getattr(table, "stream_shard", False) is None
+
+
+@functools.cache
+def _original_update_item_code() -> types.CodeType:
+    from moto.dynamodb.models import DynamoDBBackend
+
+    return _original(DynamoDBBackend, "update_item").__code__  # type: ignore[no-any-return]
 
 
 #: (table, hash key, range key or None, deep copy of the item or None: absent, the item's partition existed)

@@ -1445,3 +1445,72 @@ def test_new_items_sized_once_equal_upstreams_and_are_refused_alike() -> None:
             if before is upstream
             else dynamodb_patches.size_new_items_once
         )()
+
+
+# --- DynamoDB: an update copies its item only for a stream -----------------------------------------------------
+
+
+def test_upstream_copies_the_item_of_every_update_for_its_stream_record_only() -> None:
+    import inspect
+
+    from moto.dynamodb.models import DynamoDBBackend
+
+    source = textwrap.dedent(inspect.getsource(moto_patches._original(DynamoDBBackend, "update_item")))
+    assert _digest(moto_patches._original(DynamoDBBackend, "update_item")) == "f1d5d4acae8ed91c", "re-check the patch"
+    # the copy, and its one reader: the stream record (old image, new image)
+    assert source.count("orig_item") == 2 and "orig_item = copy.deepcopy(item)" in source
+    assert "table.stream_shard.add(orig_item, item)" in source
+
+
+def test_an_update_copies_its_item_only_when_its_table_has_a_stream(
+    patched: None, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from moto.dynamodb.models import dynamodb_backends
+    from moto.dynamodb.models.dynamo_type import Item
+
+    copies: list[str] = []
+    upstream_copy = Item.__deepcopy__
+
+    def counted(self: Any, memo: dict[int, Any]) -> Any:
+        copies.append(self.hash_key.value)
+        return upstream_copy(self, memo)
+
+    monkeypatch.setattr(Item, "__deepcopy__", counted)
+    client = boto3.client("dynamodb", region_name=REGION)
+    streamed = {"StreamEnabled": True, "StreamViewType": "NEW_AND_OLD_IMAGES"}
+    for name, stream in (("plain", None), ("streamed", streamed)):
+        client.create_table(
+            TableName=name,
+            KeySchema=[{"AttributeName": "pk", "KeyType": "HASH"}],
+            AttributeDefinitions=[{"AttributeName": "pk", "AttributeType": "S"}],
+            BillingMode="PAY_PER_REQUEST",
+            **({"StreamSpecification": stream} if stream else {}),
+        )
+        client.put_item(TableName=name, Item={"pk": {"S": name}, "n": {"N": "0"}, "s": {"S": "before"}})
+
+    def copies_of_an_update(name: str, n: int) -> int:
+        copies.clear()
+        client.update_item(
+            TableName=name,
+            Key={"pk": {"S": name}},
+            UpdateExpression="SET s = :s ADD n :one",
+            ExpressionAttributeValues={":s": {"S": f"after {n}"}, ":one": {"N": "1"}},
+        )
+        return len(copies)
+
+    patched_copies = {name: copies_of_an_update(name, 1) for name in ("plain", "streamed")}
+    moto_patches.copy_items_for_every_update()
+    try:
+        upstream_copies = {name: copies_of_an_update(name, 2) for name in ("plain", "streamed")}
+    finally:
+        moto_patches.copy_items_for_streams_only()
+    assert upstream_copies["plain"] == upstream_copies["streamed"] == patched_copies["streamed"]
+    assert patched_copies["plain"] == upstream_copies["plain"] - 1  # the stream record's copy, which has no reader
+    for name in ("plain", "streamed"):
+        item = client.get_item(TableName=name, Key={"pk": {"S": name}})["Item"]
+        assert item == {"pk": {"S": name}, "n": {"N": "2"}, "s": {"S": "after 2"}}
+    records = dynamodb_backends["123456789012"][REGION].get_table("streamed").stream_shard.items
+    assert [(r.record["dynamodb"]["OldImage"]["s"], r.record["dynamodb"]["NewImage"]["s"]) for r in records[-2:]] == [
+        ({"S": "before"}, {"S": "after 1"}),
+        ({"S": "after 1"}, {"S": "after 2"}),
+    ]
