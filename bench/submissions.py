@@ -212,6 +212,7 @@ def main() -> None:
     if args.markdown:
         sys.stdout = sys.stderr
     rates: list[tuple[int, float, float]] = []  # (clients, accepted/s, p99 of the 202 in ms)
+    cpu_per_202 = "n/a"  # the last phase's
     counts = [int(c) for c in args.clients.split(",")]
     phases = list(zip(counts, (int(r) for r in args.requests.split(",")), strict=True))
     port = _free_port()
@@ -238,6 +239,7 @@ def main() -> None:
             latencies = result["latencies"]
             errors = {k: v for k, v in result["statuses"].items() if k != "202"}
             rates.append((clients, len(latencies) / result["wall"], _percentile(latencies, 0.99) * 1000))
+            cpu_per_202 = _per_request(meter, len(latencies))
             line = (
                 f"{clients:>7} {total:>8} {len(latencies) / result['wall']:>10.1f} "
                 f"{_percentile(latencies, 0.5) * 1000:>6.0f}ms {_percentile(latencies, 0.99) * 1000:>6.0f}ms "
@@ -264,7 +266,8 @@ def main() -> None:
             print(
                 f"`.venv/bin/python bench/submissions.py{' --hold' if args.hold else ''}`: {per_second} accepted "
                 f"submissions a second at {counts_text} keep-alive clients ({what}; the 202's p99 "
-                f"{rates[-1][2]:.0f} ms at {rates[-1][0]} clients; measured on {machine()}).",
+                f"{rates[-1][2]:.0f} ms at {rates[-1][0]} clients, the platform's CPU per accepted submission "
+                f"{cpu_per_202}; measured on {machine()}).",
                 file=sentence_to,
             )
     finally:
