@@ -303,9 +303,33 @@ def _paths_checked(expression: str, names: tuple[tuple[str, str], ...]) -> bool:
     return True
 
 
-class _PathsCheckedOnce:
-    """Stands in for `OverlappingPathsValidator` (moto's check that no two actions of an update write overlapping
-    paths): the check depends on the text and its attribute names alone, so it runs once per (text, names)."""
+@functools.lru_cache(maxsize=UPDATE_EXPRESSION_CACHE_SIZE)
+def _keys_checked(expression: str, names: tuple[tuple[str, str], ...], keys: tuple[str, ...]) -> bool:
+    """The check that (text, names) updates no key attribute of a table with `keys`, run once (raises every time)."""
+    tree = _copy_of_tree(_parsed_update_expression(expression))
+    _validators().UpdateHashRangeKeyValidator(list(keys), dict(names)).traverse(tree)
+    return True
+
+
+@functools.lru_cache(maxsize=UPDATE_EXPRESSION_CACHE_SIZE)
+def _calls_functions(expression: str) -> bool:
+    """Whether the text calls a function (`if_not_exists`, `list_append`): only then has its tree a node for one."""
+    from moto.dynamodb.parsing.ast_nodes import UpdateExpressionFunction
+
+    pending = [_parsed_update_expression(expression)]
+    while pending:
+        node = pending.pop()
+        if isinstance(node, UpdateExpressionFunction):
+            return True
+        pending.extend(child for child in getattr(node, "children", None) or () if hasattr(child, "children"))
+    return False
+
+
+class _CheckedOnce:
+    """Stands in for a processor of moto's update validation whose check depends on the text and its attribute
+    names alone (and the table's key attributes): `OverlappingPathsValidator` (no two actions write overlapping
+    paths) and `UpdateHashRangeKeyValidator` (no action writes a key attribute). It runs once per text, names and
+    keys; it leaves the tree as it is."""
 
     def __init__(self, upstream: Any) -> None:
         self.upstream = upstream
@@ -315,15 +339,37 @@ class _PathsCheckedOnce:
         names = self.upstream.expression_attribute_names
         if text is None or not isinstance(names, dict):
             return self.upstream.traverse(node)
-        _paths_checked(text, tuple(sorted(names.items())))
+        if isinstance(self.upstream, _validators().UpdateHashRangeKeyValidator):
+            _keys_checked(text, tuple(sorted(names.items())), tuple(self.upstream.table_key_attributes))
+        else:
+            _paths_checked(text, tuple(sorted(names.items())))
+        return node
+
+
+class _FunctionsIfCalled:
+    """Stands in for `UpdateExpressionFunctionEvaluator`: it walks the tree only if the text calls a function (a text
+    that calls none has no node the evaluator rewrites, and no value or name adds one)."""
+
+    def __init__(self, upstream: Any) -> None:
+        self.upstream = upstream
+
+    def traverse(self, node: Any) -> Any:
+        text = getattr(node, _TEXT, None)
+        if text is None or _calls_functions(text):
+            return self.upstream.traverse(node)
         return node
 
 
 def _processors_checked_once(self: Any) -> list[Any]:
     validators = _validators()
     processors = _original(validators.UpdateExpressionValidator, "get_ast_processors")(self)
+    once = (validators.OverlappingPathsValidator, validators.UpdateHashRangeKeyValidator)
     return [
-        _PathsCheckedOnce(p) if isinstance(p, validators.OverlappingPathsValidator) else p
+        _CheckedOnce(p)
+        if isinstance(p, once)
+        else _FunctionsIfCalled(p)
+        if isinstance(p, validators.UpdateExpressionFunctionEvaluator)
+        else p
         for p in processors
         if not isinstance(p, validators.ActionCountValidator)
     ]
@@ -342,9 +388,10 @@ def parse_update_expressions_once() -> None:
     the clauses below it: 10% of the CPU of a submission's updates) runs when the text is parsed; a text that fails
     it is refused with the same error, before the item is read rather than after. That no two actions write
     overlapping paths (`OverlappingPathsValidator`, as costly, and depending on the attribute names too) runs once
-    per text and names. And the validator's private copy of the tree is made from the tree's pickle rather than by
-    `deepcopy` walking it in Python. A fan-out item's commit updates the job item twice: these were a tenth of a
-    1,000-document job's CPU.
+    per text and names, and that none writes a key attribute (`UpdateHashRangeKeyValidator`) once per text, names
+    and table keys; the function evaluator walks only the trees of texts that call a function. And the validator's
+    private copy of the tree is made from the tree's pickle rather than by `deepcopy` walking it in Python. A fan-out
+    item's commit updates the job item twice: these were a tenth of a 1,000-document job's CPU.
     """
     _replace(_update_expression_parser_class(), "make", classmethod(_make_update_expression))
     _replace(_validators().UpdateExpressionValidator, "get_ast_processors", _processors_checked_once)
@@ -357,6 +404,8 @@ def parse_update_expressions_every_time() -> None:
     _restore(_update_expression_parser_class(), "make")
     _parsed_update_expression.cache_clear()
     _paths_checked.cache_clear()
+    _keys_checked.cache_clear()
+    _calls_functions.cache_clear()
 
 
 # --- DynamoDB: a condition expression's text tokenized once ----------------------------------------------------

@@ -658,6 +658,15 @@ def test_upstream_copies_the_tree_and_checks_its_paths_on_every_update() -> None
     assert "self.node_to_validate = deepcopy(expression)" in inspect.getsource(validators.Validator.__init__)
     processors = inspect.getsource(moto_patches._original(validators.UpdateExpressionValidator, "get_ast_processors"))
     assert "OverlappingPathsValidator(self.expression_attribute_names)" in processors
+    # the key check depends on the table's keys and the names; the function evaluator rewrites function nodes only
+    assert (
+        "UpdateHashRangeKeyValidator(\n                self.table.table_key_attrs, self.expression_attribute_names"
+        in (processors)
+    )
+    assert _digest(validators.UpdateHashRangeKeyValidator) == "18ca06e4b0d82e64", "re-check _keys_checked"
+    assert _digest(validators.UpdateExpressionFunctionEvaluator._processing_map) == "0ab0dcd37df331e9", (
+        "re-check _FunctionsIfCalled"
+    )
 
 
 def test_a_trees_copy_from_its_pickle_is_the_deep_copy_upstream_makes(patched: None) -> None:
@@ -708,6 +717,49 @@ def test_overlapping_paths_are_refused_every_time_with_their_names_with_the_patc
         ExpressionAttributeValues={":v": 1},
     )
     assert table.get_item(Key={"pk": "job"})["Item"] == {"pk": "job", "n": 0, "first": 1, "second": 1}
+
+
+def test_key_attributes_are_refused_every_time_and_functions_evaluated_with_the_patch(patched: None) -> None:
+    dynamodb = boto3.resource("dynamodb", region_name=REGION)
+    table = dynamodb.create_table(
+        TableName="keyed",
+        KeySchema=[{"AttributeName": "pk", "KeyType": "HASH"}, {"AttributeName": "sk", "KeyType": "RANGE"}],
+        AttributeDefinitions=[
+            {"AttributeName": "pk", "AttributeType": "S"},
+            {"AttributeName": "sk", "AttributeType": "S"},
+        ],
+        BillingMode="PAY_PER_REQUEST",
+    )
+    key = {"pk": "job", "sk": "meta"}
+    table.put_item(Item={**key, "l": [1]})
+    for text, names in (("SET sk = :v", {}), ("SET #k = :v", {"#k": "pk"}), ("SET a = :v, #k = :v", {"#k": "sk"})):
+        for _ in range(2):
+            with pytest.raises(ClientError) as raised:
+                table.update_item(
+                    Key=key,
+                    UpdateExpression=text,
+                    ExpressionAttributeValues={":v": "x"},
+                    **({"ExpressionAttributeNames": names} if names else {}),
+                )
+            assert "key" in raised.value.response["Error"]["Message"].lower()
+    # the same text naming an attribute that is no key is applied; so are the functions of a text that calls them
+    table.update_item(
+        Key=key,
+        UpdateExpression="SET #k = :v",
+        ExpressionAttributeNames={"#k": "a"},
+        ExpressionAttributeValues={":v": "x"},
+    )
+    table.update_item(
+        Key=key,
+        UpdateExpression="SET l = list_append(l, :more), c = if_not_exists(c, :zero) + :one",
+        ExpressionAttributeValues={":more": [2], ":zero": 0, ":one": 1},
+    )
+    table.update_item(
+        Key=key,
+        UpdateExpression="SET c = if_not_exists(c, :zero) + :one",
+        ExpressionAttributeValues={":zero": 0, ":one": 1},
+    )
+    assert table.get_item(Key=key)["Item"] == {**key, "a": "x", "l": [1, 2], "c": 2}
 
 
 # --- DynamoDB: a condition expression's text tokenized once ------------------------------------------------------
