@@ -314,12 +314,13 @@ def _keys_checked(expression: str, names: tuple[tuple[str, str], ...], keys: tup
 @functools.lru_cache(maxsize=UPDATE_EXPRESSION_CACHE_SIZE)
 def _calls_functions(expression: str) -> bool:
     """Whether the text calls a function (`if_not_exists`, `list_append`): only then has its tree a node for one."""
-    from moto.dynamodb.parsing.ast_nodes import UpdateExpressionFunction
+    from moto.dynamodb.parsing import ast_nodes
 
+    function: type = getattr(ast_nodes, "UpdateExpressionFunction")  # noqa: B009 (not visible to mypy in moto)
     pending = [_parsed_update_expression(expression)]
     while pending:
         node = pending.pop()
-        if isinstance(node, UpdateExpressionFunction):
+        if isinstance(node, function):
             return True
         pending.extend(child for child in getattr(node, "children", None) or () if hasattr(child, "children"))
     return False
