@@ -31,9 +31,8 @@ class CpuMeter:
     """CPU a process used, and the share of the machine's CPU time its hypervisor took (steal), between `start` and
     `stop` (Linux `/proc`; elsewhere both read as None).
 
-    A GIL-bound platform's throughput is one core's worth of work divided by the work per request, so on a shared or
-    virtual machine the wall-clock figures move with what else runs and with steal; the CPU a request costs the
-    platform moves far less, and is the figure to compare between changes."""
+    A GIL-bound platform's throughput is one core's worth of work divided by the work per request: the CPU per
+    request says which of the two changed (steal says whether the hypervisor took the core away meanwhile)."""
 
     def __init__(self, pid: int) -> None:
         self._pid = pid

@@ -15,9 +15,9 @@ so the figures are the API's own path (authentication, checks, the input written
 recorded) with one workflow running beside it. Each phase's jobs are then cancelled instead of waited for.
 
 Each phase also prints the platform process's CPU per accepted submission and the machine's steal (the share of
-its CPU time the hypervisor gave to others): the platform is bound to one core by the interpreter lock, so on a
-shared machine its wall-clock rate moves with steal and load, while its CPU per submission is the figure to compare
-between two versions of the code.
+its CPU time the hypervisor gave to others): the platform is bound to one core by the interpreter lock, so its rate
+is one core's worth of work divided by the CPU a submission costs it. On a shared machine both figures move with the
+machine's speed from one run to the next; compare two versions of the code in alternating runs.
 
 Prints figures; asserts nothing.
 """
@@ -182,11 +182,11 @@ def _percentile(values: list[float], fraction: float) -> float:
     return ordered[min(len(ordered) - 1, max(0, round(fraction * len(ordered)) - 1))] if ordered else float("nan")
 
 
-def _per_request(meter: CpuMeter, accepted: int) -> str:
+def _per_request(meter: CpuMeter, accepted: int, *, unit: str = "ms") -> str:
     """The platform process's CPU per accepted submission (its jobs' steps and rounds included)."""
     if meter.cpu_seconds is None or not accepted:
         return "n/a"
-    return f"{meter.cpu_seconds * 1000 / accepted:.1f}ms"
+    return f"{meter.cpu_seconds * 1000 / accepted:.1f}{unit}"
 
 
 def _share(fraction: float | None) -> str:
@@ -239,7 +239,7 @@ def main() -> None:
             latencies = result["latencies"]
             errors = {k: v for k, v in result["statuses"].items() if k != "202"}
             rates.append((clients, len(latencies) / result["wall"], _percentile(latencies, 0.99) * 1000))
-            cpu_per_202 = _per_request(meter, len(latencies))
+            cpu_per_202 = _per_request(meter, len(latencies), unit=" ms")
             line = (
                 f"{clients:>7} {total:>8} {len(latencies) / result['wall']:>10.1f} "
                 f"{_percentile(latencies, 0.5) * 1000:>6.0f}ms {_percentile(latencies, 0.99) * 1000:>6.0f}ms "
