@@ -566,6 +566,19 @@ def test_the_server_resolves_a_host_once_with_the_patch(monkeypatch: pytest.Monk
 # --- DynamoDB: each operation is atomic ----------------------------------------------------------------------
 
 
+def _keyed_table(name: str) -> Any:
+    """A table keyed by `pk` (partition) and `sk` (sort), both strings."""
+    return boto3.resource("dynamodb", region_name=REGION).create_table(
+        TableName=name,
+        KeySchema=[{"AttributeName": "pk", "KeyType": "HASH"}, {"AttributeName": "sk", "KeyType": "RANGE"}],
+        AttributeDefinitions=[
+            {"AttributeName": "pk", "AttributeType": "S"},
+            {"AttributeName": "sk", "AttributeType": "S"},
+        ],
+        BillingMode="PAY_PER_REQUEST",
+    )
+
+
 def _counter_table() -> Any:
     dynamodb = boto3.resource("dynamodb", region_name=REGION)
     table = dynamodb.create_table(
@@ -720,16 +733,7 @@ def test_overlapping_paths_are_refused_every_time_with_their_names_with_the_patc
 
 
 def test_key_attributes_are_refused_every_time_and_functions_evaluated_with_the_patch(patched: None) -> None:
-    dynamodb = boto3.resource("dynamodb", region_name=REGION)
-    table = dynamodb.create_table(
-        TableName="keyed",
-        KeySchema=[{"AttributeName": "pk", "KeyType": "HASH"}, {"AttributeName": "sk", "KeyType": "RANGE"}],
-        AttributeDefinitions=[
-            {"AttributeName": "pk", "AttributeType": "S"},
-            {"AttributeName": "sk", "AttributeType": "S"},
-        ],
-        BillingMode="PAY_PER_REQUEST",
-    )
+    table = _keyed_table("keyed")
     key = {"pk": "job", "sk": "meta"}
     table.put_item(Item={**key, "l": [1]})
     for text, names in (("SET sk = :v", {}), ("SET #k = :v", {"#k": "pk"}), ("SET a = :v, #k = :v", {"#k": "sk"})):
@@ -1290,15 +1294,7 @@ def test_every_item_answer_is_walked_by_its_shape_without_the_patch(unpatched: N
 
 def _exercise_item_operations() -> None:
     dynamodb = boto3.client("dynamodb", region_name=REGION)
-    dynamodb.create_table(
-        TableName="items",
-        KeySchema=[{"AttributeName": "pk", "KeyType": "HASH"}, {"AttributeName": "sk", "KeyType": "RANGE"}],
-        AttributeDefinitions=[
-            {"AttributeName": "pk", "AttributeType": "S"},
-            {"AttributeName": "sk", "AttributeType": "S"},
-        ],
-        BillingMode="PAY_PER_REQUEST",
-    )
+    _keyed_table("items")
     key = {"pk": {"S": "a"}, "sk": {"S": "1"}}
     item = {
         **key,
