@@ -165,7 +165,9 @@ def _authorize(self: Any, iam_request_cls: type, resource: str = "*") -> None:
     documents = tuple(_document_text(policy) for policy in principal.collect_policies())
     accesses = resolver(self, action, resource, region)
     for access in accesses:
-        if not _allows(documents, access.action, access.resource, tuple(sorted(access.conditions.items()))):
+        named = _condition_keys(documents)  # only what a statement tests: the decision holds for any other value
+        conditions = tuple(sorted((k, v) for k, v in access.conditions.items() if k in named))
+        if not _allows(documents, access.action, access.resource, conditions):
             _refuse(self, principal.arn, access.action, access.resource, "")
     with _STATE.lock:
         for access in accesses:
@@ -226,11 +228,25 @@ def _document_text(policy: Any) -> str:
     return text if isinstance(text, str) else json.dumps(text, sort_keys=True)
 
 
+@functools.lru_cache(maxsize=1024)
+def _condition_keys(documents: tuple[str, ...]) -> frozenset[str]:
+    """The condition keys the statements of `documents` test (a request's other keys cannot change a decision)."""
+    named: set[str] = set()
+    for text in documents:
+        statements = dict(json.loads(text)).get("Statement", [])
+        for statement in statements if isinstance(statements, list) else [statements]:
+            for clauses in dict(statement.get("Condition") or {}).values():
+                named.update(dict(clauses))
+    return frozenset(named)
+
+
 @functools.lru_cache(maxsize=16384)
 def _allows(documents: tuple[str, ...], action: str, resource: str, conditions: tuple[tuple[str, str], ...]) -> bool:
     """`evaluate` of the policies whose documents are `documents`, remembered: a function's role makes the same few
     calls again and again, and its documents (every statement CDK granted it) were parsed and walked at each. The
-    documents are the key, so a changed policy is evaluated anew."""
+    documents are the key, so a changed policy is evaluated anew; of a request's condition keys, only those a
+    statement of the documents tests are (a job's partition key, which most roles' statements never test, would make
+    every job's calls new)."""
     return evaluate([dict(json.loads(text)) for text in documents], Access(action, resource, dict(conditions)))
 
 
