@@ -29,6 +29,8 @@ from local.moto_patches.dynamodb import (
     backup_only_touched_items,
     copy_items_for_every_update,
     copy_items_for_streams_only,
+    parse_conditions_for_every_check,
+    parse_conditions_once_per_transaction,
     parse_update_expressions_every_time,
     parse_update_expressions_once,
     query_one_partition,
@@ -171,6 +173,7 @@ def apply() -> None:
     parse_update_expressions_once()
     read_processing_maps_once()
     tokenize_conditions_once()
+    parse_conditions_once_per_transaction()
     query_one_partition()
     write_item_answers_directly()
     size_values_directly()
@@ -194,6 +197,7 @@ def revert() -> None:
     update_in_template_order()
     skip_email_identities()
     refuse_iteration_error_names()
+    parse_conditions_for_every_check()
     tokenize_conditions_every_time()
     read_processing_maps_per_node()
     parse_update_expressions_every_time()

@@ -2,7 +2,7 @@
 parsed and checked once (and its tree copied from a pickle), a condition's text is tokenized once, an expression
 tree's traversers build their processing map once, a query reads its partition, an item operation's answer is
 written as JSON directly, a new item's size is checked once, a value's size is summed from its members (a scalar's
-remembered) and an update copies its item only for a stream."""
+remembered), an update copies its item only for a stream and a transaction parses each operation's condition once."""
 
 from __future__ import annotations
 
@@ -148,7 +148,9 @@ def _transact_write_items(self: Any, transact_items: list[dict[str, Any]]) -> No
     with DYNAMODB_LOCK:  # a transaction is atomic (see `serialize_dynamodb_operations`)
         backups, streams = _back_up_items(self, transact_items)
         was_active = getattr(_TRANSACTION, "active", False)
+        conditions = getattr(_TRANSACTION, "conditions", None)
         _TRANSACTION.active = True
+        _TRANSACTION.conditions = {} if conditions is None else conditions
         try:
             _original(DynamoDBBackend, "transact_write_items")(self, transact_items)
         except BaseException:
@@ -156,6 +158,7 @@ def _transact_write_items(self: Any, transact_items: list[dict[str, Any]]) -> No
             raise
         finally:
             _TRANSACTION.active = was_active
+            _TRANSACTION.conditions = conditions
 
 
 # One lock for every DynamoDB operation of the in-memory AWS: see `serialize_dynamodb_operations`.
@@ -448,6 +451,39 @@ def tokenize_conditions_once() -> None:
 def tokenize_conditions_every_time() -> None:
     _restore(_condition_parser_class(), "_lex_condition_expression")
     _condition_tokens.cache_clear()
+
+
+def _parse_once_per_transaction(self: Any) -> Any:
+    """`ConditionExpressionParser.parse`: in a transaction, an operation's condition parsed once for its two checks."""
+    memo: dict[tuple[Any, int, int], tuple[Any, Any, Any]] | None = getattr(_TRANSACTION, "conditions", None)
+    if memo is None:
+        return _original(_condition_parser_class(), "parse")(self)
+    names, values = self.expression_attribute_names, self.expression_attribute_values
+    key = (self.condition_expression, id(names), id(values))
+    found = memo.get(key)
+    if found is not None and found[0] is names and found[1] is values:
+        return found[2]
+    parsed = _original(_condition_parser_class(), "parse")(self)
+    memo[key] = (names, values, parsed)  # holding the dicts: their ids stay theirs while the transaction runs
+    return parsed
+
+
+def parse_conditions_once_per_transaction() -> None:
+    """Parse a transaction operation's ConditionExpression once, not twice.
+
+    Upstream's `transact_write_items` evaluates each operation's condition itself, then hands the operation with its
+    condition to `put_item`, `update_item` or `delete_item`, which parse it from its text and evaluate it again: the
+    same text, names and values (the very same dictionaries), against the same item (the transaction holds the
+    DynamoDB lock, and no two operations of a transaction may address one item). While a transaction runs, a parse
+    of a (text, names, values) it has parsed already returns that parse: the tree is only read by its evaluation. A
+    condition that does not parse raises the first time, and the operation fails with it as upstream. A quarter of
+    a submission's transaction was spent parsing its conditions, half of it twice.
+    """
+    _replace(_condition_parser_class(), "parse", _parse_once_per_transaction)
+
+
+def parse_conditions_for_every_check() -> None:
+    _restore(_condition_parser_class(), "parse")
 
 
 # --- DynamoDB: an expression tree's traversers read their processing map once ---------------------------------

@@ -13,6 +13,7 @@ import json
 import textwrap
 import types
 import zipfile
+from collections import Counter
 from collections.abc import Iterator
 from typing import Any
 
@@ -1562,3 +1563,125 @@ def test_an_update_copies_its_item_only_when_its_table_has_a_stream(
         ({"S": "before"}, {"S": "after 1"}),
         ({"S": "after 1"}, {"S": "after 2"}),
     ]
+
+
+# --- DynamoDB: a transaction operation's condition parsed once -------------------------------------------------
+
+
+def test_upstream_parses_a_transaction_operations_condition_for_each_of_its_two_checks() -> None:
+    from moto.dynamodb.models import DynamoDBBackend
+
+    upstream = moto_patches._original(DynamoDBBackend, "transact_write_items")
+    assert _digest(upstream) == "0b5c3b73cdccf326", "re-check parse_conditions_once_per_transaction"
+    source = textwrap.dedent(inspect.getsource(upstream))
+    assert "condition_op = get_filter_expression(" in source  # the transaction's own check...
+    assert source.count("condition_expression=condition_expression,") == 3  # ...and put/delete/update's again
+
+
+def test_a_transaction_parses_each_condition_once_and_decides_as_upstream(patched: None) -> None:
+    from moto.dynamodb.comparisons import ConditionExpressionParser
+
+
+    lexed: list[str] = []
+    lex = ConditionExpressionParser._lex_condition_expression
+
+    def counted(self: Any) -> Any:
+        lexed.append(self.condition_expression)
+        return lex(self)
+
+    # Counted for this test only, restored before the fixture reverts the patches (a monkeypatch would put the patched
+    # method back after the revert, and the next `apply` would take it for upstream's).
+    ConditionExpressionParser._lex_condition_expression = counted  # type: ignore[method-assign]
+    try:
+        _parse_in_transactions_and_out(lexed)
+    finally:
+        ConditionExpressionParser._lex_condition_expression = lex  # type: ignore[method-assign]
+
+
+def _parse_in_transactions_and_out(lexed: list[str]) -> None:
+    from local.moto_patches import dynamodb as dynamodb_patches
+
+    client = boto3.client("dynamodb", region_name=REGION)
+    _keyed_table("tx")
+
+    def run(n: int) -> tuple[str, list[str]]:
+        """A transaction with a conditioned Put, Update, Delete and ConditionCheck: its outcome and what it lexed."""
+        lexed.clear()
+        key = {"pk": {"S": f"job{n}"}}
+        client.put_item(TableName="tx", Item={**key, "sk": {"S": "meta"}, "v": {"N": "1"}})
+        client.put_item(TableName="tx", Item={**key, "sk": {"S": "gone"}})
+        lexed.clear()
+        at_version = {":v": {"N": "1" if n % 2 else "7"}}  # odd: the version holds; even: it does not
+        operations = [
+            {
+                "Put": {
+                    "TableName": "tx",
+                    "Item": {**key, "sk": {"S": "new"}},
+                    "ConditionExpression": "attribute_not_exists(pk)",
+                }
+            },
+            {
+                "Update": {
+                    "TableName": "tx",
+                    "Key": {**key, "sk": {"S": "meta"}},
+                    "UpdateExpression": "SET v = v + :one",
+                    "ConditionExpression": "v = :v",
+                    "ExpressionAttributeValues": {":one": {"N": "1"}, **at_version},
+                }
+            },
+            {
+                "Delete": {
+                    "TableName": "tx",
+                    "Key": {**key, "sk": {"S": "gone"}},
+                    "ConditionExpression": "attribute_exists(sk)",
+                }
+            },
+        ]
+        try:
+            client.transact_write_items(TransactItems=operations)
+        except ClientError as error:
+            reasons = [r["Code"] for r in error.response.get("CancellationReasons", [])]
+            return f"cancelled {reasons}", list(lexed)
+        return "applied", list(lexed)
+
+    patched_runs = [run(1), run(2)]
+    dynamodb_patches.parse_conditions_for_every_check()
+    try:
+        upstream_runs = [run(3), run(4)]
+    finally:
+        dynamodb_patches.parse_conditions_once_per_transaction()
+    texts = ["attribute_not_exists(pk)", "v = :v", "attribute_exists(sk)"]
+    # the request's own validation reads each condition too; the transaction's two checks now share one parse
+    patched_counts, upstream_counts = Counter(patched_runs[0][1]), Counter(upstream_runs[0][1])
+    assert patched_runs[0][0] == upstream_runs[0][0] == "applied"
+    assert set(patched_counts) == set(texts) and upstream_counts == {t: patched_counts[t] + 1 for t in texts}
+    assert patched_runs[1][0] == upstream_runs[1][0] == "cancelled ['None', 'ConditionalCheckFailed', 'None']"
+    for n, outcome in ((1, "applied"), (3, "applied")):
+        item = client.get_item(TableName="tx", Key={"pk": {"S": f"job{n}"}, "sk": {"S": "meta"}})["Item"]
+        assert item["v"] == {"N": "2"} and outcome == "applied"
+    for n in (2, 4):  # nothing of a cancelled transaction is kept
+        item = client.get_item(TableName="tx", Key={"pk": {"S": f"job{n}"}, "sk": {"S": "meta"}})["Item"]
+        assert item["v"] == {"N": "1"}
+        assert "Item" not in client.get_item(TableName="tx", Key={"pk": {"S": f"job{n}"}, "sk": {"S": "new"}})
+    # outside a transaction nothing is remembered: updates with the same dictionaries parse as upstream does
+
+    def two_updates(first: int) -> int:
+        lexed.clear()
+        values = {":one": {"N": "1"}}
+        for v in (first, first + 1):
+            values[":v"] = {"N": str(v)}
+            client.update_item(
+                TableName="tx",
+                Key={"pk": {"S": "job1"}, "sk": {"S": "meta"}},
+                UpdateExpression="SET v = v + :one",
+                ConditionExpression="v = :v",
+                ExpressionAttributeValues=values,
+            )
+        return len(lexed)
+
+    patched_parses = two_updates(2)
+    dynamodb_patches.parse_conditions_for_every_check()
+    try:
+        assert patched_parses == two_updates(4) > 0
+    finally:
+        dynamodb_patches.parse_conditions_once_per_transaction()
