@@ -1581,7 +1581,6 @@ def test_upstream_parses_a_transaction_operations_condition_for_each_of_its_two_
 def test_a_transaction_parses_each_condition_once_and_decides_as_upstream(patched: None) -> None:
     from moto.dynamodb.comparisons import ConditionExpressionParser
 
-
     lexed: list[str] = []
     lex = ConditionExpressionParser._lex_condition_expression
 
