@@ -346,6 +346,40 @@ def test_over_its_jobs_in_flight_a_job_waits_and_starts_when_a_slot_frees(
     assert JobService(admitted).view(Principal(tenant_id=TENANT_A), submitted[2][0]).estimated_start_seconds is None
 
 
+def test_a_waiting_submission_wakes_the_dispatcher_only_when_it_may_start_now(
+    admitted: wiring.Services, table: Any, engine: FakeEngine
+) -> None:
+    # Given tenant A may run 2 jobs, runs 2 and has 2 waiting
+    policy_of(table, TENANT_A, jobs_in_flight=2)
+    wake = admitted.wake
+    assert isinstance(wake, FakeWake)
+    submitted = [submit_as(admitted, TENANT_A, "standard")[0] for _ in range(4)]
+    assert wake.woken == 0
+
+    # When one of its running jobs ends (one slot free, two jobs waiting ahead of the next submission)
+    admitted.jobs.transition(submitted[0], JobStatus.FAILED, event="job_failed")
+    behind, estimate, status = submit_as(admitted, TENANT_A, "standard")
+    # Then a submission behind that backlog waits without a round: the jobs ahead take the free slot first
+    assert status == JobStatus.QUEUED and estimate > 0
+    assert wake.woken == 0
+
+    # When the round runs, the oldest waiting job takes the slot (the one behind keeps waiting)
+    assert Admission(admitted).dispatch().started == [submitted[2]]
+    # and when both running jobs end, two slots are free for two waiting jobs: the next one still waits its turn
+    admitted.jobs.transition(submitted[1], JobStatus.FAILED, event="job_failed")
+    admitted.jobs.transition(submitted[2], JobStatus.FAILED, event="job_failed")
+    assert counters(admitted, TENANT_A)[2:] == (0, 2)
+    submit_as(admitted, TENANT_A, "standard")
+    assert wake.woken == 0
+    # but with one job ahead of it and two slots free, a submission may start at once: it wakes a round
+    assert Admission(admitted).dispatch().started == [submitted[3], behind]
+    admitted.jobs.transition(submitted[3], JobStatus.FAILED, event="job_failed")
+    admitted.jobs.transition(behind, JobStatus.FAILED, event="job_failed")
+    assert counters(admitted, TENANT_A)[2:] == (0, 1)
+    submit_as(admitted, TENANT_A, "standard")
+    assert wake.woken == 1
+
+
 def test_a_replay_goes_through_admission_like_a_submission(
     admitted: wiring.Services, table: Any, engine: FakeEngine
 ) -> None:

@@ -168,7 +168,7 @@ class Admission:
         counted waiting); the estimated seconds to its start. `EngineUnavailable` only without admission control."""
         if not job.waiting:
             return self.admit(job, policy)
-        self._send(job, policy, planned.counters)
+        self._send(job, policy, planned.counters, ahead=planned.counters.tenant_queued)
         return planned.estimated_start_seconds
 
     def _wait_in_queue(self, job: Job, policy: TenantPolicy, *, marked: bool) -> int:
@@ -186,23 +186,25 @@ class Admission:
         if not marked and not self.store.enqueue(job, s.now() + timedelta(seconds=seconds)):
             latest = s.jobs.get_job(job.job_id)  # it changed meanwhile (started, cancelled, or already waiting)
             return (latest.estimated_start_seconds(s.now()) or 0) if latest else 0
-        self._send(job, policy, counters)
+        self._send(job, policy, counters, ahead=counters.tenant_queued - (1 if marked else 0))
         return seconds
 
-    def _send(self, job: Job, policy: TenantPolicy, counters: Counters) -> None:
-        """Send a job marked waiting to its intake queue, and wake a round if a slot may be free."""
+    def _send(self, job: Job, policy: TenantPolicy, counters: Counters, *, ahead: int) -> None:
+        """Send a job marked waiting to its intake queue, and wake a round if it may start now: its tenant has more
+        slots free than jobs waiting ahead of it (`ahead`, by `counters`), and the platform has a slot free.
+
+        Otherwise a round would start nothing for it, and only read the queue and put every message back: the jobs
+        ahead take the free slots first (the round that starts them, woken by a slot's release or by the first of
+        them, reads this job's message too), and a slot's release wakes the dispatcher again. A backlog's
+        submissions do not each cost a round; the dispatcher's schedule catches what a lost wake-up leaves."""
         s = self.services
         assert s.intake is not None
         try:
             s.intake.send(Waiting(job.job_id, job.tenant_id, job.sla_class, job.created_at))
         except Exception:  # the job is marked waiting: the sweep sends it to its queue again
             logger.exception("a waiting job was not sent to its intake queue", extra={"job_id": job.job_id})
-        # A round can start something only with a slot free for the tenant and the platform; otherwise the slot's
-        # release wakes the dispatcher (a backlog's submissions do not each cost a round).
-        if (
-            counters.tenant_in_flight < policy.jobs_in_flight
-            and counters.global_in_flight < s.settings.max_jobs_in_flight
-        ):
+        free = policy.jobs_in_flight - counters.tenant_in_flight
+        if max(0, ahead) < free and counters.global_in_flight < s.settings.max_jobs_in_flight:
             self._wake()
 
     def _wake(self) -> None:
