@@ -314,19 +314,64 @@ def _keys_checked(expression: str, names: tuple[tuple[str, str], ...], keys: tup
     return True
 
 
-@functools.lru_cache(maxsize=UPDATE_EXPRESSION_CACHE_SIZE)
-def _calls_functions(expression: str) -> bool:
-    """Whether the text calls a function (`if_not_exists`, `list_append`): only then has its tree a node for one."""
-    from moto.dynamodb.parsing import ast_nodes
+#: The action nodes of an update's tree: an action's first child is the path it writes, the others its value.
+_ACTIONS = frozenset(f"UpdateExpression{kind}Action" for kind in ("Set", "Remove", "Delete", "Add"))
 
-    function: type = getattr(ast_nodes, "UpdateExpressionFunction")  # noqa: B009 (not visible to mypy in moto)
-    pending = [_parsed_update_expression(expression)]
+
+@functools.lru_cache(maxsize=UPDATE_EXPRESSION_CACHE_SIZE)
+def _tree_shape(expression: str) -> tuple[frozenset[str], bool]:
+    """The names of the node types in the text's tree, and whether a path of it is read from the item: one in an
+    action's value (not its first child), where `ExpressionAttributeResolvingProcessor` resolves it (into the item's
+    value, or `NoneExistingPath` when the item has none). Neither depends on the names, the values or the item."""
+    types_found: set[str] = set()
+    reads_paths = False
+    pending: list[tuple[Any, bool]] = [(_parsed_update_expression(expression), False)]
     while pending:
-        node = pending.pop()
-        if isinstance(node, function):
-            return True
-        pending.extend(child for child in getattr(node, "children", None) or () if hasattr(child, "children"))
-    return False
+        node, in_value = pending.pop()
+        name = type(node).__name__
+        types_found.add(name)
+        reads_paths = reads_paths or (in_value and name == "UpdateExpressionPath")
+        children = [child for child in getattr(node, "children", None) or () if hasattr(child, "children")]
+        action = name in _ACTIONS
+        pending.extend((child, in_value or (action and i > 0)) for i, child in enumerate(children))
+    return frozenset(types_found), reads_paths
+
+
+def _has(node_type: str) -> Callable[[str], bool]:
+    return lambda text: node_type in _tree_shape(text)[0]
+
+
+def _reads_paths(text: str) -> bool:
+    return _tree_shape(text)[1]
+
+
+#: The processors of moto's update validation that change or check only nodes a text may not have, and when a text
+#: has them: the function evaluator rewrites function calls; `ExecuteOperations` computes `a + b` and `a - b` (an
+#: `UpdateExpressionValue`, a SET's value); the type and empty-key checks look at SET actions; `NoneExistingPathChecker`
+#: refuses a `NoneExistingPath`, which only the resolving of a path in an action's value makes. No value, name or item
+#: adds a node of those types to a tree without them.
+_WALKED_IF: dict[str, Callable[[str], bool]] = {
+    "UpdateExpressionFunctionEvaluator": _has("UpdateExpressionFunction"),
+    "ExecuteOperations": _has("UpdateExpressionValue"),
+    "TypeMismatchValidator": _has("UpdateExpressionSetAction"),
+    "EmptyStringKeyValueValidator": _has("UpdateExpressionSetAction"),
+    "NoneExistingPathChecker": _reads_paths,
+}
+
+
+class _WalkedIfNeeded:
+    """Stands in for a processor of `_WALKED_IF`: it walks the tree only if the tree's text has a node it would
+    change or check (a walk of a tree without one leaves it as it was and raises nothing)."""
+
+    def __init__(self, upstream: Any, needed: Callable[[str], bool]) -> None:
+        self.upstream = upstream
+        self.needed = needed
+
+    def traverse(self, node: Any) -> Any:
+        text = getattr(node, _TEXT, None)
+        if text is None or self.needed(text):
+            return self.upstream.traverse(node)
+        return node
 
 
 class _CheckedOnce:
@@ -350,20 +395,6 @@ class _CheckedOnce:
         return node
 
 
-class _FunctionsIfCalled:
-    """Stands in for `UpdateExpressionFunctionEvaluator`: it walks the tree only if the text calls a function (a text
-    that calls none has no node the evaluator rewrites, and no value or name adds one)."""
-
-    def __init__(self, upstream: Any) -> None:
-        self.upstream = upstream
-
-    def traverse(self, node: Any) -> Any:
-        text = getattr(node, _TEXT, None)
-        if text is None or _calls_functions(text):
-            return self.upstream.traverse(node)
-        return node
-
-
 def _processors_checked_once(self: Any) -> list[Any]:
     validators = _validators()
     processors = _original(validators.UpdateExpressionValidator, "get_ast_processors")(self)
@@ -371,8 +402,8 @@ def _processors_checked_once(self: Any) -> list[Any]:
     return [
         _CheckedOnce(p)
         if isinstance(p, once)
-        else _FunctionsIfCalled(p)
-        if isinstance(p, validators.UpdateExpressionFunctionEvaluator)
+        else _WalkedIfNeeded(p, _WALKED_IF[type(p).__name__])
+        if type(p).__name__ in _WALKED_IF
         else p
         for p in processors
         if not isinstance(p, validators.ActionCountValidator)
@@ -393,7 +424,9 @@ def parse_update_expressions_once() -> None:
     it is refused with the same error, before the item is read rather than after. That no two actions write
     overlapping paths (`OverlappingPathsValidator`, as costly, and depending on the attribute names too) runs once
     per text and names, and that none writes a key attribute (`UpdateHashRangeKeyValidator`) once per text, names
-    and table keys; the function evaluator walks only the trees of texts that call a function. And the validator's
+    and table keys. The processors that change or check only nodes of types a text may not have walk only the trees
+    of texts that have them (`_WALKED_IF`): a counter's `ADD n :one` is walked twice (its values, then its paths
+    against the item) rather than six times. And the validator's
     private copy of the tree is made from the tree's pickle rather than by `deepcopy` walking it in Python. A fan-out
     item's commit updates the job item twice: these were a tenth of a 1,000-document job's CPU.
     """
@@ -409,7 +442,7 @@ def parse_update_expressions_every_time() -> None:
     _parsed_update_expression.cache_clear()
     _paths_checked.cache_clear()
     _keys_checked.cache_clear()
-    _calls_functions.cache_clear()
+    _tree_shape.cache_clear()
 
 
 # --- DynamoDB: a condition expression's text tokenized once ----------------------------------------------------

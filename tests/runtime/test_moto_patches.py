@@ -678,9 +678,17 @@ def test_upstream_copies_the_tree_and_checks_its_paths_on_every_update() -> None
         in (processors)
     )
     assert _digest(validators.UpdateHashRangeKeyValidator) == "18ca06e4b0d82e64", "re-check _keys_checked"
-    assert _digest(validators.UpdateExpressionFunctionEvaluator._processing_map) == "0ab0dcd37df331e9", (
-        "re-check _FunctionsIfCalled"
-    )
+    # the processors walked only where a text has their nodes (`_WALKED_IF`), and what makes a `NoneExistingPath`
+    pinned = {
+        validators.UpdateExpressionFunctionEvaluator._processing_map: "0ab0dcd37df331e9",
+        validators.ExecuteOperations._processing_map: "966210456c10a17c",
+        validators.TypeMismatchValidator._processing_map: "7722429047ab2478",
+        validators.EmptyStringKeyValueValidator._processing_map: "9fa90e9624b7280a",
+        validators.NoneExistingPathChecker._processing_map: "025dae2b05d80382",
+        validators.ExpressionAttributeResolvingProcessor: "ff135e4044270ef0",
+    }
+    for upstream, digest in pinned.items():
+        assert _digest(upstream) == digest, f"re-check _WALKED_IF: {upstream.__qualname__} changed"
 
 
 def test_a_trees_copy_from_its_pickle_is_the_deep_copy_upstream_makes(patched: None) -> None:
@@ -765,6 +773,76 @@ def test_key_attributes_are_refused_every_time_and_functions_evaluated_with_the_
         ExpressionAttributeValues={":zero": 0, ":one": 1},
     )
     assert table.get_item(Key=key)["Item"] == {**key, "a": "x", "l": [1, 2], "c": 2}
+
+
+_UPDATES: tuple[tuple[str, dict[str, str], dict[str, Any]], ...] = (  # (update, names, values), applied in order
+    ("ADD n :one", {}, {":one": 1}),
+    ("ADD #c :one SET newest = :s, #t = :t REMOVE stale_at", {"#c": "at7", "#t": "ttl"}, {":one": 1, ":s": 7, ":t": 9}),
+    ("SET n = n + :one, m = :a - :b", {}, {":one": 1, ":a": 5, ":b": 7}),
+    ("SET c = if_not_exists(c, :zero) + :one, l = list_append(l, :more)", {}, {":zero": 0, ":one": 1, ":more": [4]}),
+    ("SET n_copy = n, #g = :g", {"#g": "gk"}, {":g": "index"}),
+    ("SET n_copy = nowhere_attr", {}, {}),  # a path in a value the item does not have
+    ("SET nowhere_attr.b = :v", {}, {":v": 1}),  # a path below one the item does not have
+    ("SET gk = :number", {}, {":number": 3}),  # an index key of the wrong type
+    ("SET gk = :empty", {}, {":empty": ""}),  # an index key set empty
+    ("SET n = :s + :one", {}, {":s": "text", ":one": 1}),  # an operand of the wrong type
+    ("ADD tags :t", {}, {":t": {"x", "y"}}),
+    ("DELETE tags :gone", {}, {":gone": {"x"}}),
+    ("REMOVE l[0], n_copy", {}, {}),
+    ("SET m = :undefined", {}, {}),  # a value the request does not define
+)
+
+
+def _update_outcomes(table_name: str) -> list[Any]:
+    """Each update of `_UPDATES` twice (the second time from the caches), with the item or the error after each."""
+    table = boto3.resource("dynamodb", region_name=REGION).create_table(
+        TableName=table_name,
+        KeySchema=[{"AttributeName": "pk", "KeyType": "HASH"}],
+        AttributeDefinitions=[
+            {"AttributeName": "pk", "AttributeType": "S"},
+            {"AttributeName": "gk", "AttributeType": "S"},
+        ],
+        GlobalSecondaryIndexes=[
+            {
+                "IndexName": "by-gk",
+                "KeySchema": [{"AttributeName": "gk", "KeyType": "HASH"}],
+                "Projection": {"ProjectionType": "ALL"},
+            }
+        ],
+        BillingMode="PAY_PER_REQUEST",
+    )
+    table.put_item(Item={"pk": "job", "n": 0, "l": [1, 2, 3], "stale_at": "x"})
+    outcomes: list[Any] = []
+    for text, names, values in (*_UPDATES, *_UPDATES):
+        try:
+            table.update_item(
+                Key={"pk": "job"},
+                UpdateExpression=text,
+                **({"ExpressionAttributeNames": names} if names else {}),
+                **({"ExpressionAttributeValues": values} if values else {}),
+            )
+            outcomes.append(table.get_item(Key={"pk": "job"})["Item"])
+        except ClientError as error:
+            outcomes.append((error.response["Error"]["Code"], error.response["Error"]["Message"]))
+    return outcomes
+
+
+def test_updates_walked_only_where_their_text_needs_it_end_as_upstreams_do(patched: None) -> None:
+    from local.moto_patches.dynamodb import _WALKED_IF
+
+    # a counter's text has none of the nodes those processors change or check: they do not walk its tree
+    assert not any(needed("ADD n :one") for needed in _WALKED_IF.values())
+    assert all(needed("SET c = if_not_exists(c, :zero) + :one") for needed in _WALKED_IF.values())
+
+    walked_if_needed = _update_outcomes("walked-if-needed")
+    moto_patches.parse_update_expressions_every_time()
+    try:
+        upstream = _update_outcomes("walked-always")
+    finally:
+        moto_patches.parse_update_expressions_once()
+    assert walked_if_needed == upstream
+    errors = [outcome[0] for outcome in upstream[: len(_UPDATES)] if isinstance(outcome, tuple)]
+    assert errors == ["ValidationException"] * 6  # every refusal above is refused by both, with the same message
 
 
 # --- DynamoDB: a condition expression's text tokenized once ------------------------------------------------------
