@@ -12,10 +12,12 @@ gone. Clients of other processes (the CLI, a test's HTTP client, `aws --endpoint
 
 from __future__ import annotations
 
+import io
 import logging
+import sys
 import threading
 from typing import Any
-from urllib.parse import urlsplit
+from urllib.parse import unquote, urlsplit
 
 from local.moto_patches.core import _original, _replace, _restore
 
@@ -58,32 +60,68 @@ def _body_bytes(body: Any) -> bytes:
     return data.encode("utf-8") if isinstance(data, str) else bytes(data)
 
 
+#: Headers the in-process call does not pass on: the body is whole (no `100-continue`, no chunks) and its length is
+#: the environ's own `CONTENT_LENGTH`.
+_NOT_PASSED = frozenset({"expect", "content-length", "transfer-encoding"})
+
+
+def _latin1(text: str) -> str:
+    """A WSGI environ's string: the text's UTF-8 bytes read as latin-1 (PEP 3333), as werkzeug's server makes it."""
+    return text.encode("utf-8").decode("latin-1")
+
+
 def _environ(request: Any, url: Any) -> dict[str, Any]:
+    """The WSGI environ the moto server's request handler makes of the request (werkzeug's `make_environ`, then
+    moto's `MotoRequestHandler.make_environ`, which keeps S3 metadata names with underscores), built directly."""
     from moto.core.request import (
         PRESERVED_HEADER_NAMES_ENVIRON_KEY,
         environ_key_for_header,
         should_preserve_original_header_name,
     )
-    from werkzeug.test import EnvironBuilder
 
     body = _body_bytes(request.body)
+    path = url.path or "/"
+    target = f"{path}?{url.query}" if url.query else path
+    environ: dict[str, Any] = {
+        "wsgi.version": (1, 0),
+        "wsgi.url_scheme": url.scheme or "http",
+        "wsgi.input": io.BytesIO(body),
+        "wsgi.errors": sys.stderr,
+        "wsgi.multithread": True,
+        "wsgi.multiprocess": False,
+        "wsgi.run_once": False,
+        "REQUEST_METHOD": request.method,
+        "SCRIPT_NAME": "",
+        "PATH_INFO": _latin1(unquote(path)),
+        "QUERY_STRING": _latin1(url.query),
+        "REQUEST_URI": _latin1(target),
+        "RAW_URI": _latin1(target),
+        "REMOTE_ADDR": "127.0.0.1",
+        "SERVER_NAME": url.hostname or "localhost",
+        "SERVER_PORT": str(url.port or (443 if url.scheme == "https" else 80)),
+        "SERVER_PROTOCOL": "HTTP/1.1",
+    }
+    if body:
+        environ["CONTENT_LENGTH"] = str(len(body))
     headers = [(str(k), v.decode("latin-1") if isinstance(v, bytes) else str(v)) for k, v in request.headers.items()]
-    headers = [(k, v) for k, v in headers if k.lower() not in ("expect", "content-length", "transfer-encoding")]
-    builder = EnvironBuilder(
-        method=request.method,
-        base_url=f"{url.scheme}://{url.netloc}",
-        path=url.path or "/",
-        query_string=url.query,
-        headers=headers,
-        data=body,
-    )
-    try:
-        environ = builder.get_environ()
-    finally:
-        builder.close()
-    environ["REMOTE_ADDR"] = "127.0.0.1"
-    # As moto's request handler does: S3 metadata names may hold underscores; keep their spelling.
-    names = {environ_key_for_header(name): name for name, _ in headers if should_preserve_original_header_name(name)}
+    headers = [(name, value.replace("\r\n", "")) for name, value in headers if name.lower() not in _NOT_PASSED]
+    for name, value in headers:  # as werkzeug's server: a name with an underscore is not passed on
+        if "_" in name:
+            continue
+        key = environ_key_for_header(name)
+        environ[key] = f"{environ[key]},{value}" if key.startswith("HTTP_") and key in environ else value
+    environ.setdefault("HTTP_HOST", url.netloc)
+    # As moto's request handler: S3 metadata names may hold underscores; kept with their spelling (never in place of
+    # a dashed name).
+    dashed = {environ_key_for_header(name) for name, _ in headers if "_" not in name}
+    names: dict[str, str] = {}
+    values: dict[str, list[str]] = {}
+    for name, value in headers:
+        key = environ_key_for_header(name)
+        if should_preserve_original_header_name(name) and key not in dashed:
+            names.setdefault(key, name)
+            values.setdefault(key, []).append(value)
+    environ.update({key: ",".join(joined) for key, joined in values.items()})
     environ[PRESERVED_HEADER_NAMES_ENVIRON_KEY] = names
     return environ
 
