@@ -365,7 +365,8 @@ def test_a_waiting_submission_wakes_the_dispatcher_only_when_it_may_start_now(
 
     # When the round runs, the oldest waiting job takes the slot (the one behind keeps waiting)
     assert Admission(admitted).dispatch().started == [submitted[2]]
-    # and when both running jobs end, two slots are free for two waiting jobs: the next one still waits its turn
+    # and when both running jobs end (each release wakes a round: `JobStore.on_release`, not wired here), two slots
+    # are free for two waiting jobs: a submission behind them still waits its turn
     admitted.jobs.transition(submitted[1], JobStatus.FAILED, event="job_failed")
     admitted.jobs.transition(submitted[2], JobStatus.FAILED, event="job_failed")
     assert counters(admitted, TENANT_A)[2:] == (0, 2)
