@@ -331,9 +331,9 @@ def _tree_shape(expression: str) -> tuple[frozenset[str], bool]:
         name = type(node).__name__
         types_found.add(name)
         reads_paths = reads_paths or (in_value and name == "UpdateExpressionPath")
-        children = [child for child in getattr(node, "children", None) or () if hasattr(child, "children")]
-        action = name in _ACTIONS
-        pending.extend((child, in_value or (action and i > 0)) for i, child in enumerate(children))
+        action = name in _ACTIONS  # its children by their index, as the resolving processor counts them
+        children = enumerate(getattr(node, "children", None) or ())
+        pending.extend((child, in_value or (action and i > 0)) for i, child in children if hasattr(child, "children"))
     return frozenset(types_found), reads_paths
 
 
