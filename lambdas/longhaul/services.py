@@ -10,16 +10,15 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from functools import cached_property, lru_cache
+from typing import TYPE_CHECKING
 
 from longhaul.adapters import aws
 from longhaul.adapters.dead_letters import QueueDeadLetters
 from longhaul.adapters.ecs import EcsContainerTasks
 from longhaul.adapters.email import SesMailer
 from longhaul.adapters.intake import LambdaWake, SqsIntakeQueues
-from longhaul.adapters.metrics import CloudWatchMetrics
 from longhaul.adapters.secrets import SecretsManagerWebhookSecrets
 from longhaul.adapters.stepfunctions import StepFunctionsDispatch, StepFunctionsEngine, StepFunctionsTokens
-from longhaul.core.llm import ModelGateway
 from longhaul.core.observability import logger
 from longhaul.core.ports import (
     AdmissionWake,
@@ -34,19 +33,23 @@ from longhaul.core.ports import (
     WorkflowEngine,
 )
 from longhaul.core.records import Job, OutboxRecord, SagaRecord
-from longhaul.core.routes import DEFAULT_ROUTE, Route, Routing
 from longhaul.core.settings import Settings, get_settings, invocation_credentials
 from longhaul.storage.admission import AdmissionStore
 from longhaul.storage.artifacts import ArtifactStore
-from longhaul.storage.breakers import BreakerPolicy, BreakerStore
 from longhaul.storage.budgets import BudgetStore
 from longhaul.storage.checkpoints import CheckpointStore
-from longhaul.storage.effects import EffectStore
 from longhaul.storage.jobs import JobStore
-from longhaul.storage.memory import MemoryStore
 from longhaul.storage.outbox import OutboxStore
 from longhaul.storage.reviews import ReviewStore
 from longhaul.storage.usage import UsageStore
+
+if TYPE_CHECKING:  # what only some functions use: imported where it is built, on first use
+    from longhaul.adapters.metrics import CloudWatchMetrics
+    from longhaul.core.llm import ModelGateway
+    from longhaul.core.routes import Route, Routing
+    from longhaul.storage.breakers import BreakerStore
+    from longhaul.storage.effects import EffectStore
+    from longhaul.storage.memory import MemoryStore
 
 
 @dataclass(frozen=True)
@@ -78,21 +81,30 @@ class Services:
 
     @property
     def effects(self) -> EffectStore:
+        from longhaul.storage.effects import EffectStore
+
         return EffectStore(self.jobs.table, clock=self.jobs.clock)
 
     @property
     def memory(self) -> MemoryStore:
+        from longhaul.storage.memory import MemoryStore
+
         return MemoryStore(self.jobs.table, clock=self.jobs.clock)
 
     def gateway(self) -> ModelGateway:
         """The adapter of the `default` route (steps call models through `StepContext.model()`)."""
+        from longhaul.core.routes import DEFAULT_ROUTE
+
         return _adapter(self.routing[DEFAULT_ROUTE])
 
     def adapter(self, route: str) -> ModelGateway:
         """A route's adapter; the default route's is `gateway()`, so replacing that one replaces the default model."""
+        from longhaul.core.routes import DEFAULT_ROUTE
+
         return self.gateway() if route == DEFAULT_ROUTE else _adapter(self.routing[route])
 
-    # The stores below share the table and the clock of the job store; built on first use.
+    # The stores below share the table and the clock of the job store; built on first use (and the modules of those
+    # only some functions use, imported then).
     @cached_property
     def budgets(self) -> BudgetStore:
         return BudgetStore(self.jobs.table, clock=self.jobs.clock)
@@ -107,6 +119,8 @@ class Services:
 
     @cached_property
     def breakers(self) -> BreakerStore:
+        from longhaul.storage.breakers import BreakerPolicy, BreakerStore
+
         s = self.settings
         policy = BreakerPolicy(
             failures=s.breaker_failures,
@@ -118,10 +132,14 @@ class Services:
     @cached_property
     def metrics(self) -> CloudWatchMetrics:
         """The platform's CloudWatch metrics, read back (the operators' metrics route)."""
+        from longhaul.adapters.metrics import CloudWatchMetrics
+
         return CloudWatchMetrics(aws.client("cloudwatch"))
 
     @cached_property
     def routing(self) -> Routing:
+        from longhaul.core.routes import Routing
+
         s = self.settings
         return Routing.configured(s.model_routes, s.step_routes, provider=s.model_provider, model_id=s.model_id)
 
