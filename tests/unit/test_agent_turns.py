@@ -256,6 +256,30 @@ def test_the_spec_refuses_an_agent_it_could_not_run() -> None:
         step("a", kind=agent("x", policy=AgentPolicy((), Output, "b", "m:f")).kind)
 
 
+def test_a_spec_naming_its_tools_by_path_imports_and_checks_them_on_first_use() -> None:
+    """The API imports every spec but runs no tool: a spec may name its registry as `"module:NAME"`, imported (and
+    checked against its agents, as a registry given at once is) the first time a tool is asked for."""
+    steps = (agent("a", policy=AgentPolicy(tools=("look", "say"), output_model=Output, brief="b", offline="m:f")),)
+    lazy = WorkflowSpec(
+        name="w", description="", input_model=Output, result_model=Output, domain=HERE, tools=f"{HERE}:TOOLS",
+        steps=steps,
+    )  # fmt: skip
+    assert lazy.tool_registry is TOOLS
+    assert [t.name for t in lazy.tools_of("a")] == ["look", "say"]
+    unknown = WorkflowSpec(
+        name="w", description="", input_model=Output, result_model=Output, domain=HERE, tools=f"{HERE}:TOOLS",
+        steps=(agent("a", policy=AgentPolicy(tools=("fly",), output_model=Output, brief="b", offline="m:f")),),
+    )  # fmt: skip
+    with pytest.raises(ValueError, match="unregistered tools"):
+        unknown.tools_of("a")
+    not_tools = WorkflowSpec(
+        name="w", description="", input_model=Output, result_model=Output, domain=HERE, tools=f"{HERE}:WORKFLOW",
+        steps=steps,
+    )  # fmt: skip
+    with pytest.raises(TypeError, match="not a ToolRegistry"):
+        not_tools.tools_of("a")
+
+
 def test_a_decision_is_tool_calls_or_a_final_answer() -> None:
     assert AgentDecision.model_validate({"tool_calls": [{"tool": "look"}]}).final is None
     for both_or_neither in ({"tool_calls": [{"tool": "look"}], "final": {}}, {"thought": "hmm"}):

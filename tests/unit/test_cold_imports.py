@@ -127,6 +127,30 @@ def test_a_handler_loads_no_resolver_it_does_not_use(module: str):
     assert loaded.isdisjoint(UNUSED), f"{module} imports {sorted(loaded & set(UNUSED))} at cold start"
 
 
+# What the API function never runs: agents' tools and their loop, the saga, the review lane (a step's), the model
+# gateway and its breakers. Its import leaves them to the functions that do (a spec names its tools by path).
+NOT_THE_APIS = (
+    "longhaul.engine.agent",
+    "longhaul.engine.tools",
+    "longhaul.engine.memory",
+    "longhaul.engine.saga",
+    "longhaul.review.lane",
+    "longhaul.storage.breakers",
+    "longhaul.core.llm",
+)
+
+
+def test_the_api_imports_no_step_machinery():
+    probe = "import handlers.api, json, sys\nprint(json.dumps(sorted(sys.modules)))\n"
+    result = subprocess.run(
+        [sys.executable, "-c", probe], cwd=LAMBDAS, capture_output=True, text=True, check=True, timeout=120
+    )
+    loaded = set(json.loads(result.stdout))
+    assert "longhaul.workflows.dispute_resolution.spec" in loaded  # every spec, for the request union
+    tools = {m for m in loaded if m.startswith("longhaul.workflows.") and m.endswith(".tools")}
+    assert not tools and loaded.isdisjoint(NOT_THE_APIS), sorted(tools | (loaded & set(NOT_THE_APIS)))
+
+
 def test_modules_that_define_models_keep_their_annotations_evaluated():
     """Under `from __future__ import annotations` every field's annotation is a string that pydantic evaluates when
     it defines the model (a compile and an eval each): a module defining models imports without it (see

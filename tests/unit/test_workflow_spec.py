@@ -118,6 +118,14 @@ def test_every_registered_step_has_its_domain_function_and_every_workflow_its_su
             assert callable(registered.work(name)), f"{registered.name}.{name}"
 
 
+def test_every_workflows_agents_call_registered_tools_that_exist() -> None:
+    """A spec naming its tools by path is checked when they are first imported: here, for every installed one."""
+    for registered in REGISTRY.values():
+        for agent_step in registered.agent_steps:
+            for tool in registered.tools_of(agent_step.name):
+                assert callable(tool.function()), f"{registered.name}.{agent_step.name}: {tool.name}"
+
+
 # ---------------------------------------------------------------------- the request union
 
 

@@ -25,8 +25,7 @@ from longhaul.core.ports import ExecutionStatus, HistoryEvent
 from longhaul.core.problems import ApiProblem
 from longhaul.core.records import Job, StepRecord
 from longhaul.engine.items import item_count
-from longhaul.engine.saga import COMPENSATION_STEP
-from longhaul.engine.spec import WorkflowSpec
+from longhaul.engine.spec import COMPENSATION_STEP, WorkflowSpec
 from longhaul.services import Services
 from longhaul.workflows import REGISTRY
 

@@ -60,8 +60,6 @@ from longhaul.core.records import JOB_ID, Charge, Job
 from longhaul.documents.intake import Intake, PreparedInput
 from longhaul.operations.admission import Admission
 from longhaul.operations.costs import with_transitions
-from longhaul.operations.sweep import stop_container_tasks
-from longhaul.review.lane import close_for_stopped_job
 from longhaul.services import Services
 from longhaul.storage import artifacts as keys
 from longhaul.storage.admission import SubmissionState, rate_decision
@@ -407,6 +405,10 @@ class JobService:
                 "the cancellation is recorded but the execution could not be stopped yet; "
                 "the sweep will finish it, or cancel again"
             ) from None
+        # A running job's cancellation: the review lane and the container tasks (not every cold start's import).
+        from longhaul.operations.sweep import stop_container_tasks
+        from longhaul.review.lane import close_for_stopped_job
+
         review = close_for_stopped_job(s, s.jobs.get_job(job_id) or job, "cancelled")
         stop_container_tasks(s, job_id, reason=f"job cancelled by {principal.tenant_id}")
         outcome = self._cancel_outcome(s.jobs.get_job(job_id) or job, "cancelled")

@@ -154,7 +154,7 @@ def turn(ctx: StepContext) -> dict[str, Any]:
                 item=number,
             )
             return _ended_at_limit(ctx, policy, session, error)
-        by_name = {t.name: t for t in spec.tools.values()}
+        by_name = {t.name: t for t in spec.tool_registry.values()}
         for index, call in enumerate(decision.tool_calls):
             tool = by_name.get(call.tool)
             if tool is None:

@@ -33,12 +33,11 @@ from longhaul.core.records import EffectRecord, Job
 from longhaul.core.settings import environ
 from longhaul.core.step_events import SagaEvent
 from longhaul.engine.failures import _cause_message, sanitize
-from longhaul.engine.spec import Undo, registry
+from longhaul.engine.spec import COMPENSATION_STEP, Undo, registry
 from longhaul.engine.tools import ToolContext, ToolRefused
 from longhaul.services import Services
 from longhaul.storage.sagas import SAGA_STATUSES
 
-COMPENSATION_STEP = "compensation"  # the lane's name in events, dead letters and its queue
 ENDED = tuple(SAGA_STATUSES)
 
 
@@ -89,7 +88,7 @@ def undo(services: Services, event: SagaEvent) -> dict[str, Any]:
         return plan(services, event)
     spec = registry()[job.workflow]
     assert effect.compensation is not None
-    undoing = spec.tools[effect.compensation]
+    undoing = spec.tool_registry[effect.compensation]
     detail = {"operation_id": effect.operation_id, "tool": effect.tool, "compensation": undoing.name}
     services.jobs.append_event(job.job_id, "compensation_started", step=COMPENSATION_STEP, detail=detail)
     effects = services.effects

@@ -1,13 +1,13 @@
 """What a workflow is: one `WorkflowSpec` — name, input model, ordered steps, result model, domain module, the
-typed tools its agent steps may call — and the registry of the installed workflows.
+typed tools its agent steps may call (by path) — and the registry of the installed workflows.
 
 Everything that used to be repeated per workflow derives from the spec: the step list the runner uses (taken from
 the event's own workflow), its fan-out steps, which steps call a model (their grants), the request union of the API,
 the handler dispatch per (workflow, step), the state machine's chain (`state_machines.builder` walks the steps),
 DLQs and dashboard rows.
 
-Light on purpose: the API imports every spec (for the request union), so a spec names its domain module by path
-and the step handler imports it only when one of its steps runs.
+Light on purpose: the API imports every spec (for the request union), so a spec names its domain module and its
+tools by path and the step handler imports them only when one of its steps runs.
 
 The registry is discovered, not listed: every package under `longhaul.workflows` with a `spec` module defining
 `SPEC` is a workflow (`registry()`), so adding a workflow adds one folder. The engine finds the workflows by that
@@ -64,6 +64,8 @@ CAPABILITIES = frozenset({EMAIL, FORGET})
 FinalAction = Literal["expire", "approve"]
 # The platform's body of every review step (decides whether a review is needed, opens it); see `longhaul.review`.
 REVIEW_WORK = "longhaul.review.lane:open_review"
+# The saga's lane (`longhaul.engine.saga`): its name in events, dead letters and its queue.
+COMPENSATION_STEP = "compensation"
 
 
 @dataclass(frozen=True)
@@ -241,8 +243,11 @@ class WorkflowSpec:
     steps: tuple[StepSpec, ...]
     domain: str  # module with one function per step (same names) and `prepare`, imported on first use
     deadline_default_seconds: int = limits.DEFAULT_DEADLINE_SECONDS
-    tools: ToolRegistry = field(default_factory=ToolRegistry)  # what its agent steps may call
+    # What its agent steps may call: the registry, or where it is (`"module:NAME"`), imported on first use as the
+    # domain module is (the API, which calls no tool, never imports the tools and their models).
+    tools: ToolRegistry | str = field(default_factory=ToolRegistry)
     _by_name: Mapping[str, StepSpec] = field(init=False, repr=False, compare=False)
+    _tool_registry: list[ToolRegistry] = field(init=False, repr=False, compare=False)  # once resolved
 
     def __post_init__(self) -> None:
         names = [s.name for s in self.steps]
@@ -254,20 +259,41 @@ class WorkflowSpec:
             if s.over is not None and s.over.split(".", 1)[0] not in names[: names.index(s.name)]:
                 raise ValueError(f"workflow {self.name!r}: {s.name} fans out over {s.over!r}, not an earlier step")
             if s.agent is not None:
-                self._check_agent(s, names)
+                later = [self._step_kind(n) for n in names[names.index(s.name) + 1 :]]
+                if s.agent.on_limit == "review" and StepKind.REVIEW not in later:
+                    raise ValueError(
+                        f"workflow {self.name!r}: agent {s.name} hands over to review, but no review follows"
+                    )
         object.__setattr__(self, "_by_name", {s.name: s for s in self.steps})
+        object.__setattr__(self, "_tool_registry", [])
+        if isinstance(self.tools, ToolRegistry):
+            self._check_tools(self.tools)
 
-    def _check_agent(self, s: StepSpec, names: list[str]) -> None:
-        assert s.agent is not None
-        unknown = [t for t in s.agent.tools if t not in self.tools]
-        if unknown:
-            raise ValueError(f"workflow {self.name!r}: agent {s.name} may call unregistered tools {unknown}")
-        undoing = [t for t in s.agent.tools if t in self.tools.compensations]
-        if undoing:
-            raise ValueError(f"workflow {self.name!r}: agent {s.name} may not call compensations {undoing}")
-        later = [self._step_kind(n) for n in names[names.index(s.name) + 1 :]]
-        if s.agent.on_limit == "review" and StepKind.REVIEW not in later:
-            raise ValueError(f"workflow {self.name!r}: agent {s.name} hands over to review, but no review follows")
+    def _check_tools(self, tools: ToolRegistry) -> None:
+        """Every agent step calls registered tools only, and no compensation (the saga's alone)."""
+        for s in self.agent_steps:
+            assert s.agent is not None
+            unknown = [t for t in s.agent.tools if t not in tools]
+            if unknown:
+                raise ValueError(f"workflow {self.name!r}: agent {s.name} may call unregistered tools {unknown}")
+            undoing = [t for t in s.agent.tools if t in tools.compensations]
+            if undoing:
+                raise ValueError(f"workflow {self.name!r}: agent {s.name} may not call compensations {undoing}")
+
+    @property
+    def tool_registry(self) -> ToolRegistry:
+        """The tools its agent steps may call (imported and checked against them here the first time, when the spec
+        names them by path)."""
+        if not self._tool_registry:
+            tools = self.tools
+            if isinstance(tools, str):
+                module, _, name = tools.partition(":")
+                tools = getattr(importlib.import_module(module), name)
+                if not isinstance(tools, ToolRegistry):
+                    raise TypeError(f"workflow {self.name!r}: {self.tools!r} is not a ToolRegistry")
+                self._check_tools(tools)
+            self._tool_registry[:] = [tools]
+        return self._tool_registry[0]
 
     def _step_kind(self, name: str) -> StepKind:
         return next(s.kind for s in self.steps if s.name == name)
@@ -296,7 +322,7 @@ class WorkflowSpec:
     def tools_of(self, name: str) -> tuple[Tool, ...]:
         """The tools an agent step may call."""
         policy = self.step(name).agent
-        return tuple(self.tools[t] for t in policy.tools) if policy else ()
+        return tuple(self.tool_registry[t] for t in policy.tools) if policy else ()
 
     @property
     def compensated(self) -> bool:
@@ -310,7 +336,8 @@ class WorkflowSpec:
 
     def compensations_use(self, capability: str) -> bool:
         """Whether a compensation this workflow's saga may run uses a capability (its lane's function needs it)."""
-        return any(capability in self.tools[name].uses for name in self.tools.compensations)
+        tools = self.tool_registry
+        return any(capability in tools[name].uses for name in tools.compensations)
 
     @property
     def review_step(self) -> StepSpec | None:

@@ -1,21 +1,12 @@
 """Where the dispute's working records are and how they are read: the case file (written by `load_reconciliation`),
 each vendor's draft, the drafting agent's output, and the review's decision (which notices are withheld)."""
 
-from pydantic import Field
-
-from longhaul.core.contracts import Strict
 from longhaul.services import Services
 from longhaul.storage import artifacts as keys
 from longhaul.storage.memory import subject_key
-from longhaul.workflows.dispute_resolution.models import CaseFile, Draft, Drafts
+from longhaul.workflows.dispute_resolution.models import CaseFile, Draft, Drafts, NoticeEdits
 
 LOAD_STEP, DRAFT_STEP, REVIEW_STEP, SEND_STEP = "load_reconciliation", "draft_notices", "review", "send_notices"
-
-
-class NoticeEdits(Strict):
-    """A reviewer's edit: notices not to send (by vendor); every other drafted notice is approved as drafted."""
-
-    withhold: list[str] = Field(min_length=1, max_length=200, description="Vendors whose notice is not sent.")
 
 
 def case_key(job_id: str) -> str:

@@ -14,9 +14,7 @@ from pydantic import Field
 
 from longhaul.core.contracts import INVISIBLE, PATTERN_END, Strict
 from longhaul.engine.spec import AgentPolicy, ReviewPolicy, WorkflowSpec, agent, review, step
-from longhaul.workflows.dispute_resolution.case import NoticeEdits
-from longhaul.workflows.dispute_resolution.models import DisputeResolutionResult, Drafts, Sent
-from longhaul.workflows.dispute_resolution.tools import DRAFTING_TOOLS, SENDING_TOOLS, TOOLS
+from longhaul.workflows.dispute_resolution.models import DisputeResolutionResult, Drafts, NoticeEdits, Sent
 
 # In the dialect of `longhaul.core.contracts` (ECMA-262 and Python's `re` read them alike): no `\s`, no `$`.
 JOB_ID_PATTERN = rf"^job_[0-9a-f]{{28}}{PATTERN_END}"
@@ -25,6 +23,17 @@ EMAIL_PATTERN = rf"^{_ADDRESS_PART}@{_ADDRESS_PART}\.[A-Za-z]{{2,}}{PATTERN_END}
 EmailAddress = Annotated[str, Field(pattern=EMAIL_PATTERN, max_length=254, description="An e-mail address.")]
 VendorKey = Annotated[str, Field(min_length=1, max_length=300)]
 POLICY = "longhaul.workflows.dispute_resolution.policy"
+# Of the tools of `tools.TOOLS`, the ones each agent may call.
+DRAFTING_TOOLS = (
+    "list_disputes",
+    "get_findings",
+    "get_invoice_lines",
+    "get_price_list",
+    "recall_episodes",
+    "recall_facts",
+    "draft_notice",
+)
+SENDING_TOOLS = ("send_notice", "record_dispute", "confirm_contract_price")
 
 
 class DisputeResolutionInput(Strict):
@@ -53,7 +62,7 @@ SPEC = WorkflowSpec(
     input_model=DisputeResolutionInput,
     result_model=DisputeResolutionResult,
     domain="longhaul.workflows.dispute_resolution.steps",
-    tools=TOOLS,
+    tools="longhaul.workflows.dispute_resolution.tools:TOOLS",
     steps=(
         step("load_reconciliation", reads_results=True),  # the reconciliation's published result
         agent(

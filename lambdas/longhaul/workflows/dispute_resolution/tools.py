@@ -187,14 +187,3 @@ TOOLS = ToolRegistry(
     ),
     FORGET_MEMORY,
 )
-
-DRAFTING_TOOLS = (
-    "list_disputes",
-    "get_findings",
-    "get_invoice_lines",
-    "get_price_list",
-    "recall_episodes",
-    "recall_facts",
-    "draft_notice",
-)
-SENDING_TOOLS = ("send_notice", "record_dispute", "confirm_contract_price")
