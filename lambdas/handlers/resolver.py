@@ -10,7 +10,7 @@ resolves its own request, routers included (an included `Router` delegates them 
 
 A path parameter is any one path segment, as API Gateway matches `{param}`: Powertools accepts only some characters
 there and answered `404 no route` for the others; here the route gets the value and validates it (a 422 naming it,
-or the route's own 404).
+or the route's own 404). A route's pattern is compiled when a request first tries it (`RoutePattern`), not at init.
 
 Powertools documents a route's success response from its return annotation, but only when the route declares no
 `responses`: declaring its problems replaced it (eleven operations had no success response). `route` here merges it
@@ -36,6 +36,27 @@ from aws_lambda_powertools.shared.types import AnyCallableT
 from aws_lambda_powertools.utilities.data_classes import APIGatewayProxyEvent
 from aws_lambda_powertools.utilities.data_classes.common import BaseProxyEvent
 from aws_lambda_powertools.utilities.typing import LambdaContext
+
+_PARAMETER = re.compile(r"<(\w+)>")
+
+
+class RoutePattern:
+    """A route's pattern, compiled on its first match: an init registers every route, and a request tries only the
+    routes of its method. Powertools reads a route's `rule` for `groups` (whether the route has parameters) and
+    `match`."""
+
+    __slots__ = ("_compiled", "groups", "pattern")
+
+    def __init__(self, pattern: str, *, groups: int) -> None:
+        self.pattern = pattern
+        self.groups = groups
+        self._compiled: re.Pattern[str] | None = None
+
+    def match(self, path: str) -> re.Match[str] | None:
+        compiled = self._compiled
+        if compiled is None:
+            compiled = self._compiled = re.compile(self.pattern)
+        return compiled.match(path)
 
 
 class _RequestState(threading.local):
@@ -80,9 +101,12 @@ class ThreadSafeRestResolver(APIGatewayRestResolver):
         super().__init__(*args, **kwargs)
 
     @staticmethod
-    def _compile_regex(rule: str, base_regex: str = "^{}/*$") -> re.Pattern[str]:
+    def _compile_regex(rule: str, base_regex: str = "^{}/*$") -> RoutePattern | re.Pattern[str]:
         """A route's pattern: its `<name>` parameters match any one path segment (see the module docstring)."""
-        return re.compile(base_regex.format(re.sub(r"<(\w+)>", r"(?P<\1>[^/]+)", rule)))
+        pattern = base_regex.format(_PARAMETER.sub(r"(?P<\1>[^/]+)", rule))
+        if "(" in rule or "(" in base_regex:  # groups of its own: only compiling counts them
+            return re.compile(pattern)
+        return RoutePattern(pattern, groups=len(_PARAMETER.findall(rule)))
 
     def route(  # Powertools' signature, positional order included (`include_router` relies on it)
         self,

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import io
 import json
+import re
 import threading
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
@@ -107,3 +108,28 @@ def test_logger_keys_are_per_thread_and_start_from_the_sealed_ones() -> None:
     assert {line["service"] for line in lines} == {"keys-test"}
     # and the building thread's keys are untouched
     assert "job_id" not in logger.get_current_keys()
+
+
+def test_routes_compile_their_patterns_on_first_use_and_match_as_compiled_ones() -> None:
+    """An init registers every route; a route's pattern is compiled the first time a request of its method tries it,
+    and matches (parameters, trailing slashes, other segments) as the compiled pattern would."""
+    app = ThreadSafeRestResolver()
+
+    @app.get("/v1/jobs/<job_id>/events")
+    def events(job_id: str) -> dict[str, str]:
+        return {"job": job_id}
+
+    @app.get("/v1/jobs")
+    def jobs() -> dict[str, str]:
+        return {"jobs": "all"}
+
+    lazy = app._compile_regex("/v1/jobs/<job_id>/events")
+    compiled = re.compile(lazy.pattern)
+    assert lazy.groups == compiled.groups == 1
+    for path in ("/v1/jobs/job_1/events", "/v1/jobs/a b/events/", "/v1/jobs/a/b/events", "/v1/jobs//events"):
+        found, expected = lazy.match(path), compiled.match(path)
+        assert (found and found.groupdict()) == (expected and expected.groupdict()), path
+    assert app._compile_regex("/v1/jobs").groups == 0
+    answer = app.resolve(_event("/v1/jobs/job_9/events", "t"), None)  # type: ignore[arg-type]
+    assert answer["statusCode"] == 200 and json.loads(answer["body"]) == {"job": "job_9"}
+    assert json.loads(app.resolve(_event("/v1/jobs/", "t"), None)["body"]) == {"jobs": "all"}  # type: ignore[arg-type]
