@@ -195,12 +195,15 @@ def _wake_on_saga(wake: AdmissionWake | None) -> Callable[[SagaRecord], None] | 
 
 
 def _build(settings: Settings) -> Services:
-    s3 = aws.client("s3")
-    presign = aws.client("s3", settings.s3_public_endpoint) if settings.s3_public_endpoint else s3
+    """Every adapter, each client built when first used (`aws.lazy_client`): a request pays only for the services it
+    calls."""
+    client = aws.lazy_client
+    s3 = client("s3")
+    presign = client("s3", settings.s3_public_endpoint) if settings.s3_public_endpoint else s3
     table = aws.dynamodb_table(settings.table_name)
-    stepfunctions = aws.client("stepfunctions")
+    stepfunctions = client("stepfunctions")
     dispatch = StepFunctionsDispatch(stepfunctions, settings.webhook_delivery) if settings.webhook_delivery else None
-    wake = LambdaWake(aws.client("lambda"), settings.admission_dispatcher) if settings.admission_dispatcher else None
+    wake = LambdaWake(client("lambda"), settings.admission_dispatcher) if settings.admission_dispatcher else None
     return Services(
         settings=settings,
         jobs=JobStore(
@@ -209,18 +212,18 @@ def _build(settings: Settings) -> Services:
         checkpoints=CheckpointStore(table),
         artifacts=ArtifactStore(s3, settings.bucket_name, presign_client=presign),
         engine=StepFunctionsEngine(stepfunctions, settings.workflows),
-        dead_letters=QueueDeadLetters(table, aws.client("sqs"), settings.dead_letter_queues),
+        dead_letters=QueueDeadLetters(table, client("sqs"), settings.dead_letter_queues),
         tokens=StepFunctionsTokens(stepfunctions),
         dispatch=dispatch,
-        webhook_secrets=SecretsManagerWebhookSecrets(aws.client("secretsmanager"), settings.webhook_secrets_prefix),
+        webhook_secrets=SecretsManagerWebhookSecrets(client("secretsmanager"), settings.webhook_secrets_prefix),
         container_tasks=(
-            EcsContainerTasks(aws.client("ecs"), settings.container_cluster)
+            EcsContainerTasks(client("ecs"), settings.container_cluster)
             if settings.container_cluster
             else NoContainerTasks()
         ),
-        intake=SqsIntakeQueues(aws.client("sqs"), settings.intake_queues) if settings.intake_queues else None,
+        intake=SqsIntakeQueues(client("sqs"), settings.intake_queues) if settings.intake_queues else None,
         wake=wake,
-        mailer=SesMailer(aws.client("sesv2"), settings.email_sender) if settings.email_sender else None,
+        mailer=SesMailer(client("sesv2"), settings.email_sender) if settings.email_sender else None,
     )
 
 
