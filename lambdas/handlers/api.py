@@ -39,6 +39,7 @@ from handlers.api_shared import (
     events_response,
     job_service,
     keyed,
+    model_on_first_read,
     principal,
     problems,
     with_json_body,
@@ -75,7 +76,7 @@ from longhaul.core.problems import (
     UnsupportedMediaType,
 )
 from longhaul.services import services
-from longhaul.workflows import EDITS_MODELS, REGISTRY, RESULT_MODELS, JobRequest, JobResultBody
+from longhaul.workflows import EDITS_MODELS, REGISTRY, JobRequest, job_result_body, result_models
 
 MARKDOWN = "text/markdown"
 API_VERSION = "1.0.0"
@@ -320,7 +321,10 @@ def get_events(
         200: {
             "description": "The result of the job's workflow, with its `budget` (limits, usage, cost and what "
             "remains, per step)",
-            "content": {"application/json": {"model": JobResultBody}, MARKDOWN: {"schema": {"type": "string"}}},
+            "content": {
+                "application/json": model_on_first_read(job_result_body),  # every workflow's result: built when read
+                MARKDOWN: {"schema": {"type": "string"}},
+            },
         },
         **JOB_PROBLEMS,
         **problems(409, "Not completed yet"),
@@ -333,7 +337,7 @@ def get_result(job_id: Annotated[str, Path()]) -> Response[str]:
         markdown = services().artifacts.get_bytes(markdown_key).decode()
         return Response(status_code=200, content_type=f"{MARKDOWN}; charset=utf-8", body=markdown)
     view = job_service().view(principal(app), job_id)
-    body = RESULT_MODELS[view.workflow].model_validate({**result.model_dump(), "budget": view.budget})
+    body = result_models()[view.workflow].model_validate({**result.model_dump(), "budget": view.budget})
     return Response(status_code=200, content_type="application/json", body=body.model_dump_json())
 
 

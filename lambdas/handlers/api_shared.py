@@ -8,12 +8,17 @@ problem every operation may answer (declared once, on the resolver).
 from __future__ import annotations
 
 import json
-from typing import Annotated
+from collections.abc import Callable, Iterator, Mapping
+from typing import Annotated, Any, cast
 
 from aws_lambda_powertools.event_handler import Response
 from aws_lambda_powertools.event_handler.api_gateway import BaseRouter
 from aws_lambda_powertools.event_handler.openapi.params import Query
-from aws_lambda_powertools.event_handler.openapi.types import OpenAPIResponse, OpenAPIResponseHeader
+from aws_lambda_powertools.event_handler.openapi.types import (
+    OpenAPIResponse,
+    OpenAPIResponseContentModel,
+    OpenAPIResponseHeader,
+)
 from aws_lambda_powertools.utilities.data_classes import APIGatewayProxyEvent
 
 from longhaul.api.jobs import JobService
@@ -75,6 +80,29 @@ def with_json_body(description: str) -> Responses:
         **problems(400, "The body is not UTF-8 JSON (or holds NaN, Infinity or a lone surrogate); `errors` say where"),
         **problems(422, description),
     }
+
+
+def model_on_first_read(model: Callable[[], Any]) -> OpenAPIResponseContentModel:
+    """A response content `{"model": model()}` whose model is made when Powertools first reads it (the OpenAPI
+    document, or the route's first request), not at init: for a model only its route needs (every workflow's
+    result)."""
+    return cast("OpenAPIResponseContentModel", _ModelOnFirstRead(model))
+
+
+class _ModelOnFirstRead(Mapping[str, Any]):
+    def __init__(self, model: Callable[[], Any]) -> None:
+        self._model = model
+
+    def __getitem__(self, key: str) -> Any:
+        if key != "model":
+            raise KeyError(key)
+        return self._model()
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(("model",))
+
+    def __len__(self) -> int:
+        return 1
 
 
 INVALID_PARAMETERS = problems(422, "A parameter outside its schema; `errors` name it")

@@ -127,7 +127,7 @@ def _result_models() -> TypeAdapter[Any]:
     """The union of every workflow's result model (each validates only its own results)."""
     from longhaul.workflows import REGISTRY  # the registry is read on first use: it imports every workflow's spec
 
-    models: list[Any] = [spec.result_model for spec in REGISTRY.values()]
+    models: list[Any] = [spec.result_type for spec in REGISTRY.values()]
     return TypeAdapter(functools.reduce(operator.or_, models))
 
 

@@ -371,7 +371,7 @@ class JobService:
         job = self.job(principal, job_id)
         if job.status != JobStatus.COMPLETED or job.result_key is None:
             raise NotReady(f"job {job_id} is {job.status.value}", job_status=job.status.value)
-        return REGISTRY[job.workflow].result_model.model_validate(self.services.artifacts.get_json(job.result_key))
+        return REGISTRY[job.workflow].result_type.model_validate(self.services.artifacts.get_json(job.result_key))
 
     # ------------------------------------------------------------------ cancel
 

@@ -236,7 +236,7 @@ def _final(
 ) -> BaseModel | None:
     """The validated final output, or None with what was wrong told to the model (the loop goes on)."""
     try:
-        output = policy.output_model.model_validate(final)
+        output = policy.output_type.model_validate(final)
     except ValidationError as invalid:
         problems = [f"{'.'.join(map(str, e['loc'])) or 'output'}: {e['msg']}" for e in invalid.errors()[:10]]
         session.messages.append(Message(role="platform", turn=number, content={"final_refused": problems}))
@@ -296,7 +296,7 @@ def agent_request(
         [
             SYSTEM,
             "Tools:\n" + _json(described),
-            "The final answer's schema:\n" + _json(policy.output_model.model_json_schema()),
+            "The final answer's schema:\n" + _json(policy.output_type.model_json_schema()),
             f"Limits: {limits.max_turns} turns, {limits.max_tool_calls} tool calls.",
         ]
     )

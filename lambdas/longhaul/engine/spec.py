@@ -33,6 +33,22 @@ if TYPE_CHECKING:
     from longhaul.engine.context import StepContext
 
 StepWork = Callable[["StepContext"], dict[str, Any]]
+# A model given as itself, or by where it is (`"module:Name"`), imported on first use: a spec's models that only its
+# steps use (its result, its agents' outputs) need not be imported by the API, which imports every spec.
+ModelRef = type[BaseModel] | str
+
+
+def model_of(reference: ModelRef, what: str) -> type[BaseModel]:
+    """The model `reference` names (see `ModelRef`); `what` names it in the error when it is not a model."""
+    found: Any = reference
+    if isinstance(reference, str):
+        module, _, name = reference.partition(":")
+        found = getattr(importlib.import_module(module), name)
+    if not (isinstance(found, type) and issubclass(found, BaseModel)):
+        raise TypeError(f"{what}: {reference!r} is not a pydantic model")
+    return found
+
+
 Prepare = Callable[["Intake", Any], "PreparedInput"]
 
 
@@ -171,7 +187,7 @@ class AgentPolicy:
     workflow's (later) review step to decide."""
 
     tools: tuple[str, ...]
-    output_model: type[BaseModel]
+    output_model: ModelRef  # the model, or where it is (`ModelRef`)
     brief: str
     offline: str
     check: str | None = None
@@ -179,6 +195,11 @@ class AgentPolicy:
     max_tool_calls: int = 100
     on_limit: OnLimit = "fail"
     prompt_version: str = "agent-1"
+
+    @property
+    def output_type(self) -> type[BaseModel]:
+        """The model its final answer is validated by (imported here when the policy names it by path)."""
+        return model_of(self.output_model, "an agent's output model")
 
 
 @dataclass(frozen=True)
@@ -239,7 +260,7 @@ class WorkflowSpec:
     name: str
     description: str
     input_model: type[BaseModel]
-    result_model: type[BaseModel]
+    result_model: ModelRef  # the model, or where it is (`ModelRef`): the API's import needs only the input
     steps: tuple[StepSpec, ...]
     domain: str  # module with one function per step (same names) and `prepare`, imported on first use
     deadline_default_seconds: int = limits.DEFAULT_DEADLINE_SECONDS
@@ -297,6 +318,11 @@ class WorkflowSpec:
 
     def _step_kind(self, name: str) -> StepKind:
         return next(s.kind for s in self.steps if s.name == name)
+
+    @property
+    def result_type(self) -> type[BaseModel]:
+        """The model of the result its last step publishes (imported here when the spec names it by path)."""
+        return model_of(self.result_model, f"workflow {self.name!r}: result model")
 
     @property
     def step_names(self) -> tuple[str, ...]:

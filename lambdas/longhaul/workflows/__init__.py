@@ -6,6 +6,7 @@ result a job of each workflow answers, and a reviewer's decision with the edits 
 May import: review, engine, guardrails, documents, services, storage, adapters, core. A workflow's package imports
 no other workflow's; what two workflows share is `longhaul.documents`."""
 
+from functools import cache
 from typing import Annotated, Any, Literal, Union
 
 from pydantic import BaseModel, Field, TypeAdapter, create_model
@@ -46,7 +47,7 @@ def _result_model(spec: WorkflowSpec) -> type[BaseModel]:
     name = "".join(part.title() for part in spec.name.split("-")) + "JobResult"
     model: type[BaseModel] = create_model(
         name,
-        __base__=spec.result_model,
+        __base__=spec.result_type,
         __doc__=f"The result of a `{spec.name}` job, with its budget.",
         budget=(
             BudgetView | None,
@@ -56,10 +57,18 @@ def _result_model(spec: WorkflowSpec) -> type[BaseModel]:
     return model
 
 
-RESULT_MODELS: dict[str, type[BaseModel]] = {name: _result_model(spec) for name, spec in REGISTRY.items()}
-# The body of GET /v1/jobs/{id}/result: the job's workflow's result and its budget.
-_RESULTS = tuple(RESULT_MODELS.values())
-JobResultBody: Any = Union[_RESULTS] if len(_RESULTS) > 1 else _RESULTS[0]  # noqa: UP007
+@cache
+def result_models() -> dict[str, type[BaseModel]]:
+    """The body of GET /v1/jobs/{id}/result by workflow: its result and its budget. Built on first use (the result
+    route and the OpenAPI document), as a spec's result model is imported then (`WorkflowSpec.result_model`)."""
+    return {name: _result_model(spec) for name, spec in REGISTRY.items()}
+
+
+def job_result_body() -> Any:
+    """The union of every workflow's `result_models()`: what the result route documents."""
+    results = tuple(result_models().values())
+    return Union[results] if len(results) > 1 else results[0]  # noqa: UP007
+
 
 # The edits a reviewer may send: those of every workflow with a review step (the review's own workflow checks them).
 EDITS_MODELS: tuple[type[BaseModel], ...] = tuple(
@@ -95,13 +104,13 @@ __all__ = [
     "EDITS_MODELS",
     "JOB_REQUEST",
     "REGISTRY",
-    "RESULT_MODELS",
     "DecisionBody",
     "JobRequest",
-    "JobResultBody",
     "Registry",
     "StepKind",
     "StepSpec",
     "WorkflowSpec",
     "decision_request",
+    "job_result_body",
+    "result_models",
 ]

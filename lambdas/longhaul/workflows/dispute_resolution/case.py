@@ -4,7 +4,8 @@ each vendor's draft, the drafting agent's output, and the review's decision (whi
 from longhaul.services import Services
 from longhaul.storage import artifacts as keys
 from longhaul.storage.memory import subject_key
-from longhaul.workflows.dispute_resolution.models import CaseFile, Draft, Drafts, NoticeEdits
+from longhaul.workflows.dispute_resolution.models import CaseFile, Draft, Drafts
+from longhaul.workflows.dispute_resolution.spec import NoticeEdits
 
 LOAD_STEP, DRAFT_STEP, REVIEW_STEP, SEND_STEP = "load_reconciliation", "draft_notices", "review", "send_notices"
 

@@ -1,13 +1,13 @@
 """Typed records of dispute resolution: the reconciliation as this workflow reads it (its published result: a
 completed invoice-reconciliation job's findings, invoice lines and agreed prices, each with its source), the case
-file the agents work from, the drafts, a reviewer's edits, and the result the job publishes."""
+file the agents work from, the drafts, and the result the job publishes."""
 
 from datetime import datetime
 from typing import Annotated, Literal
 
 from pydantic import ConfigDict, Field
 
-from longhaul.core.contracts import FactSource, Strict
+from longhaul.core.contracts import FactSource
 from longhaul.core.model import Model
 from longhaul.documents.intake import StoredDocument
 
@@ -234,9 +234,3 @@ class DisputeResolutionResult(Model):
     memory: MemoryOutcome = Field(default_factory=MemoryOutcome)
     model: str | None = None
     markdown_key: str | None = None
-
-
-class NoticeEdits(Strict):
-    """A reviewer's edit: notices not to send (by vendor); every other drafted notice is approved as drafted."""
-
-    withhold: list[str] = Field(min_length=1, max_length=200, description="Vendors whose notice is not sent.")

@@ -14,7 +14,6 @@ from pydantic import Field
 
 from longhaul.core.contracts import INVISIBLE, PATTERN_END, Strict
 from longhaul.engine.spec import AgentPolicy, ReviewPolicy, WorkflowSpec, agent, review, step
-from longhaul.workflows.dispute_resolution.models import DisputeResolutionResult, Drafts, NoticeEdits, Sent
 
 # In the dialect of `longhaul.core.contracts` (ECMA-262 and Python's `re` read them alike): no `\s`, no `$`.
 JOB_ID_PATTERN = rf"^job_[0-9a-f]{{28}}{PATTERN_END}"
@@ -23,6 +22,8 @@ EMAIL_PATTERN = rf"^{_ADDRESS_PART}@{_ADDRESS_PART}\.[A-Za-z]{{2,}}{PATTERN_END}
 EmailAddress = Annotated[str, Field(pattern=EMAIL_PATTERN, max_length=254, description="An e-mail address.")]
 VendorKey = Annotated[str, Field(min_length=1, max_length=300)]
 POLICY = "longhaul.workflows.dispute_resolution.policy"
+# Its result and its agents' outputs, imported by the steps that use them (`ModelRef`): the API never does.
+MODELS = "longhaul.workflows.dispute_resolution.models"
 # Of the tools of `tools.TOOLS`, the ones each agent may call.
 DRAFTING_TOOLS = (
     "list_disputes",
@@ -56,11 +57,17 @@ class DisputeResolutionInput(Strict):
     ]
 
 
+class NoticeEdits(Strict):
+    """A reviewer's edit: notices not to send (by vendor); every other drafted notice is approved as drafted."""
+
+    withhold: list[str] = Field(min_length=1, max_length=200, description="Vendors whose notice is not sent.")
+
+
 SPEC = WorkflowSpec(
     name="dispute-resolution",
     description="Dispute a reconciliation's discrepancies: one reviewed notice per vendor, sent once, remembered.",
     input_model=DisputeResolutionInput,
-    result_model=DisputeResolutionResult,
+    result_model=f"{MODELS}:DisputeResolutionResult",
     domain="longhaul.workflows.dispute_resolution.steps",
     tools="longhaul.workflows.dispute_resolution.tools:TOOLS",
     steps=(
@@ -69,7 +76,7 @@ SPEC = WorkflowSpec(
             "draft_notices",
             policy=AgentPolicy(
                 tools=DRAFTING_TOOLS,
-                output_model=Drafts,
+                output_model=f"{MODELS}:Drafts",
                 brief="brief_drafting",
                 check="check_drafts",
                 offline=f"{POLICY}:drafting",
@@ -92,7 +99,7 @@ SPEC = WorkflowSpec(
             "send_notices",
             policy=AgentPolicy(
                 tools=SENDING_TOOLS,
-                output_model=Sent,
+                output_model=f"{MODELS}:Sent",
                 brief="brief_sending",
                 check="check_sent",
                 offline=f"{POLICY}:sending",

@@ -12,7 +12,6 @@ from pydantic import ConfigDict, Field, model_validator
 
 from longhaul.core.contracts import VISIBLE_SCHEMA, ArchiveInput, DocumentInput, Strict, Visible, exactly_one_of
 from longhaul.engine.spec import ReviewPolicy, WorkflowSpec, fan_out, review, step
-from longhaul.workflows.invoice_reconciliation.models import InvoiceReconciliationResult
 
 MAX_INVOICES = 100
 
@@ -61,7 +60,8 @@ SPEC = WorkflowSpec(
     name="invoice-reconciliation",
     description="Reconcile invoices against a contract's price list, every finding with a verbatim source.",
     input_model=InvoiceReconciliationInput,
-    result_model=InvoiceReconciliationResult,
+    # imported by the steps that publish it and the result route (`ModelRef`), not by the API's import
+    result_model="longhaul.workflows.invoice_reconciliation.models:InvoiceReconciliationResult",
     domain="longhaul.workflows.invoice_reconciliation.steps",
     steps=(
         step("parse_documents", timeout_seconds=300, memory_mb=1769),
