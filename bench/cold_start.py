@@ -12,6 +12,8 @@ interpreter processes (median of `--runs`, after one warm-up of the file cache),
   without pycs costs: each cold start compiles every module it imports).
 The bundle is built for this machine's Python and architecture (the deployed one targets the Lambda runtime, which
 may not run here); writing bytecode is disabled everywhere, as on Lambda's read-only code directory.
+With valgrind installed, the bundle's imports are also counted in instructions (one run each, the interpreter's own
+start-up subtracted): a figure a loaded or throttled machine does not move, for comparing two versions of the code.
 Prints figures; asserts nothing.
 """
 
@@ -20,6 +22,7 @@ from __future__ import annotations
 import argparse
 import os
 import platform
+import re
 import shutil
 import statistics
 import subprocess
@@ -49,6 +52,19 @@ _TIMER = (
 )
 
 
+# The API's import, then its composition root built as its first request builds it (every adapter and store; no
+# call is made, so no AWS is needed): what a cold start pays before the request's own calls.
+_FIRST_REQUEST = (
+    "import os\n"
+    "os.environ.update(AWS_DEFAULT_REGION='us-east-1', AWS_ACCESS_KEY_ID='bench', AWS_SECRET_ACCESS_KEY='bench',"
+    " LONGHAUL_TABLE='t', LONGHAUL_BUCKET='b', LONGHAUL_CONTAINER_CLUSTER='c', LONGHAUL_EMAIL_SENDER='a@example.com',"
+    " LONGHAUL_ADMISSION_DISPATCHER='d')\n"
+    "import handlers.api\n"
+    "from longhaul.services import services\n"
+    "services()\n"
+)
+
+
 class Layout:
     """Where a handler's modules come from: the interpreter flags and the import path."""
 
@@ -67,6 +83,21 @@ class Layout:
         if result.returncode != 0:
             raise RuntimeError(f"importing {module} from {self.name} failed:\n{result.stderr}")
         return float(result.stdout.strip().splitlines()[-1])
+
+    def instructions(self, statement: str, cwd: Path) -> int:
+        """Instructions a fresh interpreter executes running `statement` (valgrind's callgrind, which needs none of
+        the machine's quiet: the count is the same on a loaded machine)."""
+        env = {k: v for k, v in os.environ.items() if not k.startswith("PYTHON")}
+        env |= {"PYTHONPATH": os.pathsep.join(map(str, self.path)), "PYTHONDONTWRITEBYTECODE": "1"}
+        flags = ["-S"] if self.isolated else []
+        valgrind = ["valgrind", "--tool=callgrind", "--callgrind-out-file=/dev/null"]
+        result = subprocess.run(
+            [*valgrind, sys.executable, *flags, "-c", statement], env=env, cwd=cwd, capture_output=True, text=True
+        )
+        found = re.search(r"Collected : (\d+)", result.stderr)
+        if result.returncode != 0 or found is None:
+            raise RuntimeError(f"counting {statement!r} in {self.name} failed:\n{result.stderr[-2000:]}")
+        return int(found.group(1))
 
 
 def _prepare(work: Path) -> tuple[Layout, Layout, Layout, Layout, Layout]:
@@ -109,6 +140,14 @@ def measure(runs: int, handlers: dict[str, str] | None = None) -> dict[str, Any]
         cwd.mkdir()
         baseline_venv = _median(venv_bare, BARE, runs, cwd)
         baseline_runtime = _median(runtime_bare, BARE, runs, cwd)
+        instructions = None
+        if shutil.which("valgrind"):  # the bundle's figures again, counted: what a busy machine cannot blur
+            start = bundle.instructions("pass", cwd)  # the interpreter's own start and exit, in both
+            instructions = {"bare": runtime_bare.instructions(f"import {BARE}", cwd) - start}
+            for function, module in (handlers or HANDLERS).items():
+                instructions[function] = bundle.instructions(f"import {module}", cwd) - start
+            if "api" in (handlers or HANDLERS):  # and what its first request adds before its own calls
+                instructions["api_services"] = bundle.instructions(_FIRST_REQUEST, cwd) - start
         rows = []
         for function, module in (handlers or HANDLERS).items():
             rows.append(
@@ -120,7 +159,7 @@ def measure(runs: int, handlers: dict[str, str] | None = None) -> dict[str, Any]
                     _median(uncompiled, module, runs, cwd),
                 )
             )
-    return {"bare_venv": baseline_venv, "bare_runtime": baseline_runtime, "rows": rows}
+    return {"bare_venv": baseline_venv, "bare_runtime": baseline_runtime, "rows": rows, "instructions": instructions}
 
 
 def main() -> None:
@@ -150,6 +189,22 @@ def main() -> None:
             f"{from_bundle:>6.0f} ms {from_bundle / baseline_runtime:>7.2f} "
             f"{without_pyc:>12.0f} ms {without_pyc / baseline_runtime:>7.2f}"
         )
+    counted = measured["instructions"]
+    if counted:
+        each = ", ".join(
+            f"{function} {counted[function] / 1e6:.0f} M ({counted[function] / counted['bare']:.2f}×)"
+            for function, *_ in rows
+        )
+        bare = f"bare {counted['bare'] / 1e6:.0f} M"
+        print(f"bundle imports in instructions (callgrind, start-up subtracted): {bare}, {each}")
+        if "api_services" in counted:
+            first = counted["api_services"]
+            print(
+                f"api import and its services built (a first request's set-up): {first / 1e6:.0f} M "
+                f"({first / counted['bare']:.2f}×)"
+            )
+    else:
+        print("(valgrind is not installed: no instruction counts)")
     for function, _module, _, from_bundle, _ in rows:
         if function not in TARGETS:
             continue
