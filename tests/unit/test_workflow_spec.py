@@ -5,6 +5,7 @@ request is a union on `workflow` in which each workflow's own request validates 
 from __future__ import annotations
 
 import json
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -160,3 +161,20 @@ def test_a_workflows_name_with_another_workflows_input_is_rejected() -> None:
 
     with pytest.raises(ValidationError):
         JOB_REQUEST.validate_python(body)
+
+
+def test_the_result_bodies_are_built_once_however_many_requests_ask_at_once(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Built on first use (the API's import does not import a workflow's result model); the OpenAPI document and the
+    result route must name the very same classes."""
+    import longhaul.workflows as workflows
+
+    monkeypatch.setattr(workflows, "_results", {})
+    with ThreadPoolExecutor(8) as pool:
+        seen = list(pool.map(lambda _: workflows.result_models(), range(16)))
+
+    assert all(models is seen[0] for models in seen)
+    assert set(seen[0]) == set(REGISTRY)
+    for name, model in seen[0].items():
+        assert issubclass(model, REGISTRY[name].result_type) and "budget" in model.model_fields

@@ -6,7 +6,7 @@ result a job of each workflow answers, and a reviewer's decision with the edits 
 May import: review, engine, guardrails, documents, services, storage, adapters, core. A workflow's package imports
 no other workflow's; what two workflows share is `longhaul.documents`."""
 
-from functools import cache
+import threading
 from typing import Annotated, Any, Literal, Union
 
 from pydantic import BaseModel, Field, TypeAdapter, create_model
@@ -57,11 +57,18 @@ def _result_model(spec: WorkflowSpec) -> type[BaseModel]:
     return model
 
 
-@cache
+_results: dict[str, type[BaseModel]] = {}
+_results_lock = threading.Lock()
+
+
 def result_models() -> dict[str, type[BaseModel]]:
     """The body of GET /v1/jobs/{id}/result by workflow: its result and its budget. Built on first use (the result
-    route and the OpenAPI document), as a spec's result model is imported then (`WorkflowSpec.result_model`)."""
-    return {name: _result_model(spec) for name, spec in REGISTRY.items()}
+    route and the OpenAPI document), as a spec's result model is imported then (`WorkflowSpec.result_model`); once,
+    however many requests ask at once (the OpenAPI document names these very classes)."""
+    with _results_lock:
+        if not _results:
+            _results.update({name: _result_model(spec) for name, spec in REGISTRY.items()})
+        return _results
 
 
 def job_result_body() -> Any:
