@@ -1,13 +1,14 @@
 """What a workflow is: one `WorkflowSpec` — name, input model, ordered steps, result model, domain module, the
-typed tools its agent steps may call (by path) — and the registry of the installed workflows.
+typed tools its agent steps may call — and the registry of the installed workflows.
 
 Everything that used to be repeated per workflow derives from the spec: the step list the runner uses (taken from
 the event's own workflow), its fan-out steps, which steps call a model (their grants), the request union of the API,
 the handler dispatch per (workflow, step), the state machine's chain (`state_machines.builder` walks the steps),
 DLQs and dashboard rows.
 
-Light on purpose: the API imports every spec (for the request union), so a spec names its domain module and its
-tools by path and the step handler imports them only when one of its steps runs.
+Light on purpose: the API imports every spec (for the request union), so a spec names by path what only its steps
+use — its domain module, its tools, its result and its agents' output models — and the step handler imports them only
+when one of its steps runs.
 
 The registry is discovered, not listed: every package under `longhaul.workflows` with a `spec` module defining
 `SPEC` is a workflow (`registry()`), so adding a workflow adds one folder. The engine finds the workflows by that
@@ -33,23 +34,24 @@ if TYPE_CHECKING:
     from longhaul.engine.context import StepContext
 
 StepWork = Callable[["StepContext"], dict[str, Any]]
+Prepare = Callable[["Intake", Any], "PreparedInput"]
 # A model given as itself, or by where it is (`"module:Name"`), imported on first use: a spec's models that only its
 # steps use (its result, its agents' outputs) need not be imported by the API, which imports every spec.
 ModelRef = type[BaseModel] | str
 
 
+def imported(path: str) -> Any:
+    """What `"module:name"` names, its module imported now (a step's function, a tool, a model, a registry)."""
+    module, _, name = path.partition(":")
+    return getattr(importlib.import_module(module), name)
+
+
 def model_of(reference: ModelRef, what: str) -> type[BaseModel]:
     """The model `reference` names (see `ModelRef`); `what` names it in the error when it is not a model."""
-    found: Any = reference
-    if isinstance(reference, str):
-        module, _, name = reference.partition(":")
-        found = getattr(importlib.import_module(module), name)
+    found = imported(reference) if isinstance(reference, str) else reference
     if not (isinstance(found, type) and issubclass(found, BaseModel)):
         raise TypeError(f"{what}: {reference!r} is not a pydantic model")
     return found
-
-
-Prepare = Callable[["Intake", Any], "PreparedInput"]
 
 
 class StepKind(StrEnum):
@@ -140,8 +142,7 @@ class Tool:
             raise ValueError(f"tool {self.name!r}: unknown capabilities {sorted(set(self.uses) - CAPABILITIES)}")
 
     def function(self) -> Callable[..., BaseModel]:
-        module, _, name = self.run.partition(":")
-        found: Callable[..., BaseModel] = getattr(importlib.import_module(module), name)
+        found: Callable[..., BaseModel] = imported(self.run)
         return found
 
 
@@ -308,8 +309,7 @@ class WorkflowSpec:
         if not self._tool_registry:
             tools = self.tools
             if isinstance(tools, str):
-                module, _, name = tools.partition(":")
-                tools = getattr(importlib.import_module(module), name)
+                tools = imported(tools)
                 if not isinstance(tools, ToolRegistry):
                     raise TypeError(f"workflow {self.name!r}: {self.tools!r} is not a ToolRegistry")
                 self._check_tools(tools)
@@ -385,8 +385,7 @@ class WorkflowSpec:
         step's is the platform's."""
         platform = {StepKind.REVIEW: REVIEW_WORK, StepKind.AGENT: AGENT_WORK}.get(self.step(name).kind)
         if platform is not None:
-            module, _, function = platform.partition(":")
-            opened: StepWork = getattr(importlib.import_module(module), function)
+            opened: StepWork = imported(platform)
             return opened
         work: StepWork = getattr(importlib.import_module(self.domain), name)
         return work
