@@ -41,9 +41,9 @@ _PARAMETER = re.compile(r"<(\w+)>")
 
 
 class RoutePattern:
-    """A route's pattern, compiled on its first match: an init registers every route, and a request tries only the
-    routes of its method. Powertools reads a route's `rule` for `groups` (whether the route has parameters) and
-    `match`."""
+    """A route's pattern, compiled on its first use: an init registers every route, and a request tries only the
+    routes of its method. Powertools reads a route's `rule` for `groups` (whether the route has parameters, known
+    without compiling) and `match`; anything else a compiled pattern has is the compiled pattern's."""
 
     __slots__ = ("_compiled", "groups", "pattern")
 
@@ -52,11 +52,20 @@ class RoutePattern:
         self.groups = groups
         self._compiled: re.Pattern[str] | None = None
 
-    def match(self, path: str) -> re.Match[str] | None:
+    @property
+    def compiled(self) -> re.Pattern[str]:
         compiled = self._compiled
         if compiled is None:
             compiled = self._compiled = re.compile(self.pattern)
-        return compiled.match(path)
+        return compiled
+
+    def match(self, path: str) -> re.Match[str] | None:
+        return self.compiled.match(path)
+
+    def __getattr__(self, name: str) -> Any:  # the rest of a compiled pattern (`fullmatch`, `groupindex`…)
+        if name.startswith("_"):  # its own slots before they are set (a copy being made), dunder lookups
+            raise AttributeError(name)
+        return getattr(self.compiled, name)
 
 
 class _RequestState(threading.local):

@@ -129,6 +129,7 @@ def test_routes_compile_their_patterns_on_first_use_and_match_as_compiled_ones()
     for path in ("/v1/jobs/job_1/events", "/v1/jobs/a b/events/", "/v1/jobs/a/b/events", "/v1/jobs//events"):
         found, expected = lazy.match(path), compiled.match(path)
         assert (found and found.groupdict()) == (expected and expected.groupdict()), path
+    assert lazy.fullmatch("/v1/jobs/j/events").groupdict() == {"job_id": "j"}  # the rest of a compiled pattern
     assert app._compile_regex("/v1/jobs").groups == 0
     answer = app.resolve(_event("/v1/jobs/job_9/events", "t"), None)  # type: ignore[arg-type]
     assert answer["statusCode"] == 200 and json.loads(answer["body"]) == {"job": "job_9"}
