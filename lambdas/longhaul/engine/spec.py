@@ -22,6 +22,7 @@ import threading
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from enum import StrEnum
+from functools import cached_property
 from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import BaseModel
@@ -269,7 +270,6 @@ class WorkflowSpec:
     # domain module is (the API, which calls no tool, never imports the tools and their models).
     tools: ToolRegistry | str = field(default_factory=ToolRegistry)
     _by_name: Mapping[str, StepSpec] = field(init=False, repr=False, compare=False)
-    _tool_registry: list[ToolRegistry] = field(init=False, repr=False, compare=False)  # once resolved
 
     def __post_init__(self) -> None:
         names = [s.name for s in self.steps]
@@ -287,7 +287,6 @@ class WorkflowSpec:
                         f"workflow {self.name!r}: agent {s.name} hands over to review, but no review follows"
                     )
         object.__setattr__(self, "_by_name", {s.name: s for s in self.steps})
-        object.__setattr__(self, "_tool_registry", [])
         if isinstance(self.tools, ToolRegistry):
             self._check_tools(self.tools)
 
@@ -302,19 +301,17 @@ class WorkflowSpec:
             if undoing:
                 raise ValueError(f"workflow {self.name!r}: agent {s.name} may not call compensations {undoing}")
 
-    @property
+    @cached_property  # kept in the instance's __dict__: not a field, so a frozen spec may keep it
     def tool_registry(self) -> ToolRegistry:
         """The tools its agent steps may call (imported and checked against them here the first time, when the spec
         names them by path)."""
-        if not self._tool_registry:
-            tools = self.tools
-            if isinstance(tools, str):
-                tools = imported(tools)
-                if not isinstance(tools, ToolRegistry):
-                    raise TypeError(f"workflow {self.name!r}: {self.tools!r} is not a ToolRegistry")
-                self._check_tools(tools)
-            self._tool_registry[:] = [tools]
-        return self._tool_registry[0]
+        if not isinstance(self.tools, str):
+            return self.tools
+        tools = imported(self.tools)
+        if not isinstance(tools, ToolRegistry):
+            raise TypeError(f"workflow {self.name!r}: {self.tools!r} is not a ToolRegistry")
+        self._check_tools(tools)
+        return tools
 
     def _step_kind(self, name: str) -> StepKind:
         return next(s.kind for s in self.steps if s.name == name)
