@@ -73,13 +73,16 @@ class Layout:
         self.path = path
         self.isolated = isolated  # -S: no site-packages, as in the Lambda runtime
 
-    def time_import(self, module: str, cwd: Path) -> float:
+    def _run(self, wrapper: list[str], code: str, *args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
+        """`code` in a fresh interpreter with this layout's import path (and flags), under `wrapper`."""
         env = {k: v for k, v in os.environ.items() if not k.startswith("PYTHON")}
         env |= {"PYTHONPATH": os.pathsep.join(map(str, self.path)), "PYTHONDONTWRITEBYTECODE": "1"}
         flags = ["-S"] if self.isolated else []
-        result = subprocess.run(
-            [sys.executable, *flags, "-c", _TIMER, module], env=env, cwd=cwd, capture_output=True, text=True
-        )
+        command = [*wrapper, sys.executable, *flags, "-c", code, *args]
+        return subprocess.run(command, env=env, cwd=cwd, capture_output=True, text=True)
+
+    def time_import(self, module: str, cwd: Path) -> float:
+        result = self._run([], _TIMER, module, cwd=cwd)
         if result.returncode != 0:
             raise RuntimeError(f"importing {module} from {self.name} failed:\n{result.stderr}")
         return float(result.stdout.strip().splitlines()[-1])
@@ -87,13 +90,7 @@ class Layout:
     def instructions(self, statement: str, cwd: Path) -> int:
         """Instructions a fresh interpreter executes running `statement` (valgrind's callgrind, which needs none of
         the machine's quiet: the count is the same on a loaded machine)."""
-        env = {k: v for k, v in os.environ.items() if not k.startswith("PYTHON")}
-        env |= {"PYTHONPATH": os.pathsep.join(map(str, self.path)), "PYTHONDONTWRITEBYTECODE": "1"}
-        flags = ["-S"] if self.isolated else []
-        valgrind = ["valgrind", "--tool=callgrind", "--callgrind-out-file=/dev/null"]
-        result = subprocess.run(
-            [*valgrind, sys.executable, *flags, "-c", statement], env=env, cwd=cwd, capture_output=True, text=True
-        )
+        result = self._run(["valgrind", "--tool=callgrind", "--callgrind-out-file=/dev/null"], statement, cwd=cwd)
         found = re.search(r"Collected : (\d+)", result.stderr)
         if result.returncode != 0 or found is None:
             raise RuntimeError(f"counting {statement!r} in {self.name} failed:\n{result.stderr[-2000:]}")
