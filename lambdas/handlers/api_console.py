@@ -10,9 +10,9 @@ it: the page asks for one and calls the JSON API with it, so what a key's role m
 from __future__ import annotations
 
 import hashlib
-from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
+from typing import NamedTuple
 
 from aws_lambda_powertools.event_handler import Response
 from aws_lambda_powertools.event_handler.api_gateway import BaseRouter, Router
@@ -45,8 +45,7 @@ def is_console_path(path: str) -> bool:
     return path == PREFIX or path.startswith(PREFIX + "/")
 
 
-@dataclass(frozen=True)
-class Asset:
+class Asset(NamedTuple):
     body: str
     media_type: str
     etag: str

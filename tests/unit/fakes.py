@@ -8,7 +8,7 @@ that exists counts as started, stopping a missing or ended one is fine, an unkno
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from typing import Any
 
 from longhaul.core.contracts import DeadLetter
@@ -190,7 +190,7 @@ class FakeIntake:
         received = []
         for item in taken:
             self._receipts += 1
-            received.append(replace(item, receipt=f"r{self._receipts}"))
+            received.append(item._replace(receipt=f"r{self._receipts}"))
         self.hidden += received
         return received
 

@@ -128,8 +128,10 @@ def test_a_handler_loads_no_resolver_it_does_not_use(module: str):
 
 
 # What the API function never runs: agents' tools and their loop, the saga, the review lane (a step's), the model
-# gateway and its breakers. Its import leaves them to the functions that do (a spec names its tools by path).
+# gateway and its breakers. Its import leaves them to the functions that do (a spec names its tools by path). Reading
+# and checking an uploaded archive is imported by the submission that has one.
 NOT_THE_APIS = (
+    "longhaul.documents.archives",
     "longhaul.engine.agent",
     "longhaul.engine.tools",
     "longhaul.engine.memory",
@@ -166,3 +168,44 @@ def test_modules_that_define_models_keep_their_annotations_evaluated():
     )
     assert modules > 30  # the probe found the platform's model modules
     assert late == [], f"drop `from __future__ import annotations` from {late}"
+
+
+# The platform's dataclasses the API function's import defines. Each costs about a millisecond of its cold start
+# (a frozen one compiles six generated methods, most of its cost); a small immutable record the API imports is a
+# `NamedTuple` (one compiled method) instead. What stays a dataclass is a service with its dependencies, a record
+# checked after init or with a default made per instance, or the composition root (which tests replace fields of).
+API_DATACLASSES = {
+    "longhaul.api.jobs.JobService",
+    "longhaul.api.reviews.ReviewService",
+    "longhaul.core.ports.ExecutionHistory",  # lists made per instance
+    "longhaul.documents.intake.DocumentReader",
+    "longhaul.documents.intake.Intake",
+    "longhaul.documents.intake.PreparedInput",
+    "longhaul.engine.spec.StepSpec",  # checked after init
+    "longhaul.engine.spec.Tool",  # checked after init
+    "longhaul.engine.spec.WorkflowSpec",  # checked after init, its tools imported once
+    "longhaul.operations.admission.Admission",
+    "longhaul.operations.admission.DispatchReport",
+    "longhaul.services.Services",
+    "longhaul.storage.cache.TtlCache",
+}
+
+
+def test_the_api_import_defines_few_dataclasses():
+    probe = (
+        "import dataclasses, json\n"
+        "made = []\n"
+        "original = dataclasses._process_class\n"
+        "def process(cls, *args, **kwargs):\n"
+        "    made.append(f'{cls.__module__}.{cls.__qualname__}')\n"
+        "    return original(cls, *args, **kwargs)\n"
+        "dataclasses._process_class = process\n"
+        "import handlers.api\n"
+        "print(json.dumps(sorted(m for m in made if m.startswith(('longhaul.', 'handlers.')))))\n"
+    )
+    result = subprocess.run(
+        [sys.executable, "-c", probe], cwd=LAMBDAS, capture_output=True, text=True, check=True, timeout=120
+    )
+    made = set(json.loads(result.stdout))
+    assert made, "the probe saw no dataclass made"
+    assert made <= API_DATACLASSES, sorted(made - API_DATACLASSES)

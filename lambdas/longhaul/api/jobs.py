@@ -15,7 +15,7 @@ import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
-from typing import Any, Literal
+from typing import Any, Literal, NamedTuple
 
 from pydantic import BaseModel
 
@@ -88,8 +88,7 @@ def new_job_id() -> str:
     return f"job_{int(time.time() * 1000):012x}{secrets.token_hex(8)}"
 
 
-@dataclass(frozen=True)
-class LongPoll:
+class LongPoll(NamedTuple):
     """How a long-poll of the event log waits: it reads the log again after `first` seconds, then after twice as long
     each time, up to `longest`; so a new event is answered at most `longest` (plus one read) after it was written, and a
     wait of 20 s costs about 45 reads (a consistent Query of an empty range: one read unit each)."""

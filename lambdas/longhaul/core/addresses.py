@@ -19,7 +19,7 @@ from __future__ import annotations
 import ipaddress
 import socket
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass
+from typing import NamedTuple
 from urllib.parse import SplitResult, urlsplit
 
 IPAddress = ipaddress.IPv4Address | ipaddress.IPv6Address
@@ -45,8 +45,7 @@ class UnsafeCallback(ValueError):
     """The callback URL (or an address its host resolves to) is not allowed; the message says why."""
 
 
-@dataclass(frozen=True)
-class CallbackTarget:
+class CallbackTarget(NamedTuple):
     """A checked callback URL: where to connect (`host`, `port`) and whether its origin is allow-listed."""
 
     url: str

@@ -19,8 +19,7 @@ import binascii
 import json
 import math
 import re
-from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 from longhaul.core import limits
 from longhaul.core.problems import InvalidRequest, MalformedJson
@@ -30,8 +29,7 @@ _SURROGATE = re.compile("[\ud800-\udfff]")
 _EXACT_FLOAT_INTEGERS = 2**53  # above it a double's integer value is not the one written
 
 
-@dataclass(frozen=True)
-class _Unreadable:
+class _Unreadable(NamedTuple):
     """A value the parser met that the platform will not hold: found again, with its path, by the walk."""
 
     kind: str

@@ -16,8 +16,7 @@ import threading
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from contextvars import ContextVar
-from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 from pydantic import ConfigDict
 
@@ -91,8 +90,7 @@ class Metered(Model):
         return {f"{PREFIX}{name}": value for name, value in self.model_dump().items() if value}
 
 
-@dataclass(frozen=True)
-class Compute:
+class Compute(NamedTuple):
     """Where the current step runs: a Lambda function of `memory_mb`, or a Fargate task of `cpu` units and memory."""
 
     kind: str  # "lambda" | "fargate"

@@ -8,7 +8,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
 from enum import StrEnum
-from typing import Any, Protocol
+from typing import Any, NamedTuple, Protocol
 
 from longhaul.core.contracts import DeadLetter
 
@@ -31,8 +31,7 @@ class ExecutionStatus(StrEnum):
     NOT_STARTED = "NOT_STARTED"  # no execution of that name exists (yet)
 
 
-@dataclass(frozen=True)
-class HistoryEvent:
+class HistoryEvent(NamedTuple):
     """One event of an execution's history: its id, type and the id of the event it follows."""
 
     id: int
@@ -52,8 +51,7 @@ class ExecutionHistory:
     complete: bool = True  # False: a child execution (or the list of them) was not reachable
 
 
-@dataclass(frozen=True)
-class Execution:
+class Execution(NamedTuple):
     status: ExecutionStatus
     error: str | None = None  # the error the execution ended with (e.g. a Fail state's error name)
     version: str | None = None  # the state machine version it runs (None: the engine has no versions)
@@ -146,8 +144,7 @@ class NoContainerTasks:
         return 0
 
 
-@dataclass(frozen=True)
-class Waiting:
+class Waiting(NamedTuple):
     """A job waiting for a slot, as its intake queue carries it (`receipt` identifies the message received,
     `receives` how often that message has been received, this time included)."""
 

@@ -28,7 +28,7 @@ from typing import Literal
 from longhaul.core import limits
 from longhaul.core.contracts import check_plain_name
 from longhaul.core.errors import InvalidInputError
-from longhaul.core.model import Model
+from longhaul.documents.members import ArchiveMember
 from longhaul.storage.artifacts import ArtifactStore
 
 # The media type of a member, by its extension (as for uploads: PDF, plain text, Markdown).
@@ -42,17 +42,6 @@ _LOCAL_SIGNATURE = b"PK\x03\x04"
 _TAIL_BYTES = (1 << 16) + 22 + 20 + 56
 # At most this many problems are listed (a hostile archive can have thousands of bad entries).
 MAX_LISTED_PROBLEMS = 20
-
-
-class ArchiveMember(Model):
-    """Where a member's data is in its archive, as the central directory declares it (checked at submission)."""
-
-    name: str
-    offset: int  # of its local header
-    compressed_size: int
-    size: int  # declared expanded size: reading never produces more
-    method: Literal[0, 8]  # stored, deflated
-    crc: int
 
 
 @dataclass(frozen=True)

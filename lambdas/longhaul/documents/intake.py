@@ -24,8 +24,7 @@ from longhaul.core.limits import INLINE_TEXTS_IN_INPUT_MAX_BYTES, MAX_UPLOAD_BYT
 from longhaul.core.model import Model, adapter
 from longhaul.core.problems import InvalidRequest
 from longhaul.core.records import Job
-from longhaul.documents import archives
-from longhaul.documents.archives import ArchiveMember
+from longhaul.documents.members import ArchiveMember
 from longhaul.storage import artifacts as keys
 from longhaul.storage.artifacts import ArtifactStore
 from longhaul.storage.jobs import JobStore
@@ -78,6 +77,8 @@ class DocumentReader:
 
     def read(self, document: StoredDocument) -> bytes:
         if document.member is not None:
+            from longhaul.documents import archives
+
             return archives.read_member(self.store, document.key, document.member)
         span = document.span
         if span is None:
@@ -174,6 +175,8 @@ class Intake:
         if size is None:
             self.problem([*loc, "upload_id"], "no such upload (or not uploaded yet)")
             return []
+        from longhaul.documents import archives
+
         entries, problems = archives.inspect(self.artifacts, key, size, max_documents=max_documents)
         for problem in problems[: archives.MAX_LISTED_PROBLEMS]:
             if problem.entry is None:

@@ -19,8 +19,8 @@ from pydantic import Field
 
 from longhaul.core.errors import InternalError
 from longhaul.core.model import Model
-from longhaul.documents.archives import ArchiveMember
 from longhaul.documents.intake import StoredDocument
+from longhaul.documents.members import ArchiveMember
 from longhaul.documents.parsing import ParsedDocument, ParsedPage
 
 # Pages per container task: a batch must end well inside the task's timeout at ~2-4 s a page on one vCPU.

@@ -23,7 +23,7 @@ from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from enum import StrEnum
 from functools import cached_property
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any, Literal, NamedTuple
 
 from pydantic import BaseModel
 
@@ -87,8 +87,7 @@ REVIEW_WORK = "longhaul.review.lane:open_review"
 COMPENSATION_STEP = "compensation"
 
 
-@dataclass(frozen=True)
-class ReviewPolicy:
+class ReviewPolicy(NamedTuple):
     """How a workflow's review behaves: who reviews, when it is needed, and the escalation ladder on its deadline
     (a reminder at one third, reassignment to `secondary_group` at two thirds, `final_action` at the deadline).
 
@@ -178,8 +177,7 @@ class ToolRegistry(Mapping[str, Tool]):
         return frozenset(t.compensation for t in self._tools.values() if t.compensation)
 
 
-@dataclass(frozen=True)
-class AgentPolicy:
+class AgentPolicy(NamedTuple):
     """An agent step: the tools it may call (of its workflow's registry), the typed output it finishes with, its
     brief (`brief`: a function of the domain module, `(ctx) -> AgentBrief`: the task and what it starts from), its
     offline stand-in (`offline`: `module:function`, the scripted policy the offline model plays), optionally a check

@@ -19,7 +19,7 @@ import math
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
-from typing import Any
+from typing import Any, NamedTuple
 
 from aws_lambda_powertools.metrics import MetricUnit
 
@@ -71,8 +71,7 @@ def start(services: Services, job: Job) -> None:
     )
 
 
-@dataclass(frozen=True)
-class NewJobAdmission:
+class NewJobAdmission(NamedTuple):
     """How a new job is admitted, decided on the counters read with its submission: the fields of its item
     (`slot`, or `waiting` with its estimated start), the transaction items that come with it, and the seconds until
     it is estimated to start (0: at once)."""

@@ -23,9 +23,8 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping
-from dataclasses import dataclass
 from datetime import datetime
-from typing import Any
+from typing import Any, NamedTuple
 
 from boto3.dynamodb.types import TypeDeserializer
 from botocore.exceptions import ClientError
@@ -43,8 +42,7 @@ _DESERIALIZER = TypeDeserializer()
 CONFLICT_TRIES = 6  # a transaction that lost a race on a counter (TransactionConflict) is tried again
 
 
-@dataclass(frozen=True)
-class Counters:
+class Counters(NamedTuple):
     """Jobs holding a slot and jobs waiting for one: the platform's and one tenant's."""
 
     global_in_flight: int = 0
@@ -53,8 +51,7 @@ class Counters:
     tenant_queued: int = 0
 
 
-@dataclass(frozen=True)
-class SubmissionState:
+class SubmissionState(NamedTuple):
     """What a new submission of a tenant decides on, as read together: its rate window, the admission counters,
     its spending of the day and (with an Idempotency-Key) the key's record."""
 
@@ -65,8 +62,7 @@ class SubmissionState:
     idempotency: dict[str, Any] | None = None
 
 
-@dataclass(frozen=True)
-class RateWindow:
+class RateWindow(NamedTuple):
     """A tenant's rate window as stored: accepted submissions per second, and the newest second counted."""
 
     counts: dict[int, int]

@@ -13,8 +13,7 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Mapping
-from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any, Literal, NamedTuple
 
 from botocore.exceptions import ClientError
 
@@ -30,8 +29,7 @@ from longhaul.storage.dynamo import Cancelled, plain, query_prefix, transact
 Exhausted = Literal["job", "tenant"]
 
 
-@dataclass(frozen=True)
-class CallLabels:
+class CallLabels(NamedTuple):
     """What a ledger item says about its call (for audits and the per-step view)."""
 
     step: str
@@ -45,8 +43,7 @@ class CallLabels:
     workflow_version: int | None = None
 
 
-@dataclass(frozen=True)
-class StoredPolicy:
+class StoredPolicy(NamedTuple):
     """A tenant's policy as stored: `exists` False means the defaults; `revision` changes with every write (None for
     a policy written before revisions), so a read-modify-write can be conditional on nothing having changed."""
 
@@ -59,8 +56,7 @@ class PolicyChanged(Exception):
     """The policy changed between the read and the conditional write."""
 
 
-@dataclass(frozen=True)
-class DayUsage:
+class DayUsage(NamedTuple):
     tokens: int = 0
     cost_micro: int = 0
 

@@ -12,9 +12,8 @@ events, which readers skip; one that dies between leaves a gap that readers pass
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass
 from datetime import timedelta
-from typing import Any
+from typing import Any, NamedTuple
 
 from botocore.exceptions import ClientError
 
@@ -58,8 +57,7 @@ GAP_GRACE_SECONDS = 30
 VOID_EVENT = "void"
 
 
-@dataclass(frozen=True)
-class NewEvent:
+class NewEvent(NamedTuple):
     """An event to append (its sequence number comes from the job's counter in the same transaction)."""
 
     type: str

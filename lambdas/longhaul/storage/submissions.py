@@ -5,9 +5,8 @@ conflict), and the undoing of a job whose execution could not be started."""
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
 from datetime import timedelta
-from typing import Any
+from typing import Any, NamedTuple
 
 from longhaul.core import schema
 from longhaul.core.clock import Clock, iso
@@ -33,8 +32,7 @@ class StateChanged(Exception):
     submission decided on changed; read it again and decide anew."""
 
 
-@dataclass(frozen=True)
-class NewJob:
+class NewJob(NamedTuple):
     job_id: str
     tenant_id: str
     workflow: str
