@@ -1,13 +1,15 @@
 """The process's own AWS calls reach the in-memory AWS without a socket: a botocore request to a moto server of this
-process is handed to that server's WSGI application on the calling thread.
+process is answered by that server's application on the calling thread.
 
 Every AWS call of the local platform (a handler's, the Step Functions interpreter's, the front door's) was an HTTP
 request over loopback to the moto server of the same process: a connection (botocore's pool reuses it, but the
 server answered each on a thread of its own), the request written and parsed again, the response written and read
 back, a thread switch each way. In a 50-client burst of submissions that was most of the platform's time; none of it
 is what AWS does for the caller. In process, the request goes through the same application (the same dispatch by
-host and signature, the same IAM enforcement, the same patches) with the same headers and body; only the socket is
-gone. Clients of other processes (the CLI, a test's HTTP client, `aws --endpoint-url`) still use the server's port.
+host and signature, the same URL rules, the same IAM enforcement, the same patches) with the same headers and body;
+only the socket is gone, and Flask's request and application contexts around moto's view, which moto does not use
+(its view reads only the request). Clients of other processes (the CLI, a test's HTTP client, `aws --endpoint-url`)
+still use the server's port.
 """
 
 from __future__ import annotations
@@ -126,6 +128,66 @@ def _environ(request: Any, url: Any) -> dict[str, Any]:
     return environ
 
 
+def _view(app: Any, request: Any) -> Any:
+    """The moto view the backend's Flask application routes `request` to (as Flask matches it), or None: no match,
+    or a view other than moto's wrapper of a response method (the moto API's pages)."""
+    from moto.core.utils import convert_to_flask_response
+    from werkzeug.exceptions import HTTPException
+
+    try:
+        endpoint, _ = app.create_url_adapter(request).match()
+    except HTTPException:  # not found, method not allowed, a redirect: as Flask answers it
+        return None
+    view = app.view_functions.get(endpoint)
+    return view if isinstance(view, convert_to_flask_response) else None
+
+
+def _answer(application: Any, environ: dict[str, Any]) -> tuple[int, list[tuple[str, str]], bytes]:
+    """What the server's application answers `environ`: the backend's response method called as moto's Flask view
+    calls it, without Flask's request and application contexts around it.
+
+    The dispatcher picks the backend's Flask application by host and signature; its URL map picks the view; the view
+    is moto's `convert_to_flask_response` around a response method, whose call is repeated here (the request as the
+    application's request class makes it of the environ, the recorder, a `ClientError` as a 400, `HEAD`'s length);
+    the response is the application's response class, finished for this environ as its WSGI call finishes it (an
+    `HTTPException` the method raises answers with its own response, as Flask answers it). Anything else (the moto
+    API's pages, a path no rule matches) goes through the whole WSGI application.
+    """
+    from botocore.exceptions import ClientError
+    from moto.moto_api import recorder
+    from werkzeug.exceptions import HTTPException
+    from werkzeug.test import run_wsgi_app
+
+    app = application.get_application(environ)
+    request = app.request_class(environ)
+    view = _view(app, request)
+    if view is None:
+        app_iter, status, response_headers = run_wsgi_app(application, environ, buffered=True)
+        return _finished(app_iter, status, response_headers)
+    recorder._record_request(request)
+    try:
+        result = view.callback(request, request.raw_url, dict(request.headers))
+    except ClientError as exc:
+        result = 400, {}, exc.response["Error"]["Message"]
+    except HTTPException as exc:  # as Flask answers one its view raises: the exception's own response
+        return _finished(*exc.get_response(environ).get_wsgi_response(environ))
+    code, headers, content = result if len(result) == 3 else (200, {}, result)
+    response = app.response_class(response=content, status=code, headers=headers)
+    if request.method == "HEAD" and "content-length" in headers:
+        response.headers["Content-Length"] = headers["content-length"]
+    return _finished(*response.get_wsgi_response(environ))
+
+
+def _finished(app_iter: Any, status: str, headers: Any) -> tuple[int, list[tuple[str, str]], bytes]:
+    try:
+        body = b"".join(app_iter)
+    finally:
+        close = getattr(app_iter, "close", None)
+        if close is not None:
+            close()
+    return int(status.split(" ", 1)[0]), list(headers), body
+
+
 def _send(self: Any, request: Any) -> Any:
     """`botocore.endpoint.Endpoint._send`: in process when a server of this process serves the request's host."""
     url = urlsplit(request.url)
@@ -134,20 +196,13 @@ def _send(self: Any, request: Any) -> Any:
         return _original(_endpoint_class(), "_send")(self, request)
     from botocore.awsrequest import AWSResponse
     from moto.core.botocore_stubber import MockRawResponse
-    from werkzeug.test import run_wsgi_app
 
     try:
-        app_iter, status, response_headers = run_wsgi_app(application, _environ(request, url), buffered=True)
+        status, headers, body = _answer(application, _environ(request, url))
     except Exception:  # as the server answers an exception of the application: a 500 (the caller's SDK retries it)
         LOG.error("error on request %s %s", request.method, request.url, exc_info=True)
         return AWSResponse(request.url, 500, {"Content-Type": "text/html"}, MockRawResponse(INTERNAL_ERROR))
-    try:
-        body = b"".join(app_iter)
-    finally:
-        close = getattr(app_iter, "close", None)
-        if close is not None:
-            close()
-    return AWSResponse(request.url, int(status.split(" ", 1)[0]), dict(response_headers), MockRawResponse(body))
+    return AWSResponse(request.url, status, dict(headers), MockRawResponse(body))
 
 
 def send_in_process() -> None:

@@ -58,6 +58,9 @@ def _exercise(endpoint: str, name: str) -> dict[str, Any]:
     odd = "k/a b+c%d é?x=1&y#z.txt"  # a key a path must quote: space, plus, percent, non-ASCII, query characters
     s3.put_object(Bucket=name, Key=odd, Body=b"odd")
     odd_body = s3.get_object(Bucket=name, Key=odd)["Body"].read()
+    head = s3.head_object(Bucket=name, Key="k/1.bin")  # a HEAD: the length of the body it does not carry
+    s3.put_object(Bucket=name, Key="gone.txt", Body=b"gone")
+    deleted = s3.delete_object(Bucket=name, Key="gone.txt")["ResponseMetadata"]["HTTPStatusCode"]  # a 204: no body
     with pytest.raises(ClientError) as absent:
         s3.get_object(Bucket=name, Key="absent")
     missing = absent.value.response
@@ -76,6 +79,8 @@ def _exercise(endpoint: str, name: str) -> dict[str, Any]:
         "listing": [o["Key"] for o in s3.list_objects_v2(Bucket=name, Prefix="k/")["Contents"]],
         "message": [m["Body"] for m in received],
         "odd": odd_body,
+        "head": (head["ContentLength"], head["ETag"], head["Metadata"]),
+        "deleted": deleted,
     }
 
 
@@ -100,6 +105,7 @@ def test_calls_answered_in_process_equal_those_answered_over_the_socket(
     assert over_http["metadata"] == {"snake_case": "kept", "plain": "yes"}
     assert over_http["body"] and over_http["message"] == ["héllo"]
     assert over_http["odd"] == b"odd" and "k/a b+c%d é?x=1&y#z.txt" in over_http["listing"]
+    assert over_http["head"][0] == 256_000 and over_http["deleted"] == 204
 
 
 def test_another_endpoint_is_still_called_over_its_socket(server: str, monkeypatch: pytest.MonkeyPatch) -> None:
