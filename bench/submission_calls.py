@@ -7,15 +7,25 @@ steps, `longhaul.core.metering`) also notes each call made while this bench's ow
 the request is served on this thread (the front door's `handle`, as its server thread would). Each tenant's first
 submission warms the API function (its clients, its cache of keys and policies) and is not counted; tenant `alpha`
 may run many jobs (its next submission starts), tenant `beta` one (its second waits, `queued`, behind its first).
-On AWS each call is a network round trip too. Prints figures; asserts nothing.
+On AWS each call is a network round trip too.
+
+It also prints the CPU a queued submission costs the thread that serves it (`--cpu N`: N more of tenant `beta`'s
+submissions, each timed with `time.thread_time`; default 100). The local platform runs on one interpreter core, so
+one second divided by that figure bounds the submissions it accepts a second. It leaves out what many clients add
+(the HTTP front door, the workflows running beside, the threads' contention for the interpreter, see
+`bench/submissions.py`), and it moves with the machine's speed like any time, though less than a throughput does.
+Prints figures; asserts nothing.
 """
 
 from __future__ import annotations
 
+import argparse
 import json
 import logging
+import statistics
 import sys
 import threading
+import time
 import warnings
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -87,9 +97,9 @@ def _submit(platform: LocalPlatform, tenant: str, n: int) -> dict[str, Any]:
     return answer
 
 
-def measure() -> dict[str, list[str]]:
+def measure(cpu_samples: int = 0) -> tuple[dict[str, list[str]], list[float]]:
     """The calls of a warm submission that starts (`starts`) and of one that queues (`queues`), on a platform of
-    its own in this process."""
+    its own in this process; and the thread CPU (ms) of each of `cpu_samples` more queued submissions."""
     _install_counter()
     platform = LocalPlatform.start(ROOT, keys=KEYS, env_overrides={"LONGHAUL_TENANT_POLICIES": json.dumps(POLICIES)})
     try:
@@ -103,18 +113,35 @@ def measure() -> dict[str, list[str]]:
             raise RuntimeError(f"the first measured submission did not start at once: {started}")
         if queued["estimated_start_seconds"] == 0:
             raise RuntimeError(f"the second measured submission did not queue: {queued}")
-        return {"starts": starts, "queues": queues}
+        return {"starts": starts, "queues": queues}, [_thread_cpu_ms(platform, 4 + n) for n in range(cpu_samples)]
     finally:
         platform.stop()
 
 
+def _thread_cpu_ms(platform: LocalPlatform, n: int) -> float:
+    began = time.thread_time()
+    if _submit(platform, "beta", n)["estimated_start_seconds"] == 0:
+        raise RuntimeError("a timed submission did not queue")
+    return (time.thread_time() - began) * 1000
+
+
 def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--cpu", type=int, default=100, help="queued submissions to time (0: none)")
+    args = parser.parse_args()
     logging.disable(logging.WARNING)
     warnings.filterwarnings("ignore")
-    calls = measure()
+    calls, cpu = measure(cpu_samples=args.cpu)
     print("AWS calls of one warm POST /v1/jobs (each a round trip on AWS)")
     for kind, made in calls.items():
         print(f"{kind:>7}: {len(made):>2}  {', '.join(made)}")
+    if cpu:
+        cpu.sort()
+        median = statistics.median(cpu)
+        print(
+            f"thread CPU of a queued submission ({len(cpu)}): median {median:.1f} ms, "
+            f"p90 {cpu[int(0.9 * (len(cpu) - 1))]:.1f} ms; one core's worth: {1000 / median:.0f} a second"
+        )
 
 
 if __name__ == "__main__":

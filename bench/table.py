@@ -106,7 +106,8 @@ def aws_calls() -> dict[str, Any]:
     import submission_calls
 
     _quiet()
-    return {kind: len(calls) for kind, calls in submission_calls.measure().items()}
+    calls, _ = submission_calls.measure()
+    return {kind: len(made) for kind, made in calls.items()}
 
 
 def cold_import() -> dict[str, Any]:
