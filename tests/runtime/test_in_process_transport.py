@@ -6,9 +6,6 @@ their answers compared. A request that reaches the socket while the server is se
 
 from __future__ import annotations
 
-import hashlib
-import inspect
-import textwrap
 from collections.abc import Iterator
 from typing import Any
 
@@ -20,6 +17,7 @@ from botocore.httpsession import URLLib3Session
 
 from local import moto_patches
 from local.platform import _start_moto, _stop_moto
+from tests.runtime.upstream import digest
 from tests.unit.aws_env import REGION, offline_credentials
 
 
@@ -137,15 +135,11 @@ def test_an_exception_of_the_application_is_answered_500_as_the_server_answers_i
         assert failed.value.response["ResponseMetadata"]["HTTPStatusCode"] == 500
 
 
-def _digest(fn: Any) -> str:
-    return hashlib.sha256(textwrap.dedent(inspect.getsource(fn)).encode()).hexdigest()[:16]
-
-
 def test_the_upstream_calls_the_transport_repeats_are_pinned() -> None:
     """`transport._answer` repeats what the server's application does with a request (the dispatcher's choice of the
     backend's application, moto's Flask view around a response method): a change upstream must be read again."""
     from moto.core.utils import convert_to_flask_response
     from moto.moto_server.werkzeug_app import DomainDispatcherApplication
 
-    assert _digest(convert_to_flask_response.__call__) == "5d0949692286cf76", "moto's view changed: re-check _answer"
-    assert _digest(DomainDispatcherApplication.__call__) == "36eb7f931a4a093d", "the dispatcher changed: re-check"
+    assert digest(convert_to_flask_response.__call__) == "5d0949692286cf76", "moto's view changed: re-check _answer"
+    assert digest(DomainDispatcherApplication.__call__) == "36eb7f931a4a093d", "the dispatcher changed: re-check"

@@ -6,7 +6,6 @@ Tiny hand-written CloudFormation templates, moto in decorator mode: no CDK, no s
 
 from __future__ import annotations
 
-import hashlib
 import inspect
 import io
 import json
@@ -24,6 +23,7 @@ from moto import mock_aws
 
 from local import moto_patches
 from local.deploy import wait_until
+from tests.runtime.upstream import digest
 from tests.unit.aws_env import REGION, offline_credentials
 
 CODE_BUCKET = "code-bucket"
@@ -677,7 +677,7 @@ def test_upstream_copies_the_tree_and_checks_its_paths_on_every_update() -> None
         "UpdateHashRangeKeyValidator(\n                self.table.table_key_attrs, self.expression_attribute_names"
         in (processors)
     )
-    assert _digest(validators.UpdateHashRangeKeyValidator) == "18ca06e4b0d82e64", "re-check _keys_checked"
+    assert digest(validators.UpdateHashRangeKeyValidator) == "18ca06e4b0d82e64", "re-check _keys_checked"
     # the processors walked only where a text has their nodes (`_WALKED_IF`), and what makes a `NoneExistingPath`
     pinned = {
         validators.UpdateExpressionFunctionEvaluator._processing_map: "0ab0dcd37df331e9",
@@ -687,8 +687,8 @@ def test_upstream_copies_the_tree_and_checks_its_paths_on_every_update() -> None
         validators.NoneExistingPathChecker._processing_map: "025dae2b05d80382",
         validators.ExpressionAttributeResolvingProcessor: "ff135e4044270ef0",
     }
-    for upstream, digest in pinned.items():
-        assert _digest(upstream) == digest, f"re-check _WALKED_IF: {upstream.__qualname__} changed"
+    for upstream, pin in pinned.items():
+        assert digest(upstream) == pin, f"re-check _WALKED_IF: {upstream.__qualname__} changed"
 
 
 def test_a_trees_copy_from_its_pickle_is_the_deep_copy_upstream_makes(patched: None) -> None:
@@ -986,15 +986,11 @@ def test_a_json_path_is_parsed_once_and_still_reads_and_writes_with_the_patch(pa
     assert first == {"job": 1, "steps": {"x": 1}} and second == {"job": 2, "steps": {"x": 2}}
 
 
-def _digest(fn: Any) -> str:
-    return hashlib.sha256(textwrap.dedent(inspect.getsource(fn)).encode()).hexdigest()[:16]
-
-
 def test_upstream_boto_client_for_is_the_one_the_shared_client_reproduces() -> None:
     from moto.stepfunctions.parser.asl.utils import boto_client
 
     # `_shared_boto_client` builds the client as this function does (credentials, endpoint, timeouts, no retries)
-    assert _digest(boto_client.boto_client_for) == "1f44dc2ac8aa2179", "boto_client_for changed upstream: re-check"
+    assert digest(boto_client.boto_client_for) == "1f44dc2ac8aa2179", "boto_client_for changed upstream: re-check"
 
 
 def test_every_task_builds_a_new_client_without_the_patch(unpatched: None) -> None:
@@ -1049,7 +1045,7 @@ def test_upstream_retention_check_is_the_one_the_patch_reproduces() -> None:
     from moto.sqs.models import SQSBackend
 
     upstream = moto_patches._original(SQSBackend, "is_message_valid_based_on_retention_period")
-    assert _digest(upstream) == "9c430561cf6d7cb4", "the retention check changed upstream: re-check the patch"
+    assert digest(upstream) == "9c430561cf6d7cb4", "the retention check changed upstream: re-check the patch"
 
 
 def test_a_receive_computes_all_queue_attributes_per_message_without_the_patch(
@@ -1085,7 +1081,7 @@ def test_upstream_queue_attributes_are_the_ones_the_patch_reproduces() -> None:
     from moto.sqs.models import Queue
 
     upstream = moto_patches._original(Queue, "attributes")
-    assert _digest(upstream.fget) == "ddf03540564891aa", "Queue.attributes changed upstream: re-check the patch"
+    assert digest(upstream.fget) == "ddf03540564891aa", "Queue.attributes changed upstream: re-check the patch"
 
 
 def _queues_of_every_kind(sqs: Any) -> list[str]:
@@ -1163,10 +1159,10 @@ def test_a_send_walks_no_message_with_the_patch(patched: None, monkeypatch: pyte
 def test_upstream_action_lookup_is_the_one_the_patch_answers() -> None:
     from moto.core import responses, utils
 
-    assert _digest(utils.method_names_from_class) == "9dbac89d082b655f", (
+    assert digest(utils.method_names_from_class) == "9dbac89d082b655f", (
         "method_names_from_class changed upstream: re-check"
     )
-    assert _digest(responses.BaseResponse.call_action) == "34a17a4a36ddf8af", (
+    assert digest(responses.BaseResponse.call_action) == "34a17a4a36ddf8af", (
         "call_action changed upstream: re-check the patch"
     )
 
@@ -1531,9 +1527,9 @@ def test_upstream_sizes_a_new_item_once_per_attribute() -> None:
 
     # `_item_sized_once` reproduces `Item.__init__` and the check of `LimitedSizeDict.__setitem__`, against the sum
     # `Item.size` gives; if any of them changes upstream, re-check the patch.
-    assert _digest(moto_patches._original(Item, "__init__")) == "bebd778553426982", "Item.__init__ changed upstream"
-    assert _digest(LimitedSizeDict.__setitem__) == "7894fedd60a6272d", "LimitedSizeDict changed upstream"
-    assert _digest(Item.size) == "8d65d4c707f06db0", "Item.size changed upstream"
+    assert digest(moto_patches._original(Item, "__init__")) == "bebd778553426982", "Item.__init__ changed upstream"
+    assert digest(LimitedSizeDict.__setitem__) == "7894fedd60a6272d", "LimitedSizeDict changed upstream"
+    assert digest(Item.size) == "8d65d4c707f06db0", "Item.size changed upstream"
 
 
 def test_new_items_sized_once_equal_upstreams_and_are_refused_alike() -> None:
@@ -1583,7 +1579,7 @@ def test_upstream_copies_the_item_of_every_update_for_its_stream_record_only() -
     from moto.dynamodb.models import DynamoDBBackend
 
     source = textwrap.dedent(inspect.getsource(moto_patches._original(DynamoDBBackend, "update_item")))
-    assert _digest(moto_patches._original(DynamoDBBackend, "update_item")) == "f1d5d4acae8ed91c", "re-check the patch"
+    assert digest(moto_patches._original(DynamoDBBackend, "update_item")) == "f1d5d4acae8ed91c", "re-check the patch"
     # the copy, and its one reader: the stream record (old image, new image)
     assert source.count("orig_item") == 2 and "orig_item = copy.deepcopy(item)" in source
     assert "table.stream_shard.add(orig_item, item)" in source
@@ -1650,7 +1646,7 @@ def test_upstream_parses_a_transaction_operations_condition_for_each_of_its_two_
     from moto.dynamodb.models import DynamoDBBackend
 
     upstream = moto_patches._original(DynamoDBBackend, "transact_write_items")
-    assert _digest(upstream) == "0b5c3b73cdccf326", "re-check parse_conditions_once_per_transaction"
+    assert digest(upstream) == "0b5c3b73cdccf326", "re-check parse_conditions_once_per_transaction"
     source = textwrap.dedent(inspect.getsource(upstream))
     assert "condition_op = get_filter_expression(" in source  # the transaction's own check...
     assert source.count("condition_expression=condition_expression,") == 3  # ...and put/delete/update's again

@@ -8,10 +8,8 @@ Behaviour: hand-written ASL against moto in decorator mode, functions run in-pro
 
 from __future__ import annotations
 
-import hashlib
 import inspect
 import json
-import textwrap
 import threading
 import time
 from collections.abc import Iterator
@@ -23,6 +21,7 @@ from moto import mock_aws
 
 from local import lambda_runtime, moto_patches
 from local.deploy import wait_until
+from tests.runtime.upstream import digest
 from tests.unit.aws_env import REGION, offline_credentials
 
 ROLE_ARN = "arn:aws:iam::123456789012:role/sfn"
@@ -38,10 +37,6 @@ def _signature(fn: Any) -> str:
     """Parameter names and defaults (annotations are strings or types, depending on how moto was imported)."""
     parameters = inspect.signature(fn).parameters.values()
     return "(" + ", ".join(p.name + ("" if p.default is p.empty else f"={p.default!r}") for p in parameters) + ")"
-
-
-def _digest(fn: Any) -> str:
-    return hashlib.sha256(textwrap.dedent(inspect.getsource(fn)).encode()).hexdigest()[:16]
 
 
 #: (owner's name, attribute) -> (signature, what the hook relies on: source lines, or the source digest)
@@ -81,7 +76,7 @@ def test_upstream_wait_is_where_the_hook_expects_it(hook: tuple[object, str, obj
     else:
         assert _signature(upstream) == signature
         if isinstance(relies_on, str):
-            assert _digest(upstream) == relies_on, f"{_owner_name(owner)}.{name} changed upstream: re-check the hook"
+            assert digest(upstream) == relies_on, f"{_owner_name(owner)}.{name} changed upstream: re-check the hook"
         else:
             source = inspect.getsource(upstream)
             for line in relies_on:
