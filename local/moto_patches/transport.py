@@ -162,8 +162,7 @@ def _answer(application: Any, environ: dict[str, Any]) -> tuple[int, list[tuple[
     request = app.request_class(environ)
     view = _view(app, request)
     if view is None:
-        app_iter, status, response_headers = run_wsgi_app(application, environ, buffered=True)
-        return _finished(app_iter, status, response_headers)
+        return _finished(*run_wsgi_app(application, environ, buffered=True))
     recorder._record_request(request)
     try:
         result = view.callback(request, request.raw_url, dict(request.headers))
