@@ -177,7 +177,9 @@ class LocalPlatform:
         )
         platform._policies = overrides.get(TENANT_POLICIES_ENV, "")
         platform._remove_fault_middleware = lambda_runtime.install_runtime_faults()
-        platform._remove_deadline_middleware = lambda_runtime.add_middleware(schedules.scale_deadlines)
+        deadlines = (schedules.scale_deadlines, schedules.scale_review_deadlines)
+        removals = [lambda_runtime.add_middleware(middleware) for middleware in deadlines]
+        platform._remove_deadline_middleware = lambda: [remove() for remove in removals]
         platform._remove_metric_sink = _collect_metrics()
         platform._saved_env = _set_process_environment(endpoint)
         timings["moto_start"] = time.monotonic() - mark

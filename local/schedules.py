@@ -10,6 +10,8 @@ locally (said once, at start).
 A job's deadline is a wait like the others: `scale_deadlines` (a runtime middleware, installed by `LocalPlatform`)
 moves the `deadline_at` of a job the API has just accepted (or replayed) to `now + deadline_seconds x time scale`,
 so at `LONGHAUL_TIME_SCALE=0.01` a 60 s deadline falls after 0.6 s and the sweep, every 3 s, expires the job.
+A review's deadline is moved alike (`scale_review_deadlines`) as its step opens it: the deadline the job shows is the
+one the lane's time-scaled waits reach, so a review never ends before the deadline it shows, at any scale.
 """
 
 from __future__ import annotations
@@ -174,6 +176,47 @@ def scale_deadlines(invocation: lambda_runtime.Invocation, call_next: Callable[[
     except Exception:  # the job keeps its real-time deadline
         LOG.exception("could not scale the deadline of the job accepted by %s", event.get("path"))
     return result
+
+
+def scale_review_deadlines(invocation: lambda_runtime.Invocation, call_next: Callable[[], Any]) -> Any:
+    """Runtime middleware: after a review step opened its review (its output waits), move the review's deadline onto
+    the local clock (`since + deadline_seconds x time scale`), before the lane's wait reads it and shows it."""
+    result = call_next()
+    scale = lambda_runtime.time_scale()
+    if scale == 1 or not isinstance(result, dict) or result.get("next") != "wait" or "review_id" not in result:
+        return result
+    table_name = invocation.environment.get("LONGHAUL_TABLE")
+    try:
+        if table_name:
+            _scale_review_deadline(table_name, str(result["review_id"]), scale)
+    except Exception:  # the review keeps its real-time deadline (the lane waits for it)
+        LOG.exception("could not scale the deadline of review %s", result.get("review_id"))
+    return result
+
+
+def _scale_review_deadline(table_name: str, review_id: str, scale: float) -> None:
+    from botocore.exceptions import ClientError
+
+    table = _table(table_name)
+    key = {"pk": f"REVIEW#{review_id}", "sk": "REVIEW"}
+    review = table.get_item(Key=key, ConsistentRead=True).get("Item") or {}
+    deadline, seconds, since = review.get("deadline"), review.get("deadline_seconds"), review.get("since")
+    if not deadline or not seconds or not since or deadline == review.get(_SCALED_MARK):
+        return
+    start = datetime.fromisoformat(str(since).replace("Z", "+00:00"))
+    scaled = start + timedelta(seconds=float(seconds) * scale)
+    written = scaled.astimezone(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+    try:
+        table.update_item(
+            Key=key,
+            UpdateExpression="SET deadline = :scaled, #mark = :scaled",
+            ConditionExpression="deadline = :real",
+            ExpressionAttributeNames={"#mark": _SCALED_MARK},
+            ExpressionAttributeValues={":scaled": written, ":real": deadline},
+        )
+    except ClientError as error:
+        if error.response["Error"]["Code"] != "ConditionalCheckFailedException":
+            raise
 
 
 _TABLES: dict[tuple[str | None, str], Any] = {}  # (endpoint, table name) -> table resource

@@ -2,11 +2,16 @@
 
 from __future__ import annotations
 
+import json
+import threading
 from typing import Any
+
+import pytest
 
 from local import lambda_runtime
 from local.deploy import wait_until
-from local.platform import LocalPlatform
+from local.keys import ApiKey, seed_api_keys
+from local.platform import LocalPlatform, seed_tenant_policies
 from tests.faults.helpers import DOCUMENT_ANALYSIS, artifacts, assert_consistent, charges, dead_letters
 from tests.workflows.conftest import Client
 
@@ -211,3 +216,141 @@ def test_a_replay_gets_the_full_deadline_again(
     job = alpha.wait(job_id)
     assert job["status"] == "completed"
     assert job["deadline_at"] > job["created_at"]
+
+
+def _reached(client: Client, job_id: str, status: str) -> dict[str, Any]:
+    def now() -> dict[str, Any] | None:
+        job: dict[str, Any] = client.get(f"/v1/jobs/{job_id}").json()
+        return job if job["status"] == status else None
+
+    return wait_until(now, timeout=60, interval=0.1, what=f"job {job_id} to be {status}")
+
+
+def test_a_job_cancelled_during_review_and_replayed_goes_back_to_review(
+    platform: LocalPlatform, alpha: Client, ops: Client, sample_request
+):
+    # Given a job that asked for review, cancelled while it waited for the reviewer
+    job_id = alpha.submit({**sample_request, "review": {"mode": "always", "deadline_seconds": 3600}})
+    first = _reached(alpha, job_id, "waiting_for_review")["review"]["review_id"]
+    cancelled = alpha.post(f"/v1/jobs/{job_id}/cancel")
+    assert cancelled.status_code == 202 and "review" not in cancelled.json()["completed_steps"]
+    assert cancelled.json()["completed_steps"][-1] == "verify_citations"
+    logged = next(e for e in alpha.events(job_id) if e["type"] == "job_cancelled")
+    assert "review" not in logged["detail"]["completed_steps"]
+
+    # When an operator plans a replay, and then replays
+    plan = ops.post(f"/v1/ops/jobs/{job_id}/replay", {"reason": "cancelled by mistake", "dry_run": True})
+    assert plan.status_code == 200, plan.text
+    assert plan.json()["from_step"] == "review"
+    assert plan.json()["rerun_steps"] == ["review", "publish_result"]
+    assert plan.json()["undecided_reviews"] == ["review"]
+    replayed = ops.post(f"/v1/ops/jobs/{job_id}/replay", {"reason": "cancelled by mistake"})
+    assert replayed.status_code == 202, replayed.text
+
+    # Then the job waits for a reviewer again (a new review), and nothing is published before a decision
+    again = _reached(alpha, job_id, "waiting_for_review")
+    second = again["review"]["review_id"]
+    assert second != first and alpha.get(f"/v1/jobs/{job_id}/result").status_code == 409
+    decided = Client(platform, "alpha-reviewer").post(f"/v1/reviews/{second}/decision", {"decision": "approve"})
+    assert decided.status_code == 200, decided.text
+    assert alpha.wait(job_id)["status"] == "completed"
+    events = alpha.events(job_id)
+    assert_consistent(events)
+    after = _events_after_replay(events)
+    assert [e["type"] for e in after].index("review_decided") < [e["type"] for e in after].index("job_completed")
+
+
+class _Held:
+    """Holds the invocations of one step of the first job of `tenant` that reaches it, until released (a middleware
+    of the local Lambda runtime)."""
+
+    def __init__(self, step: str, tenant: str) -> None:
+        self.step, self.tenant, self.job_id = step, tenant, ""
+        self.entered, self.released, self.lock = threading.Event(), threading.Event(), threading.Lock()
+
+    def __call__(self, invocation: Any, call_next: Any) -> Any:
+        event = invocation.event if isinstance(invocation.event, dict) else {}
+        state = event.get("input") or {}
+        if event.get("step") == self.step and state.get("tenant_id") == self.tenant:
+            with self.lock:
+                self.job_id = self.job_id or str(state.get("job_id"))
+            if state.get("job_id") == self.job_id:
+                self.entered.set()
+                self.released.wait(60)
+        return call_next()
+
+
+@pytest.mark.parametrize("stage", ["parse_documents", "extract_evidence", "publish_result"])
+def test_a_job_cancelled_at_a_stage_is_replayed_to_completion(
+    platform: LocalPlatform, alpha: Client, ops: Client, sample_request, stage: str
+):
+    # Given a job cancelled while a stage (a fan-out's item, the publication) was running
+    held = _Held(stage, "alpha")
+    with lambda_runtime.middleware(held):
+        job_id = alpha.submit(sample_request)
+        assert held.entered.wait(60), f"{stage} did not start"
+        assert held.job_id == job_id
+        cancelled = alpha.post(f"/v1/jobs/{job_id}/cancel")
+        held.released.set()
+    assert cancelled.status_code == 202 and cancelled.json()["status"] == "cancelled"
+    stopped = alpha.wait(job_id)
+    assert stopped["status"] == "cancelled" and stage not in cancelled.json()["completed_steps"]
+    # its progress says what was done and that it stopped, in its view and in the tenant's list alike
+    progress = stopped["progress"]
+    done = f"cancelled: {progress['completed']:,} of {progress['total']:,} {progress['unit']} done"
+    assert progress["message"].startswith(done) and "running" not in progress["message"]
+    listed = alpha.get("/v1/jobs", status="cancelled").json()["jobs"]
+    assert next(j for j in listed if j["job_id"] == job_id)["progress"] == progress
+
+    # When an operator replays it without naming a step
+    response = ops.post(f"/v1/ops/jobs/{job_id}/replay", {"reason": "cancelled by mistake"})
+
+    # Then it starts again from the stage it stopped in (or before), and completes
+    assert response.status_code == 202, response.text
+    plan = response.json()
+    assert stage in plan["rerun_steps"] and plan["undecided_reviews"] == []
+    assert plan["estimated_start_seconds"] == 0
+    assert alpha.wait(job_id)["status"] == "completed"
+    events = alpha.events(job_id)
+    assert_consistent(events)
+    after = [e["type"] for e in _events_after_replay(events)]
+    assert after[0] == "job_started" and after[-1] == "job_completed"
+    assert alpha.get(f"/v1/jobs/{job_id}/result").status_code == 200
+
+
+def test_a_job_cancelled_while_queued_is_replayed_and_says_why_it_waits(
+    platform: LocalPlatform, ops: Client, sample_request
+):
+    # Given a tenant with one job in flight, whose second job was cancelled while it waited for the slot
+    table = platform.client("dynamodb", resource=True).Table(platform.deployment.table_name)
+    key = ApiKey(tenant="zeta", key="lh_local_zeta_0123456789abcdef")
+    seed_api_keys(table, [key])
+    platform.keys.append(key)
+    seed_tenant_policies(table, json.dumps({"zeta": {"jobs_in_flight": 1}}))
+    zeta = Client(platform, "zeta")
+    held = _Held("list_documents", "zeta")
+    with lambda_runtime.middleware(held):
+        first = zeta.submit(sample_request)
+        assert held.entered.wait(60) and held.job_id == first
+        queued = zeta.post("/v1/jobs", sample_request).json()
+        job_id = queued["job_id"]
+        assert queued["estimated_start_seconds"] > 0
+        assert zeta.post(f"/v1/jobs/{job_id}/cancel").json()["status"] == "cancelled"
+
+        # When an operator replays it while the slot is still taken
+        response = ops.post(f"/v1/ops/jobs/{job_id}/replay", {"reason": "cancelled by mistake"})
+
+        # Then the replay says it waits, and why, in its answer and in the job's log
+        assert response.status_code == 202, response.text
+        assert response.json()["estimated_start_seconds"] > 0
+        assert response.json()["from_step"] == "list_documents"
+        waiting = next(e for e in zeta.events(job_id) if e["type"] == "replay_waiting")
+        assert waiting["detail"]["estimated_start_seconds"] == response.json()["estimated_start_seconds"]
+        assert "admission slot" in waiting["detail"]["reason"]
+        assert zeta.get(f"/v1/jobs/{job_id}").json()["status"] == "queued"
+        held.released.set()
+
+    # and it starts once the slot frees, and completes
+    assert zeta.wait(first)["status"] == "completed"
+    assert zeta.wait(job_id)["status"] == "completed"
+    assert_consistent(zeta.events(job_id))

@@ -78,7 +78,7 @@ def test_the_job_cost_adds_the_ledger_model_cost_and_is_estimated_until_final() 
         input_tokens=1200,
         output_tokens=300,
         model_cost_micro=2700,
-        final=True,
+        estimate_reason=None,
     )
     # 40 x 25 + 13.3334 + 0.2 = 1013.5334 micro-dollars of orchestration
     assert cost.orchestration.usd == "0.001014"
@@ -87,7 +87,7 @@ def test_the_job_cost_adds_the_ledger_model_cost_and_is_estimated_until_final() 
     assert cost.orchestration.lambda_gb_seconds == 1.0
     assert cost.estimated is False
     assert job_cost(Metered(), transitions=None, history_events=None, input_tokens=0, output_tokens=0,
-                    model_cost_micro=0, final=False).estimated is True  # fmt: skip
+                    model_cost_micro=0, estimate_reason="running").estimated is True  # fmt: skip
 
 
 def test_compute_is_billed_to_the_millisecond_and_fargate_a_minute_at_least() -> None:
@@ -330,3 +330,7 @@ def test_unreachable_children_are_estimated_from_the_step_invocations_no_history
     assert counted.orchestration_transitions == 7 + (10 - 4)
     cost = counted.view().cost
     assert cost is not None and cost.estimated is True
+    # and it says why, and that this estimate does not settle (before counting: that the next read settles it)
+    assert cost.estimate_reason is not None and "stays an estimate" in cost.estimate_reason
+    before = job.view().cost
+    assert before is not None and before.estimate_reason is not None and "settles" in before.estimate_reason

@@ -27,6 +27,7 @@ from longhaul.operations import sweep as sweeping
 from longhaul.review import lane
 from longhaul.review.contracts import DecisionRequest, ReviewMaterial
 from longhaul.services import Services
+from tests.unit.conftest import FakeClock
 from tests.unit.fakes import FakeTokens
 from tests.unit.test_sweep import create, events, read
 
@@ -142,16 +143,22 @@ def test_a_job_cancelled_in_review_and_its_review_agree(
     assert job.status == S.CANCELLED and closed is not None and closed.status == "cancelled"
     assert job.review is not None and job.review.status == "cancelled"
     assert lane_services.reviews.token(review.review_id) is None
+    # its progress says what was done and that it stopped: nobody waits for a reviewer any more
+    steps = registry()["document-analysis"].step_names
+    progress = job.view(now=lane_services.now()).progress
+    assert progress.message == f"cancelled: {steps.index('review')} of {len(steps)} steps done (at review)"
+    assert progress.completed == steps.index("review") and progress.eta_seconds is None
 
 
 def test_an_unanswered_review_climbs_the_ladder_then_the_job_expires(
-    lane_services: Services, tokens: FakeTokens, opened: tuple[str, ReviewRecord]
+    lane_services: Services, tokens: FakeTokens, opened: tuple[str, ReviewRecord], clock: FakeClock
 ) -> None:
     jid, review = opened
     wait(lane_services, tokens, jid, review)
 
     rungs = []
     for n in range(3):  # each rung's wait times out (time skipped), then the lane advances
+        clock.advance(timedelta(seconds=lane.rung_seconds(review.deadline_seconds)))
         outcome = lane.advance(event(jid, review, "advance"), lane_services)
         rungs.append(outcome["next"])
         if outcome["next"] == "wait":
@@ -174,14 +181,21 @@ def test_an_unanswered_review_climbs_the_ladder_then_the_job_expires(
 
 
 def test_a_policy_may_approve_an_unanswered_review(
-    lane_services: Services, tokens: FakeTokens, opened: tuple[str, ReviewRecord], monkeypatch: pytest.MonkeyPatch
+    lane_services: Services,
+    tokens: FakeTokens,
+    opened: tuple[str, ReviewRecord],
+    monkeypatch: pytest.MonkeyPatch,
+    clock: FakeClock,
 ) -> None:
     jid, review = opened
     approving = ReviewPolicy("analysts", "analysis-leads", edits_model=ReviewMaterial, final_action="approve")
     monkeypatch.setattr(lane, "_policy", lambda workflow, step: approving)
     wait(lane_services, tokens, jid, review)
 
-    outcomes = [lane.advance(event(jid, review, "advance"), lane_services)["next"] for _ in range(3)]
+    outcomes = []
+    for _ in range(3):
+        clock.advance(timedelta(seconds=lane.rung_seconds(review.deadline_seconds)))
+        outcomes.append(lane.advance(event(jid, review, "advance"), lane_services)["next"])
 
     assert outcomes == ["wait", "wait", "continue"]
     assert read(lane_services.jobs, jid).status == S.RUNNING
@@ -273,3 +287,29 @@ def test_the_token_is_in_no_response_event_or_listing(
 
     assert all(TOKEN not in text for text in seen)
     assert lane_services.reviews.token(review.review_id) is None  # spent
+
+
+@pytest.mark.parametrize("deadline_seconds", [1, 2, 10, 11, 90, 3601])
+def test_the_rungs_never_end_a_review_before_its_deadline(deadline_seconds: int) -> None:
+    # (a 10 s review took three rungs of 3 s and expired a second before the deadline it showed)
+    assert lane.RUNGS * lane.rung_seconds(deadline_seconds) >= deadline_seconds
+
+
+def test_a_final_rung_reached_before_the_deadline_waits_for_the_rest_of_it(
+    lane_services: Services, tokens: FakeTokens, opened: tuple[str, ReviewRecord], clock: FakeClock
+) -> None:
+    jid, review = opened
+    wait(lane_services, tokens, jid, review)
+    for n in range(2):  # reminded, reassigned
+        lane.advance(event(jid, review, "advance"), lane_services)
+        wait(lane_services, tokens, jid, review, token=f"{TOKEN}-{n}")
+
+    # the rungs' waits ended early (cut short, or a clock ahead of them): 5 s before the deadline the job shows
+    clock.advance(timedelta(seconds=(review.deadline - lane_services.now()).total_seconds() - 5))
+    early = lane.advance(event(jid, review, "advance"), lane_services)
+    clock.advance(timedelta(seconds=early["wait_seconds"]))
+    final = lane.advance(event(jid, review, "advance"), lane_services)
+
+    assert early["next"] == "wait" and early["wait_seconds"] == 5
+    assert final["next"] == "stop" and read(lane_services.jobs, jid).status == S.EXPIRED
+    assert lane_services.now() >= review.deadline

@@ -11,7 +11,8 @@ import pytest
 from longhaul.core.clock import iso
 from longhaul.core.contracts import JobStatus
 from longhaul.core.ports import ExecutionStatus
-from longhaul.core.records import Job
+from longhaul.core.records import FAN_OUT_UNIT, Job
+from longhaul.core.schema import ITEMS_DONE_PREFIX
 from longhaul.operations import sweep as sweeping
 from longhaul.operations.sweep import START_GRACE
 from longhaul.services import Services
@@ -240,3 +241,31 @@ def test_the_sweep_reports_which_state_machine_versions_live_jobs_still_run(
 
     # Then it names the versions still in use and how many jobs run each (the finished job's version is free)
     assert report.versions == {WORKFLOW: {"3": 1, "4": 2}}
+
+
+@pytest.mark.parametrize("stop", [JobStatus.CANCELLED, JobStatus.FAILED, JobStatus.EXPIRED])
+def test_a_job_stopped_mid_fan_out_shows_what_it_did_and_that_it_stopped(services: Services, stop: JobStatus) -> None:
+    # Given a job 1,931 documents into a fan-out of 5,000 (its items' set, the running fan-out's progress)
+    jid = create(services, to=[JobStatus.RUNNING])
+    fan_out = {"step": "parse_documents", "total": 5000, "unit": "document"}
+    progress = {"completed": 0, "total": 5000, "unit": FAN_OUT_UNIT, "message": "parse_documents running"}
+    services.jobs.update_job(jid, {"current_step": "parse_documents", "fan_out": fan_out, "progress": progress})
+    services.jobs.table.update_item(
+        Key={"pk": f"JOB#{jid}", "sk": "JOB"},
+        UpdateExpression="ADD #done :items",
+        ExpressionAttributeNames={"#done": f"{ITEMS_DONE_PREFIX}parse_documents"},
+        ExpressionAttributeValues={":items": set(range(1931))},
+    )
+    assert read(services.jobs, jid).view().progress.message == "parse_documents: 1,931 of 5,000 documents"
+
+    # When it stops (whoever stops it: a cancel clears its current step)
+    fields = {"current_step": None} if stop == JobStatus.CANCELLED else {}
+    services.jobs.transition(jid, JobStatus.CANCEL_REQUESTED if stop == JobStatus.CANCELLED else stop, event="x")
+    if stop == JobStatus.CANCELLED:
+        services.jobs.transition(jid, stop, event="job_cancelled", set_fields=fields)
+
+    # Then its progress keeps the count and says it stopped: nothing "running"
+    shown = read(services.jobs, jid).view(now=services.now()).progress
+    assert (shown.completed, shown.total, shown.unit) == (1931, 5000, "documents")
+    assert shown.message == f"{stop.value}: 1,931 of 5,000 documents done (at parse_documents)"
+    assert shown.eta_seconds is None

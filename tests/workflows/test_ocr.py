@@ -167,6 +167,14 @@ def test_cancel_during_ocr_stops_the_worker_and_commits_nothing(alpha: Client, p
     assert not any(e["type"] == "step_finished" and e.get("step") == "ocr_pages" for e in events)
     assert not _ocr_results(platform, job_id)
 
+    # and an operator's replay runs the OCR again and completes the job, reusing the steps before it
+    ops = Client(platform, "ops")
+    replayed = ops.post(f"/v1/ops/jobs/{job_id}/replay", {"reason": "cancelled by mistake"})
+    assert replayed.status_code == 202, replayed.text
+    assert replayed.json()["from_step"] == "ocr_pages" and replayed.json()["estimated_start_seconds"] == 0
+    assert alpha.wait(job_id, timeout=180)["status"] == "completed"
+    assert _ocr_results(platform, job_id)
+
 
 def _ocr_results(platform: LocalPlatform, job_id: str) -> list[Path]:
     listed = platform.client("s3").list_objects_v2(

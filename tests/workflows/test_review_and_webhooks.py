@@ -113,6 +113,9 @@ def test_an_unanswered_review_is_reminded_reassigned_and_expires(alpha: Client, 
     reassigned = next(e for e in events if e["type"] == "review_reassigned")
     assert reassigned["detail"]["to"] == "analysis-leads"
     assert finished["review"]["status"] == "expired"
+    # never before the deadline it showed (on the local clock, time-scaled as the lane's waits are)
+    expired = next(e for e in events if e["type"] == "job_expired")
+    assert expired["at"] >= finished["review"]["deadline"], (expired["at"], finished["review"]["deadline"])
 
 
 def test_cancel_during_a_review_stops_the_wait(alpha: Client, reviewer: Client, sample_request: dict[str, Any]) -> None:

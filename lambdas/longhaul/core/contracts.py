@@ -564,6 +564,12 @@ class JobCost(Model):
         description="True while a figure is still incomplete: the job runs, its transitions are not counted yet, "
         "or a child execution's history was not reachable."
     )
+    estimate_reason: str | None = Field(
+        default=None,
+        description="Why the cost is `estimated`, and whether and when it settles: a running job's figures grow; a "
+        "finished job's transitions are counted on the first read after all its executions have ended (that read "
+        "settles it); a Distributed Map whose child executions cannot be read keeps an estimate from below for good.",
+    )
 
 
 class CompensatedEffect(Model):
@@ -701,6 +707,17 @@ class ReplayOutcome(Model):
         default="own", description="Which state machine version the new attempt runs: the job's own, or the current."
     )
     from_version: int | None = Field(default=None, description="The version the job ran on before (null: unknown).")
+    undecided_reviews: list[str] = Field(
+        default_factory=list,
+        description="Review steps that were opened and never decided (the job stopped while they waited): the new "
+        "attempt asks a reviewer again before anything after them runs.",
+    )
+    estimated_start_seconds: int = Field(
+        default=0,
+        ge=0,
+        description="0: the new attempt started. Otherwise it waits for an admission slot (a `replay_waiting` event "
+        "says so) and is estimated to start in this many seconds.",
+    )
     dry_run: bool = Field(default=False, description="True for a plan only: nothing was changed or started.")
 
 

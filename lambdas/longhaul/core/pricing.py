@@ -117,10 +117,11 @@ def job_cost(
     input_tokens: int,
     output_tokens: int,
     model_cost_micro: int,
-    final: bool,
+    estimate_reason: str | None,
     prices: AwsPrices = AWS_PRICES,
 ) -> JobCost:
-    """A job's cost view; `final`: the job has finished and every execution's history was counted."""
+    """A job's cost view; `estimate_reason`: why a figure is not final yet (None: the job has finished and every
+    execution's history was counted)."""
     orchestration = to_micro(orchestration_usd(metered, transitions or 0, prices))
     return JobCost(
         total=usd(orchestration + model_cost_micro),
@@ -144,5 +145,6 @@ def job_cost(
         model=ModelCost(input_tokens=input_tokens, output_tokens=output_tokens, usd=usd(model_cost_micro)),
         region=prices.region,
         prices_as_of=prices.as_of,
-        estimated=not final,
+        estimated=estimate_reason is not None,
+        estimate_reason=estimate_reason,
     )

@@ -36,7 +36,8 @@ from longhaul.core.step_events import WorkflowState
 
 JOB_ID = re.compile(r"^job_[0-9a-f]{28}$")
 
-StepStatus = Literal["running", "retrying", "succeeded", "failed"]
+# `waiting`: a review step that opened its review and waits for the decision (not a checkpoint: a replay asks again).
+StepStatus = Literal["running", "retrying", "waiting", "succeeded", "failed"]
 
 
 class Record(Model):
@@ -53,6 +54,10 @@ class FanOut(Record):
 
 # The stored progress's unit while a fan-out's items run: the count is the job's set of committed items.
 FAN_OUT_UNIT = "items"
+
+
+#: How a stopped job's progress says it stopped.
+STOPPED_VERBS = {JobStatus.CANCELLED: "cancelled", JobStatus.FAILED: "failed", JobStatus.EXPIRED: "expired"}
 
 
 def plural(unit: str, count: int = 2) -> str:
@@ -169,6 +174,18 @@ class Job(Record):
             message=f"{fan_out.step}: {done:,} of {fan_out.total:,} {plural(fan_out.unit, fan_out.total)}",
         )
 
+    def stopped_progress(self, status: JobStatus) -> Progress:
+        """The progress of this job as it stops now (cancelled, failed, expired): what it had done and that it
+        stopped, where. Never "running" or "waiting for a reviewer": nothing of it runs or waits any more."""
+        verb = STOPPED_VERBS[status]
+        shown = self.shown_progress()  # in a fan-out: its count of committed items
+        where = f" (at {self.current_step})" if self.current_step else ""
+        if shown.total == 0:
+            message = f"{verb} before any step ran"
+        else:
+            message = f"{verb}: {shown.completed:,} of {shown.total:,} {shown.unit} done{where}"
+        return Progress(completed=shown.completed, total=shown.total, unit=shown.unit, message=message)
+
     def initial_state(self) -> WorkflowState:
         """The state document an execution of this job starts with."""
         return WorkflowState(
@@ -241,9 +258,26 @@ class Job(Record):
                 input_tokens=self.usage_input_tokens,
                 output_tokens=self.usage_output_tokens,
                 model_cost_micro=self.cost_micro,
-                final=self.finished and self.transitions_counted and self.orchestration_complete,
+                estimate_reason=self.cost_estimate_reason(),
             ),
         )
+
+    def cost_estimate_reason(self) -> str | None:
+        """Why this job's cost is not final (None: it is)."""
+        if not self.finished:
+            return "the job has not finished: its figures still grow"
+        if not self.transitions_counted:
+            return (
+                "its state transitions are counted on the first read after every execution of the job has ended "
+                "(its last states may still run just after it finished); that read settles the cost"
+            )
+        if not self.orchestration_complete:
+            return (
+                "the child executions of a Distributed Map could not be read (no permission, or an engine that keeps "
+                "none, as the local one): their transitions are estimated from below, one per step invocation, and "
+                "this figure stays an estimate"
+            )
+        return None
 
     @property
     def transitions_counted(self) -> bool:
@@ -296,7 +330,9 @@ class StepRecord(Record):
 
     @property
     def succeeded(self) -> bool:
-        return self.status == "succeeded"
+        """A checkpoint: the step's work is done. A review is done when it is decided, never when it only opened
+        (records written before reviews waited as `waiting` said `succeeded` with the lane's `next: wait`)."""
+        return self.status == "succeeded" and (self.output or {}).get("next") != "wait"
 
 
 class Charge(Record):

@@ -164,6 +164,8 @@ def _run_step(
     if checkpoint and checkpoint.succeeded and checkpoint.input_version == version:
         logger.info("valid checkpoint; step skipped", extra={"job_id": job_id, "step": step, "item": item})
         output = dict(checkpoint.output or {})
+        if job.status == JobStatus.QUEUED:  # a replay's execution began: it runs, though it reuses this step
+            _guarded(lambda: _started_on_checkpoint(services, job_id, step, item), step=step, item=item)
         if item is None and step == spec.last_step:  # committed, but the job may not have completed (crash between)
             _guarded(lambda: _complete(services, spec, job_id, step, output), step=step, item=item)
         elif item is not None and agent:  # committed, but the agent's end may not have been recorded (idempotent)
@@ -207,8 +209,11 @@ def _run_step(
             raise
         raise typed from error
 
+    # A review step that opened its review waits for the decision: its record says so, and is no checkpoint (the
+    # decision's is, `review.lane`); a replay re-enters it.
+    waiting = this.kind == StepKind.REVIEW and output.get("next") == "wait"
     checkpoint_fields = {
-        "status": "succeeded",
+        "status": "waiting" if waiting else "succeeded",
         "finished_at": iso(services.now()),
         "output": output,
         "input_version": version,
@@ -354,7 +359,7 @@ def _commit(
             events.append(NewEvent("job_completed", step=step, records_status=True))
             to, fields = JobStatus.COMPLETED, _completed_fields(spec, checkpoint["output"])
         elif item is None:
-            fields["progress"] = _progress(spec, step, done=True)
+            fields["progress"] = _progress(spec, step, done=checkpoint["status"] == "succeeded")
         elif not agent:
             add[done_attribute(step)] = {item}
         try:
@@ -415,6 +420,22 @@ def _guarded(action: Callable[[], T], *, step: str, item: int | None) -> T:
         raise
     except Exception as error:
         raise classify(error, step=step, item=item) from error
+
+
+def _started_on_checkpoint(services: Services, job_id: str, step: str, item: int | None) -> None:
+    """A job whose execution starts on checkpoints (a replay) is running from its first state, not when the first
+    step without one begins: `job_started` says which checkpoint it began on."""
+    with contextlib.suppress(TransitionRejected):  # another item moved it first
+        services.jobs.transition(
+            job_id,
+            JobStatus.RUNNING,
+            event="job_started",
+            step=step,
+            item=item,
+            detail={"on_checkpoint": True},
+            set_fields={"current_step": step},
+            allowed_from=[JobStatus.QUEUED],
+        )
 
 
 def _live_job(services: Services, job: Job | None, job_id: str, step: str, item: int | None) -> Job:

@@ -19,6 +19,7 @@ from longhaul.core.clock import iso
 from longhaul.core.contracts import (
     JobStatus,
     NamedItem,
+    Progress,
     ReplayOutcome,
 )
 from longhaul.core.errors import JOB_STOPPED, STEP_FAILED
@@ -28,6 +29,7 @@ from longhaul.core.problems import ApiProblem, InvalidRequest, NotFound, Unavail
 from longhaul.core.records import JOB_ID, Job, StepRecord, version_number
 from longhaul.engine.failures import ref_name
 from longhaul.engine.items import ItemBatch, ItemList, item_count
+from longhaul.engine.spec import StepKind
 from longhaul.operations.admission import Admission
 from longhaul.operations.sweep import deadline_seconds, reconcile
 from longhaul.services import Services
@@ -57,6 +59,7 @@ class ReplayPlan:
     rerun_items: dict[str, list[int]]
     drop: list[tuple[str, int | None]]
     rerun_named: list[NamedItem] = field(default_factory=list)
+    undecided_reviews: list[str] = field(default_factory=list)  # reviews opened, never decided: they ask again
 
 
 def replay(
@@ -121,6 +124,7 @@ def replay(
             rerun_items=plan.rerun_items,
             kept_items=plan.kept_items,
             rerun_named=plan.rerun_named,
+            undecided_reviews=plan.undecided_reviews,
             version=version,
             from_version=version_number(own),
             dry_run=True,
@@ -139,6 +143,7 @@ def replay(
         "rerun_items": plan.rerun_items,
         "kept_items": plan.kept_items,
         "rerun_named": [n.model_dump() for n in plan.rerun_named],
+        "undecided_reviews": plan.undecided_reviews,
     }
     # The replay spends from the same budget; an operator may raise it (recorded). Exhaustion is forgotten: the next
     # reservation is checked against the limits again.
@@ -162,6 +167,9 @@ def replay(
                 "execution_name": name,
                 "error": None,
                 "current_step": from_step,
+                "progress": Progress(
+                    completed=steps.index(from_step), total=len(steps), message=f"replaying from {from_step}"
+                ).model_dump(),
                 # a new attempt gets the job's full time again
                 "deadline_at": iso(services.now() + timedelta(seconds=deadline_seconds(job))),
                 # on the current version: its first step records which one that is
@@ -174,16 +182,29 @@ def replay(
         raise NotReplayable(f"job {job_id} changed meanwhile: {rejected}") from None
     services.checkpoints.delete_steps(job_id, plan.drop)  # no execution of the job runs now: nobody reads these
     _remove_dead_letters(services, job_id)
+    waits = 0
     if mode == "replay":
         try:  # through admission, as a submission: it starts holding a slot, or waits for one in its class's queue
-            Admission(services).admit(replayed, services.budgets.policy(job.tenant_id))
+            waits = Admission(services).admit(replayed, services.budgets.policy(job.tenant_id))
         except EngineUnavailable as error:  # (only without admission control: with it, the job waits and is retried)
             _undo(services, job, event="replay_not_started", reason=str(error))
             raise Unavailable("the workflow engine did not start the replay; replay again") from error
+        if waits > 0:  # never queued in silence: the log says why it has not started, and until when
+            services.jobs.append_event(
+                job_id,
+                "replay_waiting",
+                detail={
+                    "reason": "waiting for an admission slot (the tenant's or the platform's jobs in flight)",
+                    "estimated_start_seconds": waits,
+                    "sla_class": job.sla_class,
+                },
+            )
     else:
         _redrive(services, job)
     logger.info("job replayed", extra={"job_id": job_id, **detail})
-    return ReplayOutcome.model_validate({"job_id": job_id, "status": JobStatus.QUEUED.value, **detail})
+    return ReplayOutcome.model_validate(
+        {"job_id": job_id, "status": JobStatus.QUEUED.value, **detail, "estimated_start_seconds": waits}
+    )
 
 
 def _remove_dead_letters(services: Services, job_id: str) -> None:
@@ -279,6 +300,7 @@ def _plan(services: Services, job: Job, from_step: str, mode: str) -> ReplayPlan
     kept_items: dict[str, list[int]] = {}
     rerun_items: dict[str, list[int]] = {}
     named: list[NamedItem] = []
+    opened = {r.step for r in records if (r.item is None and r.status == "waiting") or _legacy_wait(r)}
     for step in spec.steps:
         if step.over is None:
             if (step.name, None) not in checkpoints:
@@ -300,7 +322,13 @@ def _plan(services: Services, job: Job, from_step: str, mode: str) -> ReplayPlan
             names = _item_names(services, records, producer, field, set(missing))
             unit = step.item_unit
             named += [NamedItem(step=step.name, item=i, unit=unit, name=names.get(i)) for i in missing]
-    return ReplayPlan(from_step, rerun_steps, kept_items, rerun_items, drop, named)
+    undecided = [s.name for s in spec.steps if s.kind == StepKind.REVIEW and s.name in opened]
+    return ReplayPlan(from_step, rerun_steps, kept_items, rerun_items, drop, named, undecided)
+
+
+def _legacy_wait(record: StepRecord) -> bool:
+    """A review's opening recorded as `succeeded` with the lane's `next: wait` (before reviews waited as `waiting`)."""
+    return record.item is None and record.status == "succeeded" and not record.succeeded
 
 
 def _item_names(

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
+import math
 from collections.abc import Mapping
 from datetime import timedelta
 from typing import Any, Literal
@@ -50,7 +51,8 @@ def review_id_for(job: Job, step: str) -> str:
 
 
 def rung_seconds(deadline_seconds: int) -> int:
-    return max(1, deadline_seconds // RUNGS)
+    """One rung's wait, rounded up: the three rungs end at the deadline or after it, never before."""
+    return max(1, math.ceil(deadline_seconds / RUNGS))
 
 
 def _policy(workflow: str, step: str) -> ReviewPolicy:
@@ -72,12 +74,12 @@ def _waiting(review: ReviewRecord) -> dict[str, Any]:
     return _progress(review.workflow, review.step, message)
 
 
-def _wait(review: ReviewRecord) -> dict[str, Any]:
+def _wait(review: ReviewRecord, seconds: int | None = None) -> dict[str, Any]:
     return {
         "next": "wait",
         "required": True,
         "review_id": review.review_id,
-        "wait_seconds": rung_seconds(review.deadline_seconds),
+        "wait_seconds": seconds or rung_seconds(review.deadline_seconds),
     }
 
 
@@ -163,7 +165,23 @@ def _review_of(services: Services, event: ReviewEvent) -> tuple[Job, ReviewRecor
         raise InternalError("the review or its job does not exist", step=event.step)
     if job.status in TERMINAL_STATUSES or job.status == S.CANCEL_REQUESTED:
         raise CancelledError(f"job {job.job_id} is {job.status.value}", step=event.step)
+    if review.review_id != review_id_for(job, event.step):  # an earlier attempt's: its decision is not this one's
+        raise InternalError(
+            f"review {review.review_id} belongs to an earlier attempt of job {job.job_id}", step=event.step
+        )
     return job, review
+
+
+def _stop(services: Services, event: ReviewEvent, review: ReviewRecord) -> dict[str, Any]:
+    """End the execution through JobStopped for a review closed without a decision: right only when its job stopped
+    (cancelled, expired: recorded with the job). A live job would be left with nothing recorded, so that is a failure
+    the step's failure path records."""
+    job = services.jobs.get_job(event.input.job_id)
+    if job is not None and job.status not in TERMINAL_STATUSES and job.status != S.CANCEL_REQUESTED:
+        raise InternalError(
+            f"review {review.review_id} is {review.status} while its job is {job.status.value}", step=event.step
+        )
+    return {"next": "stop", "review_id": review.review_id}
 
 
 def wait(raw_event: Mapping[str, Any], services: Services) -> dict[str, Any]:
@@ -214,7 +232,7 @@ def advance(raw_event: Mapping[str, Any], services: Services) -> dict[str, Any]:
         if review.status == "decided":
             return _apply(services, event, job, review)
         if review.status != "pending":
-            return {"next": "stop", "review_id": review.review_id}
+            return _stop(services, event, review)
         try:
             return _climb(services, event, job, review)
         except ReviewClosed:
@@ -242,6 +260,10 @@ def _climb(services: Services, event: ReviewEvent, job: Job, review: ReviewRecor
             detail={**detail, "from": policy.assignee_group, "to": review.assignee_group},
         )
         emit("ReviewsReassigned", workflow=job.workflow)
+    elif (early := (review.deadline - services.now()).total_seconds()) > 0:
+        # The rungs' waits ended before the deadline the job shows (a wait cut short, a clock ahead of the waits): the
+        # final action waits for the rest of it, so a review never ends before its advertised deadline.
+        return _wait(review, math.ceil(early))
     elif policy.final_action == "approve":
         review = services.reviews.change(
             review,

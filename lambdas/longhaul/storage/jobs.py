@@ -23,7 +23,7 @@ from longhaul.core.clock import Clock, SystemClock, iso
 from longhaul.core.contracts import TERMINAL_STATUSES, EventView, JobStatus
 from longhaul.core.metering import Metered, request_counts
 from longhaul.core.observability import logger
-from longhaul.core.records import Job, OutboxRecord, SagaRecord
+from longhaul.core.records import STOPPED_VERBS, Job, OutboxRecord, SagaRecord
 from longhaul.storage.admission import release_writes
 from longhaul.storage.cache import TtlCache
 from longhaul.storage.dynamo import Cancelled, plain, transact, update_expression
@@ -208,6 +208,8 @@ class JobStore(JobSubmissions, JobListing):
             source = current.status
             writes.update({"status": to.value, schema.GSI2_PK: schema.status_partition(to.value)})
             writes.update(fields or {})
+            if to in STOPPED_VERBS and "progress" not in writes:  # what it had done, and that it stopped
+                writes["progress"] = current.stopped_progress(to).model_dump()
             if to in TERMINAL_STATUSES:
                 writes["finished_at"] = now
             if to == S.RUNNING and current.started_at is None:
