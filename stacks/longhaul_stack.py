@@ -147,7 +147,7 @@ class LonghaulStack(Stack):
         storage.grant_objects(api.ops_function, read=[uploads, work, results])
         workflows.grant_dead_letters(api.ops_function)
         api.ops_function.add_to_role_policy(  # the metrics route reads the platform's metrics back
-            iam.PolicyStatement(actions=["cloudwatch:ListMetrics", "cloudwatch:GetMetricStatistics"], resources=["*"])
+            iam.PolicyStatement(actions=["cloudwatch:ListMetrics", "cloudwatch:GetMetricData"], resources=["*"])
         )
         for function in workflows.functions:
             storage.grant_items(function)

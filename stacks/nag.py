@@ -42,7 +42,7 @@ def acknowledge_platform_findings(stack: Stack) -> None:
         stack,
         "IAM5[Resource::*]",
         "X-Ray (PutTraceSegments/PutTelemetryRecords), CloudWatch Logs delivery and CloudWatch metric reads "
-        "(ListMetrics/GetMetricStatistics, the operators' metrics route) do not support resource-level permissions.",
+        "(ListMetrics/GetMetricData, the operators' metrics route) do not support resource-level permissions.",
     )
 
 

@@ -26,6 +26,7 @@ from longhaul.core.ports import (
     DeadLetters,
     IntakeQueues,
     Mailer,
+    MetricsReader,
     NoContainerTasks,
     TaskTokens,
     WebhookDispatch,
@@ -44,7 +45,6 @@ from longhaul.storage.reviews import ReviewStore
 from longhaul.storage.usage import UsageStore
 
 if TYPE_CHECKING:  # what only some functions use: imported where it is built, on first use
-    from longhaul.adapters.metrics import CloudWatchMetrics
     from longhaul.core.llm import ModelGateway
     from longhaul.core.routes import Route, Routing
     from longhaul.storage.breakers import BreakerStore
@@ -130,7 +130,7 @@ class Services:
         return BreakerStore(self.jobs.table, clock=self.jobs.clock, policy=policy)
 
     @cached_property
-    def metrics(self) -> CloudWatchMetrics:
+    def metrics(self) -> MetricsReader:
         """The platform's CloudWatch metrics, read back (the operators' metrics route)."""
         from longhaul.adapters.metrics import CloudWatchMetrics
 

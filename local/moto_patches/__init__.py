@@ -16,6 +16,12 @@ from local.moto_patches.awslambda import (
     unreference_lambda_versions,
 )
 from local.moto_patches.cloudformation import update_in_dependency_order, update_in_template_order
+from local.moto_patches.cloudwatch import (
+    list_metrics_once_per_dimension_set,
+    list_metrics_per_data_point,
+    query_dimension_subsets,
+    query_exact_dimension_sets,
+)
 from local.moto_patches.core import (
     _ORIGINALS,
     RUNTIME_CONFIG,
@@ -185,11 +191,15 @@ def apply() -> None:
     start_executions_on_versions()
     create_email_identities()
     keep_iteration_error_names()
+    list_metrics_once_per_dimension_set()
+    query_exact_dimension_sets()
 
 
 def revert() -> None:
     """Restore moto's own behaviour (idempotent)."""
     relax_iam()
+    query_dimension_subsets()
+    list_metrics_per_data_point()
     run_state_calls_unsigned()
     start_executions_on_machines_only()
     undeploy_state_machine_versions()

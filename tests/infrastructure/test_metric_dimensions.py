@@ -156,3 +156,12 @@ def test_every_custom_metric_the_dashboard_and_alarms_query_is_emitted_with_thos
         emitted = {_emitted(site, capsys) for site in sites}
         missing = queries - emitted
         assert not missing, f"with the environment of {logical_id}, nothing is emitted as {missing}; got {emitted}"
+
+
+def test_every_emitted_dimension_is_a_bounded_one(sites: set[Site]) -> None:
+    """A metric per dimension set: a job id, an item or a document name as a dimension would make a metric per job or
+    document (in CloudWatch, on the dashboard and in `GET /v1/ops/metrics`)."""
+    unbounded = sorted(
+        {(name, d) for _, name, dimensions in sites for d in dimensions if d not in observability.BOUNDED_DIMENSIONS}
+    )
+    assert not unbounded, f"dimensions not in observability.BOUNDED_DIMENSIONS: {unbounded}"

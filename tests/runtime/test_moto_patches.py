@@ -14,6 +14,7 @@ import types
 import zipfile
 from collections import Counter
 from collections.abc import Iterator
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import boto3
@@ -1758,3 +1759,99 @@ def _parse_in_transactions_and_out(lexed: list[str]) -> None:
         assert patched_parses == two_updates(4) > 0
     finally:
         dynamodb_patches.parse_conditions_once_per_transaction()
+
+
+# --- list_metrics_once_per_dimension_set, query_exact_dimension_sets ------------------------------------------
+
+
+STEP = [{"Name": "workflow", "Value": "document-analysis"}, {"Name": "step", "Value": "parse_documents"}]
+TENANT = [{"Name": "tenant", "Value": "alpha"}]
+
+
+def _put_metrics(cloudwatch: Any, points: int) -> None:
+    """`points` data points of a two-dimension metric, of a dimensionless one and of the same name by tenant."""
+    now = datetime.now(UTC)
+    for n in range(points):
+        cloudwatch.put_metric_data(
+            Namespace="Longhaul",
+            MetricData=[
+                {"MetricName": "StepDuration", "Value": n, "Unit": "Milliseconds", "Timestamp": now,
+                 "Dimensions": STEP if n % 2 else STEP[::-1]},
+                {"MetricName": "Allowance", "Value": 1, "Timestamp": now},
+                {"MetricName": "Allowance", "Value": 10, "Timestamp": now, "Dimensions": TENANT},
+            ],
+        )  # fmt: skip
+
+
+def _listed(cloudwatch: Any, **filters: Any) -> Counter[str]:
+    return Counter(m["MetricName"] for m in cloudwatch.list_metrics(Namespace="Longhaul", **filters)["Metrics"])
+
+
+def _sum(cloudwatch: Any, name: str, dimensions: list[dict[str, str]], period: int = 3600) -> list[float]:
+    now = datetime.now(UTC)
+    metric = {"Namespace": "Longhaul", "MetricName": name, "Dimensions": dimensions}
+    query = {"Id": "q", "MetricStat": {"Metric": metric, "Period": period, "Stat": "Sum"}}
+    (result,) = cloudwatch.get_metric_data(
+        MetricDataQueries=[query], StartTime=now - timedelta(minutes=30), EndTime=now + timedelta(minutes=1)
+    )["MetricDataResults"]
+    return [float(v) for v in result["Values"]]
+
+
+def test_upstream_metric_listing_and_queries_are_the_ones_the_patches_replace() -> None:
+    from moto.cloudwatch.models import CloudWatchBackend, MetricDatumBase, are_dimensions_same
+
+    pins = {
+        moto_patches._original(CloudWatchBackend, "get_filtered_metrics"): "4659d2c09b7236c6",
+        moto_patches._original(CloudWatchBackend, "get_metric_data"): "62d105e6ed6966c9",
+        MetricDatumBase.filter: "3e4dec773c431c9b",
+        are_dimensions_same: "2f8c7603651e1942",
+    }
+    for upstream, pin in pins.items():
+        assert digest(upstream) == pin, f"re-check the CloudWatch patches: {upstream.__qualname__} changed"
+
+
+def test_metrics_of_two_or_no_dimensions_are_listed_once_per_data_point_without_the_patch(unpatched: None) -> None:
+    cloudwatch = boto3.client("cloudwatch", region_name=REGION)
+    _put_metrics(cloudwatch, 6)
+    assert _listed(cloudwatch) == {"StepDuration": 6, "Allowance": 6 + 1}  # the one-dimension metric once
+
+
+def test_a_metric_is_listed_once_per_dimension_set_with_the_patch(patched: None) -> None:
+    cloudwatch = boto3.client("cloudwatch", region_name=REGION)
+    _put_metrics(cloudwatch, 6)
+
+    assert _listed(cloudwatch) == {"StepDuration": 1, "Allowance": 2}
+    assert _listed(cloudwatch, MetricName="Allowance") == {"Allowance": 2}
+    assert _listed(cloudwatch, Dimensions=[{"Name": "tenant"}]) == {"Allowance": 1}
+    assert _listed(cloudwatch, Dimensions=[{"Name": "step", "Value": "parse_documents"}]) == {"StepDuration": 1}
+
+
+def test_a_query_without_dimensions_sums_every_dimension_set_of_its_name_without_the_patch(unpatched: None) -> None:
+    cloudwatch = boto3.client("cloudwatch", region_name=REGION)
+    _put_metrics(cloudwatch, 4)
+    assert _sum(cloudwatch, "Allowance", []) == [4 * 1 + 4 * 10]
+
+
+def test_a_query_reads_its_exact_dimension_set_by_period_with_the_patch(patched: None) -> None:
+    cloudwatch = boto3.client("cloudwatch", region_name=REGION)
+    _put_metrics(cloudwatch, 4)
+    earlier = datetime.now(UTC) - timedelta(minutes=20)
+    cloudwatch.put_metric_data(
+        Namespace="Longhaul", MetricData=[{"MetricName": "Allowance", "Value": 100, "Timestamp": earlier}]
+    )
+
+    assert _sum(cloudwatch, "Allowance", []) == [104]
+    assert _sum(cloudwatch, "Allowance", TENANT) == [40]
+    assert _sum(cloudwatch, "StepDuration", STEP[::-1]) == [0 + 1 + 2 + 3]  # dimensions in either order
+    assert _sum(cloudwatch, "Allowance", [{"Name": "tenant", "Value": "beta"}]) == []
+    assert _sum(cloudwatch, "Allowance", [], period=600) == [4, 100]  # the newest period first (the default scan)
+    now = datetime.now(UTC)
+    math = cloudwatch.get_metric_data(  # a request with an expression: moto's own
+        MetricDataQueries=[
+            {"Id": "a", "MetricStat": {"Metric": {"Namespace": "Longhaul", "MetricName": "Allowance",
+                                                  "Dimensions": TENANT}, "Period": 3600, "Stat": "Sum"}},
+            {"Id": "twice", "Expression": "a * 2"},
+        ],
+        StartTime=now - timedelta(minutes=30), EndTime=now + timedelta(minutes=1),
+    )["MetricDataResults"]  # fmt: skip
+    assert [r["Id"] for r in math] == ["a", "twice"] and math[0]["Values"] == [40.0]

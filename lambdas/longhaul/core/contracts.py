@@ -1000,9 +1000,13 @@ class MetricSeries(Model):
 
 class MetricsReport(Model):
     """Tokens and cost per workflow and tenant, retries per step, queue wait per SLA class, review waiting time,
-    webhook failures, and every other series the functions emitted in the window."""
+    webhook failures, and every other series the functions emitted in the window: a series per metric name and
+    dimension set (never per job or document), aggregated over the window."""
 
     window_hours: int
     start: datetime
     end: datetime
     series: list[MetricSeries]
+    truncated: bool = Field(
+        default=False, description="More series than the route reads at once: those after the last one are left out"
+    )

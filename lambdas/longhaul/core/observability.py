@@ -120,6 +120,16 @@ REVIEW_WAIT_METRIC = "ReviewWaitSeconds"
 ALLOWANCE_REACHED_METRIC = "TenantDailyAllowanceReached"
 
 
+#: The dimensions a metric may carry, each with few values: CloudWatch keeps (and bills, and the metrics route reads)
+#: a metric per dimension set, so a job id, an item or a document name would make one per job or document. Bounded by
+#: the code or the deployment's configuration: `workflow`, `step`, `kind` (error kinds), `outcome`, `sla_class`,
+#: `provider`, `route`, `state` (a breaker's), `event` (webhook events), `model`, `prompt_version`, `field` (an output
+#: schema's top-level field); by the tenants: `tenant`.
+BOUNDED_DIMENSIONS = frozenset(
+    {"workflow", "step", "kind", "outcome", "sla_class", "provider", "route", "state", "event", "model",
+     "prompt_version", "field", "tenant"}
+)  # fmt: skip
+
 #: Where metrics go besides EMF: the local runtime, which has no CloudWatch agent, puts them into its in-memory
 #: CloudWatch so the operators' metrics route reads the same numbers there as on AWS. (name, value, unit, dimensions)
 MetricSink = Callable[[str, float, str, dict[str, str]], None]

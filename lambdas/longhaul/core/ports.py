@@ -10,7 +10,7 @@ from datetime import datetime
 from enum import StrEnum
 from typing import Any, NamedTuple, Protocol
 
-from longhaul.core.contracts import DeadLetter
+from longhaul.core.contracts import DeadLetter, MetricSeries
 
 
 class EngineUnavailable(Exception):
@@ -184,3 +184,20 @@ class Mailer(Protocol):
 
     def send(self, *, to: str, subject: str, body: str, operation_id: str) -> str:
         """Send one plain-text message tagged with the operation it belongs to; the provider's message id."""
+
+
+class MetricsRead(NamedTuple):
+    """The series of a window, at most the limit asked for; `truncated` when the namespace has more."""
+
+    series: list[MetricSeries]
+    truncated: bool = False
+
+
+class MetricsReader(Protocol):
+    """The platform's metrics read back (CloudWatch): a series per metric, a metric being its name and its whole
+    dimension set, each aggregated over the window. The work is bounded by the number of metrics (the emitters'
+    dimensions are bounded), never by the data points in the window."""
+
+    def series(self, start: datetime, end: datetime, *, name: str | None = None, limit: int) -> MetricsRead:
+        """Every series of the namespace (or only metric `name`) with data in [start, end], at most `limit`, in
+        order of name and dimensions."""
