@@ -19,6 +19,7 @@ from longhaul.api.jobs import JobService
 from longhaul.api.reviews import ReviewService
 from longhaul.core.auth import Principal
 from longhaul.core.contracts import JobStatus
+from longhaul.core.errors import InternalError
 from longhaul.core.problems import ApiProblem
 from longhaul.core.records import ReviewRecord
 from longhaul.core.step_events import WorkflowState
@@ -313,3 +314,27 @@ def test_a_final_rung_reached_before_the_deadline_waits_for_the_rest_of_it(
     assert early["next"] == "wait" and early["wait_seconds"] == 5
     assert final["next"] == "stop" and read(lane_services.jobs, jid).status == S.EXPIRED
     assert lane_services.now() >= review.deadline
+
+
+def test_a_review_closed_under_a_live_job_is_a_recorded_failure_not_a_silent_stop(
+    lane_services: Services, tokens: FakeTokens, opened: tuple[str, ReviewRecord]
+) -> None:
+    # Given a review that was closed without a decision (as a cancel closes it) while its job still runs (a replay)
+    jid, review = opened
+    wait(lane_services, tokens, jid, review)
+    lane_services.reviews.change(review, {}, status="cancelled")
+
+    # When the lane advances, Then it fails with a typed error the step's failure path records (an execution ending
+    # through JobStopped would leave the job with nothing recorded)
+    with pytest.raises(InternalError, match="is cancelled while its job is waiting_for_review"):
+        lane.advance(event(jid, review, "advance"), lane_services)
+
+
+def test_a_review_of_an_earlier_attempt_is_refused(
+    lane_services: Services, tokens: FakeTokens, opened: tuple[str, ReviewRecord]
+) -> None:
+    jid, review = opened
+    lane_services.jobs.update_job(jid, {"attempts": 2})  # a replay's attempt: its review is another one
+
+    with pytest.raises(InternalError, match="earlier attempt"):
+        lane.advance(event(jid, review, "advance"), lane_services)
