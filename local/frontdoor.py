@@ -4,6 +4,11 @@ moto stores the REST API (resources, methods, Lambda-proxy integrations) but doe
 are read back from moto; each request becomes a REST proxy event, the integrated function is invoked as API Gateway
 does (the platform passes the in-process runtime's `invoke_integration`: its middlewares, timeout and concurrency
 apply) and the proxy result is mapped back.
+
+Routing is on the raw (still percent-encoded) path, as API Gateway routes: an encoded slash is part of its segment,
+so `/v1/jobs/job_x%2Fresult` is `GET /v1/jobs/{job_id}` with `job_id` `job_x/result`. The event's `path` is the raw
+path, its `pathParameters` the decoded segments. Every refusal is problem+json, the HTTP layer's own included (a
+request line or header over the server's limits, too many headers, a malformed request: `ProblemRequestHandler`).
 """
 
 from __future__ import annotations
@@ -17,10 +22,12 @@ import time
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
+from http import HTTPStatus
 from typing import Any
+from urllib.parse import quote, unquote, urlsplit
 
-from werkzeug.exceptions import RequestEntityTooLarge
-from werkzeug.serving import BaseWSGIServer, make_server
+from werkzeug.exceptions import HTTPException, RequestEntityTooLarge
+from werkzeug.serving import BaseWSGIServer, WSGIRequestHandler, make_server
 from werkzeug.wrappers import Request, Response
 
 from local import lambda_runtime
@@ -33,6 +40,17 @@ LOG = logging.getLogger(__name__)  # not under "longhaul" (the handlers' Powerto
 MAX_BODY_BYTES = limits.API_GATEWAY_MAX_BODY_BYTES
 PROBLEM_BASE = "https://longhaul.dev/problems/"
 _FUNCTION_IN_URI = re.compile(r":lambda:path/[^/]+/functions/(?P<arn>.+)/invocations$")
+# The characters a raw path keeps as they are (RFC 3986 pchar and "/", "%" of escapes); others are percent-encoded.
+_PATH_SAFE = "/%!$&'()*+,;=:@-._~"
+# The `type` of each refusal of the HTTP layer (the request never reached the application).
+HTTP_LAYER_PROBLEMS = {
+    400: "bad-request",
+    408: "request-timeout",
+    414: "uri-too-long",
+    431: "request-header-fields-too-large",
+    501: "not-implemented",
+    505: "http-version-not-supported",
+}
 _TEXT_TYPES = (
     "text/",
     "application/json",
@@ -102,9 +120,65 @@ def load_routes(apigateway: Any, rest_api_id: str) -> list[Route]:
     return sorted(routes, key=lambda r: (-r.literal_segments, -len(r.resource_path)))
 
 
+def problem_body(status: int, kind: str, title: str, detail: str) -> bytes:
+    return json.dumps({"type": PROBLEM_BASE + kind, "title": title, "status": status, "detail": detail}).encode()
+
+
 def problem(status: int, kind: str, title: str, detail: str, headers: dict[str, str] | None = None) -> Response:
-    body = {"type": PROBLEM_BASE + kind, "title": title, "status": status, "detail": detail}
-    return Response(json.dumps(body), status, headers=headers, content_type="application/problem+json")
+    body = problem_body(status, kind, title, detail)
+    return Response(body, status, headers=headers, content_type="application/problem+json")
+
+
+def http_layer_problem(status: int) -> tuple[str, str]:
+    """The `type` (its last part) and title of a refusal of the HTTP layer with `status`."""
+    try:
+        phrase = HTTPStatus(status).phrase
+    except ValueError:
+        phrase = "Error"
+    return HTTP_LAYER_PROBLEMS.get(status) or re.sub(r"[^a-z0-9]+", "-", phrase.lower()).strip("-"), phrase
+
+
+def raw_path(request: Request) -> str:
+    """The request's path as the client sent it, percent-encodings kept (`PATH_INFO` is decoded): what API Gateway
+    routes on and passes as the event's `path`. Without the server's raw URI, the decoded path encoded again."""
+    raw = request.environ.get("RAW_URI") or request.environ.get("REQUEST_URI")
+    if not raw:
+        return quote(request.path, safe=_PATH_SAFE)
+    split = urlsplit(str(raw))
+    # No scheme but a leading "//": the first segment was taken for a host (as werkzeug's server puts it back).
+    path = f"/{split.netloc}{split.path}" if not split.scheme and split.netloc else split.path
+    try:  # the request line's bytes (the server reads them as Latin-1; WSGI passes that as UTF-8 read as Latin-1)
+        sent = path.encode("latin-1").decode().encode("latin-1")
+    except UnicodeError:
+        sent = path.encode()
+    return quote(sent, safe=_PATH_SAFE) or "/"
+
+
+def path_parameter(raw: str) -> str:
+    """A path parameter as API Gateway passes it in `pathParameters`: the raw segment(s), decoded."""
+    return unquote(raw, errors="replace")
+
+
+class ProblemRequestHandler(WSGIRequestHandler):
+    """werkzeug's request handler, whose own refusals (`send_error`: a request line or header line over the limit,
+    too many headers, a malformed request line, an unsupported HTTP version) are problem+json, not HTML."""
+
+    def send_error(self, code: int, message: str | None = None, explain: str | None = None) -> None:
+        kind, phrase = http_layer_problem(code)
+        detail = "; ".join(part for part in (message, explain) if part) or phrase
+        self.log_error("code %d, message %s", code, message)
+        if self.request_version == "HTTP/0.9":  # the request line was not understood: answer with a status line
+            self.request_version = "HTTP/1.0"
+        self.send_response(code, phrase)
+        self.send_header("Connection", "close")
+        body = b""
+        if code >= 200 and code not in (HTTPStatus.NO_CONTENT, HTTPStatus.RESET_CONTENT, HTTPStatus.NOT_MODIFIED):
+            body = problem_body(code, kind, phrase, detail)
+            self.send_header("Content-Type", "application/problem+json")
+            self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        if self.command != "HEAD" and body:
+            self.wfile.write(body)
 
 
 def _is_text(content_type: str, binary_types: list[str]) -> bool:
@@ -134,9 +208,16 @@ def _forwarded(request: Request) -> list[tuple[str, str]]:
 
 
 def proxy_event(
-    request: Request, route: Route, params: dict[str, str], stage: str, binary_types: list[str], api_id: str
+    request: Request,
+    route: Route,
+    params: dict[str, str],
+    stage: str,
+    binary_types: list[str],
+    api_id: str,
+    path: str | None = None,
 ) -> dict[str, Any]:
-    """The REST API (v1) Lambda proxy event for `request` matched to `route`."""
+    """The REST API (v1) Lambda proxy event for `request` matched to `route`; `path` is the raw path (`raw_path`)."""
+    path = path or raw_path(request)
     raw = request.get_data()
     text = raw and _is_text(request.content_type or "", binary_types)
     try:
@@ -150,7 +231,7 @@ def proxy_event(
     now = time.time()
     return {
         "resource": route.resource_path,
-        "path": request.path,
+        "path": path,
         "httpMethod": request.method,
         "headers": {k: v[-1] for k, v in headers.items()} or None,
         "multiValueHeaders": headers or None,
@@ -164,7 +245,7 @@ def proxy_event(
             "resourceId": route.resource_id,
             "resourcePath": route.resource_path,
             "httpMethod": request.method,
-            "path": request.path,  # as behind a custom domain: the front door serves the stage at the root
+            "path": path,  # as behind a custom domain: the front door serves the stage at the root
             "stage": stage,
             "protocol": request.environ.get("SERVER_PROTOCOL", "HTTP/1.1"),
             "requestId": request_id,
@@ -219,6 +300,8 @@ class FrontDoor:
         self._thread: threading.Thread | None = None
 
     def match(self, path: str, method: str) -> tuple[Route, dict[str, str]] | Response:
+        """The route of the raw `path` (a parameter matches one raw segment, `%2F` included) and its groups, still
+        encoded; or the 405 or 404 problem."""
         allowed: list[str] = []
         for route in self.routes:
             found = route.pattern.match(path)
@@ -239,7 +322,7 @@ class FrontDoor:
 
     def _params(self, route: Route, groups: dict[str, str]) -> dict[str, str]:
         names = re.findall(r"\{([^}+]+)\+?\}", route.resource_path)
-        return {name: groups[_group(name)] for name in names}
+        return {name: path_parameter(groups[_group(name)]) for name in names}
 
     def __call__(self, environ: dict[str, Any], start_response: Any) -> Any:
         request = Request(environ)
@@ -258,12 +341,18 @@ class FrontDoor:
             return problem(  # the same problem the API function answers for its (lower) limit
                 413, "payload-too-large", "The request body is too large", limits.body_too_large()
             )
-        matched = self.match(request.path, request.method)
+        except HTTPException as refused:  # werkzeug's own refusal of the request
+            kind, phrase = http_layer_problem(refused.code or 400)
+            return problem(refused.code or 400, kind, phrase, refused.description or phrase)
+        except (OSError, ValueError) as unreadable:  # e.g. a malformed chunked body
+            return problem(400, "bad-request", "Bad Request", f"the request body could not be read: {unreadable}")
+        path = raw_path(request)
+        matched = self.match(path, request.method)
         if isinstance(matched, Response):
             return matched
         route, groups = matched
         event = proxy_event(
-            request, route, self._params(route, groups), self.stage, self.binary_types, self.rest_api_id
+            request, route, self._params(route, groups), self.stage, self.binary_types, self.rest_api_id, path
         )
         return self._invoke(route, event)
 
@@ -293,7 +382,7 @@ class FrontDoor:
 
     def start(self, host: str, port: int) -> int:
         """Serve in a daemon thread; returns the bound port (`port=0` picks a free one)."""
-        self._server = make_server(host, port, self, threaded=True)
+        self._server = make_server(host, port, self, threaded=True, request_handler=ProblemRequestHandler)
         self._thread = threading.Thread(target=self._server.serve_forever, name="longhaul-frontdoor", daemon=True)
         self._thread.start()
         return int(self._server.server_port)

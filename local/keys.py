@@ -68,9 +68,13 @@ def parse_webhook_secrets(spec: str | Mapping[str, str]) -> dict[str, str]:
 
 
 def seed_api_keys(table: Any, keys: list[ApiKey]) -> None:
-    """Store each key, hashed (`longhaul.core.auth.api_key_item`), in the boto3 `Table` resource `table`."""
+    """Store each key, hashed (`longhaul.core.auth.api_key_item`), in the boto3 `Table` resource `table`; the tenant
+    of a tenant's or reviewer's key exists from then on (`longhaul.storage.tenants`)."""
     lambda_runtime.ensure_code_root_on_path()
     from longhaul.core.auth import api_key_item
+    from longhaul.storage.tenants import TenantStore
 
     for api_key in keys:
+        if api_key.role != "operator":
+            TenantStore(table).register(api_key.tenant)
         table.put_item(Item=api_key_item(api_key.key, api_key.tenant, api_key.role))

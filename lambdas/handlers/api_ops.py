@@ -72,6 +72,8 @@ NOT_OPERATOR = "Not an operator key"
 OPS_PROBLEMS = keyed(NOT_OPERATOR)
 # A tenant id in a path: what `longhaul.operations.policies` accepts (422 otherwise, as the schema says).
 TenantId = Annotated[str, Path(pattern=r"^[A-Za-z0-9._-]{1,64}$", description="1-64 of A-Z a-z 0-9 . _ -")]
+# A tenant exists once a key is made for it, its policy is set (PUT) or it has submitted a job.
+NO_TENANT = problems(404, "No such tenant")
 
 
 @router.get(
@@ -248,7 +250,7 @@ def replay_job(job_id: Annotated[str, Path()], request: Annotated[ReplayRequest,
     "/v1/ops/tenants/<tenant_id>/policy",
     summary="A tenant's budget policy (ceilings per job, daily allowance, routes) and today's spending",
     operation_id="get_tenant_policy",
-    responses={**OPS_PROBLEMS, **problems(422, "Not a tenant id")},
+    responses={**OPS_PROBLEMS, **NO_TENANT, **problems(422, "Not a tenant id")},
 )
 def get_tenant_policy(tenant_id: TenantId) -> TenantPolicyView:
     _operator()
@@ -258,7 +260,8 @@ def get_tenant_policy(tenant_id: TenantId) -> TenantPolicyView:
 @router.put(
     "/v1/ops/tenants/<tenant_id>/policy",
     summary="Replace a tenant's policy: every field the body omits takes its default (listed in `reset`, with the "
-    "policy before in `previous`); PATCH changes only the fields it names",
+    "policy before in `previous`); PATCH changes only the fields it names. A tenant new to the platform exists "
+    "from then on",
     operation_id="put_tenant_policy",
     responses={**keyed(NOT_OPERATOR, takes_body=True), **with_json_body("Not a tenant id, or an invalid policy")},
 )
@@ -274,6 +277,7 @@ def put_tenant_policy(tenant_id: TenantId, policy: Annotated[TenantPolicy, Body(
     operation_id="patch_tenant_policy",
     responses={
         **keyed(NOT_OPERATOR, takes_body=True),
+        **NO_TENANT,
         **with_json_body("Not a tenant id, or an invalid policy"),
         **problems(503, "The policy kept changing meanwhile; patch again"),
     },
@@ -287,7 +291,12 @@ def patch_tenant_policy(tenant_id: TenantId, change: Annotated[TenantPolicyPatch
     "/v1/ops/tenants/<tenant_id>/memory",
     summary="A tenant's memory: episodes (what past jobs did) and long-term facts (with provenance), paged",
     operation_id="ops_list_tenant_memory",
-    responses={**OPS_PROBLEMS, **problems(400, "Not a cursor of this listing"), **problems(422, "Not a tenant id")},
+    responses={
+        **OPS_PROBLEMS,
+        **problems(400, "Not a cursor of this listing"),
+        **NO_TENANT,
+        **problems(422, "Not a tenant id"),
+    },
 )
 def get_tenant_memory(
     tenant_id: TenantId,
@@ -304,7 +313,7 @@ def get_tenant_memory(
     "/v1/ops/tenants/<tenant_id>/memory",
     summary="Delete a tenant's memory: all of it, or one subject's",
     operation_id="ops_delete_tenant_memory",
-    responses={**OPS_PROBLEMS, **problems(422, "Not a tenant id")},
+    responses={**OPS_PROBLEMS, **NO_TENANT, **problems(422, "Not a tenant id")},
 )
 def delete_tenant_memory(
     tenant_id: TenantId,
@@ -318,7 +327,11 @@ def delete_tenant_memory(
     "/v1/ops/tenants/<tenant_id>/memory/<memory_id>",
     summary="Delete one memory of a tenant",
     operation_id="ops_delete_tenant_memory_item",
-    responses={**OPS_PROBLEMS, **problems(404, "No such memory of this tenant"), **problems(422, "Not a tenant id")},
+    responses={
+        **OPS_PROBLEMS,
+        **problems(404, "No such tenant, or no such memory of this tenant"),
+        **problems(422, "Not a tenant id"),
+    },
 )
 def delete_tenant_memory_item(tenant_id: TenantId, memory_id: Annotated[str, Path()]) -> MemoryDeleted:
     _operator()

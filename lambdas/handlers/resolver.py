@@ -10,7 +10,9 @@ resolves its own request, routers included (an included `Router` delegates them 
 
 A path parameter is any one path segment, as API Gateway matches `{param}`: Powertools accepts only some characters
 there and answered `404 no route` for the others; here the route gets the value and validates it (a 422 naming it,
-or the route's own 404). A route's pattern is compiled when a request first tries it (`RoutePattern`), not at init.
+or the route's own 404). API Gateway's event carries the raw path (`%2F` is part of a segment) and the decoded
+segments in `pathParameters`: a route gets its parameters decoded as those are (Powertools passed them still
+encoded). A route's pattern is compiled when a request first tries it (`RoutePattern`), not at init.
 
 Powertools documents a route's success response from its return annotation, but only when the route declares no
 `responses`: declaring its problems replaced it (eleven operations had no success response). `route` here merges it
@@ -25,6 +27,7 @@ import threading
 from collections.abc import Callable, Mapping
 from http import HTTPStatus
 from typing import Any
+from urllib.parse import unquote
 
 from aws_lambda_powertools.event_handler import APIGatewayRestResolver
 from aws_lambda_powertools.event_handler.openapi.constants import (
@@ -161,6 +164,10 @@ class ThreadSafeRestResolver(APIGatewayRestResolver):
             status_code,
             middlewares,
         )
+
+    def _convert_matches_into_route_keys(self, match: re.Match[str]) -> dict[str, str]:
+        """A route's arguments: the segments of the raw path it matched, decoded (as `pathParameters` has them)."""
+        return {name: unquote(value, errors="replace") for name, value in match.groupdict().items()}
 
     # Upstream assigns these as attributes (some on `BaseRouter` itself); each is one thread's here.
     @property  # type: ignore[override]

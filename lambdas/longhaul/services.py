@@ -50,6 +50,7 @@ if TYPE_CHECKING:  # what only some functions use: imported where it is built, o
     from longhaul.storage.breakers import BreakerStore
     from longhaul.storage.effects import EffectStore
     from longhaul.storage.memory import MemoryStore
+    from longhaul.storage.tenants import TenantStore
 
 
 @dataclass(frozen=True)
@@ -84,6 +85,12 @@ class Services:
         from longhaul.storage.effects import EffectStore
 
         return EffectStore(self.jobs.table, clock=self.jobs.clock)
+
+    @property
+    def tenants(self) -> TenantStore:
+        from longhaul.storage.tenants import TenantStore
+
+        return TenantStore(self.jobs.table, clock=self.jobs.clock)
 
     @property
     def memory(self) -> MemoryStore:

@@ -29,6 +29,7 @@ from longhaul.core.settings import Settings, function_environment
 from longhaul.storage.artifacts import ArtifactStore
 from longhaul.storage.checkpoints import CheckpointStore
 from longhaul.storage.jobs import JobStore
+from longhaul.storage.tenants import TenantStore
 from tests.unit.aws_env import REGION, offline_credentials
 from tests.unit.fakes import FakeDeadLetters, FakeEngine
 
@@ -215,9 +216,10 @@ def settings_env(table: Any, bucket: str, state_machine_arn: str) -> dict[str, s
 
 @pytest.fixture
 def api_keys(table: Any) -> dict[str, str]:
-    """Two tenants, one key each: {tenant: key}."""
-    table.put_item(Item=api_key_item(KEY_A, TENANT_A))
-    table.put_item(Item=api_key_item(KEY_B, TENANT_B))
+    """Two tenants, one key each: {tenant: key}. Each tenant is registered, as making a key for it does."""
+    for tenant, key in ((TENANT_A, KEY_A), (TENANT_B, KEY_B)):
+        TenantStore(table).register(tenant)
+        table.put_item(Item=api_key_item(key, tenant))
     return {TENANT_A: KEY_A, TENANT_B: KEY_B}
 
 

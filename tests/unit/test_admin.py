@@ -67,6 +67,10 @@ def _items(table: Any) -> list[dict[str, Any]]:
     return list(table.scan()["Items"])
 
 
+def _keys(table: Any) -> list[dict[str, Any]]:
+    return [item for item in _items(table) if item["pk"].startswith("APIKEY#")]
+
+
 @pytest.mark.parametrize("role", ["tenant", "operator", "reviewer"])
 def test_create_key_stores_only_the_hash_and_the_printed_key_authenticates(stack_table: Any, role: str) -> None:
     done = longhaul("admin", "create-key", "--stack", STACK, "--tenant", "acme", "--role", role)
@@ -75,9 +79,12 @@ def test_create_key_stores_only_the_hash_and_the_printed_key_authenticates(stack
     (key,) = done.stdout.split()  # the key alone on stdout, so `KEY=$(…)` works
     assert key.startswith(admin.KEY_PREFIX) and len(key) > 40
     assert "acme" in done.stderr and key not in done.stderr
-    (item,) = _items(stack_table)
+    (item,) = _keys(stack_table)
     assert item["pk"] == f"APIKEY#{key_hash(key)}"
-    assert key not in json.dumps(item, default=str), "the key itself is never stored"
+    assert key not in json.dumps(_items(stack_table), default=str), "the key itself is never stored"
+    # a tenant's or reviewer's key makes its tenant exist; an operator's belongs to no tenant
+    tenants = [i["pk"] for i in _items(stack_table) if not i["pk"].startswith("APIKEY#")]
+    assert tenants == ([] if role == "operator" else ["TENANT#acme"])
     principal = JobStore(stack_table).principal_for_key(key)
     assert principal is not None and (principal.tenant_id, principal.role) == ("acme", role)
     assert JobStore(stack_table).principal_for_key(key + "x") is None
@@ -87,7 +94,8 @@ def test_each_key_is_new(stack_table: Any) -> None:
     keys = {admin.create_key(stack_table, "acme") for _ in range(3)}
 
     assert len(keys) == 3
-    assert len(_items(stack_table)) == 3
+    assert len(_keys(stack_table)) == 3
+    assert [i["pk"] for i in _items(stack_table) if not i["pk"].startswith("APIKEY#")] == ["TENANT#acme"]  # once
 
 
 def test_a_revoked_key_no_longer_authenticates(stack_table: Any) -> None:
@@ -100,7 +108,8 @@ def test_a_revoked_key_no_longer_authenticates(stack_table: Any) -> None:
     assert done.exit_code == 0, done.stderr
     assert json.loads(done.stdout) == {"key_id": key_hash(revoked)[:12], "tenant_id": "acme", "role": "operator"}
     assert by_hash.exit_code == 0 and "acme" in by_hash.stdout
-    assert _items(stack_table) == []
+    assert _keys(stack_table) == []
+    assert [i["pk"] for i in _items(stack_table)] == ["TENANT#acme"]  # revoking its keys does not unmake a tenant
     assert JobStore(stack_table).principal_for_key(revoked) is None
     assert again.exit_code == 2 and "no API key" in again.stderr
 

@@ -394,3 +394,48 @@ def test_concurrent_policy_patches_both_land(call_api: CallApi, atomic_dynamodb:
         123,
         9,
     )
+
+
+# ---------------------------------------------------------------------- tenants that do not exist
+
+
+UNKNOWN = "TENANT-A"  # a tenant id, but no tenant's: no key was made for it, no policy stored, no job submitted
+
+
+@pytest.mark.parametrize(
+    ("method", "path", "body"),
+    [
+        ("GET", f"/v1/ops/tenants/{UNKNOWN}/policy", None),
+        ("PATCH", f"/v1/ops/tenants/{UNKNOWN}/policy", {"weight": 2}),
+        ("GET", f"/v1/ops/tenants/{UNKNOWN}/memory", None),
+        ("DELETE", f"/v1/ops/tenants/{UNKNOWN}/memory", None),
+        ("DELETE", f"/v1/ops/tenants/{UNKNOWN}/memory/mem_1", None),
+    ],
+)
+def test_an_operator_route_naming_an_unknown_tenant_is_404_and_creates_nothing(
+    call_api: CallApi, table: Any, method: str, path: str, body: dict[str, Any] | None
+) -> None:
+    problem = assert_problem(call_api(method, path, key=OPS, body=body), 404, "not-found")
+
+    assert problem["detail"] == f"no tenant {UNKNOWN!r}"
+    assert not [item for item in table.scan()["Items"] if item["pk"] == f"TENANT#{UNKNOWN}"]
+
+
+def test_a_policy_put_makes_a_new_tenant_exist(call_api: CallApi) -> None:
+    """An operator may set a tenant's limits before its first key is made."""
+    path = "/v1/ops/tenants/acme/policy"
+    assert call_api("GET", path, key=OPS).status == 404
+
+    put = call_api("PUT", path, key=OPS, body={"max_job_tokens": 1000})
+
+    assert put.status == 200, put.raw_body
+    got = call_api("GET", path, key=OPS)
+    assert got.status == 200 and got.body["policy"]["max_job_tokens"] == 1000 and got.body["source"] == "stored"
+    assert call_api("GET", "/v1/ops/tenants/acme/memory", key=OPS).body["memories"] == []
+
+
+def test_a_tenant_with_a_key_and_nothing_else_exists(call_api: CallApi) -> None:
+    policy = call_api("GET", "/v1/ops/tenants/tenant-b/policy", key=OPS)
+
+    assert policy.status == 200 and policy.body["source"] == "default", policy.raw_body
+    assert call_api("GET", "/v1/ops/tenants/tenant-b/memory", key=OPS).status == 200

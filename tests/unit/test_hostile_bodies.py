@@ -234,3 +234,16 @@ def test_a_path_parameter_is_any_segment_validated_by_its_route(
 
     assert policy.status == 422 and policy.body["errors"][0]["loc"] == ["path", "tenant_id"], policy.raw_body
     assert job.status == 404 and job.body["detail"].startswith("no job"), job.raw_body
+
+
+def test_a_route_gets_its_path_parameters_decoded_as_api_gateway_passes_them(
+    settings_env: dict[str, str], keys: dict[str, str]
+) -> None:
+    """API Gateway routes on the raw path (`%2F` is part of its segment) and passes the decoded segment in
+    `pathParameters`: `/v1/jobs/job_x%2Fresult` is `GET /v1/jobs/{job_id}` for the job `job_x/result`."""
+    job = call(settings_env, "GET", "/v1/jobs/job_x%2Fresult", keys["tenant"], b"")
+    policy = call(settings_env, "GET", "/v1/ops/tenants/tenant%2Fa/policy", keys["operator"], b"")
+
+    assert job.status == 404 and job.body["detail"] == "no job 'job_x/result'", job.raw_body
+    assert job.body["instance"] == "/v1/jobs/job_x%2Fresult"
+    assert policy.status == 422 and policy.body["errors"][0]["loc"] == ["path", "tenant_id"], policy.raw_body

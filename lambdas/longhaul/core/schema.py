@@ -5,7 +5,8 @@ tables (built from the synthesized template), so the three cannot drift.
 
 Items:  JOB#<id>/JOB  ·  JOB#<id>/STEP#<step>[#<item>]  ·  JOB#<id>/EVENT#<seq>  ·  JOB#<id>/CHARGE#<id>
         JOB#<id>/DEADLETTER#<step>#<item>  ·  IDEMP#<tenant>#<key>/IDEMP  ·  APIKEY#<sha256>/APIKEY
-        TENANT#<id>/POLICY  ·  TENANT#<id>/USAGE#<yyyy-mm-dd>  ·  BREAKER#<provider>#<model>/BREAKER
+        TENANT#<id>/TENANT (the tenant's record)  ·  TENANT#<id>/POLICY  ·  TENANT#<id>/USAGE#<yyyy-mm-dd>
+        BREAKER#<provider>#<model>/BREAKER
         REVIEW#<id>/REVIEW  ·  REVIEW#<id>/TOKEN (the task token: no index key, never projected anywhere)
         OUTBOX#<webhook id>/OUTBOX
         JOB#<id>/EFFECT#<operation id> (a tool's side effect: intent, outcome, compensation)
@@ -81,6 +82,11 @@ def charge_key(job_id: str, charge_id: str) -> dict[str, str]:
 
 def dead_letter_key(job_id: str, step: str, item: int | None) -> dict[str, str]:
     return {PK: job_pk(job_id), SK: f"{DEAD_LETTER_PREFIX}{step}#{'' if item is None else f'{item:06d}'}"}
+
+
+def tenant_key(tenant_id: str) -> dict[str, str]:
+    """The tenant's record: written when a key is made for the tenant (it is how a tenant comes to exist)."""
+    return {PK: f"TENANT#{tenant_id}", SK: "TENANT"}
 
 
 def tenant_policy_key(tenant_id: str) -> dict[str, str]:

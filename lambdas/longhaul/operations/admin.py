@@ -28,6 +28,7 @@ from urllib.parse import urlsplit
 from longhaul.adapters.secrets import DEFAULT_GRACE, SecretsManagerWebhookSecrets
 from longhaul.core.auth import Role, api_key_item, key_hash
 from longhaul.core.schema import api_key_key
+from longhaul.storage.tenants import TenantStore
 from longhaul.webhooks.signing import new_secret
 
 # The stack outputs naming the jobs table and the webhook secrets' prefix (stacks/longhaul_stack.py declares them).
@@ -77,8 +78,11 @@ def new_key() -> str:
 
 
 def create_key(table: Any, tenant: str, role: Role = "tenant") -> str:
-    """Store a new key's hash for `tenant` with `role`; returns the key (the only time it is seen)."""
+    """Store a new key's hash for `tenant` with `role`; returns the key (the only time it is seen). A tenant's or
+    reviewer's key makes the tenant exist (`longhaul.storage.tenants`); an operator's belongs to no tenant."""
     key = new_key()
+    if role != "operator":
+        TenantStore(table).register(tenant)
     # A collision of 256-bit keys is not expected; the condition makes one fail rather than reassign a key.
     table.put_item(Item=api_key_item(key, tenant, role), ConditionExpression="attribute_not_exists(pk)")
     return key

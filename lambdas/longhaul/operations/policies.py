@@ -11,7 +11,7 @@ from longhaul.core.contracts import (
     DayUsageView,
     TenantPolicyView,
 )
-from longhaul.core.problems import InvalidRequest, Unavailable
+from longhaul.core.problems import InvalidRequest, NotFound, Unavailable
 from longhaul.services import Services
 from longhaul.storage.budgets import PolicyChanged, StoredPolicy
 
@@ -19,10 +19,27 @@ TENANT_ID = re.compile(r"^[A-Za-z0-9._-]{1,64}$")
 PATCH_ATTEMPTS = 5  # conditional writes tried before a 503 (another operator changing the same policy at once)
 
 
-def tenant_policy(services: Services, tenant_id: str) -> TenantPolicyView:
-    """A tenant's budget policy (stored, or the defaults) and what it has spent today."""
+def known_tenant(services: Services, tenant_id: str) -> str:
+    """`tenant_id` as an operator's route names it: a 422 when it is not a tenant id, a 404 for a tenant that does
+    not exist (no key was made for it, no policy stored, no job submitted: `longhaul.storage.tenants`)."""
+    _tenant_id(tenant_id)
+    if not services.tenants.exists(tenant_id):
+        raise NotFound(f"no tenant {tenant_id!r}")
+    return tenant_id
+
+
+def _tenant_id(tenant_id: str) -> str:
     if not TENANT_ID.match(tenant_id):
         raise InvalidRequest("tenant ids are 1-64 characters of A-Z a-z 0-9 . _ -")
+    return tenant_id
+
+
+def tenant_policy(services: Services, tenant_id: str) -> TenantPolicyView:
+    """A tenant's budget policy (stored, or the defaults) and what it has spent today; 404 for an unknown tenant."""
+    return _policy_view(services, known_tenant(services, tenant_id))
+
+
+def _policy_view(services: Services, tenant_id: str) -> TenantPolicyView:
     budgets = services.budgets
     policy = budgets.policy(tenant_id)
     day = budgets.day()
@@ -45,7 +62,8 @@ def tenant_policy(services: Services, tenant_id: str) -> TenantPolicyView:
 def set_tenant_policy(services: Services, tenant_id: str, policy: TenantPolicy) -> TenantPolicyView:
     """Replace a tenant's policy (PUT: a field the body omits takes its default); running jobs keep the limits they
     were admitted with, new reservations see the new daily allowance. The view says what the policy was and which
-    omitted fields went back to their defaults."""
+    omitted fields went back to their defaults. A tenant that does not exist yet does from then on: an operator may
+    set a tenant's limits before its first key is made."""
     _check(services, tenant_id, policy)
     before = services.budgets.stored_policy(tenant_id)
     services.budgets.put_policy(tenant_id, policy)
@@ -55,7 +73,9 @@ def set_tenant_policy(services: Services, tenant_id: str, policy: TenantPolicy) 
 
 def patch_tenant_policy(services: Services, tenant_id: str, patch: TenantPolicyPatch) -> TenantPolicyView:
     """Change some fields of a tenant's policy (PATCH): the others are kept; a field given as null goes back to its
-    default. Conditional on the policy read, so two operators' changes never undo each other."""
+    default. Conditional on the policy read, so two operators' changes never undo each other. A tenant that does not
+    exist is a 404 (a mistyped id creates nothing; PUT sets a new tenant's policy)."""
+    known_tenant(services, tenant_id)
     for _ in range(PATCH_ATTEMPTS):
         before = services.budgets.stored_policy(tenant_id)
         try:
@@ -78,13 +98,12 @@ def patch_tenant_policy(services: Services, tenant_id: str, patch: TenantPolicyP
 
 
 def _check(services: Services, tenant_id: str, policy: TenantPolicy) -> None:
-    if not TENANT_ID.match(tenant_id):
-        raise InvalidRequest("tenant ids are 1-64 characters of A-Z a-z 0-9 . _ -")
+    _tenant_id(tenant_id)
     unknown = sorted(set(policy.routes or ()) - set(services.routing.routes))
     if unknown:
         raise InvalidRequest(f"unknown routes {unknown}", allowed_routes=sorted(services.routing.routes))
 
 
 def _changed(services: Services, tenant_id: str, before: StoredPolicy, reset: list[str]) -> TenantPolicyView:
-    view = tenant_policy(services, tenant_id)
+    view = _policy_view(services, tenant_id)
     return view.model_copy(update={"previous": before.policy, "reset": reset})
