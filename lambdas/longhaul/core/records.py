@@ -91,7 +91,7 @@ class Job(Record):
     result_key: str | None = None
     usage_input_tokens: int = 0
     usage_output_tokens: int = 0
-    # Budget: limits, what is held (reserved worst cases plus settled actuals), the actual cost; all micro-dollars.
+    # Budget: limits, what is held (reservations in flight plus settled actuals), the actual cost; all micro-dollars.
     budget_tokens: int | None = None
     budget_cost_micro: int | None = None
     spent_tokens: int = 0
