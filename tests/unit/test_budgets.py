@@ -1,19 +1,29 @@
 """Budgets: the reservation arithmetic (Decimal, micro-dollars rounded up), tenant ceilings, and the store's
-reserve → settle/release on moto: a reservation that does not fit holds nothing and marks the job exhausted."""
+reserve → settle/release on moto: a call reserves its prompt's counted tokens plus its output cap; one that does not
+fit beside calls in flight waits for a release (bounded, then `RateLimitedError`); its cap is lowered to what is left
+when the whole cap can never fit; only a call that cannot fit what is settled is refused, and marks the job
+exhausted."""
 
 from __future__ import annotations
 
+from datetime import timedelta
 from decimal import Decimal
 from typing import Any
 
 import pytest
 
 from longhaul.core.budgets import (
+    MIN_OUTPUT_TOKENS,
+    CallSize,
     JobBudget,
     Price,
+    Refused,
     Reservation,
+    Room,
     TenantPolicy,
+    Wait,
     cost_micro,
+    decide,
     job_limits,
     price_of,
     price_table,
@@ -22,12 +32,13 @@ from longhaul.core.budgets import (
     worst_case_input_tokens,
 )
 from longhaul.core.contracts import JobStatus
-from longhaul.core.errors import BudgetExceededError
+from longhaul.core.errors import RETRYABLE_ERROR_NAMES, BudgetExceededError, RateLimitedError
 from longhaul.core.records import Job
-from longhaul.storage.budgets import BudgetStore, CallLabels
+from longhaul.storage.budgets import BudgetStore, CallLabels, Waiting
 from longhaul.storage.jobs import JobStore, NewJob
 
 PRICE = Price(input=Decimal("3.00"), output=Decimal("15.00"))
+UNIT = Price(input=Decimal(1), output=Decimal(1))  # a micro-dollar a token: cost figures equal token figures
 LABELS = CallLabels("draft_answer", None, "default", "offline", "m", "v1", "hash")
 
 
@@ -43,12 +54,43 @@ def test_cost_is_exact_in_decimal_and_rounded_up_to_the_micro_dollar() -> None:
     assert to_micro(Decimal("2.50")) == 2_500_000
 
 
-def test_a_worst_case_counts_every_prompt_byte_and_the_whole_output_limit() -> None:
+def test_a_prompt_without_a_counter_counts_every_byte_and_a_reservation_adds_the_output_cap() -> None:
     tokens = worst_case_input_tokens("sys", "héllo", schema={"type": "object"})
     assert tokens == 3 + 6 + len('{"type":"object"}') + 64  # é is two bytes
-    worst = Reservation.worst_case(tokens, 2048, PRICE)
-    assert worst.tokens == tokens + 2048
-    assert worst.cost_micro == cost_micro(tokens, 2048, PRICE)
+    held = CallSize(input_tokens=tokens, max_output_tokens=2048, price=PRICE).reservation()
+    assert (held.tokens, held.output_tokens) == (tokens + 2048, 2048)
+    assert held.cost_micro == cost_micro(tokens, 2048, PRICE)
+
+
+def _size(input_tokens: int, output: int = 2048, price: Price = UNIT) -> CallSize:
+    return CallSize(input_tokens=input_tokens, max_output_tokens=output, price=price)
+
+
+def test_decide_reserves_waits_lowers_the_cap_or_refuses() -> None:
+    room = Room(scope="job", limit_tokens=3000, limit_cost_micro=10**9)
+    # the whole cap fits: reserved as the call asks
+    assert decide(_size(500), [room]) == Reservation(tokens=2548, cost_micro=2548, output_tokens=2048)
+    # it fits once a call in flight releases: wait
+    busy = room.model_copy(update={"held_tokens": 2548})
+    assert decide(_size(500), [busy]) == Wait()
+    # it can never fit whole: the cap is what is left of the budget, once nothing else is in flight
+    spent = room.model_copy(update={"settled_tokens": 2000})
+    assert decide(_size(500), [spent]) == Reservation(tokens=1000, cost_micro=1000, output_tokens=500, capped_by="job")
+    assert decide(_size(500), [spent.model_copy(update={"held_tokens": 300})]) == Wait()
+    # not even the prompt and the smallest cap fit what is settled: refused, whatever is held
+    full = room.model_copy(update={"settled_tokens": 3000 - 500 - MIN_OUTPUT_TOKENS + 1, "held_tokens": 99})
+    assert decide(_size(500), [full]) == Refused(scope="job")
+    # the tenant's day decides the same way, and names itself
+    day = Room(scope="tenant", limit_tokens=10**9, limit_cost_micro=1000, settled_cost_micro=990)
+    assert decide(_size(500), [room, day]) == Refused(scope="tenant")
+
+
+def test_the_cost_budget_lowers_the_cap_to_the_micro_dollar() -> None:
+    # $3/M in, $15/M out: 100 input tokens are 300 micro-dollars; 1000 left leave 700 / 15 = 46 output tokens
+    size = _size(100, price=PRICE)
+    assert size.output_within(10**9, 1000) == 46
+    assert cost_micro(100, 46, PRICE) <= 1000 < cost_micro(100, 47, PRICE)
+    assert size.output_within(10**9, 299) < 0  # not even the prompt
 
 
 def test_prices_of_profiles_and_unknown_models() -> None:
@@ -89,12 +131,40 @@ def _job(store: JobStore, tokens: int, cost: int = 10_000_000, job_id: str = "jo
     return store.transition(job.job_id, JobStatus.RUNNING, event="job_started")  # a running job's step reserves
 
 
+class Sleeps:
+    """The store's sleep: advances the fake clock instead of waiting, and runs `then` (another call settling) on a
+    given sleep."""
+
+    def __init__(self, clock: Any) -> None:
+        self.clock = clock
+        self.slept: list[float] = []
+        self.then: dict[int, Any] = {}
+
+    def __call__(self, seconds: float) -> None:
+        self.slept.append(seconds)
+        self.clock.advance(timedelta(seconds=seconds))
+        action = self.then.pop(len(self.slept), None)
+        if action is not None:
+            action()
+
+
+@pytest.fixture
+def sleeps(clock: Any) -> Sleeps:
+    return Sleeps(clock)
+
+
+@pytest.fixture
+def waiting_budgets(table: Any, clock: Any, sleeps: Sleeps) -> BudgetStore:
+    return BudgetStore(table, clock=clock, waiting=Waiting(bound=5, sleep=sleeps))
+
+
 def test_reserve_then_settle_moves_the_hold_to_the_actual_usage(store: JobStore, budgets: BudgetStore) -> None:
     job = _job(store, tokens=1000)
-    budgets.reserve(job, "1/draft/", Reservation(tokens=600, cost_micro=900), TenantPolicy(), LABELS)
-    held = store.get_job(job.job_id)
-    assert held is not None and (held.spent_tokens, held.spent_cost_micro) == (600, 900)
-    assert budgets.day_usage("tenant-a").tokens == 600
+    held = budgets.reserve(job, "1/draft/", _size(100, 500), TenantPolicy(), LABELS)
+    assert (held.tokens, held.cost_micro, held.output_tokens, held.capped_by) == (600, 600, 500, None)
+    after = store.get_job(job.job_id)
+    assert after is not None and (after.spent_tokens, after.spent_cost_micro) == (600, 600)
+    assert budgets.day_usage("tenant-a")[:3] == (600, 600, 600)
 
     assert budgets.settle(job.job_id, "1/draft/", input_tokens=100, output_tokens=50, cost_micro=120) is True
     assert budgets.settle(job.job_id, "1/draft/", input_tokens=100, output_tokens=50, cost_micro=120) is False
@@ -102,34 +172,85 @@ def test_reserve_then_settle_moves_the_hold_to_the_actual_usage(store: JobStore,
     assert settled is not None
     assert (settled.spent_tokens, settled.spent_cost_micro, settled.cost_micro) == (150, 120, 120)
     assert (settled.usage_input_tokens, settled.usage_output_tokens) == (100, 50)
-    assert budgets.day_usage("tenant-a").tokens == 150
+    assert budgets.day_usage("tenant-a") == (150, 120, 0, 0)  # nothing held any more
 
 
-def test_a_reservation_that_does_not_fit_holds_nothing_and_exhausts_the_job(
+def test_a_call_that_does_not_fit_beside_calls_in_flight_waits_for_their_release(
+    store: JobStore, waiting_budgets: BudgetStore, sleeps: Sleeps
+) -> None:
+    # Given a job whose first item holds 2548 of its 3200 tokens (a prompt of 500, an output cap of 2048)
+    budgets = waiting_budgets
+    job = _job(store, tokens=3200)
+    budgets.reserve(job, "1/x/0", _size(500), TenantPolicy(), LABELS)
+    # When a second item's call, as large, reserves while the first settles (at its second poll) to what it used
+    sleeps.then[2] = lambda: budgets.settle(job.job_id, "1/x/0", input_tokens=500, output_tokens=100, cost_micro=600)
+    held = budgets.reserve(job, "1/x/1", _size(500), TenantPolicy(), LABELS)
+    # Then it waited for the release instead of failing, and holds its whole cap
+    assert len(sleeps.slept) == 2 and held.output_tokens == 2048
+    after = store.get_job(job.job_id)
+    assert after is not None and after.spent_tokens == 600 + 2548 and after.budget_exhausted is None
+
+
+def test_a_wait_is_bounded_then_rate_limited_for_the_state_machine_to_retry(
+    store: JobStore, waiting_budgets: BudgetStore, sleeps: Sleeps
+) -> None:
+    job = _job(store, tokens=3000)
+    waiting_budgets.reserve(job, "1/x/0", _size(500), TenantPolicy(), LABELS)
+    with pytest.raises(RateLimitedError, match="held by calls in flight"):
+        waiting_budgets.reserve(job, "1/x/1", _size(500), TenantPolicy(), LABELS)
+    assert sum(sleeps.slept) == pytest.approx(5) and max(sleeps.slept) <= 1.0  # bounded, polled with backoff
+    assert "RateLimitedError" in RETRYABLE_ERROR_NAMES  # retried with backoff by the state machine
+    after = store.get_job(job.job_id)
+    assert after is not None and after.spent_tokens == 2548 and after.budget_exhausted is None  # nothing held
+
+
+def test_a_cap_that_no_longer_fits_is_lowered_to_what_is_left(store: JobStore, budgets: BudgetStore) -> None:
+    job = _job(store, tokens=1000)
+    budgets.reserve(job, "1/x/0", _size(100, 600), TenantPolicy(), LABELS)
+    budgets.settle(job.job_id, "1/x/0", input_tokens=100, output_tokens=600, cost_micro=700)
+    held = budgets.reserve(job, "1/y/", _size(100), TenantPolicy(), LABELS)
+    assert (held.tokens, held.output_tokens, held.capped_by) == (300, 200, "job")
+    ledger = budgets.ledger_item(job.job_id, "1/y/")
+    assert ledger is not None and (ledger.reserved_output_tokens, ledger.capped_by) == (200, "job")
+    after = store.get_job(job.job_id)
+    assert after is not None and after.spent_tokens == 1000  # up to the budget, never over
+
+
+def test_a_call_that_cannot_fit_what_is_settled_is_refused_and_exhausts_the_job(
     store: JobStore, budgets: BudgetStore
 ) -> None:
     job = _job(store, tokens=1000)
-    budgets.reserve(job, "1/x/0", Reservation(tokens=700, cost_micro=1), TenantPolicy(), LABELS)
-    with pytest.raises(BudgetExceededError, match="job's budget"):
-        budgets.reserve(job, "1/x/1", Reservation(tokens=301, cost_micro=1), TenantPolicy(), LABELS)
+    budgets.reserve(job, "1/x/0", _size(100, 600), TenantPolicy(), LABELS)
+    budgets.settle(job.job_id, "1/x/0", input_tokens=100, output_tokens=600, cost_micro=700)
+    with pytest.raises(BudgetExceededError, match="job's budget"):  # 700 + 290 + 16 > 1000
+        budgets.reserve(job, "1/x/1", _size(290), TenantPolicy(), LABELS)
     after = store.get_job(job.job_id)
     assert after is not None and after.spent_tokens == 700 and after.budget_exhausted == "job"
     # once exhausted, even a call that would fit is refused: the rest of a fan-out makes no calls
     with pytest.raises(BudgetExceededError):
-        budgets.reserve(job, "1/x/2", Reservation(tokens=1, cost_micro=1), TenantPolicy(), LABELS)
+        budgets.reserve(job, "1/x/2", _size(1, 1), TenantPolicy(), LABELS)
     assert [c.charge_id for c in budgets.ledger(job.job_id)] == ["1/x/0"]
 
 
-def test_the_tenants_daily_allowance_is_shared_by_its_jobs(store: JobStore, budgets: BudgetStore) -> None:
-    policy = TenantPolicy(daily_tokens=1000)
+def test_the_tenants_daily_allowance_is_shared_by_its_jobs_through_the_same_waits(
+    store: JobStore, waiting_budgets: BudgetStore, sleeps: Sleeps
+) -> None:
+    budgets, policy = waiting_budgets, TenantPolicy(daily_tokens=1000)
     first, second = _job(store, 5000, job_id="job_b1"), _job(store, 5000, job_id="job_b2")
-    budgets.reserve(first, "1/x/", Reservation(tokens=800, cost_micro=1), policy, LABELS)
-    with pytest.raises(BudgetExceededError, match="daily allowance"):
-        budgets.reserve(second, "1/x/", Reservation(tokens=201, cost_micro=1), policy, LABELS)
+    budgets.reserve(first, "1/x/", _size(100, 700), policy, LABELS)
+    # the second job's call fits the day once the first job's call settles: it waits for it
+    sleeps.then[1] = lambda: budgets.settle(first.job_id, "1/x/", input_tokens=100, output_tokens=100, cost_micro=1)
+    held = budgets.reserve(second, "1/x/", _size(100, 700), policy, LABELS)
+    assert held.output_tokens == 700 and budgets.day_usage("tenant-a")[:3] == (1000, 801, 800)
     # releasing gives the hold back to the job and the day
-    assert budgets.release(first.job_id, "1/x/") is True
-    budgets.reserve(first, "1/x/", Reservation(tokens=900, cost_micro=1), policy, LABELS)  # a released id again
-    assert budgets.day_usage("tenant-a").tokens == 900
+    assert budgets.release(second.job_id, "1/x/") is True
+    assert budgets.day_usage("tenant-a") == (200, 1, 0, 0)
+    budgets.reserve(second, "1/x/", _size(100, 700), policy, LABELS)  # a released id again
+    assert budgets.day_usage("tenant-a").tokens == 1000
+    budgets.settle(second.job_id, "1/x/", input_tokens=100, output_tokens=700, cost_micro=1)
+    # what the day has settled leaves no room for the smallest call: refused, naming the allowance
+    with pytest.raises(BudgetExceededError, match="daily allowance"):
+        budgets.reserve(first, "1/z/", _size(1), policy, LABELS)
 
 
 def test_policies_default_and_round_trip_exactly(budgets: BudgetStore) -> None:

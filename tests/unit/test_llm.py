@@ -126,6 +126,16 @@ def test_offline_usage_is_estimated_from_characters() -> None:
 
     assert response.usage.input_tokens == math.ceil(len(request.system + request.prompt) / 4)
     assert response.usage.output_tokens == math.ceil(len(response.text) / 4)
+    # its token counter is the input it reports: the gateway reserves a prompt at that count
+    assert OfflineExtractiveModel().count_tokens(request) == response.usage.input_tokens
+
+
+def test_offline_answers_are_cut_off_at_max_tokens_as_a_providers_are() -> None:
+    whole = OfflineExtractiveModel().generate(_extract_request())
+    cap = whole.usage.output_tokens // 2
+    cut = OfflineExtractiveModel().generate(_extract_request().model_copy(update={"max_tokens": cap}))
+    assert (cut.stop_reason, cut.usage.output_tokens) == ("max_tokens", cap)
+    assert whole.text.startswith(cut.text) and whole.stop_reason == "end_turn"
 
 
 def test_offline_rejects_a_malformed_context_as_internal() -> None:

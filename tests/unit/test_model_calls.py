@@ -281,3 +281,41 @@ def test_a_job_that_leaves_running_between_the_check_and_the_reservation_is_refu
     assert gateway_services.budgets.ledger(JOB) == []
     job = gateway_services.jobs.get_job(JOB)
     assert job is not None and not job.spent_tokens
+
+
+class Counted(Scripted):
+    """A scripted model with a token counter, as the offline model has: its prompts count 7 tokens."""
+
+    def count_tokens(self, request: ModelRequest) -> int:
+        return 7
+
+
+def test_a_call_reserves_its_prompts_counted_tokens_plus_its_output_cap(gateway_services, models) -> None:
+    models["primary"] = Counted("primary", [(GOOD, "end_turn")])
+    calls = _calls(gateway_services)
+    calls.ask(_request(max_tokens=300), Answer)
+    [charge] = gateway_services.budgets.ledger(JOB)
+    assert (charge.reserved_tokens, charge.reserved_output_tokens) == (7 + 300, 300)
+    # without a counter, every byte of the prompt is a token (an upper bound of any byte-level tokenizer)
+    models["primary"] = Scripted("primary", [(GOOD, "end_turn")])
+    _calls(gateway_services, item=1).ask(_request(max_tokens=300), Answer)
+    uncounted = gateway_services.budgets.ledger_item(JOB, "1/draft_answer/1")
+    assert uncounted is not None and uncounted.reserved_tokens == len("s") + len("p") + 64 + 300
+
+
+def test_a_cap_the_budget_lowered_is_sent_and_an_answer_cut_off_there_is_budget_exceeded(
+    gateway_services, models
+) -> None:
+    # Given a job with 200 tokens left after a first call: a prompt of 7 and a cap of 200 no longer fit whole
+    models["primary"] = Counted("primary", [(GOOD, "end_turn"), ('{"answer": "ye', "max_tokens")])
+    calls = _calls(gateway_services, tokens=215)
+    calls.ask(_request(max_tokens=200), Answer)  # 7 + 200 reserved, 15 settled
+    # When the next call is made
+    with pytest.raises(BudgetExceededError, match="cut off at the 193 output tokens left of the job's budget"):
+        calls.ask(_request(max_tokens=200).model_copy(update={"prompt": "another"}), Answer)
+    # Then it was sent with what was left as its cap, and its answer cut off there ends the step: no feedback retry
+    assert [r.max_tokens for r in models["primary"].requests] == [200, 193]
+    types = _types(gateway_services)
+    assert "output_capped_by_budget" in types and "feedback_retry" not in types and types[-1] == "budget_exceeded"
+    job = gateway_services.jobs.get_job(JOB)
+    assert job is not None and job.budget_exhausted == "job" and job.spent_tokens <= 215

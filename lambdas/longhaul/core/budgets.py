@@ -1,15 +1,18 @@
 """Token and cost budgets: tenant policies, a job's budget, the price table and the reservation arithmetic.
 
 Money is `Decimal` here and whole micro-dollars (`int`) in the table, so DynamoDB's conditional updates compare
-integers and nothing is ever rounded in a float. A reservation is a call's worst case: every byte of the prompt
-as a token (no byte-level tokenizer makes more tokens than bytes) plus the call's `max_tokens`, priced from the
-model's row of the price table and rounded *up* to the micro-dollar; settling replaces it by the actual usage.
+integers and nothing is ever rounded in a float. A reservation is what a call can use (`CallSize`): its prompt's
+counted tokens (the adapter's own count, or every byte as a token for a provider without a counter: no byte-level
+tokenizer makes more tokens than bytes) plus its output cap, priced from the model's row of the price table and
+rounded *up* to the micro-dollar; settling replaces it by the actual usage. `decide` says, from what is settled and
+what is held by calls in flight, whether a call's reservation is taken now, waits for a release, or can never fit;
+when the call's whole output cap can no longer fit, the cap is lowered to what is left.
 """
 
 import json
 import math
 import re
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from decimal import ROUND_CEILING, Decimal
 from functools import cache
 from typing import Annotated, Any, Literal
@@ -21,8 +24,10 @@ from longhaul.core.model import Model
 from longhaul.core.routes import ROUTE_NAME_PATTERN
 
 MICRO = Decimal(1_000_000)
-# Framing a provider adds around the messages (roles, tool definitions), counted into every worst case.
+# Framing a provider adds around the messages (roles, tool definitions), counted into every byte-bound prompt.
 FRAMING_TOKENS = 64
+# The smallest output cap a call is made with: below it the budget is exceeded and no call is made.
+MIN_OUTPUT_TOKENS = 16
 
 # Dollars as the API takes them: a decimal string above zero with at most 8 digits before the point and 6 after
 # (DynamoDB and the micro-dollar ledger hold every such amount exactly); `(?![\s\S])` ends it in every regex dialect.
@@ -215,24 +220,111 @@ def to_micro(amount: Decimal) -> int:
 
 
 def worst_case_input_tokens(*texts: str, schema: Mapping[str, Any] | None = None) -> int:
-    """An upper bound of a prompt's tokens: its UTF-8 bytes (and the schema's), plus framing."""
+    """An upper bound of a prompt's tokens: its UTF-8 bytes (and the schema's), plus framing. What a call's prompt
+    counts for when its adapter has no token counter of its own."""
     size = sum(len(text.encode()) for text in texts)
     if schema is not None:
         size += len(json.dumps(schema, separators=(",", ":")).encode())
     return size + FRAMING_TOKENS
 
 
+Scope = Literal["job", "tenant"]
+
+
 class Reservation(Model):
-    """A call's worst case, to hold against the job and the tenant's day before the call is made."""
+    """What is held against the job and the tenant's day before a call is made: the call's tokens and cost, with
+    the output cap it holds for (`capped_by`: the scope that lowered the cap below the call's own, if one did)."""
 
     tokens: int = Field(ge=0)
     cost_micro: int = Field(ge=0)
+    output_tokens: int = Field(default=0, ge=0)
+    capped_by: Scope | None = None
 
     @classmethod
-    def worst_case(cls, input_tokens: int, max_output_tokens: int, price: Price) -> "Reservation":
+    def of_call(cls, input_tokens: int, output_tokens: int, price: Price) -> "Reservation":
         return cls(
-            tokens=input_tokens + max_output_tokens, cost_micro=cost_micro(input_tokens, max_output_tokens, price)
+            tokens=input_tokens + output_tokens,
+            cost_micro=cost_micro(input_tokens, output_tokens, price),
+            output_tokens=output_tokens,
         )
+
+
+class CallSize(Model):
+    """What a call can use: its prompt's counted tokens and its output cap, at its route's price."""
+
+    input_tokens: int = Field(ge=0)
+    max_output_tokens: int = Field(gt=0)
+    price: Price
+
+    @property
+    def min_output_tokens(self) -> int:
+        return min(self.max_output_tokens, MIN_OUTPUT_TOKENS)
+
+    def reservation(self, output_tokens: int | None = None, capped_by: Scope | None = None) -> Reservation:
+        output = self.max_output_tokens if output_tokens is None else output_tokens
+        held = Reservation.of_call(self.input_tokens, output, self.price)
+        return held.model_copy(update={"capped_by": capped_by}) if capped_by else held
+
+    def output_within(self, tokens: int, cost: int) -> int:
+        """The largest output cap (at most the call's own) whose reservation fits `tokens` and `cost` micro-dollars;
+        below zero when not even the prompt fits."""
+        by_tokens = tokens - self.input_tokens
+        left = Decimal(cost) - self.input_tokens * self.price.input  # a cost rounded up fits iff the exact one does
+        if left < 0:
+            return -1
+        by_cost = math.floor(left / self.price.output) if self.price.output > 0 else self.max_output_tokens
+        return min(self.max_output_tokens, by_tokens, by_cost)
+
+
+class Room(Model):
+    """One scope's limits (the job's budget, or the tenant's day) and what is spent against them: settled usage,
+    and what calls in flight hold."""
+
+    scope: Scope
+    limit_tokens: int
+    limit_cost_micro: int
+    settled_tokens: int = 0
+    settled_cost_micro: int = 0
+    held_tokens: int = 0
+    held_cost_micro: int = 0
+
+    def output_now(self, size: CallSize) -> int:
+        """The call's largest output cap that fits beside what is settled and held now."""
+        return size.output_within(
+            self.limit_tokens - self.settled_tokens - self.held_tokens,
+            self.limit_cost_micro - self.settled_cost_micro - self.held_cost_micro,
+        )
+
+    def output_ever(self, size: CallSize) -> int:
+        """The call's largest output cap that fits once every call in flight has released what it holds."""
+        return size.output_within(
+            self.limit_tokens - self.settled_tokens, self.limit_cost_micro - self.settled_cost_micro
+        )
+
+
+class Wait(Model):
+    """The call fits once calls in flight release what they hold: wait for a release, then decide again."""
+
+
+class Refused(Model):
+    """The call can never fit `scope`: what is settled there plus the call's smallest reservation exceeds it."""
+
+    scope: Scope
+
+
+def decide(size: CallSize, rooms: Sequence[Room]) -> Reservation | Wait | Refused:
+    """Reserve the call's whole output cap when it fits now; wait while it would fit once calls in flight release
+    their holds; when the whole cap can never fit, lower it to what is left (waiting for calls in flight first, which
+    may settle below what they hold); refuse when not even the prompt and `MIN_OUTPUT_TOKENS` fit what is settled."""
+    ever = {room.scope: room.output_ever(size) for room in rooms}
+    for room in rooms:
+        if ever[room.scope] < size.min_output_tokens:
+            return Refused(scope=room.scope)
+    cap = min(ever.values(), default=size.max_output_tokens)
+    if min((room.output_now(size) for room in rooms), default=cap) < cap:
+        return Wait()
+    binding = next((r.scope for r in rooms if ever[r.scope] == cap), None)
+    return size.reservation(cap, capped_by=binding if cap < size.max_output_tokens else None)
 
 
 def job_limits(requested: JobBudget | None, policy: TenantPolicy) -> tuple[int, int, list[dict[str, Any]]]:

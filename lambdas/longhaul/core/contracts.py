@@ -475,7 +475,7 @@ class StepUsage(Model):
     input_tokens: int
     output_tokens: int
     cost_usd: str
-    held_tokens: int = Field(description="Worst cases still reserved by calls in flight.")
+    held_tokens: int = Field(description="What calls in flight still hold reserved (prompt plus output cap).")
     models: list[str] = Field(default_factory=list, description="`provider:model` that answered, per route.")
 
 

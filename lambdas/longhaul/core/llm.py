@@ -2,7 +2,7 @@
 
 import hashlib
 import json
-from typing import Any, Protocol
+from typing import Any, Protocol, runtime_checkable
 
 from pydantic import Field
 
@@ -74,3 +74,12 @@ class ModelGateway(Protocol):
     model_id: str
 
     def generate(self, request: ModelRequest) -> ModelResponse: ...
+
+
+@runtime_checkable
+class TokenCounter(Protocol):
+    """An adapter that counts a request's input tokens as its provider will bill them (never fewer): the gateway
+    reserves a call's prompt at this count. Without a count (an adapter without a counter, or None) every prompt byte
+    is reserved as a token."""
+
+    def count_tokens(self, request: ModelRequest) -> int | None: ...

@@ -96,7 +96,7 @@ class Job(Record):
     result_key: str | None = None
     usage_input_tokens: int = 0
     usage_output_tokens: int = 0
-    # Budget: limits, what is held (reserved worst cases plus settled actuals), the actual cost; all micro-dollars.
+    # Budget: limits, what is held (reservations in flight plus settled actuals), the actual cost; all micro-dollars.
     budget_tokens: int | None = None
     budget_cost_micro: int | None = None
     spent_tokens: int = 0
@@ -336,7 +336,7 @@ class StepRecord(Record):
 
 
 class Charge(Record):
-    """One model call in the job's ledger: reserved (its worst case held), settled (actual usage) or released.
+    """One model call in the job's ledger: reserved (what it can use held), settled (actual usage) or released.
 
     Charges made directly (`CheckpointStore.charge`) have no status: they are settled when written."""
 
@@ -349,6 +349,8 @@ class Charge(Record):
     item: int | None = None
     reserved_tokens: int = 0
     reserved_cost_micro: int = 0
+    reserved_output_tokens: int | None = None  # the output cap the reservation held for (None: the call's own)
+    capped_by: Literal["job", "tenant"] | None = None  # whose room lowered that cap below the call's own
     cost_micro: int = 0
     day: str | None = None
     tenant_id: str | None = None

@@ -6,8 +6,12 @@ Every model call of a step goes through `ModelCalls` (`StepContext.model()`):
   (the state machine retries later) or goes to the route's fallback when one is configured;
 - the job must still be running (a job that failed, was cancelled or expired meanwhile makes no call: the step
   stops), checked before the reservation and again, atomically, by it;
-- the call's worst case is reserved against the job's budget and the tenant's day; if it does not fit, the step
-  fails `budget-exceeded` and no call is made; after the call the reservation settles to the actual usage;
+- what the call can use is reserved against the job's budget and the tenant's day: its prompt's counted tokens (the
+  adapter's count, or every byte as a token) plus its output cap, at the route's price; while calls in flight hold
+  the room it needs it waits for a release (bounded, then `RateLimitedError`: the state machine retries the step);
+  when its whole output cap can no longer fit, the call is made with the cap lowered to what is left (an answer cut
+  off there fails the step `budget-exceeded`); when not even that fits, the step fails `budget-exceeded` and no call
+  is made; after the call the reservation settles to the actual usage;
 - a call already made and settled by an earlier delivery of the same step (same charge id, same prompt) is answered
   from its ledger entry: a retried step never pays twice for one call;
 - the answer climbs the validation ladder (`longhaul.guardrails.ladder`); each rung is an event.
@@ -29,7 +33,9 @@ from pydantic import BaseModel
 
 from longhaul.core import faults, tracing
 from longhaul.core.budgets import (
+    CallSize,
     Reservation,
+    Scope,
     TenantPolicy,
     cost_micro,
     price_of,
@@ -46,7 +52,7 @@ from longhaul.core.errors import (
     PolicyRefusalError,
     UpstreamUnavailableError,
 )
-from longhaul.core.llm import ModelRequest, ModelResponse, Usage
+from longhaul.core.llm import TRUNCATED, ModelRequest, ModelResponse, TokenCounter, Usage
 from longhaul.core.observability import (
     ALLOWANCE_REACHED_METRIC,
     MODEL_COST_METRIC,
@@ -59,7 +65,7 @@ from longhaul.guardrails.ladder import FEEDBACK_RETRIES, Outcome, Rung, check, w
 from longhaul.services import Services
 from longhaul.storage.artifacts import prompt_key, response_key
 from longhaul.storage.breakers import Transition
-from longhaul.storage.budgets import CallLabels
+from longhaul.storage.budgets import CallLabels, whose
 
 T = TypeVar("T", bound=BaseModel)
 LIVE = frozenset({JobStatus.RUNNING, JobStatus.RETRYING})  # the statuses in which a step may call a model
@@ -185,22 +191,36 @@ class ModelCalls:
             code_version=provenance.code_version,
             workflow_version=provenance.workflow_version,
         )
-        if held is None or held.status != "reserved":  # a reservation left by a crashed delivery is taken over
-            prompt_tokens = worst_case_input_tokens(request.system, request.prompt, schema=request.response_schema)
-            worst = Reservation.worst_case(prompt_tokens, request.max_tokens, price)
+        if held is None or held.status != "reserved":
+            size = CallSize(
+                input_tokens=self._counted(route_name, request), max_output_tokens=request.max_tokens, price=price
+            )
             try:
                 self.job = s.budgets.with_limits(self.job, self.policy())
-                s.budgets.reserve(self.job, charge_id, worst, self.policy(), labels)
+                granted = s.budgets.reserve(self.job, charge_id, size, self.policy(), labels)
             except BudgetExceededError as refused:
-                self._event("budget_exceeded", route=route_name, needed_tokens=worst.tokens, message=refused.message)
-                emit("BudgetExceeded", workflow=self.job.workflow, step=self.step)
-                if "daily allowance" in refused.message:  # the tenant's day, not the job's budget
-                    emit(ALLOWANCE_REACHED_METRIC)
-                    emit(ALLOWANCE_REACHED_METRIC, tenant=self.job.tenant_id)
+                self._refused(route_name, size.reservation(size.min_output_tokens).tokens, refused.message)
                 raise
-        self._keep(request)
+        else:  # a reservation left by a crashed delivery is taken over, with the output cap it held for
+            granted = Reservation(
+                tokens=held.reserved_tokens,
+                cost_micro=held.reserved_cost_micro,
+                output_tokens=held.reserved_output_tokens or request.max_tokens,
+                capped_by=held.capped_by,
+            )
+        sent = request
+        if granted.output_tokens < request.max_tokens:  # the whole cap no longer fits: what is left of it
+            sent = request.model_copy(update={"max_tokens": granted.output_tokens})
+            self._event(
+                "output_capped_by_budget",
+                route=route_name,
+                max_tokens=request.max_tokens,
+                capped_to=granted.output_tokens,
+                by=granted.capped_by,
+            )
+        self._keep(request, sent_max_tokens=sent.max_tokens)
         try:
-            response = self._generate(route_name, request)
+            response = self._generate(route_name, sent)
         except LonghaulError as error:
             s.budgets.release(self.job.job_id, charge_id)
             if not error.retryable:  # a 4xx, a refusal: never an outage
@@ -244,7 +264,35 @@ class ModelCalls:
         emit(MODEL_TOKENS_METRIC, tokens, tenant=self.job.tenant_id)
         emit(MODEL_COST_METRIC, cost / 1_000_000, MetricUnit.NoUnit, workflow=self.job.workflow)
         emit(MODEL_COST_METRIC, cost / 1_000_000, MetricUnit.NoUnit, tenant=self.job.tenant_id)
+        if sent is not request and response.stop_reason in TRUNCATED:
+            self._cut_off(route_name, request, granted)
         return response, route_name
+
+    def _counted(self, route_name: str, request: ModelRequest) -> int:
+        """The prompt's tokens as the route's adapter counts them, else every byte (and the schema's) as a token."""
+        adapter = self.services.adapter(route_name)
+        counted = adapter.count_tokens(request) if isinstance(adapter, TokenCounter) else None
+        if counted is None:
+            return worst_case_input_tokens(request.system, request.prompt, schema=request.response_schema)
+        return counted
+
+    def _cut_off(self, route_name: str, request: ModelRequest, granted: Reservation) -> None:
+        """An answer cut off at an output cap the budget lowered: the budget, not the model, ends the step."""
+        scope: Scope = granted.capped_by or "job"
+        self.services.budgets.exhaust(self.job.job_id, scope)
+        message = (
+            f"{self.step}: the answer was cut off at the {granted.output_tokens} output tokens left of "
+            f"{whose(scope)} (the call asks for up to {request.max_tokens})"
+        )
+        self._refused(route_name, granted.tokens, message)
+        raise BudgetExceededError(message, step=self.step, item=self.item)
+
+    def _refused(self, route_name: str, needed_tokens: int, message: str) -> None:
+        self._event("budget_exceeded", route=route_name, needed_tokens=needed_tokens, message=message)
+        emit("BudgetExceeded", workflow=self.job.workflow, step=self.step)
+        if "daily allowance" in message:  # the tenant's day, not the job's budget
+            emit(ALLOWANCE_REACHED_METRIC)
+            emit(ALLOWANCE_REACHED_METRIC, tenant=self.job.tenant_id)
 
     def _fail_over(
         self, route_name: str, request: ModelRequest, rung: str, tried: tuple[str, ...], error: LonghaulError
@@ -272,9 +320,13 @@ class ModelCalls:
 
     # ------------------------------------------------------------------ bookkeeping
 
-    def _keep(self, request: ModelRequest, response: ModelResponse | None = None) -> str:
+    def _keep(
+        self, request: ModelRequest, response: ModelResponse | None = None, *, sent_max_tokens: int | None = None
+    ) -> str:
         """Keep the exact request (or, with `response`, the raw response) in the job's artifacts under its hash;
-        returns that hash. Content-addressed: writing one again changes nothing."""
+        returns that hash. Content-addressed: writing one again changes nothing. A request sent with its output cap
+        lowered by the budget (`sent_max_tokens`) is kept under the hash of the call as the step asked it (the
+        ledger's), with the cap it was sent with."""
         artifacts, job_id = self.services.artifacts, self.job.job_id
         if response is None:
             prompt_hash = request.prompt_hash()
@@ -285,7 +337,7 @@ class ModelCalls:
                 system=request.system,
                 prompt=request.prompt,
                 response_schema=request.response_schema,
-                max_tokens=request.max_tokens,
+                max_tokens=sent_max_tokens or request.max_tokens,
             )
             artifacts.put_json(prompt_key(job_id, prompt_hash), sent)
             return prompt_hash

@@ -1,32 +1,48 @@
 """Budgets in DynamoDB: tenant policies, a tenant's daily spending, and each model call's reservation.
 
-A reservation is one transaction: the job's held tokens and micro-dollars grow by the call's worst case only if
-the job is still running and they stay within the job's limits, the tenant's day likewise within its allowance,
-and the call's ledger item (`JOB#<id>/CHARGE#<charge id>`) is written. DynamoDB conditions cannot add, so the room
-left (`limit - worst case`) is computed here and compared with what is held. Settling moves the held amounts to the
-actual usage, once (the ledger item's status guards it). A reservation that does not fit marks the job
-`budget_exhausted`, after which no call of the job reserves at all: the remaining items of a fan-out fail without
-calls.
+A reservation holds what a call can use (`longhaul.core.budgets.CallSize`) against the job's budget and the tenant's
+day: a polled read of both says whether it fits now, must wait for calls in flight to release what they hold, or can
+never fit (`decide`); then one transaction grows the job's held tokens and micro-dollars only if the job is still
+running and they stay within its limits, the tenant's day likewise within its allowance, and writes the call's ledger
+item (`JOB#<id>/CHARGE#<charge id>`). DynamoDB conditions cannot add, so the room left (`limit - reservation`) is
+computed here and compared with what is held: the condition, not the read, is what keeps spending within a limit. A
+wait is bounded (`Waiting`, on the store's clock), then `RateLimitedError`: the state machine retries the step with
+backoff. Settling moves the held amounts to the actual usage, once (the ledger item's status guards it). A
+reservation that can never fit marks the job `budget_exhausted`, after which no call of the job reserves at all: the
+remaining items of a fan-out fail without calls.
 """
 
 from __future__ import annotations
 
+import time
 import uuid
-from collections.abc import Mapping
-from typing import Any, Literal, NamedTuple
+from collections.abc import Callable
+from datetime import timedelta
+from typing import Any, NamedTuple
 
 from botocore.exceptions import ClientError
 
 from longhaul.core import schema
-from longhaul.core.budgets import Reservation, TenantPolicy, default_policy, job_limits
+from longhaul.core.budgets import (
+    CallSize,
+    Refused,
+    Reservation,
+    Room,
+    Scope,
+    TenantPolicy,
+    Wait,
+    decide,
+    default_policy,
+    job_limits,
+)
 from longhaul.core.clock import Clock, SystemClock, iso
 from longhaul.core.contracts import JobStatus
-from longhaul.core.errors import BudgetExceededError, CancelledError, TransientError
+from longhaul.core.errors import BudgetExceededError, CancelledError, RateLimitedError, TransientError
 from longhaul.core.records import Charge, Job
 from longhaul.storage.cache import TtlCache
 from longhaul.storage.dynamo import Cancelled, plain, query_prefix, transact
 
-Exhausted = Literal["job", "tenant"]
+LIVE = (JobStatus.RUNNING.value, JobStatus.RETRYING.value)
 
 
 class CallLabels(NamedTuple):
@@ -57,15 +73,30 @@ class PolicyChanged(Exception):
 
 
 class DayUsage(NamedTuple):
+    """A tenant's day: settled usage plus what calls in flight hold (`held_*`, included in the totals)."""
+
     tokens: int = 0
     cost_micro: int = 0
+    held_tokens: int = 0
+    held_cost_micro: int = 0
+
+
+class Waiting(NamedTuple):
+    """How a reservation waits for calls in flight to release room: it reads again after `first` seconds, then after
+    twice as long each time up to `longest`, for at most `bound` seconds of the store's clock in all."""
+
+    bound: float = 30.0
+    first: float = 0.05
+    longest: float = 1.0
+    sleep: Callable[[float], None] = time.sleep
 
 
 class BudgetStore:
-    def __init__(self, table: Any, *, clock: Clock | None = None) -> None:
+    def __init__(self, table: Any, *, clock: Clock | None = None, waiting: Waiting | None = None) -> None:
         self.table = table
         self.client = table.meta.client
         self.clock = clock or SystemClock()
+        self.waiting = waiting or Waiting()
         self._policies: TtlCache[TenantPolicy] = TtlCache(self.clock)
 
     # ------------------------------------------------------------------ tenant policies
@@ -130,7 +161,12 @@ class BudgetStore:
     def day_usage(self, tenant_id: str, day: str | None = None) -> DayUsage:
         key = schema.tenant_usage_key(tenant_id, day or self.day())
         item = self.table.get_item(Key=key, ConsistentRead=True).get("Item") or {}
-        return DayUsage(tokens=int(item.get("tokens", 0)), cost_micro=int(item.get("cost_micro", 0)))
+        return DayUsage(
+            tokens=int(item.get("tokens", 0)),
+            cost_micro=int(item.get("cost_micro", 0)),
+            held_tokens=int(item.get("held_tokens", 0)),
+            held_cost_micro=int(item.get("held_cost_micro", 0)),
+        )
 
     # ------------------------------------------------------------------ the ledger
 
@@ -161,31 +197,113 @@ class BudgetStore:
         limits["budget_cost_micro"] = int(item.get("budget_cost_micro", cost))
         return job.model_copy(update=limits)
 
-    def reserve(self, job: Job, charge_id: str, worst: Reservation, policy: TenantPolicy, labels: CallLabels) -> None:
-        """Hold `worst` against the job and its tenant's day, or raise `BudgetExceededError` (nothing held)."""
+    def reserve(
+        self, job: Job, charge_id: str, size: CallSize, policy: TenantPolicy, labels: CallLabels
+    ) -> Reservation:
+        """Hold what the call can use against the job and its tenant's day, and answer what was held (its output
+        cap lowered when the whole cap can no longer fit). Waits, within `waiting.bound`, while calls in flight hold
+        the room the call needs, then raises `RateLimitedError` (retried by the state machine); raises
+        `BudgetExceededError` (nothing held, the job marked exhausted) when the call can never fit."""
         if job.budget_tokens is None or job.budget_cost_micro is None:
             raise BudgetExceededError(f"job {job.job_id} has no budget", step=labels.step, item=labels.item)
+        deadline = self.clock.now() + timedelta(seconds=self.waiting.bound)
+        delay = self.waiting.first
+        while True:
+            answer = self.try_reserve(job, charge_id, size, policy, labels)
+            if isinstance(answer, Reservation):
+                return answer
+            remaining = (deadline - self.clock.now()).total_seconds()
+            if remaining <= 0:
+                raise RateLimitedError(
+                    f"{labels.step}: the budget's room is held by calls in flight for longer than "
+                    f"{self.waiting.bound:g} s; retry",
+                    step=labels.step,
+                    item=labels.item,
+                )
+            self.waiting.sleep(min(delay, remaining))
+            delay = min(delay * 2, self.waiting.longest)
+
+    def try_reserve(
+        self, job: Job, charge_id: str, size: CallSize, policy: TenantPolicy, labels: CallLabels
+    ) -> Reservation | Wait:
+        """One read and, if the call fits now, its reservation: what was held, or `Wait` (calls in flight hold the
+        room it needs, or another reservation came first). Raises `BudgetExceededError` (the job marked exhausted)
+        when it can never fit."""
+        verdict, limits = self.verdict(job, size, policy, labels)
+        if isinstance(verdict, Refused):
+            self._exhaust(job.job_id, verdict.scope)
+            raise self._exceeded(size, labels, verdict.scope)
+        if isinstance(verdict, Reservation) and self._hold(job, charge_id, verdict, policy, labels, limits):
+            return verdict
+        return Wait()
+
+    def verdict(
+        self, job: Job, size: CallSize, policy: TenantPolicy, labels: CallLabels
+    ) -> tuple[Reservation | Wait | Refused, tuple[int, int]]:
+        """Whether the call fits now, from a consistent read of the job and the tenant's day (and the job's limits
+        read, which the reservation's condition checks are unchanged). A job no longer running raises
+        `CancelledError`; an exhausted one is refused."""
+        current = self.table.get_item(Key=schema.job_key(job.job_id), ConsistentRead=True).get("Item") or {}
+        if current.get("status") not in LIVE:
+            raise CancelledError(
+                f"job {job.job_id} is {current.get('status', 'gone')}: no model call is made",
+                step=labels.step,
+                item=labels.item,
+            )
+        limit_t = int(current.get("budget_tokens", job.budget_tokens or 0))
+        limit_c = int(current.get("budget_cost_micro", job.budget_cost_micro or 0))
+        if current.get("budget_exhausted"):
+            scope: Scope = "tenant" if current["budget_exhausted"] == "tenant" else "job"
+            return Refused(scope=scope), (limit_t, limit_c)
+        settled_t = int(current.get("usage_input_tokens", 0)) + int(current.get("usage_output_tokens", 0))
+        settled_c = int(current.get("cost_micro", 0))
+        job_room = Room(
+            scope="job",
+            limit_tokens=limit_t,
+            limit_cost_micro=limit_c,
+            settled_tokens=settled_t,
+            settled_cost_micro=settled_c,
+            held_tokens=int(current.get("spent_tokens", 0)) - settled_t,
+            held_cost_micro=int(current.get("spent_cost_micro", 0)) - settled_c,
+        )
+        day = self.day_usage(job.tenant_id)
+        day_room = Room(
+            scope="tenant",
+            limit_tokens=policy.daily_tokens,
+            limit_cost_micro=int(policy.daily_cost_usd * 1_000_000),
+            settled_tokens=day.tokens - day.held_tokens,
+            settled_cost_micro=day.cost_micro - day.held_cost_micro,
+            held_tokens=day.held_tokens,
+            held_cost_micro=day.held_cost_micro,
+        )
+        return decide(size, (job_room, day_room)), (limit_t, limit_c)
+
+    def _hold(
+        self,
+        job: Job,
+        charge_id: str,
+        held: Reservation,
+        policy: TenantPolicy,
+        labels: CallLabels,
+        limits: tuple[int, int],
+    ) -> bool:
+        """The reservation's transaction; False when another write came first (read again and decide again)."""
         day = self.day()
-        daily_cost = int(policy.daily_cost_usd * 1_000_000)
+        budget_t, budget_c = limits
         rooms = {
-            ":room_t": job.budget_tokens - worst.tokens,
-            ":room_c": job.budget_cost_micro - worst.cost_micro,
-            ":day_t": policy.daily_tokens - worst.tokens,
-            ":day_c": daily_cost - worst.cost_micro,
+            ":room_t": budget_t - held.tokens,
+            ":room_c": budget_c - held.cost_micro,
+            ":day_t": policy.daily_tokens - held.tokens,
+            ":day_c": int(policy.daily_cost_usd * 1_000_000) - held.cost_micro,
         }
-        if rooms[":room_t"] < 0 or rooms[":room_c"] < 0:
-            self._exhaust(job.job_id, "job")
-            raise self._exceeded(job, worst, labels, "job")
-        if rooms[":day_t"] < 0 or rooms[":day_c"] < 0:
-            self._exhaust(job.job_id, "tenant")
-            raise self._exceeded(job, worst, labels, "tenant")
         ledger = {
             **schema.charge_key(job.job_id, charge_id),
             "charge_id": charge_id,
             "status": "reserved",
             "step": labels.step,
-            "reserved_tokens": worst.tokens,
-            "reserved_cost_micro": worst.cost_micro,
+            "reserved_tokens": held.tokens,
+            "reserved_cost_micro": held.cost_micro,
+            "reserved_output_tokens": held.output_tokens,
             "input_tokens": 0,
             "output_tokens": 0,
             "cost_micro": 0,
@@ -200,6 +318,8 @@ class BudgetStore:
         }
         if labels.item is not None:
             ledger["item"] = labels.item
+        if held.capped_by is not None:
+            ledger["capped_by"] = held.capped_by
         if labels.code_version is not None:
             ledger["code_version"] = labels.code_version
         if labels.workflow_version is not None:
@@ -220,10 +340,10 @@ class BudgetStore:
                             "AND (attribute_not_exists(spent_cost_micro) OR spent_cost_micro <= :room_c)",
                             "ExpressionAttributeNames": {"#job_status": "status"},
                             "ExpressionAttributeValues": {
-                                ":t": worst.tokens,
-                                ":c": worst.cost_micro,
-                                ":bt": job.budget_tokens,
-                                ":bc": job.budget_cost_micro,
+                                ":t": held.tokens,
+                                ":c": held.cost_micro,
+                                ":bt": budget_t,
+                                ":bc": budget_c,
                                 ":room_t": rooms[":room_t"],
                                 ":room_c": rooms[":room_c"],
                                 ":running": JobStatus.RUNNING.value,
@@ -235,12 +355,13 @@ class BudgetStore:
                         "Update": {
                             "TableName": self.table.name,
                             "Key": schema.tenant_usage_key(job.tenant_id, day),
-                            "UpdateExpression": "ADD tokens :t, cost_micro :c SET tenant_id = :tenant",
+                            "UpdateExpression": "ADD tokens :t, cost_micro :c, held_tokens :t, held_cost_micro :c "
+                            "SET tenant_id = :tenant",
                             "ConditionExpression": "(attribute_not_exists(tokens) OR tokens <= :day_t) "
                             "AND (attribute_not_exists(cost_micro) OR cost_micro <= :day_c)",
                             "ExpressionAttributeValues": {
-                                ":t": worst.tokens,
-                                ":c": worst.cost_micro,
+                                ":t": held.tokens,
+                                ":c": held.cost_micro,
                                 ":day_t": rooms[":day_t"],
                                 ":day_c": rooms[":day_c"],
                                 ":tenant": job.tenant_id,
@@ -260,42 +381,19 @@ class BudgetStore:
                 ],
             )
         except Cancelled:
-            self._explain_refusal(job, charge_id, worst, labels, rooms)
+            existing = self.ledger_item(job.job_id, charge_id)
+            if existing is not None and existing.status != "released":
+                raise TransientError(
+                    f"charge {charge_id} is being made by another delivery; retry", step=labels.step
+                ) from None
+            return False  # the job or the day moved meanwhile (another call reserved or settled): decide again
+        return True
 
-    def _explain_refusal(
-        self, job: Job, charge_id: str, worst: Reservation, labels: CallLabels, rooms: Mapping[str, int]
-    ) -> None:
-        """A cancelled reservation: say why from what is stored now (moto gives no cancellation reasons)."""
-        current = self.table.get_item(Key=schema.job_key(job.job_id), ConsistentRead=True).get("Item") or {}
-        if current.get("status") not in (JobStatus.RUNNING.value, JobStatus.RETRYING.value):
-            raise CancelledError(
-                f"job {job.job_id} is {current.get('status', 'gone')}: no model call is made",
-                step=labels.step,
-                item=labels.item,
-            )
-        if current.get("budget_exhausted"):
-            raise self._exceeded(job, worst, labels, str(current["budget_exhausted"]))
-        if (current.get("budget_tokens"), current.get("budget_cost_micro")) != (
-            job.budget_tokens,
-            job.budget_cost_micro,
-        ):
-            raise TransientError(f"the budget of job {job.job_id} changed meanwhile; retry", step=labels.step)
-        if (
-            int(current.get("spent_tokens", 0)) > rooms[":room_t"]
-            or int(current.get("spent_cost_micro", 0)) > rooms[":room_c"]
-        ):
-            self._exhaust(job.job_id, "job")
-            raise self._exceeded(job, worst, labels, "job")
-        day = self.day_usage(job.tenant_id)
-        if day.tokens > rooms[":day_t"] or day.cost_micro > rooms[":day_c"]:
-            self._exhaust(job.job_id, "tenant")
-            raise self._exceeded(job, worst, labels, "tenant")
-        existing = self.ledger_item(job.job_id, charge_id)
-        if existing is not None and existing.status != "released":
-            raise TransientError(f"charge {charge_id} is being made by another delivery; retry", step=labels.step)
-        raise TransientError(f"reserving for job {job.job_id} conflicted with another write; retry", step=labels.step)
+    def exhaust(self, job_id: str, by: Scope) -> None:
+        """Mark the job's budget exhausted (`job`) or its tenant's day (`tenant`): no later call of it reserves."""
+        self._exhaust(job_id, by)
 
-    def _exhaust(self, job_id: str, by: Exhausted) -> None:
+    def _exhaust(self, job_id: str, by: Scope) -> None:
         try:
             self.table.update_item(
                 Key=schema.job_key(job_id),
@@ -308,11 +406,12 @@ class BudgetStore:
                 raise
 
     @staticmethod
-    def _exceeded(job: Job, worst: Reservation, labels: CallLabels, by: str) -> BudgetExceededError:
-        whose = "the tenant's daily allowance" if by == "tenant" else "the job's budget"
+    def _exceeded(size: CallSize, labels: CallLabels, by: Scope) -> BudgetExceededError:
+        smallest = size.reservation(size.min_output_tokens)
         return BudgetExceededError(
-            f"{labels.step}: a call to {labels.provider}:{labels.model_id} needs up to {worst.tokens} tokens "
-            f"({worst.cost_micro / 1_000_000:.6f} USD) and does not fit {whose}; no call was made",
+            f"{labels.step}: a call to {labels.provider}:{labels.model_id} needs at least {smallest.tokens} tokens "
+            f"({smallest.cost_micro / 1_000_000:.6f} USD; {size.input_tokens} of its prompt) and does not fit "
+            f"{whose(by)}; no call was made",
             step=labels.step,
             item=labels.item,
         )
@@ -409,8 +508,13 @@ class BudgetStore:
                         "Update": {
                             "TableName": self.table.name,
                             "Key": schema.tenant_usage_key(held.tenant_id or "", held.day or self.day()),
-                            "UpdateExpression": "ADD tokens :dt, cost_micro :dc",
-                            "ExpressionAttributeValues": {":dt": delta_t, ":dc": delta_c},
+                            "UpdateExpression": "ADD tokens :dt, cost_micro :dc, held_tokens :ht, held_cost_micro :hc",
+                            "ExpressionAttributeValues": {
+                                ":dt": delta_t,
+                                ":dc": delta_c,
+                                ":ht": -held.reserved_tokens,
+                                ":hc": -held.reserved_cost_micro,
+                            },
                         }
                     },
                 ],
@@ -421,3 +525,7 @@ class BudgetStore:
 
     def _now(self) -> str:
         return iso(self.clock.now())
+
+
+def whose(scope: Scope) -> str:
+    return "the tenant's daily allowance" if scope == "tenant" else "the job's budget"

@@ -1,6 +1,8 @@
 """A deterministic, offline stand-in for a language model: same input, same bytes out, no network.
 
-It never reads the prompt. Each request names the deterministic stand-in of its task (`ModelRequest.offline`,
+It never reads the prompt, but counts it (four characters a token: `count_tokens` is exactly the input it reports)
+and honours the request's `max_tokens` as a provider does: a longer answer is cut off there (`stop_reason`
+`max_tokens`). Each request names the deterministic stand-in of its task (`ModelRequest.offline`,
 "module:function", called with the request's structured `context` and this model's id), which answers in the JSON
 shape a remote model is asked for: that is how each workflow brings the offline behaviour of its own tasks (document
 analysis quotes verbatim sentences, `longhaul.workflows.document_analysis.offline`; invoice reconciliation reads
@@ -32,19 +34,23 @@ class OfflineExtractiveModel:
     def __init__(self, model_id: str = DEFAULT_MODEL_ID) -> None:
         self.model_id = model_id
 
+    def count_tokens(self, request: ModelRequest) -> int:
+        """The input tokens `generate` reports for `request`."""
+        return _estimate_tokens(request.system, request.prompt)
+
     def generate(self, request: ModelRequest) -> ModelResponse:
         try:
             text = self._respond(request)
         except ValidationError as error:
             raise InternalError(f"offline model: malformed {request.task} context: {error}") from error
+        stop = "end_turn"
+        if _estimate_tokens(text) > request.max_tokens:  # cut off at the limit, as a provider's answer is
+            text, stop = text[: request.max_tokens * 4], "max_tokens"
         return ModelResponse(
             text=text,
-            usage=Usage(
-                input_tokens=_estimate_tokens(request.system, request.prompt),
-                output_tokens=_estimate_tokens(text),
-            ),
+            usage=Usage(input_tokens=self.count_tokens(request), output_tokens=_estimate_tokens(text)),
             model_id=self.model_id,
-            stop_reason="end_turn",
+            stop_reason=stop,
         )
 
     def _respond(self, request: ModelRequest) -> str:

@@ -12,7 +12,7 @@ import threading
 from pathlib import Path
 
 from longhaul.core.errors import InternalError
-from longhaul.core.llm import ModelGateway, ModelRequest, ModelResponse
+from longhaul.core.llm import ModelGateway, ModelRequest, ModelResponse, TokenCounter
 
 
 def fixture_key(request: ModelRequest) -> str:
@@ -51,6 +51,10 @@ class RecordingModel:
         self.inner = inner
         self.model_id = inner.model_id
         self.fixtures = fixtures
+
+    def count_tokens(self, request: ModelRequest) -> int | None:
+        """The wrapped adapter's count, if it has a counter."""
+        return self.inner.count_tokens(request) if isinstance(self.inner, TokenCounter) else None
 
     def generate(self, request: ModelRequest) -> ModelResponse:
         response = self.inner.generate(request)
