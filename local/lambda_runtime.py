@@ -536,14 +536,17 @@ def runtime_faults(invocation: Invocation, call_next: Callable[[], Any]) -> Any:
 
     item = event.get("item")
     group = event.get("items")
+    job_id = str((event.get("input") or {}).get("job_id", ""))  # `x<times>` counts per job
     if isinstance(group, list):  # a grouped fan-out's group: its items run in order, a fault fires at its own item
-        return _group_faults(invocation, call_next, faults.active(), event["step"], group)
-    kind = faults.active().take(event["step"], item if isinstance(item, int) else None, (faults.HANG, faults.DUPLICATE))
+        return _group_faults(invocation, call_next, faults.active(), event["step"], group, job_id)
+    kind = faults.active().take(
+        event["step"], item if isinstance(item, int) else None, (faults.HANG, faults.DUPLICATE), job_id=job_id
+    )
     return _fire(invocation, call_next, kind)
 
 
 def _group_faults(
-    invocation: Invocation, call_next: Callable[[], Any], injector: Any, step: str, group: list[Any]
+    invocation: Invocation, call_next: Callable[[], Any], injector: Any, step: str, group: list[Any], job_id: str
 ) -> Any:
     """A group's first item with a `hang` or `duplicate` rule fires it: a duplicate delivers the whole group twice;
     a hang lets the items before it run (and commit), then holds the invocation as an item's hang would."""
@@ -551,7 +554,9 @@ def _group_faults(
 
     for position, entry in enumerate(group):
         index = entry.get("index") if isinstance(entry, Mapping) else None
-        kind = injector.take(step, index if isinstance(index, int) else None, (faults.HANG, faults.DUPLICATE))
+        kind = injector.take(
+            step, index if isinstance(index, int) else None, (faults.HANG, faults.DUPLICATE), job_id=job_id
+        )
         if kind is None:
             continue
         if kind == faults.HANG and position > 0:

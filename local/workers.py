@@ -7,7 +7,7 @@ The task token round trip, heartbeats and failures are then the worker's own cal
 exactly as on AWS. Local-only adjustments: the worker's heartbeat interval is multiplied by the time scale (the
 interpreter's heartbeat bound is too), each task gets its own cache directory (a Fargate task has its own disk), and
 a `LONGHAUL_FAULTS` entry for the step is consumed here, once per task, and handed to that task
-(`LONGHAUL_INJECT_FAULT`), so `x<times>` counts attempts across processes.
+(`LONGHAUL_INJECT_FAULT`), so `x<times>` counts the job's attempts across processes.
 """
 
 from __future__ import annotations
@@ -80,7 +80,10 @@ def _injected_fault(environment: Mapping[str, str]) -> str | None:
     event = json.loads(raw)
     item = event.get("item")
     return faults.active().take(
-        event.get("step", ""), item if isinstance(item, int) else None, (*BY_KIND, faults.CRASH, faults.HANG)
+        event.get("step", ""),
+        item if isinstance(item, int) else None,
+        (*BY_KIND, faults.CRASH, faults.HANG),
+        job_id=str((event.get("input") or {}).get("job_id", "")),
     )
 
 

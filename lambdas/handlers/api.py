@@ -30,8 +30,13 @@ from handlers.api_reviews import router as reviewer_routes
 from handlers.api_shared import (
     BAD_CURSOR,
     INVALID_PARAMETERS,
+    JOBS,
     PROBLEM_JSON,
+    RESULTS,
+    SERVICE,
     SSE,
+    TAGS,
+    UPLOADS,
     Cursor,
     EventsLimit,
     EventsWait,
@@ -217,7 +222,10 @@ _JOB_LINKS = {
 @app.post(
     "/v1/jobs",
     summary="Submit a job",
+    description="Start a job of a workflow on its input; the 202 names the job and its status URL (`Location`). "
+    "Follow it there, in its events, then read its result. A retry with the same Idempotency-Key is the same job.",
     operation_id="submit_job",
+    tags=[JOBS],
     responses={
         202: {
             "description": "Accepted (or, for a known Idempotency-Key with the same payload, the same job again)",
@@ -259,44 +267,24 @@ def submit_job(
     )
 
 
-@app.get("/v1/jobs/<job_id>", summary="Job status and progress", operation_id="get_job", responses=JOB_PROBLEMS)
+@app.get(
+    "/v1/jobs/<job_id>",
+    summary="Get a job's status and progress",
+    operation_id="get_job",
+    tags=[JOBS],
+    responses=JOB_PROBLEMS,
+)
 def get_job(job_id: Annotated[str, Path()]) -> JobView:
     return job_service().view(principal(app), job_id)
 
 
-GRAPH_PROBLEMS = {**problems(503, "The workflow engine did not answer")}
-
-
-@app.get(
-    "/v1/jobs/<job_id>/graph",
-    summary="The job's workflow as a graph: the states of the state machine its execution runs, each with this "
-    "job's status (done, running, waiting, failed, stopped, skipped, pending), and each fan-out's progress",
-    operation_id="get_graph",
-    responses={**JOB_PROBLEMS, **GRAPH_PROBLEMS},
-)
-def get_graph(job_id: Annotated[str, Path()]) -> WorkflowGraph:
-    return job_service().graph(principal(app), job_id)
-
-
-@app.get(
-    "/v1/jobs/<job_id>/pages",
-    summary="A page of the job's document as its steps read it (where a citation's quote is shown in context)",
-    operation_id="get_page",
-    responses={**keyed(TENANT_KEY), **problems(404, "No such job, document or page"), **INVALID_PARAMETERS},
-)
-def get_page(
-    job_id: Annotated[str, Path()],
-    document: Annotated[str, Query(min_length=1, max_length=limits.MAX_ARCHIVE_NAME_CHARS)],
-    page: Annotated[int, Query(ge=1)],
-) -> PageText:
-    return job_service().page(principal(app), job_id, document, page)
-
-
 @app.get(
     "/v1/jobs/<job_id>/events",
-    summary="The job's append-only event log (JSON pages, or Server-Sent Events with Accept: text/event-stream); "
-    "`wait` long-polls for the next event",
+    summary="Follow a job's events",
+    description="The job's append-only event log: JSON pages, or Server-Sent Events with `Accept: text/event-stream`; "
+    "`wait` long-polls for the next event.",
     operation_id="get_events",
+    tags=[JOBS],
     responses={
         200: {
             "description": "A page of events",
@@ -313,10 +301,28 @@ def get_events(
     return events_response(app, job_id, cursor, limit, wait, any_tenant=False)
 
 
+GRAPH_PROBLEMS = {**problems(503, "The workflow engine did not answer")}
+
+
+@app.get(
+    "/v1/jobs/<job_id>/graph",
+    summary="Get a job's workflow as a graph",
+    description="The states of the state machine its execution runs, each with this job's status (done, running, "
+    "waiting, failed, stopped, skipped, pending), and each fan-out's progress.",
+    operation_id="get_graph",
+    tags=[JOBS],
+    responses={**JOB_PROBLEMS, **GRAPH_PROBLEMS},
+)
+def get_graph(job_id: Annotated[str, Path()]) -> WorkflowGraph:
+    return job_service().graph(principal(app), job_id)
+
+
 @app.get(
     "/v1/jobs/<job_id>/result",
-    summary="The job's result (JSON, or its Markdown rendering with Accept: text/markdown)",
+    summary="Get a job's result",
+    description="The completed job's result as JSON, or its Markdown rendering with `Accept: text/markdown`.",
     operation_id="get_result",
+    tags=[RESULTS],
     responses={
         200: {
             "description": "The result of the job's workflow, with its `budget` (limits, usage, cost and what "
@@ -341,10 +347,29 @@ def get_result(job_id: Annotated[str, Path()]) -> Response[str]:
     return Response(status_code=200, content_type="application/json", body=body.model_dump_json())
 
 
+@app.get(
+    "/v1/jobs/<job_id>/pages",
+    summary="Read a page of a job's document",
+    description="A page of the job's document as its steps read it: where a citation's quote is shown in context.",
+    operation_id="get_page",
+    tags=[RESULTS],
+    responses={**keyed(TENANT_KEY), **problems(404, "No such job, document or page"), **INVALID_PARAMETERS},
+)
+def get_page(
+    job_id: Annotated[str, Path()],
+    document: Annotated[str, Query(min_length=1, max_length=limits.MAX_ARCHIVE_NAME_CHARS)],
+    page: Annotated[int, Query(ge=1)],
+) -> PageText:
+    return job_service().page(principal(app), job_id, document, page)
+
+
 @app.post(
     "/v1/uploads",
-    summary=f"Get a presigned URL to upload a document (up to {limits.MAX_UPLOAD_BYTES} bytes)",
+    summary="Get a URL to upload a document to",
+    description=f"A presigned URL to upload a document to (up to {limits.MAX_UPLOAD_BYTES} bytes, valid "
+    f"{limits.UPLOAD_URL_SECONDS} s); a job's document then names it by its `upload_id`.",
     operation_id="create_upload",
+    tags=[UPLOADS],
     responses={
         201: {"description": "The upload's id and URL", "content": {"application/json": {"model": UploadTicket}}},
         **keyed(TENANT_KEY, takes_body=True),
@@ -358,8 +383,10 @@ def create_upload(request: Annotated[UploadRequest, Body()]) -> Response[str]:
 
 @app.get(
     "/v1/jobs",
-    summary="The tenant's jobs, newest first, paged",
+    summary="List your jobs",
+    description="The tenant's jobs, newest first, paged; filter by status.",
     operation_id="list_jobs",
+    tags=[JOBS],
     responses={**keyed(TENANT_KEY), **BAD_CURSOR, **INVALID_PARAMETERS},
 )
 def list_jobs(
@@ -372,8 +399,10 @@ def list_jobs(
 
 @app.post(
     "/v1/jobs/<job_id>/cancel",
-    summary="Cancel a job: stop its execution, keep its completed steps",
+    summary="Cancel a job",
+    description="Stop the job's execution; its completed steps are kept.",
     operation_id="cancel_job",
+    tags=[JOBS],
     responses={
         202: {
             "description": "Cancelled (or already cancelled)",
@@ -397,8 +426,10 @@ app.include_router(console_routes)
 
 @app.get(
     "/v1/me",
-    summary="Whose key this is: its tenant and role (every role may ask)",
+    summary="Whose key this is",
+    description="The key's tenant and role (every role may ask).",
     operation_id="get_me",
+    tags=[SERVICE],
     responses={
         **problems(401, "Missing or unknown API key"),
         **problems(413, f"Body over {limits.MAX_BODY_BYTES} bytes (LONGHAUL_MAX_BODY_BYTES)"),
@@ -414,8 +445,10 @@ def get_me() -> Caller:
 
 @app.get(
     "/v1/health",
-    summary="Version and readiness (no key needed)",
+    summary="Check version and readiness",
+    description="The API's version and whether the platform is ready (503 when not); no key needed.",
     operation_id="get_health",
+    tags=[SERVICE],
     security=[],
     responses={
         200: {"description": "Ready", "content": {"application/json": {"model": Health}}},
@@ -437,14 +470,16 @@ def get_openapi() -> Response[str]:
     return Response(status_code=200, content_type="application/json", body=openapi_json(server=_base_url()))
 
 
-def _security() -> dict[str, Any]:
-    """The API's security scheme. Powertools' OpenAPI models (a large set of pydantic models) are imported here,
-    when a document is asked for, not at a cold start: no other request needs them."""
-    from aws_lambda_powertools.event_handler.openapi.models import HTTPBearer
+def _document() -> dict[str, Any]:
+    """The API's security scheme and its tags (the sections of its reference, in the order a client meets them).
+    Powertools' OpenAPI models (a large set of pydantic models) are imported here, when a document is asked for, not
+    at a cold start: no other request needs them."""
+    from aws_lambda_powertools.event_handler.openapi.models import HTTPBearer, Tag
 
     return {
         "security_schemes": {"bearer": HTTPBearer(scheme="bearer", description="Tenant or operator API key")},
         "security": [{"bearer": []}],
+        "tags": [Tag(name=name, description=description) for name, description in TAGS.items()],
     }
 
 
@@ -455,11 +490,11 @@ _swagger: list[bool] = []  # [True] once the Swagger UI route is registered
 
 def _with_swagger() -> None:
     """Swagger UI, its assets inlined by Powertools (no CDN); its spec's server is the stage it is served from.
-    Registered by the first request for it (building it imports the OpenAPI models; see `_security`)."""
+    Registered by the first request for it (building it imports the OpenAPI models; see `_document`)."""
     with _swagger_lock:
         if not _swagger:
             app.enable_swagger(
-                path=_SWAGGER_PATH, title=TITLE, version=API_VERSION, description=DESCRIPTION, **_security()
+                path=_SWAGGER_PATH, title=TITLE, version=API_VERSION, description=DESCRIPTION, **_document()
             )
             _swagger.append(True)
 
@@ -475,7 +510,7 @@ def openapi_json(server: str = "http://127.0.0.1:8000") -> str:
             version=API_VERSION,
             description=DESCRIPTION,
             servers=[Server(url=server, description=description)],
-            **_security(),
+            **_document(),
         )
     )
     spec["paths"]["/v1/health"]["get"]["security"] = []  # Powertools drops an empty list: no key needed here

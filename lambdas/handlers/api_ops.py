@@ -14,8 +14,10 @@ from aws_lambda_powertools.event_handler.api_gateway import Router
 from aws_lambda_powertools.event_handler.openapi.params import Body, Path, Query
 
 from handlers.api_shared import (
+    ADMIN,
     BAD_CURSOR,
     INVALID_PARAMETERS,
+    OPERATORS,
     SSE,
     Cursor,
     EventsLimit,
@@ -78,8 +80,11 @@ NO_TENANT = problems(404, "No such tenant")
 
 @router.get(
     "/v1/ops/dead-letters",
-    summary="Dead letters, newest first",
+    summary="List dead letters",
+    description="The failures that ended jobs (each names its step and item), newest first; filter by step, "
+    "workflow or tenant.",
     operation_id="list_dead_letters",
+    tags=[OPERATORS],
     responses={**OPS_PROBLEMS, **INVALID_PARAMETERS},
 )
 def list_dead_letters(
@@ -95,8 +100,10 @@ def list_dead_letters(
 
 @router.get(
     "/v1/ops/jobs",
-    summary="Every tenant's jobs, newest first, paged; filter by tenant and/or status",
+    summary="List every tenant's jobs",
+    description="Every tenant's jobs, newest first, paged; filter by tenant and/or status.",
     operation_id="ops_list_jobs",
+    tags=[OPERATORS],
     responses={**OPS_PROBLEMS, **BAD_CURSOR, **INVALID_PARAMETERS},
 )
 def ops_list_jobs(
@@ -114,8 +121,10 @@ OPS_JOB_PROBLEMS = {**OPS_PROBLEMS, **problems(404, "No such job")}
 
 @router.get(
     "/v1/ops/jobs/<job_id>",
-    summary="Any tenant's job: status and progress",
+    summary="Get any tenant's job",
+    description="Any tenant's job: its status and progress.",
     operation_id="ops_get_job",
+    tags=[OPERATORS],
     responses=OPS_JOB_PROBLEMS,
 )
 def ops_get_job(job_id: Annotated[str, Path()]) -> JobView:
@@ -124,8 +133,10 @@ def ops_get_job(job_id: Annotated[str, Path()]) -> JobView:
 
 @router.get(
     "/v1/ops/jobs/<job_id>/graph",
-    summary="Any tenant's job's workflow as a graph, each state with the job's status",
+    summary="Get any tenant's job's workflow as a graph",
+    description="Any tenant's job's workflow as a graph, each state with the job's status.",
     operation_id="ops_get_graph",
+    tags=[OPERATORS],
     responses={**OPS_JOB_PROBLEMS, **problems(503, "The workflow engine did not answer")},
 )
 def ops_get_graph(job_id: Annotated[str, Path()]) -> WorkflowGraph:
@@ -134,8 +145,11 @@ def ops_get_graph(job_id: Annotated[str, Path()]) -> WorkflowGraph:
 
 @router.get(
     "/v1/ops/jobs/<job_id>/events",
-    summary="Any tenant's job's event log (JSON pages, or Server-Sent Events); `wait` long-polls for the next event",
+    summary="Follow any tenant's job's events",
+    description="Any tenant's job's event log (JSON pages, or Server-Sent Events); `wait` long-polls for the next "
+    "event.",
     operation_id="ops_get_events",
+    tags=[OPERATORS],
     responses={
         200: {
             "description": "A page of events",
@@ -155,9 +169,11 @@ def ops_get_events(
 
 @router.get(
     "/v1/ops/jobs/<job_id>/calls",
-    summary="Any tenant's job's model calls: route, model, prompt version and hash, tokens, cost, the code and "
-    "workflow versions that made each, and links to the exact prompt and the raw response",
+    summary="List a job's model calls",
+    description="Any tenant's job's model calls: route, model, prompt version and hash, tokens, cost, the code and "
+    "workflow versions that made each, and links to the exact prompt and the raw response.",
     operation_id="ops_list_model_calls",
+    tags=[OPERATORS],
     responses=OPS_JOB_PROBLEMS,
 )
 def ops_model_calls(job_id: Annotated[str, Path()]) -> ModelCallList:
@@ -167,8 +183,10 @@ def ops_model_calls(job_id: Annotated[str, Path()]) -> ModelCallList:
 
 @router.get(
     "/v1/ops/jobs/<job_id>/prompts/<prompt_hash>",
-    summary="Exactly what a model call of the job sent (kept under its hash until the job's artifacts expire)",
+    summary="Get the exact prompt of a model call",
+    description="Exactly what a model call of the job sent (kept under its hash until the job's artifacts expire).",
     operation_id="ops_get_kept_prompt",
+    tags=[OPERATORS],
     responses={**OPS_PROBLEMS, **problems(404, "No such job, or no such kept prompt")},
 )
 def ops_kept_prompt(job_id: Annotated[str, Path()], prompt_hash: Annotated[str, Path()]) -> KeptPrompt:
@@ -178,8 +196,11 @@ def ops_kept_prompt(job_id: Annotated[str, Path()], prompt_hash: Annotated[str, 
 
 @router.get(
     "/v1/ops/jobs/<job_id>/responses/<response_hash>",
-    summary="Exactly what a model call of the job was answered (kept under its hash until the job's artifacts expire)",
+    summary="Get the raw response to a model call",
+    description="Exactly what a model call of the job was answered (kept under its hash until the job's artifacts "
+    "expire).",
     operation_id="ops_get_kept_response",
+    tags=[OPERATORS],
     responses={**OPS_PROBLEMS, **problems(404, "No such job, or no such kept response")},
 )
 def ops_kept_response(job_id: Annotated[str, Path()], response_hash: Annotated[str, Path()]) -> KeptResponse:
@@ -190,7 +211,9 @@ def ops_kept_response(job_id: Annotated[str, Path()], response_hash: Annotated[s
 @router.post(
     "/v1/ops/jobs/<job_id>/cancel",
     summary="Cancel any tenant's job",
+    description="Stop the job's execution; its completed steps are kept.",
     operation_id="ops_cancel_job",
+    tags=[OPERATORS],
     responses={
         202: {"description": "Cancelled", "content": {"application/json": {"model": CancelOutcome}}},
         **OPS_JOB_PROBLEMS,
@@ -206,9 +229,11 @@ def ops_cancel_job(job_id: Annotated[str, Path()]) -> Response[str]:
 
 @router.post(
     "/v1/ops/jobs/<job_id>/replay",
-    summary="Replay a failed job from a step, reusing the checkpoints before it (or, with `dry_run`, only say what "
-    "would run again)",
+    summary="Replay a failed job from a step",
+    description="Run a failed, cancelled or expired job again from a step, reusing the checkpoints before it; with "
+    "`dry_run`, only say what would run again.",
     operation_id="replay_job",
+    tags=[OPERATORS],
     responses={
         200: {
             "description": "The plan of a dry run: nothing was changed or started",
@@ -248,8 +273,10 @@ def replay_job(job_id: Annotated[str, Path()], request: Annotated[ReplayRequest,
 
 @router.get(
     "/v1/ops/tenants/<tenant_id>/policy",
-    summary="A tenant's budget policy (ceilings per job, daily allowance, routes) and today's spending",
+    summary="Get a tenant's policy",
+    description="A tenant's budget policy (ceilings per job, daily allowance, routes) and today's spending.",
     operation_id="get_tenant_policy",
+    tags=[ADMIN],
     responses={**OPS_PROBLEMS, **NO_TENANT, **problems(422, "Not a tenant id")},
 )
 def get_tenant_policy(tenant_id: TenantId) -> TenantPolicyView:
@@ -259,10 +286,11 @@ def get_tenant_policy(tenant_id: TenantId) -> TenantPolicyView:
 
 @router.put(
     "/v1/ops/tenants/<tenant_id>/policy",
-    summary="Replace a tenant's policy: every field the body omits takes its default (listed in `reset`, with the "
-    "policy before in `previous`); PATCH changes only the fields it names. A tenant new to the platform exists "
-    "from then on",
+    summary="Replace a tenant's policy",
+    description="Every field the body omits takes its default (listed in `reset`, with the policy before in "
+    "`previous`); PATCH changes only the fields it names. A tenant new to the platform exists from then on.",
     operation_id="put_tenant_policy",
+    tags=[ADMIN],
     responses={**keyed(NOT_OPERATOR, takes_body=True), **with_json_body("Not a tenant id, or an invalid policy")},
 )
 def put_tenant_policy(tenant_id: TenantId, policy: Annotated[TenantPolicy, Body()]) -> TenantPolicyView:
@@ -272,9 +300,11 @@ def put_tenant_policy(tenant_id: TenantId, policy: Annotated[TenantPolicy, Body(
 
 @router.patch(
     "/v1/ops/tenants/<tenant_id>/policy",
-    summary="Change some fields of a tenant's policy: the fields given replace the stored ones, a field given as "
-    "null takes its default, the others are kept",
+    summary="Change some fields of a tenant's policy",
+    description="The fields given replace the stored ones, a field given as null takes its default, the others are "
+    "kept.",
     operation_id="patch_tenant_policy",
+    tags=[ADMIN],
     responses={
         **keyed(NOT_OPERATOR, takes_body=True),
         **NO_TENANT,
@@ -289,8 +319,10 @@ def patch_tenant_policy(tenant_id: TenantId, change: Annotated[TenantPolicyPatch
 
 @router.get(
     "/v1/ops/tenants/<tenant_id>/memory",
-    summary="A tenant's memory: episodes (what past jobs did) and long-term facts (with provenance), paged",
+    summary="List a tenant's memory",
+    description="A tenant's memory: episodes (what past jobs did) and long-term facts (with provenance), paged.",
     operation_id="ops_list_tenant_memory",
+    tags=[ADMIN],
     responses={
         **OPS_PROBLEMS,
         **problems(400, "Not a cursor of this listing"),
@@ -311,8 +343,10 @@ def get_tenant_memory(
 
 @router.delete(
     "/v1/ops/tenants/<tenant_id>/memory",
-    summary="Delete a tenant's memory: all of it, or one subject's",
+    summary="Delete a tenant's memory",
+    description="All of the tenant's memory, or one subject's.",
     operation_id="ops_delete_tenant_memory",
+    tags=[ADMIN],
     responses={**OPS_PROBLEMS, **NO_TENANT, **problems(422, "Not a tenant id")},
 )
 def delete_tenant_memory(
@@ -327,6 +361,7 @@ def delete_tenant_memory(
     "/v1/ops/tenants/<tenant_id>/memory/<memory_id>",
     summary="Delete one memory of a tenant",
     operation_id="ops_delete_tenant_memory_item",
+    tags=[ADMIN],
     responses={
         **OPS_PROBLEMS,
         **problems(404, "No such tenant, or no such memory of this tenant"),
@@ -340,8 +375,10 @@ def delete_tenant_memory_item(tenant_id: TenantId, memory_id: Annotated[str, Pat
 
 @router.get(
     "/v1/ops/webhooks/dead-letters",
-    summary="Webhooks whose delivery gave up, newest first (their dead-letter queue holds the same)",
+    summary="List dead webhooks",
+    description="Webhooks whose delivery gave up, newest first (their dead-letter queue holds the same).",
     operation_id="list_dead_webhooks",
+    tags=[OPERATORS],
     responses={**OPS_PROBLEMS, **INVALID_PARAMETERS},
 )
 def list_dead_webhooks(limit: Annotated[int, Query(ge=1, le=500)] = 100) -> WebhookList:
@@ -353,8 +390,10 @@ def list_dead_webhooks(limit: Annotated[int, Query(ge=1, le=500)] = 100) -> Webh
 
 @router.post(
     "/v1/ops/webhooks/<webhook_id>/redeliver",
-    summary="Deliver a dead webhook again: the same webhook-id and body, a new series of retries",
+    summary="Redeliver a dead webhook",
+    description="Deliver a dead webhook again: the same webhook-id and body, a new series of retries.",
     operation_id="redeliver_webhook",
+    tags=[OPERATORS],
     responses={
         202: {"description": "Redelivery started", "content": {"application/json": {"model": WebhookView}}},
         **keyed(NOT_OPERATOR, takes_body=True),
@@ -378,8 +417,11 @@ def redeliver_webhook(webhook_id: Annotated[str, Path()]) -> Response[str]:
 
 @router.get(
     "/v1/ops/metrics",
-    summary="The platform's metrics over the last hours: tokens and cost per workflow and tenant, retries per step, "
-    "queue wait per SLA class, review waiting time, webhook failures",
+    summary="Get the platform's metrics",
+    description="The platform's metrics over the last hours: tokens and cost per workflow and tenant, retries per "
+    "step, queue wait per SLA class, review waiting time, webhook failures.",
+    operation_id="get_metrics",
+    tags=[OPERATORS],
     responses={**OPS_PROBLEMS, **problems(422, "Invalid hours or name")},
 )
 def get_metrics(

@@ -11,7 +11,16 @@ from aws_lambda_powertools.event_handler import Response
 from aws_lambda_powertools.event_handler.api_gateway import Router
 from aws_lambda_powertools.event_handler.openapi.params import Body, Path, Query
 
-from handlers.api_shared import BAD_CURSOR, INVALID_PARAMETERS, Cursor, keyed, principal, problems, with_json_body
+from handlers.api_shared import (
+    BAD_CURSOR,
+    INVALID_PARAMETERS,
+    REVIEWS,
+    Cursor,
+    keyed,
+    principal,
+    problems,
+    with_json_body,
+)
 from longhaul.api.reviews import ReviewService
 from longhaul.core import limits
 from longhaul.review.contracts import DecisionOutcome, ReviewDetail, ReviewList
@@ -29,8 +38,10 @@ def _service() -> ReviewService:
 
 @router.get(
     "/v1/reviews",
-    summary="The tenant's reviews in a status, newest first, paged",
+    summary="List reviews",
+    description="The tenant's reviews in a status (pending by default), newest first, paged.",
     operation_id="list_reviews",
+    tags=[REVIEWS],
     responses={**keyed(NOT_REVIEWER), **BAD_CURSOR, **INVALID_PARAMETERS},
 )
 def list_reviews(
@@ -43,8 +54,10 @@ def list_reviews(
 
 @router.get(
     "/v1/reviews/<review_id>",
-    summary="What to review: the draft result, the evidence with its sources, why review was required",
+    summary="Get what to review",
+    description="The draft result, the evidence with its sources, and why review was required.",
     operation_id="get_review",
+    tags=[REVIEWS],
     responses=REVIEW_PROBLEMS,
 )
 def get_review(review_id: Annotated[str, Path()]) -> ReviewDetail:
@@ -53,8 +66,10 @@ def get_review(review_id: Annotated[str, Path()]) -> ReviewDetail:
 
 @router.post(
     "/v1/reviews/<review_id>/decision",
-    summary="Decide: approve, reject, or edit (the edits are validated like model output); the job resumes",
+    summary="Decide a review",
+    description="Approve, reject, or edit (the edits are validated like model output); the job resumes.",
     operation_id="decide_review",
+    tags=[REVIEWS],
     responses={
         200: {"description": "Decided", "content": {"application/json": {"model": DecisionOutcome}}},
         **REVIEW_PROBLEMS,

@@ -46,6 +46,33 @@ ANSWER_MARGIN_SECONDS = 3.0
 Cursor = Annotated[str | None, Query(description="`next_cursor` of the previous page (400 for any other value).")]
 Responses = dict[int, OpenAPIResponse]
 
+# The API reference's sections (each operation is tagged with one), in the order a client meets them.
+JOBS, RESULTS, UPLOADS, REVIEWS, OPERATORS, ADMIN, SERVICE = (
+    "jobs",
+    "results",
+    "uploads",
+    "reviews",
+    "operators",
+    "admin",
+    "service",
+)
+TAGS: dict[str, str] = {
+    JOBS: "Submit a job (`POST /v1/jobs`), then follow it: its status and progress, its events (JSON pages, "
+    "Server-Sent Events or long polls), its workflow as a graph; cancel it, list your jobs. Needs a tenant key.",
+    RESULTS: "A completed job's result (JSON or Markdown, with its budget) and the pages of its documents that its "
+    "citations quote. Needs a tenant key.",
+    UPLOADS: f"Upload a document (a PDF, or one too large for a request body; up to {limits.MAX_UPLOAD_BYTES} "
+    "bytes) to a presigned URL, then give its `upload_id` in a job's documents. Needs a tenant key.",
+    REVIEWS: "Human review: the reviews waiting for a decision, what to review, the decision that resumes the job. "
+    "Needs a reviewer key.",
+    OPERATORS: "Operating the platform across tenants: every tenant's jobs, their model calls (the exact prompt and "
+    "response), cancel and replay, dead letters, dead webhooks and their redelivery, metrics. Needs an operator key.",
+    ADMIN: "Administering a tenant: its budget policy (ceilings, daily allowance, routes) and its memory. "
+    "Needs an operator key.",
+    SERVICE: "Whose key it is (its tenant and role), and whether the platform is ready. Without a key: "
+    "`GET /v1/health`, this document (`GET /v1/openapi.json`) and Swagger UI (`GET /v1/docs`).",
+}
+
 _HEADERS: dict[int, dict[str, OpenAPIResponseHeader]] = {
     401: {"WWW-Authenticate": {"description": "`Bearer`", "schema": {"type": "string"}}},
     429: {"Retry-After": {"description": "Seconds until a retry may succeed.", "schema": {"type": "string"}}},

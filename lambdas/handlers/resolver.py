@@ -18,6 +18,11 @@ Powertools documents a route's success response from its return annotation, but 
 `responses`: declaring its problems replaced it (eleven operations had no success response). `route` here merges it
 back (and the responses every route may answer) before Powertools sees them, for the app's routes and every
 included router's alike.
+
+Powertools lists the document's paths with every route that has a path parameter before every route without one
+(`GET /v1/jobs/{job_id}` before `POST /v1/jobs`); Swagger UI shows a tag's operations in the document's order. Here
+the paths are listed by their operations' tag, in the order of the document's `tags`, then in the order the routes
+are declared: the order a client meets them.
 """
 
 from __future__ import annotations
@@ -26,7 +31,7 @@ import re
 import threading
 from collections.abc import Callable, Mapping
 from http import HTTPStatus
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from urllib.parse import unquote
 
 from aws_lambda_powertools.event_handler import APIGatewayRestResolver
@@ -39,6 +44,9 @@ from aws_lambda_powertools.shared.types import AnyCallableT
 from aws_lambda_powertools.utilities.data_classes import APIGatewayProxyEvent
 from aws_lambda_powertools.utilities.data_classes.common import BaseProxyEvent
 from aws_lambda_powertools.utilities.typing import LambdaContext
+
+if TYPE_CHECKING:  # the OpenAPI models are imported when a document is asked for, not at a cold start
+    from aws_lambda_powertools.event_handler.openapi.models import OpenAPI
 
 _PARAMETER = re.compile(r"<(\w+)>")
 
@@ -110,6 +118,7 @@ class ThreadSafeRestResolver(APIGatewayRestResolver):
     ) -> None:
         self._request = _RequestState()
         self._always_responses = dict(always_responses or {})
+        self._declared: dict[tuple[str, str], int] = {}  # (method, rule): the order the routes are declared in
         super().__init__(*args, **kwargs)
 
     @staticmethod
@@ -143,6 +152,8 @@ class ThreadSafeRestResolver(APIGatewayRestResolver):
         middlewares: list[Callable[..., Any]] | None = None,
     ) -> Callable[[AnyCallableT], AnyCallableT]:
         """Upstream's `route`, with the success response merged into `responses` (`with_success`)."""
+        for each in (method,) if isinstance(method, str) else method:
+            self._declared.setdefault((each.upper(), rule), len(self._declared))
         return super().route(
             rule,
             method,
@@ -168,6 +179,24 @@ class ThreadSafeRestResolver(APIGatewayRestResolver):
     def _convert_matches_into_route_keys(self, match: re.Match[str]) -> dict[str, str]:
         """A route's arguments: the segments of the raw path it matched, decoded (as `pathParameters` has them)."""
         return {name: unquote(value, errors="replace") for name, value in match.groupdict().items()}
+
+    def get_openapi_schema(self, **kwargs: Any) -> OpenAPI:
+        """Upstream's document, its paths in the order a client meets them (see the module docstring): by their
+        operations' tags, in the order of the document's `tags`, then in the order the routes are declared."""
+        schema = super().get_openapi_schema(**kwargs)
+        declared_tags = kwargs.get("tags") or self.openapi_config.tags or []
+        tag_order = [tag if isinstance(tag, str) else tag.name for tag in declared_tags]
+        placed: dict[str, tuple[int, int]] = {}
+        for route in self._static_routes + self._dynamic_routes:
+            place = (  # (an included router's route has its tags as a set)
+                min((tag_order.index(tag) for tag in route.tags or () if tag in tag_order), default=len(tag_order)),
+                self._declared.get((route.method, route.path), len(self._declared)),
+            )
+            placed[route.openapi_path] = min(place, placed.get(route.openapi_path, place))
+        last = (len(tag_order), len(self._declared))
+        paths = schema.paths or {}
+        schema.paths = {path: paths[path] for path in sorted(paths, key=lambda path: placed.get(path, last))}
+        return schema
 
     # Upstream assigns these as attributes (some on `BaseRouter` itself); each is one thread's here.
     @property  # type: ignore[override]

@@ -242,6 +242,15 @@ def test_swagger_ui_is_served_without_a_key(call_api: CallApi) -> None:
     assert "SwaggerUIBundle" in response.raw_body and "/v1/jobs/{job_id}/events" in response.raw_body
 
 
+def test_swagger_ui_shows_the_documents_sections_and_order(call_api: CallApi) -> None:
+    """Swagger UI orders its sections as the document's `tags`, and a section's operations as the document's paths."""
+    shown = json.loads(call_api("GET", "/v1/docs", query={"format": "json"}).raw_body)
+    document = json.loads(api.openapi_json())
+
+    assert shown["tags"] == document["tags"]
+    assert list(shown["paths"]) == list(document["paths"])
+
+
 def test_other_routes_still_need_a_key(call_api: CallApi) -> None:
     assert_problem(call_api("GET", "/v1/jobs"), 401, "unauthorized")
     assert_problem(call_api("GET", "/v1/healthz"), 401, "unauthorized")

@@ -235,7 +235,7 @@ def test_truncated_output_fault_ends_output_invalid(gateway_services, models) ->
 def test_model_fault_kinds_only_at_model_steps() -> None:
     with pytest.raises(ValueError, match="model steps"):
         faults.FaultInjector("parse_documents=refusal", REGISTRY)
-    assert faults.FaultInjector("extract_evidence#2=malformed-outputx3", REGISTRY).faults[0].remaining == 3
+    assert faults.FaultInjector("extract_evidence#2=malformed-outputx3", REGISTRY).faults[0].times == 3
 
 
 def test_routes_are_checked() -> None:

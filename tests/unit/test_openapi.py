@@ -21,7 +21,7 @@ from openapi_spec_validator import validate
 from pydantic import BaseModel, ValidationError
 
 from handlers.api import EVERY_ROLE_PATHS, openapi_json
-from handlers.api_shared import problems
+from handlers.api_shared import ADMIN, JOBS, RESULTS, REVIEWS, TAGS, problems
 from handlers.resolver import ThreadSafeRestResolver
 from longhaul.core.contracts import NAME_PATTERN, VISIBLE_PATTERN, check_plain_name, check_visible
 
@@ -48,6 +48,37 @@ def test_the_document_is_valid_openapi_3_1(spec: dict[str, Any]) -> None:
     assert spec["openapi"].startswith("3.1")
     validate(spec)  # openapi-spec-validator: raises on the first error
     assert "$defs" not in json.dumps(spec)  # every definition is a component, reachable by its reference
+
+
+def test_every_operation_has_one_declared_tag_and_a_short_summary(spec: dict[str, Any]) -> None:
+    """The reference is navigable: each operation is in one section (a tag the document declares, with its
+    description) and says in a few words what it does (its details are its description)."""
+    assert [tag["name"] for tag in spec["tags"]] == list(TAGS), "the declared tags, in the order a client meets them"
+    assert all(tag.get("description") for tag in spec["tags"])
+    for name, operation in operations(spec):
+        assert len(operation.get("tags", [])) == 1, f"{name} is not in exactly one section: {operation.get('tags')}"
+        assert operation["tags"][0] in TAGS, f"{name}: {operation['tags'][0]!r} is not a declared tag"
+        summary = operation.get("summary") or ""
+        assert summary, f"{name} has no summary"
+        assert len(summary) <= 50 and "\n" not in summary and not summary.endswith("."), f"{name}: {summary!r}"
+    used = {operation["tags"][0] for _, operation in operations(spec)}
+    assert used == set(TAGS), f"declared but unused: {set(TAGS) - used}"
+
+
+def test_operations_are_listed_in_the_order_a_client_meets_them(spec: dict[str, Any]) -> None:
+    """Section by section, in the order of the declared tags (Powertools would list every path with a parameter
+    first): submitting a job comes before following it, results before reviews, operators before administration."""
+    listed = operations(spec)
+    sections = [list(TAGS).index(operation["tags"][0]) for _, operation in listed]
+    assert sections == sorted(sections), [name for name, _ in listed]
+    names = [name for name, _ in listed]
+    assert (
+        names.index("POST /v1/jobs")
+        < names.index("GET /v1/jobs/{job_id}")
+        < names.index("GET /v1/jobs/{job_id}/events")
+    )
+    assert names.index("GET /v1/jobs/{job_id}/result") < names.index("GET /v1/jobs/{job_id}/pages")
+    assert names[-1] == "GET /v1/health"
 
 
 def test_every_operation_documents_its_success_with_a_schema(spec: dict[str, Any]) -> None:
@@ -231,5 +262,9 @@ def test_a_client_generator_makes_a_client_without_warnings(tmp_path: Path) -> N
     output = generated.stdout + generated.stderr
     assert generated.returncode == 0, output
     assert "warning" not in output.lower() and "unable" not in output.lower(), output
-    modules = {p.stem for p in (tmp_path / "client" / "api" / "default").glob("*.py")}
-    assert {"submit_job", "get_job", "get_result", "decide_review", "put_tenant_policy"} <= modules
+    modules = {p.parent.name: set() for p in (tmp_path / "client" / "api").glob("*/*.py")}
+    for module in (tmp_path / "client" / "api").glob("*/*.py"):
+        modules[module.parent.name].add(module.stem)
+    assert set(modules) == set(TAGS), "one package of the client per tag"
+    assert {"submit_job", "get_job"} <= modules[JOBS] and "get_result" in modules[RESULTS]
+    assert "decide_review" in modules[REVIEWS] and "put_tenant_policy" in modules[ADMIN]

@@ -11,6 +11,11 @@ JSON of the wrong shape), `truncated-output` (cut off at the token limit, as the
 `refusal` (the provider refuses, as its guardrail would). Without `x<times>` a fault fires on every attempt (for
 model-output faults: on every call). `#<item>` names a fan-out's item, or an agent step's turn (from 0).
 
+`x<times>` counts per job: each job meets the fault that many times (`draft_answer=transientx2`: every job fails
+twice at `draft_answer`, then its third attempt runs), and a replay of the job does not meet it again. A rule naming
+an item counts that job's item; a rule without one counts across the job's items. The counts of the most recent
+`MAX_COUNTED_JOBS` jobs are kept (a job forgotten meanwhile would meet its faults again).
+
 The step runner fires failure classes before the work and `crash-after-side-effect` after it; the local Lambda
 runtime fires `hang` and `duplicate` around the invocation; an agent's tool runner fires `crash-before-outcome`.
 """
@@ -20,6 +25,7 @@ from __future__ import annotations
 import json
 import re
 import threading
+from collections import OrderedDict
 from collections.abc import Set
 from dataclasses import dataclass
 from typing import Protocol
@@ -41,6 +47,7 @@ MALFORMED, SCHEMA_INVALID, TRUNCATED, REFUSAL = (
 OUTPUT_KINDS = (MALFORMED, SCHEMA_INVALID, TRUNCATED)
 MODEL_KINDS = (*OUTPUT_KINDS, REFUSAL)
 KINDS = tuple(sorted(BY_KIND)) + RUNTIME_KINDS + MODEL_KINDS
+MAX_COUNTED_JOBS = 4096  # the jobs whose counts are kept, most recently faulted first
 _RULE = re.compile(r"^(?P<step>[a-z_]+)(?:#(?P<item>\d+))?=(?P<kind>[a-z\-]+?)(?:x(?P<times>\d+))?$")
 
 
@@ -66,12 +73,12 @@ class CrashFault(BaseException):
     error_type = "Runtime.ExitError"
 
 
-@dataclass
+@dataclass(frozen=True)
 class Fault:
     step: str
     item: int | None
     kind: str
-    remaining: int | None  # None: always
+    times: int | None  # per job; None: always
 
 
 class FaultInjector:
@@ -82,6 +89,8 @@ class FaultInjector:
         self._lock = threading.Lock()
         self.spec = spec
         self.faults = self.parse(spec, catalog)
+        # per job: how many times each counted rule (by its position in `faults`) has fired
+        self._fired: OrderedDict[str, list[int]] = OrderedDict()
 
     @staticmethod
     def parse(spec: str, catalog: StepCatalog | None = None) -> list[Fault]:
@@ -97,34 +106,48 @@ class FaultInjector:
             faults.append(Fault(match["step"], item, match["kind"], times))
         return faults
 
-    def take(self, step: str, item: int | None, kinds: tuple[str, ...]) -> str | None:
-        """Consume one occurrence of a fault of one of `kinds` for this step (and item); its kind, or None."""
+    def take(self, step: str, item: int | None, kinds: tuple[str, ...], *, job_id: str) -> str | None:
+        """Consume one of this job's occurrences of a fault of one of `kinds` for this step (and item); its kind,
+        or None."""
         with self._lock:
-            for fault in self.faults:
+            for index, fault in enumerate(self.faults):
                 if fault.kind not in kinds or fault.step != step or (fault.item is not None and fault.item != item):
                     continue
-                if fault.remaining is not None:
-                    if fault.remaining <= 0:
+                if fault.times is not None:
+                    fired = self._fired_of(job_id)
+                    if fired[index] >= fault.times:
                         continue
-                    fault.remaining -= 1
+                    fired[index] += 1
                 return fault.kind
         return None
 
-    def check(self, step: str, item: int | None) -> None:
-        """Raise the configured failure class for this step (and item), if one remains."""
-        kind = self.take(step, item, tuple(BY_KIND))
+    def _fired_of(self, job_id: str) -> list[int]:
+        """The job's counts (the lock held): created on its first fault, the least recently faulted job's
+        forgotten beyond `MAX_COUNTED_JOBS`."""
+        fired = self._fired.get(job_id)
+        if fired is None:
+            fired = self._fired[job_id] = [0] * len(self.faults)
+            while len(self._fired) > MAX_COUNTED_JOBS:
+                self._fired.popitem(last=False)
+        else:
+            self._fired.move_to_end(job_id)
+        return fired
+
+    def check(self, step: str, item: int | None, *, job_id: str) -> None:
+        """Raise the configured failure class for this step (and item), if one remains for the job."""
+        kind = self.take(step, item, tuple(BY_KIND), job_id=job_id)
         if kind is not None:
             error: type[LonghaulError] = BY_KIND[kind]
             raise error(f"injected {kind} fault", step=step, item=item)
 
-    def crash_point(self, step: str, item: int | None) -> None:
+    def crash_point(self, step: str, item: int | None, *, job_id: str) -> None:
         """After the step's side effects, before its checkpoint."""
-        if self.take(step, item, (CRASH,)):
+        if self.take(step, item, (CRASH,), job_id=job_id):
             raise CrashFault(f"injected crash of {step} after its side effects")
 
-    def crash_before_outcome(self, step: str, turn: int | None) -> None:
+    def crash_before_outcome(self, step: str, turn: int | None, *, job_id: str) -> None:
         """After a tool's side effect, before the outbox records its outcome."""
-        if self.take(step, turn, (CRASH_BEFORE_OUTCOME,)):
+        if self.take(step, turn, (CRASH_BEFORE_OUTCOME,), job_id=job_id):
             raise CrashFault(f"injected crash of {step} after a tool's side effect, before its outcome was recorded")
 
 

@@ -194,10 +194,10 @@ def _run_step(
         return done.output
     started = time.monotonic()
     try:
-        faults.active().check(step, item)
+        faults.active().check(step, item, job_id=job_id)
         ctx = StepContext(event, services, job_attempt=job.attempts, job=job, provenance=provenance)
         output = work(ctx)
-        faults.active().crash_point(step, item)
+        faults.active().crash_point(step, item, job_id=job_id)
     except CancelledError:
         raise  # the job was stopped: nothing to record, nothing to commit
     except Exception as error:

@@ -232,7 +232,7 @@ def _act(ctx: ToolContext, tool: Tool, parsed: BaseModel, effect: EffectRecord) 
         raise
     acted = not isinstance(answer, Acted)
     output = tool.output_model.model_validate((answer.output if isinstance(answer, Acted) else answer).model_dump())
-    faults.active().crash_before_outcome(ctx.step, ctx.turn)
+    faults.active().crash_before_outcome(ctx.step, ctx.turn, job_id=ctx.job_id)
     recorded = effects.outcome(effect, "done", output=output.model_dump(mode="json"), acted=acted)
     ctx.services.jobs.append_event(
         ctx.job_id,

@@ -308,14 +308,14 @@ class ModelCalls:
     def _generate(self, route_name: str, request: ModelRequest) -> ModelResponse:
         """The adapter's answer, with the local runtime's model-output faults applied."""
         injector = faults.active()
-        if injector.take(self.step, self.item, (faults.REFUSAL,)):
+        if injector.take(self.step, self.item, (faults.REFUSAL,), job_id=self.job.job_id):
             raise PolicyRefusalError(f"injected refusal of {self.step}", step=self.step, item=self.item)
         route = self.services.routing[route_name]
         logger.append_keys(model=route.model_id, route=route_name)  # every later line of the step names them
         with tracing.subsegment("model_call", route=route_name, model=route.model_id, step=self.step) as segment:
             response = self.services.adapter(route_name).generate(request)
             segment.annotate(input_tokens=response.usage.input_tokens, output_tokens=response.usage.output_tokens)
-        kind = injector.take(self.step, self.item, faults.OUTPUT_KINDS)
+        kind = injector.take(self.step, self.item, faults.OUTPUT_KINDS, job_id=self.job.job_id)
         return faults.corrupt(response, kind, request.max_tokens) if kind else response
 
     # ------------------------------------------------------------------ bookkeeping
