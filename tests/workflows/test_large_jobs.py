@@ -53,7 +53,8 @@ def test_a_job_above_the_inline_threshold_parses_per_document_and_replays_only_t
     assert job["error"]["step"] == "parse_documents" and job["error"]["items"] == list(FAILING)
     assert job["progress"]["unit"] == "documents"
     assert job["progress"]["total"] == DOCUMENTS and job["progress"]["completed"] == DOCUMENTS - len(FAILING)
-    assert job["progress"]["message"] == f"parse_documents: {DOCUMENTS - len(FAILING)} of {DOCUMENTS} documents"
+    done = DOCUMENTS - len(FAILING)
+    assert job["progress"]["message"] == f"failed: {done} of {DOCUMENTS} documents done (at parse_documents)"
     first = alpha.events(job_id)
     assert _started(first, "parse_documents") == list(range(DOCUMENTS)), "each document once, in its own item"
     # And each failed document has its own dead letter, naming it
