@@ -139,4 +139,4 @@ figures: $(BIN)/.installed ## measure and paste the figures the README quotes (b
 	$(BIN)/python bench/figures.py
 
 clean:
-	rm -rf cdk.out .pytest_cache .ruff_cache .mypy_cache stacks/bytecode/node_modules $(CHECKOV_VENV)
+	rm -rf cdk.out .local/synth .pytest_cache .ruff_cache .mypy_cache stacks/bytecode/node_modules $(CHECKOV_VENV)

@@ -124,7 +124,10 @@ def main() -> int:
     except ValueError as exc:
         print(f"{TIME_SCALE_ENV}: {exc}", file=sys.stderr)
         return 2
-    print("Starting Longhaul locally: synthesizing (or re-using cdk.out) and deploying into moto...", flush=True)
+    print(
+        "Starting Longhaul locally: synthesizing (or re-using a cached synthesis) and deploying into moto...",
+        flush=True,
+    )
     try:
         platform = LocalPlatform.start(moto_port=moto_port, api_port=api_port, time_scale=time_scale)
     except OSError as exc:

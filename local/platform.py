@@ -143,7 +143,7 @@ class LocalPlatform:
         time_scale: float = 1.0,
         enforce_iam: bool | None = None,
     ) -> LocalPlatform:
-        """Start moto, patch it, synthesize (or re-use cdk.out), deploy, seed keys and serve the API.
+        """Start moto, patch it, synthesize (or re-use the cached assembly), deploy, seed keys and serve the API.
 
         Ports of 0 pick free ones. `keys` maps tenant -> "key" or "key:operator" (default `DEFAULT_KEYS`).
         `env_overrides` are added to every function's environment. `time_scale` multiplies the local waits
