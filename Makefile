@@ -62,6 +62,8 @@ lock: $(BIN)/.installed ## regenerate requirements.lock and requirements-checkov
 	$(UV_ENV) $(UV) pip compile --quiet --universal --python-version 3.11.5 --generate-hashes --no-deps \
 	  --custom-compile-command "make lock" requirements-checkov.txt -o $(CHECKOV_LOCK)
 
+# LONGHAUL_TIMINGS=1 prints where the seconds went; the clock starts when make does (before the virtualenv check).
+run: export LONGHAUL_MAKE_STARTED := $(shell date +%s.%N)
 run: $(BIN)/.installed ## start the platform locally (in-memory AWS, API on 127.0.0.1:8000)
 	$(BIN)/python -m local
 
