@@ -4,7 +4,9 @@ PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 export JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION := 20
-export PYTHONDONTWRITEBYTECODE := 1
+# Bytecode: uv installs none (compiling all of aws-cdk-lib's 180 MB of modules would take longer than the install); a
+# module is compiled at its first import and kept in its __pycache__ (gitignored, never in an asset), so only what is
+# imported is ever compiled, and once.
 # The browser tests' Chromium: Debian's package (Playwright's own download is not used).
 export LONGHAUL_CHROMIUM ?= /usr/bin/chromium
 
@@ -23,7 +25,7 @@ CHECKOV_LOCK := requirements-checkov.lock
 # Installs `$(1)` (a lockfile, hashes required) into the virtualenv `$(2)`, with uv or else pip, without resolving.
 define install_locked
 	test -x $(2)/bin/python || $(PYTHON) -m venv $(2)
-	if $(2)/bin/pip install --quiet uv==$(UV_VERSION) >/dev/null 2>&1; then \
+	@if $(2)/bin/pip install --quiet uv==$(UV_VERSION) >/dev/null 2>&1; then \
 	  echo "installing $(1) with uv $(UV_VERSION)"; \
 	  $(UV_ENV) $(2)/bin/uv pip install --python $(2)/bin/python --quiet --no-deps --require-hashes -r $(1); \
 	else \
@@ -37,7 +39,8 @@ endef
 # setuptools' notice about editable installs is silenced.
 $(BIN)/.installed: $(LOCK) pyproject.toml setup.cfg client/pyproject.toml
 	$(call install_locked,$(LOCK),$(VENV))
-	if test -x $(UV); then \
+	@echo "installing the domain package and the command line (editable: -e . -e client)"
+	@if test -x $(UV); then \
 	  PYTHONWARNINGS=ignore $(UV_ENV) $(UV) pip install --python $(BIN)/python --quiet --no-deps -e . -e client; \
 	else \
 	  PYTHONWARNINGS=ignore $(BIN)/pip install --quiet --no-deps -e . -e client; \
