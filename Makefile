@@ -4,32 +4,69 @@ PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 export JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION := 20
-export PYTHONDONTWRITEBYTECODE := 1
+# Bytecode: uv installs none (compiling all of aws-cdk-lib's 180 MB of modules would take longer than the install); a
+# module is compiled at its first import and kept in its __pycache__ (gitignored, never in an asset), so only what is
+# imported is ever compiled, and once.
 # The browser tests' Chromium: Debian's package (Playwright's own download is not used).
 export LONGHAUL_CHROMIUM ?= /usr/bin/chromium
 
-.PHONY: run test lint types unit runtime infrastructure workflows faults browser replay-tests record eval eval-small contract docs synth openapi bench figures clean
+.PHONY: venv lock run test lint types unit runtime infrastructure workflows faults browser replay-tests record eval eval-small contract docs synth openapi bench figures clean
 
-# The pinned requirements, then the domain package and the command line and client (client/) in editable mode, which
-# puts `longhaul` in .venv/bin; their dependencies are the pinned ones (--no-deps: nothing is looked up by name), and
+# The installer: uv, pinned, from PyPI into the virtualenv itself (pip when it cannot be had: slower, same files).
+# It uses the index pip is configured with (PIP_INDEX_URL, or index-url in pip's configuration), when there is one.
+UV_VERSION := 0.13.8
+UV := $(BIN)/uv
+PIP_INDEX = $(or $(PIP_INDEX_URL),$(shell $(PYTHON) -m pip config get global.index-url 2>/dev/null))
+UV_ENV = $(if $(PIP_INDEX),UV_DEFAULT_INDEX=$(PIP_INDEX))
+# The lockfiles: every pinned requirement with its hashes, generated from the pins by `make lock`.
+LOCK := requirements.lock
+CHECKOV_LOCK := requirements-checkov.lock
+
+# Installs `$(1)` (a lockfile, hashes required) into the virtualenv `$(2)`, with uv or else pip, without resolving.
+define install_locked
+	test -x $(2)/bin/python || $(PYTHON) -m venv $(2)
+	@if $(2)/bin/pip install --quiet uv==$(UV_VERSION) >/dev/null 2>&1; then \
+	  echo "installing $(1) with uv $(UV_VERSION)"; \
+	  $(UV_ENV) $(2)/bin/uv pip install --python $(2)/bin/python --quiet --no-deps --require-hashes -r $(1); \
+	else \
+	  echo "uv $(UV_VERSION) could not be installed from the package index: installing $(1) with pip (slower)"; \
+	  $(2)/bin/pip install --quiet --upgrade pip && $(2)/bin/pip install --quiet --no-deps --require-hashes -r $(1); \
+	fi
+endef
+
+# The locked requirements, then the domain package and the command line and client (client/) in editable mode, which
+# puts `longhaul` in .venv/bin; their dependencies are the locked ones (--no-deps: nothing is looked up by name), and
 # setuptools' notice about editable installs is silenced.
-$(BIN)/.installed: requirements.txt requirements-dev.txt lambdas/requirements.txt lambdas/workers/ocr/requirements.txt constraints.txt pyproject.toml setup.cfg client/pyproject.toml
-	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
-	$(BIN)/pip install --quiet --upgrade pip
-	$(BIN)/pip install --quiet -r requirements-dev.txt -c constraints.txt
-	PYTHONWARNINGS=ignore $(BIN)/pip install --quiet --no-deps -e . -e client
+$(BIN)/.installed: $(LOCK) pyproject.toml setup.cfg client/pyproject.toml
+	$(call install_locked,$(LOCK),$(VENV))
+	@echo "installing the domain package and the command line (editable: -e . -e client)"
+	@if test -x $(UV); then \
+	  PYTHONWARNINGS=ignore $(UV_ENV) $(UV) pip install --python $(BIN)/python --quiet --no-deps -e . -e client; \
+	else \
+	  PYTHONWARNINGS=ignore $(BIN)/pip install --quiet --no-deps -e . -e client; \
+	fi
 	touch $@
 
 venv: $(BIN)/.installed
 
 # checkov pins its own boto3: it gets a virtualenv of its own (tests/infrastructure/test_checkov.py runs it).
 CHECKOV_VENV := .venv-checkov
-$(CHECKOV_VENV)/.installed: requirements-checkov.txt
-	test -x $(CHECKOV_VENV)/bin/python || $(PYTHON) -m venv $(CHECKOV_VENV)
-	$(CHECKOV_VENV)/bin/pip install --quiet --upgrade pip
-	$(CHECKOV_VENV)/bin/pip install --quiet --no-deps -r requirements-checkov.txt
+$(CHECKOV_VENV)/.installed: $(CHECKOV_LOCK)
+	$(call install_locked,$(CHECKOV_LOCK),$(CHECKOV_VENV))
 	touch $@
 
+# Regenerate the lockfiles from the pins, with the pins' versions (tests/unit/test_lockfiles.py fails when they
+# disagree). Universal: one lock for every platform and Python 3.11+ (checkov's: 3.11.5+, as its soupsieve requires),
+# with the hashes of each pinned version's files.
+lock: $(BIN)/.installed ## regenerate requirements.lock and requirements-checkov.lock after a change of the pins
+	@test -x $(UV) || { echo "make lock needs uv ($(UV)), which could not be installed"; exit 1; }
+	$(UV_ENV) $(UV) pip compile --quiet --universal --python-version 3.11 --generate-hashes \
+	  --custom-compile-command "make lock" -c constraints.txt requirements-dev.txt -o $(LOCK)
+	$(UV_ENV) $(UV) pip compile --quiet --universal --python-version 3.11.5 --generate-hashes --no-deps \
+	  --custom-compile-command "make lock" requirements-checkov.txt -o $(CHECKOV_LOCK)
+
+# LONGHAUL_TIMINGS=1 prints where the seconds went; the clock starts when make does (before the virtualenv check).
+run: export LONGHAUL_MAKE_STARTED := $(shell date +%s.%N)
 run: $(BIN)/.installed ## start the platform locally (in-memory AWS, API on 127.0.0.1:8000)
 	$(BIN)/python -m local
 
@@ -107,4 +144,4 @@ figures: $(BIN)/.installed ## measure and paste the figures the README quotes (b
 	$(BIN)/python bench/figures.py
 
 clean:
-	rm -rf cdk.out .pytest_cache .ruff_cache .mypy_cache stacks/bytecode/node_modules $(CHECKOV_VENV)
+	rm -rf cdk.out .local/synth .pytest_cache .ruff_cache .mypy_cache stacks/bytecode/node_modules $(CHECKOV_VENV)

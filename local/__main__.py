@@ -6,24 +6,43 @@ LONGHAUL_LOCAL_WEBHOOK_SECRETS ("alpha=whsec_…"), LONGHAUL_CALLBACK_ALLOWLIST 
 webhook receivers, plain http allowed), LONGHAUL_LOG_LEVEL (default INFO),
 LONGHAUL_FAULTS (fault injection, e.g. "parse_documents#1=invalid-inputx1,draft_answer=transientx2", or the runtime
 kinds `hang`, `duplicate`, `crash-after-side-effect`), LONGHAUL_TIME_SCALE (default 1; e.g. 0.01 makes the local
-Step Functions interpreter's Retry backoffs, Task timeouts and Wait states 100x shorter).
+Step Functions interpreter's Retry backoffs, Task timeouts and Wait states 100x shorter), LONGHAUL_TIMINGS (`1`
+prints where the seconds to serving went: make and the virtualenv check, imports, synthesis or its cache, moto,
+deploy, seeding, front door).
 """
 
 from __future__ import annotations
 
-import logging
-import os
-import signal
-import sys
-import threading
-import warnings
+import time
 
-from local import lambda_runtime
-from local.platform import LocalPlatform
+_STARTED = time.time()  # before the imports below (moto, boto3, the local runtime): they are a phase of their own
+
+import logging  # noqa: E402
+import os  # noqa: E402
+import signal  # noqa: E402
+import sys  # noqa: E402
+import threading  # noqa: E402
+import warnings  # noqa: E402
+
+from local import lambda_runtime  # noqa: E402
+from local.platform import LocalPlatform  # noqa: E402
+
+_IMPORTED = time.time()
 
 DEFAULT_API_PORT = 8000
 DEFAULT_MOTO_PORT = 8001
 TIME_SCALE_ENV = "LONGHAUL_TIME_SCALE"
+TIMINGS_ENV = "LONGHAUL_TIMINGS"
+#: `make run` sets it to the time make started (seconds since the epoch), so the report includes make's checks.
+MAKE_STARTED_ENV = "LONGHAUL_MAKE_STARTED"
+_PHASES = {
+    "synth": "synthesis (no cached assembly for these sources)",
+    "synth_reused": "synthesis: cached assembly re-used",
+    "moto_start": "in-memory AWS (moto) start and patches",
+    "deploy": "deploy into moto",
+    "seed": "seeding (keys, policies, secrets, schedules)",
+    "front_door": "front door (API server)",
+}
 
 
 def _quiet_moto() -> None:
@@ -82,6 +101,26 @@ lost).
 """
 
 
+def timings_report(timings: dict[str, float], *, make_started: str, started: float, imported: float) -> str:
+    """Where the seconds to serving went: before Python (make, the virtualenv check), imports, the platform's
+    phases (`LocalPlatform.timings`), and the total since make started (or since Python started)."""
+    rows: list[tuple[str, float]] = []
+    try:
+        origin = float(make_started)
+    except ValueError:  # not started by `make run` (or a `date` without %N)
+        origin = started
+    else:
+        rows.append(("make: the virtualenv check (or install), Python start", started - origin))
+    rows.append(("imports (moto, boto3, the local runtime)", imported - started))
+    rows += [(_PHASES.get(name, name), seconds) for name, seconds in timings.items() if name != "total"]
+    accounted = sum(seconds for _, seconds in rows)
+    total = time.time() - origin
+    rows.append(("other (argument parsing, logging, faults)", max(0.0, total - accounted)))
+    width = max(len(label) for label, _ in rows)
+    lines = [f"  {label:<{width}}  {seconds:6.2f} s" for label, seconds in rows]
+    return "\n".join(["Where the seconds went (LONGHAUL_TIMINGS=1):", *lines, f"  {'total':<{width}}  {total:6.2f} s"])
+
+
 def _install_faults(spec: str) -> str:
     """Parse and install `LONGHAUL_FAULTS` (a test hook of the local runtime only)."""
     if not spec.strip():
@@ -124,7 +163,10 @@ def main() -> int:
     except ValueError as exc:
         print(f"{TIME_SCALE_ENV}: {exc}", file=sys.stderr)
         return 2
-    print("Starting Longhaul locally: synthesizing (or re-using cdk.out) and deploying into moto...", flush=True)
+    print(
+        "Starting Longhaul locally: synthesizing (or re-using a cached synthesis) and deploying into moto...",
+        flush=True,
+    )
     try:
         platform = LocalPlatform.start(moto_port=moto_port, api_port=api_port, time_scale=time_scale)
     except OSError as exc:
@@ -135,6 +177,11 @@ def main() -> int:
     signal.signal(signal.SIGTERM, lambda *_: stop.set())
     signal.signal(signal.SIGINT, lambda *_: stop.set())
     print(banner(platform), flush=True)
+    if os.environ.get(TIMINGS_ENV, "") == "1":
+        report = timings_report(
+            platform.timings, make_started=os.environ.get(MAKE_STARTED_ENV, ""), started=_STARTED, imported=_IMPORTED
+        )
+        print(report + "\n", flush=True)
     if fault_spec:
         print(f"Fault injection is ON: {fault_spec}\n", flush=True)
     try:

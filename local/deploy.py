@@ -1,6 +1,6 @@
-"""Synthesize (or re-use) the CDK cloud assembly, publish its assets and deploy its stacks into moto.
+"""Synthesize (or re-use a cached) CDK cloud assembly, publish its assets and deploy its stacks into moto.
 
-Nothing here names a Longhaul resource: the stacks, templates and assets come from `cdk.out/manifest.json`,
+Nothing here names a Longhaul resource: the stacks, templates and assets come from the assembly's `manifest.json`,
 and `Deployment` is built from what CloudFormation reports for each stack.
 """
 
@@ -8,11 +8,14 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
+import importlib.metadata
 import io
 import json
 import os
+import shutil
 import subprocess
 import sys
+import tempfile
 import time
 import zipfile
 from collections.abc import Callable, Iterable
@@ -20,8 +23,22 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypeVar
 
+#: What `python app.py` reads of the repository (its imports and the Lambda asset's directory).
 SOURCES = ("app.py", "cdk.json", "stacks", "state_machines", "lambdas")
-DIGEST_FILE = ".longhaul-source-digest"
+#: The CDK's own libraries: their versions decide the template as much as the sources do.
+CDK_DISTRIBUTIONS = (
+    "aws-cdk-lib",
+    "constructs",
+    "jsii",
+    "cdk-nag",
+    "aws-cdk.cloud-assembly-schema",
+    "aws-cdk.asset-awscli-v1",
+    "aws-cdk.asset-node-proxy-agent-v6",
+)
+#: Where the local runtime keeps its assemblies, one directory per inputs' digest (gitignored; `cdk.out` stays the
+#: CLI's and `make synth`'s, which synthesize other stages).
+SYNTH_CACHE = Path(".local") / "synth"
+KEPT_ASSEMBLIES = 4
 LOCAL_STAGE_CONTEXT, LOCAL_STAGE = "longhaul:stage", "local"
 ACCOUNT = "123456789012"
 REGION = "us-east-1"
@@ -51,42 +68,103 @@ def _source_files(repo_root: Path) -> Iterable[Path]:
         if path.is_file():
             yield path
         elif path.is_dir():
+            # node_modules: the bytecode tool's npm install, decided by its package-lock.json (hashed)
             yield from sorted(
-                p for p in path.rglob("*") if p.is_file() and "__pycache__" not in p.parts and p.suffix != ".pyc"
+                p
+                for p in path.rglob("*")
+                if p.is_file() and "__pycache__" not in p.parts and "node_modules" not in p.parts and p.suffix != ".pyc"
             )
 
 
+def _synth_context() -> dict[str, str]:
+    # The `local` stage: no custom resource that empties buckets (moto cannot run its Node.js Lambda).
+    return {LOCAL_STAGE_CONTEXT: LOCAL_STAGE}
+
+
+def _synth_environment(out: Path) -> dict[str, str]:
+    return {
+        **os.environ,
+        "JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION": "20",
+        "CDK_OUTDIR": str(out),
+        "CDK_CONTEXT_JSON": json.dumps(_synth_context()),
+    }
+
+
 def source_digest(repo_root: Path) -> str:
-    """SHA-256 over the relative paths and contents of everything the CDK app reads."""
+    """SHA-256 over everything the synthesized assembly depends on: the relative paths and contents of the sources
+    the CDK app reads, the CDK libraries' versions, the Python version, the context and the `CDK_*` environment."""
     digest = hashlib.sha256()
     for path in _source_files(repo_root):
         digest.update(path.relative_to(repo_root).as_posix().encode() + b"\0")
         digest.update(path.read_bytes() + b"\0")
+    for name in CDK_DISTRIBUTIONS:
+        try:
+            version = importlib.metadata.version(name)
+        except importlib.metadata.PackageNotFoundError:
+            version = "-"
+        digest.update(f"{name}=={version}\0".encode())
+    digest.update(f"python {sys.version}\0".encode())
+    environment = _synth_environment(Path())
+    cdk = sorted((k, v) for k, v in environment.items() if k.startswith(("CDK_", "JSII_")) and k != "CDK_OUTDIR")
+    digest.update(json.dumps(cdk).encode())
     return digest.hexdigest()
 
 
 def synthesize(repo_root: Path, *, force: bool = False) -> tuple[Path, bool]:
-    """Run `python app.py` into `<repo>/cdk.out` unless the sources are unchanged; returns (cdk.out, synthesized)."""
-    out = repo_root / "cdk.out"
-    digest = source_digest(repo_root)
-    marker = out / DIGEST_FILE
-    fresh = marker.is_file() and marker.read_text().strip() == digest and (out / "manifest.json").is_file()
-    if fresh and not force:
-        return out, False
-    env = {
-        **os.environ,
-        "JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION": "20",
-        "CDK_OUTDIR": str(out),
-        # The `local` stage: no custom resource that empties buckets (moto cannot run its Node.js Lambda).
-        "CDK_CONTEXT_JSON": json.dumps({LOCAL_STAGE_CONTEXT: LOCAL_STAGE}),
-    }
+    """The assembly of the CDK app at `repo_root` (the `local` stage), synthesized by `python app.py` unless one for
+    the same inputs (`source_digest`) is cached; returns (its directory, whether it was synthesized now).
+
+    Each assembly lives in `.local/synth/<digest>`, written to a staging directory first and renamed when complete,
+    so a cached one is never partial or stale, and concurrent starts share it. An input that changes while the app
+    runs makes it run again. `force` synthesizes even when a cached assembly exists (and replaces it).
+    """
+    cache = repo_root / SYNTH_CACHE
+    cache.mkdir(parents=True, exist_ok=True)
+    for _ in range(3):
+        digest = source_digest(repo_root)
+        out = cache / digest[:32]
+        if not force and (out / "manifest.json").is_file():
+            os.utime(out)  # most recently used: pruned last
+            return out, False
+        staging = Path(tempfile.mkdtemp(prefix=".staging-", dir=cache))
+        try:
+            _run_app(repo_root, staging)
+            if source_digest(repo_root) != digest:
+                continue  # a source changed while the app ran: the assembly may mix both
+            if force and out.exists():
+                shutil.rmtree(out, ignore_errors=True)
+            with contextlib.suppress(OSError):  # another start stored the same digest meanwhile: as good
+                staging.rename(out)
+        finally:
+            shutil.rmtree(staging, ignore_errors=True)
+        _prune(cache, keep=out)
+        return out, True
+    raise RuntimeError(f"the CDK app's sources under {repo_root} kept changing while it was synthesized")
+
+
+def _run_app(repo_root: Path, out: Path) -> None:
     completed = subprocess.run(
-        [sys.executable, "app.py"], cwd=repo_root, env=env, capture_output=True, text=True, check=False
+        [sys.executable, "app.py"],
+        cwd=repo_root,
+        env=_synth_environment(out),
+        capture_output=True,
+        text=True,
+        check=False,
     )
     if completed.returncode != 0:
         raise RuntimeError(f"`python app.py` failed ({completed.returncode}):\n{completed.stderr[-4000:]}")
-    marker.write_text(digest)
-    return out, True
+
+
+def _prune(cache: Path, *, keep: Path) -> None:
+    """Keep the most recently used assemblies (and `keep`); staging directories of other starts are left alone."""
+    assemblies = sorted(
+        (p for p in cache.iterdir() if p.is_dir() and not p.name.startswith(".")),
+        key=lambda p: p.stat().st_mtime,
+        reverse=True,
+    )
+    for old in assemblies[KEPT_ASSEMBLIES:]:
+        if old != keep:
+            shutil.rmtree(old, ignore_errors=True)
 
 
 # --- cloud assembly --------------------------------------------------------------------------------------
@@ -100,7 +178,7 @@ class StackArtifact:
 
 
 def read_assembly(cdk_out: Path) -> list[StackArtifact]:
-    """The CloudFormation stacks of `cdk.out/manifest.json`, dependencies first (manifest order)."""
+    """The CloudFormation stacks of the assembly's `manifest.json`, dependencies first (manifest order)."""
     manifest = json.loads((cdk_out / "manifest.json").read_text())
     artifacts: dict[str, Any] = manifest.get("artifacts", {})
     stacks = []

@@ -143,7 +143,7 @@ class LocalPlatform:
         time_scale: float = 1.0,
         enforce_iam: bool | None = None,
     ) -> LocalPlatform:
-        """Start moto, patch it, synthesize (or re-use cdk.out), deploy, seed keys and serve the API.
+        """Start moto, patch it, synthesize (or re-use the cached assembly), deploy, seed keys and serve the API.
 
         Ports of 0 pick free ones. `keys` maps tenant -> "key" or "key:operator" (default `DEFAULT_KEYS`).
         `env_overrides` are added to every function's environment. `time_scale` multiplies the local waits
@@ -198,6 +198,7 @@ class LocalPlatform:
         mark = time.monotonic()
         self.deployments = deploy_assembly(self._cdk_out, self.moto_endpoint)
         self.timings["deploy"] = time.monotonic() - mark
+        mark = time.monotonic()
         spec = keys if keys is not None else os.environ.get(KEYS_ENV) or DEFAULT_KEYS
         self.keys = parse_keys(spec)
         if self.keys:
@@ -209,6 +210,7 @@ class LocalPlatform:
         assert self._servers is not None
         self._servers.scheduler = schedules.Scheduler(self.client("events"), self.client("lambda", read_timeout=900))
         self._servers.scheduler.start()
+        self.timings["seed"] = time.monotonic() - mark
 
     @property
     def scheduler(self) -> schedules.Scheduler | None:
@@ -241,6 +243,7 @@ class LocalPlatform:
 
     def _start_front_door(self, api_port: int) -> None:
         assert self._servers is not None
+        mark = time.monotonic()
         with_api = [d for d in self.deployments if d.rest_api_id]
         if not with_api:
             return
@@ -255,6 +258,7 @@ class LocalPlatform:
         port = door.start(HOST, api_port)
         self._servers.front_door = door
         self.api_url = f"http://{HOST}:{port}"
+        self.timings["front_door"] = time.monotonic() - mark
 
     @property
     def time_scale(self) -> float:
