@@ -8,7 +8,7 @@ export PYTHONDONTWRITEBYTECODE := 1
 # The browser tests' Chromium: Debian's package (Playwright's own download is not used).
 export LONGHAUL_CHROMIUM ?= /usr/bin/chromium
 
-.PHONY: run test lint types unit runtime infrastructure workflows faults browser replay-tests record eval eval-small contract docs synth openapi bench figures clean
+.PHONY: run test docs-site docs-serve lint types unit runtime infrastructure workflows faults browser replay-tests record eval eval-small contract docs synth openapi bench figures clean
 
 # The pinned requirements, then the domain package and the command line and client (client/) in editable mode, which
 # puts `longhaul` in .venv/bin; their dependencies are the pinned ones (--no-deps: nothing is looked up by name), and
@@ -33,7 +33,7 @@ $(CHECKOV_VENV)/.installed: requirements-checkov.txt
 run: $(BIN)/.installed ## start the platform locally (in-memory AWS, API on 127.0.0.1:8000)
 	$(BIN)/python -m local
 
-test: $(BIN)/.installed lint types unit runtime infrastructure workflows faults replay-tests eval-small browser contract docs ## the one gate CI runs
+test: $(BIN)/.installed lint docs-site types unit runtime infrastructure workflows faults replay-tests eval-small browser contract docs ## the one gate CI runs
 
 lint: $(BIN)/.installed ## ruff, and the domain package's import layers (import-linter, contracts in pyproject.toml)
 	$(BIN)/ruff check .
@@ -80,6 +80,25 @@ contract: $(BIN)/.installed ## Schemathesis against a local platform of its own:
 docs: $(BIN)/.installed ## the README's commands, in order, against `make run` on ports of their own (tests/docs)
 	$(BIN)/pytest -q tests/docs
 
+# The manual (mkdocs.yml): Material for MkDocs, strict, and nothing fetched at view time. Its one script from
+# outside, Mermaid (the diagrams), comes from the npm registry at a pinned version whose tarball's SHA-256 is checked,
+# into docs/assets/vendor/ (not committed), with its licence.
+MERMAID_VERSION := 11.17.2
+MERMAID_SHA256 := 6ad2f42c3fc26bbf9e45cbb6d11898972573ea52b33a5f4ff51952899f950ffd
+MERMAID := docs/assets/vendor/mermaid.min.js
+$(MERMAID):
+	@tmp=$$(mktemp -d) && trap 'rm -rf "$$tmp"' EXIT && \
+	  (cd "$$tmp" && npm pack --silent mermaid@$(MERMAID_VERSION) >/dev/null) && \
+	  echo "$(MERMAID_SHA256)  $$tmp/mermaid-$(MERMAID_VERSION).tgz" | sha256sum --check --quiet && \
+	  tar -xzf "$$tmp/mermaid-$(MERMAID_VERSION).tgz" -C "$$tmp" package/dist/mermaid.min.js package/LICENSE && \
+	  mkdir -p $(@D) && cp "$$tmp/package/LICENSE" $(@D)/mermaid.LICENSE && cp "$$tmp/package/dist/mermaid.min.js" $@
+
+docs-site: $(BIN)/.installed $(MERMAID) ## the manual into site/, strictly: a broken link, a page missing from the nav or an anchor that does not exist fails
+	PYTHONPATH=lambdas:client/src NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict --quiet
+
+docs-serve: $(BIN)/.installed $(MERMAID) ## the manual on http://127.0.0.1:8100, rebuilt as pages (and the code they are generated from) change
+	PYTHONPATH=lambdas:client/src NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs serve --strict --dev-addr 127.0.0.1:8100 --watch lambdas --watch client/src --watch local --watch app.py
+
 synth: $(BIN)/.installed ## synthesize the CDK app into cdk.out (offline)
 	$(BIN)/python app.py
 
@@ -107,4 +126,4 @@ figures: $(BIN)/.installed ## measure and paste the figures the README quotes (b
 	$(BIN)/python bench/figures.py
 
 clean:
-	rm -rf cdk.out .pytest_cache .ruff_cache .mypy_cache stacks/bytecode/node_modules $(CHECKOV_VENV)
+	rm -rf site cdk.out .pytest_cache .ruff_cache .mypy_cache stacks/bytecode/node_modules $(CHECKOV_VENV)
