@@ -15,6 +15,7 @@ Context (cdk.json or `-c key=value`):
   longhaul:email_sender    the SES identity (an address or a domain) agents' e-mail tools send from
   longhaul:callback_allowlist  origins (comma-separated) whose callbacks skip the address checks and may use http
   longhaul:max_jobs_in_flight  the platform's jobs in flight at most, all tenants together (default: 1000)
+  longhaul:manual_url      where the web console links to the manual (the published `make docs-site`; default: no links)
 """
 
 from __future__ import annotations
@@ -72,6 +73,7 @@ def build_app(context: dict[str, object] | None = None) -> cdk.App:
         max_jobs_in_flight=int(str(app.node.try_get_context("longhaul:max_jobs_in_flight") or 1000)),
         jwt=_json_context(app, "longhaul:jwt"),
         email_sender=str(app.node.try_get_context("longhaul:email_sender") or DEFAULT_EMAIL_SENDER),
+        manual_url=str(app.node.try_get_context("longhaul:manual_url") or ""),
         synthesizer=cdk.DefaultStackSynthesizer(generate_bootstrap_version_rule=False),
         description="Longhaul: durable, observable, budget-aware LLM jobs",
     )

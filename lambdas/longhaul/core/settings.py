@@ -94,6 +94,10 @@ class Env:
     JWT = "LONGHAUL_JWT"
     #: The verified SES identity that agents' e-mail tools send from.
     EMAIL_SENDER = "LONGHAUL_EMAIL_SENDER"
+    #: Where the web console links to the manual: the address of the built manual (`make docs-site`'s `site/`,
+    #: wherever it is published), or a path on the API's own origin; empty: the console shows no links to it. The
+    #: local platform serves the built manual at `/manual/` and links there.
+    MANUAL_URL = "LONGHAUL_MANUAL_URL"
 
 
 class Settings(Model):
@@ -139,6 +143,7 @@ class Settings(Model):
     admission_dispatcher: str | None = Field(default=None, alias=Env.ADMISSION_DISPATCHER)  # function name
     jwt: dict[str, Any] = Field(default_factory=dict, alias=Env.JWT)  # empty: API keys only
     email_sender: str | None = Field(default=None, alias=Env.EMAIL_SENDER)
+    manual_url: str = Field(default="", alias=Env.MANUAL_URL)
 
     @field_validator(
         "workflows",
