@@ -94,7 +94,7 @@ $(MERMAID):
 	  mkdir -p $(@D) && cp "$$tmp/package/LICENSE" $(@D)/mermaid.LICENSE && cp "$$tmp/package/dist/mermaid.min.js" $@
 
 docs-site: $(BIN)/.installed $(MERMAID) ## the manual into site/, strictly: a broken link, a page missing from the nav or an anchor that does not exist fails
-	PYTHONPATH=lambdas:client/src NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict --quiet
+	PYTHONPATH=lambdas:client/src NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict
 
 docs-serve: $(BIN)/.installed $(MERMAID) ## the manual on http://127.0.0.1:8100, rebuilt as pages (and the code they are generated from) change
 	PYTHONPATH=lambdas:client/src NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs serve --strict --dev-addr 127.0.0.1:8100 --watch lambdas --watch client/src --watch local --watch app.py
