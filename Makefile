@@ -10,7 +10,7 @@ export JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION := 20
 # The browser tests' Chromium: Debian's package (Playwright's own download is not used).
 export LONGHAUL_CHROMIUM ?= /usr/bin/chromium
 
-.PHONY: venv lock run test lint types unit runtime infrastructure workflows faults browser replay-tests record eval eval-small contract docs synth openapi bench figures clean
+.PHONY: venv lock run test docs-site docs-serve lint types unit runtime infrastructure workflows faults browser replay-tests record eval eval-small contract docs synth openapi bench figures clean
 
 # The installer: uv, pinned, from PyPI into the virtualenv itself (pip when it cannot be had: slower, same files).
 # It uses the index pip is configured with (PIP_INDEX_URL, or index-url in pip's configuration), when there is one.
@@ -60,7 +60,7 @@ $(CHECKOV_VENV)/.installed: $(CHECKOV_LOCK)
 # with the hashes of each pinned version's files.
 lock: $(BIN)/.installed ## regenerate requirements.lock and requirements-checkov.lock after a change of the pins
 	@test -x $(UV) || { echo "make lock needs uv ($(UV)), which could not be installed"; exit 1; }
-	$(UV_ENV) $(UV) pip compile --quiet --universal --python-version 3.11 --generate-hashes \
+	$(UV_ENV) $(UV) pip compile --quiet --universal --python-version 3.11.5 --generate-hashes \
 	  --custom-compile-command "make lock" -c constraints.txt requirements-dev.txt -o $(LOCK)
 	$(UV_ENV) $(UV) pip compile --quiet --universal --python-version 3.11.5 --generate-hashes --no-deps \
 	  --custom-compile-command "make lock" requirements-checkov.txt -o $(CHECKOV_LOCK)
@@ -70,7 +70,7 @@ run: export LONGHAUL_MAKE_STARTED := $(shell date +%s.%N)
 run: $(BIN)/.installed ## start the platform locally (in-memory AWS, API on 127.0.0.1:8000)
 	$(BIN)/python -m local
 
-test: $(BIN)/.installed lint types unit runtime infrastructure workflows faults replay-tests eval-small browser contract docs ## the one gate CI runs
+test: $(BIN)/.installed lint docs-site types unit runtime infrastructure workflows faults replay-tests eval-small browser contract docs ## the one gate CI runs
 
 lint: $(BIN)/.installed ## ruff, and the domain package's import layers (import-linter, contracts in pyproject.toml)
 	$(BIN)/ruff check .
@@ -117,6 +117,25 @@ contract: $(BIN)/.installed ## Schemathesis against a local platform of its own:
 docs: $(BIN)/.installed ## the README's commands, in order, against `make run` on ports of their own (tests/docs)
 	$(BIN)/pytest -q tests/docs
 
+# The manual (mkdocs.yml): Material for MkDocs, strict, and nothing fetched at view time. Its one script from
+# outside, Mermaid (the diagrams), comes from the npm registry at a pinned version whose tarball's SHA-256 is checked,
+# into docs/assets/vendor/ (not committed), with its licence.
+MERMAID_VERSION := 11.17.2
+MERMAID_SHA256 := 6ad2f42c3fc26bbf9e45cbb6d11898972573ea52b33a5f4ff51952899f950ffd
+MERMAID := docs/assets/vendor/mermaid.min.js
+$(MERMAID):
+	@tmp=$$(mktemp -d) && trap 'rm -rf "$$tmp"' EXIT && \
+	  (cd "$$tmp" && npm pack --silent mermaid@$(MERMAID_VERSION) >/dev/null) && \
+	  echo "$(MERMAID_SHA256)  $$tmp/mermaid-$(MERMAID_VERSION).tgz" | sha256sum --check --quiet && \
+	  tar -xzf "$$tmp/mermaid-$(MERMAID_VERSION).tgz" -C "$$tmp" package/dist/mermaid.min.js package/LICENSE && \
+	  mkdir -p $(@D) && cp "$$tmp/package/LICENSE" $(@D)/mermaid.LICENSE && cp "$$tmp/package/dist/mermaid.min.js" $@
+
+docs-site: $(BIN)/.installed $(MERMAID) ## the manual into site/, strictly: a broken link, a page missing from the nav or an anchor that does not exist fails
+	PYTHONPATH=lambdas:client/src NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict
+
+docs-serve: $(BIN)/.installed $(MERMAID) ## the manual on http://127.0.0.1:8100, rebuilt as pages (and the code they are generated from) change
+	PYTHONPATH=lambdas:client/src NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs serve --strict --dev-addr 127.0.0.1:8100 --watch lambdas --watch client/src --watch local --watch app.py
+
 synth: $(BIN)/.installed ## synthesize the CDK app into cdk.out (offline)
 	$(BIN)/python app.py
 
@@ -144,4 +163,4 @@ figures: $(BIN)/.installed ## measure and paste the figures the README quotes (b
 	$(BIN)/python bench/figures.py
 
 clean:
-	rm -rf cdk.out .local/synth .pytest_cache .ruff_cache .mypy_cache stacks/bytecode/node_modules $(CHECKOV_VENV)
+	rm -rf site cdk.out .local/synth .pytest_cache .ruff_cache .mypy_cache stacks/bytecode/node_modules $(CHECKOV_VENV)

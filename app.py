@@ -13,6 +13,9 @@ Context (cdk.json or `-c key=value`):
   longhaul:jwt             an OIDC issuer whose JWTs the API accepts beside API keys (JSON: issuer, audience,
                            jwks_url?, tenant_claim?, role_claim?)
   longhaul:email_sender    the SES identity (an address or a domain) agents' e-mail tools send from
+  longhaul:callback_allowlist  origins (comma-separated) whose callbacks skip the address checks and may use http
+  longhaul:max_jobs_in_flight  the platform's jobs in flight at most, all tenants together (default: 1000)
+  longhaul:manual_url      where the web console links to the manual (the published `make docs-site`; default: no links)
 """
 
 from __future__ import annotations
@@ -32,6 +35,8 @@ import cdk_nag  # noqa: E402
 from stacks.email import DEFAULT_SENDER as DEFAULT_EMAIL_SENDER  # noqa: E402
 from stacks.longhaul_stack import LonghaulStack  # noqa: E402
 
+#: Where `cdk synth` writes the cloud assembly (default: `cdk.out`).
+OUTDIR_ENV = "CDK_OUTDIR"
 DEFAULT_BEDROCK_MODEL = "us.anthropic.claude-sonnet-4-20250514-v1:0"
 DEFAULT_OFFLINE_MODEL = "longhaul-offline-extractive-1"
 
@@ -47,7 +52,7 @@ def _json_context(app: cdk.App, key: str) -> Any:
 
 
 def build_app(context: dict[str, object] | None = None) -> cdk.App:
-    app = cdk.App(context=context, outdir=os.environ.get("CDK_OUTDIR") or str(ROOT / "cdk.out"))
+    app = cdk.App(context=context, outdir=os.environ.get(OUTDIR_ENV) or str(ROOT / "cdk.out"))
     stage = str(app.node.try_get_context("longhaul:stage") or "dev")
     bundle = _flag(app.node.try_get_context("longhaul:bundle"))
     provider = str(app.node.try_get_context("longhaul:model_provider") or ("bedrock" if bundle else "offline"))
@@ -68,6 +73,7 @@ def build_app(context: dict[str, object] | None = None) -> cdk.App:
         max_jobs_in_flight=int(str(app.node.try_get_context("longhaul:max_jobs_in_flight") or 1000)),
         jwt=_json_context(app, "longhaul:jwt"),
         email_sender=str(app.node.try_get_context("longhaul:email_sender") or DEFAULT_EMAIL_SENDER),
+        manual_url=str(app.node.try_get_context("longhaul:manual_url") or ""),
         synthesizer=cdk.DefaultStackSynthesizer(generate_bootstrap_version_rule=False),
         description="Longhaul: durable, observable, budget-aware LLM jobs",
     )

@@ -31,7 +31,9 @@ _IMPORTED = time.time()
 
 DEFAULT_API_PORT = 8000
 DEFAULT_MOTO_PORT = 8001
+#: Multiplies the local interpreter's waits (`0.1`: ten times faster; empty: 1).
 TIME_SCALE_ENV = "LONGHAUL_TIME_SCALE"
+#: `1`: `make run` prints where its seconds to serving went.
 TIMINGS_ENV = "LONGHAUL_TIMINGS"
 #: `make run` sets it to the time make started (seconds since the epoch), so the report includes make's checks.
 MAKE_STARTED_ENV = "LONGHAUL_MAKE_STARTED"
@@ -43,6 +45,14 @@ _PHASES = {
     "seed": "seeding (keys, policies, secrets, schedules)",
     "front_door": "front door (API server)",
 }
+#: The API's port on 127.0.0.1.
+PORT_ENV = "LONGHAUL_PORT"
+#: The in-memory AWS endpoint's port on 127.0.0.1 (presigned upload URLs point here).
+MOTO_PORT_ENV = "LONGHAUL_MOTO_PORT"
+#: Fault injection: `<step>[#<item>]=<kind>[x<times>],…` (the fault kinds: the manual's fault reference).
+FAULTS_ENV = "LONGHAUL_FAULTS"
+#: The log level of the local platform and of a worker task (`DEBUG`, `INFO`, `WARNING`…).
+LOG_LEVEL_ENV = "LONGHAUL_LOG_LEVEL"
 
 
 def _quiet_moto() -> None:
@@ -149,12 +159,12 @@ def parse_time_scale(value: str) -> float:
 
 
 def main() -> int:
-    logging.basicConfig(level=os.environ.get("LONGHAUL_LOG_LEVEL", "INFO"), format="%(asctime)s %(name)s %(message)s")
+    logging.basicConfig(level=os.environ.get(LOG_LEVEL_ENV, "INFO"), format="%(asctime)s %(name)s %(message)s")
     _quiet_moto()
-    api_port = int(os.environ.get("LONGHAUL_PORT", DEFAULT_API_PORT))
-    moto_port = int(os.environ.get("LONGHAUL_MOTO_PORT", DEFAULT_MOTO_PORT))
+    api_port = int(os.environ.get(PORT_ENV, DEFAULT_API_PORT))
+    moto_port = int(os.environ.get(MOTO_PORT_ENV, DEFAULT_MOTO_PORT))
     try:
-        fault_spec = _install_faults(os.environ.get("LONGHAUL_FAULTS", ""))
+        fault_spec = _install_faults(os.environ.get(FAULTS_ENV, ""))
     except ValueError as exc:
         print(f"LONGHAUL_FAULTS: {exc}", file=sys.stderr)
         return 2

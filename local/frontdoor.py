@@ -16,6 +16,7 @@ from __future__ import annotations
 import base64
 import json
 import logging
+import mimetypes
 import re
 import threading
 import time
@@ -23,10 +24,12 @@ import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
 from http import HTTPStatus
+from pathlib import Path
 from typing import Any
 from urllib.parse import quote, unquote, urlsplit
 
 from werkzeug.exceptions import HTTPException, RequestEntityTooLarge
+from werkzeug.security import safe_join
 from werkzeug.serving import BaseWSGIServer, WSGIRequestHandler, make_server
 from werkzeug.wrappers import Request, Response
 
@@ -39,6 +42,7 @@ LOG = logging.getLogger(__name__)  # not under "longhaul" (the handlers' Powerto
 # API Gateway's own hard limit: below it the API function applies the platform's limit (and answers its 413).
 MAX_BODY_BYTES = limits.API_GATEWAY_MAX_BODY_BYTES
 PROBLEM_BASE = "https://longhaul.dev/problems/"
+MANUAL_PATH = "/manual/"  # where the built manual is served, beside the API's routes
 _FUNCTION_IN_URI = re.compile(r":lambda:path/[^/]+/functions/(?P<arn>.+)/invocations$")
 # The characters a raw path keeps as they are (RFC 3986 pchar and "/", "%" of escapes); others are percent-encoded.
 _PATH_SAFE = "/%!$&'()*+,;=:@-._~"
@@ -289,9 +293,12 @@ class FrontDoor:
         stage: str,
         *,
         integration: Callable[[str, dict[str, Any]], tuple[bytes, bool]],
+        manual: Path | None = None,
     ) -> None:
-        """`integration(function_arn, event) -> (payload, errored)` invokes a route's function."""
+        """`integration(function_arn, event) -> (payload, errored)` invokes a route's function. `manual`: the built
+        manual (`make docs-site`'s `site/`), served at `/manual/` (the console's links go there locally)."""
         self.integration = integration
+        self.manual = manual
         self.rest_api_id = rest_api_id
         self.stage = stage
         self.routes = load_routes(apigateway, rest_api_id)
@@ -346,6 +353,8 @@ class FrontDoor:
             return problem(refused.code or 400, kind, phrase, refused.description or phrase)
         except (OSError, ValueError) as unreadable:  # e.g. a malformed chunked body
             return problem(400, "bad-request", "Bad Request", f"the request body could not be read: {unreadable}")
+        if self.manual is not None and (request.path + "/").startswith(MANUAL_PATH):
+            return self._manual(request)
         path = raw_path(request)
         matched = self.match(path, request.method)
         if isinstance(matched, Response):
@@ -355,6 +364,21 @@ class FrontDoor:
             request, route, self._params(route, groups), self.stage, self.binary_types, self.rest_api_id, path
         )
         return self._invoke(route, event)
+
+    def _manual(self, request: Request) -> Response:
+        """A file of the built manual (not API Gateway's: the local platform's convenience)."""
+        assert self.manual is not None
+        if request.path + "/" == MANUAL_PATH:
+            return Response(status=308, headers={"Location": MANUAL_PATH})
+        relative = request.path[len(MANUAL_PATH) :] or "index.html"
+        found = safe_join(str(self.manual), relative)
+        if found is not None and Path(found).is_dir():
+            found = str(Path(found) / "index.html")
+        if found is None or not Path(found).is_file():
+            built = "" if (self.manual / "index.html").is_file() else " (the manual is not built: make docs-site)"
+            return Response(f"not found: {request.path}{built}\n", status=404, mimetype="text/plain")
+        media_type = mimetypes.guess_type(found)[0] or "application/octet-stream"
+        return Response(Path(found).read_bytes(), mimetype=media_type)
 
     def _invoke(self, route: Route, event: dict[str, Any]) -> Response:
         request_id = event["requestContext"]["requestId"]

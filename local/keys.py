@@ -9,7 +9,11 @@ from typing import Any, Literal, get_args
 
 from local import lambda_runtime
 
+#: The local API keys: `"alpha=key1,ops=key3:operator,alpha-reviewer=key4:reviewer@alpha"` (the role defaults to
+#: `tenant`, the tenant to the name); default: `alpha`, `beta`, `ops`, `alpha-reviewer`, `beta-reviewer`.
 KEYS_ENV = "LONGHAUL_LOCAL_KEYS"
+#: Each tenant's webhook signing secret, `"alpha=whsec_…,beta=whsec_…"`, seeded into the in-memory Secrets Manager
+#: (default: one for `alpha` and `beta`, printed in the banner).
 WEBHOOK_SECRETS_ENV = "LONGHAUL_LOCAL_WEBHOOK_SECRETS"
 #: name -> "key", "key:role" or "key:role@tenant" (the name is the tenant unless given); printed by
 #: `python -m local`, never valid anywhere but here.

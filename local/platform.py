@@ -38,10 +38,11 @@ from typing import Any, ClassVar
 
 from local import lambda_runtime, moto_patches, schedules, workers
 from local.deploy import ACCOUNT, REGION, Deployment, deploy_assembly, synthesize, update_assembly, wait_until
-from local.frontdoor import FrontDoor
+from local.frontdoor import MANUAL_PATH, FrontDoor
 from local.keys import DEFAULT_KEYS as DEFAULT_KEYS  # re-exported
 from local.keys import DEFAULT_WEBHOOK_SECRETS as DEFAULT_WEBHOOK_SECRETS  # re-exported
 from local.keys import KEYS_ENV, WEBHOOK_SECRETS_ENV, ApiKey, parse_keys, parse_webhook_secrets, seed_api_keys
+from longhaul.core.settings import Env
 from longhaul.operations.admin import LOCAL_ADMIN_ACCESS_KEY
 
 LOG = logging.getLogger(__name__)  # not under "longhaul" (the handlers' Powertools logger: it does not propagate)
@@ -168,7 +169,8 @@ class LocalPlatform:
         if enforce_iam if enforce_iam is not None else os.environ.get(IAM_ENFORCEMENT_ENV, "1") != "0":
             # the platform, the state machines' interpreter, and `longhaul admin --endpoint-url` (an administrator's)
             moto_patches.enforce_iam([PLATFORM_ACCESS_KEY, LOCAL_ADMIN_ACCESS_KEY, moto_patches.INTERPRETER_ACCESS_KEY])
-        overrides = {**passed_through(os.environ), **(env_overrides or {})}
+        # The console links to the manual the front door serves (`make docs-site` builds it), unless told otherwise.
+        overrides = {Env.MANUAL_URL: MANUAL_PATH, **passed_through(os.environ), **(env_overrides or {})}
         lambda_runtime.configure(code_root=root / "lambdas", environment_overrides=overrides)
         server = _start_moto(moto_port)
         endpoint = "http://{}:{}".format(*server.get_host_and_port())
@@ -254,6 +256,7 @@ class LocalPlatform:
             target.rest_api_id,
             target.stage_name,
             integration=lambda_runtime.invoke_integration,
+            manual=self.repo_root / "site",
         )
         port = door.start(HOST, api_port)
         self._servers.front_door = door

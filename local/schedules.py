@@ -223,12 +223,16 @@ _TABLES: dict[tuple[str | None, str], Any] = {}  # (endpoint, table name) -> tab
 _TABLES_LOCK = threading.Lock()
 
 
+#: Set by the local platform: the in-memory AWS endpoint every client of the process calls.
+ENDPOINT_ENV = "AWS_ENDPOINT_URL"
+
+
 def _table(name: str) -> Any:
     """One DynamoDB table resource per platform endpoint and table, built once per submission burst rather than per
     job (its own session: boto3's default one is not thread-safe)."""
     import boto3
 
-    key = (os.environ.get("AWS_ENDPOINT_URL"), name)  # a platform started later in the process has its own endpoint
+    key = (os.environ.get(ENDPOINT_ENV), name)  # a platform started later in the process has its own endpoint
     with _TABLES_LOCK:
         if key not in _TABLES:
             _TABLES[key] = boto3.session.Session().resource("dynamodb").Table(name)

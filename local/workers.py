@@ -30,6 +30,8 @@ from local.lambda_runtime import DEFAULT_CODE_ROOT, ensure_code_root_on_path, ti
 LOG = logging.getLogger("longhaul.local.workers")
 STOP_GRACE_SECONDS = 30.0  # ECS's default stopTimeout: SIGTERM, then SIGKILL
 WORKERS_PACKAGE = "workers"
+#: A local worker task's module path: the code root first, then what the platform's own environment had.
+PYTHONPATH_ENV = "PYTHONPATH"
 
 
 @dataclass
@@ -101,7 +103,8 @@ def task_environment(task: Any, container: Mapping[str, Any], overrides: Mapping
     fault = _injected_fault(environment)
     if fault:
         environment[Env.INJECT_FAULT] = fault
-    environment["PYTHONPATH"] = os.pathsep.join(filter(None, [str(DEFAULT_CODE_ROOT), environment.get("PYTHONPATH")]))
+    code_path = [str(DEFAULT_CODE_ROOT), environment.get(PYTHONPATH_ENV)]
+    environment[PYTHONPATH_ENV] = os.pathsep.join(filter(None, code_path))
     environment["ECS_TASK_ARN"] = task.task_arn
     return environment
 

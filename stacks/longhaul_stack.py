@@ -63,6 +63,7 @@ class LonghaulStack(Stack):
         max_jobs_in_flight: int = 1000,
         jwt: Mapping[str, Any] | None = None,
         email_sender: str = DEFAULT_SENDER,
+        manual_url: str = "",
         **kwargs: Any,
     ) -> None:
         super().__init__(scope, construct_id, **kwargs)
@@ -98,6 +99,8 @@ class LonghaulStack(Stack):
             base_env[Env.STEP_ROUTES] = json.dumps(step_routes, sort_keys=True)
         if callback_allowlist:
             base_env[Env.CALLBACK_ALLOWLIST] = callback_allowlist
+        if manual_url:  # the console's links to the manual (none without it)
+            base_env[Env.MANUAL_URL] = manual_url
         webhooks = Webhooks(
             self, "Webhooks", code=code, environment=base_env, secrets_prefix=base_env[Env.WEBHOOK_SECRETS_PREFIX]
         )

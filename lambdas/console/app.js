@@ -16,6 +16,24 @@ const JOB_STATUSES = [
   'expired',
 ];
 const LONG_POLL_SECONDS = 20;
+// The manual's pages that explain what the console shows (the built manual's paths, under the address the page's
+// `longhaul-manual` meta names: `LONGHAUL_MANUAL_URL`; without one no link is shown).
+const MANUAL = document.querySelector('meta[name="longhaul-manual"]')?.content || '';
+const MANUAL_PAGES = {
+  status: 'concepts/jobs.html',
+  steps: 'concepts/steps.html',
+  fanOut: 'concepts/fan-out.html',
+  validation: 'concepts/validation.html',
+  cost: 'concepts/budgets.html',
+  review: 'concepts/review.html',
+  reviewing: 'how-to/review-a-job.html',
+  webhooks: 'concepts/webhooks.html',
+  events: 'reference/events.html',
+  errors: 'reference/faults.html',
+  replay: 'how-to/replay-a-failure.html',
+  policies: 'how-to/raise-tenant-limits.html',
+  deadLetters: 'operating/runbooks.html',
+};
 const RUNGS = ['waiting', 'reminded', 'reassigned', 'final action taken'];
 
 // ------------------------------------------------------------------------------------------------ small helpers
@@ -85,8 +103,16 @@ function progressOf(progress) {
   ];
 }
 
-function section(title, id) {
-  return h('section', { class: 'panel', 'aria-labelledby': id }, h('h2', { id }, title));
+// A "?" link to the manual's page on `topic` (a key of MANUAL_PAGES), opened beside the console; null without a manual.
+function manualLink(topic, label) {
+  if (!MANUAL || !MANUAL_PAGES[topic]) return null;
+  const href = new URL(MANUAL_PAGES[topic], new URL(MANUAL.endsWith('/') ? MANUAL : `${MANUAL}/`, document.baseURI));
+  return h('a', { class: 'manual', href: href.href, target: '_blank', rel: 'noopener', title: `Manual: ${label}` },
+    '?', h('span', { class: 'visually-hidden' }, ` Manual: ${label}`));
+}
+
+function section(title, id, topic) {
+  return h('section', { class: 'panel', 'aria-labelledby': id }, h('h2', { id }, title, topic ? manualLink(topic, title) : null));
 }
 
 function facts(pairs, { row = false } = {}) {
@@ -425,7 +451,7 @@ async function jobPage(main, [jobId], { signal, who }) {
   const head = h('div');
   const actions = h('div', { class: 'actions' });
   const notices = h('div');
-  const graphPanel = section('Workflow', 'graph-heading');
+  const graphPanel = section('Workflow', 'graph-heading', 'steps');
   const graphBody = h('div');
   const showAll = h('input', { type: 'checkbox', id: 'graph-all' });
   graphPanel.append(
@@ -434,14 +460,14 @@ async function jobPage(main, [jobId], { signal, who }) {
     h('div', {}, showAll, h('label', { for: 'graph-all', class: 'inline' }, ' Show every state, also the failure path')),
   );
   showAll.addEventListener('change', () => { state.showAll = showAll.checked; drawGraph(); });
-  const usagePanel = section('Usage and cost', 'usage-heading');
+  const usagePanel = section('Usage and cost', 'usage-heading', 'cost');
   const usageBody = h('div');
   usagePanel.append(usageBody);
-  const eventsPanel = section('Events', 'events-heading');
+  const eventsPanel = section('Events', 'events-heading', 'events');
   const live = h('p', { class: 'hint', id: 'live-state' }, 'Loading events…');
   const timeline = h('ol', { class: 'timeline', 'aria-labelledby': 'events-heading', tabindex: '0' });
   eventsPanel.append(live, timeline);
-  const resultPanel = ops ? null : section('Result', 'result-heading');
+  const resultPanel = ops ? null : section('Result', 'result-heading', 'validation');
   const resultBody = h('div');
   resultPanel?.append(resultBody);
   main.append(head, actions, notices,
@@ -450,7 +476,8 @@ async function jobPage(main, [jobId], { signal, who }) {
   function drawHead() {
     const job = state.job;
     head.replaceChildren(
-      h('div', { class: 'job-head' }, h('h1', { class: 'mono' }, job.job_id), badge(job.status)),
+      h('div', { class: 'job-head' }, h('h1', { class: 'mono' }, job.job_id), badge(job.status),
+        manualLink('status', 'job statuses')),
       facts([
         ['Workflow', job.workflow],
         job.tenant_id ? ['Tenant', job.tenant_id] : null,
@@ -466,12 +493,13 @@ async function jobPage(main, [jobId], { signal, who }) {
     if (job.error) {
       notices.append(h('div', { class: 'alert', role: 'status' },
         h('strong', {}, `${job.error.kind} at ${job.error.step ?? 'the job'}: `), job.error.message,
-        job.error.items?.length ? ` (items ${job.error.items.join(', ')})` : ''));
+        job.error.items?.length ? ` (items ${job.error.items.join(', ')})` : '', ' ', manualLink('errors', 'error kinds')));
     }
     if (job.review) {
       notices.append(h('div', { class: 'note' },
         h('strong', {}, 'Review: '), `${job.review.status}, ${job.review.review_id}, assigned to ${job.review.assignee_group}; `,
-        job.review.status === 'pending' ? `deadline ${when(job.review.deadline)} (${timeLeft(job.review.deadline)})` : ''));
+        job.review.status === 'pending' ? `deadline ${when(job.review.deadline)} (${timeLeft(job.review.deadline)})` : '',
+        ' ', manualLink('review', 'human review')));
     }
     if (state.actionsFor !== job.status) drawActions(); // (a refresh keeps a confirmation or a form being filled)
   }
@@ -833,7 +861,8 @@ async function reviewPage(main, [reviewId], { signal }) {
   const jobStatus = h('span', { id: 'job-status' }, review.job_status ? badge(review.job_status) : '—');
   const statusBadge = h('span', {}, badge(review.status));
   main.append(
-    h('div', { class: 'job-head' }, h('h1', {}, 'Review ', h('span', { class: 'mono' }, review.review_id)), statusBadge),
+    h('div', { class: 'job-head' }, h('h1', {}, 'Review ', h('span', { class: 'mono' }, review.review_id)), statusBadge,
+      manualLink('reviewing', 'reviewing a job')),
     facts([
       ['Job', h('span', { class: 'mono' }, review.job_id)],
       ['Job status', jobStatus],

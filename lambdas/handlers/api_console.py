@@ -4,12 +4,14 @@ The console is static files shipped in the code asset (`lambdas/console/`): one 
 served by this function wherever it runs (through API Gateway on AWS, the front door locally), so nothing is
 fetched from another host; the Content-Security-Policy says so to the browser too. The page is the same for every
 path under `/console/` (the script routes by the path); `assets/<name>` are its files. No key is needed to load
-it: the page asks for one and calls the JSON API with it, so what a key's role may do is decided there.
+it: the page asks for one and calls the JSON API with it, so what a key's role may do is decided there. The page
+names the manual's address (`LONGHAUL_MANUAL_URL`), which the script links what it shows to.
 """
 
 from __future__ import annotations
 
 import hashlib
+import html
 from functools import cache
 from pathlib import Path
 from typing import NamedTuple
@@ -19,6 +21,7 @@ from aws_lambda_powertools.event_handler.api_gateway import BaseRouter, Router
 from aws_lambda_powertools.utilities.data_classes import APIGatewayProxyEvent
 
 from longhaul.core.problems import NotFound
+from longhaul.core.settings import get_settings
 
 router = Router()
 CONSOLE_DIR = Path(__file__).resolve().parent.parent / "console"
@@ -79,6 +82,10 @@ def _page(router: BaseRouter) -> Asset:
     assert page is not None, "the console's page ships with the code"
     base = f"{_stage_prefix(router)}{PREFIX}/"
     body = page.body.replace("{{base}}", base)
+    # Where the console's "?" links go (`LONGHAUL_MANUAL_URL`): a path of this origin gets the stage's prefix.
+    manual = get_settings().manual_url
+    manual = f"{_stage_prefix(router)}{manual}" if manual.startswith("/") else manual
+    body = body.replace("{{manual}}", html.escape(manual, quote=True))
     for name in VERSIONED:  # each asset's URL names its content: a deploy's new file is fetched at once
         found = asset(name)
         body = body.replace(f"{{{{v:{name}}}}}", found.etag.strip('"')[:8] if found else "")

@@ -26,7 +26,8 @@ CommonMark, which GitHub renders), and:
   continue on the following comment lines until their brackets close. A `curl` that answers 4xx or 5xx must show
   that status in its expected output;
 - skips a block marked, in the Markdown right before it, `<!-- not run: <reason> -->` (a deploy to AWS, anything
-  needing an account or credentials), and reports how many blocks it ran and skipped, and why.
+  needing an account or credentials), and a block that only includes a file (`--8<-- "examples/…"`: the manual's
+  example files run on their own), and reports how many blocks it ran and skipped, and why.
 
 A failure names the document's line: the command's, and the block's opening fence.
 """
@@ -57,6 +58,7 @@ PYTHON_LANGUAGES = frozenset({"python", "py"})
 RUNNABLE = SHELL_LANGUAGES | PYTHON_LANGUAGES
 NOT_RUN = re.compile(r"^\s*<!--\s*not run:\s*(?P<reason>.*?)\s*-->\s*$", re.DOTALL)
 EXPECTED = "# →"
+SNIPPET = "--8<--"  # a block that includes a file (pymdownx.snippets) when the manual is built
 API_PORT, MOTO_PORT = 8000, 8001  # what the documents say `make run` listens on
 LOOPBACK_PORT = re.compile(r"(?:127\.0\.0\.1|localhost):(\d{2,5})\b")
 MAKE_RUN = re.compile(r"(?:^|\s)make\s+run\s*(?:#.*)?$")
@@ -95,6 +97,8 @@ def blocks(path: Path) -> list[Block]:
         marked = NOT_RUN.match(before.content) if before is not None and before.type == "html_block" else None
         language = token.info.split()[0].lower() if token.info.strip() else ""
         reason = marked.group("reason") if marked else None
+        if not marked and token.content.lstrip().startswith(SNIPPET):
+            reason = "an included example file (docs/examples/, run by tests/docs/test_examples.py)"
         if marked and not reason:
             raise DocumentError(f"{path.name}:{token.map[0] + 1}: `<!-- not run: … -->` needs a reason")
         found.append(Block(path, token.map[0] + 1, language, token.content, reason))

@@ -1,6 +1,9 @@
-"""Docs that run: every command the README shows, executed in order against the platform `make run` starts, with
-the outputs it shows compared by shape (`tests/docs/runner.py` says how). Other documents a user follows are run
-the same way when they hold shell blocks."""
+"""Docs that run: every command the README and every page of the manual show, executed in order against the
+platform `make run` starts, with the outputs they show compared by shape (`tests/docs/runner.py` says how). Each
+document runs in a shell session of its own, and on a platform of its own from where it says `make run`; one without
+a shell or Python block has nothing to run. The manual's longer Python
+examples are files (`docs/examples/`, run by `test_examples.py`), and its reference pages are generated at build
+time (not files here)."""
 
 from __future__ import annotations
 
@@ -11,8 +14,8 @@ import pytest
 from tests.docs.runner import blocks, run_document
 
 ROOT = Path(__file__).resolve().parents[2]
-# Documents a user follows; a document without a runnable block has nothing to run.
-DOCUMENTS = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md")), *sorted((ROOT / "samples").rglob("*.md"))]
+# Documents a user follows: the README, every page of the manual (docs/, at any depth), the samples' notes.
+DOCUMENTS = [ROOT / "README.md", *sorted((ROOT / "docs").rglob("*.md")), *sorted((ROOT / "samples").rglob("*.md"))]
 
 
 @pytest.mark.parametrize("document", DOCUMENTS, ids=lambda p: str(p.relative_to(ROOT)))

@@ -28,11 +28,15 @@ class TransientError(LonghaulError):
 
 
 class RateLimitedError(LonghaulError):
+    """A dependency (a model provider) throttled the call; retried with backoff."""
+
     kind = "rate-limited"
     retryable = True
 
 
 class UpstreamUnavailableError(LonghaulError):
+    """A dependency (a model provider, a tool's service) is unavailable; retried with backoff."""
+
     kind = "upstream-unavailable"
     retryable = True
 
@@ -50,14 +54,20 @@ class OutputInvalidError(LonghaulError):
 
 
 class PolicyRefusalError(LonghaulError):
+    """The model (or its provider's guardrail) refused the request; retrying will not help."""
+
     kind = "policy-refusal"
 
 
 class BudgetExceededError(LonghaulError):
+    """The call would exceed the job's budget or the tenant's daily allowance."""
+
     kind = "budget-exceeded"
 
 
 class InternalError(LonghaulError):
+    """An unexpected failure of the platform itself."""
+
     kind = "internal"
 
 

@@ -48,6 +48,28 @@ OUTPUT_KINDS = (MALFORMED, SCHEMA_INVALID, TRUNCATED)
 MODEL_KINDS = (*OUTPUT_KINDS, REFUSAL)
 KINDS = tuple(sorted(BY_KIND)) + RUNTIME_KINDS + MODEL_KINDS
 MAX_COUNTED_JOBS = 4096  # the jobs whose counts are kept, most recently faulted first
+# What each runtime and model fault does (a failure class does what its error class's docstring says).
+MEANINGS: dict[str, str] = {
+    CRASH: "The step's work runs, then the process dies before its checkpoint: the retry must not redo the work.",
+    CRASH_BEFORE_OUTCOME: "At an agent step: a tool's side effect happens, then the process dies before the outbox "
+    "records its outcome.",
+    HANG: "The invocation outlives its Task timeout.",
+    DUPLICATE: "The same event is delivered twice.",
+    MALFORMED: "The model's answer is broken JSON (prose, a fence, a trailing comma) that mechanical repair fixes.",
+    SCHEMA_INVALID: "The model's answer is valid JSON of the wrong shape.",
+    TRUNCATED: "The model's answer is cut off at the token limit, as the provider's stop reason says.",
+    REFUSAL: "The provider refuses, as its guardrail would.",
+}
+
+
+def meaning(kind: str) -> str:
+    """What injecting `kind` does: a runtime or model fault's description, or a failure class's."""
+    if kind in BY_KIND:
+        doc = " ".join((BY_KIND[kind].__doc__ or "").split())
+        return f"The step raises `{BY_KIND[kind].__name__}`" + (f": {doc}" if doc else ".")
+    return MEANINGS[kind]
+
+
 _RULE = re.compile(r"^(?P<step>[a-z_]+)(?:#(?P<item>\d+))?=(?P<kind>[a-z\-]+?)(?:x(?P<times>\d+))?$")
 
 

@@ -141,12 +141,16 @@ def running_on(compute: Compute) -> Iterator[None]:
         _compute.reset(token)
 
 
+#: Set by Lambda: the function's memory (MB), which prices its time.
+MEMORY_SIZE_ENV = "AWS_LAMBDA_FUNCTION_MEMORY_SIZE"
+
+
 def current_compute(environment: Mapping[str, str]) -> Compute | None:
     """The declared compute, else a Lambda function of the memory its sandbox announces, else unknown (None)."""
     declared = _compute.get()
     if declared is not None:
         return declared
-    memory = environment.get("AWS_LAMBDA_FUNCTION_MEMORY_SIZE")
+    memory = environment.get(MEMORY_SIZE_ENV)
     return Compute("lambda", int(memory)) if memory and memory.isdigit() else None
 
 

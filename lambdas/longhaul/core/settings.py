@@ -19,46 +19,85 @@ from longhaul.core.model import Model
 
 
 class Env:
-    """Names of the environment variables, shared by the CDK app and the functions."""
+    """Names of the environment variables, shared by the CDK app and the functions. Each has a `#:` comment: the
+    manual's settings reference renders it (with the `Settings` field's type and default)."""
 
+    #: The DynamoDB table of jobs, events, checkpoints, reviews, keys and budgets.
     TABLE = "LONGHAUL_TABLE"
+    #: The S3 bucket of inputs, uploads, checkpoints' payloads, results and kept prompts.
     BUCKET = "LONGHAUL_BUCKET"
+    #: JSON `{"workflow": ARN}`: the state machine (its `live` alias) each workflow's jobs start through.
     WORKFLOWS = "LONGHAUL_WORKFLOWS"
+    #: The model provider of the default route: `offline` (deterministic, no model) or `bedrock`.
     MODEL_PROVIDER = "LONGHAUL_MODEL_PROVIDER"
+    #: The model of the default route (a Bedrock model or inference profile id, or the offline model's name).
     MODEL_ID = "LONGHAUL_MODEL_ID"
+    #: The largest request body the API accepts (bytes); larger ones are a 413.
     MAX_BODY_BYTES = "LONGHAUL_MAX_BODY_BYTES"
+    #: The S3 endpoint presigned upload URLs name (the local platform's in-memory S3); unset on AWS.
     S3_PUBLIC_ENDPOINT = "LONGHAUL_S3_PUBLIC_ENDPOINT"
+    #: The deployment stage (part of the stack's name, shown by `GET /v1/health`).
     STAGE = "LONGHAUL_STAGE"
-    # What produced an output: the code asset's hash (the build's version), recorded on checkpoints and model calls.
+    #: What produced an output: the code asset's hash (the build's version), recorded on checkpoints and model calls.
     CODE_VERSION = "LONGHAUL_CODE_VERSION"
+    #: JSON `{"workflow": {"step": queue URL}}`: each fan-out step's dead-letter queue.
     DEAD_LETTER_QUEUES = "LONGHAUL_DEAD_LETTER_QUEUES"
+    #: How long a running job may go without an event before the sweep reports it stuck (minutes).
     STUCK_AFTER_MINUTES = "LONGHAUL_STUCK_AFTER_MINUTES"
+    #: JSON `{"route": {"provider", "model_id", "base_url"?, "api_key_env"?, "api_key_secret"?, "fallback"?,
+    #: "stronger"?}}`: the model routes by name; empty: one route `default` of the provider and model above.
     MODEL_ROUTES = "LONGHAUL_MODEL_ROUTES"
+    #: JSON `{"step": "route"}`: the route each model step calls.
     STEP_ROUTES = "LONGHAUL_STEP_ROUTES"
+    #: JSON `{"model id": {"input": "3.00", "output": "15.00"}}` (USD per million tokens): overrides rows of the
+    #: built-in price table.
     MODEL_PRICES = "LONGHAUL_MODEL_PRICES"
+    #: Failures within the window that open a route's circuit breaker.
     BREAKER_FAILURES = "LONGHAUL_BREAKER_FAILURES"
+    #: The window the breaker counts failures in (seconds).
     BREAKER_WINDOW_SECONDS = "LONGHAUL_BREAKER_WINDOW_SECONDS"
+    #: How long an open breaker skips its route before trying it again (seconds).
     BREAKER_COOLDOWN_SECONDS = "LONGHAUL_BREAKER_COOLDOWN_SECONDS"
+    #: Local platform: JSON `{"tenant": {…policy fields}}` seeded into the tenants' budget policies at start.
     TENANT_POLICIES = "LONGHAUL_TENANT_POLICIES"
+    #: Origins (`http://127.0.0.1:9000`, comma-separated) whose callbacks skip the address checks and may use http.
     CALLBACK_ALLOWLIST = "LONGHAUL_CALLBACK_ALLOWLIST"
+    #: The webhook delivery state machine's ARN (unset: webhooks are not delivered).
     WEBHOOK_DELIVERY = "LONGHAUL_WEBHOOK_DELIVERY"
+    #: The Secrets Manager prefix under which each tenant's webhook signing secret is kept.
     WEBHOOK_SECRETS_PREFIX = "LONGHAUL_WEBHOOK_SECRETS_PREFIX"
-    # Container steps (ECS): the cluster whose tasks a cancellation stops; what a worker task is started with.
+    #: Container steps (ECS): the cluster whose tasks a cancellation stops.
     CONTAINER_CLUSTER = "LONGHAUL_CONTAINER_CLUSTER"
+    #: A container worker task's Step Functions task token (set per task by the state machine).
     TASK_TOKEN = "LONGHAUL_TASK_TOKEN"
+    #: A container worker task's step event (JSON, set per task by the state machine).
     STEP_EVENT = "LONGHAUL_STEP_EVENT"
+    #: A container worker task's attempt number (set per task by the state machine).
     STEP_ATTEMPT = "LONGHAUL_STEP_ATTEMPT"
+    #: How often a container worker sends its heartbeat (seconds; default 30).
     HEARTBEAT_SECONDS = "LONGHAUL_HEARTBEAT_SECONDS"
-    # Admission: the intake queue of each SLA class, the platform's jobs in flight, the dispatcher to wake.
+    #: Admission: JSON `{"interactive": queue URL, "standard": …, "batch": …}`, the intake queue of each SLA class;
+    #: empty: no admission control (every job starts at once).
     INTAKE_QUEUES = "LONGHAUL_INTAKE_QUEUES"
+    #: Admission: the platform's jobs in flight at most (beyond each tenant's own limit).
     MAX_JOBS_IN_FLIGHT = "LONGHAUL_MAX_JOBS_IN_FLIGHT"
+    #: Admission: the dispatcher function to wake when a slot frees.
     ADMISSION_DISPATCHER = "LONGHAUL_ADMISSION_DISPATCHER"
-    TASK_CPU = "LONGHAUL_TASK_CPU"  # a container worker's task size (CPU units, memory MB): what its time costs
+    #: A container worker's task CPU units (default 2048): what its time costs.
+    TASK_CPU = "LONGHAUL_TASK_CPU"
+    #: A container worker's task memory in MB (default 4096): what its time costs.
     TASK_MEMORY_MB = "LONGHAUL_TASK_MEMORY_MB"
-    INJECT_FAULT = "LONGHAUL_INJECT_FAULT"  # local runtime only: the fault one worker task plays
-    JWT = "LONGHAUL_JWT"  # the API authorizer's OIDC issuer (`longhaul.adapters.tokens.JwtConfig`), when configured
-    # The verified SES identity that agents' e-mail tools send from (set on the functions whose tools send e-mail).
+    #: Local platform only: the fault one worker task plays (see `LONGHAUL_FAULTS`).
+    INJECT_FAULT = "LONGHAUL_INJECT_FAULT"
+    #: JSON: the OIDC issuer whose JWTs the API accepts beside API keys (`issuer`, `audience`, `jwks_url`?,
+    #: `tenant_claim`?, `role_claim`?); empty: API keys only.
+    JWT = "LONGHAUL_JWT"
+    #: The verified SES identity that agents' e-mail tools send from.
     EMAIL_SENDER = "LONGHAUL_EMAIL_SENDER"
+    #: Where the web console links to the manual: the address of the built manual (`make docs-site`'s `site/`,
+    #: wherever it is published), or a path on the API's own origin; empty: the console shows no links to it. The
+    #: local platform serves the built manual at `/manual/` and links there.
+    MANUAL_URL = "LONGHAUL_MANUAL_URL"
 
 
 class Settings(Model):
@@ -104,6 +143,7 @@ class Settings(Model):
     admission_dispatcher: str | None = Field(default=None, alias=Env.ADMISSION_DISPATCHER)  # function name
     jwt: dict[str, Any] = Field(default_factory=dict, alias=Env.JWT)  # empty: API keys only
     email_sender: str | None = Field(default=None, alias=Env.EMAIL_SENDER)
+    manual_url: str = Field(default="", alias=Env.MANUAL_URL)
 
     @field_validator(
         "workflows",
@@ -120,6 +160,14 @@ class Settings(Model):
         return json.loads(value) if isinstance(value, str) else value
 
 
+#: Local platform: the credentials of the function role an invocation runs with (on AWS the SDK's own chain finds
+#: the sandbox's); with `AWS_SECRET_ACCESS_KEY` and `AWS_SESSION_TOKEN`.
+ACCESS_KEY_ENV = "AWS_ACCESS_KEY_ID"
+#: Local platform: the secret key of the function role an invocation runs with.
+SECRET_KEY_ENV = "AWS_SECRET_ACCESS_KEY"
+#: Local platform: the session token of the function role an invocation runs with.
+SESSION_TOKEN_ENV = "AWS_SESSION_TOKEN"
+
 _environment: ContextVar[Mapping[str, str] | None] = ContextVar("longhaul_environment", default=None)
 
 
@@ -132,9 +180,9 @@ def invocation_credentials() -> tuple[str, str, str] | None:
     """The credentials the local runtime gives the current invocation (its function role's), else None: on AWS the
     SDK's own chain finds the sandbox's."""
     env = _environment.get()
-    if not env or not env.get("AWS_ACCESS_KEY_ID"):
+    if not env or not env.get(ACCESS_KEY_ENV):
         return None
-    return env["AWS_ACCESS_KEY_ID"], env.get("AWS_SECRET_ACCESS_KEY", ""), env.get("AWS_SESSION_TOKEN", "")
+    return env[ACCESS_KEY_ENV], env.get(SECRET_KEY_ENV, ""), env.get(SESSION_TOKEN_ENV, "")
 
 
 @contextmanager

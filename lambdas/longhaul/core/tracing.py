@@ -26,7 +26,10 @@ from typing import Any
 from longhaul.core import correlation
 
 LOG = logging.getLogger(__name__)
+#: Set by Lambda when the invocation is traced: its X-Ray trace header (recorded on failures and compensations).
 TRACE_HEADER_ENV = "_X_AMZN_TRACE_ID"
+#: Set by Lambda: the function's name (tracing is on only inside a Lambda function).
+FUNCTION_NAME_ENV = "AWS_LAMBDA_FUNCTION_NAME"
 _lock = threading.Lock()
 _recorder: Any = None
 _unavailable = False
@@ -47,7 +50,7 @@ class Subsegment:
 
 
 def _traced() -> bool:
-    return bool(os.environ.get(TRACE_HEADER_ENV)) and bool(os.environ.get("AWS_LAMBDA_FUNCTION_NAME"))
+    return bool(os.environ.get(TRACE_HEADER_ENV)) and bool(os.environ.get(FUNCTION_NAME_ENV))
 
 
 def recorder() -> Any:

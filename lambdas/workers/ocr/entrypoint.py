@@ -85,10 +85,16 @@ class Heartbeat:
         self.stopping.set()
 
 
+#: Where the OCR engine caches its optimized models (default: a temporary directory).
+OCR_CACHE_DIR_ENV = "LONGHAUL_OCR_CACHE_DIR"
+#: The log level of the local platform and of a worker task (`DEBUG`, `INFO`, `WARNING`…).
+LOG_LEVEL_ENV = "LONGHAUL_LOG_LEVEL"
+
+
 def _engine() -> ocr.OcrEngine:
     from workers.ocr.engine import PpOcrEngine
 
-    return PpOcrEngine(cache_dir=os.environ.get("LONGHAUL_OCR_CACHE_DIR"))
+    return PpOcrEngine(cache_dir=os.environ.get(OCR_CACHE_DIR_ENV))
 
 
 class _LazyEngine:
@@ -175,5 +181,5 @@ def run(env: Mapping[str, str], engine: ocr.OcrEngine | None = None) -> int:
 
 
 def main() -> int:
-    logging.basicConfig(level=os.environ.get("LONGHAUL_LOG_LEVEL", "INFO"), format="%(levelname)s %(name)s %(message)s")
+    logging.basicConfig(level=os.environ.get(LOG_LEVEL_ENV, "INFO"), format="%(levelname)s %(name)s %(message)s")
     return run(os.environ)

@@ -19,6 +19,9 @@ import typer
 from longhaul_client.cli import admin, jobs, ops, reviews
 from longhaul_client.cli.common import EXIT_ERROR
 
+#: `1`: an unforeseen fault of the command shows its traceback (otherwise one line on stderr, exit 2).
+DEBUG_ENV = "LONGHAUL_DEBUG"
+
 app = typer.Typer(
     name="longhaul",
     help="Longhaul: submit long-running LLM jobs, watch them live, review, cancel and replay them.",
@@ -39,7 +42,7 @@ def main() -> None:
     try:
         app(prog_name="longhaul")
     except Exception as error:
-        if os.environ.get("LONGHAUL_DEBUG"):
+        if os.environ.get(DEBUG_ENV):
             raise
         print(f"error: unexpected {type(error).__name__}: {error} (LONGHAUL_DEBUG=1 shows where)", file=sys.stderr)
         sys.exit(EXIT_ERROR)

@@ -28,7 +28,12 @@ from rich.markup import escape
 from longhaul_client.client import LonghaulClient
 from longhaul_client.errors import LonghaulError, Problem
 
-URL_ENV, KEY_ENV = "LONGHAUL_URL", "LONGHAUL_API_KEY"
+#: The API the command calls (`make run` prints the local one; a deployed stage's is its API endpoint output).
+URL_ENV = "LONGHAUL_URL"
+#: The API key the command calls with (`--key` overrides it).
+KEY_ENV = "LONGHAUL_API_KEY"
+#: The terminal's width: piped output is this wide (else not cut).
+COLUMNS_ENV = "COLUMNS"
 EXIT_OK, EXIT_JOB_NOT_COMPLETED, EXIT_ERROR = 0, 1, 2
 PIPED_WIDTH = 200
 
@@ -99,7 +104,7 @@ def _piped_width() -> int | None:
     """Piped output is not cut at 80 columns (Rich's default without a terminal): tables keep one row a line."""
     if sys.stdout.isatty():
         return None
-    return int(os.environ.get("COLUMNS", "0") or 0) or PIPED_WIDTH
+    return int(os.environ.get(COLUMNS_ENV, "0") or 0) or PIPED_WIDTH
 
 
 def _plain(value: Any) -> Any:

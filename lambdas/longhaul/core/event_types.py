@@ -1,0 +1,68 @@
+"""What each event type of a job's log means: one line each, the manual's events reference renders them.
+
+Every event type the code appends (`JobStore.append_event`, `JobStore.transition`, `NewEvent`, the model gateway's
+events) must be described here: `tests/docs/test_reference.py` scans the code's writing sites and fails on one that
+is missing (or on one described here that nothing writes any more).
+"""
+
+from __future__ import annotations
+
+EVENT_TYPES: dict[str, str] = {
+    # The job's statuses (each of these records a status change).
+    "job_queued": "The job was accepted and waits to start (its first event).",
+    "job_started": "The job's first step started: the job is running.",
+    "job_resumed": "A step started again after a retry wait: the job is running again.",
+    "job_running": "A step started while the job was in another status (after a review): the job is running.",
+    "job_retrying": "A step's attempt failed with a retryable error; the job waits for the next attempt.",
+    "job_completed": "The last step finished: the result is ready.",
+    "job_failed": "A step failed for good (or the execution ended without recording why): the job failed.",
+    "job_expired": "The job's deadline (or its review's) passed before it finished.",
+    "cancel_requested": "Someone asked to cancel the job; its execution is being stopped.",
+    "job_cancelled": "The job stopped on a cancellation, keeping its completed steps (and saying their side effects).",
+    "job_replayed": "An operator replayed the job from a step: a new attempt, queued.",
+    "replay_not_started": "A replay's new attempt could not start: the job was put back as it was.",
+    "redrive_refused": "Step Functions refused a redrive: the job was put back as it was.",
+    # Steps and items.
+    "step_started": "An attempt of a step (or of a fan-out's item) started.",
+    "step_finished": "A step (or item) finished and its checkpoint was written.",
+    "step_attempt_failed": "An attempt of a step failed: its error kind, and whether it will be retried.",
+    "item_failed": "A fan-out's item failed for good and was sent to its dead-letter queue.",
+    "job_stuck": "The sweep found the job idle for longer than `LONGHAUL_STUCK_AFTER_MINUTES`.",
+    "replay_waiting": "A replayed job waits for an admission slot before it starts.",
+    "dead_letters_removed": "A replay removed the job's dead letters from their queues.",
+    # Model calls and their guardrails.
+    "model_called": "A model was called: route, model, tokens, cost and the prompt's hash.",
+    "model_call_reused": "A retried attempt reused a model call already paid for (its recorded answer).",
+    "model_failover": "A route failed and the call went to its fallback route.",
+    "breaker_opened": "A model route's circuit breaker opened after repeated failures: calls skip it.",
+    "breaker_half_open": "An open breaker's cool-down ended: the next call tries the route again.",
+    "breaker_closed": "A route's breaker closed again after a call succeeded.",
+    "budget_exceeded": "A model call was refused: it could exceed the job's or the tenant's budget.",
+    "output_repaired": "A model's output was not valid as it came and was repaired mechanically.",
+    "output_validation_failed": "A model's output failed validation at one rung of the ladder.",
+    "feedback_retry": "The model was asked again with the validation errors as feedback.",
+    "escalated_to_stronger_route": "The call went to the route's stronger model after validation failures.",
+    "output_invalid": "The output stayed invalid at every rung: the step fails `output-invalid`.",
+    # Workflow steps' own events.
+    "extraction_retried": "An invoice's extraction was retried after its figures did not add up.",
+    "summary_blocked": "A model summary quoted figures the data does not hold: a deterministic summary was used.",
+    # Human review.
+    "review_requested": "A review was opened: for whom, until when, and why.",
+    "review_reminder": "A pending review passed its first rung: its group was reminded.",
+    "review_reassigned": "A pending review passed its second rung: it moved to the secondary group.",
+    "review_auto_approved": "The review's deadline passed and the workflow's policy approved the draft.",
+    "review_decided": "A reviewer decided (approve, reject or edit); the job resumes.",
+    # Agents, their tools' side effects, memory and compensation.
+    "agent_turn": "An agent step's turn: tokens, the tools it called, whether it finished.",
+    "agent_limit_reached": "An agent step reached a limit (turns, tool calls, deadline or budget).",
+    "effect_done": "A tool's side effect was done and its outcome recorded in the outbox.",
+    "effect_unknown": "An attempt died after acting and before recording: the side effect's outcome is unknown.",
+    "fact_retired": "A long-term memory fact was found stale or contradicted and retired.",
+    "saga_started": "The job's compensation started: the side effects to undo.",
+    "compensation_started": "A side effect's compensation started.",
+    "compensation_finished": "A side effect was undone.",
+    "compensation_failed": "A side effect's compensation failed.",
+    "saga_finished": "The compensation ended: how many side effects were undone and how many were not.",
+    # Bookkeeping.
+    "void": "A reserved event number whose writer failed: readers skip it, it is never shown.",
+}
