@@ -114,7 +114,7 @@ eval-small: $(BIN)/.installed ## the small eval set (the cases marked small), ga
 contract: $(BIN)/.installed ## Schemathesis against a local platform of its own: all checks, three roles, a fixed seed
 	$(BIN)/pytest -q -s tests/contract
 
-docs: $(BIN)/.installed ## the README's commands, in order, against `make run` on ports of their own (tests/docs)
+docs: $(BIN)/.installed ## the README's and the manual's commands, in order, against `make run` on ports of their own (tests/docs)
 	$(BIN)/pytest -q tests/docs
 
 # The manual (mkdocs.yml): Material for MkDocs, strict, and nothing fetched at view time. Its one script from
@@ -159,7 +159,7 @@ bench: $(BIN)/.installed ## print submit-to-completed time, where a 10-document 
 	$(BIN)/python bench/ops_metrics.py
 	$(BIN)/python bench/table.py
 
-figures: $(BIN)/.installed ## measure and paste the figures the README quotes (bench/figures.py; minutes)
+figures: $(BIN)/.installed ## measure and paste the figures the docs quote (bench/figures.py; minutes)
 	$(BIN)/python bench/figures.py
 
 clean:

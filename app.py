@@ -7,7 +7,7 @@ Context (cdk.json or `-c key=value`):
   longhaul:model_provider  offline | bedrock (default: bedrock when bundling for AWS, else offline)
   longhaul:model_id        model identifier for the provider
   longhaul:alarm_email     an address subscribed to the alarm topic (optional; confirm the e-mail AWS sends)
-  longhaul:model_routes    model routes by name (JSON object; see the README's "Model routes")
+  longhaul:model_routes    model routes by name (JSON object; see docs/how-to/add-a-model-route.md)
   longhaul:step_routes     the route of each model step (JSON object {"step": "route"})
   longhaul:container_insights  true to enable CloudWatch Container Insights on the workers' ECS cluster
   longhaul:jwt             an OIDC issuer whose JWTs the API accepts beside API keys (JSON: issuer, audience,

@@ -1,6 +1,6 @@
 """Paste the figures the docs quote from the commands that measure them.
 
-    make figures                                   # every region of README.md and docs/*.md
+    make figures                                   # every region of README.md and the pages under docs/
     .venv/bin/python bench/figures.py ocr archive  # only the regions whose command mentions these words
     .venv/bin/python bench/figures.py --list       # the regions and their commands
 
@@ -40,7 +40,7 @@ class Region:
 
 
 def documents(root: Path = ROOT) -> list[Path]:
-    return [root / "README.md", *sorted((root / "docs").glob("*.md"))]
+    return [root / "README.md", *sorted((root / "docs").rglob("*.md"))]
 
 
 def regions(path: Path) -> list[Region]:

@@ -1,6 +1,6 @@
 """The house step policy: declared once, applied by the builder to every Task.
 
-These values are the defaults documented in the README's policy table.
+These values are the defaults documented in the house step policy's table (docs/concepts/steps.md).
 """
 
 from __future__ import annotations

@@ -256,9 +256,9 @@ def test_other_routes_still_need_a_key(call_api: CallApi) -> None:
     assert_problem(call_api("GET", "/v1/healthz"), 401, "unauthorized")
 
 
-def test_the_readme_states_the_same_limits() -> None:
-    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text()
-    section = readme[readme.index("### Limits") : readme.index("## Operating it")]
+def test_the_limits_page_states_the_same_limits() -> None:
+    page = (Path(__file__).resolve().parents[2] / "docs" / "operating" / "limits.md").read_text()
+    section = page[page.index("## The platform's own") : page.index("## Step Functions")]
     for figure in (
         f"{limits.MAX_BODY_BYTES} bytes",
         f"1–{limits.MAX_DOCUMENTS}",

@@ -262,9 +262,8 @@ def test_step_usage_adds_up_on_the_job_and_reads_back_as_one_record(services: Se
     assert store.get_job("job_missing") is None
 
 
-def test_the_readme_states_the_price_table_as_the_code_has_it() -> None:
-    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text()
-    section = readme[readme.index("## What a job costs") : readme.index("## Adding a workflow")]
+def test_the_cost_page_states_the_price_table_as_the_code_has_it() -> None:
+    section = (Path(__file__).resolve().parents[2] / "docs" / "operating" / "cost.md").read_text()
     p = AWS_PRICES
 
     def per(amount: Decimal, scale: int) -> str:

@@ -528,7 +528,7 @@ class RequestUsage(Model):
 
 
 class OrchestrationCost(Model):
-    """What running the workflow costs: state transitions, compute and requests (see README, What a job costs)."""
+    """What running the workflow costs: state transitions, compute and requests (see docs/operating/cost.md)."""
 
     transitions: int | None = Field(
         default=None,

@@ -1,5 +1,5 @@
 """Every limit of the API, stated once: the contracts, the API function, the job service and the local front
-door read them from here, and the README and the OpenAPI descriptions quote them."""
+door read them from here, and the limits page (docs/operating/limits.md) and the OpenAPI descriptions quote them."""
 
 from __future__ import annotations
 
