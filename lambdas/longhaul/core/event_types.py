@@ -32,6 +32,7 @@ EVENT_TYPES: dict[str, str] = {
     "dead_letters_removed": "A replay removed the job's dead letters from their queues.",
     # Model calls and their guardrails.
     "model_called": "A model was called: route, model, tokens, cost and the prompt's hash.",
+    "output_capped_by_budget": "A call's output cap was lowered to what is left of the job's or the tenant's budget.",
     "model_call_reused": "A retried attempt reused a model call already paid for (its recorded answer).",
     "model_failover": "A route failed and the call went to its fallback route.",
     "breaker_opened": "A model route's circuit breaker opened after repeated failures: calls skip it.",
