@@ -23,7 +23,7 @@ import re
 import threading
 import uuid
 from collections import Counter
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -195,28 +195,11 @@ def scale_review_deadlines(invocation: lambda_runtime.Invocation, call_next: Cal
 
 
 def _scale_review_deadline(table_name: str, review_id: str, scale: float) -> None:
-    from botocore.exceptions import ClientError
+    def scaled(review: Mapping[str, Any]) -> datetime | None:  # the review opened at `since`: scale its allowance
+        seconds, since = review.get("deadline_seconds"), review.get("since")
+        return _parse(since) + timedelta(seconds=float(seconds) * scale) if seconds and since else None
 
-    table = _table(table_name)
-    key = {"pk": f"REVIEW#{review_id}", "sk": "REVIEW"}
-    review = table.get_item(Key=key, ConsistentRead=True).get("Item") or {}
-    deadline, seconds, since = review.get("deadline"), review.get("deadline_seconds"), review.get("since")
-    if not deadline or not seconds or not since or deadline == review.get(_SCALED_MARK):
-        return
-    start = datetime.fromisoformat(str(since).replace("Z", "+00:00"))
-    scaled = start + timedelta(seconds=float(seconds) * scale)
-    written = scaled.astimezone(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
-    try:
-        table.update_item(
-            Key=key,
-            UpdateExpression="SET deadline = :scaled, #mark = :scaled",
-            ConditionExpression="deadline = :real",
-            ExpressionAttributeNames={"#mark": _SCALED_MARK},
-            ExpressionAttributeValues={":scaled": written, ":real": deadline},
-        )
-    except ClientError as error:
-        if error.response["Error"]["Code"] != "ConditionalCheckFailedException":
-            raise
+    _move_deadline(table_name, {"pk": f"REVIEW#{review_id}", "sk": "REVIEW"}, "deadline", scaled)
 
 
 _TABLES: dict[tuple[str | None, str], Any] = {}  # (endpoint, table name) -> table resource
@@ -240,24 +223,36 @@ def _table(name: str) -> Any:
 
 
 def _scale_deadline(table_name: str, job_id: str, scale: float) -> None:
+    def scaled(job: Mapping[str, Any]) -> datetime | None:
+        # The API wrote deadline = accepted + seconds: keep the moment it was accepted, scale the allowance.
+        seconds = job.get("deadline_seconds")
+        return _parse(job["deadline_at"]) - timedelta(seconds=float(seconds) * (1 - scale)) if seconds else None
+
+    _move_deadline(table_name, {"pk": f"JOB#{job_id}", "sk": "JOB"}, "deadline_at", scaled)
+
+
+def _parse(value: Any) -> datetime:
+    return datetime.fromisoformat(str(value).replace("Z", "+00:00"))
+
+
+def _move_deadline(
+    table_name: str, key: dict[str, str], attribute: str, scaled: Callable[[Mapping[str, Any]], datetime | None]
+) -> None:
+    """Move an item's deadline `attribute` to `scaled(item)`, once (marked), unless it changed meanwhile."""
     from botocore.exceptions import ClientError
 
     table = _table(table_name)
-    key = {"pk": f"JOB#{job_id}", "sk": "JOB"}
-    job = table.get_item(Key=key, ConsistentRead=True).get("Item") or {}
-    deadline, seconds = job.get("deadline_at"), job.get("deadline_seconds")
-    if not deadline or not seconds or deadline == job.get(_SCALED_MARK):
+    item = table.get_item(Key=key, ConsistentRead=True).get("Item") or {}
+    deadline = item.get(attribute)
+    if not deadline or deadline == item.get(_SCALED_MARK) or (moved := scaled(item)) is None:
         return
-    # The API wrote deadline = accepted + seconds: keep the moment it was accepted, scale the allowance.
-    real = datetime.fromisoformat(str(deadline).replace("Z", "+00:00"))
-    scaled = real - timedelta(seconds=float(seconds) * (1 - scale))
-    written = scaled.astimezone(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+    written = moved.astimezone(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
     try:
         table.update_item(
             Key=key,
-            UpdateExpression="SET deadline_at = :scaled, #mark = :scaled",
-            ConditionExpression="deadline_at = :real",
-            ExpressionAttributeNames={"#mark": _SCALED_MARK},
+            UpdateExpression="SET #deadline = :scaled, #mark = :scaled",
+            ConditionExpression="#deadline = :real",
+            ExpressionAttributeNames={"#deadline": attribute, "#mark": _SCALED_MARK},
             ExpressionAttributeValues={":scaled": written, ":real": deadline},
         )
     except ClientError as error:
