@@ -15,7 +15,12 @@ from local.moto_patches.awslambda import (
     stop_running_lambdas_in_process,
     unreference_lambda_versions,
 )
-from local.moto_patches.cloudformation import update_in_dependency_order, update_in_template_order
+from local.moto_patches.cloudformation import (
+    read_json_templates_as_json,
+    read_templates_as_yaml_first,
+    update_in_dependency_order,
+    update_in_template_order,
+)
 from local.moto_patches.cloudwatch import (
     list_metrics_once_per_dimension_set,
     list_metrics_per_data_point,
@@ -186,6 +191,7 @@ def apply() -> None:
     size_new_items_once()
     run_state_calls_as_the_machine_role()
     update_in_dependency_order()
+    read_json_templates_as_json()
     reference_lambda_versions()
     deploy_state_machine_versions()
     start_executions_on_versions()
@@ -205,6 +211,7 @@ def revert() -> None:
     undeploy_state_machine_versions()
     unreference_lambda_versions()
     update_in_template_order()
+    read_templates_as_yaml_first()
     skip_email_identities()
     refuse_iteration_error_names()
     parse_conditions_for_every_check()

@@ -1855,3 +1855,53 @@ def test_a_query_reads_its_exact_dimension_set_by_period_with_the_patch(patched:
         StartTime=now - timedelta(minutes=30), EndTime=now + timedelta(minutes=1),
     )["MetricDataResults"]  # fmt: skip
     assert [r["Id"] for r in math] == ["a", "twice"] and math[0]["Values"] == [40.0]
+
+
+# --- read_json_templates_as_json ---------------------------------------------------------------------------------
+
+JSON_TEMPLATE = json.dumps(
+    {
+        "Resources": {
+            "Queue": {"Type": "AWS::SQS::Queue", "Properties": {"QueueName": "on", "DelaySeconds": 0}},
+            "Fn": {"Type": "AWS::SQS::Queue", "Properties": {"Tags": [{"Key": "k", "Value": {"Ref": "Queue"}}]}},
+        },
+        "Outputs": {"Arn": {"Value": {"Fn::GetAtt": ["Queue", "Arn"]}}},
+    }
+)
+YAML_TEMPLATE = (
+    "Resources:\n  Queue:\n    Type: AWS::SQS::Queue\n    Properties:\n      QueueName: !Sub 'q-${AWS::Region}'\n"
+)
+
+
+def test_the_template_parsers_the_patch_repeats_are_upstreams() -> None:
+    from moto.cloudformation.models import ChangeSet, Stack
+
+    assert digest(Stack.__dict__["parse_template"].__func__) == "e43c0d55bf4a6a19", "re-check read_json_templates"
+    assert digest(ChangeSet._parse_template) == "86b02225403cdcbf", "re-check read_json_templates"
+
+
+def test_a_json_template_is_read_as_json_and_a_yaml_one_as_upstream_reads_it(
+    unpatched: None, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import yaml
+    from moto.cloudformation.models import Stack
+
+    upstream_json, upstream_yaml = Stack.parse_template(JSON_TEMPLATE), Stack.parse_template(YAML_TEMPLATE)
+    moto_patches.read_json_templates_as_json()
+    try:
+        with monkeypatch.context() as m:  # a JSON template never reaches PyYAML's (slow, pure-Python) loader
+            m.setattr(yaml, "load", lambda *a, **k: pytest.fail("a JSON template was parsed as YAML"))
+            assert Stack.parse_template(JSON_TEMPLATE) == upstream_json == json.loads(JSON_TEMPLATE)
+        assert Stack.parse_template(YAML_TEMPLATE) == upstream_yaml  # tags and all, upstream's way
+    finally:
+        moto_patches.read_templates_as_yaml_first()
+    assert Stack.parse_template(JSON_TEMPLATE) == upstream_json  # restored: still a staticmethod
+
+
+def test_a_stack_and_its_change_set_deploy_from_a_json_template_with_the_patch(patched: None) -> None:
+    cfn = boto3.client("cloudformation", region_name=REGION)
+    cfn.create_stack(StackName="json-first", TemplateBody=JSON_TEMPLATE)
+    outputs = cfn.describe_stacks(StackName="json-first")["Stacks"][0]["Outputs"]
+    assert outputs[0]["OutputValue"].endswith(":on")
+    cfn.create_change_set(StackName="json-first", ChangeSetName="again", TemplateBody=JSON_TEMPLATE)
+    assert cfn.describe_change_set(StackName="json-first", ChangeSetName="again")["StackName"] == "json-first"
