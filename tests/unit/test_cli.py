@@ -12,10 +12,10 @@ import pytest
 from rich.console import Console
 from typer.testing import CliRunner
 
-from longhaul.core.contracts import CallbackStatus, JobStatus, JobView, Progress, ReviewSummary, Usage
+from longhaul.core.contracts import CallbackStatus, JobStatus, JobView, Progress, ReplayOutcome, ReviewSummary, Usage
 from longhaul.webhooks.signing import new_secret, sign
 from longhaul_client.cli import app
-from longhaul_client.cli.render import job_panel
+from longhaul_client.cli.render import job_panel, jobs_table, replay_plan
 
 runner = CliRunner()
 SECRET = new_secret()
@@ -115,3 +115,52 @@ def test_the_live_view_shows_a_fan_outs_items_the_review_and_the_webhook() -> No
     assert "analysts" in shown and "rev_1" in shown
     assert "retrying · review.requested · 2 attempt(s)" in shown
     assert "━" in shown, "a progress bar"
+
+
+@pytest.mark.parametrize("status", [JobStatus.CANCELLED, JobStatus.FAILED, JobStatus.EXPIRED])
+def test_a_stopped_job_shows_what_it_did_and_that_it_stopped_in_status_and_in_the_list(status: JobStatus) -> None:
+    now = datetime(2025, 1, 2, 3, 4, 5, tzinfo=UTC)
+    said = f"{status.value}: 1,931 of 5,000 documents done (at parse_documents)"
+    job = JobView(
+        job_id="job_" + "2" * 28,
+        tenant_id="alpha",
+        workflow="document-analysis",
+        status=status,
+        current_step=None,  # (a cancel clears it)
+        progress=Progress(completed=1931, total=5000, unit="documents", message=said),
+        model="offline:test",
+        usage=Usage(input_tokens=0, output_tokens=0, cost_usd="0"),
+        created_at=now - timedelta(seconds=75),
+        updated_at=now,
+        started_at=now - timedelta(seconds=72),
+        finished_at=now,
+    )
+    console = Console(record=True, width=160, force_terminal=True)
+
+    console.print(job_panel(job, now=now))
+    console.print(jobs_table([job]))
+
+    shown = console.export_text()
+    assert shown.count(said) == 2 and "step 1931/5000" not in shown
+
+
+def test_a_replay_plan_says_which_reviews_are_asked_again_and_whether_it_waits() -> None:
+    plan = ReplayOutcome(
+        job_id="job_" + "3" * 28,
+        status=JobStatus.QUEUED,
+        attempt=2,
+        execution="job_" + "3" * 28 + "-r2",
+        from_step="review",
+        rerun_steps=["review", "publish_result"],
+        rerun_items={},
+        kept_items={},
+        undecided_reviews=["review"],
+        estimated_start_seconds=40,
+    )
+    console = Console(record=True, width=160, force_terminal=True)
+
+    console.print(replay_plan(plan))
+
+    shown = console.export_text()
+    assert "reviews never decided, asked again before anything after them: review" in shown
+    assert "estimated to start in 40 s" in shown

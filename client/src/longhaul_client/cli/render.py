@@ -56,9 +56,16 @@ def elapsed(job: JobView, now: datetime | None = None) -> float:
     return (end - start).total_seconds()
 
 
+# A job that stopped before completing: its progress says what it had done and that it stopped.
+STOPPED = frozenset({JobStatus.CANCELLED, JobStatus.FAILED, JobStatus.EXPIRED})
+
+
 def progress_line(job: JobView) -> str:
-    """`parse_documents 312/1,000 documents` inside a fan-out, else `step 6/12`."""
+    """`parse_documents 312/1,000 documents` inside a fan-out, else `step 6/12`; a stopped job's own words (what it
+    had done and that it stopped: `cancelled: 9 of 11 steps done (at review)`)."""
     progress = job.progress
+    if job.status in STOPPED and progress.message:
+        return progress.message
     if progress.unit != "steps" and job.current_step:
         return f"{job.current_step} {progress.completed:,}/{progress.total:,} {progress.unit}"
     return f"step {progress.completed}/{progress.total}"
@@ -217,6 +224,11 @@ def replay_plan(plan: ReplayOutcome) -> RenderableType:
         lines += [Text(f"    {step}: {', '.join(map(str, items))}") for step, items in plan.rerun_items.items()]
     kept = sum(len(items) for items in plan.kept_items.values())
     lines.append(Text(f"  items kept (their checkpoints reused): {kept}"))
+    if plan.undecided_reviews:
+        reviews = ", ".join(plan.undecided_reviews)
+        lines.append(Text(f"  reviews never decided, asked again before anything after them: {reviews}"))
+    if plan.estimated_start_seconds:
+        lines.append(Text(f"  waits for an admission slot: estimated to start in {plan.estimated_start_seconds} s"))
     if plan.dry_run:
         lines.append(Text("  nothing was changed or started", style="dim"))
     return Group(*lines)
