@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import json
 import re
-import threading
 import uuid
 from collections.abc import Mapping
 from typing import Annotated, Any
@@ -484,19 +483,28 @@ def _document() -> dict[str, Any]:
 
 
 _SWAGGER_PATH = "/v1/docs"
-_swagger_lock = threading.Lock()
-_swagger: list[bool] = []  # [True] once the Swagger UI route is registered
 
 
-def _with_swagger() -> None:
-    """Swagger UI, its assets inlined by Powertools (no CDN); its spec's server is the stage it is served from.
-    Registered by the first request for it (building it imports the OpenAPI models; see `_document`)."""
-    with _swagger_lock:
-        if not _swagger:
-            app.enable_swagger(
-                path=_SWAGGER_PATH, title=TITLE, version=API_VERSION, description=DESCRIPTION, **_document()
-            )
-            _swagger.append(True)
+@app.get(_SWAGGER_PATH, include_in_schema=False)
+def get_swagger_ui() -> Response[str]:
+    """Swagger UI over the very document `GET /v1/openapi.json` answers (its server the stage it is served from), with
+    Powertools' Swagger UI assets inlined (no CDN); `?format=json` answers that document."""
+    from pathlib import Path as FilePath
+
+    from aws_lambda_powertools.event_handler.openapi.swagger_ui.html import generate_swagger_html
+
+    document = openapi_json(server=_base_url())
+    if (app.current_event.query_string_parameters or {}).get("format") == "json":
+        return Response(status_code=200, content_type="application/json", body=document)
+    assets = FilePath(generate_swagger_html.__code__.co_filename).parent
+    page = generate_swagger_html(
+        document.replace("</", "<\\/"),  # (the document sits in a script element)
+        (assets / "swagger-ui-bundle.min.js").read_text(encoding="utf-8"),
+        (assets / "swagger-ui.min.css").read_text(encoding="utf-8"),
+        "",
+        None,
+    )
+    return Response(status_code=200, content_type="text/html", body=page)
 
 
 def openapi_json(server: str = "http://127.0.0.1:8000") -> str:
@@ -520,6 +528,9 @@ def openapi_json(server: str = "http://127.0.0.1:8000") -> str:
         responses = operation["responses"]
         if _VALIDATION_ERROR in json.dumps(responses.get("422", {})):
             del responses["422"]
+    for path, item in spec["paths"].items():  # a collection: creating in it comes before listing it (submit, then list)
+        if "post" in item and "get" in item and not path.endswith("}"):
+            spec["paths"][path] = {"post": item["post"], **{k: v for k, v in item.items() if k != "post"}}
     _keep_reachable_schemas(spec)
     return json.dumps(spec, indent=2)
 
@@ -621,8 +632,6 @@ def _guarded(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
 def _handle(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
     public = str(event.get("path", "")).rstrip("/") in PUBLIC_PATHS or is_console_path(str(event.get("path", "")))
     if public and event.get("httpMethod") == "GET":
-        if str(event.get("path", "")).rstrip("/") == _SWAGGER_PATH:
-            _with_swagger()
         return app.resolve(event, context)
     limit = services().settings.max_body_bytes
     if _body_size(event) > limit:
