@@ -4,7 +4,7 @@
 // reviewers their tenant's reviews, operators every tenant's jobs, dead letters, webhooks and policies.
 // A job page follows its job through the events long-poll (GET …/events?cursor=&wait=20).
 
-import { STATUS_TEXT, fanOutText, plural, renderGraph, stepOrder } from './graph.js';
+import { STATUS_TEXT, fanOutText, fold, plural, renderGraph, stepOrder } from './graph.js';
 
 const BASE = new URL(document.baseURI);
 const API_ROOT = new URL('../', BASE);
@@ -446,19 +446,36 @@ async function jobsPage(main, _, { signal, who, query }) {
 async function jobPage(main, [jobId], { signal, who }) {
   const ops = who.role === 'operator';
   const base = ops ? `v1/ops/jobs/${enc(jobId)}` : `v1/jobs/${enc(jobId)}`;
-  const state = { job: null, graph: null, result: null, cursor: '0', showAll: false, seen: new Set(), actionsFor: null };
+  const state = {
+    job: null, graph: null, result: null, cursor: '0', internal: false, showAll: false, seen: new Set(), actionsFor: null,
+  };
 
   const head = h('div');
   const actions = h('div', { class: 'actions' });
   const notices = h('div');
   const graphPanel = section('Workflow', 'graph-heading', 'steps');
   const graphBody = h('div');
+  const internal = h('input', { type: 'checkbox', id: 'graph-internal', 'aria-describedby': 'graph-hint' });
   const showAll = h('input', { type: 'checkbox', id: 'graph-all' });
+  const allBox = h('div', { hidden: true }, showAll, h('label', { for: 'graph-all', class: 'inline' }, ' Also the failure path not taken'));
+  const graphHint = h('p', { class: 'hint', id: 'graph-hint' });
+  const hintText = () => (state.internal
+    ? 'The state machine’s own states, each with this job’s status (the failure path where the job took it).'
+    : 'The workflow’s steps, each with this job’s status; a fan-out runs one item per document or group. '
+      + 'A step’s internal states (its routing, tallies and failure path) are folded into it.');
+  graphHint.textContent = hintText();
   graphPanel.append(
-    h('p', { class: 'hint' }, 'The state machine’s own states, each with this job’s status; a Map runs one item per document or group.'),
+    graphHint,
     graphBody,
-    h('div', {}, showAll, h('label', { for: 'graph-all', class: 'inline' }, ' Show every state, also the failure path')),
+    h('div', {}, internal, h('label', { for: 'graph-internal', class: 'inline' }, ' Show internal states')),
+    allBox,
   );
+  internal.addEventListener('change', () => {
+    state.internal = internal.checked;
+    allBox.hidden = !internal.checked;
+    graphHint.textContent = hintText();
+    drawGraph();
+  });
   showAll.addEventListener('change', () => { state.showAll = showAll.checked; drawGraph(); });
   const usagePanel = section('Usage and cost', 'usage-heading', 'cost');
   const usageBody = h('div');
@@ -556,9 +573,10 @@ async function jobPage(main, [jobId], { signal, who }) {
     }
     const legend = h('ul', { class: 'legend', 'aria-label': 'Legend' }, Object.entries(STATUS_TEXT).map(([status, text]) =>
       h('li', {}, h('span', { class: `swatch ${status}`, 'aria-hidden': 'true' }, text.icon), text.label)));
-    const list = h('details', {}, h('summary', {}, 'The states as a list'),
-      h('ol', {}, graph.nodes.filter((n) => state.showAll || !n.failure_path || n.entered)
-        .map((n) => h('li', { 'data-state': n.name }, `${n.name} — ${STATUS_TEXT[n.status].label}`))));
+    const listed = (state.internal ? graph : fold(graph)).nodes
+      .filter((n) => (state.internal && state.showAll) || !n.failure_path || n.entered);
+    const list = h('details', {}, h('summary', {}, state.internal ? 'The states as a list' : 'The steps as a list'),
+      h('ol', {}, listed.map((n) => h('li', { 'data-state': n.name }, `${n.name} — ${STATUS_TEXT[n.status].label}`))));
     const fanOuts = graph.fan_outs.filter((f) => f.total || f.completed || f.failed);
     graphBody.replaceChildren(
       legend,
@@ -566,7 +584,7 @@ async function jobPage(main, [jobId], { signal, who }) {
         h('strong', {}, `${f.step}: `),
         h('progress', { value: f.completed, max: f.total || 1, 'aria-label': `${f.step}: ${fanOutText(f)}` }),
         h('span', { class: 'progress-text' }, fanOutText(f))))) : '',
-      h('div', { class: 'graph-box' }, renderGraph(graph, { showAll: state.showAll })),
+      h('div', { class: 'graph-box' }, renderGraph(graph, { internal: state.internal, showAll: state.showAll })),
       list,
     );
   }

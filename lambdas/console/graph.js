@@ -8,18 +8,26 @@
 // review's wait) takes the next lane on its right; the states off that way (the failure path: record failure →
 // dead letter → Fail, a stop) are drawn beside the state they leave, when this job entered them (or all of them
 // with `showAll`). Back edges (the review's wait → advance → decided? loop) are routed round the right side.
+//
+// Steps first: by default the graph is folded (`fold`): every state a step owns (a Map's "inline or distributed?"
+// Choice, its tallies and "any item failed?" checks, its "record failure" and "dead letter" Tasks, a review's wait
+// loop, an agent's turn Choice) is drawn as the step's one node, with the step's status; the states that belong to no
+// step (the start's Choice, "Job completed", "Job failed") stay as they are. `internal` draws the states themselves.
+//
+// Nothing is clipped: each box is as wide as its text, measured with the page's own font (a canvas's measureText),
+// and each lane as wide as its widest box.
 
 const SVG = 'http://www.w3.org/2000/svg';
 export const STATUS_TEXT = {
   done: { icon: '✓', label: 'done' },
   running: { icon: '●', label: 'running' },
-  waiting: { icon: '⏸', label: 'waiting for review' },
+  waiting: { icon: '⏸', label: 'waiting (review, signal, pause)' },
   failed: { icon: '✕', label: 'failed' },
   stopped: { icon: '■', label: 'stopped' },
   skipped: { icon: '–', label: 'skipped' },
   pending: { icon: '○', label: 'not reached yet' },
 };
-const WIDTH = 210;
+const MIN_WIDTH = 120;
 const GAP_X = 30;
 const GAP_Y = 13;
 const PAD = 14;
@@ -35,6 +43,99 @@ export function fanOutText(fanOut) {
   const failed = fanOut.failed ? `, ${fanOut.failed.toLocaleString('en-US')} failed` : '';
   const count = fanOut.total ?? fanOut.completed;
   return `${fanOut.completed.toLocaleString('en-US')} of ${total} ${plural(fanOut.unit, count)}${failed}`;
+}
+
+// ------------------------------------------------------------------------------------------------ steps first
+
+// The state that does a step's own work: the step's name, or `<step> (…)` (`(one group)`, `(distributed)`), not a
+// state named after one of those (`<step> (one item): record failure`).
+function isWork(node) {
+  return node.name === node.step || (node.name.startsWith(`${node.step} (`) && !node.name.includes(':'));
+}
+
+const PRIORITY = ['running', 'waiting', 'failed', 'stopped'];
+
+/** The step's status from its states': what it is in now, how it ended, or (never run) skipped or pending. */
+function stepStatus(members) {
+  for (const status of PRIORITY) if (members.some((n) => n.status === status)) return status;
+  const own = members.filter(isWork);
+  const work = own.length ? own : members.filter((n) => !n.failure_path);
+  if (work.some((n) => n.entered > 0)) return 'done';
+  if (members.some((n) => n.entered > 0)) return 'skipped'; // only its routing ran: nothing to do (a review not asked)
+  return (work[0] || members[0]).status === 'skipped' ? 'skipped' : 'pending';
+}
+
+/** The graph with each step's states folded into one node named after the step (see the module's comment). */
+export function fold(graph) {
+  const byName = new Map(graph.nodes.map((n) => [n.name, n]));
+  const groupOf = (name) => byName.get(name)?.step || name;
+  const members = new Map();
+  for (const node of graph.nodes) {
+    const key = groupOf(node.name);
+    if (!members.has(key)) members.set(key, []);
+    members.get(key).push(node);
+  }
+  const nodes = [...members].map(([name, states]) => {
+    if (states.length === 1 && !states[0].step) return { ...states[0], states: [states[0].name] };
+    const own = states.filter(isWork);
+    const work = own.length ? own : states.filter((n) => !n.failure_path);
+    return {
+      name,
+      type: states.some((n) => n.type === 'Map') ? 'Map' : (work[0] || states[0]).type,
+      step: name,
+      status: stepStatus(states),
+      entered: work.reduce((sum, n) => sum + n.entered, 0),
+      failure_path: states.every((n) => n.failure_path),
+      waits_for_token: states.some((n) => n.waits_for_token),
+      states: states.map((n) => n.name),
+    };
+  });
+  // A transition between two groups is one edge; a way into a Fail state or off a failure path counts as a catch
+  // (drawn only when this job took it). Transitions inside a step disappear with its states.
+  const edges = new Map();
+  for (const edge of graph.edges) {
+    const source = groupOf(edge.source);
+    const target = groupOf(edge.target);
+    if (source === target) continue;
+    const failing = edge.kind === 'catch' || byName.get(edge.source)?.failure_path || byName.get(edge.target)?.type === 'Fail';
+    const key = `${source}\u0000${target}`;
+    const known = edges.get(key);
+    const kind = failing ? 'catch' : edge.kind === 'catch' ? 'next' : edge.kind;
+    if (!known) edges.set(key, { source, target, kind, taken: edge.taken });
+    else {
+      if (known.kind === 'catch' && kind !== 'catch') known.kind = kind;
+      known.taken = known.taken || edge.taken;
+    }
+  }
+  return { ...graph, start_at: groupOf(graph.start_at), nodes, edges: [...edges.values()] };
+}
+
+// ------------------------------------------------------------------------------------------------ text sizes
+
+const FONT_SIZE = { label: 12, sub: 11 };
+let measure = null;
+
+/** The width in pixels of `text` drawn in the graph's font (the page's own, at the size of `kind`). */
+export function textWidth(text, kind = 'label') {
+  if (measure === null) {
+    const context = typeof document === 'undefined' ? null : document.createElement('canvas').getContext('2d');
+    const family = typeof document === 'undefined' ? '' : getComputedStyle(document.documentElement).fontFamily;
+    measure = { context, family: family || 'sans-serif' };
+  }
+  if (!measure.context) return text.length * FONT_SIZE[kind] * 0.62;
+  measure.context.font = `${FONT_SIZE[kind]}px ${measure.family}`;
+  return measure.context.measureText(text).width;
+}
+
+const TEXT_X = 28; // the label starts right of the status icon
+const TEXT_PAD = 16; // room after it (and for the font's rounding)
+const CHOICE_SLANT = 10;
+
+function boxWidth(node, fanOut) {
+  let width = TEXT_X + textWidth(node.name) + TEXT_PAD;
+  if (fanOut) width = Math.max(width, TEXT_X + textWidth(fanOutText(fanOut), 'sub') + TEXT_PAD, TEXT_X + 100 + 10);
+  if (node.type === 'Choice') width += CHOICE_SLANT;
+  return Math.max(MIN_WIDTH, Math.ceil(width));
 }
 
 function group(edges, key) {
@@ -178,30 +279,45 @@ export function layout(graph, { showAll = false } = {}) {
     rowTop.push(y);
     y += rowHeight[r] + GAP_Y;
   }
+  // Each lane as wide as its widest box (its text measured), the lanes side by side.
+  const fanOutOf = (node) => (showsItems(node, graph) ? fanOuts.get(node.step) : undefined);
+  const laneWidth = [];
+  for (const name of visible) {
+    const node = byName.get(name);
+    const l = lane.get(name);
+    laneWidth[l] = Math.max(laneWidth[l] ?? MIN_WIDTH, boxWidth(node, fanOutOf(node)));
+  }
+  const laneX = [];
+  let x = PAD;
+  for (let l = 0; l < laneWidth.length; l += 1) {
+    laneX.push(x);
+    x += (laneWidth[l] ?? 0) + (laneWidth[l] ? GAP_X : 0);
+  }
   const boxes = new Map();
   for (const name of visible) {
     const node = byName.get(name);
     const r = rank.get(name) ?? 0;
-    const height = nodeHeight(node, showsItems(node, graph) && fanOuts.get(node.step));
+    const fanOut = fanOutOf(node);
+    const height = nodeHeight(node, fanOut);
     boxes.set(name, {
       node,
-      x: PAD + lane.get(name) * (WIDTH + GAP_X),
+      x: laneX[lane.get(name)],
       y: rowTop[r] + (rowHeight[r] - height) / 2,
-      width: WIDTH,
+      width: laneWidth[lane.get(name)],
       height,
-      fanOut: showsItems(node, graph) ? fanOuts.get(node.step) : undefined,
+      fanOut,
       side: !main.has(name),
     });
   }
   const edges = graph.edges.filter(
     (e) => boxes.has(e.source) && boxes.has(e.target) && (e.kind !== 'catch' || e.taken),
   );
-  const lanes = Math.max(0, ...[...boxes.values()].map((b) => (b.x - PAD) / (WIDTH + GAP_X))) + 1;
+  const right = Math.max(0, ...[...boxes.values()].map((b) => b.x + b.width));
   return {
     boxes,
     edges,
     back,
-    width: PAD * 2 + lanes * (WIDTH + GAP_X) + 30,
+    width: right + 4 + 30 + PAD, // a Map's second card, and the loops routed round the right side
     height: y + PAD,
   };
 }
@@ -227,17 +343,13 @@ function shape(box) {
   const { width: w, height: hgt, node } = box;
   if (node.type === 'Choice') {
     const points = [[10, 0], [w - 10, 0], [w, hgt / 2], [w - 10, hgt], [10, hgt], [0, hgt / 2]];
-    return [svg('polygon', { points: points.map((p) => p.join(',')).join(' ') })];
+    return [svg('polygon', { points: points.map((p) => p.join(',')).join(' '), class: 'outline' })];
   }
   const radius = SMALL.has(node.type) ? hgt / 2 : 6;
-  const outline = svg('rect', { width: w, height: hgt, rx: radius });
+  const outline = svg('rect', { width: w, height: hgt, rx: radius, class: 'outline' });
   if (node.type !== 'Map') return [outline];
   // A Map runs its items: a second card behind it.
   return [svg('rect', { x: 4, y: 4, width: w, height: hgt, rx: radius }), outline];
-}
-
-function label(text, max) {
-  return text.length > max ? `${text.slice(0, max - 1)}…` : text;
 }
 
 function edgePath(from, to, backward) {
@@ -255,9 +367,11 @@ function edgePath(from, to, backward) {
   return `M ${x1} ${y1} C ${x1} ${y1 + bend}, ${x2} ${y2 - bend}, ${x2} ${y2}`;
 }
 
-/** The graph as an <svg> element. */
-export function renderGraph(graph, { showAll = false } = {}) {
-  const placed = layout(graph, { showAll });
+/** The graph as an <svg> element: its steps (folded), or with `internal` the definition's states (`showAll`: also
+ * the failure path this job did not take). */
+export function renderGraph(graph, { internal = false, showAll = false } = {}) {
+  const shown = internal ? graph : fold(graph);
+  const placed = layout(shown, { showAll: internal && showAll });
   const title = `Workflow ${graph.workflow} of job ${graph.job_id}`;
   const passed = graph.nodes.filter((n) => n.entered > 0).map((n) => `${n.name} (${STATUS_TEXT[n.status].label})`);
   const root = svg(
@@ -270,6 +384,7 @@ export function renderGraph(graph, { showAll = false } = {}) {
       role: 'img',
       'aria-labelledby': 'graph-title graph-desc',
       'data-execution': graph.execution,
+      'data-view': internal ? 'states' : 'steps',
     },
     svg('title', { id: 'graph-title' }, title),
     svg('desc', { id: 'graph-desc' }, passed.length ? `States this job passed through: ${passed.join(', ')}.` : 'The job has not started yet.'),
@@ -305,6 +420,7 @@ export function renderGraph(graph, { showAll = false } = {}) {
     const { node } = box;
     const status = STATUS_TEXT[node.status] || STATUS_TEXT.pending;
     const times = node.entered > 1 ? `, entered ${node.entered} times` : '';
+    const folded = node.states && node.states.length > 1 ? `; its states: ${node.states.join(', ')}` : '';
     const item = svg(
       'g',
       {
@@ -312,11 +428,12 @@ export function renderGraph(graph, { showAll = false } = {}) {
         transform: `translate(${box.x}, ${box.y})`,
         'data-state': node.name,
         'data-status': node.status,
+        'data-states': node.states ? node.states.join('\n') : null,
       },
-      svg('title', {}, `${node.name} (${node.type}): ${status.label}${times}`),
+      svg('title', {}, `${node.name} (${node.type}): ${status.label}${times}${folded}`),
       ...shape(box),
       svg('text', { x: 12, y: box.fanOut ? 19 : box.height / 2 + 4, class: 'icon', 'aria-hidden': 'true' }, status.icon),
-      svg('text', { x: 28, y: box.fanOut ? 19 : box.height / 2 + 4 }, label(node.name, 27)),
+      svg('text', { x: TEXT_X, y: box.fanOut ? 19 : box.height / 2 + 4, class: 'label' }, node.name),
     );
     if (box.fanOut) {
       const fanOut = box.fanOut;
@@ -324,7 +441,7 @@ export function renderGraph(graph, { showAll = false } = {}) {
       const done = fanOut.total ? Math.min(1, fanOut.completed / fanOut.total) : 0;
       const failed = fanOut.total ? Math.min(1 - done, fanOut.failed / fanOut.total) : 0;
       item.append(
-        svg('text', { x: 28, y: 33, class: 'sub' }, label(fanOutText(fanOut), 31)),
+        svg('text', { x: TEXT_X, y: 33, class: 'sub' }, fanOutText(fanOut)),
         svg('rect', { x: 28, y: 37, width: track, height: 5, rx: 2, class: 'bar-track' }),
         svg('rect', { x: 28, y: 37, width: track * done, height: 5, rx: 2, class: 'bar-fill' }),
         svg('rect', { x: 28 + track * done, y: 37, width: track * failed, height: 5, class: 'bar-failed' }),

@@ -1,14 +1,21 @@
 """The console as its people use it, in headless Chromium: a reviewer approves a draft and its job completes, live on
-the tenant's job page, which draws the job's workflow; an operator replays a dead-lettered job after seeing the plan
-and edits a tenant's policy; a tenant sees only its own jobs and no reviews or operations."""
+the tenant's job page, which draws the job's workflow (its steps first, every state on request, no label clipped); an
+operator replays a dead-lettered job after seeing the plan and edits a tenant's policy; a tenant sees only its own jobs
+and no reviews or operations."""
 
 from __future__ import annotations
 
+import json
+import re
 from typing import Any
 
 from playwright.sync_api import expect
 
+from local.platform import LocalPlatform
+from longhaul.api.graph import WorkflowGraph, derive, parse_definition
 from longhaul.core import faults
+from longhaul.core.contracts import JobStatus
+from longhaul.core.ports import ExecutionStatus
 from longhaul.workflows import REGISTRY
 from tests.browser.conftest import Api, Tabs
 
@@ -18,6 +25,42 @@ REVIEW = {"review": {"mode": "always", "deadline_seconds": 43200}}
 
 def node(page: Any, state: str) -> Any:
     return page.locator(f'svg .node[data-state="{state}"]')
+
+
+def show_internal_states(page: Any, show: bool = True) -> None:
+    page.get_by_label("Show internal states").set_checked(show)
+    expect(page.locator(".graph-box svg")).to_have_attribute("data-view", "states" if show else "steps")
+
+
+# Every node's outline and texts, and whether each text lies within its node's outline and the outline within the
+# svg's viewBox (the svg is drawn at its viewBox's size, so client rectangles compare in one frame).
+CLIPPED = """() => {
+  const svg = document.querySelector('.graph-box svg');
+  const [, , width, height] = svg.getAttribute('viewBox').split(' ').map(Number);
+  const frame = svg.getBoundingClientRect();
+  const problems = [];
+  if (Math.abs(frame.width - width) > 0.5 || Math.abs(frame.height - height) > 0.5) problems.push('svg scaled');
+  const inside = (a, b) => a.left >= b.left - 0.5 && a.right <= b.right + 0.5 && a.top >= b.top - 0.5
+    && a.bottom <= b.bottom + 0.5;
+  for (const node of svg.querySelectorAll('.node')) {
+    const shapes = [...node.querySelectorAll(':scope > rect, :scope > polygon')];
+    const outline = node.querySelector(':scope > .outline').getBoundingClientRect();
+    for (const shape of shapes) {
+      if (!inside(shape.getBoundingClientRect(), frame)) problems.push(`${node.dataset.state}: box outside the svg`);
+    }
+    for (const text of node.querySelectorAll('text')) {
+      if (!inside(text.getBoundingClientRect(), outline)) {
+        problems.push(`${node.dataset.state}: "${text.textContent}" outside its box`);
+      }
+    }
+  }
+  return problems;
+}"""
+
+
+def clipped(page: Any) -> list[str]:
+    problems: list[str] = page.evaluate(CLIPPED)
+    return problems
 
 
 def test_a_reviewer_approves_the_draft_and_the_job_completes_live_on_its_page(
@@ -30,10 +73,14 @@ def test_a_reviewer_approves_the_draft_and_the_job_completes_live_on_its_page(
     # The tenant follows the job: it waits in the review's task-token state.
     job_page = tabs.sign_in(keys["alpha"], f"/console/jobs/{job_id}")
     expect(job_page.locator(".job-head .badge")).to_have_text("waiting for review")
-    expect(node(job_page, "review: wait")).to_have_attribute("data-status", "waiting")
+    expect(node(job_page, "review")).to_have_attribute("data-status", "waiting")  # its wait, folded into the step
     expect(node(job_page, "verify_citations")).to_have_attribute("data-status", "done")
     expect(node(job_page, "publish_result")).to_have_attribute("data-status", "pending")
+    expect(node(job_page, "review: wait")).to_have_count(0)
     tabs.shoot(job_page, "job-waiting-for-review")
+    show_internal_states(job_page)
+    expect(node(job_page, "review: wait")).to_have_attribute("data-status", "waiting")
+    show_internal_states(job_page, False)
 
     # The reviewer finds it in the queue, opens it, tries an invalid edit, then approves.
     queue = tabs.sign_in(keys["alpha-reviewer"])
@@ -62,7 +109,7 @@ def test_a_reviewer_approves_the_draft_and_the_job_completes_live_on_its_page(
     # The tenant's page saw it through without a reload: the long-poll brought every event.
     expect(job_page.locator(".job-head .badge")).to_have_text("completed", timeout=120_000)
     expect(node(job_page, "Job completed")).to_have_attribute("data-status", "done", timeout=60_000)
-    expect(node(job_page, "review: wait")).to_have_attribute("data-status", "done")
+    expect(node(job_page, "review")).to_have_attribute("data-status", "done")
     expect(job_page.locator('.timeline li[data-type="review_decided"]')).to_have_count(1)
     tabs.shoot(job_page, "job-completed-after-review")
 
@@ -79,6 +126,23 @@ def test_the_job_page_draws_the_workflow_the_job_passed_through_and_its_result(
     page.get_by_role("link", name=job_id).click()
     expect(node(page, "Job completed")).to_have_attribute("data-status", "done")
     skipped = {"ocr_pages", "review"}  # the sample has no scanned page and asks for no review (a Choice passes it)
+    # Steps first: one node per step, in the spec's order down the main column, and the end; nothing else.
+    drawn = page.locator("svg .node").evaluate_all(
+        "nodes => nodes.map((n) => [n.getBoundingClientRect().top, n.dataset.state]).sort((a, b) => a[0] - b[0])"
+        ".map(([, state]) => state)"
+    )
+    assert drawn == [*spec.step_names, "Job completed"]
+    for step in spec.step_names:
+        expect(node(page, step)).to_have_attribute("data-status", "skipped" if step in skipped else "done")
+    expect(node(page, "parse_documents")).to_contain_text("2 of 2 documents")
+    expect(node(page, "parse_documents")).to_have_attribute(
+        "data-states", re.compile("parse_documents: any group failed")
+    )
+    expect(page.locator('.fanouts li[data-step="parse_documents"]')).to_contain_text("2 of 2 documents")
+    assert clipped(page) == []
+
+    # The states themselves, on request.
+    show_internal_states(page)
     alone = {"build_index", "extract_evidence"}  # one batch, one passage group: an item's Task runs without a Map
     grouped = {"parse_documents"}  # two small documents: one group, whose Task runs without a Map
     for step in spec.step_names:  # every step's own state is drawn; those the job ran are done
@@ -88,7 +152,13 @@ def test_the_job_page_draws_the_workflow_the_job_passed_through_and_its_result(
     expect(node(page, "parse_documents")).to_have_attribute("data-status", "skipped")
     expect(node(page, "parse_documents (distributed)")).to_have_attribute("data-status", "skipped")
     expect(node(page, "parse_documents (one group)")).to_contain_text("2 of 2 documents")
-    expect(page.locator('.fanouts li[data-step="parse_documents"]')).to_contain_text("2 of 2 documents")
+    expect(node(page, "parse_documents: inline or distributed?")).to_have_attribute("data-status", "done")
+    assert clipped(page) == []
+    page.get_by_label("Also the failure path not taken").check()
+    expect(node(page, "extract_evidence (one item): record failure")).to_have_attribute("data-status", "skipped")
+    assert clipped(page) == []
+    tabs.shoot(page, "job-page-internal-states")
+    show_internal_states(page, False)
     expect(page.locator(".timeline li").last).to_contain_text("job_completed")
     # The answer's first citation, shown in its page's text.
     page.get_by_role("button", name="Source 1:").click()
@@ -96,6 +166,67 @@ def test_the_job_page_draws_the_workflow_the_job_passed_through_and_its_result(
     quote = page.locator("#source-view mark").inner_text()
     assert quote and quote in page.locator("#source-view .page-text").inner_text()
     tabs.shoot(page, "job-page")
+
+
+def test_every_workflows_graph_draws_its_steps_first_and_no_label_is_clipped(
+    tabs: Tabs, platform: LocalPlatform, keys: dict[str, str]
+) -> None:
+    """Each deployed workflow's definition, drawn by the console's own graph module: folded, one node per step (and
+    the states of no step); with its internal states, every state of the definition; never a text outside its box."""
+    machines = platform.client("stepfunctions").list_state_machines()["stateMachines"]
+    page = tabs.sign_in(keys["alpha"])
+    for workflow, spec in sorted(REGISTRY.items()):
+        asl = next(
+            d
+            for m in machines
+            if (
+                d := json.loads(
+                    platform.client("stepfunctions").describe_state_machine(stateMachineArn=m["stateMachineArn"])[
+                        "definition"
+                    ]
+                )
+            ).get("Comment")
+            == f"Longhaul workflow {workflow}"
+        )
+        definition = parse_definition(json.dumps(asl))
+        nodes, edges = derive(
+            definition,
+            [],
+            steps=spec.step_names,
+            execution_status=ExecutionStatus.NOT_STARTED,
+            job_status=JobStatus.QUEUED,
+        )
+        graph = WorkflowGraph(
+            job_id="job_drawn",
+            workflow=workflow,
+            job_status=JobStatus.QUEUED,
+            execution="drawn",
+            execution_status=ExecutionStatus.NOT_STARTED,
+            start_at=definition.StartAt,
+            nodes=nodes,
+            edges=edges,
+        ).model_dump(mode="json")
+        for internal in (False, True):
+            drawn = page.evaluate(
+                """async ([graph, internal]) => {
+                  const { renderGraph } = await import(new URL('assets/graph.js', document.baseURI).href);
+                  const box = document.createElement('div');
+                  box.className = 'graph-box';
+                  box.append(renderGraph(graph, { internal, showAll: true }));
+                  document.getElementById('main').replaceChildren(box);
+                  return [...box.querySelectorAll('svg .node')].map((n) => n.dataset.state);
+                }""",
+                [graph, internal],
+            )
+            if internal:
+                assert sorted(drawn) == sorted(asl["States"]), workflow
+            else:
+                assert set(spec.step_names) <= set(drawn), workflow
+                ends = [n.name for n in nodes if n.type == "Succeed" or (n.name == definition.StartAt and not n.step)]
+                assert set(ends) <= set(drawn), workflow
+                assert not any(":" in name and name.split(":")[0] in spec.step_names for name in drawn), drawn
+            assert clipped(page) == [], (workflow, internal)
+            tabs.shoot(page, f"{workflow}-{'states' if internal else 'steps'}")
 
 
 def test_a_job_that_finishes_while_its_page_loads_is_shown_finished(

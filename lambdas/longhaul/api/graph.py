@@ -6,10 +6,11 @@ summed up by the fan-out's progress); the edges are its transitions (`Next`, a C
 each `Catch`). A state's status comes from the latest execution's history (`*StateEntered`/`*StateExited` events,
 in order): entered and left is `done` — or `failed` when it was left through one of its `Catch`es (`stopped` when
 the catch goes straight to a `Fail` state, which the house policy does only for a stopped job) —, entered and not
-left is `running` (`waiting` for a task-token Task, e.g. a review, while the job waits) until the execution ends,
-then `failed` (`stopped` for a cancelled or expired job). A state never entered is `pending` while the job may still
-get there, else `skipped`. A fan-out's Map is also `failed` when an item failed. States reached only through a
-`Catch` are the failure path (`failure_path`).
+left is `running` (`waiting` for a task-token Task while the job waits for review or is paused) until the execution
+ends, then `failed` (`stopped` for a cancelled or expired job). A state never entered is `pending` while the job may
+still get there, else `skipped`. A fan-out's Map is also `failed` when an item failed. States reached only through a
+`Catch` are the failure path (`failure_path`). The console folds each step's states into one node (its steps first);
+this module gives every state, so the folding stays a matter of drawing.
 """
 
 import json
@@ -32,6 +33,8 @@ from longhaul.workflows import REGISTRY
 NodeStatus = Literal["done", "running", "waiting", "failed", "stopped", "skipped", "pending"]
 EdgeKind = Literal["next", "choice", "default", "catch"]
 STOPPED_JOB = frozenset({JobStatus.CANCEL_REQUESTED, JobStatus.CANCELLED, JobStatus.EXPIRED})
+# A job whose execution waits on a task token with no compute held: for a review, or paused at a step boundary.
+WAITING_JOB = frozenset(s for s in JobStatus if s.value in ("waiting_for_review", "paused"))
 
 
 class GraphNode(Model):
@@ -210,7 +213,7 @@ def derive(
         if inside.get(name):
             if not ended:
                 token = ".waitForTaskToken" in (state.Resource or "")
-                return "waiting" if token and job_status == JobStatus.WAITING_FOR_REVIEW else "running"
+                return "waiting" if token and job_status in WAITING_JOB else "running"
             return "stopped" if stopped_job else "failed"
         target = left_to.get(name)
         if target is not None and (name, target) in caught and (name, target) not in normal:
