@@ -2,7 +2,10 @@
 // with the API key the person signs in with. The key is kept in sessionStorage (this browser tab, until it closes)
 // and sent only to this page's own origin. What a key's role may not do is not offered: tenants see their jobs,
 // reviewers their tenant's reviews, operators every tenant's jobs, dead letters, webhooks and policies.
-// A job page follows its job through the events long-poll (GET …/events?cursor=&wait=20).
+// A job page follows its job through the events long-poll (GET …/events?cursor=&wait=20), streams the text its model
+// calls write (GET …/stream, Server-Sent Events read through fetch: an EventSource cannot send the key), shows a
+// provisional result before the final one, what the job waits on, and steers it (pause, resume, update). A route this
+// API does not offer (404/405 on it) leaves its part out quietly.
 
 import { STATUS_TEXT, fanOutText, fold, plural, renderGraph, stepOrder } from './graph.js';
 
@@ -12,9 +15,24 @@ const STORE = 'longhaul.console.session';
 const TERMINAL = new Set(['completed', 'failed', 'cancelled', 'expired']);
 const REPLAYABLE = new Set(['failed', 'cancelled', 'expired']);
 const JOB_STATUSES = [
-  'queued', 'running', 'retrying', 'waiting_for_review', 'completed', 'failed', 'cancel_requested', 'cancelled',
-  'expired',
+  'queued', 'running', 'retrying', 'waiting_for_review', 'paused', 'completed', 'failed', 'cancel_requested',
+  'cancelled', 'expired',
 ];
+// What a job waits on (its view's `waiting.reason`), in words.
+const WAIT_REASONS = {
+  rate_limited: 'Rate-limited by the model provider',
+  retry_scheduled: 'A retry is scheduled',
+  provider_unavailable: 'The model provider is unavailable',
+  external_system: 'Waiting on an external system',
+  review: 'Waiting for review',
+  signal: 'Waiting for a signal',
+  paused: 'Paused',
+};
+const ETA_BASIS = {
+  history: 'from past jobs of this workflow',
+  current_step: 'from the current step (no history yet)',
+};
+const STEER_ROUTE_MISSING = new Set([404, 405]); // the job exists (its page loaded): the route does not
 const LONG_POLL_SECONDS = 20;
 // The manual's pages that explain what the console shows (the built manual's paths, under the address the page's
 // `longhaul-manual` meta names: `LONGHAUL_MANUAL_URL`; without one no link is shown).
@@ -77,6 +95,28 @@ function timeLeft(iso) {
   const seconds = (Date.parse(iso) - Date.now()) / 1000;
   return seconds <= 0 ? 'overdue' : `${age(new Date(Date.now() - seconds * 1000).toISOString())} left`;
 }
+
+function duration(seconds) {
+  const s = Math.max(0, Math.ceil(seconds));
+  if (s < 60) return `${s} s`;
+  if (s < 3600) return `${Math.floor(s / 60)} min ${String(s % 60).padStart(2, '0')} s`;
+  return `${Math.floor(s / 3600)} h ${String(Math.floor((s % 3600) / 60)).padStart(2, '0')} min`;
+}
+
+function untilText(iso) {
+  const seconds = (Date.parse(iso) - Date.now()) / 1000;
+  return seconds <= 0 ? 'due now' : `in ${duration(seconds)}`;
+}
+
+/** A time still to come, counted down each second (see `tickCountdowns`). */
+function countdown(iso) {
+  return h('span', { class: 'countdown', 'data-until': iso, title: when(iso) }, untilText(iso));
+}
+
+function tickCountdowns() {
+  for (const el of document.querySelectorAll('.countdown[data-until]')) el.textContent = untilText(el.dataset.until);
+}
+setInterval(tickCountdowns, 1000);
 
 function sleep(ms, signal) {
   return new Promise((resolve) => {
@@ -187,7 +227,7 @@ function showFieldErrors(error, fields, general) {
   const rest = [];
   for (const item of error.body?.errors || []) {
     const loc = (item.loc || []).map(String);
-    const name = loc.find((part) => Object.hasOwn(fields, part));
+    const name = loc.findLast((part) => Object.hasOwn(fields, part)); // the innermost (`budget.max_tokens`)
     if (name) setFieldError(fields[name], item.msg);
     else rest.push(`${loc.join('.')}: ${item.msg}`);
   }
@@ -448,6 +488,8 @@ async function jobPage(main, [jobId], { signal, who }) {
   const base = ops ? `v1/ops/jobs/${enc(jobId)}` : `v1/jobs/${enc(jobId)}`;
   const state = {
     job: null, graph: null, result: null, cursor: '0', internal: false, showAll: false, seen: new Set(), actionsFor: null,
+    offered: {}, // a steering route this API answered 404/405: false
+    provisional: null, provisionalOffered: true, provisionalLoading: null,
   };
 
   const head = h('div');
@@ -487,8 +529,17 @@ async function jobPage(main, [jobId], { signal, who }) {
   const resultPanel = ops ? null : section('Result', 'result-heading', 'validation');
   const resultBody = h('div');
   resultPanel?.append(resultBody);
-  main.append(head, actions, notices,
-    h('div', { class: 'job-grid' }, h('div', {}, graphPanel), h('div', {}, resultPanel, usagePanel, eventsPanel)));
+  const steering = h('div', { id: 'steering' });
+  const draftPanel = section('Draft, as it is written', 'stream-heading');
+  draftPanel.id = 'draft-stream';
+  draftPanel.hidden = true; // until the stream brings text
+  const draftState = h('p', { class: 'hint', id: 'stream-state', 'aria-live': 'polite' });
+  const latestCall = h('div', { class: 'latest-call' });
+  const earlierList = h('ol', { class: 'earlier-calls', reversed: true });
+  const earlierCalls = h('details', { hidden: true }, h('summary', {}, 'Earlier calls'), earlierList);
+  draftPanel.append(draftState, latestCall, earlierCalls);
+  main.append(head, actions, steering, notices,
+    h('div', { class: 'job-grid' }, h('div', {}, graphPanel), h('div', {}, draftPanel, resultPanel, usagePanel, eventsPanel)));
 
   function drawHead() {
     const job = state.job;
@@ -500,6 +551,7 @@ async function jobPage(main, [jobId], { signal, who }) {
         job.tenant_id ? ['Tenant', job.tenant_id] : null,
         ['Current step', job.current_step || '—'],
         TERMINAL.has(job.status) ? null : ['Progress', progressOf(job.progress)],
+        TERMINAL.has(job.status) ? null : etaFact(job.progress),
         ['Submitted', when(job.created_at)],
         ['Finished', when(job.finished_at)],
         ['Attempts', String(job.attempts)],
@@ -507,6 +559,13 @@ async function jobPage(main, [jobId], { signal, who }) {
       ], { row: true }),
     );
     notices.replaceChildren();
+    const waiting = job.waiting || (job.status === 'paused' ? { reason: 'paused', detail: 'the job waits at a step boundary, holding no compute, until it is resumed' } : null);
+    if (waiting && !TERMINAL.has(job.status)) {
+      notices.append(h('div', { class: `note wait ${waiting.reason}`, id: 'wait-state', role: 'status', 'data-reason': waiting.reason },
+        h('strong', {}, `${WAIT_REASONS[waiting.reason] || String(waiting.reason).replaceAll('_', ' ')}`),
+        waiting.detail ? `: ${waiting.detail}` : '',
+        waiting.until ? [' — until ', h('time', { datetime: waiting.until }, clock(waiting.until)), ' (', countdown(waiting.until), ')'] : ''));
+    }
     if (job.error) {
       notices.append(h('div', { class: 'alert', role: 'status' },
         h('strong', {}, `${job.error.kind} at ${job.error.step ?? 'the job'}: `), job.error.message,
@@ -526,6 +585,27 @@ async function jobPage(main, [jobId], { signal, who }) {
     state.actionsFor = job.status;
     actions.replaceChildren();
     actions.nextElementSibling?.classList.contains('replay-form') && actions.nextElementSibling.remove();
+    const steerable = !TERMINAL.has(job.status) && job.status !== 'cancel_requested';
+    if (!steerable) steering.replaceChildren();
+    if (steerable && job.status !== 'paused' && state.offered.pause !== false) {
+      actions.append(steerButton('pause', 'Pause', 'Pausing'));
+    }
+    if (job.status === 'paused' && state.offered.resume !== false) {
+      actions.append(steerButton('resume', 'Resume', 'Resuming', 'primary'));
+    }
+    if (steerable && state.offered.update !== false) {
+      const open = h('button', { type: 'button', 'aria-expanded': 'false', 'aria-controls': 'update-form' }, 'Update…');
+      open.addEventListener('click', () => {
+        if (steering.querySelector('#update-form')) {
+          steering.replaceChildren();
+          open.setAttribute('aria-expanded', 'false');
+          return;
+        }
+        open.setAttribute('aria-expanded', 'true');
+        steering.replaceChildren(updateForm(() => { open.setAttribute('aria-expanded', 'false'); open.focus(); }));
+      });
+      actions.append(open);
+    }
     if (!TERMINAL.has(job.status) && job.status !== 'cancel_requested') {
       const cancel = h('button', { type: 'button', class: 'danger' }, 'Cancel job');
       cancel.addEventListener('click', () => {
@@ -562,6 +642,98 @@ async function jobPage(main, [jobId], { signal, who }) {
       });
       actions.append(open);
     }
+  }
+
+  // Pause or resume (POST …/pause|resume); a refusal (409: the job's status) is shown beside the buttons.
+  function steerButton(action, label, doing, kind) {
+    const button = h('button', { type: 'button', class: kind || null, 'data-action': action }, label);
+    button.addEventListener('click', async () => {
+      button.disabled = true;
+      steering.querySelector('.steer-problem')?.remove();
+      try {
+        const outcome = await api(`${base}/${action}`, { method: 'POST', body: {}, signal });
+        announce(`${doing} job ${jobId}${outcome?.status ? `: ${String(outcome.status).replaceAll('_', ' ')}` : ''}`);
+        await refresh();
+      } catch (error) {
+        if (error.name === 'AbortError') return;
+        button.disabled = false;
+        if (STEER_ROUTE_MISSING.has(error.status)) {
+          state.offered[action] = false;
+          button.remove();
+          steering.prepend(h('p', { class: 'hint steer-problem' }, `This API does not offer “${label}”.`));
+          return;
+        }
+        const box = problemBox(error);
+        box.classList?.add('steer-problem');
+        steering.prepend(box);
+      }
+    });
+    return button;
+  }
+
+  // Update a running job (PATCH): a deadline from now, a budget, instructions for the model steps still to start.
+  // Only the filled fields are sent; a 422's errors are shown at their fields, a 409's detail above them.
+  function updateForm(close) {
+    const deadline = h('input', { id: 'update-deadline_seconds', name: 'deadline_seconds', type: 'number', min: 1, step: 1, inputmode: 'numeric', 'aria-describedby': 'update-deadline-hint' });
+    const tokens = h('input', { id: 'update-max_tokens', name: 'max_tokens', type: 'number', min: 1, step: 1, inputmode: 'numeric' });
+    const cost = h('input', { id: 'update-max_cost_usd', name: 'max_cost_usd', type: 'text', inputmode: 'decimal', size: 10 });
+    const instructions = h('textarea', { id: 'update-instructions', name: 'instructions', rows: 3, maxlength: 4000 });
+    const fields = { deadline_seconds: deadline, max_tokens: tokens, max_cost_usd: cost, instructions };
+    const alert = h('div', { class: 'alert', role: 'alert', tabindex: '-1' });
+    const done = h('div', { role: 'status' });
+    const save = h('button', { type: 'submit', class: 'primary' }, 'Update job');
+    const form = h('form', { id: 'update-form', class: 'update-form', novalidate: true, 'aria-label': `Update ${jobId}` },
+      h('h3', {}, 'Update the running job'),
+      h('p', { class: 'hint' }, 'Fill only what changes. Limits stay within the tenant’s policy; instructions reach the model steps that start after the update.'),
+      h('div', { class: 'update-grid' },
+        h('div', {}, h('label', { for: deadline.id }, 'Deadline (seconds from now)'), deadline,
+          h('p', { class: 'hint', id: 'update-deadline-hint' }, 'The job expires this long after the update.')),
+        h('div', {}, h('label', { for: tokens.id }, 'Budget: tokens'), tokens),
+        h('div', {}, h('label', { for: cost.id }, 'Budget: dollars'), cost)),
+      h('label', { for: instructions.id }, 'Instructions (up to 4,000 characters)'), instructions,
+      h('div', { class: 'actions' }, save, h('button', { type: 'button', onclick: () => { steering.replaceChildren(); close(); } }, 'Close')),
+      alert, done);
+    form.addEventListener('submit', async (event) => {
+      event.preventDefault();
+      for (const input of Object.values(fields)) clearFieldError(input);
+      alert.textContent = '';
+      done.textContent = '';
+      const body = {};
+      const whole = (input) => (/^\d+$/.test(input.value.trim()) ? Number(input.value.trim()) : input.value.trim());
+      if (deadline.value.trim()) body.deadline_seconds = whole(deadline);
+      const budget = {};
+      if (tokens.value.trim()) budget.max_tokens = whole(tokens);
+      if (cost.value.trim()) budget.max_cost_usd = cost.value.trim();
+      if (Object.keys(budget).length) body.budget = budget;
+      if (instructions.value.trim()) body.instructions = instructions.value.trim();
+      if (!Object.keys(body).length) {
+        alert.textContent = 'Fill at least one field to update the job.';
+        alert.focus();
+        return;
+      }
+      save.disabled = true;
+      try {
+        await api(base, { method: 'PATCH', body, signal });
+        for (const input of Object.values(fields)) input.value = '';
+        done.replaceChildren(h('p', { class: 'ok' }, `Updated: ${Object.keys(body).map((k) => k.replaceAll('_', ' ')).join(', ')}. The job’s events record it.`));
+        await refresh();
+      } catch (error) {
+        if (error.name === 'AbortError') return;
+        if (error.status === 422) showFieldErrors(error, fields, alert);
+        else if (STEER_ROUTE_MISSING.has(error.status)) {
+          state.offered.update = false;
+          alert.textContent = 'This API does not offer updating a running job.';
+          alert.focus();
+        } else {
+          alert.textContent = error.body?.title && error.body.title !== error.message ? `${error.body.title}: ${error.message}` : error.message;
+          alert.focus();
+        }
+      } finally {
+        save.disabled = false;
+      }
+    });
+    setTimeout(() => deadline.focus());
+    return form;
   }
 
   function drawGraph() {
@@ -611,6 +783,11 @@ async function jobPage(main, [jobId], { signal, who }) {
       if (state.seen.has(event.seq)) continue;
       state.seen.add(event.seq);
       state.cursor = String(event.seq);
+      if (event.type === 'provisional_result' && !TERMINAL.has(state.job?.status)) {
+        state.provisionalOffered = true;
+        state.provisionalLoading = null;
+        loadProvisional();
+      }
       const where = event.step ? `${event.step}${event.item !== null && event.item !== undefined ? ` #${event.item}` : ''}` : '';
       const detail = Object.entries(event.detail || {}).map(([k, v]) => `${k}: ${typeof v === 'object' ? JSON.stringify(v) : v}`).join(', ');
       timeline.append(h('li', { 'data-type': event.type },
@@ -625,12 +802,58 @@ async function jobPage(main, [jobId], { signal, who }) {
     if (!resultPanel) return;
     const job = state.job;
     if (job.status !== 'completed') {
-      resultBody.replaceChildren(h('p', { class: 'hint' }, TERMINAL.has(job.status) ? `The job ended ${job.status}: no result.` : 'The result appears here when the job completes.'));
+      if (TERMINAL.has(job.status)) {
+        resultPanel.classList.remove('provisional');
+        resultBody.replaceChildren(h('p', { class: 'hint' }, `The job ended ${job.status}: no result.`));
+        return;
+      }
+      if (state.provisional) return; // shown until the final result replaces it
+      resultBody.replaceChildren(h('p', { class: 'hint' }, 'The result appears here when the job completes.'));
+      if (state.provisionalOffered && state.provisionalLoading === null) loadProvisional();
       return;
     }
     if (state.result) return; // drawn once: a refresh keeps what the reader opened in it
-    state.result = await api(`v1/jobs/${enc(jobId)}/result`, { signal });
-    resultBody.replaceChildren(resultView(state.result, { jobId, signal }));
+    showFinal(await api(`v1/jobs/${enc(jobId)}/result`, { signal }));
+  }
+
+  function showFinal(result) {
+    const replaced = state.provisional;
+    state.result = result;
+    state.provisional = null;
+    resultPanel.classList.remove('provisional');
+    resultBody.replaceChildren(
+      replaced ? h('p', { class: 'hint', id: 'final-note' }, `The final result (it replaced the provisional one of step ${replaced.as_of_step ?? '…'}).`) : '',
+      resultView(withoutMarks(result), { jobId, signal }));
+  }
+
+  // The provisional result (GET …/result?provisional=true): 409 while there is none; 200 with `provisional: false`
+  // once the job has completed. Asked once as the page opens and again at each `provisional_result` event.
+  async function loadProvisional() {
+    if (!resultPanel || !state.provisionalOffered || state.result) return;
+    if (state.provisionalLoading) return state.provisionalLoading;
+    state.provisionalLoading = (async () => {
+      try {
+        const result = await api(`v1/jobs/${enc(jobId)}/result${qs({ provisional: 'true' })}`, { signal });
+        if (state.result) return;
+        if (result.provisional === false) {
+          showFinal(result);
+          return;
+        }
+        state.provisional = result;
+        resultPanel.classList.add('provisional');
+        resultBody.replaceChildren(
+          h('p', { class: 'provisional-note', id: 'provisional-note', role: 'status' }, h('strong', {}, 'Provisional'),
+            ` — as of step ${result.as_of_step ?? '…'}, before the job’s last checks; the final result replaces it when the job completes.`),
+          resultView(withoutMarks(result), { jobId, signal }));
+        announce('A provisional result is shown');
+      } catch (error) {
+        if (error.name === 'AbortError') return;
+        if (error.status !== 409) state.provisionalOffered = false; // 400/404/405/422: this API has none to give
+      } finally {
+        state.provisionalLoading = undefined; // asked: again only on an event
+      }
+    })();
+    return state.provisionalLoading;
   }
 
   async function refresh() {
@@ -646,6 +869,124 @@ async function jobPage(main, [jobId], { signal, who }) {
     drawUsage();
     await drawResult();
     if (finishedNow) announce(`Job ${job.job_id} is ${job.status}`);
+  }
+
+  // ---- the draft, streamed (GET …/stream): each model call's text, grouped by call, the latest one first.
+  const draft = { calls: new Map(), latest: null, lastId: null, ended: false };
+
+  function callLabel(call) {
+    return `${call.step ?? 'model call'}${call.item !== null && call.item !== undefined ? ` #${call.item}` : ''}`;
+  }
+
+  function callBox(call) {
+    call.text = h('div', { class: 'draft-text' });
+    call.status = h('span', { class: 'call-status' }, 'writing…');
+    call.box = h('article', { class: 'call', 'data-call': call.call_id, 'data-step': call.step ?? '' },
+      h('h3', {}, callLabel(call), ' ', call.status), call.text);
+  }
+
+  function onStreamEvent(type, data) {
+    let body;
+    try {
+      body = JSON.parse(data);
+    } catch {
+      return;
+    }
+    if (type === 'end') {
+      draft.ended = true;
+      if (draft.latest) draftState.textContent = 'The job has ended; this is what its model calls wrote.';
+      return;
+    }
+    if (type !== 'output_delta' && type !== 'call_finished') return;
+    let call = draft.calls.get(body.call_id);
+    if (!call) {
+      call = { call_id: body.call_id, step: body.step, item: body.item, parts: [], finished: false };
+      draft.calls.set(body.call_id, call);
+      callBox(call);
+      if (draft.latest) {
+        earlierList.prepend(h('li', {}, draft.latest.box));
+        earlierCalls.hidden = false;
+        earlierCalls.querySelector('summary').textContent = `Earlier calls (${earlierList.children.length})`;
+      }
+      draft.latest = call;
+      latestCall.replaceChildren(call.box);
+      draftPanel.hidden = false;
+      draftState.textContent = `Writing: ${callLabel(call)}`;
+    }
+    if (type === 'output_delta') {
+      if (call.parts[body.index] !== undefined) return; // a repeat (a resumed stream): kept once
+      call.parts[body.index] = body.text ?? '';
+      call.text.textContent = call.parts.join('');
+    } else {
+      call.finished = true;
+      call.status.textContent = `finished${body.output_tokens !== undefined && body.output_tokens !== null ? `, ${int(body.output_tokens)} output tokens` : ''}`;
+      call.box.classList.add('finished');
+      if (call === draft.latest) draftState.textContent = `${callLabel(call)} finished.`;
+    }
+  }
+
+  // Server-Sent Events from a fetch's body: `event:`, `data:` (joined by newlines), `id:`, comments; a blank line ends
+  // an event. The last id is sent back as `Last-Event-ID` when the stream is opened again.
+  async function readEvents(body) {
+    const reader = body.pipeThrough(new TextDecoderStream()).getReader();
+    let buffer = '';
+    let event = { type: 'message', data: [], id: null };
+    let count = 0;
+    for (;;) {
+      const { value, done } = await reader.read();
+      if (done) return count;
+      buffer += value;
+      for (let end = buffer.search(/\r\n|\r|\n/); end >= 0; end = buffer.search(/\r\n|\r|\n/)) {
+        const line = buffer.slice(0, end);
+        buffer = buffer.slice(end + (buffer.startsWith('\r\n', end) ? 2 : 1));
+        if (line === '') {
+          if (event.id !== null) draft.lastId = event.id;
+          if (event.data.length) {
+            onStreamEvent(event.type, event.data.join('\n'));
+            count += 1;
+          }
+          event = { type: 'message', data: [], id: null };
+          continue;
+        }
+        if (line.startsWith(':')) continue;
+        const colon = line.indexOf(':');
+        const field = colon < 0 ? line : line.slice(0, colon);
+        let text = colon < 0 ? '' : line.slice(colon + 1);
+        if (text.startsWith(' ')) text = text.slice(1);
+        if (field === 'event') event.type = text;
+        else if (field === 'data') event.data.push(text);
+        else if (field === 'id' && !text.includes('\u0000')) event.id = text;
+      }
+    }
+  }
+
+  async function streamDraft() {
+    let failures = 0;
+    while (!signal.aborted && !draft.ended) {
+      const headers = { Accept: 'text/event-stream', Authorization: `Bearer ${session.get()?.key ?? ''}` };
+      if (draft.lastId !== null) headers['Last-Event-ID'] = draft.lastId;
+      let read = 0;
+      try {
+        const response = await fetch(new URL(`${base}/stream`, API_ROOT), { headers, signal, cache: 'no-store', credentials: 'omit' });
+        const type = response.headers.get('Content-Type') || '';
+        if (!response.ok || !type.startsWith('text/event-stream')) {
+          await response.body?.cancel();
+          // 404/405/406: this API has no stream (the page has the events and the result); a busy one: later
+          if (response.status < 500 && response.status !== 429) return;
+          throw new Error(`the stream answered ${response.status}`);
+        }
+        failures = 0;
+        read = await readEvents(response.body);
+      } catch (error) {
+        if (signal.aborted || error.name === 'AbortError') return;
+        failures += 1;
+      }
+      if (draft.ended) return;
+      // The stream closed without its `end`: opened again from the last id, unless the job has ended meanwhile and
+      // nothing more came.
+      if (TERMINAL.has(state.job.status) && read === 0) return;
+      await sleep(Math.min(10000, 500 * 2 ** failures), signal);
+    }
   }
 
   let timer = null;
@@ -701,12 +1042,32 @@ async function jobPage(main, [jobId], { signal, who }) {
   }
 
   await refresh();
+  if (!TERMINAL.has(state.job.status)) streamDraft();
   for (let cursor = '0'; cursor;) {
     const page = await api(`${base}/events${qs({ cursor, limit: 200 })}`, { signal });
     addEvents(page.events);
     cursor = page.next_cursor;
   }
   follow();
+}
+
+function etaFact(progress) {
+  if (!progress) return null;
+  const basis = ETA_BASIS[progress.eta_basis];
+  if (progress.estimated_finish_at) {
+    return ['Estimated finish', h('span', { id: 'eta' }, h('time', { datetime: progress.estimated_finish_at }, clock(progress.estimated_finish_at)),
+      ' (', countdown(progress.estimated_finish_at), basis ? `; ${basis}` : '', ')')];
+  }
+  if (progress.eta_seconds !== null && progress.eta_seconds !== undefined) {
+    return ['Estimated finish', h('span', { id: 'eta' }, `in about ${duration(progress.eta_seconds)}${basis ? ` (${basis})` : ''}`)];
+  }
+  return null;
+}
+
+// A result as the workflow shapes it, without the marks the API adds to it (`provisional`, `as_of_step`).
+function withoutMarks(result) {
+  const { provisional, as_of_step: asOf, ...rest } = result || {};
+  return rest;
 }
 
 // ------------------------------------------------------------------------------------------------ results
