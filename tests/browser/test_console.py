@@ -335,3 +335,45 @@ def test_an_unknown_key_is_refused_at_sign_in(tabs: Tabs) -> None:
     expect(page.get_by_role("alert")).to_have_text("This API key is not known here.")
     assert page.evaluate("() => sessionStorage.length") == 0
     tabs.shoot(page, "sign-in-refused")
+
+
+def test_the_streamed_draft_resumes_from_its_last_event_id_without_repeats(
+    tabs: Tabs, alpha: Api, keys: dict[str, str]
+) -> None:
+    """The page's own reading of Server-Sent Events, given a stream that drops after two deltas: it opens the stream
+    again with `Last-Event-ID`, and a delta sent twice is shown once (the stream route itself is the platform's)."""
+    job_id = alpha.submit(**REVIEW)
+    alpha.wait(job_id, lambda j: j["status"] == "waiting_for_review", "to wait for review")
+
+    def delta(seq: int, call: str, index: int, text: str) -> str:
+        data = {"step": "draft_answer", "item": None, "call_id": call, "index": index, "text": text}
+        return f"id: {seq}\nevent: output_delta\ndata: {json.dumps(data)}\n\n"
+
+    asked: list[str | None] = []
+
+    def stream(route: Any) -> None:
+        asked.append(route.request.headers.get("last-event-id"))
+        if len(asked) == 1:  # two pieces, then the connection drops (no `end`)
+            body = ": open\n\n" + delta(1, "c1", 0, "The Supplier ") + delta(2, "c1", 1, "must delete ")
+        else:  # resumed: the second piece again, the rest, the call's end, a second call, the stream's end
+            body = (
+                delta(2, "c1", 1, "must delete ")
+                + delta(3, "c1", 2, "personal data.")
+                + 'id: 4\nevent: call_finished\ndata: {"step": "draft_answer", "item": null, "call_id": "c1", '
+                '"output_tokens": 9}\n\n' + delta(5, "c2", 0, "A second draft") + "id: 6\nevent: end\ndata: {}\n\n"
+            )
+        route.fulfill(status=200, headers={"Content-Type": "text/event-stream"}, body=body)
+
+    page = tabs.open(f"/console/jobs/{job_id}")
+    page.route(f"**/v1/jobs/{job_id}/stream", stream)
+    page.get_by_label("API key").fill(keys["alpha"])
+    page.get_by_role("button", name="Sign in").click()
+
+    expect(page.locator("#draft-stream .latest-call")).to_contain_text("A second draft")
+    expect(page.locator('#draft-stream .call[data-call="c1"] .draft-text')).to_have_text(
+        "The Supplier must delete personal data."
+    )
+    expect(page.locator('#draft-stream .call[data-call="c1"]')).to_contain_text("finished, 9 output tokens")
+    expect(page.locator("#stream-state")).to_contain_text("The job has ended")
+    assert asked == [None, "2"]  # opened again from the last id, and not after `end`
+    tabs.shoot(page, "draft-resumed")
