@@ -886,18 +886,18 @@ async function jobPage(main, [jobId], { signal, who }) {
   }
 
   function onStreamEvent(type, data) {
+    if (type === 'end') { // whatever its data says
+      draft.ended = true;
+      if (draft.latest) draftState.textContent = 'The job has ended; this is what its model calls wrote.';
+      return;
+    }
+    if (type !== 'output_delta' && type !== 'call_finished') return;
     let body;
     try {
       body = JSON.parse(data);
     } catch {
       return;
     }
-    if (type === 'end') {
-      draft.ended = true;
-      if (draft.latest) draftState.textContent = 'The job has ended; this is what its model calls wrote.';
-      return;
-    }
-    if (type !== 'output_delta' && type !== 'call_finished') return;
     let call = draft.calls.get(body.call_id);
     if (!call) {
       call = { call_id: body.call_id, step: body.step, item: body.item, parts: [], finished: false };
@@ -941,7 +941,7 @@ async function jobPage(main, [jobId], { signal, who }) {
         buffer = buffer.slice(end + (buffer.startsWith('\r\n', end) ? 2 : 1));
         if (line === '') {
           if (event.id !== null) draft.lastId = event.id;
-          if (event.data.length) {
+          if (event.data.length || event.type === 'end') {
             onStreamEvent(event.type, event.data.join('\n'));
             count += 1;
           }

@@ -360,7 +360,7 @@ def test_the_streamed_draft_resumes_from_its_last_event_id_without_repeats(
                 delta(2, "c1", 1, "must delete ")
                 + delta(3, "c1", 2, "personal data.")
                 + 'id: 4\nevent: call_finished\ndata: {"step": "draft_answer", "item": null, "call_id": "c1", '
-                '"output_tokens": 9}\n\n' + delta(5, "c2", 0, "A second draft") + "id: 6\nevent: end\ndata: {}\n\n"
+                '"output_tokens": 9}\n\n' + delta(5, "c2", 0, "A second draft") + "id: 6\nevent: end\n\n"
             )
         route.fulfill(status=200, headers={"Content-Type": "text/event-stream"}, body=body)
 
