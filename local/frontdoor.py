@@ -21,7 +21,7 @@ import re
 import threading
 import time
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from http import HTTPStatus
 from pathlib import Path
@@ -43,7 +43,9 @@ LOG = logging.getLogger(__name__)  # not under "longhaul" (the handlers' Powerto
 MAX_BODY_BYTES = limits.API_GATEWAY_MAX_BODY_BYTES
 PROBLEM_BASE = "https://longhaul.dev/problems/"
 MANUAL_PATH = "/manual/"  # where the built manual is served, beside the API's routes
-_FUNCTION_IN_URI = re.compile(r":lambda:path/[^/]+/functions/(?P<arn>.+)/invocations$")
+_FUNCTION_IN_URI = re.compile(
+    r":lambda:path/[^/]+/functions/(?P<arn>.+)/(?P<streaming>response-streaming-)?invocations$"
+)
 # The characters a raw path keeps as they are (RFC 3986 pchar and "/", "%" of escapes); others are percent-encoded.
 _PATH_SAFE = "/%!$&'()*+,;=:@-._~"
 # The `type` of each refusal of the HTTP layer (the request never reached the application).
@@ -76,6 +78,7 @@ class Route:
     method: str
     function_arn: str
     pattern: re.Pattern[str]
+    streaming: bool = False  # `responseTransferMode: STREAM`: the response is streamed (`FrontDoor._stream`)
 
     @property
     def literal_segments(self) -> int:
@@ -119,6 +122,7 @@ def load_routes(apigateway: Any, rest_api_id: str) -> list[Route]:
                     method.upper(),
                     match["arn"],
                     path_pattern(resource["path"]),
+                    streaming=bool(match["streaming"]),
                 )
             )
     return sorted(routes, key=lambda r: (-r.literal_segments, -len(r.resource_path)))
@@ -283,6 +287,46 @@ def proxy_response(payload: dict[str, Any], request_id: str) -> Response:
     return response
 
 
+SSE = "text/event-stream"
+#: How long the front door holds a streamed response at most (API Gateway's limit for a streamed response).
+STREAM_MAX_SECONDS = 15 * 60
+#: The `wait` each later window of a stream is asked with (seconds): a window answers as soon as it has records.
+STREAM_WINDOW_WAIT_SECONDS = 10
+_SSE_ID = re.compile(rb"^id: *(\d+)$", re.MULTILINE)
+_SSE_END = re.compile(rb"^event: *end$", re.MULTILINE)
+
+
+def _last_id(body: bytes, previous: str | None) -> str | None:
+    ids = _SSE_ID.findall(body)
+    return ids[-1].decode() if ids else previous
+
+
+def _ended(body: bytes) -> bool:
+    return _SSE_END.search(body) is not None
+
+
+def _next_window(event: dict[str, Any], last_id: str | None) -> dict[str, Any]:
+    """The proxy event of a stream's next window: the same request, after the last id sent, waiting for records."""
+    replaced = ("last-event-id", "accept")
+    headers = {k: v for k, v in (event.get("headers") or {}).items() if k.lower() not in replaced}
+    multi = {k: v for k, v in (event.get("multiValueHeaders") or {}).items() if k.lower() not in replaced}
+    headers["Accept"], multi["Accept"] = SSE, [SSE]  # the stream goes on as it began
+    if last_id is not None:
+        headers["Last-Event-ID"], multi["Last-Event-ID"] = last_id, [last_id]
+    query = {k: v for k, v in (event.get("queryStringParameters") or {}).items() if k != "wait"}
+    query["wait"] = str(STREAM_WINDOW_WAIT_SECONDS)
+    request_id = str(uuid.uuid4())
+    context = {**event["requestContext"], "requestId": request_id, "extendedRequestId": request_id}
+    return {
+        **event,
+        "headers": headers,
+        "multiValueHeaders": multi,
+        "queryStringParameters": query,
+        "multiValueQueryStringParameters": {k: [v] for k, v in query.items()},
+        "requestContext": context,
+    }
+
+
 class FrontDoor:
     """A threaded werkzeug server that routes requests to the REST API's Lambda integrations."""
 
@@ -363,6 +407,8 @@ class FrontDoor:
         event = proxy_event(
             request, route, self._params(route, groups), self.stage, self.binary_types, self.rest_api_id, path
         )
+        if route.streaming:
+            return self._stream(route, event)
         return self._invoke(route, event)
 
     def _manual(self, request: Request) -> Response:
@@ -403,6 +449,36 @@ class FrontDoor:
                 {"x-amzn-RequestId": request_id},
             )
         return proxy_response(payload, request_id)
+
+    def _stream(self, route: Route, event: dict[str, Any]) -> Response:
+        """A streaming route (`responseTransferMode: STREAM`): one HTTP response held open while the function answers
+        window after window of Server-Sent Events, each asked with the last id sent (`Last-Event-ID`), written and
+        flushed as it comes (chunked), until the `end` event, a refusal, the client leaving or `STREAM_MAX_SECONDS`
+        (API Gateway's 15 minutes). An answer that is not SSE (a problem, the JSON form) is answered as it is."""
+        first = self._invoke(route, event)
+        if first.status_code != 200 or not (first.mimetype or "").startswith(SSE):
+            return first
+        first.direct_passthrough = False
+        started = time.monotonic()
+
+        def windows() -> Iterator[bytes]:
+            body = first.get_data()
+            last_id = _last_id(body, None)
+            yield body
+            while not _ended(body) and time.monotonic() - started < STREAM_MAX_SECONDS:
+                following = _next_window(event, last_id)
+                answer = self._invoke(route, following)
+                if answer.status_code != 200 or not (answer.mimetype or "").startswith(SSE):
+                    return  # refused now (a key revoked, the job gone): the stream ends, the client may reconnect
+                body = answer.get_data()
+                last_id = _last_id(body, last_id)
+                frames = body.split(b"\n\n", 1)[1] if body.startswith(b"retry:") else body
+                # an empty window still writes (a comment): an empty chunk would end the response, and a write is
+                # how a client that left is noticed
+                yield frames or b": waiting\n\n"
+
+        headers = [(k, v) for k, v in first.headers.items() if k.lower() not in ("content-length",)]
+        return Response(windows(), status=200, headers=headers, direct_passthrough=True)
 
     def start(self, host: str, port: int) -> int:
         """Serve in a daemon thread; returns the bound port (`port=0` picks a free one)."""

@@ -42,6 +42,7 @@ from local.frontdoor import MANUAL_PATH, FrontDoor
 from local.keys import DEFAULT_KEYS as DEFAULT_KEYS  # re-exported
 from local.keys import DEFAULT_WEBHOOK_SECRETS as DEFAULT_WEBHOOK_SECRETS  # re-exported
 from local.keys import KEYS_ENV, WEBHOOK_SECRETS_ENV, ApiKey, parse_keys, parse_webhook_secrets, seed_api_keys
+from longhaul.core import clock
 from longhaul.core.settings import Env
 from longhaul.operations.admin import LOCAL_ADMIN_ACCESS_KEY
 
@@ -179,6 +180,7 @@ class LocalPlatform:
         )
         platform._policies = overrides.get(TENANT_POLICIES_ENV, "")
         platform._remove_fault_middleware = lambda_runtime.install_runtime_faults()
+        clock.set_pause(lambda seconds: lambda_runtime.scaled_wait(seconds))  # the offline model writes at local pace
         deadlines = (schedules.scale_deadlines, schedules.scale_review_deadlines)
         removals = [lambda_runtime.add_middleware(middleware) for middleware in deadlines]
         platform._remove_deadline_middleware = lambda: [remove() for remove in removals]
@@ -319,6 +321,7 @@ class LocalPlatform:
             self._servers = None
         lambda_runtime.interrupt_waits()
         lambda_runtime.set_time_scale(1.0)
+        clock.set_pause(None)
         moto_patches.relax_iam()
         for remove in (self._remove_fault_middleware, self._remove_deadline_middleware, self._remove_metric_sink):
             if remove is not None:

@@ -27,6 +27,7 @@ ROUTES: tuple[tuple[str, str], ...] = (
     ("POST", "/v1/jobs"),
     ("GET", "/v1/jobs/{job_id}"),
     ("GET", "/v1/jobs/{job_id}/events"),
+    ("GET", "/v1/jobs/{job_id}/stream"),
     ("GET", "/v1/jobs/{job_id}/result"),
     ("GET", "/v1/jobs/{job_id}/graph"),
     ("GET", "/v1/jobs/{job_id}/pages"),
@@ -37,6 +38,7 @@ ROUTES: tuple[tuple[str, str], ...] = (
     ("GET", "/v1/ops/jobs"),
     ("GET", "/v1/ops/jobs/{job_id}"),
     ("GET", "/v1/ops/jobs/{job_id}/events"),
+    ("GET", "/v1/ops/jobs/{job_id}/stream"),
     ("GET", "/v1/ops/jobs/{job_id}/graph"),
     ("GET", "/v1/ops/jobs/{job_id}/calls"),
     ("GET", "/v1/ops/jobs/{job_id}/prompts/{prompt_hash}"),
@@ -71,6 +73,9 @@ OPS_PREFIX = "/v1/ops/"
 # Without a key: the health check, the OpenAPI document and its viewer, and the console's page and assets (a browser
 # loads them before anyone signs in; the console then calls the API with the key it is given).
 PUBLIC_ROUTES = frozenset({"/v1/health", "/v1/openapi.json", "/v1/docs", "/console", "/console/{proxy+}"})
+#: The routes whose integration streams the function's response (API Gateway's `responseTransferMode: STREAM`: the
+#: function is invoked with InvokeWithResponseStream, and Server-Sent Events may flow up to 15 minutes).
+STREAM_ROUTES = frozenset({"/v1/jobs/{job_id}/stream", "/v1/ops/jobs/{job_id}/stream"})
 #: The routes with a JSON body: the contract API Gateway checks its shape against (an object with its required
 #: top-level fields; the API function's pydantic validation does the rest, with field-level problems).
 BODY_MODELS: dict[tuple[str, str], type[BaseModel] | None] = {
@@ -151,6 +156,16 @@ class Api(Construct):
         # forty methods those would be most of CloudFormation's 500 resources a stack may hold.
         integration = apigw.LambdaIntegration(self.function, proxy=True, scope_permission_to_method=False)
         ops_integration = apigw.LambdaIntegration(self.ops_function, proxy=True, scope_permission_to_method=False)
+        # A job's live output (`STREAM_ROUTES`): the same functions, their responses streamed to the client.
+        streamed = {
+            function: apigw.LambdaIntegration(
+                function,
+                proxy=True,
+                scope_permission_to_method=False,
+                response_transfer_mode=apigw.ResponseTransferMode.STREAM,
+            )
+            for function in (self.function, self.ops_function)
+        }
         # Unknown keys are refused here, before the API function runs (cached per key; see handlers/authorizer.py).
         self.authorizer_function = platform_function(
             self,
@@ -205,9 +220,14 @@ class Api(Construct):
             resource = self.rest_api.root.resource_for_path(path)
             public = path in PUBLIC_ROUTES
             body = BODY_MODELS.get((method, path))
+            function = self.ops_function if path.startswith(OPS_PREFIX) else self.function
+            if path in STREAM_ROUTES:
+                chosen = streamed[function]
+            else:
+                chosen = ops_integration if path.startswith(OPS_PREFIX) else integration
             added = resource.add_method(
                 method,
-                ops_integration if path.startswith(OPS_PREFIX) else integration,
+                chosen,
                 authorizer=None if public else authorizer,
                 authorization_type=apigw.AuthorizationType.NONE if public else apigw.AuthorizationType.CUSTOM,
                 request_validator=validator if (method, path) in BODY_MODELS else None,

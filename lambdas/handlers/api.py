@@ -48,6 +48,7 @@ from handlers.api_shared import (
     problems,
     with_json_body,
 )
+from handlers.api_stream import router as stream_routes
 from handlers.resolver import ThreadSafeRestResolver
 from longhaul.api.graph import WorkflowGraph
 from longhaul.api.jobs import readiness
@@ -421,6 +422,7 @@ def cancel_job(job_id: Annotated[str, Path()]) -> Response[str]:
 app.include_router(operator_routes)
 app.include_router(reviewer_routes)
 app.include_router(console_routes)
+app.include_router(stream_routes)
 
 
 @app.get(

@@ -50,6 +50,7 @@ if TYPE_CHECKING:  # what only some functions use: imported where it is built, o
     from longhaul.storage.breakers import BreakerStore
     from longhaul.storage.effects import EffectStore
     from longhaul.storage.memory import MemoryStore
+    from longhaul.storage.streams import StreamStore
     from longhaul.storage.tenants import TenantStore
 
 
@@ -112,6 +113,13 @@ class Services:
 
     # The stores below share the table and the clock of the job store; built on first use (and the modules of those
     # only some functions use, imported then).
+    @cached_property
+    def streams(self) -> StreamStore:
+        """The jobs' live output (coalesced model text, short-lived): apart from the event log."""
+        from longhaul.storage.streams import StreamStore
+
+        return StreamStore(self.jobs.table, clock=self.jobs.clock)
+
     @cached_property
     def budgets(self) -> BudgetStore:
         return BudgetStore(self.jobs.table, clock=self.jobs.clock)

@@ -2,6 +2,7 @@
 
 import hashlib
 import json
+from collections.abc import Callable
 from typing import Any, Protocol, runtime_checkable
 
 from pydantic import Field
@@ -83,3 +84,17 @@ class TokenCounter(Protocol):
     is reserved as a token."""
 
     def count_tokens(self, request: ModelRequest) -> int | None: ...
+
+
+# Called with each piece of a streamed answer's text, as the provider sends it.
+TextSink = Callable[[str], None]
+
+
+@runtime_checkable
+class StreamingGateway(Protocol):
+    """An adapter that streams: `stream` calls `on_text` with each piece of the answer as it is written and returns
+    the same response `generate` would (the whole text, its usage and stop reason): a delta is never a result."""
+
+    model_id: str
+
+    def stream(self, request: ModelRequest, on_text: TextSink) -> ModelResponse: ...

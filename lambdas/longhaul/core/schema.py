@@ -12,6 +12,8 @@ Items:  JOB#<id>/JOB  ·  JOB#<id>/STEP#<step>[#<item>]  ·  JOB#<id>/EVENT#<seq
         JOB#<id>/EFFECT#<operation id> (a tool's side effect: intent, outcome, compensation)
         JOB#<id>/SAGA#<attempt> (an attempt's effects to compensate)
         MEMORY#<tenant>/EPISODE#<subject>#<time>#<id> · MEMORY#<tenant>/FACT#<subject>#<id> (a tenant's memory)
+        STREAM#<job id>/SEQ (the job's stream counter) · STREAM#<job id>/REC#<id> (a stream record: coalesced model
+        output, TTL'd; apart from the job's partition and its event log on purpose)
         ADMISSION/GLOBAL · TENANT#<id>/ADMISSION (jobs in flight and waiting) · TENANT#<id>/RATE (its last minute's
         submissions, per second; TTL'd)
 Indexes: by_tenant (gsi1pk TENANT#<tenant>, gsi1sk <created_at>#<job>) lists a tenant's jobs by time;
@@ -49,6 +51,8 @@ OUTBOX_SK = "OUTBOX"
 EFFECT_PREFIX = "EFFECT#"
 SAGA_PREFIX = "SAGA#"
 EPISODE_PREFIX = "EPISODE#"
+STREAM_SEQ_SK = "SEQ"
+STREAM_RECORD_PREFIX = "REC#"
 FACT_PREFIX = "FACT#"
 
 # Artifact prefixes: intermediate ones expire (bucket lifecycle), results are kept.
@@ -176,3 +180,12 @@ def episode_sk(subject_key: str, recorded_at: str, memory_id: str) -> str:
 
 def fact_sk(subject_key: str, memory_id: str) -> str:
     return f"{FACT_PREFIX}{subject_key}#{memory_id}"
+
+
+def stream_pk(job_id: str) -> str:
+    """A job's live output (`core.streams`): its own partition, so neither the job's item nor its log is touched."""
+    return f"STREAM#{job_id}"
+
+
+def stream_record_sk(record_id: int) -> str:
+    return f"{STREAM_RECORD_PREFIX}{record_id:0{EVENT_SEQ_DIGITS}d}"

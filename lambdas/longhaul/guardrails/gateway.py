@@ -14,6 +14,8 @@ Every model call of a step goes through `ModelCalls` (`StepContext.model()`):
   is made; after the call the reservation settles to the actual usage;
 - a call already made and settled by an earlier delivery of the same step (same charge id, same prompt) is answered
   from its ledger entry: a retried step never pays twice for one call;
+- an adapter that streams (`StreamingGateway`) is streamed: its text goes, coalesced, into the job's short-lived
+  stream records as it is written (`core.streams`), for people watching; the answer is still the whole response;
 - the answer climbs the validation ladder (`longhaul.guardrails.ladder`); each rung is an event.
 Each call is recorded (route, provider, model, prompt version and hash, response hash, usage, cost, and the code and
 workflow versions that made it) in `calls`, which the runner stores on the step's checkpoint, and as a `model_called`
@@ -24,6 +26,7 @@ an operator can read what a step asked and was answered.
 
 from __future__ import annotations
 
+import uuid
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
@@ -52,7 +55,7 @@ from longhaul.core.errors import (
     PolicyRefusalError,
     UpstreamUnavailableError,
 )
-from longhaul.core.llm import TRUNCATED, ModelRequest, ModelResponse, TokenCounter, Usage
+from longhaul.core.llm import TRUNCATED, ModelRequest, ModelResponse, StreamingGateway, TokenCounter, Usage
 from longhaul.core.observability import (
     ALLOWANCE_REACHED_METRIC,
     MODEL_COST_METRIC,
@@ -61,6 +64,7 @@ from longhaul.core.observability import (
     logger,
 )
 from longhaul.core.records import Job, Provenance
+from longhaul.core.streams import Coalescer
 from longhaul.guardrails.ladder import FEEDBACK_RETRIES, Outcome, Rung, check, with_feedback
 from longhaul.services import Services
 from longhaul.storage.artifacts import prompt_key, response_key
@@ -313,10 +317,29 @@ class ModelCalls:
         route = self.services.routing[route_name]
         logger.append_keys(model=route.model_id, route=route_name)  # every later line of the step names them
         with tracing.subsegment("model_call", route=route_name, model=route.model_id, step=self.step) as segment:
-            response = self.services.adapter(route_name).generate(request)
+            adapter = self.services.adapter(route_name)
+            if isinstance(adapter, StreamingGateway):
+                response = self._stream(adapter, request)
+            else:
+                response = adapter.generate(request)
             segment.annotate(input_tokens=response.usage.input_tokens, output_tokens=response.usage.output_tokens)
         kind = injector.take(self.step, self.item, faults.OUTPUT_KINDS, job_id=self.job.job_id)
         return faults.corrupt(response, kind, request.max_tokens) if kind else response
+
+    def _stream(self, adapter: StreamingGateway, request: ModelRequest) -> ModelResponse:
+        """The call streamed: its text, coalesced, into the job's stream records as it is written (a view for
+        people watching; the answer returned is the whole response, which the ladder judges as before)."""
+        job_id = self.job.job_id
+        coalescer = Coalescer(
+            lambda record: self.services.streams.append(job_id, record),
+            step=self.step,
+            item=self.item,
+            call_id=f"call_{uuid.uuid4().hex[:16]}",
+            on_error=lambda error: logger.warning("a stream record was not written", extra={"error": str(error)}),
+        )
+        response = adapter.stream(request, coalescer.feed)
+        coalescer.finish(response.usage.output_tokens)
+        return response
 
     # ------------------------------------------------------------------ bookkeeping
 

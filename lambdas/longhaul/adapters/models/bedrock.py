@@ -1,9 +1,12 @@
-"""Amazon Bedrock adapter over the Converse API; AWS errors become Longhaul's typed errors."""
+"""Amazon Bedrock adapter over the Converse API (ConverseStream to stream an answer as it is written); AWS errors
+become Longhaul's typed errors."""
 
 from __future__ import annotations
 
 import json
 import re
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any
 
 from botocore.exceptions import BotoCoreError, ClientError
@@ -18,7 +21,7 @@ from longhaul.core.errors import (
     TransientError,
     UpstreamUnavailableError,
 )
-from longhaul.core.llm import ModelRequest, ModelResponse, Usage
+from longhaul.core.llm import ModelRequest, ModelResponse, TextSink, Usage
 from longhaul.core.observability import PLATFORM_MISCONFIGURED, emit, logger
 
 _ERRORS: dict[str, type[LonghaulError]] = {
@@ -101,6 +104,46 @@ class BedrockConverseModel:
         return self._client
 
     def generate(self, request: ModelRequest) -> ModelResponse:
+        with self._errors():
+            response = self.client.converse(**self._arguments(request))
+        return self._response(response)
+
+    def stream(self, request: ModelRequest, on_text: TextSink) -> ModelResponse:
+        """`converse_stream`: each text delta (or, for a structured answer, each piece of the tool input's JSON) goes
+        to `on_text`; the response is assembled as `converse` answers it, so its text and usage are the same."""
+        texts: list[str] = []
+        tool_input: list[str] | None = None
+        stop_reason, usage = "unknown", {}
+        with self._errors():
+            answer = self.client.converse_stream(**self._arguments(request))
+            for event in answer.get("stream", ()):  # an exception event raises `EventStreamError` (a ClientError)
+                if "contentBlockStart" in event and "toolUse" in event["contentBlockStart"].get("start", {}):
+                    tool_input = [] if tool_input is None else tool_input
+                elif "contentBlockDelta" in event:
+                    delta = event["contentBlockDelta"].get("delta", {})
+                    if "text" in delta:
+                        texts.append(delta["text"])
+                        on_text(delta["text"])
+                    elif "toolUse" in delta:
+                        piece = str(delta["toolUse"].get("input", ""))
+                        tool_input = [*(tool_input or []), piece]
+                        on_text(piece)
+                elif "messageStop" in event:
+                    stop_reason = str(event["messageStop"].get("stopReason", "unknown"))
+                elif "metadata" in event:
+                    usage = event["metadata"].get("usage", {})
+        content: list[dict[str, Any]] = []
+        if tool_input is not None:
+            try:
+                content.append({"toolUse": {"name": ANSWER_TOOL, "input": json.loads("".join(tool_input) or "{}")}})
+            except ValueError:  # a tool input cut off (max tokens): the text as written, judged by the ladder
+                content.append({"text": "".join(tool_input)})
+        content.extend({"text": text} for text in texts if tool_input is None)
+        if tool_input is not None and texts:
+            content.insert(0, {"text": "".join(texts)})
+        return self._response({"stopReason": stop_reason, "output": {"message": {"content": content}}, "usage": usage})
+
+    def _arguments(self, request: ModelRequest) -> dict[str, Any]:
         arguments: dict[str, Any] = {
             "modelId": self.model_id,
             "system": [{"text": request.system}],
@@ -121,8 +164,13 @@ class BedrockConverseModel:
                 ],
                 "toolChoice": {"tool": {"name": ANSWER_TOOL}},
             }
+        return arguments
+
+    @contextmanager
+    def _errors(self) -> Iterator[None]:
+        """AWS's errors (raised by the call, or by an exception event of a stream) as Longhaul's typed errors."""
         try:
-            response = self.client.converse(**arguments)
+            yield
         except ClientError as error:
             typed = error_for(error, self.model_id, str(self.client.meta.region_name))
             if isinstance(typed, PlatformConfigurationError):
@@ -135,7 +183,6 @@ class BedrockConverseModel:
             raise typed from error
         except BotoCoreError as error:
             raise TransientError(f"bedrock {self.model_id}: {error}") from error
-        return self._response(response)
 
     def _response(self, response: dict[str, Any]) -> ModelResponse:
         stop_reason = str(response.get("stopReason", "unknown"))

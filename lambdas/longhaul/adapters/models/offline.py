@@ -1,5 +1,7 @@
 """A deterministic, offline stand-in for a language model: same input, same bytes out, no network.
 
+It streams too (`stream`): the same answer, in pieces at a simulated writing pace.
+
 It never reads the prompt, but counts it (four characters a token: `count_tokens` is exactly the input it reports)
 and honours the request's `max_tokens` as a provider does: a longer answer is cut off there (`stop_reason`
 `max_tokens`). Each request names the deterministic stand-in of its task (`ModelRequest.offline`,
@@ -18,8 +20,10 @@ from typing import Any
 
 from pydantic import ValidationError
 
+from longhaul.core import clock
 from longhaul.core.errors import InternalError
-from longhaul.core.llm import ModelRequest, ModelResponse, Usage
+from longhaul.core.llm import ModelRequest, ModelResponse, TextSink, Usage
+from longhaul.core.streams import OFFLINE_CHARS_PER_SECOND, OFFLINE_PIECE_CHARS
 
 DEFAULT_MODEL_ID = "longhaul-offline-extractive-1"
 
@@ -37,6 +41,16 @@ class OfflineExtractiveModel:
     def count_tokens(self, request: ModelRequest) -> int:
         """The input tokens `generate` reports for `request`."""
         return _estimate_tokens(request.system, request.prompt)
+
+    def stream(self, request: ModelRequest, on_text: TextSink) -> ModelResponse:
+        """The same response as `generate`, its text given to `on_text` in pieces of `OFFLINE_PIECE_CHARS` at
+        `OFFLINE_CHARS_PER_SECOND` (a simulated pace: `clock.pause`, which the local clock's time scale scales)."""
+        response = self.generate(request)
+        text, piece = response.text, OFFLINE_PIECE_CHARS
+        for start in range(0, len(text), piece):
+            clock.pause(piece / OFFLINE_CHARS_PER_SECOND)
+            on_text(text[start : start + piece])
+        return response
 
     def generate(self, request: ModelRequest) -> ModelResponse:
         try:

@@ -1,4 +1,5 @@
-"""Any OpenAI-compatible Chat Completions endpoint (`POST {base_url}/chat/completions`), over the standard library.
+"""Any OpenAI-compatible Chat Completions endpoint (`POST {base_url}/chat/completions`), over the standard library;
+streamed with `stream: true` (Server-Sent chunks) when the gateway streams a call's text.
 
 Structured output asks for `response_format: {"type": "json_schema", …}` with the request's schema. The key comes
 from an environment variable (local) or a Secrets Manager secret (AWS), read once per process. Errors become the
@@ -11,7 +12,8 @@ from __future__ import annotations
 import json
 import urllib.error
 import urllib.request
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from typing import Any
 
 from longhaul.core import correlation
@@ -23,7 +25,7 @@ from longhaul.core.errors import (
     RateLimitedError,
     UpstreamUnavailableError,
 )
-from longhaul.core.llm import ModelRequest, ModelResponse, Usage
+from longhaul.core.llm import ModelRequest, ModelResponse, TextSink, Usage
 
 STOP_REASONS = {
     "stop": "end_turn",
@@ -60,6 +62,50 @@ class OpenAICompatibleModel:
         self.timeout_seconds = timeout_seconds
 
     def generate(self, request: ModelRequest) -> ModelResponse:
+        with self._post(self._body(request)) as answer:
+            try:
+                payload = json.loads(answer.read())
+            except ValueError as error:  # the body was not JSON
+                raise UpstreamUnavailableError(
+                    f"openai-compatible {self.model_id}: malformed response ({error})"
+                ) from None
+        return self._response(payload)
+
+    def stream(self, request: ModelRequest, on_text: TextSink) -> ModelResponse:
+        """`stream: true` (with `stream_options.include_usage`): the Server-Sent chunks' `delta.content` go to
+        `on_text`; the response is assembled as the non-streamed call answers it (the same text and usage)."""
+        body = {**self._body(request), "stream": True, "stream_options": {"include_usage": True}}
+        texts: list[str] = []
+        finish: object = None
+        refusal = ""
+        usage: dict[str, Any] = {}
+        with self._post(body) as answer:
+            try:
+                for raw in answer:
+                    line = raw.decode("utf-8", errors="replace").strip()
+                    if not line.startswith("data:"):
+                        continue  # blank lines, comments, `event:` lines
+                    data = line[len("data:") :].strip()
+                    if data == "[DONE]":
+                        break
+                    chunk = json.loads(data)
+                    usage = chunk.get("usage") or usage
+                    for choice in chunk.get("choices") or ():
+                        delta = choice.get("delta") or {}
+                        refusal += str(delta.get("refusal") or "")
+                        if delta.get("content"):
+                            texts.append(str(delta["content"]))
+                            on_text(str(delta["content"]))
+                        finish = choice.get("finish_reason") or finish
+            except (TimeoutError, ConnectionError, OSError) as error:
+                raise UpstreamUnavailableError(f"openai-compatible {self.model_id}: stream broke ({error})") from None
+            except ValueError as error:  # a chunk that was not JSON
+                message = f"openai-compatible {self.model_id}: malformed chunk ({error})"
+                raise UpstreamUnavailableError(message) from None
+        message = {"content": "".join(texts), "refusal": refusal or None}
+        return self._response({"choices": [{"message": message, "finish_reason": finish}], "usage": usage})
+
+    def _body(self, request: ModelRequest) -> dict[str, Any]:
         body: dict[str, Any] = {
             "model": self.model_id,
             "messages": [{"role": "system", "content": request.system}, {"role": "user", "content": request.prompt}],
@@ -71,8 +117,14 @@ class OpenAICompatibleModel:
                 "type": "json_schema",
                 "json_schema": {"name": request.task[:64], "schema": request.response_schema},
             }
+        return body
+
+    @contextmanager
+    def _post(self, body: dict[str, Any]) -> Iterator[Any]:
+        """The open HTTP answer to `POST /chat/completions` with `body`; HTTP and network errors typed."""
         # The job's correlation id: OpenAI-compatible servers log `X-Request-Id` (Bedrock's Converse takes no header).
-        headers = {"Content-Type": "application/json", "Accept": "application/json", **correlation.outgoing_headers()}
+        accept = "text/event-stream" if body.get("stream") else "application/json"
+        headers = {"Content-Type": "application/json", "Accept": accept, **correlation.outgoing_headers()}
         key = self._api_key()
         if key:
             headers["Authorization"] = f"Bearer {key}"
@@ -80,16 +132,14 @@ class OpenAICompatibleModel:
             f"{self.base_url}/chat/completions", data=json.dumps(body).encode(), headers=headers, method="POST"
         )
         try:
-            with urllib.request.urlopen(http, timeout=self.timeout_seconds) as answer:
-                payload = json.loads(answer.read())
+            answer = urllib.request.urlopen(http, timeout=self.timeout_seconds)
         except urllib.error.HTTPError as error:
             detail = error.read(500).decode(errors="replace")
             raise error_for_status(error.code, self.model_id, " ".join(detail.split())[:200]) from None
         except (urllib.error.URLError, TimeoutError, ConnectionError) as error:
             raise UpstreamUnavailableError(f"openai-compatible {self.model_id}: {error}") from None
-        except ValueError as error:  # the body was not JSON
-            raise UpstreamUnavailableError(f"openai-compatible {self.model_id}: malformed response ({error})") from None
-        return self._response(payload)
+        with answer:
+            yield answer
 
     def _response(self, payload: dict[str, Any]) -> ModelResponse:
         try:

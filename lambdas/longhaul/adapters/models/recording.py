@@ -12,7 +12,7 @@ import threading
 from pathlib import Path
 
 from longhaul.core.errors import InternalError
-from longhaul.core.llm import ModelGateway, ModelRequest, ModelResponse, TokenCounter
+from longhaul.core.llm import ModelGateway, ModelRequest, ModelResponse, StreamingGateway, TextSink, TokenCounter
 
 
 def fixture_key(request: ModelRequest) -> str:
@@ -58,6 +58,14 @@ class RecordingModel:
 
     def generate(self, request: ModelRequest) -> ModelResponse:
         response = self.inner.generate(request)
+        self.fixtures.put(request, response)
+        return response
+
+    def stream(self, request: ModelRequest, on_text: TextSink) -> ModelResponse:
+        """The wrapped adapter's stream when it has one (the recorded response is the same either way)."""
+        if not isinstance(self.inner, StreamingGateway):
+            return self.generate(request)
+        response = self.inner.stream(request, on_text)
         self.fixtures.put(request, response)
         return response
 
