@@ -9,8 +9,8 @@ are some (waiting up to `wait` seconds, 20 by default). The integration streams 
 `responseTransferMode: STREAM`; locally the front door holds the connection and asks again after each window, so a
 client reads one HTTP stream); a client that reconnects with the last id it has misses nothing and repeats nothing.
 
-JSON (`Accept: application/json`, or a `wait`/`after` query without `text/event-stream`): a `StreamPage`, for clients
-that cannot hold a stream.
+JSON (`Accept: application/json`, or a `wait`/`after` query without `text/event-stream` or `Last-Event-ID`): a
+`StreamPage`, for clients that cannot hold a stream.
 """
 
 from __future__ import annotations
@@ -95,9 +95,7 @@ def stream_response(
     event = router.current_event
     accept = (event.get_header_value("Accept") or "").lower()
     header_id = event.get_header_value("Last-Event-ID")
-    as_sse = SSE in accept or (
-        "application/json" not in accept and wait is None and after is None and last_event_id is None
-    )
+    as_sse = SSE in accept or bool(header_id) or ("application/json" not in accept and wait is None and after is None)
     position = parse_after(header_id) if header_id else (last_event_id if last_event_id is not None else after) or 0
     default_wait = SSE_WAIT_SECONDS if as_sse else 0
     wait_seconds = _wait_budget(router, float(default_wait if wait is None else wait))

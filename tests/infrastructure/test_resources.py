@@ -184,3 +184,27 @@ def _assert_granted(template: Any, handler: str, function: Any, actions: set[str
         for action in ([statement["Action"]] if isinstance(statement["Action"], str) else statement["Action"])
     }
     assert actions <= granted, (handler, actions - granted)
+
+
+def test_a_jobs_live_output_streams_through_api_gateway(template):
+    """`GET …/stream` (tenant and operator): the integration streams (`responseTransferMode: STREAM`), so the function
+    is invoked with InvokeWithResponseStream; every other route is buffered."""
+    from stacks.api import STREAM_ROUTES
+
+    resources_by_id = resources(template, "AWS::ApiGateway::Resource")
+    streamed = {}
+    for method in resources(template, "AWS::ApiGateway::Method").values():
+        integration = method["Properties"]["Integration"]
+        resource = resources_by_id.get(method["Properties"]["ResourceId"].get("Ref", ""), {})
+        streamed[resource.get("Properties", {}).get("PathPart")] = integration
+        uri = json.dumps(integration["Uri"])
+        if integration.get("ResponseTransferMode") == "STREAM":
+            assert "/2021-11-15/functions/" in uri and "/response-streaming-invocations" in uri
+        else:
+            assert "response-streaming-invocations" not in uri
+    modes = [
+        m["Properties"]["Integration"].get("ResponseTransferMode")
+        for m in resources(template, "AWS::ApiGateway::Method").values()
+    ]
+    assert modes.count("STREAM") == len(STREAM_ROUTES) == 2
+    assert streamed["stream"]["ResponseTransferMode"] == "STREAM"

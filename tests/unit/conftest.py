@@ -266,6 +266,7 @@ class ApiResponse:
 
 ROUTES = (
     ("/v1/jobs/", "/v1/jobs/{job_id}/events", "/events"),
+    ("/v1/jobs/", "/v1/jobs/{job_id}/stream", "/stream"),
     ("/v1/jobs/", "/v1/jobs/{job_id}/result", "/result"),
     ("/v1/jobs/", "/v1/jobs/{job_id}", ""),
 )

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from typing import NamedTuple
 
 from longhaul.api.jobs import JobService
 from longhaul.core.auth import Principal
@@ -21,8 +21,7 @@ from longhaul.services import Services
 from longhaul.storage.streams import PAGE_MAX
 
 
-@dataclass(frozen=True)
-class StreamPoll:
+class StreamPoll(NamedTuple):
     """How a wait reads the stream again: after `first` seconds, doubling up to `longest` (a record is answered at
     most `longest` after it was written: the first text of a call must show within a second)."""
 
@@ -42,10 +41,10 @@ def parse_after(value: str | int | None) -> int:
     return int(text)
 
 
-@dataclass
 class StreamService:
-    services: Services
-    poll: StreamPoll = field(default_factory=StreamPoll)
+    def __init__(self, services: Services, poll: StreamPoll | None = None) -> None:
+        self.services = services
+        self.poll = poll or StreamPoll()
 
     def page(
         self, principal: Principal, job_id: str, after: int, *, wait_seconds: float = 0, any_tenant: bool = False
