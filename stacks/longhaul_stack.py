@@ -289,7 +289,8 @@ class LonghaulStack(Stack):
                 secret.grant_read(function)
 
     def _grant_model(self, workflows: Workflows, model_id: str) -> None:
-        """bedrock:InvokeModel on the configured model only, for the steps that call it.
+        """bedrock:InvokeModel (Converse) and InvokeModelWithResponseStream (ConverseStream: a call streamed as it is
+        written) on the configured model only, for the steps that call it.
 
         A cross-region inference profile (`us.…`, `eu.…`) routes to the base model in several regions, so the
         foundation-model ARN has a region wildcard; nothing else is wildcarded.
@@ -299,7 +300,9 @@ class LonghaulStack(Stack):
         resources = [foundation]
         if profile:
             resources.append(f"arn:{Aws.PARTITION}:bedrock:{Aws.REGION}:{Aws.ACCOUNT_ID}:inference-profile/{model_id}")
-        statement = iam.PolicyStatement(actions=["bedrock:InvokeModel"], resources=resources)
+        statement = iam.PolicyStatement(
+            actions=["bedrock:InvokeModel", "bedrock:InvokeModelWithResponseStream"], resources=resources
+        )
         for function in workflows.model_functions():
             function.add_to_role_policy(statement)
         acknowledge(

@@ -137,7 +137,7 @@ def test_the_aws_configuration_passes_cdk_nag_and_grants_the_model_to_the_model_
         logical_id
         for logical_id, policy in resources(template, "AWS::IAM::Policy").items()
         for statement in policy["Properties"]["PolicyDocument"]["Statement"]
-        if statement["Action"] == "bedrock:InvokeModel"
+        if statement["Action"] == ["bedrock:InvokeModel", "bedrock:InvokeModelWithResponseStream"]
     }
     # one grant per model step of each workflow, on that step function's role (its logical id names both)
     model_roles = {

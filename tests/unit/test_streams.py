@@ -242,7 +242,7 @@ def test_the_stream_route_serves_sse_windows_resumes_and_refuses_another_tenant(
     assert call_api("GET", path, key=KEY_B, headers={"Accept": "text/event-stream"}).status == 404
     assert call_api("GET", path, key=KEY_A, headers={"Last-Event-ID": "nope"}).status == 400
 
-    table.update_item(Key=schema.job_key(job_id), UpdateExpression="SET #s = :s",
-                      ExpressionAttributeNames={"#s": "status"}, ExpressionAttributeValues={":s": "completed"})  # fmt: skip
+    finished = {"ExpressionAttributeNames": {"#s": "status"}, "ExpressionAttributeValues": {":s": "completed"}}
+    table.update_item(Key=schema.job_key(job_id), UpdateExpression="SET #s = :s", **finished)
     ended = _frames(call_api("GET", path, key=KEY_A, headers={"Last-Event-ID": "3"}).raw_body)
     assert ended == [{"id": "3", "event": "end", "data": {"status": "completed"}}]

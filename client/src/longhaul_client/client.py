@@ -14,12 +14,14 @@ connects; the rest (which request is safe, `Retry-After`, jittered backoff) is t
 
 Errors are the API's RFC 9457 problems as typed exceptions (`longhaul_client.errors`). Listings are iterators that
 fetch the next page as they go. `events(job_id)` and `wait(job_id)` follow a job to its end with the events
-long-poll (`GET …/events?wait=20`), which works through API Gateway (a REST API cannot hold a stream open).
+long-poll (`GET …/events?wait=20`); `stream(job_id)` reads the model's text as it is written (`GET …/stream`,
+Server-Sent Events, resumed with `Last-Event-ID`).
 """
 
 from __future__ import annotations
 
 import functools
+import json
 import operator
 import random
 import time
@@ -54,6 +56,7 @@ from longhaul.core.contracts import (
     UploadRequest,
     UploadTicket,
 )
+from longhaul.core.streams import StreamEvent
 from longhaul.review.contracts import DecisionOutcome, DecisionRequest, ReviewDetail, ReviewList, ReviewView
 from longhaul.webhooks.views import WebhookList, WebhookView
 from longhaul_client.errors import LonghaulError, Problem, Unreachable
@@ -62,6 +65,8 @@ __version__ = "0.1.0"
 DEFAULT_TIMEOUT_SECONDS = 30.0
 # A follower's long-poll: the API's longest wait. Each request waits at most this long for the next event.
 FOLLOW_WAIT_SECONDS = limits.MAX_EVENTS_WAIT_SECONDS
+# The longest an SSE window of `GET …/stream` waits for a record before it answers (the API's default wait).
+STREAM_WINDOW_SECONDS = limits.MAX_EVENTS_WAIT_SECONDS
 # What an upload's file name says it is (the API accepts these media types).
 MEDIA_TYPES = {
     ".pdf": "application/pdf",
@@ -229,6 +234,40 @@ class LonghaulClient:
             yield JobUpdate(events, job)
             if deadline is not None and time.monotonic() >= deadline:
                 raise WaitTimedOut(job, timeout or 0)
+
+    def stream(self, job_id: str, *, last_event_id: int | None = None, operator: bool = False) -> Iterator[StreamEvent]:
+        """The job's output as it is written (`GET …/stream`, Server-Sent Events): each record after `last_event_id`
+        (`output_delta`: a piece of a model call's text; `call_finished`), until the job has ended. A window that
+        closes, or a connection that drops, is resumed with `Last-Event-ID` (the last record's `id`): nothing is missed
+        or repeated while the records live. Give `last_event_id` to resume a stream read before."""
+        last = last_event_id or 0
+        path = f"{self._jobs(operator)}/{job_id}/stream"
+        failures = 0
+        while True:
+            headers = {"Accept": "text/event-stream", "Last-Event-ID": str(last)}
+            ended = False
+            try:
+                with self._http.stream(
+                    "GET", path, headers=headers, timeout=self.timeout + STREAM_WINDOW_SECONDS
+                ) as answer:
+                    if answer.status_code >= 400:
+                        answer.read()
+                        raise Problem.of(answer.status_code, _body(answer))
+                    for name, event_id, data in _server_sent(answer.iter_lines()):
+                        if name == "end":
+                            ended = True
+                            break
+                        record = StreamEvent.model_validate({"id": event_id, "event": name, "data": data})
+                        last = record.id
+                        failures = 0
+                        yield record
+            except httpx.TransportError as error:  # the connection dropped: resumed after the last record
+                failures += 1
+                if failures >= self.retry.attempts:
+                    raise Unreachable(f"GET {self.url.rstrip('/')}{path}: {_describe(error)}") from error
+                self.retry.sleep(self.retry.backoff(failures - 1))
+            if ended:
+                return
 
     def wait(
         self,
@@ -453,6 +492,20 @@ class LonghaulClient:
                 raise problem
             policy.sleep(delay if delay is not None else policy.backoff(attempt - 1))
         raise AssertionError("unreachable: the last attempt returns or raises")  # pragma: no cover
+
+
+def _server_sent(lines: Iterator[str]) -> Iterator[tuple[str, int | None, Any]]:
+    """(event, id, data) of each Server-Sent Event in `lines` (comments and `retry:` skipped)."""
+    fields: dict[str, str] = {}
+    for line in lines:
+        if line == "":
+            if "event" in fields and "data" in fields:
+                event_id = fields.get("id")
+                yield fields["event"], int(event_id) if event_id else None, json.loads(fields["data"])
+            fields = {}
+        elif not line.startswith(":"):
+            name, _, value = line.partition(":")
+            fields[name] = value[1:] if value.startswith(" ") else value
 
 
 def _value(status: JobStatus | str | None) -> str | None:

@@ -261,3 +261,15 @@ def webhooks_table(webhooks: Iterable[WebhookView]) -> Table:
             hook.webhook_id, hook.job_id, hook.tenant_id, hook.event, str(hook.attempts), Text(hook.last_error or "")
         )
     return table
+
+
+#: How much of the model's latest text `watch` shows under the job (its last characters).
+STREAM_TAIL_CHARS = 480
+
+
+def streamed_text(label: str, text: str) -> RenderableType:
+    """The model's text as it is being written (its tail), under the job's panel in `watch`."""
+    tail = text[-STREAM_TAIL_CHARS:]
+    if len(text) > len(tail):
+        tail = "…" + tail
+    return Text.assemble((f"{label} › ", "dim"), tail)

@@ -2,7 +2,8 @@
 
 On a terminal, a live view (redrawn four times a second, so the elapsed time moves while a long-poll waits): the
 current step, a progress bar over the steps or a fan-out's items, elapsed time and ETA, tokens and cost so far, the
-review it waits for, its webhook, the last event; then the final status. Piped, one line per event instead, then the
+review it waits for, its webhook, the last event, and under them the model's text as it is written (the latest call's,
+read from `GET …/stream`); then the final status. Piped, one line per event instead, then the
 final status. With `--output json`, one document at the end: the job and every event.
 
 The exit code says how the job ended: 0 `completed`; 1 `failed`, `cancelled` or `expired`.
@@ -13,13 +14,14 @@ from __future__ import annotations
 import threading
 from dataclasses import dataclass, field
 
-from rich.console import RenderableType
+from rich.console import Group, RenderableType
 from rich.live import Live
 from rich.text import Text
 
 from longhaul.core.contracts import EventView, JobStatus, JobView
+from longhaul.core.streams import OutputDelta, StreamEvent
 from longhaul_client.cli.common import EXIT_JOB_NOT_COMPLETED, EXIT_OK, Out
-from longhaul_client.cli.render import event_line, final_line, job_panel
+from longhaul_client.cli.render import event_line, final_line, job_panel, streamed_text
 from longhaul_client.client import LonghaulClient
 
 REFRESHES_PER_SECOND = 4
@@ -31,20 +33,44 @@ def exit_code(job: JobView) -> int:
 
 @dataclass
 class _View:
-    """What the live view shows; updated by the follower, drawn by Rich's refresh thread."""
+    """What the live view shows; updated by the follower and the stream reader, drawn by Rich's refresh thread."""
 
     job: JobView
     last: EventView | None = None
     lock: threading.Lock = field(default_factory=threading.Lock)
+    texts: dict[str, str] = field(default_factory=dict)  # call id -> its text so far
+    writing: tuple[str, str] | None = None  # (label, call id) of the call that wrote last
 
     def update(self, job: JobView, events: list[EventView]) -> None:
         with self.lock:
             self.job = job
             self.last = events[-1] if events else self.last
 
+    def streamed(self, record: StreamEvent) -> None:
+        data = record.data
+        if not isinstance(data, OutputDelta):
+            return
+        with self.lock:
+            self.texts[data.call_id] = self.texts.get(data.call_id, "") + data.text
+            label = data.step if data.item is None else f"{data.step}[{data.item}]"
+            self.writing = (label, data.call_id)
+
     def render(self) -> RenderableType:
         with self.lock:
-            return job_panel(self.job, last=self.last)
+            panel = job_panel(self.job, last=self.last)
+            if self.writing is None:
+                return panel
+            label, call_id = self.writing
+            return Group(panel, streamed_text(label, self.texts[call_id]))
+
+
+def _read_stream(client: LonghaulClient, job_id: str, view: _View, operator: bool) -> None:
+    """Feed the model's text as it is written into the view (best effort: the events still drive the watch)."""
+    try:
+        for record in client.stream(job_id, operator=operator):
+            view.streamed(record)
+    except Exception:  # an API without the stream, a dropped connection: the view shows the job without it
+        return
 
 
 def watch(client: LonghaulClient, job_id: str, out: Out, *, operator: bool = False) -> int:
@@ -80,6 +106,7 @@ def _lines(client: LonghaulClient, job_id: str, out: Out, operator: bool) -> int
 
 def _live(client: LonghaulClient, job_id: str, out: Out, operator: bool) -> int:
     view = _View(client.job(job_id, operator=operator))
+    threading.Thread(target=_read_stream, args=(client, job_id, view, operator), daemon=True).start()
     with Live(
         get_renderable=view.render, console=out.console, refresh_per_second=REFRESHES_PER_SECOND, transient=False
     ):
