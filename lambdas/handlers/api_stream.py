@@ -27,6 +27,7 @@ from handlers.api_shared import (
     JOBS,
     OPERATORS,
     SSE,
+    Responses,
     keyed,
     principal,
     problems,
@@ -68,7 +69,7 @@ LastEventId = Annotated[
         description="The `id` of the last event you have, for clients that cannot set the `Last-Event-ID` header.",
     ),
 ]
-_SUCCESS = {
+_SUCCESS: Responses = {
     200: {
         "description": "The job's stream records after the last id: Server-Sent Events (`output_delta`, "
         "`call_finished`, `end`), or a JSON page",

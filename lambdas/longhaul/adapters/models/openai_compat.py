@@ -102,8 +102,8 @@ class OpenAICompatibleModel:
             except ValueError as error:  # a chunk that was not JSON
                 message = f"openai-compatible {self.model_id}: malformed chunk ({error})"
                 raise UpstreamUnavailableError(message) from None
-        message = {"content": "".join(texts), "refusal": refusal or None}
-        return self._response({"choices": [{"message": message, "finish_reason": finish}], "usage": usage})
+        answered = {"content": "".join(texts), "refusal": refusal or None}
+        return self._response({"choices": [{"message": answered, "finish_reason": finish}], "usage": usage})
 
     def _body(self, request: ModelRequest) -> dict[str, Any]:
         body: dict[str, Any] = {
