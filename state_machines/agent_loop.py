@@ -41,6 +41,7 @@ def agent_chain(b: WorkflowParts, name: str) -> sfn.Chain:
     )
     b.apply_retries(task)
     task.add_catch(b.job_stopped, errors=list(STOPPED_ERRORS))
+    b.pausable(task, name, step=name)  # a pause reached at a turn: the same turn again after the resume
     task.add_catch(
         b.failure_path(name, job_path="$.job_id", end=b.job_failed, timeout=timeout), result_path="$.failure"
     )

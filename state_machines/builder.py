@@ -27,7 +27,7 @@ from aws_cdk import aws_lambda as lambda_
 from aws_cdk import aws_logs as logs
 from aws_cdk import aws_stepfunctions as sfn
 
-from longhaul.core.errors import JOB_STOPPED
+from longhaul.core.errors import JOB_PAUSED, JOB_STOPPED
 from longhaul.core.settings import Env
 from longhaul.core.step_events import TASK_GROUP_PREFIX, StepEvent, WorkflowState, payload
 from longhaul.engine.spec import StepKind
@@ -84,6 +84,7 @@ class WorkflowBuilder(WorkflowParts):
         task = self._step_task(name, function, timeout, step=name, input="$", result_path=f"$.steps.{name}")
         self.apply_retries(task)
         task.add_catch(self.job_stopped, errors=list(STOPPED_ERRORS))
+        self.pausable(task, name, step=name)
         task.add_catch(
             self.failure_path(name, job_path="$.job_id", end=self.job_failed, timeout=timeout),
             result_path="$.failure",
@@ -149,7 +150,13 @@ class WorkflowBuilder(WorkflowParts):
         its failed items and sends their dead letters, then yields `true`, as a failed item would."""
 
         def group(
-            state: str, items: str, state_input: str, result_path: str, failed: sfn.IChainable, stopped: sfn.IChainable
+            state: str,
+            items: str,
+            state_input: str,
+            result_path: str,
+            failed: sfn.IChainable,
+            stopped: sfn.IChainable,
+            paused: sfn.IChainable | None,
         ) -> sfn.TaskStateBase:
             task = self._step_task(
                 state, function, timeout, step=name, input=state_input, result_path=result_path, items=items
@@ -158,6 +165,7 @@ class WorkflowBuilder(WorkflowParts):
                 task,
                 state,
                 stopped=stopped,
+                paused=paused,
                 failed=failed,
                 timeout=timeout,
                 step=name,
@@ -205,15 +213,21 @@ class WorkflowBuilder(WorkflowParts):
         timeout: int,
         step: str,
         job_path: str,
+        paused: sfn.IChainable | None = None,
         item_path: str | None = None,
         ref_path: str | None = None,
         items_path: str | None = None,
     ) -> sfn.TaskStateBase:
         """A fan-out Task outside a Map's item processor (a list's only item, a group) with its retries, its stop
         and its failure path: the failure recorded for the item (`item_path`, `ref_path`) or for the group's items
-        (`items_path`), then on to `failed` (also where an unrecorded failure goes), as a failed item in a Map."""
+        (`items_path`), then on to `failed` (also where an unrecorded failure goes), as a failed item in a Map. A
+        paused job: on to `paused` (a group in a Map: it fails the Map), or else the Task's own pause wait."""
         self.apply_retries(task)
         task.add_catch(stopped, errors=list(STOPPED_ERRORS))
+        if paused is None:
+            self.pausable(task, state, step=step, job_path=job_path)
+        else:
+            task.add_catch(paused, errors=[JOB_PAUSED])
         recorded = self.failure_path(
             state,
             job_path=job_path,
@@ -238,11 +252,15 @@ class WorkflowBuilder(WorkflowParts):
         done_state: bool = True,
     ) -> sfn.IChainable:
         """An item's Task → its output (with `done_state`, a Pass: `false`); a stopped job → the item fails
-        `JobStopped`; any other failure → record it, dead letter → `true` (also when recording it failed: an item's
+        `JobStopped`, a paused one `JobPaused`; any other failure → record it, dead letter → `true` (also when recording it failed: an item's
         failure never fails the Map). `prefix` keeps the state names of each copy of the processor unique."""
         item_failed = sfn.Pass(self, f"{prefix} item failed", result=sfn.Result.from_boolean(True))
         item_stopped = sfn.Fail(self, f"{prefix} item stopped", error=JOB_STOPPED, cause="The job stopped.")
         task.add_catch(item_stopped, errors=list(STOPPED_ERRORS))
+        # A paused job: the item fails the Map with `JobPaused`, whose catch waits for the resume and enters the Map
+        # again (the items that committed meanwhile are skipped by their checkpoints).
+        item_paused = sfn.Fail(self, f"{prefix} item paused", error=JOB_PAUSED, cause="The job paused.")
+        task.add_catch(item_paused, errors=[JOB_PAUSED])
         task.add_catch(
             self.failure_path(
                 prefix,

@@ -27,7 +27,7 @@ from aws_cdk import aws_stepfunctions as sfn
 from aws_cdk import aws_stepfunctions_tasks as tasks
 
 from longhaul.core import limits
-from longhaul.core.errors import ITEMS_FAILED, JOB_STOPPED
+from longhaul.core.errors import ITEMS_FAILED, JOB_PAUSED, JOB_STOPPED
 from longhaul.core.schema import MAP_RESULTS_PREFIX
 from longhaul.core.step_events import TallyEvent, payload
 from state_machines.parts import WorkflowParts
@@ -39,8 +39,10 @@ ProcessorFactory = Callable[[str], sfn.IChainable]
 SingleFactory = Callable[[str, sfn.IChainable], sfn.TaskStateBase]
 # Builds a grouped step's Task over a group of items: (its state name, the path of the group's items, the path of the
 # workflow state, its result path, where a failed group ends once its items' failures are recorded, where a stopped
-# job goes).
-GroupFactory = Callable[[str, str, str, str, sfn.IChainable, sfn.IChainable], sfn.TaskStateBase]
+# job goes, where a paused one goes: None, its own pause wait).
+GroupFactory = Callable[
+    [str, str, str, str, sfn.IChainable, sfn.IChainable, sfn.IChainable | None], sfn.TaskStateBase
+]
 
 
 def item_map(
@@ -86,7 +88,7 @@ def item_map(
     distributed_verdict = sfn.Choice(b, f"{name}: any batched item failed?").when(
         sfn.Condition.boolean_equals(f"$.fanout_tally.{name}.any_failed", True), batched_items_failed
     )
-    distributed.next(_tally_task(b, name)).next(distributed_verdict)
+    distributed.next(_tally_task(b, name, reenter=distributed)).next(distributed_verdict)
 
     choice = sfn.Choice(b, f"{name}: inline or distributed?")
     ends: list[sfn.INextable] = []
@@ -138,7 +140,8 @@ def group_map(
     def in_map(prefix: str, items: str, state_input: str) -> sfn.IChainable:
         failed = sfn.Pass(b, f"{prefix} group failed", result=sfn.Result.from_boolean(True))
         stopped = sfn.Fail(b, f"{prefix} group stopped", error=JOB_STOPPED, cause="The job stopped.")
-        return make_group(f"{prefix} group", items, state_input, "$", failed, stopped)
+        paused = sfn.Fail(b, f"{prefix} group paused", error=JOB_PAUSED, cause="The job paused.")
+        return make_group(f"{prefix} group", items, state_input, "$", failed, stopped, paused)
 
     inline = sfn.Map(
         b,
@@ -163,9 +166,11 @@ def group_map(
     distributed_verdict = sfn.Choice(b, f"{name}: any batched group failed?").when(
         sfn.Condition.boolean_equals(f"$.fanout_tally.{name}.any_failed", True), items_failed
     )
-    distributed.next(_tally_task(b, name)).next(distributed_verdict)
+    distributed.next(_tally_task(b, name, reenter=distributed)).next(distributed_verdict)
 
-    alone = make_group(f"{name} (one group)", f"{over}.items", "$", sfn.JsonPath.DISCARD, items_failed, b.job_stopped)
+    alone = make_group(
+        f"{name} (one group)", f"{over}.items", "$", sfn.JsonPath.DISCARD, items_failed, b.job_stopped, None
+    )
     choice = (
         sfn.Choice(b, f"{name}: inline or distributed?")
         .when(sfn.Condition.number_greater_than(counted, limits.INLINE_MAP_MAX_ITEMS), distributed)
@@ -179,7 +184,10 @@ def group_map(
 
 
 def _catch_stops_and_failures(b: WorkflowParts, name: str, map_state: sfn.Map, prefix: str) -> None:
+    """A stopped job ends the execution; a paused one (an item found it paused) waits, then enters the Map again;
+    anything else is the step's failure."""
     map_state.add_catch(b.job_stopped, errors=[JOB_STOPPED])
+    b.pausable(map_state, prefix, step=name)
     map_state.add_catch(
         b.failure_path(prefix, job_path="$.job_id", end=b.job_failed, step=name), result_path="$.failure"
     )
@@ -248,21 +256,26 @@ def _distributed(b: WorkflowParts, name: str, child: sfn.IChainable, over: str, 
     )
     fan_out.item_processor(child)
     fan_out.add_catch(b.job_stopped, errors=[JOB_STOPPED])
+    b.pausable(fan_out, f"{name} distributed", step=name)
     # A child fails only when its job stopped or its failure path failed; on AWS the Map then fails with
     # `States.ExceedToleratedFailureThreshold` (none is tolerated), not with the child's error. The tally decides
     # which (a stopped job: `CancelledError`, the job stops) and the failure is recorded otherwise.
-    tally_after_failure = _tally_task(b, name, state=f"{name}: tally after a failed batch")
+    tally_after_failure = _tally_task(b, name, state=f"{name}: tally after a failed batch", reenter=fan_out)
     tally_after_failure.next(b.failure_path(f"{name} distributed", job_path="$.job_id", end=b.job_failed, step=name))
     fan_out.add_catch(tally_after_failure, result_path="$.failure")
     return fan_out
 
 
-def _tally_task(b: WorkflowParts, name: str, *, state: str | None = None) -> tasks.LambdaInvoke:
+def _tally_task(
+    b: WorkflowParts, name: str, *, reenter: sfn.IChainable, state: str | None = None
+) -> tasks.LambdaInvoke:
     """The platform function that counts the step's committed items against the list's count (the distributed
-    branch's results stay in S3). It raises `CancelledError` when the job no longer runs: the job stops."""
+    branch's results stay in S3). It raises `CancelledError` when the job no longer runs: the job stops; `JobPaused`
+    when a batch's item found it paused: the pause wait, then the Distributed Map again (`reenter`)."""
+    state = state or f"{name}: tally batched items"
     task = tasks.LambdaInvoke(
         b,
-        state or f"{name}: tally batched items",
+        state,
         lambda_function=b.version_of(b.tally_function),
         payload=sfn.TaskInput.from_object(
             payload(
@@ -280,4 +293,5 @@ def _tally_task(b: WorkflowParts, name: str, *, state: str | None = None) -> tas
     )
     b.apply_retries(task)
     task.add_catch(b.job_stopped, errors=list(STOPPED_ERRORS))
+    b.pausable(task, state, step=name, reenter=reenter)
     return task

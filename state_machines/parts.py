@@ -25,10 +25,10 @@ from aws_cdk import aws_stepfunctions as sfn
 from aws_cdk import aws_stepfunctions_tasks as tasks
 from constructs import Construct
 
-from longhaul.core.errors import JOB_STOPPED
-from longhaul.core.step_events import FailureEvent, payload
+from longhaul.core.errors import JOB_PAUSED, JOB_STOPPED
+from longhaul.core.step_events import FailureEvent, SteerEvent, payload
 from longhaul.engine.spec import StepKind, WorkflowSpec
-from state_machines.policy import DEFAULT_POLICY, TIMEOUT_ERRORS, StepPolicy
+from state_machines.policy import DEFAULT_POLICY, STOPPED_ERRORS, TIMEOUT_ERRORS, StepPolicy
 
 # (construct id, handler, timeout seconds, memory MB) -> function. Provided by the workflow construct, which
 # knows the code asset, the environment and the tracing/logging defaults of the platform's functions.
@@ -40,6 +40,10 @@ RECORD_FAILURE = "record_failure"
 TALLY_HANDLER = "handlers.steps.tally_items"
 TALLY_ITEMS = "tally_items"
 RUN_TASK_WAIT = "arn:aws:states:::ecs:runTask.waitForTaskToken"
+STEER_HANDLER = "handlers.steer.handler"  # the steer lane: a paused job's wait (task token)
+STEER_LANE = "steer-lane"
+# A wait on a task token that ended without an answer: the state it guards is entered again.
+WAIT_ENDED = ("States.Timeout", "States.HeartbeatTimeout")
 
 
 @dataclass(frozen=True)
@@ -74,6 +78,7 @@ class WorkflowParts(Construct):
         self.code_version = code_version  # named in the description of each state machine version
         self.artifacts_bucket = artifacts  # Distributed Maps read their manifests from it and write results to it
         self._tally: lambda_.IFunction | None = None
+        self._steer: lambda_.IFunction | None = None
         self.distributed_maps = 0
         self._containers = dict(containers or {})
         self.container_targets: dict[str, ContainerTarget] = {}  # by step, for the grants
@@ -115,6 +120,69 @@ class WorkflowParts(Construct):
                 TALLY_ITEMS, TALLY_HANDLER, self.policy.lambda_timeout, self.policy.recorder_memory_mb
             )
         return self._tally
+
+    @property
+    def steer_function(self) -> lambda_.IFunction:
+        """The workflow's steer lane (a paused job's wait: it stores the task token with the job), granted task
+        responses on its own state machine like the review lane; created with the first pause wait."""
+        if self._steer is None:
+            self._steer = self.function(
+                STEER_LANE, STEER_HANDLER, self.policy.lambda_timeout, self.policy.recorder_memory_mb
+            )
+            self._steer.add_to_role_policy(
+                iam.PolicyStatement(
+                    actions=["states:SendTaskSuccess", "states:SendTaskFailure"],
+                    resources=[
+                        Stack.of(self).format_arn(
+                            service="states",
+                            resource="stateMachine",
+                            resource_name=self.machine_name,
+                            arn_format=ArnFormat.COLON_RESOURCE_NAME,
+                        )
+                    ],
+                )
+            )
+        return self._steer
+
+    def pausable(
+        self,
+        task: sfn.TaskStateBase | sfn.Map | sfn.DistributedMap | sfn.CustomState,
+        state: str,
+        *,
+        step: str,
+        reenter: sfn.IChainable | None = None,
+        job_path: str = "$.job_id",
+    ) -> None:
+        """`task` catches `JobPaused` (the runner found its job paused at this step boundary) into a pause wait, then
+        enters `reenter` (default: `task` itself) again. No state is added to a path that does not pause. Call it
+        after the stop's catch and before the catch-all (Catchers are tried in order)."""
+        wait = self.pause_wait(state, step=step, job_path=job_path)
+        again = reenter or task
+        wait.next(again)
+        wait.add_catch(again, errors=list(WAIT_ENDED), result_path=sfn.JsonPath.DISCARD)  # still paused: wait again
+        task.add_catch(wait, errors=[JOB_PAUSED], result_path=sfn.JsonPath.DISCARD)
+
+    def pause_wait(self, state: str, *, step: str, job_path: str = "$.job_id") -> tasks.LambdaInvoke:
+        """`<state>: paused`: the steer lane's `.waitForTaskToken` Task (no compute held while it waits), bounded by
+        the policy's `pause_wait_seconds`; a stopped job ends the execution."""
+        wait = tasks.LambdaInvoke(
+            self,
+            f"{state}: paused",
+            lambda_function=self.version_of(self.steer_function),
+            integration_pattern=sfn.IntegrationPattern.WAIT_FOR_TASK_TOKEN,
+            payload=sfn.TaskInput.from_object(
+                {
+                    **payload(SteerEvent, action="pause", step=step, job_id=job_path, execution="$$.Execution.Id"),
+                    "token": sfn.JsonPath.task_token,
+                }
+            ),
+            retry_on_service_exceptions=False,
+            result_path=sfn.JsonPath.DISCARD,
+            task_timeout=sfn.Timeout.duration(Duration.seconds(self.policy.pause_wait_seconds)),
+        )
+        self.apply_transient_retry(wait)
+        wait.add_catch(self.job_stopped, errors=list(STOPPED_ERRORS))
+        return wait
 
     def visit(self, name: str, kind: StepKind) -> tuple[int, int]:
         """Record that the chain visits `name`; its (Lambda timeout, memory) from the spec."""

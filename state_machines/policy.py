@@ -56,6 +56,9 @@ class StepPolicy:
     job_failed_state: str = "Job failed"
     job_failed_error: str = STEP_FAILED
     job_stopped_state: str = "Job stopped"
+    # A paused job's wait on its task token: at most this long at a time; then the step is entered again, which
+    # waits again while the job is still paused (or ends it, when its deadline passed meanwhile).
+    pause_wait_seconds: int = 900
 
     def task_timeout(self, lambda_timeout: int | None = None) -> int:
         """TimeoutSeconds of a Task: never below the Lambda's own timeout."""

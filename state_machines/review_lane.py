@@ -101,6 +101,7 @@ def _lane(b: WorkflowParts, name: str) -> sfn.Chain:
     wait.add_catch(advance, errors=list(RUNG_ENDED), result_path=f"$.review_wait.{name}")
     for task in (opened, wait, advance):
         task.add_catch(b.job_stopped, errors=list(STOPPED_ERRORS))
+    b.pausable(opened, name, step=name)  # a pause reached at the review's opening
     failure = b.failure_path(name, job_path="$.job_id", end=b.job_failed)
     for task in (opened, wait, advance):
         task.add_catch(failure, result_path="$.failure")

@@ -26,6 +26,7 @@ from handlers.api_console import is_console_path
 from handlers.api_console import router as console_routes
 from handlers.api_ops import router as operator_routes
 from handlers.api_reviews import router as reviewer_routes
+from handlers.api_steer import router as steering_routes
 from handlers.api_shared import (
     BAD_CURSOR,
     INVALID_PARAMETERS,
@@ -421,6 +422,7 @@ def cancel_job(job_id: Annotated[str, Path()]) -> Response[str]:
 
 app.include_router(operator_routes)
 app.include_router(reviewer_routes)
+app.include_router(steering_routes)
 app.include_router(console_routes)
 app.include_router(stream_routes)
 

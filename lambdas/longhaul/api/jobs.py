@@ -391,7 +391,7 @@ class JobService:
                     JobStatus.CANCEL_REQUESTED,
                     event="cancel_requested",
                     detail={"by": principal.tenant_id, "role": principal.role},
-                    allowed_from=[JobStatus.QUEUED, *ACTIVE, JobStatus.WAITING_FOR_REVIEW],
+                    allowed_from=[JobStatus.QUEUED, *ACTIVE, JobStatus.WAITING_FOR_REVIEW, JobStatus.PAUSED],
                 )
             except TransitionRejected:
                 return self.cancel(principal, job_id, any_tenant=any_tenant)  # it moved meanwhile: answer anew

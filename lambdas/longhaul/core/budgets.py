@@ -115,6 +115,11 @@ class TenantPolicy(Model):
         le=limits.MAX_AGENT_TOOL_CALLS,
         description="Ceiling of a job's `agent.max_tool_calls` (tool calls of one agent step).",
     )
+    pause_stops_deadline: bool = Field(
+        default=False,
+        description="Whether a paused job's deadline stops while it is paused: its resume moves the deadline by the "
+        "time it was paused. False: the deadline keeps running (a paused job may expire).",
+    )
 
 
 @cache
@@ -142,6 +147,7 @@ class TenantPolicyPatch(Model):
     sla_classes: Annotated[list[SlaClass] | None, Field(default=None, min_length=1)]
     agent_max_turns: Annotated[int | None, Field(default=None, gt=0, le=limits.MAX_AGENT_TURNS)]
     agent_max_tool_calls: Annotated[int | None, Field(default=None, gt=0, le=limits.MAX_AGENT_TOOL_CALLS)]
+    pause_stops_deadline: bool | None = None
 
     def applied_to(self, policy: TenantPolicy) -> TenantPolicy:
         """`policy` with this change: given fields replaced, fields given as null back to their defaults."""

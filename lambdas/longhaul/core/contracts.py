@@ -418,6 +418,8 @@ class JobStatus(StrEnum):
     RUNNING = "running"
     RETRYING = "retrying"
     WAITING_FOR_REVIEW = "waiting_for_review"
+    # Stopped at a step boundary on request: the execution waits on a task token, no compute held, until resumed.
+    PAUSED = "paused"
     COMPLETED = "completed"
     FAILED = "failed"
     CANCEL_REQUESTED = "cancel_requested"
@@ -606,6 +608,26 @@ class CompensationView(Model):
     finished_at: datetime | None = None
 
 
+class PauseState(Model):
+    """A job's pause: who asked and when; once the job reached a step boundary and stopped, when and where."""
+
+    requested_by: str = Field(description="The tenant (or operator) who asked for the pause.")
+    requested_at: datetime
+    paused_at: datetime | None = Field(
+        default=None, description="When the job stopped at a step boundary (`paused`); null while it is on its way."
+    )
+    step: str | None = Field(default=None, description="The step it stopped before (it enters it again on resume).")
+
+
+class SteerOutcome(Model):
+    """The answer to a pause or a resume: the job's status now and what the request did."""
+
+    job_id: str
+    status: JobStatus
+    pause: PauseState | None = Field(default=None, description="The pause requested or in force; null after resume.")
+    message: str
+
+
 class JobView(Model):
     job_id: str
     tenant_id: str = Field(description="Whose job it is (operators list every tenant's jobs).")
@@ -642,6 +664,11 @@ class JobView(Model):
     )
     compensation: CompensationView | None = Field(
         default=None, description="After a failure, cancellation or expiry with side effects: what was undone."
+    )
+    pause: PauseState | None = Field(
+        default=None,
+        description="A pause asked for (the job stops at its next step boundary) or in force (`paused`); null "
+        "otherwise.",
     )
 
 

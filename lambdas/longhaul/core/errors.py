@@ -86,6 +86,13 @@ class CancelledError(LonghaulError):
     kind = "cancelled"
 
 
+class JobPaused(LonghaulError):
+    """The job was paused: the step stops at its boundary without starting its work, and the state machine waits
+    for the resume (a task token, no compute held), then enters the same step again."""
+
+    kind = "paused"
+
+
 class AgentLimitError(LonghaulError):
     """An agent step reached one of its limits (turns, tool calls, the job's deadline or budget) before it finished;
     the message starts with the limit's name (`max_turns`, `max_tool_calls`, `deadline`, `budget`)."""
@@ -112,6 +119,7 @@ ERROR_CLASSES: tuple[type[LonghaulError], ...] = (
     InternalError,
     PlatformConfigurationError,
     CancelledError,
+    JobPaused,
     AgentLimitError,
 )
 BY_KIND: dict[str, type[LonghaulError]] = {cls.kind: cls for cls in ERROR_CLASSES}
@@ -134,6 +142,8 @@ ITEMS_FAILED = "ItemsFailed"
 # The errors of the state machines' Fail states: the failure was recorded (the job failed), or the job stopped.
 STEP_FAILED = "StepFailed"
 JOB_STOPPED = "JobStopped"
+# What a paused step raises (and a fan-out's paused item fails with): the state machine catches it into a pause wait.
+JOB_PAUSED = JobPaused.__name__
 
 
 class WebhookDeliveryFailed(LonghaulError):

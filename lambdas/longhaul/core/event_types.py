@@ -11,7 +11,12 @@ EVENT_TYPES: dict[str, str] = {
     # The job's statuses (each of these records a status change).
     "job_queued": "The job was accepted and waits to start (its first event).",
     "job_started": "The job's first step started: the job is running.",
-    "job_resumed": "A step started again after a retry wait: the job is running again.",
+    "job_resumed": "The job runs again: a step started after a retry wait, or a paused job was resumed (its `detail` "
+    "says who and for how long it was paused).",
+    "pause_requested": "Someone asked to pause the job: it stops at its next step boundary.",
+    "job_paused": "The job stopped at a step boundary on a pause request (`detail`: `step`, `requested_by`); its "
+    "execution waits with no compute held.",
+    "pause_withdrawn": "A resume came before the pause was reached: the request was withdrawn, the job runs on.",
     "job_running": "A step started while the job was in another status (after a review): the job is running.",
     "job_retrying": "A step's attempt failed with a retryable error; the job waits for the next attempt.",
     "job_completed": "The last step finished: the result is ready.",

@@ -54,6 +54,12 @@ class NotReady(ApiProblem):
     status, slug, title = 409, "result-not-ready", "The job has no result yet"
 
 
+class JobStatusConflict(ApiProblem):
+    """A pause of a job paused or finished, a resume of a finished one: `job_status` says what it is."""
+
+    status, slug, title = 409, "job-status-conflict", "The job's status does not allow this"
+
+
 class PayloadTooLarge(ApiProblem):
     status, slug, title = 413, "payload-too-large", "The request body is too large"
 

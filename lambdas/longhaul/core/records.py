@@ -22,6 +22,7 @@ from longhaul.core.contracts import (
     JobStatus,
     JobView,
     MemoryView,
+    PauseState,
     Progress,
     ReviewSummary,
     StepUsage,
@@ -124,6 +125,8 @@ class Job(Record):
     agent_max_tool_calls: int | None = None
     compensable_effects: int = 0
     compensation: CompensationView | None = None
+    # A pause asked for (the next step boundary stops the job) or in force (`paused`).
+    pause: PauseState | None = None
 
     # What the job's step invocations used (`metered_<counter>` attributes of the item, one ADD per invocation), and
     # the state transitions of its executions, counted once they have all ended (`longhaul.operations.costs`).
@@ -251,6 +254,7 @@ class Job(Record):
             workflow_version=version_number(self.state_machine_version),
             estimated_start_seconds=self.estimated_start_seconds(now or datetime.now(UTC)),
             compensation=self.compensation,
+            pause=self.pause,
             cost=job_cost(
                 self.metered,
                 transitions=self.orchestration_transitions,

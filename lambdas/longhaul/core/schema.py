@@ -47,6 +47,7 @@ EVENT_SEQ_DIGITS = 10
 
 REVIEW_SK = "REVIEW"
 REVIEW_TOKEN_SK = "TOKEN"
+PAUSE_TOKEN_SK = "TOKEN#pause"  # in the job's partition: the task token of its pause wait (server side only)
 OUTBOX_SK = "OUTBOX"
 EFFECT_PREFIX = "EFFECT#"
 SAGA_PREFIX = "SAGA#"
@@ -70,6 +71,10 @@ def job_pk(job_id: str) -> str:
 
 def job_key(job_id: str) -> dict[str, str]:
     return {PK: job_pk(job_id), SK: JOB_SK}
+
+
+def pause_token_key(job_id: str) -> dict[str, str]:
+    return {PK: job_pk(job_id), SK: PAUSE_TOKEN_SK}
 
 
 def step_sk(step: str, item: int | None) -> str:

@@ -138,6 +138,17 @@ class ReviewEvent(Model):
     input: WorkflowState
 
 
+class SteerEvent(Model):
+    """What a workflow's steer lane's wait Tasks pass to its function: `pause` (a paused job's wait, with the task
+    token), `signal` (a signal step's wait) or `segment` (a segment's timer)."""
+
+    action: str
+    step: str
+    job_id: str
+    execution: str | None = None
+    token: str | None = None
+
+
 class SagaEvent(Model):
     """What the compensation lane's Tasks pass to its function: `plan` (what is left to undo, latest first),
     `undo` (compensate `operation_id`), `failed` (its compensation gave up: record it, dead letter), `finish` (the

@@ -21,7 +21,13 @@ from longhaul.storage.jobs import TransitionRejected
 
 MESSAGE_LIMIT = 500
 # The statuses a recorded failure ends a job from (not `cancel_requested`, whose cancellation ends it `cancelled`).
-FAILABLE = (JobStatus.QUEUED, JobStatus.RUNNING, JobStatus.RETRYING, JobStatus.WAITING_FOR_REVIEW)
+FAILABLE = (
+    JobStatus.QUEUED,
+    JobStatus.RUNNING,
+    JobStatus.RETRYING,
+    JobStatus.WAITING_FOR_REVIEW,
+    JobStatus.PAUSED,
+)
 #: The ASL names of a timeout: the Task's own (`TimeoutSeconds`) and the function's, as Lambda reports it.
 TASK_TIMEOUT = "States.Timeout"
 FUNCTION_TIMEOUT = "Sandbox.Timedout"

@@ -20,7 +20,8 @@ from typing import TYPE_CHECKING, Any
 from pydantic import Field
 
 from longhaul.core import limits
-from longhaul.core.errors import CancelledError
+from longhaul.core.contracts import JobStatus
+from longhaul.core.errors import CancelledError, JobPaused
 from longhaul.core.model import Model
 from longhaul.core.records import StepRecord
 from longhaul.core.step_events import Item, ItemTally, TallyEvent
@@ -142,6 +143,8 @@ def tally(raw_event: Mapping[str, Any], services: "Services") -> dict[str, Any]:
     execution (`CancelledError`, as a step would)."""
     event = TallyEvent.model_validate(raw_event)
     job = services.jobs.get_job(event.job_id)
+    if job is not None and job.status == JobStatus.PAUSED:  # a batch's item found it paused: wait, then enter again
+        raise JobPaused(f"job {event.job_id} is paused in fan-out {event.step}", step=event.step)
     if job is None or job.status not in ACTIVE:
         status = job.status.value if job else "gone"
         raise CancelledError(f"job {event.job_id} is {status}; fan-out {event.step} not tallied", step=event.step)

@@ -31,6 +31,7 @@ from longhaul.core.errors import (
     CancelledError,
     InternalError,
     InvalidInputError,
+    JobPaused,
     LonghaulError,
     PlatformConfigurationError,
     TransientError,
@@ -48,7 +49,7 @@ from longhaul.engine.usage import Slip, recording
 from longhaul.services import Services
 from longhaul.storage.checkpoints import done_attribute
 from longhaul.storage.dynamo import Cancelled, backoff
-from longhaul.storage.jobs import ACTIVE, NewEvent, TransitionRejected
+from longhaul.storage.jobs import ACTIVE, COMMITTABLE, NewEvent, TransitionRejected
 
 # AWS error codes worth another attempt: throttling, and DynamoDB transactions that met a concurrent writer.
 TRANSIENT_CODES = {
@@ -132,8 +133,8 @@ def run_group(
             with recording(services, one, invocation=grouped.first) as slip:
                 _run_step(one, services, work=work, spec=spec, slip=slip, grouped=grouped)
             committed += 1
-        except CancelledError:
-            raise
+        except (CancelledError, JobPaused):
+            raise  # a stopped job stops the group at once; a paused one too (its re-entry skips what committed)
         except LonghaulError as error:
             failures.append(error)
     if failures:
@@ -364,14 +365,22 @@ def _commit(
             add[done_attribute(step)] = {item}
         try:
             services.jobs.write(
-                job, events, to=to, fields=fields, add=add, items=[committed], usage=slip.usage(), reserve=sibling
+                job,
+                events,
+                to=to,
+                fields=fields,
+                add=add,
+                items=[committed],
+                usage=slip.usage(),
+                reserve=sibling,
+                only_if=COMMITTABLE if sibling else ACTIVE,  # an item under way when its job paused is kept
             )
             slip.settled = True
             return
         except Cancelled:
             backoff(tries)
             found, record = services.checkpoints.read(job_id, step, item)
-            if found is None or found.status not in ACTIVE:
+            if found is None or found.status not in (COMMITTABLE if sibling else ACTIVE):
                 status = found.status.value if found else "gone"
                 raise CancelledError(f"job {job_id} is {status}; {step} not committed", step=step, item=item) from None
             if record is not None and record.succeeded and record.input_version == checkpoint["input_version"]:
@@ -451,7 +460,41 @@ def _live_job(services: Services, job: Job | None, job_id: str, step: str, item:
                 job_id, JobStatus.EXPIRED, event="job_expired", step=step, item=item, detail={"deadline_at": deadline}
             )
         raise CancelledError(f"job {job_id} passed its deadline {deadline}", step=step, item=item)
+    if job.status == JobStatus.PAUSED:
+        raise JobPaused(f"job {job_id} is paused before {step}", step=step, item=item)
+    if job.pause is not None and job.status in ACTIVE:
+        return _pause(services, job, step, item)
     return job
+
+
+def _pause(services: Services, job: Job, step: str, item: int | None) -> Job:
+    """A pause was asked for: the job stops here, at a step boundary (`job_paused`, once: its siblings and re-entries
+    find it paused) and the step raises `JobPaused`, which the state machine catches into its pause wait. Conditional
+    on the job as read, which a withdrawn request moves (its event): when the resume came first, the job as it is now
+    is returned and the step runs."""
+    for tries in range(BOOKKEEPING_TRIES):
+        if job.status == JobStatus.PAUSED:
+            break  # a sibling paused it meanwhile
+        if job.pause is None or job.status not in ACTIVE:
+            return _live_job(services, job, job.job_id, step, item)
+        pause = job.pause.model_copy(update={"paused_at": services.now(), "step": step})
+        try:
+            services.jobs.write(
+                job,
+                [NewEvent("job_paused", step=step, item=item, detail={"step": step, "requested_by": pause.requested_by})],
+                to=JobStatus.PAUSED,
+                fields={"pause": pause.model_dump(mode="json")},
+            )
+            break
+        except Cancelled:  # it moved meanwhile (a sibling's event, a resume): read again
+            backoff(tries)
+            found = services.jobs.get_job(job.job_id)
+            if found is None:
+                raise InvalidInputError(f"job {job.job_id} does not exist", step=step, item=item) from None
+            job = found
+    else:
+        raise TransientError(f"job {job.job_id} kept changing; its pause before {step} not recorded", step=step)
+    raise JobPaused(f"job {job.job_id} is paused before {step}", step=step, item=item)
 
 
 def _completed_fields(spec: WorkflowSpec, output: Mapping[str, Any]) -> dict[str, Any]:

@@ -72,7 +72,8 @@ from longhaul.storage.breakers import Transition
 from longhaul.storage.budgets import CallLabels, whose
 
 T = TypeVar("T", bound=BaseModel)
-LIVE = frozenset({JobStatus.RUNNING, JobStatus.RETRYING})  # the statuses in which a step may call a model
+# The statuses in which a step may call a model (paused: an item under way when its job paused finishes).
+LIVE = frozenset({JobStatus.RUNNING, JobStatus.RETRYING, JobStatus.PAUSED})
 BREAKER_EVENTS = {"open": "breaker_opened", "half_open": "breaker_half_open", "closed": "breaker_closed"}
 
 

@@ -29,7 +29,7 @@ START_GRACE = timedelta(minutes=5)  # a queued job may wait this long for its ex
 REQUEUE_AFTER = timedelta(minutes=10)  # a job waiting this long without news is sent to its intake queue again
 
 
-SWEPT = (JobStatus.QUEUED, JobStatus.RUNNING, JobStatus.RETRYING, JobStatus.WAITING_FOR_REVIEW)
+SWEPT = (JobStatus.QUEUED, JobStatus.RUNNING, JobStatus.RETRYING, JobStatus.WAITING_FOR_REVIEW, JobStatus.PAUSED)
 
 
 class SweepReport(dict[str, int]):
@@ -67,7 +67,8 @@ def sweep(services: Services, now: datetime, *, stuck_after: timedelta | None = 
             elif reconcile(services, job, now=now):
                 counts["reconciled"] += 1
             elif (
-                status != JobStatus.WAITING_FOR_REVIEW  # waiting for a person is its review ladder's business
+                # waiting for a person is its review ladder's business; a paused job waits for its resume
+                status not in (JobStatus.WAITING_FOR_REVIEW, JobStatus.PAUSED)
                 and job.updated_at < now - stuck_after
                 and not _recently_reported(job, now, stuck_after)
             ):
@@ -175,7 +176,7 @@ def _expire(services: Services, job: Job, deadline: datetime) -> int:
             event="job_expired",
             detail={"deadline_at": iso(deadline)},
             set_fields={"review": review} if review else None,
-            allowed_from=[*ACTIVE, JobStatus.QUEUED, JobStatus.WAITING_FOR_REVIEW],
+            allowed_from=[*ACTIVE, JobStatus.QUEUED, JobStatus.WAITING_FOR_REVIEW, JobStatus.PAUSED],
         )
         return 1
     except TransitionRejected:

@@ -42,7 +42,8 @@ from longhaul.core.records import Charge, Job
 from longhaul.storage.cache import TtlCache
 from longhaul.storage.dynamo import Cancelled, plain, query_prefix, transact
 
-LIVE = (JobStatus.RUNNING.value, JobStatus.RETRYING.value)
+# A step under way when its job paused finishes its calls (the pause holds the next step boundary, not this one).
+LIVE = (JobStatus.RUNNING.value, JobStatus.RETRYING.value, JobStatus.PAUSED.value)
 
 
 class CallLabels(NamedTuple):
@@ -333,7 +334,7 @@ class BudgetStore:
                             "TableName": self.table.name,
                             "Key": schema.job_key(job.job_id),
                             "UpdateExpression": "ADD spent_tokens :t, spent_cost_micro :c",
-                            "ConditionExpression": "#job_status IN (:running, :retrying) "
+                            "ConditionExpression": "#job_status IN (:running, :retrying, :paused) "
                             "AND attribute_not_exists(budget_exhausted) "
                             "AND budget_tokens = :bt AND budget_cost_micro = :bc "
                             "AND (attribute_not_exists(spent_tokens) OR spent_tokens <= :room_t) "
@@ -348,6 +349,7 @@ class BudgetStore:
                                 ":room_c": rooms[":room_c"],
                                 ":running": JobStatus.RUNNING.value,
                                 ":retrying": JobStatus.RETRYING.value,
+                                ":paused": JobStatus.PAUSED.value,
                             },
                         }
                     },

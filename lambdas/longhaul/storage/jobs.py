@@ -11,6 +11,7 @@ events, which readers skip; one that dies between leaves a gap that readers pass
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from datetime import timedelta
 from typing import Any, NamedTuple
@@ -38,8 +39,12 @@ S = JobStatus
 # Which statuses a job may move to from each status. Anything else is rejected.
 TRANSITIONS: dict[JobStatus, frozenset[JobStatus]] = {
     S.QUEUED: frozenset({S.RUNNING, S.FAILED, S.CANCEL_REQUESTED, S.CANCELLED, S.EXPIRED}),
-    S.RUNNING: frozenset({S.RETRYING, S.WAITING_FOR_REVIEW, S.COMPLETED, S.FAILED, S.CANCEL_REQUESTED, S.EXPIRED}),
-    S.RETRYING: frozenset({S.RUNNING, S.FAILED, S.CANCEL_REQUESTED, S.EXPIRED}),
+    S.RUNNING: frozenset(
+        {S.RETRYING, S.WAITING_FOR_REVIEW, S.PAUSED, S.COMPLETED, S.FAILED, S.CANCEL_REQUESTED, S.EXPIRED}
+    ),
+    S.RETRYING: frozenset({S.RUNNING, S.PAUSED, S.FAILED, S.CANCEL_REQUESTED, S.EXPIRED}),
+    # Paused at a step boundary: resumed (running), cancelled, or past its deadline.
+    S.PAUSED: frozenset({S.RUNNING, S.FAILED, S.CANCEL_REQUESTED, S.EXPIRED}),
     S.WAITING_FOR_REVIEW: frozenset({S.RUNNING, S.FAILED, S.CANCEL_REQUESTED, S.EXPIRED}),
     S.CANCEL_REQUESTED: frozenset({S.CANCELLED, S.FAILED, S.COMPLETED}),
     S.COMPLETED: frozenset(),
@@ -49,6 +54,9 @@ TRANSITIONS: dict[JobStatus, frozenset[JobStatus]] = {
     S.EXPIRED: frozenset({S.QUEUED}),
 }
 ACTIVE = frozenset({S.RUNNING, S.RETRYING})
+# Where a step already under way may still commit: a pause stops the job at the next step boundary, and the items
+# running when it was reached finish and are kept.
+COMMITTABLE = ACTIVE | {S.PAUSED}
 EVENT_PAGE_MAX = 200
 TRANSITION_TRIES = 8
 # How long after a later event was written a missing sequence number is taken for lost (its writer died between its
@@ -352,6 +360,25 @@ class JobStore(JobSubmissions, JobListing):
             if error.response["Error"]["Code"] == "ConditionalCheckFailedException":
                 return False
             raise
+
+    # ------------------------------------------------------------------ the pause wait's task token (server side only)
+
+    def set_pause_token(self, job_id: str, token: str) -> None:
+        self.table.put_item(Item={**schema.pause_token_key(job_id), "token": token, "at": iso(self.clock.now())})
+
+    def pause_token(self, job_id: str) -> str | None:
+        item = self.table.get_item(Key=schema.pause_token_key(job_id), ConsistentRead=True).get("Item")
+        return str(item["token"]) if item and item.get("token") else None
+
+    def drop_pause_token(self, job_id: str) -> None:
+        """Forget the token (an update, not a delete: the API and the lanes may not delete items)."""
+        with contextlib.suppress(self.table.meta.client.exceptions.ConditionalCheckFailedException):
+            self.table.update_item(
+                Key=schema.pause_token_key(job_id),
+                UpdateExpression="REMOVE #token",
+                ConditionExpression="attribute_exists(#token)",
+                ExpressionAttributeNames={"#token": "token"},
+            )
 
     def mark_stuck(self, job_id: str, at: str) -> None:
         """Remember when a job was reported stuck, without making it look updated."""

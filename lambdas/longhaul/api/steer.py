@@ -1,0 +1,35 @@
+"""Steering a job through the API: pause and resume (tenant and operator routes), checked against the job's status
+machine (`longhaul.engine.pause`)."""
+
+from __future__ import annotations
+
+from longhaul.api.jobs import JobService
+from longhaul.core.auth import Principal
+from longhaul.core.contracts import SteerOutcome
+from longhaul.core.problems import JobStatusConflict
+from longhaul.services import Services
+from longhaul.engine import pause
+
+
+class SteerService:
+    def __init__(self, services: Services) -> None:
+        self.services = services
+        self._jobs = JobService(services)
+
+    def _who(self, principal: Principal) -> str:
+        return principal.tenant_id if principal.role != "operator" else f"operator:{principal.tenant_id}"
+
+    def pause(self, principal: Principal, job_id: str, *, any_tenant: bool = False) -> SteerOutcome:
+        job = self._jobs.job(principal, job_id, any_tenant=any_tenant)
+        try:
+            return pause.request_pause(self.services, job, requested_by=self._who(principal))
+        except pause.NotPausable as refused:
+            raise JobStatusConflict(str(refused), job_status=refused.job.status.value) from None
+
+    def resume(self, principal: Principal, job_id: str, *, any_tenant: bool = False) -> SteerOutcome:
+        job = self._jobs.job(principal, job_id, any_tenant=any_tenant)
+        stops = self.services.budgets.policy(job.tenant_id).pause_stops_deadline
+        try:
+            return pause.resume(self.services, job, requested_by=self._who(principal), stops_deadline=stops)
+        except pause.NotPausable as refused:
+            raise JobStatusConflict(str(refused), job_status=refused.job.status.value) from None
