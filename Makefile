@@ -151,6 +151,7 @@ bench: $(BIN)/.installed ## print submit-to-completed time, where a 10-document 
 	$(BIN)/python bench/large_submission.py
 	$(BIN)/python bench/large_job.py
 	$(BIN)/python bench/cost.py
+	$(BIN)/python bench/pause.py
 	$(BIN)/python bench/cold_start.py
 	$(BIN)/python bench/ocr.py
 	$(BIN)/python bench/long_poll.py

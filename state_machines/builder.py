@@ -252,8 +252,9 @@ class WorkflowBuilder(WorkflowParts):
         done_state: bool = True,
     ) -> sfn.IChainable:
         """An item's Task → its output (with `done_state`, a Pass: `false`); a stopped job → the item fails
-        `JobStopped`, a paused one `JobPaused`; any other failure → record it, dead letter → `true` (also when recording it failed: an item's
-        failure never fails the Map). `prefix` keeps the state names of each copy of the processor unique."""
+        `JobStopped` (a paused one `JobPaused`); any other failure → record it, dead letter → `true` (also when
+        recording it failed: an item's failure never fails the Map). `prefix` keeps the state names of each copy of
+        the processor unique."""
         item_failed = sfn.Pass(self, f"{prefix} item failed", result=sfn.Result.from_boolean(True))
         item_stopped = sfn.Fail(self, f"{prefix} item stopped", error=JOB_STOPPED, cause="The job stopped.")
         task.add_catch(item_stopped, errors=list(STOPPED_ERRORS))

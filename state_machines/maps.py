@@ -40,9 +40,7 @@ SingleFactory = Callable[[str, sfn.IChainable], sfn.TaskStateBase]
 # Builds a grouped step's Task over a group of items: (its state name, the path of the group's items, the path of the
 # workflow state, its result path, where a failed group ends once its items' failures are recorded, where a stopped
 # job goes, where a paused one goes: None, its own pause wait).
-GroupFactory = Callable[
-    [str, str, str, str, sfn.IChainable, sfn.IChainable, sfn.IChainable | None], sfn.TaskStateBase
-]
+GroupFactory = Callable[[str, str, str, str, sfn.IChainable, sfn.IChainable, sfn.IChainable | None], sfn.TaskStateBase]
 
 
 def item_map(

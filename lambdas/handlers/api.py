@@ -26,7 +26,6 @@ from handlers.api_console import is_console_path
 from handlers.api_console import router as console_routes
 from handlers.api_ops import router as operator_routes
 from handlers.api_reviews import router as reviewer_routes
-from handlers.api_steer import router as steering_routes
 from handlers.api_shared import (
     BAD_CURSOR,
     INVALID_PARAMETERS,
@@ -50,6 +49,7 @@ from handlers.api_shared import (
     with_json_body,
 )
 from handlers.api_stream import router as stream_routes
+from handlers.api_steer import router as steering_routes
 from handlers.resolver import ThreadSafeRestResolver
 from longhaul.api.graph import WorkflowGraph
 from longhaul.api.jobs import readiness

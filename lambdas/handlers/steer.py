@@ -10,8 +10,8 @@ from aws_lambda_powertools.utilities.typing import LambdaContext
 from handlers import init_complete
 from longhaul.core.errors import InternalError
 from longhaul.core.observability import logger
-from longhaul.services import services
 from longhaul.engine import pause
+from longhaul.services import services
 
 
 @logger.inject_lambda_context(clear_state=True)  # never log_event: the wait's event carries the task token

@@ -384,3 +384,37 @@ def test_the_authorizer_reads_api_key_items_only(template):
     assert all(s["Condition"] == {"ForAllValues:StringLike": {"dynamodb:LeadingKeys": ["APIKEY#*"]}} for s in reads), (
         reads
     )
+
+
+def _pause_wait_returns_to(scope: dict[str, Any], state: dict[str, Any], name: str) -> None:
+    """`state` (named `name`) catches `JobPaused` before its catch-all, into a steer-lane wait on a task token that
+    returns to it, on an answer and on the wait's timeout alike."""
+    catches = state.get("Catch", [])
+    paused = [n for n, c in enumerate(catches) if c["ErrorEquals"] == ["JobPaused"]]
+    assert paused, f"{name} does not catch JobPaused"
+    every = [n for n, c in enumerate(catches) if c["ErrorEquals"] == ["States.ALL"]]
+    assert not every or paused[0] < every[0], f"{name}: its catch-all comes before JobPaused"
+    catch = catches[paused[0]]
+    assert catch.get("ResultPath", "$") is None, f"{name}: a pause keeps the state as it was"
+    wait = scope[catch["Next"]]
+    assert wait["Type"] == "Task" and wait["Resource"].endswith(":lambda:invoke.waitForTaskToken"), name
+    assert wait["Parameters"]["Payload"]["action"] == "pause", name
+    assert wait["Next"] == name, f"{name}: its pause wait does not return to it"
+    ended = [c for c in wait.get("Catch", []) if "States.Timeout" in c["ErrorEquals"]]
+    assert ended and ended[0]["Next"] == name, f"{name}: a pause wait that timed out does not return to it"
+    assert "TimeoutSeconds" in wait, name
+
+
+def test_every_step_task_catches_job_paused_into_a_wait_that_returns_to_it(machines):
+    for machine in machines.values():
+        for name, state, scope in step_tasks(machine):
+            in_map = name.endswith((" item", " group")) and not name.endswith(("(one item)", "(one group)"))
+            if in_map:  # an item fails its Map with JobPaused: the Map waits (below)
+                catch = next(c for c in state.get("Catch", []) if c["ErrorEquals"] == ["JobPaused"])
+                fail = scope[catch["Next"]]
+                assert fail["Type"] == "Fail" and fail["Error"] == "JobPaused", name
+                continue
+            _pause_wait_returns_to(scope, state, name)
+        for name, state, scope in all_states(machine["States"]):
+            if state["Type"] == "Map" and "Fan-out of" in state.get("Comment", ""):
+                _pause_wait_returns_to(scope, state, name)

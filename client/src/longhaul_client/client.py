@@ -52,6 +52,7 @@ from longhaul.core.contracts import (
     JobView,
     ReplayOutcome,
     ReplayRequest,
+    SteerOutcome,
     TenantPolicyView,
     UploadRequest,
     UploadTicket,
@@ -304,6 +305,16 @@ class LonghaulClient:
         """Cancel the job: its execution stops, its completed steps are kept (safe to repeat)."""
         response = self._send("POST", f"{self._jobs(operator)}/{job_id}/cancel", safe=True)
         return CancelOutcome.model_validate_json(response.content)
+
+    def pause(self, job_id: str, *, operator: bool = False) -> SteerOutcome:
+        """Pause the job at its next step boundary (safe to repeat; a `LonghaulError` 409 once it is paused)."""
+        response = self._send("POST", f"{self._jobs(operator)}/{job_id}/pause", safe=True)
+        return SteerOutcome.model_validate_json(response.content)
+
+    def resume(self, job_id: str, *, operator: bool = False) -> SteerOutcome:
+        """Resume a paused job, or withdraw a pause not reached yet (safe to repeat)."""
+        response = self._send("POST", f"{self._jobs(operator)}/{job_id}/resume", safe=True)
+        return SteerOutcome.model_validate_json(response.content)
 
     def upload(self, path: Path, *, media_type: str | None = None, filename: str | None = None) -> UploadTicket:
         """Upload a document or a ZIP archive of documents: a presigned URL from the API, then the file to it.

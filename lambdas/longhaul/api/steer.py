@@ -7,8 +7,8 @@ from longhaul.api.jobs import JobService
 from longhaul.core.auth import Principal
 from longhaul.core.contracts import SteerOutcome
 from longhaul.core.problems import JobStatusConflict
-from longhaul.services import Services
 from longhaul.engine import pause
+from longhaul.services import Services
 
 
 class SteerService:

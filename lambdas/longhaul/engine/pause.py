@@ -48,10 +48,8 @@ def _outcome(job: Job, message: str) -> SteerOutcome:
 def request_pause(services: Services, job: Job, *, requested_by: str) -> SteerOutcome:
     """Ask the job to pause at its next step boundary; a request already made is answered as it is."""
     for tries in range(TRIES):
-        if job.status == S.PAUSED or job.status not in PAUSABLE and job.status != S.CANCEL_REQUESTED:
+        if job.status not in PAUSABLE:  # paused already, being cancelled, or finished
             raise NotPausable(job, f"job {job.job_id} is {job.status.value}")
-        if job.status == S.CANCEL_REQUESTED:
-            raise NotPausable(job, f"job {job.job_id} is being cancelled")
         if job.pause is not None:
             return _outcome(job, "a pause was already requested: the job stops at its next step boundary")
         pause = PauseState(requested_by=requested_by, requested_at=services.now())

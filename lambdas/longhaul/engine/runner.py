@@ -481,7 +481,11 @@ def _pause(services: Services, job: Job, step: str, item: int | None) -> Job:
         try:
             services.jobs.write(
                 job,
-                [NewEvent("job_paused", step=step, item=item, detail={"step": step, "requested_by": pause.requested_by})],
+                [
+                    NewEvent(
+                        "job_paused", step=step, item=item, detail={"step": step, "requested_by": pause.requested_by}
+                    )
+                ],
                 to=JobStatus.PAUSED,
                 fields={"pause": pause.model_dump(mode="json")},
             )

@@ -8,7 +8,7 @@ from typing import Annotated
 import typer
 from rich.markdown import Markdown
 
-from longhaul.core.contracts import JobStatus
+from longhaul.core.contracts import JobStatus, SteerOutcome
 from longhaul_client.cli.common import CommandError, Key, Out, Output, OutputFormat, Url, read_json, session
 from longhaul_client.cli.render import event_line, job_panel, jobs_table
 from longhaul_client.cli.watch import stopped_watching
@@ -143,6 +143,31 @@ def cancel(job_id: JobId, url: Url = None, key: Key = None, output: Output = Out
             out.line(f"  kept: {', '.join(outcome.completed_steps)}")
         for effect in outcome.side_effects:
             out.line(f"  {effect}")
+
+
+def _steered(outcome: SteerOutcome, out: Out) -> None:
+    if out.json:
+        out.document(outcome)
+        return
+    out.line(f"{outcome.job_id} {outcome.status.value}: {outcome.message}")
+    pause = outcome.pause
+    if pause is not None and pause.paused_at is not None:
+        out.line(f"  paused before {pause.step} since {pause.paused_at.isoformat()} (asked by {pause.requested_by})")
+
+
+@app.command()
+def pause(job_id: JobId, url: Url = None, key: Key = None, output: Output = OutputFormat.TEXT) -> None:
+    """Pause a job at its next step boundary: running items finish and are kept, then it waits with no compute held
+    until `resume`. Exit 1 (a 409) when it is paused already or finished."""
+    with session(url, key, output) as (client, out):
+        _steered(client.pause(job_id), out)
+
+
+@app.command()
+def resume(job_id: JobId, url: Url = None, key: Key = None, output: Output = OutputFormat.TEXT) -> None:
+    """Resume a paused job (it enters the step it paused before), or withdraw a pause it has not reached yet."""
+    with session(url, key, output) as (client, out):
+        _steered(client.resume(job_id), out)
 
 
 @app.command()
