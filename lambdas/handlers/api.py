@@ -48,8 +48,8 @@ from handlers.api_shared import (
     problems,
     with_json_body,
 )
-from handlers.api_stream import router as stream_routes
 from handlers.api_steer import router as steering_routes
+from handlers.api_stream import router as stream_routes
 from handlers.resolver import ThreadSafeRestResolver
 from longhaul.api.graph import WorkflowGraph
 from longhaul.api.jobs import readiness
