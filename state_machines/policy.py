@@ -9,6 +9,7 @@ from dataclasses import dataclass
 
 from aws_cdk import aws_logs as logs
 
+from longhaul.core import limits
 from longhaul.core.errors import RETRYABLE_ERROR_NAMES, STEP_FAILED
 
 # Lambda service-side failures that are worth retrying (AWS's own recommendation for Lambda tasks).
@@ -33,10 +34,10 @@ class StepPolicy:
     task_timeout_margin: int = 15
     memory_mb: int = 1024
     transient_errors: tuple[str, ...] = RETRYABLE_ERROR_NAMES + LAMBDA_SERVICE_ERRORS
-    retry_interval: int = 1
-    retry_backoff_rate: float = 2.0
-    retry_max_attempts: int = 3
-    retry_max_delay: int = 30
+    retry_interval: int = limits.RETRY_INTERVAL_SECONDS
+    retry_backoff_rate: float = limits.RETRY_BACKOFF_RATE
+    retry_max_attempts: int = limits.RETRY_MAX_ATTEMPTS
+    retry_max_delay: int = limits.RETRY_MAX_DELAY_SECONDS
     # A timeout that recurs on every attempt is retried at most once.
     timeout_max_attempts: int = 1
     map_max_concurrency: int = 8

@@ -321,7 +321,10 @@ def get_graph(job_id: Annotated[str, Path()]) -> WorkflowGraph:
 @app.get(
     "/v1/jobs/<job_id>/result",
     summary="Get a job's result",
-    description="The completed job's result as JSON, or its Markdown rendering with `Accept: text/markdown`.",
+    description="The completed job's result as JSON, or its Markdown rendering with `Accept: text/markdown`. With "
+    '`provisional=true`, before the job completes: its provisional result (`"provisional": true`, `as_of_step`: '
+    "the step whose output it is, e.g. a draft before its verification), 409 `no-provisional-result` while there is "
+    'none; after completion the final result (`"provisional": false`).',
     operation_id="get_result",
     tags=[RESULTS],
     responses={
@@ -334,17 +337,28 @@ def get_graph(job_id: Annotated[str, Path()]) -> WorkflowGraph:
             },
         },
         **JOB_PROBLEMS,
-        **problems(409, "Not completed yet"),
+        **problems(
+            409, "Not completed yet (`result-not-ready`), or no provisional result yet (`no-provisional-result`)"
+        ),
     },
 )
-def get_result(job_id: Annotated[str, Path()]) -> Response[str]:
-    result = job_service().result(principal(app), job_id)
+def get_result(
+    job_id: Annotated[str, Path()],
+    provisional: Annotated[
+        bool,
+        Query(description="Answer the provisional result before the job completes (the final one after)."),
+    ] = False,
+) -> Response[str]:
+    jobs = job_service()
+    job = jobs.job(principal(app), job_id)
+    result, as_of_step = jobs.result_of(job, provisional=provisional)
     markdown_key = getattr(result, "markdown_key", None)
     if MARKDOWN in (app.current_event.get_header_value("Accept") or "") and isinstance(markdown_key, str):
         markdown = services().artifacts.get_bytes(markdown_key).decode()
         return Response(status_code=200, content_type=f"{MARKDOWN}; charset=utf-8", body=markdown)
-    view = job_service().view(principal(app), job_id)
-    body = result_models()[view.workflow].model_validate({**result.model_dump(), "budget": view.budget})
+    view = jobs.view(principal(app), job_id)
+    marks = {"provisional": as_of_step is not None, "as_of_step": as_of_step}
+    body = result_models()[view.workflow].model_validate({**result.model_dump(), "budget": view.budget, **marks})
     return Response(status_code=200, content_type="application/json", body=body.model_dump_json())
 
 

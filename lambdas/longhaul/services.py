@@ -39,6 +39,7 @@ from longhaul.storage.admission import AdmissionStore
 from longhaul.storage.artifacts import ArtifactStore
 from longhaul.storage.budgets import BudgetStore
 from longhaul.storage.checkpoints import CheckpointStore
+from longhaul.storage.history import HistoryStore, RecentHistory
 from longhaul.storage.jobs import JobStore
 from longhaul.storage.outbox import OutboxStore
 from longhaul.storage.reviews import ReviewStore
@@ -123,6 +124,15 @@ class Services:
     @cached_property
     def budgets(self) -> BudgetStore:
         return BudgetStore(self.jobs.table, clock=self.jobs.clock)
+
+    @cached_property
+    def history(self) -> HistoryStore:
+        return HistoryStore(self.jobs.table, clock=self.jobs.clock)
+
+    @cached_property
+    def recent_history(self) -> RecentHistory:
+        """The workflows' histories as submissions read them: kept a few seconds in the function."""
+        return RecentHistory(self.history)
 
     @cached_property
     def admission(self) -> AdmissionStore:

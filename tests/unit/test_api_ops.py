@@ -13,6 +13,7 @@ from longhaul.core.clock import iso
 from longhaul.core.contracts import JobStatus, ReplayRequest
 from longhaul.storage.checkpoints import CheckpointStore
 from longhaul.storage.jobs import JobStore
+from longhaul.workflows.document_analysis.spec import SPEC
 from tests.unit.api_helpers import assert_problem, submit
 from tests.unit.conftest import KEY_A, KEY_B, KEY_OPS, CallApi
 
@@ -21,16 +22,25 @@ OPS = KEY_OPS
 S = JobStatus
 
 
-def running(table: Any, job_id: str, *, started_ago: timedelta, completed: int) -> JobStore:
-    """Move a submitted job to running, started `started_ago` with `completed` of its 8 steps done."""
+STEPS = SPEC.step_names
+
+
+def running(
+    table: Any, job_id: str, *, started_ago: timedelta, completed: int, in_step: timedelta = timedelta(0)
+) -> JobStore:
+    """Move a submitted job to running, started `started_ago` with `completed` of its steps done, the next one
+    running for `in_step`."""
     store = JobStore(table)  # the API's own clock: the ETA is computed from the real time
     store.transition(job_id, S.RUNNING, event="job_started")
+    now = datetime.now(UTC)
     table.update_item(
         Key={"pk": f"JOB#{job_id}", "sk": "JOB"},
-        UpdateExpression="SET started_at = :at, progress = :p",
+        UpdateExpression="SET started_at = :at, progress = :p, current_step = :step, step_started_at = :since",
         ExpressionAttributeValues={
-            ":at": iso(datetime.now(UTC) - started_ago),
-            ":p": {"completed": completed, "total": 8, "unit": "steps", "message": "running"},
+            ":at": iso(now - started_ago),
+            ":p": {"completed": completed, "total": len(STEPS), "unit": "steps", "message": "running"},
+            ":step": STEPS[completed],
+            ":since": iso(now - in_step),
         },
     )
     return store
@@ -127,20 +137,24 @@ def test_an_operator_key_on_tenant_routes_sees_only_its_own_tenant(call_api: Cal
 
 def test_only_a_moving_job_has_an_eta(call_api: CallApi, table: Any) -> None:
     job_id = submit(call_api).body["job_id"]
-    running(table, job_id, started_ago=timedelta(seconds=100), completed=2)
+    running(table, job_id, started_ago=timedelta(seconds=100), completed=2, in_step=timedelta(seconds=10))
 
     moving = call_api("GET", f"/v1/jobs/{job_id}", key=KEY_A).body["progress"]
     call_api("POST", f"/v1/jobs/{job_id}/cancel", key=KEY_A)
     stopped = call_api("GET", f"/v1/jobs/{job_id}", key=KEY_A).body
 
-    assert 290 <= moving["eta_seconds"] <= 320  # 100 s for 2 of 8 steps: about 300 s to go
+    # No history yet: 90 s for its 2 finished steps is 45 s a step; 35 s left of the third, 45 s each step ahead.
+    ahead = len(STEPS) - 3
+    assert moving["eta_basis"] == "current_step"
+    assert 35 + 45 * ahead - 5 <= moving["eta_seconds"] <= 35 + 45 * ahead + 5
+    assert moving["estimated_finish_at"] is not None
     assert stopped["status"] == "cancelled" and stopped["progress"]["eta_seconds"] is None
 
 
 @pytest.mark.parametrize(
-    ("status", "eta"), [(S.RETRYING, True), (S.WAITING_FOR_REVIEW, False), (S.CANCEL_REQUESTED, False)]
+    ("status", "eta"), [(S.RETRYING, True), (S.WAITING_FOR_REVIEW, True), (S.CANCEL_REQUESTED, False)]
 )
-def test_a_job_waiting_for_a_person_or_being_cancelled_has_no_eta(
+def test_a_job_being_cancelled_has_no_eta_and_one_waiting_for_a_person_has_one(
     call_api: CallApi, table: Any, status: JobStatus, eta: bool
 ) -> None:
     job_id = submit(call_api).body["job_id"]

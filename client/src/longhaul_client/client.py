@@ -122,10 +122,13 @@ class JobUpdate:
 
 @dataclass(frozen=True)
 class Result:
-    """A completed job's result: its workflow's result model, and its budget as spent."""
+    """A job's result: its workflow's result model, and its budget as spent; `provisional` (with the step it is as
+    of) when the job has not completed and this is its provisional result."""
 
     result: BaseModel
     budget: BudgetView | None = None
+    provisional: bool = False
+    as_of_step: str | None = None
 
 
 @functools.cache
@@ -288,13 +291,18 @@ class LonghaulClient:
                 return update.job
         raise AssertionError("unreachable: updates end with the finished job")  # pragma: no cover
 
-    def result(self, job_id: str) -> Result:
-        """A completed job's result (a `Conflict` problem until it has completed)."""
-        body = self._send("GET", f"/v1/jobs/{job_id}/result", safe=True).json()
+    def result(self, job_id: str, *, provisional: bool = False) -> Result:
+        """A completed job's result (a `Conflict` problem until it has completed); with `provisional`, before it
+        completes, its provisional result (a `Conflict` problem while it has none), after, its final result."""
+        params = {"provisional": "true"} if provisional else None
+        body = self._send("GET", f"/v1/jobs/{job_id}/result", params=params, safe=True).json()
         budget = body.pop("budget", None)
+        marked, as_of_step = bool(body.pop("provisional", False)), body.pop("as_of_step", None)
         return Result(
             result=_result_models().validate_python(body),
             budget=BudgetView.model_validate(budget) if budget else None,
+            provisional=marked,
+            as_of_step=as_of_step,
         )
 
     def result_markdown(self, job_id: str) -> str:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import math
 import re
 import secrets
 import time
@@ -43,6 +44,7 @@ from longhaul.core.contracts import (
     UploadTicket,
 )
 from longhaul.core.errors import TransientError
+from longhaul.core.eta import EtaSnapshot, snapshot
 from longhaul.core.observability import emit, logger
 from longhaul.core.ports import EngineUnavailable
 from longhaul.core.problems import (
@@ -51,6 +53,7 @@ from longhaul.core.problems import (
     DailyAllowanceExhausted,
     IdempotencyKeyReused,
     InvalidRequest,
+    NoProvisionalResult,
     NotFound,
     NotReady,
     RateLimited,
@@ -58,6 +61,7 @@ from longhaul.core.problems import (
 )
 from longhaul.core.records import JOB_ID, Charge, Job
 from longhaul.documents.intake import Intake, PreparedInput
+from longhaul.engine.spec import ITEM_KINDS, WorkflowSpec
 from longhaul.operations.admission import Admission
 from longhaul.operations.costs import with_transitions
 from longhaul.services import Services
@@ -157,7 +161,9 @@ class JobService:
                 intake = Intake(job_id=job_id, tenant_id=tenant_id, artifacts=s.artifacts, jobs=s.jobs)
                 prepared = spec.prepare()(intake, request.input)
                 input_key = intake.store(prepared)  # raises the problems `prepare` found; writes only when none
-            planned = admission.plan_new(tenant_id, prepared.estimated_sla_seconds, policy, state.counters)
+            eta = job_eta(s, spec, request.sla_class, prepared.size)
+            sla_seconds = history_sla_seconds(eta, prepared.estimated_sla_seconds)
+            planned = admission.plan_new(tenant_id, sla_seconds, policy, state.counters)
             deadline = request.deadline_seconds or spec.deadline_default_seconds
             try:
                 job, created = s.jobs.create_job(
@@ -168,7 +174,7 @@ class JobService:
                         input_key=input_key,
                         payload_hash=payload_hash,
                         model=f"{s.settings.model_provider}:{s.settings.model_id}",
-                        estimated_sla_seconds=prepared.estimated_sla_seconds,
+                        estimated_sla_seconds=sla_seconds,
                         idempotency_key=idempotency_key,
                         total_steps=len(spec.steps),
                         deadline_at=iso(s.now() + timedelta(seconds=deadline)),
@@ -184,6 +190,7 @@ class JobService:
                         correlation_id=correlation.current(),
                         agent_max_turns=request.agent.max_turns if request.agent else None,
                         agent_max_tool_calls=request.agent.max_tool_calls if request.agent else None,
+                        eta=eta,
                     ),
                     marks=planned.marks,
                     with_writes=[s.admission.rate_write(tenant_id, rate), *planned.writes],
@@ -366,11 +373,27 @@ class JobService:
             raise NotFound(f"job {job_id} has no page {page} of {document!r} (or its intermediate files expired)")
         return found
 
-    def result(self, principal: Principal, job_id: str) -> BaseModel:
-        job = self.job(principal, job_id)
-        if job.status != JobStatus.COMPLETED or job.result_key is None:
-            raise NotReady(f"job {job_id} is {job.status.value}", job_status=job.status.value)
-        return REGISTRY[job.workflow].result_type.model_validate(self.services.artifacts.get_json(job.result_key))
+    def result(self, principal: Principal, job_id: str, *, provisional: bool = False) -> BaseModel:
+        """The completed job's result; with `provisional`, before completion, its provisional result (see
+        `provisional_result`)."""
+        return self.result_of(self.job(principal, job_id), provisional=provisional)[0]
+
+    def result_of(self, job: Job, *, provisional: bool = False) -> tuple[BaseModel, str | None]:
+        """The job's result and, when it is provisional, the step it is as of (None: the final result)."""
+        result_type = REGISTRY[job.workflow].result_type
+        if job.status == JobStatus.COMPLETED and job.result_key is not None:
+            return result_type.model_validate(self.services.artifacts.get_json(job.result_key)), None
+        if not provisional:
+            raise NotReady(f"job {job.job_id} is {job.status.value}", job_status=job.status.value)
+        if job.finished or job.provisional_key is None or job.provisional_step is None:
+            what = "it ended without a result" if job.finished else "no step of it has given one yet"
+            raise NoProvisionalResult(
+                f"job {job.job_id} is {job.status.value}: {what}",
+                job_status=job.status.value,
+                provisional_steps=[s.name for s in REGISTRY[job.workflow].steps if s.provisional],
+            )
+        found = result_type.model_validate(self.services.artifacts.get_json(job.provisional_key))
+        return found, job.provisional_step
 
     # ------------------------------------------------------------------ cancel
 
@@ -459,6 +482,20 @@ def _long_poll(
         if events:
             return events, next_seq
     return [], None
+
+
+def job_eta(services: Services, spec: WorkflowSpec, sla_class: str, size: int) -> EtaSnapshot:
+    """What the new job keeps of its workflow's history for its ETA (`longhaul.core.eta`): one cached read."""
+    entries = services.recent_history.entries(spec.name)
+    steps = [(s.name, s.kind in ITEM_KINDS) for s in spec.steps]
+    return snapshot(steps, entries, sla_class=sla_class, size=size)
+
+
+def history_sla_seconds(eta: EtaSnapshot, workflow_estimate: int) -> int:
+    """The submission's `estimated_sla_seconds`: the whole job from its workflow's history, else the workflow's own
+    estimate from its input."""
+    total = eta.total_seconds()
+    return workflow_estimate if total is None else max(1, math.ceil(total))
 
 
 def agent_problems(request: JobRequestBase, policy: TenantPolicy) -> list[dict[str, Any]]:

@@ -450,7 +450,43 @@ class Progress(Model):
     total: int = 0
     unit: str = "steps"
     message: str = ""
-    eta_seconds: int | None = None
+    eta_seconds: int | None = Field(
+        default=None,
+        description="Seconds until the job is expected to finish: the steps still ahead (and the rest of the current "
+        "one), from the same workflow's recent jobs (`eta_basis`). Null for a job that has stopped or finished.",
+    )
+    estimated_finish_at: datetime | None = Field(
+        default=None, description="When the job is expected to finish (now plus `eta_seconds`)."
+    )
+    eta_basis: Literal["history", "current_step"] | None = Field(
+        default=None,
+        description="What the ETA comes from: `history` (per step, the median seconds per item of the workflow's "
+        "recent jobs, scaled to this job's items and class), or `current_step` when there is none yet (this job's "
+        "own pace, covering every step still ahead).",
+    )
+
+
+WaitReason = Literal[
+    "rate_limited", "retry_scheduled", "provider_unavailable", "external_system", "review", "signal", "paused"
+]
+
+
+class WaitState(Model):
+    """What a job waits on now (null when it waits on nothing): set and cleared by its steps and the model gateway."""
+
+    reason: WaitReason = Field(
+        description="`rate_limited` (a provider answered 429; the step is retried after its backoff), "
+        "`retry_scheduled` (an attempt failed; the next one is scheduled), `provider_unavailable` (a provider is "
+        "down or its circuit breaker open), `external_system` (a step waits on another system), `review` (a person "
+        "decides), `signal` (the job waits for a signal), `paused` (someone paused it)."
+    )
+    until: datetime | None = Field(
+        default=None,
+        description="When the wait ends at the latest, when that is known (a retry's backoff, a deadline).",
+    )
+    detail: str = Field(default="", description="What it waits on, in words (the step, the provider, the error).")
+    step: str | None = None
+    since: datetime | None = None
 
 
 class JobError(Model):
@@ -628,6 +664,13 @@ class SteerOutcome(Model):
     message: str
 
 
+class ProvisionalMark(Model):
+    """Where a job's provisional result comes from."""
+
+    as_of_step: str = Field(description="The step whose output the provisional result is.")
+    at: datetime | None = None
+
+
 class JobView(Model):
     job_id: str
     tenant_id: str = Field(description="Whose job it is (operators list every tenant's jobs).")
@@ -669,6 +712,15 @@ class JobView(Model):
         default=None,
         description="A pause asked for (the job stops at its next step boundary) or in force (`paused`); null "
         "otherwise.",
+    )
+    waiting: WaitState | None = Field(
+        default=None,
+        description="What the job waits on now (a rate limit, a retry, a provider, a review...); null "
+        "when it waits on nothing.",
+    )
+    provisional: ProvisionalMark | None = Field(
+        default=None,
+        description="A provisional result is readable (`GET …/result?provisional=true`) before the job completes.",
     )
 
 
@@ -871,7 +923,9 @@ class JobResult(Model):
     answer: str
     claims: list[Claim]
     citations: list[Citation]
-    verification: Verification
+    verification: Verification | None = Field(
+        description="How citation verification went; null in a provisional result (its draft, not verified yet)."
+    )
     model: str
     documents: list[DocumentSummary]
     markdown_key: str | None = None

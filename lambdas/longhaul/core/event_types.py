@@ -31,6 +31,8 @@ EVENT_TYPES: dict[str, str] = {
     "step_started": "An attempt of a step (or of a fan-out's item) started.",
     "step_finished": "A step (or item) finished and its checkpoint was written.",
     "step_attempt_failed": "An attempt of a step failed: its error kind, and whether it will be retried.",
+    "provisional_result": "A `provisional` step finished: its output is the job's provisional result "
+    "(`GET …/result?provisional=true`) until the final one.",
     "item_failed": "A fan-out's item failed for good and was sent to its dead-letter queue.",
     "job_stuck": "The sweep found the job idle for longer than `LONGHAUL_STUCK_AFTER_MINUTES`.",
     "replay_waiting": "A replayed job waits for an admission slot before it starts.",

@@ -108,3 +108,19 @@ ACCEPTED_MEDIA_TYPE = "application/json"
 def body_too_large(limit: int = MAX_BODY_BYTES) -> str:
     """The 413 detail, word for word the same wherever a body is refused for its size."""
     return f"request bodies are limited to {limit} bytes ({limit / MIB:g} MiB); upload large documents instead"
+
+
+# The house retry policy of a step's transient failures (`state_machines/policy.py` applies it; the steps compute a
+# retry's latest time from it, for the job's wait state): exponential backoff from the interval, full jitter, capped.
+RETRY_INTERVAL_SECONDS = 1
+RETRY_BACKOFF_RATE = 2.0
+RETRY_MAX_ATTEMPTS = 3
+RETRY_MAX_DELAY_SECONDS = 30
+
+
+def retry_delay_seconds(retries_before: int) -> float | None:
+    """The longest wait before the next attempt of a step that has been retried `retries_before` times (full jitter
+    waits anything up to it); None when no retry is left."""
+    if retries_before >= RETRY_MAX_ATTEMPTS:
+        return None
+    return float(min(RETRY_INTERVAL_SECONDS * RETRY_BACKOFF_RATE**retries_before, RETRY_MAX_DELAY_SECONDS))

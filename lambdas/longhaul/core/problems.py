@@ -60,6 +60,10 @@ class JobStatusConflict(ApiProblem):
     status, slug, title = 409, "job-status-conflict", "The job's status does not allow this"
 
 
+class NoProvisionalResult(ApiProblem):
+    status, slug, title = 409, "no-provisional-result", "The job has no provisional result yet"
+
+
 class PayloadTooLarge(ApiProblem):
     status, slug, title = 413, "payload-too-large", "The request body is too large"
 

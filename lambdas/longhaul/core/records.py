@@ -6,7 +6,7 @@ Stored timestamps are ISO-8601 strings in DynamoDB and `datetime` here; numbers 
 
 import re
 from collections.abc import Mapping
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from typing import Any, Literal
 
 from pydantic import ConfigDict, Field, model_validator
@@ -24,10 +24,13 @@ from longhaul.core.contracts import (
     MemoryView,
     PauseState,
     Progress,
+    ProvisionalMark,
     ReviewSummary,
     StepUsage,
     Usage,
+    WaitState,
 )
+from longhaul.core.eta import EtaSnapshot, estimate
 from longhaul.core.metering import PREFIX as METERED_PREFIX
 from longhaul.core.metering import Metered
 from longhaul.core.model import Model
@@ -56,6 +59,9 @@ class FanOut(Record):
 # The stored progress's unit while a fan-out's items run: the count is the job's set of committed items.
 FAN_OUT_UNIT = "items"
 
+
+# The statuses whose jobs have an ETA: they will still move.
+ETA_STATUSES = frozenset({JobStatus.QUEUED, JobStatus.RUNNING, JobStatus.RETRYING, JobStatus.WAITING_FOR_REVIEW})
 
 #: How a stopped job's progress says it stopped.
 STOPPED_VERBS = {JobStatus.CANCELLED: "cancelled", JobStatus.FAILED: "failed", JobStatus.EXPIRED: "expired"}
@@ -139,6 +145,17 @@ class Job(Record):
     orchestration_history_events: int | None = None
     orchestration_counted_attempt: int = 0
     orchestration_complete: bool = True
+    # What the job waits on now (the API's `waiting`; not the admission's `waiting` above, a wait for a slot): set
+    # and cleared by `JobStore.set_waiting`/`clear_waiting`, cleared by the next step's start and by a final status.
+    wait_state: WaitState | None = None
+    # The ETA's basis, kept at submission from the workflow's history (`longhaul.core.eta`), and when the current
+    # step started (a fan-out: its first item).
+    eta: EtaSnapshot | None = None
+    step_started_at: datetime | None = None
+    # The provisional result: the output of the last `provisional` step that completed (`StepSpec.provisional`).
+    provisional_key: str | None = None
+    provisional_step: str | None = None
+    provisional_at: datetime | None = None
 
     def estimated_start_seconds(self, now: datetime) -> int | None:
         """While it waits for a slot: the seconds until its estimated start (at least 1: it has not started)."""
@@ -222,10 +239,8 @@ class Job(Record):
         """The API's view of the job; with `now`, the ETA of a moving job: running or retrying (a queued one, one
         waiting for review, being cancelled or finished has none: nothing says when it moves again)."""
         progress = self.shown_progress()
-        moving = self.status in (JobStatus.RUNNING, JobStatus.RETRYING)
-        if now and self.started_at and moving and 0 < progress.completed < progress.total:
-            elapsed = (now - self.started_at).total_seconds()
-            progress.eta_seconds = int(elapsed / progress.completed * (progress.total - progress.completed))
+        if now is not None:
+            self._estimate(progress, now)
         return JobView(
             job_id=self.job_id,
             tenant_id=self.tenant_id,
@@ -255,6 +270,10 @@ class Job(Record):
             estimated_start_seconds=self.estimated_start_seconds(now or datetime.now(UTC)),
             compensation=self.compensation,
             pause=self.pause,
+            waiting=None if self.finished else self.wait_state,
+            provisional=ProvisionalMark(as_of_step=self.provisional_step, at=self.provisional_at)
+            if self.provisional_key and self.provisional_step and not self.finished
+            else None,
             cost=job_cost(
                 self.metered,
                 transitions=self.orchestration_transitions,
@@ -265,6 +284,29 @@ class Job(Record):
                 estimate_reason=self.cost_estimate_reason(),
             ),
         )
+
+    def _estimate(self, progress: Progress, now: datetime) -> None:
+        """The ETA of a job that will still move (`longhaul.core.eta`): queued (after its estimated start), running,
+        retrying or waiting for review; none for one stopped, finished or being cancelled (nothing of it moves)."""
+        if self.eta is None or self.status not in ETA_STATUSES:
+            return
+        fan_out = self.fan_out if self.fan_out and self.fan_out.step == self.current_step else None
+        found = estimate(
+            self.eta,
+            now=now,
+            current_step=None if self.status == JobStatus.QUEUED else self.current_step,
+            started_at=self.started_at,
+            step_started_at=self.step_started_at,
+            items_done=self.items_done.get(fan_out.step, 0) if fan_out else None,
+            items_total=fan_out.total if fan_out else None,
+        )
+        if found is None:
+            return
+        seconds, basis = found
+        seconds += self.estimated_start_seconds(now) or 0
+        progress.eta_seconds = seconds
+        progress.estimated_finish_at = now + timedelta(seconds=seconds)
+        progress.eta_basis = basis
 
     def cost_estimate_reason(self) -> str | None:
         """Why this job's cost is not final (None: it is)."""

@@ -9,6 +9,7 @@ Items:  JOB#<id>/JOB  ·  JOB#<id>/STEP#<step>[#<item>]  ·  JOB#<id>/EVENT#<seq
         BREAKER#<provider>#<model>/BREAKER
         REVIEW#<id>/REVIEW  ·  REVIEW#<id>/TOKEN (the task token: no index key, never projected anywhere)
         OUTBOX#<webhook id>/OUTBOX
+        HISTORY#<workflow>/ETA (the step durations of its recent completed jobs, which ETAs come from)
         JOB#<id>/EFFECT#<operation id> (a tool's side effect: intent, outcome, compensation)
         JOB#<id>/SAGA#<attempt> (an attempt's effects to compensate)
         MEMORY#<tenant>/EPISODE#<subject>#<time>#<id> · MEMORY#<tenant>/FACT#<subject>#<id> (a tenant's memory)
@@ -156,6 +157,14 @@ def reviews_partition(tenant_id: str, status: str) -> str:
 
 def outbox_key(webhook_id: str) -> dict[str, str]:
     return {PK: f"OUTBOX#{webhook_id}", SK: OUTBOX_SK}
+
+
+HISTORY_SK = "ETA"
+
+
+def history_key(workflow: str) -> dict[str, str]:
+    """A workflow's recent completed jobs' step durations (`storage/history.py`)."""
+    return {PK: f"HISTORY#{workflow}", SK: HISTORY_SK}
 
 
 def outbox_partition(status: str) -> str:

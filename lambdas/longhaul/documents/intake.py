@@ -96,6 +96,8 @@ class PreparedInput:
 
     payload: BaseModel
     estimated_sla_seconds: int
+    # What the job's size is counted in (documents, invoices, vendors): the ETA scales its workflow's history by it.
+    size: int = 1
 
 
 @dataclass

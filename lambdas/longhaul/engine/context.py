@@ -9,11 +9,18 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from pydantic import BaseModel
+
 from longhaul.core.errors import InvalidInputError
 from longhaul.core.records import Job, Provenance
 from longhaul.core.step_events import StepEvent, WorkflowState
 from longhaul.guardrails.gateway import ModelCalls
 from longhaul.services import Services
+from longhaul.storage.artifacts import work_key
+
+# Where a provisional step keeps its result, and the output field that names it.
+PROVISIONAL_NAME = "provisional.json"
+PROVISIONAL_KEY = "provisional_key"
 
 
 @dataclass
@@ -48,6 +55,13 @@ class StepContext:
                 self.services, job, self.event.step, self.event.item, self.job_attempt, provenance=provenance
             )
         return self._model
+
+    def provisional(self, result: BaseModel) -> dict[str, Any]:
+        """Keep `result` (the workflow's result model, as far as this step knows it) as the job's provisional
+        result; returns what the step's output carries (`provisional_key`), which the runner records on the job
+        when the step's spec says `provisional=True`."""
+        key = self.services.artifacts.put_json(work_key(self.job_id, self.event.step, PROVISIONAL_NAME), result)
+        return {PROVISIONAL_KEY: key}
 
     @property
     def model_calls(self) -> list[dict[str, Any]]:

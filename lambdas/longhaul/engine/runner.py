@@ -19,14 +19,15 @@ import json
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
+from datetime import timedelta
 from typing import Any, TypeVar
 
 from aws_lambda_powertools.metrics import MetricUnit
 from botocore.exceptions import BotoCoreError, ClientError
 
-from longhaul.core import faults
+from longhaul.core import faults, limits
 from longhaul.core.clock import iso
-from longhaul.core.contracts import TERMINAL_STATUSES, JobStatus, Progress
+from longhaul.core.contracts import TERMINAL_STATUSES, JobStatus, Progress, WaitReason
 from longhaul.core.errors import (
     CancelledError,
     InternalError,
@@ -34,22 +35,26 @@ from longhaul.core.errors import (
     JobPaused,
     LonghaulError,
     PlatformConfigurationError,
+    RateLimitedError,
     TransientError,
+    UpstreamUnavailableError,
 )
 from longhaul.core.faults import CrashFault
 from longhaul.core.observability import STEP_RETRIES_METRIC, emit, logger
 from longhaul.core.ports import EngineUnavailable
 from longhaul.core.records import FAN_OUT_UNIT, FanOut, Job, Provenance, StepRecord, version_number
 from longhaul.core.step_events import StepEvent
-from longhaul.engine.context import StepContext, StepWork
+from longhaul.engine.context import PROVISIONAL_KEY, StepContext, StepWork
 from longhaul.engine.failures import sanitize
 from longhaul.engine.items import item_count
-from longhaul.engine.spec import StepKind, WorkflowSpec, registry
+from longhaul.engine.spec import ITEM_KINDS, StepKind, WorkflowSpec, registry
 from longhaul.engine.usage import Slip, recording
 from longhaul.services import Services
 from longhaul.storage.checkpoints import done_attribute
 from longhaul.storage.dynamo import Cancelled, backoff
 from longhaul.storage.jobs import ACTIVE, COMMITTABLE, NewEvent, TransitionRejected
+from longhaul.storage.history import entry_of
+from longhaul.storage.outbox import PROVISIONAL_EVENT
 
 # AWS error codes worth another attempt: throttling, and DynamoDB transactions that met a concurrent writer.
 TRANSIENT_CODES = {
@@ -248,6 +253,7 @@ def _run_step(
     emit("StepDuration", duration_ms, MetricUnit.Milliseconds, workflow=event.input.workflow, step=step)
     if item is None and step == spec.last_step:
         emit("JobsCompleted", workflow=spec.name)
+        record_history(services, spec, job_id)
         # Its dead letters, if any, went when an operator replayed it (`operations.replay`): only the operator path
         # may read and delete dead letters, so a step's role has no access to the dead-letter queues.
     elif agent and item is not None:
@@ -281,7 +287,10 @@ def _begin(
     running = services.checkpoints.running_write(
         job_id, step, item, {"started_at": iso(services.now()), "input_version": version}
     )
-    fields: dict[str, Any] = {"current_step": step, **recorded}
+    # A step starting: the job waits on nothing any more; a step it was not in before starts its clock (the ETA's).
+    fields: dict[str, Any] = {"current_step": step, "wait_state": None, **recorded}
+    if job.current_step != step or item is None:
+        fields["step_started_at"] = iso(services.now())
     if item is None or agent:
         fields["progress"] = _progress(spec, step, done=False, turn=item if agent else None)
     else:
@@ -363,6 +372,17 @@ def _commit(
             fields["progress"] = _progress(spec, step, done=checkpoint["status"] == "succeeded")
         elif not agent:
             add[done_attribute(step)] = {item}
+        announce = None
+        provisional_key = (checkpoint["output"] or {}).get(PROVISIONAL_KEY)
+        if not last and item is None and spec.step(step).provisional and provisional_key:
+            # Its output is the job's provisional result: recorded, logged and announced with the checkpoint.
+            events.append(NewEvent("provisional_result", step=step, detail={"step": step}))
+            fields |= {
+                "provisional_key": provisional_key,
+                "provisional_step": step,
+                "provisional_at": iso(services.now()),
+            }
+            announce = PROVISIONAL_EVENT
         try:
             services.jobs.write(
                 job,
@@ -374,6 +394,7 @@ def _commit(
                 usage=slip.usage(),
                 reserve=sibling,
                 only_if=COMMITTABLE if sibling else ACTIVE,  # an item under way when its job paused is kept
+                announce=announce,
             )
             slip.settled = True
             return
@@ -526,8 +547,30 @@ def _complete(services: Services, spec: WorkflowSpec, job_id: str, step: str, ou
     except TransitionRejected as rejected:
         raise CancelledError(f"job {job_id} can no longer complete: {rejected}", step=step) from None
     emit("JobsCompleted", workflow=spec.name)
+    record_history(services, spec, job_id)
     # Its dead letters, if any, went when an operator replayed it (`operations.replay`): only the operator path may
     # read and delete dead letters, so a step's role has no access to the dead-letter queues.
+
+
+def record_history(services: Services, spec: WorkflowSpec, job_id: str) -> None:
+    """A completed job's step durations join its workflow's history (`storage/history.py`), which later jobs' ETAs
+    come from. Best effort: a lost entry only makes the next estimates a little less informed."""
+    try:
+        job = services.jobs.get_job(job_id)
+        if job is None or job.status != JobStatus.COMPLETED:
+            return
+        entry = entry_of(
+            job_id,
+            job.sla_class,
+            job.eta.size if job.eta else 1,
+            job.finished_at or services.now(),
+            spec.step_names,
+            {s.name: s.kind in ITEM_KINDS for s in spec.steps},
+            services.checkpoints.steps(job_id),
+        )
+        services.history.record(spec.name, entry)
+    except Exception:
+        logger.warning("the job's step durations were not added to its workflow's history", exc_info=True)
 
 
 #: How AWS refuses a call the caller's policies do not allow (S3 and query APIs; JSON APIs).
@@ -591,6 +634,34 @@ def _record_attempt_failure(
                 item=event.item,
                 allowed_from=[JobStatus.RUNNING],
             )
+        retry_wait(services, event, error)
+
+
+# What a retryable failure's class says the job waits on until its retry.
+WAIT_REASONS: dict[type[LonghaulError], WaitReason] = {
+    RateLimitedError: "rate_limited",
+    UpstreamUnavailableError: "provider_unavailable",
+}
+
+
+def retry_wait(services: Services, event: StepEvent, error: LonghaulError) -> None:
+    """The job's wait state after a retryable failure: a provider's 429 (`rate_limited`), a provider down or its
+    breaker open (`provider_unavailable`), else `retry_scheduled`; until the latest time the state machine's retry
+    (exponential backoff, full jitter) starts the next attempt. None when no retry is left."""
+    delay = limits.retry_delay_seconds(event.attempt)
+    if delay is None:
+        return
+    reason = next((r for cls, r in WAIT_REASONS.items() if isinstance(error, cls)), "retry_scheduled")
+    where = event.step if event.item is None else f"{event.step} #{event.item}"
+    with contextlib.suppress(Exception):  # a hint for people: never the reason a step's failure is lost
+        services.jobs.set_waiting(
+            event.input.job_id,
+            reason,
+            until=services.now() + timedelta(seconds=delay),
+            detail=f"{where}: {sanitize(error.message)}; attempt {event.attempt + 2} after the backoff",
+            step=event.step,
+            only_if=[JobStatus.RUNNING, JobStatus.RETRYING],
+        )
 
 
 def _agent_progress(

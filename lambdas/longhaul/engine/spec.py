@@ -219,8 +219,13 @@ class StepSpec:
     # A fan-out over a grouped list (`longhaul.engine.items`): one invocation per group of items, each item still
     # its own checkpoint, fault index, failure and dead letter. Not for a step that calls a model.
     grouped: bool = False
+    # Its output is the job's provisional result: the step returns `StepContext.provisional(result)` in its output
+    # (the result shaped as the workflow's, marked), readable before the job completes (`?provisional=true`).
+    provisional: bool = False
 
     def __post_init__(self) -> None:
+        if self.provisional and self.kind != StepKind.STEP:
+            raise ValueError(f"step {self.name!r}: only a plain step (no items, no review) gives a provisional result")
         if self.grouped and (self.kind != StepKind.FAN_OUT or self.calls_model):
             raise ValueError(f"step {self.name!r}: only a fan-out that calls no model runs its items in groups")
         if (self.kind == StepKind.AGENT) != (self.agent is not None):

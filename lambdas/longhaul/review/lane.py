@@ -21,14 +21,14 @@ import contextlib
 import hashlib
 import math
 from collections.abc import Mapping
-from datetime import timedelta
+from datetime import datetime, timedelta
 from typing import Any, Literal
 
 from pydantic import BaseModel
 
 from longhaul.core import limits
 from longhaul.core.clock import iso
-from longhaul.core.contracts import TERMINAL_STATUSES, JobError, JobStatus
+from longhaul.core.contracts import TERMINAL_STATUSES, JobError, JobStatus, WaitState
 from longhaul.core.errors import CancelledError, InternalError
 from longhaul.core.observability import emit, logger
 from longhaul.core.records import Job, ReviewRecord
@@ -212,6 +212,7 @@ def wait(raw_event: Mapping[str, Any], services: Services) -> dict[str, Any]:
                 set_fields={
                     "current_step": event.step,
                     "review": review.summary().model_dump(mode="json"),
+                    "wait_state": review_wait(review, services.now()),
                     "progress": _waiting(review),
                 },
                 allowed_from=[S.RUNNING, S.RETRYING],
@@ -303,6 +304,18 @@ def _climb(services: Services, event: ReviewEvent, job: Job, review: ReviewRecor
     return _wait(review)
 
 
+def review_wait(review: ReviewRecord, now: datetime) -> dict[str, Any]:
+    """The job's wait state while its review is open: who decides, until its deadline."""
+    state = WaitState(
+        reason="review",
+        until=review.deadline,
+        detail=f"waiting for a reviewer of {review.assignee_group} to decide (review {review.review_id})",
+        step=review.step,
+        since=now,
+    )
+    return state.model_dump(mode="json")
+
+
 def _apply(services: Services, event: ReviewEvent, job: Job, review: ReviewRecord) -> dict[str, Any]:
     """Resume the job with the decision (approve/edit), or fail it (reject)."""
     jobs, summary = services.jobs, review.summary().model_dump(mode="json")
@@ -336,6 +349,7 @@ def _apply(services: Services, event: ReviewEvent, job: Job, review: ReviewRecor
                 detail=detail,
                 set_fields={
                     "review": summary,
+                    "wait_state": None,
                     "progress": _progress(job.workflow, event.step, f"{event.step}: {review.decision}", done=True),
                 },
             )

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from datetime import timedelta
+from datetime import datetime, timedelta
 from typing import Any, NamedTuple
 
 from botocore.exceptions import ClientError
@@ -21,7 +21,7 @@ from botocore.exceptions import ClientError
 from longhaul.core import schema
 from longhaul.core.auth import Principal, key_hash
 from longhaul.core.clock import Clock, SystemClock, iso
-from longhaul.core.contracts import TERMINAL_STATUSES, EventView, JobStatus
+from longhaul.core.contracts import TERMINAL_STATUSES, EventView, JobStatus, WaitReason, WaitState
 from longhaul.core.metering import Metered, request_counts
 from longhaul.core.observability import logger
 from longhaul.core.records import STOPPED_VERBS, Job, OutboxRecord, SagaRecord
@@ -63,6 +63,7 @@ TRANSITION_TRIES = 8
 # reservation and its write) and passed by readers. Writers fill the numbers of a failed write themselves.
 GAP_GRACE_SECONDS = 30
 VOID_EVENT = "void"
+WAIT_DETAIL_CHARS = 300
 
 
 class NewEvent(NamedTuple):
@@ -185,6 +186,7 @@ class JobStore(JobSubmissions, JobListing):
         only_if: Iterable[JobStatus] = ACTIVE,
         usage: Metered | None = None,
         reserve: bool = False,
+        announce: str | None = None,
     ) -> Job:
         """One transaction over the job as `current` read it: its events (numbered after `current.event_seq`), a
         status change to `to` if given (compare-and-set on status and version, with what the change brings: its
@@ -196,6 +198,8 @@ class JobStore(JobSubmissions, JobListing):
         `reserve` (without `to`): the events' numbers are reserved first (`reserve_events`) and the transaction's
         condition is the status alone: for writers that set only what siblings set alike or add to (a fan-out's items),
         which would otherwise meet each other's counter moves. A failed one fills its numbers left empty (`void`).
+        `announce` (without `to`): a webhook event that changes no status (`job.provisional`) to write to the
+        outbox in this transaction, announcing the last of `events`.
         """
         seq0 = current.event_seq
         reserved = reserve and bool(events) and to is None
@@ -220,6 +224,7 @@ class JobStore(JobSubmissions, JobListing):
                 writes["progress"] = current.stopped_progress(to).model_dump()
             if to in TERMINAL_STATUSES:
                 writes["finished_at"] = now
+                writes.setdefault("wait_state", None)  # a finished job waits on nothing
             if to == S.RUNNING and current.started_at is None:
                 writes["started_at"] = now
             marked = next((n for n, e in enumerate(events) if e.records_status), 0)
@@ -250,6 +255,14 @@ class JobStore(JobSubmissions, JobListing):
                 after.append(lambda: self._saga_written(saga))
         else:
             writes.update(fields or {})
+            if announce is not None and events and not reserved:
+                outbox, callback_fields, webhook = outbox_writes(
+                    self.table.name, current, current.status, seq0 + len(events), now, events[-1].detail, event=announce
+                )
+                writes.update(callback_fields)
+                extra = [*outbox]
+                if webhook is not None:
+                    after.append(lambda: self._relay(webhook))
             allowed = {f":s{i}": s.value for i, s in enumerate(only_if)}
             condition += f" AND #status IN ({', '.join(allowed)})"
             values.update(allowed)
@@ -379,6 +392,47 @@ class JobStore(JobSubmissions, JobListing):
                 ConditionExpression="attribute_exists(#token)",
                 ExpressionAttributeNames={"#token": "token"},
             )
+
+    def set_waiting(
+        self,
+        job_id: str,
+        reason: WaitReason,
+        *,
+        detail: str = "",
+        until: datetime | None = None,
+        step: str | None = None,
+        only_if: Iterable[JobStatus] | None = None,
+    ) -> bool:
+        """Say what the job waits on now (the view's `waiting`): one conditional update, no event (the event that
+        caused the wait is in the log already). Only while the job is in one of `only_if` (default: not finished);
+        False when it is not."""
+        state = WaitState(
+            reason=reason, until=until, detail=detail[:WAIT_DETAIL_CHARS], step=step, since=self.clock.now()
+        )
+        statuses = only_if if only_if is not None else [s for s in JobStatus if s not in TERMINAL_STATUSES]
+        return self.update_job(job_id, {"wait_state": state.model_dump(mode="json")}, only_if=statuses)
+
+    def clear_waiting(self, job_id: str, *, reason: WaitReason | None = None) -> bool:
+        """The job waits on nothing any more (with `reason`: only if that is what it waited on). False when it
+        waited on something else, or on nothing."""
+        now = iso(self.clock.now())
+        condition = "attribute_exists(wait_state)"
+        values: dict[str, Any] = {":now": now}
+        if reason is not None:
+            condition = "wait_state.reason = :reason"
+            values[":reason"] = reason
+        try:
+            self.table.update_item(
+                Key=schema.job_key(job_id),
+                UpdateExpression="REMOVE wait_state SET updated_at = :now",
+                ConditionExpression=condition,
+                ExpressionAttributeValues=values,
+            )
+            return True
+        except ClientError as error:
+            if error.response["Error"]["Code"] == "ConditionalCheckFailedException":
+                return False
+            raise
 
     def mark_stuck(self, job_id: str, at: str) -> None:
         """Remember when a job was reported stuck, without making it look updated."""

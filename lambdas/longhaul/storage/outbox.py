@@ -33,7 +33,9 @@ WEBHOOK_EVENTS: dict[JobStatus, str] = {
     S.EXPIRED: "job.expired",
     S.WAITING_FOR_REVIEW: "review.requested",
 }
-EVENT_TYPES = tuple(WEBHOOK_EVENTS.values())
+# Webhooks that announce something other than a status change (`JobStore.write(announce=…)`).
+PROVISIONAL_EVENT = "job.provisional"
+EVENT_TYPES = (*WEBHOOK_EVENTS.values(), PROVISIONAL_EVENT)
 # A webhook in one of these statuses is settled: no attempt changes it again (only an operator's redelivery does).
 SETTLED: tuple[OutboxStatus, ...] = ("delivered", "dead")
 ERROR_LIMIT = 300
@@ -51,8 +53,9 @@ def links(job: Job, review_id: str | None = None) -> dict[str, str]:
     return found
 
 
-def body(job: Job, to: JobStatus, at: str, detail: Mapping[str, Any] | None) -> str:
-    """The JSON every attempt of this webhook sends: the event, the job id and status, links; never the result."""
+def body(job: Job, to: JobStatus, at: str, detail: Mapping[str, Any] | None, event: str | None = None) -> str:
+    """The JSON every attempt of this webhook sends: the event, the job id and status, links; never the result (a
+    provisional result's webhook names the step it comes from and links `…/result?provisional=true`)."""
     review_id = str((detail or {}).get("review_id") or "") or None
     data: dict[str, Any] = {
         "job_id": job.job_id,
@@ -62,24 +65,36 @@ def body(job: Job, to: JobStatus, at: str, detail: Mapping[str, Any] | None) -> 
     }
     if review_id:
         data["review_id"] = review_id
-    return json.dumps({"type": WEBHOOK_EVENTS[to], "timestamp": at, "data": data}, separators=(",", ":"))
+    if event == PROVISIONAL_EVENT:
+        data["as_of_step"] = str((detail or {}).get("step") or "")
+        data["links"]["provisional_result"] = f"{data['links']['result']}?provisional=true"
+    kind = event or WEBHOOK_EVENTS[to]
+    return json.dumps({"type": kind, "timestamp": at, "data": data}, separators=(",", ":"))
 
 
 def outbox_writes(
-    table_name: str, job: Job, to: JobStatus, seq: int, at: str, detail: Mapping[str, Any] | None
+    table_name: str,
+    job: Job,
+    to: JobStatus,
+    seq: int,
+    at: str,
+    detail: Mapping[str, Any] | None,
+    *,
+    event: str | None = None,
 ) -> tuple[list[dict[str, Any]], dict[str, Any], OutboxRecord | None]:
-    """For a transition of `job` to `to` recorded as event `seq`: the transaction items to add, the job fields to
-    set (its `callback`), and the outbox record (None when the job has no callback or the change sends none)."""
-    if not job.callback_url or to not in WEBHOOK_EVENTS:
+    """For a transition of `job` to `to` recorded as event `seq` (or, with `event`, that webhook event announcing
+    event `seq` in status `to`): the transaction items to add, the job fields to set (its `callback`), and the
+    outbox record (None when the job has no callback or the change sends none)."""
+    if not job.callback_url or (event is None and to not in WEBHOOK_EVENTS):
         return [], {}, None
     identity = webhook_id(job.job_id, seq)
     record = OutboxRecord(
         webhook_id=identity,
         job_id=job.job_id,
         tenant_id=job.tenant_id,
-        event=WEBHOOK_EVENTS[to],
+        event=event or WEBHOOK_EVENTS[to],
         url=job.callback_url,
-        body=body(job, to, at, detail),
+        body=body(job, to, at, detail, event),
         created_at=datetime.fromisoformat(at.replace("Z", "+00:00")),
         correlation_id=job.correlation_id,
     )

@@ -12,6 +12,7 @@ from longhaul.core import schema
 from longhaul.core.clock import Clock, iso
 from longhaul.core.contracts import JobStatus
 from longhaul.core.errors import TransientError
+from longhaul.core.eta import EtaSnapshot
 from longhaul.core.records import IdempotencyRecord, Job
 from longhaul.storage.dynamo import Cancelled, backoff, plain, transact
 
@@ -55,6 +56,7 @@ class NewJob(NamedTuple):
     correlation_id: str | None = None
     agent_max_turns: int | None = None
     agent_max_tool_calls: int | None = None
+    eta: EtaSnapshot | None = None
 
 
 class JobSubmissions:
@@ -125,6 +127,7 @@ class JobSubmissions:
             "correlation_id": job.correlation_id,
             "agent_max_turns": job.agent_max_turns,
             "agent_max_tool_calls": job.agent_max_tool_calls,
+            "eta": job.eta.model_dump(mode="json") if job.eta else None,
         }
         item.update({k: v for k, v in optional.items() if v is not None})
         item.update(marks or {})

@@ -53,6 +53,18 @@ def _result_model(spec: WorkflowSpec) -> type[BaseModel]:
             BudgetView | None,
             Field(default=None, description="Limits, usage, cost and what remains, per step."),
         ),
+        provisional=(
+            bool,
+            Field(
+                default=False,
+                description="True: the job has not completed and this is its provisional result (`?provisional=true`), "
+                "the output of the step `as_of_step`; false: the final result.",
+            ),
+        ),
+        as_of_step=(
+            str | None,
+            Field(default=None, description="A provisional result's step (null for the final result)."),
+        ),
     )
     return model
 

@@ -115,12 +115,28 @@ def events(job_id: JobId, url: Url = None, key: Key = None, output: Output = Out
 def result(
     job_id: JobId,
     markdown: Annotated[bool, typer.Option("--markdown", help="The Markdown rendering as it is stored.")] = False,
+    provisional: Annotated[
+        bool,
+        typer.Option(
+            "--provisional", help="Before the job completes, its provisional result (e.g. an unverified draft)."
+        ),
+    ] = False,
     url: Url = None,
     key: Key = None,
     output: Output = OutputFormat.TEXT,
 ) -> None:
-    """A completed job's result (shown as its Markdown rendering; --output json for the whole result)."""
+    """A completed job's result (shown as its Markdown rendering; --output json for the whole result); with
+    --provisional, before it completes, its provisional result."""
     with session(url, key, output) as (client, out):
+        if provisional:
+            found = client.result(job_id, provisional=True)
+            if out.json or found.provisional:
+                body = found.result.model_dump(mode="json")
+                marks = {"provisional": found.provisional, "as_of_step": found.as_of_step}
+                if not out.json:
+                    out.line(f"provisional result as of {found.as_of_step} (the job has not completed):")
+                out.document({**body, "budget": found.budget, **marks})
+                return
         if out.json:
             found = client.result(job_id)
             out.document({**found.result.model_dump(mode="json"), "budget": found.budget})

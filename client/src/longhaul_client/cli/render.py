@@ -83,7 +83,7 @@ def job_panel(job: JobView, *, now: datetime | None = None, last: EventView | No
     grid.add_column()
     progress = job.progress
     total = max(progress.total, 1)
-    eta = f" · ETA {duration(progress.eta_seconds)}" if progress.eta_seconds else ""
+    eta = eta_text(job)
     bar = Table.grid(padding=(0, 1))
     bar.add_row(
         ProgressBar(
@@ -105,6 +105,13 @@ def job_panel(job: JobView, *, now: datetime | None = None, last: EventView | No
     )
     if job.status == JobStatus.QUEUED and job.estimated_start_seconds:
         grid.add_row("queued", Text(f"waiting for a slot, about {duration(job.estimated_start_seconds)} to start"))
+    if job.waiting is not None:
+        grid.add_row("waiting", Text(wait_line(job, now), style="yellow"))
+    if job.provisional is not None:
+        grid.add_row(
+            "provisional",
+            Text(f"a result as of {job.provisional.as_of_step}: longhaul result {job.job_id} --provisional"),
+        )
     if job.review is not None:
         review = job.review
         grid.add_row(
@@ -123,6 +130,36 @@ def job_panel(job: JobView, *, now: datetime | None = None, last: EventView | No
     if last is not None:
         grid.add_row("last", Text(event_line(last)))
     return Group(head, grid)
+
+
+def eta_text(job: JobView) -> str:
+    """` · ETA 3m 10s` (with `(so far)` when it comes from the job's own pace, no history yet), or nothing."""
+    progress = job.progress
+    if not progress.eta_seconds:
+        return ""
+    basis = " (own pace)" if progress.eta_basis == "current_step" else ""
+    return f" · ETA {duration(progress.eta_seconds)}{basis}"
+
+
+def wait_line(job: JobView, now: datetime | None = None) -> str:
+    """What the job waits on: `rate_limited until 12:03:05 (in 4s) · draft_answer: …`."""
+    wait = job.waiting
+    if wait is None:
+        return ""
+    parts = [wait.reason]
+    if wait.until is not None:
+        left = (wait.until - (now or datetime.now(UTC))).total_seconds()
+        parts.append(f"until {clock(wait.until)}" + (f" (in {duration(left)})" if left > 0 else ""))
+    line = " ".join(parts)
+    return f"{line} · {wait.detail}" if wait.detail else line
+
+
+def status_cell(job: JobView) -> Text:
+    """The status, and what the job waits on (`retrying (rate_limited)`)."""
+    cell = status_text(job.status)
+    if job.waiting is not None:
+        cell.append(f" ({job.waiting.reason})", style="yellow")
+    return cell
 
 
 def error_line(job: JobView) -> str:
@@ -167,7 +204,7 @@ def jobs_table(jobs: Iterable[JobView]) -> Table:
         table.add_column(name)
     for job in jobs:
         created = job.created_at.strftime("%Y-%m-%d %H:%M")
-        table.add_row(job.job_id, job.workflow, status_text(job.status), progress_line(job), created)
+        table.add_row(job.job_id, job.workflow, status_cell(job), progress_line(job), created)
     return table
 
 

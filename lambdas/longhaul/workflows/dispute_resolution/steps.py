@@ -94,6 +94,7 @@ def prepare(intake: Intake, job_input: DisputeResolutionInput) -> PreparedInput:
             default_contact=job_input.default_contact,
         ),
         estimated_sla_seconds=30 + 10 * len(vendors),
+        size=len(vendors),
     )
 
 

@@ -248,6 +248,32 @@ def _verified(citation: DraftCitation, chunks: Mapping[str, Chunk]) -> Citation 
     )
 
 
+def drafted_claims(draft: Draft, chunks: Mapping[str, Chunk]) -> list[Claim]:
+    """The draft's claims as a result shows them, before verification: each citation placed on its passage's
+    document and page (its quote located there when it is, else as the model gave it); a citation of an unknown
+    passage is left out, as verification would drop it."""
+    claims = []
+    for claim in draft.claims:
+        citations = []
+        for citation in claim.citations:
+            chunk = chunks.get(citation.chunk_id)
+            if chunk is None:
+                continue
+            citations.append(
+                Citation(
+                    document=chunk.document,
+                    page=chunk.page,
+                    chunk_id=chunk.chunk_id,
+                    quote=locate_quote(citation.quote, chunk.text) or citation.quote,
+                    source=chunk.source,
+                    ocr_confidence=chunk.ocr_confidence,
+                )
+            )
+        if citations:
+            claims.append(Claim(text=claim.text, citations=citations))
+    return claims
+
+
 def verify_citations(draft: Draft, chunks: Mapping[str, Chunk]) -> tuple[list[Claim], Verification]:
     """Keep citations whose quote is on the cited chunk, and claims left with at least one citation."""
     claims: list[Claim] = []
@@ -303,12 +329,14 @@ def render_markdown(result: JobResult) -> str:
         lines += [f"[{n}] {citation.document}, page {citation.page} ({citation.chunk_id}):", ""]
         lines += [_blockquote(citation.quote), ""]
     v = result.verification
-    lines += [
-        "## Verification",
-        "",
-        f"{v.citations_verified} of {v.citations_checked} citations verified verbatim; "
-        f"{v.citations_dropped} citations and {v.claims_dropped} claims dropped. Model: {result.model}.",
-    ]
+    lines += ["## Verification", ""]
+    if v is None:
+        lines.append(f"Not verified yet: a provisional draft. Model: {result.model}.")
+    else:
+        lines.append(
+            f"{v.citations_verified} of {v.citations_checked} citations verified verbatim; "
+            f"{v.citations_dropped} citations and {v.claims_dropped} claims dropped. Model: {result.model}."
+        )
     unread = [d for d in result.documents if d.pages_needing_ocr]
     if unread:
         lines += ["", "Pages without a text layer (they need OCR and were not read):", ""]

@@ -101,7 +101,8 @@ SPEC = WorkflowSpec(
             timeout_seconds=120,
             calls_model=True,
         ),
-        step("draft_answer", timeout_seconds=120, calls_model=True),
+        # Its draft, before citation verification, is the job's provisional result.
+        step("draft_answer", timeout_seconds=120, calls_model=True, provisional=True),
         step("verify_citations"),
         review(
             "review",

@@ -68,7 +68,9 @@ def prepare(intake: Intake, job_input: DocumentAnalysisInput) -> PreparedInput:
         max_passages=job_input.max_passages,
         passages_per_group=job_input.passages_per_group,
     )
-    return PreparedInput(payload=payload, estimated_sla_seconds=estimate_sla_seconds(job_input, len(documents)))
+    return PreparedInput(
+        payload=payload, estimated_sla_seconds=estimate_sla_seconds(job_input, len(documents)), size=len(documents)
+    )
 
 
 def estimate_sla_seconds(job_input: DocumentAnalysisInput, documents: int) -> int:
@@ -287,7 +289,11 @@ def draft_answer(ctx: StepContext) -> dict[str, Any]:
     else:  # nothing to cite: say so, without a model call
         draft = Draft(answer=NO_EVIDENCE, claims=[])
     key = store.put_json(keys.work_key(ctx.job_id, "draft_answer", "draft.json"), draft)
-    return {"draft_key": key, "claims": len(draft.claims)}
+    # The draft, shaped as the result (its verification to come): the job's provisional result (the spec marks the
+    # step `provisional`), readable while citations are verified.
+    claims = analysis.drafted_claims(draft, _chunks_by_id(ctx, _cited(draft)))
+    provisional = _result(ctx, draft.answer, claims, None, markdown=False)
+    return {"draft_key": key, "claims": len(draft.claims), **ctx.provisional(provisional)}
 
 
 def _cited(draft: Draft) -> set[str]:
@@ -373,27 +379,36 @@ def _reviewed(ctx: StepContext, verified: dict[str, Any]) -> dict[str, Any]:
     return {"answer": answer, "claims": [c.model_dump() for c in claims], "verification": verification.model_dump()}
 
 
-def publish_result(ctx: StepContext) -> dict[str, Any]:
-    store, services = ctx.services.artifacts, ctx.services
-    verified = _reviewed(ctx, store.get_json(ctx.output_of("verify_citations")["verified_key"]))
-    claims = [Claim.model_validate(c) for c in verified["claims"]]
+def _result(
+    ctx: StepContext, answer: str, claims: list[Claim], verification: Verification | None, *, markdown: bool = True
+) -> JobResult:
+    """The job's result: the answer and its claims, with the documents' summaries (the provisional one has no
+    verification and no Markdown rendering)."""
+    store = ctx.services.artifacts
     summaries = [
         summary
         for number in range(len(_index_batches(ctx)))
         for summary in _SUMMARIES.validate_json(store.get_bytes(_batch_key(ctx.job_id, "documents", number)))
     ]
-    job = services.jobs.get_job(ctx.job_id)
-    result = JobResult(
+    job = ctx.job or ctx.services.jobs.get_job(ctx.job_id)
+    return JobResult(
         job_id=ctx.job_id,
         question=_input(ctx).question,
-        answer=verified["answer"],
+        answer=answer,
         claims=claims,
         citations=analysis.unique_citations(claims),
-        verification=verified["verification"],
+        verification=verification,
         model=job.model if job else "",
         documents=summaries,
-        markdown_key=keys.result_key(ctx.job_id, "md"),
+        markdown_key=keys.result_key(ctx.job_id, "md") if markdown else None,
     )
+
+
+def publish_result(ctx: StepContext) -> dict[str, Any]:
+    store = ctx.services.artifacts
+    verified = _reviewed(ctx, store.get_json(ctx.output_of("verify_citations")["verified_key"]))
+    claims = [Claim.model_validate(c) for c in verified["claims"]]
+    result = _result(ctx, verified["answer"], claims, Verification.model_validate(verified["verification"]))
     store.put_bytes(result.markdown_key or "", analysis.render_markdown(result).encode(), "text/markdown")
     key = store.put_json(keys.result_key(ctx.job_id), result)
     return {"result_key": key, "claims": len(claims), "citations": len(result.citations)}

@@ -80,6 +80,7 @@ def prepare(intake: Intake, job_input: InvoiceReconciliationInput) -> PreparedIn
     return PreparedInput(
         payload=JobInput(workflow=WORKFLOW, contract=contract, invoices=invoices),
         estimated_sla_seconds=20 + 10 * len(invoices) + 15 * uploads,
+        size=len(invoices),
     )
 
 
