@@ -132,7 +132,7 @@ def estimate(
     step_started_at: datetime | None,
     items_done: int | None = None,
     items_total: int | None = None,
-) -> tuple[int, EtaBasis] | None:
+) -> tuple[float, EtaBasis] | None:
     """The seconds until the job finishes and what they come from; None when the workflow's steps are unknown.
 
     `current_step` None: the job has not started (every step is ahead). `items_done`/`items_total`: the current
@@ -166,4 +166,4 @@ def estimate(
     for ahead in snap.steps[index + 1 :]:
         seconds = snap.step_seconds(ahead)
         remaining += pace if seconds is None else seconds
-    return max(round(remaining), 0), "history" if history else "current_step"
+    return max(remaining, 0.0), "history" if history else "current_step"

@@ -304,7 +304,7 @@ class Job(Record):
             return
         seconds, basis = found
         seconds += self.estimated_start_seconds(now) or 0
-        progress.eta_seconds = seconds
+        progress.eta_seconds = round(seconds)
         progress.estimated_finish_at = now + timedelta(seconds=seconds)
         progress.eta_basis = basis
 

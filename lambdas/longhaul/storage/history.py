@@ -77,7 +77,8 @@ class RecentHistory:
         self._cache: TtlCache[list[HistoryEntry]] = TtlCache(store.clock)
 
     def entries(self, workflow: str) -> list[HistoryEntry]:
-        return self._cache.get(workflow, lambda: self.store.entries(workflow)) or []
+        """No history is not kept: the first completion is used at once."""
+        return self._cache.get(workflow, lambda: self.store.entries(workflow) or None) or []
 
 
 def entry_of(
