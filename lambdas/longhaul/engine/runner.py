@@ -651,7 +651,7 @@ def retry_wait(services: Services, event: StepEvent, error: LonghaulError) -> No
     delay = limits.retry_delay_seconds(event.attempt)
     if delay is None:
         return
-    reason = next((r for cls, r in WAIT_REASONS.items() if isinstance(error, cls)), "retry_scheduled")
+    reason: WaitReason = next((r for cls, r in WAIT_REASONS.items() if isinstance(error, cls)), "retry_scheduled")
     where = event.step if event.item is None else f"{event.step} #{event.item}"
     with contextlib.suppress(Exception):  # a hint for people: never the reason a step's failure is lost
         services.jobs.set_waiting(

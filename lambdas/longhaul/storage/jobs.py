@@ -256,13 +256,14 @@ class JobStore(JobSubmissions, JobListing):
         else:
             writes.update(fields or {})
             if announce is not None and events and not reserved:
-                outbox, callback_fields, webhook = outbox_writes(
+                announced, callback_fields, message = outbox_writes(
                     self.table.name, current, current.status, seq0 + len(events), now, events[-1].detail, event=announce
                 )
                 writes.update(callback_fields)
-                extra = [*outbox]
-                if webhook is not None:
-                    after.append(lambda: self._relay(webhook))
+                extra = [*announced]
+                if message is not None:
+                    relayed: OutboxRecord = message
+                    after.append(lambda: self._relay(relayed))
             allowed = {f":s{i}": s.value for i, s in enumerate(only_if)}
             condition += f" AND #status IN ({', '.join(allowed)})"
             values.update(allowed)

@@ -146,7 +146,7 @@ def wait_line(job: JobView, now: datetime | None = None) -> str:
     wait = job.waiting
     if wait is None:
         return ""
-    parts = [wait.reason]
+    parts: list[str] = [wait.reason]
     if wait.until is not None:
         left = (wait.until - (now or datetime.now(UTC))).total_seconds()
         parts.append(f"until {clock(wait.until)}" + (f" (in {duration(left)})" if left > 0 else ""))
