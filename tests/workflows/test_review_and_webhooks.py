@@ -126,8 +126,10 @@ def test_cancel_during_a_review_stops_the_wait(alpha: Client, reviewer: Client, 
     cancelled = alpha.post(f"/v1/jobs/{job_id}/cancel")
     late = reviewer.post(f"/v1/reviews/{review_id}/decision", {"decision": "approve"})
 
-    # While it waited, nothing moved: no ETA, and the progress says who it waits for (not "review finished")
-    assert waiting["progress"]["eta_seconds"] is None
+    # While it waited, the job said it waits for a review until its deadline, its ETA counted the review's typical
+    # wait, and the progress said who it waits for (not "review finished")
+    assert waiting["waiting"]["reason"] == "review" and waiting["waiting"]["until"] == waiting["review"]["deadline"]
+    assert waiting["progress"]["eta_seconds"] is not None
     assert waiting["progress"]["message"].startswith("review: waiting for a reviewer (analysts)")
     # After the cancel the job and its review agree
     finished = alpha.wait(job_id, timeout=10)
@@ -149,7 +151,11 @@ def test_a_callback_arrives_once_per_event_signed_with_the_tenants_secret(
             what="the webhook to be delivered",
         )
 
-    (request,) = hook.received
+    # one webhook per event: its draft's provisional result and its completion
+    by_type = {json.loads(r.body)["type"]: r for r in hook.received}
+    assert len(hook.received) == 2 and set(by_type) == {"job.provisional", "job.completed"}
+    provisional, request = by_type["job.provisional"], by_type["job.completed"]
+    assert json.loads(provisional.body)["data"]["as_of_step"] == "draft_answer"
     body = json.loads(request.body)
     assert finished["status"] == "completed"
     assert verify(request.body, request.headers, DEFAULT_WEBHOOK_SECRETS["alpha"]) == request.headers["webhook-id"]
@@ -184,8 +190,9 @@ def test_a_failing_receiver_gets_retries_then_the_webhook_is_dead_lettered(
             platform.set_time_scale(1.0)
 
     attempts = dead["callback"]["attempts"]  # recorded after each answer: never more than the receiver saw
-    assert 2 <= attempts <= len(hook.received) <= 10
-    assert {r.headers["webhook-id"] for r in hook.received} == {dead["callback"]["webhook_id"]}
+    completion = [r for r in hook.received if json.loads(r.body)["type"] == "job.completed"]
+    assert 2 <= attempts <= len(completion) <= 10
+    assert {r.headers["webhook-id"] for r in completion} == {dead["callback"]["webhook_id"]}
     assert dead["status"] == "completed" and dead["callback"]["last_error"] == "HTTP 500"
     listed = requests.get(f"{platform.api_url}/v1/ops/webhooks/dead-letters", headers=operator, timeout=30).json()
     assert dead["callback"]["webhook_id"] in [w["webhook_id"] for w in listed["webhooks"]]
