@@ -88,7 +88,10 @@ def test_a_job_watched_to_completion_its_json_outputs_and_its_verified_webhook(
         try:
             request = request_file(tmp_path, sample_request, callback_url=f"{hooks.origin}/hooks")
             watched = longhaul(platform, "submit", request, "--watch")
-            (delivered,) = hooks.wait_for(1, timeout=60)
+            # its draft's provisional result, then its completion: one webhook each
+            arrived = hooks.wait_for(2, timeout=60)
+            assert sorted(json.loads(r.body)["type"] for r in arrived) == ["job.completed", "job.provisional"]
+            (delivered,) = [r for r in arrived if json.loads(r.body)["type"] == "job.completed"]
         finally:
             platform.set_function_environment(LONGHAUL_CALLBACK_ALLOWLIST="")
 
