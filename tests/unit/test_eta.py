@@ -127,7 +127,7 @@ def test_a_completed_jobs_steps_join_its_workflows_history_once_keeping_the_rece
 
     assert [(t.step, t.ms, t.items) for t in added.steps] == [
         ("list", 1_000, 1),
-        ("parse", 5_000, 4),  # from its first item's start to its last item's end
+        ("parse", 6_000, 4),  # from its first item's start to the next step's start (the gap between is its own)
         ("review", 2_000, 1),
         ("publish", 1_000, 1),
     ]

@@ -90,15 +90,21 @@ def entry_of(
     per_item: Mapping[str, bool],
     records: Sequence[StepRecord],
 ) -> HistoryEntry:
-    """A completed job's entry from its step records: per step of `steps`, from its first start to its last end
-    (a fan-out's items, an agent's turns: the step's wall clock), and its item count (a step without items: 1). A
-    step that did not run (skipped) counts 0 seconds."""
-    timings = []
+    """A completed job's entry from its step records: per step of `steps`, from its first start (a fan-out's items,
+    an agent's turns: the step's wall clock) to the next step's start — the orchestration between two steps belongs
+    to the one before — or, for the last, to its end; and its item count (a step without items: 1). A step that did
+    not run (skipped) counts 0 seconds."""
+    spans: list[tuple[str, datetime | None, datetime | None, int]] = []
     for name in steps:
         mine = [r for r in records if r.step == name]
         starts = [r.started_at for r in mine if r.started_at]
         ends = [r.finished_at for r in mine if r.finished_at]
-        ms = int((max(ends) - min(starts)).total_seconds() * 1000) if starts and ends else 0
         items = len({r.item for r in mine if r.item is not None}) if per_item.get(name) else 1
+        spans.append((name, min(starts) if starts else None, max(ends) if ends else None, items))
+    timings = []
+    for index, (name, start, end, items) in enumerate(spans):
+        following = next((s for _, s, _, _ in spans[index + 1 :] if s is not None), None)
+        until = following if following is not None and end is not None and following >= end else end
+        ms = int((until - start).total_seconds() * 1000) if start and until else 0
         timings.append(StepTiming(step=name, ms=max(ms, 0), items=items))
     return HistoryEntry(job_id=job_id, sla_class=sla_class, size=size, finished_at=finished_at, steps=timings)
