@@ -77,6 +77,7 @@ def test_a_job_paused_in_its_fan_out_keeps_its_items_holds_no_compute_and_comple
         assert not during, f"steps ran while paused: {during}"
         paused_view = _status(alpha, job_id)
         assert paused_view["status"] == "paused" and paused_view["pause"]["step"] == "extract_evidence"
+        assert paused_view["waiting"]["reason"] == "paused" and paused_view["waiting"]["step"] == "extract_evidence"
         kept = {
             r["item"]
             for r in step_records(platform, job_id)
@@ -87,6 +88,7 @@ def test_a_job_paused_in_its_fan_out_keeps_its_items_holds_no_compute_and_comple
         resumed = alpha.post(f"/v1/jobs/{job_id}/resume")
         assert resumed.status_code == 200, resumed.text
         assert resumed.json()["status"] == "running"
+        assert _status(alpha, job_id)["waiting"] is None or _status(alpha, job_id)["waiting"]["reason"] != "paused"
         assert alpha.post(f"/v1/jobs/{job_id}/resume").status_code == 200  # a duplicate resume is safe
         final = alpha.wait(job_id)
     assert final["status"] == "completed", final

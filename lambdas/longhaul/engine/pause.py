@@ -99,7 +99,7 @@ def _resume_paused(services: Services, job: Job, *, requested_by: str, stops_dea
     pause = job.pause
     paused_at = pause.paused_at if pause and pause.paused_at else now
     paused_seconds = max(0, int((now - paused_at).total_seconds()))
-    fields: dict[str, Any] = {"pause": None}
+    fields: dict[str, Any] = {"pause": None, "wait_state": None}  # it waits on nothing now
     detail: dict[str, Any] = {"requested_by": requested_by, "paused_seconds": paused_seconds}
     if pause is not None and pause.step:
         detail["step"] = pause.step

@@ -27,7 +27,7 @@ from botocore.exceptions import BotoCoreError, ClientError
 
 from longhaul.core import faults, limits
 from longhaul.core.clock import iso
-from longhaul.core.contracts import TERMINAL_STATUSES, JobStatus, Progress, WaitReason
+from longhaul.core.contracts import TERMINAL_STATUSES, JobStatus, Progress, WaitReason, WaitState
 from longhaul.core.errors import (
     CancelledError,
     InternalError,
@@ -52,8 +52,8 @@ from longhaul.engine.usage import Slip, recording
 from longhaul.services import Services
 from longhaul.storage.checkpoints import done_attribute
 from longhaul.storage.dynamo import Cancelled, backoff
-from longhaul.storage.jobs import ACTIVE, COMMITTABLE, NewEvent, TransitionRejected
 from longhaul.storage.history import entry_of
+from longhaul.storage.jobs import ACTIVE, COMMITTABLE, NewEvent, TransitionRejected
 from longhaul.storage.outbox import PROVISIONAL_EVENT
 
 # AWS error codes worth another attempt: throttling, and DynamoDB transactions that met a concurrent writer.
@@ -508,7 +508,15 @@ def _pause(services: Services, job: Job, step: str, item: int | None) -> Job:
                     )
                 ],
                 to=JobStatus.PAUSED,
-                fields={"pause": pause.model_dump(mode="json")},
+                fields={
+                    "pause": pause.model_dump(mode="json"),
+                    "wait_state": WaitState(
+                        reason="paused",
+                        detail=f"paused before {step} at the request of {pause.requested_by}",
+                        step=step,
+                        since=pause.paused_at,
+                    ).model_dump(mode="json"),
+                },
             )
             break
         except Cancelled:  # it moved meanwhile (a sibling's event, a resume): read again
