@@ -16,6 +16,8 @@ Context (cdk.json or `-c key=value`):
   longhaul:callback_allowlist  origins (comma-separated) whose callbacks skip the address checks and may use http
   longhaul:max_jobs_in_flight  the platform's jobs in flight at most, all tenants together (default: 1000)
   longhaul:manual_url      where the web console links to the manual (the published `make docs-site`; default: no links)
+  longhaul:stuck_after_minutes  minutes without a state change before the sweep reports a job stuck (default: 15)
+  longhaul:review_wait_alarm_minutes  median review wait (minutes) above which a workflow's alarm fires (default: 240)
 """
 
 from __future__ import annotations
@@ -51,6 +53,14 @@ def _json_context(app: cdk.App, key: str) -> Any:
     return json.loads(value) if isinstance(value, str) else value
 
 
+def _minutes(app: cdk.App, key: str, setting: str) -> int:
+    """A minutes setting from the context, else the functions' own default (`Settings`)."""
+    from longhaul.core.settings import Settings
+
+    value = app.node.try_get_context(key)
+    return int(str(value)) if value not in (None, "") else int(Settings.model_fields[setting].default)
+
+
 def build_app(context: dict[str, object] | None = None) -> cdk.App:
     app = cdk.App(context=context, outdir=os.environ.get(OUTDIR_ENV) or str(ROOT / "cdk.out"))
     stage = str(app.node.try_get_context("longhaul:stage") or "dev")
@@ -74,6 +84,8 @@ def build_app(context: dict[str, object] | None = None) -> cdk.App:
         jwt=_json_context(app, "longhaul:jwt"),
         email_sender=str(app.node.try_get_context("longhaul:email_sender") or DEFAULT_EMAIL_SENDER),
         manual_url=str(app.node.try_get_context("longhaul:manual_url") or ""),
+        stuck_after_minutes=_minutes(app, "longhaul:stuck_after_minutes", "stuck_after_minutes"),
+        review_wait_alarm_minutes=_minutes(app, "longhaul:review_wait_alarm_minutes", "review_wait_alarm_minutes"),
         synthesizer=cdk.DefaultStackSynthesizer(generate_bootstrap_version_rule=False),
         description="Longhaul: durable, observable, budget-aware LLM jobs",
     )
