@@ -34,6 +34,7 @@ sys.path.insert(0, str(ROOT / "lambdas"))
 import aws_cdk as cdk  # noqa: E402
 import cdk_nag  # noqa: E402
 
+from longhaul.core.settings import Settings  # noqa: E402
 from stacks.email import DEFAULT_SENDER as DEFAULT_EMAIL_SENDER  # noqa: E402
 from stacks.longhaul_stack import LonghaulStack  # noqa: E402
 
@@ -41,6 +42,9 @@ from stacks.longhaul_stack import LonghaulStack  # noqa: E402
 OUTDIR_ENV = "CDK_OUTDIR"
 DEFAULT_BEDROCK_MODEL = "us.anthropic.claude-sonnet-4-20250514-v1:0"
 DEFAULT_OFFLINE_MODEL = "longhaul-offline-extractive-1"
+# The functions' own defaults (`Settings`) of the two alarm limits.
+STUCK_AFTER = int(Settings.model_fields["stuck_after_minutes"].default)
+REVIEW_WAIT_ALARM = int(Settings.model_fields["review_wait_alarm_minutes"].default)
 
 
 def _flag(value: object) -> bool:
@@ -51,14 +55,6 @@ def _json_context(app: cdk.App, key: str) -> Any:
     """A context value given as JSON text (`-c key='{…}'`) or as an object (cdk.json)."""
     value = app.node.try_get_context(key)
     return json.loads(value) if isinstance(value, str) else value
-
-
-def _minutes(app: cdk.App, key: str, setting: str) -> int:
-    """A minutes setting from the context, else the functions' own default (`Settings`)."""
-    from longhaul.core.settings import Settings
-
-    value = app.node.try_get_context(key)
-    return int(str(value)) if value not in (None, "") else int(Settings.model_fields[setting].default)
 
 
 def build_app(context: dict[str, object] | None = None) -> cdk.App:
@@ -84,8 +80,10 @@ def build_app(context: dict[str, object] | None = None) -> cdk.App:
         jwt=_json_context(app, "longhaul:jwt"),
         email_sender=str(app.node.try_get_context("longhaul:email_sender") or DEFAULT_EMAIL_SENDER),
         manual_url=str(app.node.try_get_context("longhaul:manual_url") or ""),
-        stuck_after_minutes=_minutes(app, "longhaul:stuck_after_minutes", "stuck_after_minutes"),
-        review_wait_alarm_minutes=_minutes(app, "longhaul:review_wait_alarm_minutes", "review_wait_alarm_minutes"),
+        stuck_after_minutes=int(str(app.node.try_get_context("longhaul:stuck_after_minutes") or STUCK_AFTER)),
+        review_wait_alarm_minutes=int(
+            str(app.node.try_get_context("longhaul:review_wait_alarm_minutes") or REVIEW_WAIT_ALARM)
+        ),
         synthesizer=cdk.DefaultStackSynthesizer(generate_bootstrap_version_rule=False),
         description="Longhaul: durable, observable, budget-aware LLM jobs",
     )
