@@ -16,6 +16,8 @@ Context (cdk.json or `-c key=value`):
   longhaul:callback_allowlist  origins (comma-separated) whose callbacks skip the address checks and may use http
   longhaul:max_jobs_in_flight  the platform's jobs in flight at most, all tenants together (default: 1000)
   longhaul:manual_url      where the web console links to the manual (the published `make docs-site`; default: no links)
+  longhaul:stuck_after_minutes  minutes without a state change before the sweep reports a job stuck (default: 15)
+  longhaul:review_wait_alarm_minutes  median review wait (minutes) above which a workflow's alarm fires (default: 240)
 """
 
 from __future__ import annotations
@@ -32,6 +34,7 @@ sys.path.insert(0, str(ROOT / "lambdas"))
 import aws_cdk as cdk  # noqa: E402
 import cdk_nag  # noqa: E402
 
+from longhaul.core.settings import Settings  # noqa: E402
 from stacks.email import DEFAULT_SENDER as DEFAULT_EMAIL_SENDER  # noqa: E402
 from stacks.longhaul_stack import LonghaulStack  # noqa: E402
 
@@ -39,6 +42,9 @@ from stacks.longhaul_stack import LonghaulStack  # noqa: E402
 OUTDIR_ENV = "CDK_OUTDIR"
 DEFAULT_BEDROCK_MODEL = "us.anthropic.claude-sonnet-4-20250514-v1:0"
 DEFAULT_OFFLINE_MODEL = "longhaul-offline-extractive-1"
+# The functions' own defaults (`Settings`) of the two alarm limits.
+STUCK_AFTER = int(Settings.model_fields["stuck_after_minutes"].default)
+REVIEW_WAIT_ALARM = int(Settings.model_fields["review_wait_alarm_minutes"].default)
 
 
 def _flag(value: object) -> bool:
@@ -74,6 +80,10 @@ def build_app(context: dict[str, object] | None = None) -> cdk.App:
         jwt=_json_context(app, "longhaul:jwt"),
         email_sender=str(app.node.try_get_context("longhaul:email_sender") or DEFAULT_EMAIL_SENDER),
         manual_url=str(app.node.try_get_context("longhaul:manual_url") or ""),
+        stuck_after_minutes=int(str(app.node.try_get_context("longhaul:stuck_after_minutes") or STUCK_AFTER)),
+        review_wait_alarm_minutes=int(
+            str(app.node.try_get_context("longhaul:review_wait_alarm_minutes") or REVIEW_WAIT_ALARM)
+        ),
         synthesizer=cdk.DefaultStackSynthesizer(generate_bootstrap_version_rule=False),
         description="Longhaul: durable, observable, budget-aware LLM jobs",
     )

@@ -64,6 +64,8 @@ class LonghaulStack(Stack):
         jwt: Mapping[str, Any] | None = None,
         email_sender: str = DEFAULT_SENDER,
         manual_url: str = "",
+        stuck_after_minutes: int = 15,
+        review_wait_alarm_minutes: int = 240,
         **kwargs: Any,
     ) -> None:
         super().__init__(scope, construct_id, **kwargs)
@@ -90,6 +92,8 @@ class LonghaulStack(Stack):
             # Whatever ends a job gives back its slot and wakes the dispatcher (by name: see stacks/admission.py).
             Env.ADMISSION_DISPATCHER: dispatcher_name(self),
             Env.MAX_JOBS_IN_FLIGHT: str(max_jobs_in_flight),
+            Env.STUCK_AFTER_MINUTES: str(stuck_after_minutes),
+            Env.REVIEW_WAIT_ALARM_MINUTES: str(review_wait_alarm_minutes),
         }
         # Routes are checked at synthesis (unknown providers or route names fail here, not in a step).
         routing = Routing.configured(model_routes or {}, step_routes or {}, provider=model_provider, model_id=model_id)
@@ -237,6 +241,9 @@ class LonghaulStack(Stack):
             model_providers=sorted({r.provider for r in routing.routes.values()}),
             alarm_email=alarm_email,
             removal_policy=removal,
+            review_workflows=[name for name, spec in REGISTRY.items() if spec.review_step is not None],
+            stuck_after_minutes=stuck_after_minutes,
+            review_wait_alarm_minutes=review_wait_alarm_minutes,
         )
         for bedrock_model in sorted({r.model_id for r in routing.routes.values() if r.provider == "bedrock"}):
             self._grant_model(workflows, bedrock_model)

@@ -22,6 +22,7 @@ from constructs import Construct, IConstruct
 from longhaul.core.budgets import QUEUE_WAIT_TARGET_SECONDS
 from longhaul.core.observability import (
     ALLOWANCE_REACHED_METRIC,
+    ESCALATIONS_METRIC,
     MODEL_COST_METRIC,
     MODEL_TOKENS_METRIC,
     NAMESPACE,
@@ -29,9 +30,13 @@ from longhaul.core.observability import (
     QUEUE_WAIT_METRIC,
     REVIEW_WAIT_METRIC,
     STEP_RETRIES_METRIC,
+    STUCK_JOBS_METRIC,
+    VALIDATION_FAILURES_METRIC,
 )
 
 PERIOD = Duration.minutes(5)
+# Reviews are decided by people: their median is taken over an hour.
+REVIEW_WAIT_PERIOD = Duration.hours(1)
 
 
 def _metric(name: str, statistic: str = "Sum", **dimensions: str) -> cw.Metric:
@@ -54,6 +59,9 @@ class Observability(Construct):
         intake_queues: Mapping[str, sqs.IQueue] | None = None,
         alarm_email: str | None = None,
         removal_policy: RemovalPolicy = RemovalPolicy.RETAIN,
+        review_workflows: Sequence[str] = (),
+        stuck_after_minutes: int = 15,
+        review_wait_alarm_minutes: int = 240,
     ) -> None:
         super().__init__(scope, construct_id)
         self.alarm_topic = self._alarm_topic(alarm_email, removal_policy)
@@ -135,6 +143,8 @@ class Observability(Construct):
                 ),
             )
             self._cost_anomaly_alarm(workflow)
+            if workflow in review_workflows:
+                self._review_wait_alarm(workflow, review_wait_alarm_minutes)
         self.dashboard.add_widgets(
             cw.GraphWidget(
                 title="webhooks: failed attempts and dead",
@@ -161,7 +171,9 @@ class Observability(Construct):
                 width=8,
             ),
         )
+        self._validation_widgets()
         self._tenant_allowance_alarm()
+        self._stuck_jobs_alarm(stuck_after_minutes)
         for provider in model_providers:
             self._breaker_alarm(provider)
         if intake_queues:
@@ -184,6 +196,71 @@ class Observability(Construct):
             treat_missing_data=cw.TreatMissingData.NOT_BREACHING,
             alarm_description=f"{sla_class} jobs wait longer than {target} s for a slot (p90): raise the platform's "
             "or the tenants' jobs in flight, or look for a stuck dispatcher",
+        )
+
+    def _validation_widgets(self) -> None:
+        """The validation ladder (seed 003): invalid fields by model, route, prompt version and field, and the
+        escalation rate by route (`ValidationEscalations` is 1 per escalated answer, 0 otherwise: its average)."""
+        self.dashboard.add_widgets(
+            cw.GraphWidget(
+                title="model answers: validation failures by model, route, prompt version and field",
+                left=[
+                    cw.MathExpression(
+                        expression=f"SEARCH('{{{NAMESPACE},field,model,prompt_version,route}} "
+                        f"MetricName=\"{VALIDATION_FAILURES_METRIC}\"', 'Sum', 300)",
+                        label="failures",
+                        period=PERIOD,
+                    )
+                ],
+                width=12,
+            ),
+            cw.GraphWidget(
+                title="model answers: escalation rate to the stronger route, by route (%)",
+                left=[
+                    cw.MathExpression(
+                        expression=f"100 * SEARCH('{{{NAMESPACE},route}} "
+                        f"MetricName=\"{ESCALATIONS_METRIC}\"', 'Average', 300)",
+                        label="escalated %",
+                        period=PERIOD,
+                    )
+                ],
+                width=12,
+            ),
+        )
+
+    def _stuck_jobs_alarm(self, stuck_after_minutes: int) -> None:
+        """A job with no state change for `stuck_after_minutes`: the sweep (every 5 minutes) reports it once per
+        window (`job_stuck`) and counts it in `StuckJobs`."""
+        cw.Alarm(
+            self,
+            "StuckJobs",
+            metric=_metric(STUCK_JOBS_METRIC),
+            threshold=1,
+            evaluation_periods=1,
+            comparison_operator=cw.ComparisonOperator.GREATER_THAN_OR_EQUAL_TO_THRESHOLD,
+            treat_missing_data=cw.TreatMissingData.NOT_BREACHING,
+            alarm_description=f"A job had no state change for {stuck_after_minutes} minutes (the sweep's job_stuck "
+            "event names it): see the manual, operating/alarms/stuck-jobs",
+        )
+
+    def _review_wait_alarm(self, workflow: str, limit_minutes: int) -> None:
+        """The median time this workflow's reviews waited for a decision, over an hour, above the limit."""
+        cw.Alarm(
+            self,
+            f"ReviewWait-{workflow}",
+            metric=cw.Metric(
+                namespace=NAMESPACE,
+                metric_name=REVIEW_WAIT_METRIC,
+                dimensions_map={"workflow": workflow},
+                statistic="p50",
+                period=REVIEW_WAIT_PERIOD,
+            ),
+            threshold=limit_minutes * 60,
+            evaluation_periods=1,
+            comparison_operator=cw.ComparisonOperator.GREATER_THAN_THRESHOLD,
+            treat_missing_data=cw.TreatMissingData.NOT_BREACHING,
+            alarm_description=f"{workflow}: the median review waited over {limit_minutes} minutes for a decision "
+            "(p50 over an hour): see the manual, operating/alarms/review-wait",
         )
 
     def _tenant_allowance_alarm(self) -> None:

@@ -9,7 +9,7 @@ from aws_lambda_powertools.utilities.typing import LambdaContext
 
 from handlers import init_complete
 from longhaul.core.errors import InternalError
-from longhaul.core.observability import logger
+from longhaul.core.observability import bind_job, logger
 from longhaul.review import lane
 from longhaul.services import services
 
@@ -18,8 +18,12 @@ from longhaul.services import services
 def handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
     state = event.get("input") or {}
     action = event.get("action")
-    logger.append_keys(
-        job_id=state.get("job_id"), workflow=state.get("workflow"), step=event.get("step"), action=action
+    bind_job(
+        state.get("job_id"),
+        state.get("correlation_id"),
+        workflow=state.get("workflow"),
+        step=event.get("step"),
+        action=action,
     )
     if action == "wait":
         return lane.wait(event, services())

@@ -10,7 +10,7 @@ from aws_lambda_powertools.utilities.typing import LambdaContext
 
 from handlers import init_complete
 from longhaul.core import correlation, tracing
-from longhaul.core.observability import logger
+from longhaul.core.observability import bind_job, logger
 from longhaul.engine.failures import record_failure as _record_failure
 from longhaul.engine.items import tally
 from longhaul.engine.runner import run_group, run_step
@@ -20,13 +20,13 @@ from longhaul.services import services
 @logger.inject_lambda_context(clear_state=True)
 def handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
     state = event.get("input") or {}
-    logger.append_keys(
-        job_id=state.get("job_id"),
+    bind_job(
+        state.get("job_id"),
+        state.get("correlation_id"),
         workflow=state.get("workflow"),
         step=event.get("step"),
         item=event.get("item"),
-        attempt=event.get("attempt"),
-        correlation_id=state.get("correlation_id"),
+        attempt=event.get("attempt", 0),
     )
     with (
         correlation.bound(state.get("correlation_id")),

@@ -9,6 +9,7 @@ response (`X-Request-Id`) and sent on each model call whose provider takes heade
 
 from __future__ import annotations
 
+import hashlib
 import re
 import secrets
 from collections.abc import Iterator, Mapping
@@ -37,6 +38,15 @@ def from_headers(headers: Mapping[str, str] | None) -> str:
         return parent["trace"]
     given = lowered.get(REQUEST_ID_HEADER.lower(), "").strip()
     return given if _REQUEST_ID.match(given) else new_id()
+
+
+def trace_id_for(correlation_id: str) -> str:
+    """The job's trace id: the first 128 bits of the SHA-256 of its correlation id, as 32 lowercase hex digits.
+
+    Stable (every function, retry, replay and webhook delivery of the job computes the same one from the id its
+    state carries) and never the invalid all-zero trace id."""
+    digest = hashlib.sha256(correlation_id.encode()).hexdigest()[:32]
+    return digest if digest != _INVALID_TRACE else "0" * 31 + "1"
 
 
 def current() -> str | None:

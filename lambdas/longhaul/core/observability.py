@@ -27,6 +27,8 @@ from aws_lambda_powertools.metrics import MetricUnit
 from aws_lambda_powertools.metrics.base import SingleMetric
 from aws_lambda_powertools.metrics.functions import is_metrics_disabled
 
+from longhaul.core.correlation import trace_id_for
+
 
 class PerThreadKeysFormatter(LambdaPowertoolsFormatter):
     """Powertools' JSON formatter whose keys (`log_format`) belong to the thread that set them.
@@ -97,6 +99,21 @@ def redact(value: Any, key: str | None = None) -> Any:
     return value
 
 
+#: The keys every log line of a job's work carries (a step's, a lane's, a webhook delivery's), so one search by any of
+#: them finds the job's whole story: `trace_id` is the job's trace (`correlation.trace_id_for`), `attempt` the step's
+#: (or the delivery's) attempt, `item` a fan-out's item (absent otherwise).
+JOB_LOG_KEYS = ("job_id", "trace_id", "correlation_id", "step", "item", "attempt", "workflow_version")
+#: The keys of the lines written during a model call (and removed after it): which model, route and prompt.
+MODEL_LOG_KEYS = ("model", "route", "prompt_version")
+
+
+def bind_job(job_id: str | None, correlation_id: str | None, **keys: Any) -> None:
+    """Append a job's keys (`JOB_LOG_KEYS`) to every later log line of this invocation: its trace id is derived from
+    the correlation id. Keys given as None are left out (Powertools drops them)."""
+    trace_id = trace_id_for(correlation_id) if correlation_id else None
+    logger.append_keys(job_id=job_id, correlation_id=correlation_id, trace_id=trace_id, **keys)
+
+
 _formatter = PerThreadKeysFormatter()
 logger = Logger(service="longhaul", logger_formatter=_formatter)
 _formatter.seal()
@@ -116,6 +133,12 @@ MODEL_COST_METRIC = "ModelCostUSD"
 STEP_RETRIES_METRIC = "StepRetries"
 # Seconds a review waited for its decision (`workflow`).
 REVIEW_WAIT_METRIC = "ReviewWaitSeconds"
+# An invalid field of a model's answer (`model`, `route`, `prompt_version`, `field`: the schema's top-level field).
+VALIDATION_FAILURES_METRIC = "ValidationFailures"
+# Per answer the validation ladder judged (`route`): 1 if it escalated to the stronger route, else 0 (average = rate).
+ESCALATIONS_METRIC = "ValidationEscalations"
+# Jobs the sweep found with no state change for `LONGHAUL_STUCK_AFTER_MINUTES` (no dimension).
+STUCK_JOBS_METRIC = "StuckJobs"
 # A tenant's model spend reached its daily allowance (no dimension, for the alarm; and by `tenant`).
 ALLOWANCE_REACHED_METRIC = "TenantDailyAllowanceReached"
 

@@ -44,6 +44,9 @@ class Env:
     DEAD_LETTER_QUEUES = "LONGHAUL_DEAD_LETTER_QUEUES"
     #: How long a running job may go without an event before the sweep reports it stuck (minutes).
     STUCK_AFTER_MINUTES = "LONGHAUL_STUCK_AFTER_MINUTES"
+    #: The review-wait alarm's limit (minutes): it fires when the median (p50) time a workflow's reviews waited for a
+    #: decision, over an hour, is above it. Read by the stack (`-c longhaul:review_wait_alarm_minutes=…`).
+    REVIEW_WAIT_ALARM_MINUTES = "LONGHAUL_REVIEW_WAIT_ALARM_MINUTES"
     #: JSON `{"route": {"provider", "model_id", "base_url"?, "api_key_env"?, "api_key_secret"?, "fallback"?,
     #: "stronger"?}}`: the model routes by name; empty: one route `default` of the provider and model above.
     MODEL_ROUTES = "LONGHAUL_MODEL_ROUTES"
@@ -116,6 +119,7 @@ class Settings(Model):
     # {"workflow": {"step": queue URL}}
     dead_letter_queues: dict[str, dict[str, str]] = Field(default_factory=dict, alias=Env.DEAD_LETTER_QUEUES)
     stuck_after_minutes: int = Field(default=15, alias=Env.STUCK_AFTER_MINUTES, gt=0)
+    review_wait_alarm_minutes: int = Field(default=240, alias=Env.REVIEW_WAIT_ALARM_MINUTES, gt=0)
     # {"route": {"provider", "model_id", "base_url"?, "api_key_env"?, "api_key_secret"?, "fallback"?, "stronger"?}};
     # empty: one route `default` of `model_provider`/`model_id`.
     model_routes: dict[str, dict[str, Any]] = Field(default_factory=dict, alias=Env.MODEL_ROUTES)

@@ -166,6 +166,8 @@ def _run_step(
     else:
         found, checkpoint = grouped.job, grouped.record
     job = _live_job(services, found, job_id, step, item)
+    # A group's items run in one invocation: each item's lines name it; every line names the workflow version.
+    logger.append_keys(item=item, workflow_version=version_number(job.state_machine_version))
     version = input_version(event)
     if checkpoint and checkpoint.succeeded and checkpoint.input_version == version:
         logger.info("valid checkpoint; step skipped", extra={"job_id": job_id, "step": step, "item": item})
@@ -179,6 +181,7 @@ def _run_step(
         return output
 
     provenance, recorded = _provenance(services, event, job)
+    logger.append_keys(workflow_version=provenance.workflow_version)  # the first step learns it from the engine
     # A fan-out's items start together: each records its start with its commit (or its failure), not by moving the
     # job's event counter under its siblings (a job that must move to running first records it now). Not when the
     # step calls a model: its calls are recorded as they happen, and the log orders them after their item's start

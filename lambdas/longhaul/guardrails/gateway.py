@@ -59,13 +59,22 @@ from longhaul.core.llm import TRUNCATED, ModelRequest, ModelResponse, StreamingG
 from longhaul.core.observability import (
     ALLOWANCE_REACHED_METRIC,
     MODEL_COST_METRIC,
+    MODEL_LOG_KEYS,
     MODEL_TOKENS_METRIC,
     emit,
     logger,
 )
 from longhaul.core.records import Job, Provenance
 from longhaul.core.streams import Coalescer
-from longhaul.guardrails.ladder import FEEDBACK_RETRIES, Outcome, Rung, check, with_feedback
+from longhaul.guardrails.ladder import (
+    FEEDBACK_RETRIES,
+    Outcome,
+    Rung,
+    check,
+    count_escalation,
+    count_failures,
+    with_feedback,
+)
 from longhaul.services import Services
 from longhaul.storage.artifacts import prompt_key, response_key
 from longhaul.storage.breakers import Transition
@@ -110,14 +119,17 @@ class ModelCalls:
         response, used = self._call(route, request, rung="validate")
         outcome = self._judge(response, schema, defaults, used, request, "validate")
         if outcome.ok or (schema is None and not outcome.errors):
+            count_escalation(route, escalated=False)
             return response, outcome
         for attempt in range(FEEDBACK_RETRIES):
             self._event("feedback_retry", rung="feedback", route=used, attempt=attempt + 1, errors=outcome.errors)
             response, used = self._call(route, with_feedback(request, outcome), rung="feedback")
             outcome = self._judge(response, schema, defaults, used, request, "feedback")
             if outcome.ok or (schema is None and not outcome.errors):
+                count_escalation(route, escalated=False)
                 return response, outcome
         stronger = self.services.routing[route].stronger
+        count_escalation(route, escalated=stronger is not None and stronger != used)
         if stronger is not None and stronger != used:
             self._event("escalated_to_stronger_route", rung="stronger", route=stronger, errors=outcome.errors)
             response, used = self._call(stronger, with_feedback(request, outcome), rung="stronger")
@@ -147,19 +159,25 @@ class ModelCalls:
         if not outcome.errors:
             return outcome
         self._event("output_validation_failed", rung=rung, route=route, errors=outcome.errors)
-        for error in outcome.errors:
-            emit(
-                "ValidationFailures",
-                model=response.model_id,
-                prompt_version=request.prompt_version,
-                field=error["field"].split(".")[0],
-            )
+        count_failures(outcome, schema, model=response.model_id, route=route, prompt_version=request.prompt_version)
         return outcome
 
     # ------------------------------------------------------------------ one call
 
     def _call(
         self, route_name: str, request: ModelRequest, *, rung: str, tried: tuple[str, ...] = ()
+    ) -> tuple[ModelResponse, str]:
+        """One model call (or its reuse): every log line written meanwhile names its model, route and prompt
+        version (`MODEL_LOG_KEYS`), which are removed after it."""
+        route = self.services.routing[route_name]
+        logger.append_keys(model=route.model_id, route=route_name, prompt_version=request.prompt_version)
+        try:
+            return self._call_once(route_name, request, rung=rung, tried=tried)
+        finally:
+            logger.remove_keys(list(MODEL_LOG_KEYS))
+
+    def _call_once(
+        self, route_name: str, request: ModelRequest, *, rung: str, tried: tuple[str, ...]
     ) -> tuple[ModelResponse, str]:
         s, route = self.services, self.services.routing[route_name]
         seq, self._seq = self._seq, self._seq + 1
@@ -316,7 +334,6 @@ class ModelCalls:
         if injector.take(self.step, self.item, (faults.REFUSAL,), job_id=self.job.job_id):
             raise PolicyRefusalError(f"injected refusal of {self.step}", step=self.step, item=self.item)
         route = self.services.routing[route_name]
-        logger.append_keys(model=route.model_id, route=route_name)  # every later line of the step names them
         with tracing.subsegment("model_call", route=route_name, model=route.model_id, step=self.step) as segment:
             adapter = self.services.adapter(route_name)
             if isinstance(adapter, StreamingGateway):

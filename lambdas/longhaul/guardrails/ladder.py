@@ -6,8 +6,10 @@
 3. a feedback retry: the same request with the validation errors appended (bounded, `FEEDBACK_RETRIES`);
 4. the route's stronger route, with the same feedback;
 5. `output-invalid`.
-The driver (`longhaul.guardrails.gateway`) makes the calls, records each rung as an event and counts validation
-failures.
+The driver (`longhaul.guardrails.gateway`) makes the calls and records each rung as an event; the ladder's metrics
+are counted here: `ValidationFailures` (one per invalid field of an answer, by model, route, prompt version and the
+field's top-level name) and `ValidationEscalations` (per answer the ladder judged, by route: 1 if it climbed to the
+stronger route, else 0 — its average is the route's escalation rate).
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ from typing import Any, Generic, Literal, TypeVar
 from pydantic import BaseModel, ValidationError
 
 from longhaul.core.llm import TRUNCATED, ModelRequest, ModelResponse
+from longhaul.core.observability import ESCALATIONS_METRIC, VALIDATION_FAILURES_METRIC, emit
 
 FEEDBACK_RETRIES = 1
 MAX_ERRORS = 10
@@ -89,6 +92,33 @@ def check(response: ModelResponse, schema: type[T] | None, *, defaults: Mapping[
         except (ValidationError, ValueError, RecursionError) as again:
             return Outcome(value=None, errors=_errors(again) if isinstance(again, ValidationError) else first)
     return Outcome(value=None, errors=[cut], truncated=True)
+
+
+#: The `field` of a failure that is not one of the schema's own top-level fields (an invented key, a whole answer that
+#: is not an object): an answer's own key names never become metric dimensions.
+OTHER_FIELD = "(other)"
+
+
+def metric_field(error_field: str, schema: type[BaseModel] | None) -> str:
+    """The bounded `field` dimension of a validation error: its top-level field if the schema has it (or a marker the
+    ladder itself writes, `(root)`, `(output)`), else `OTHER_FIELD`."""
+    top = error_field.split(".")[0]
+    if top.startswith("(") or (schema is not None and top in schema.model_fields):
+        return top
+    return OTHER_FIELD
+
+
+def count_failures(
+    outcome: Outcome[Any], schema: type[BaseModel] | None, *, model: str, route: str, prompt_version: str
+) -> None:
+    """One `ValidationFailures` per field an answer got wrong (a field wrong twice counts once)."""
+    for name in sorted({metric_field(e["field"], schema) for e in outcome.errors}):
+        emit(VALIDATION_FAILURES_METRIC, model=model, route=route, prompt_version=prompt_version, field=name)
+
+
+def count_escalation(route: str, *, escalated: bool) -> None:
+    """Per answer the ladder judged on `route` (the step's): whether it had to ask the stronger route."""
+    emit(ESCALATIONS_METRIC, 1 if escalated else 0, route=route)
 
 
 def with_feedback(request: ModelRequest, outcome: Outcome[Any]) -> ModelRequest:

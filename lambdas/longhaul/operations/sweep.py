@@ -14,7 +14,7 @@ from longhaul.core.clock import iso
 from longhaul.core.contracts import (
     JobStatus,
 )
-from longhaul.core.observability import logger, metrics
+from longhaul.core.observability import STUCK_JOBS_METRIC, logger, metrics
 from longhaul.core.ports import EngineUnavailable, ExecutionStatus
 from longhaul.core.records import Job, version_number
 from longhaul.operations.admission import Admission
@@ -81,7 +81,7 @@ def sweep(services: Services, now: datetime, *, stuck_after: timedelta | None = 
     relayed = relay_pending(services)
     if relayed:
         logger.info("webhooks relayed", extra={"webhooks": relayed})
-    metrics.add_metric(name="StuckJobs", unit="Count", value=counts["stuck"])
+    metrics.add_metric(name=STUCK_JOBS_METRIC, unit="Count", value=counts["stuck"])
     metrics.add_metric(name="ExpiredJobs", unit="Count", value=counts["expired"])
     logger.info("state machine versions live jobs run", extra={"versions": counts.versions})
     return counts

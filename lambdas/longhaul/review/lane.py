@@ -24,14 +24,15 @@ from collections.abc import Mapping
 from datetime import datetime, timedelta
 from typing import Any, Literal
 
+from aws_lambda_powertools.metrics import MetricUnit
 from pydantic import BaseModel
 
 from longhaul.core import limits
 from longhaul.core.clock import iso
 from longhaul.core.contracts import TERMINAL_STATUSES, JobError, JobStatus, WaitState
 from longhaul.core.errors import CancelledError, InternalError
-from longhaul.core.observability import emit, logger
-from longhaul.core.records import Job, ReviewRecord
+from longhaul.core.observability import REVIEW_WAIT_METRIC, emit, logger
+from longhaul.core.records import Job, ReviewRecord, version_number
 from longhaul.core.step_events import ReviewEvent
 from longhaul.engine.context import StepContext
 from longhaul.engine.spec import ReviewPolicy, registry
@@ -169,6 +170,7 @@ def _review_of(services: Services, event: ReviewEvent) -> tuple[Job, ReviewRecor
         raise InternalError(
             f"review {review.review_id} belongs to an earlier attempt of job {job.job_id}", step=event.step
         )
+    logger.append_keys(workflow_version=version_number(job.state_machine_version))
     return job, review
 
 
@@ -278,6 +280,7 @@ def _climb(services: Services, event: ReviewEvent, job: Job, review: ReviewRecor
             status="decided",
         )
         jobs.append_event(job.job_id, "review_auto_approved", step=event.step, detail=detail)
+        _waited(services, review)
         return _apply(services, event, job, review)
     else:
         review = services.reviews.change(review, {"rung": rung}, status="expired")
@@ -296,12 +299,20 @@ def _climb(services: Services, event: ReviewEvent, job: Job, review: ReviewRecor
                 },
             )
         emit("ReviewsExpired", workflow=job.workflow)
+        _waited(services, review)
         return {"next": "stop", "review_id": review.review_id}
     fields: dict[str, Any] = {"review": review.summary().model_dump(mode="json")}
     if job.status == S.WAITING_FOR_REVIEW:  # the progress says who it waits for now
         fields["progress"] = _waiting(review)
     jobs.update_job(job.job_id, fields, only_if=[S.WAITING_FOR_REVIEW, S.RUNNING])
     return _wait(review)
+
+
+def _waited(services: Services, review: ReviewRecord) -> None:
+    """How long a review waited, for the review-wait alarm (its p50 per workflow): emitted when a person decides
+    (`api.reviews`) and here, when the ladder ends it (auto-approved or expired) — a review nobody decides counts."""
+    waited = max((services.now() - review.since).total_seconds(), 0.0)
+    emit(REVIEW_WAIT_METRIC, waited, MetricUnit.Seconds, workflow=review.workflow)
 
 
 def review_wait(review: ReviewRecord, now: datetime) -> dict[str, Any]:

@@ -17,7 +17,7 @@ from longhaul.core.addresses import Resolver, UnsafeCallback, check_url, system_
 from longhaul.core.clock import iso
 from longhaul.core.errors import WebhookDeliveryFailed, WebhookUndeliverable
 from longhaul.core.model import Model
-from longhaul.core.observability import emit, logger
+from longhaul.core.observability import bind_job, emit, logger
 from longhaul.core.ports import EngineUnavailable
 from longhaul.core.records import OutboxRecord
 from longhaul.services import Services
@@ -79,6 +79,7 @@ def deliver(raw_event: Mapping[str, Any], services: Services, *, resolver: Resol
     whose input names no webhook of the outbox: poison is never retried)."""
     event = _event(raw_event)
     outbox, record = services.outbox, _record(services, event.webhook_id)
+    bind_job(record.job_id, record.correlation_id, attempt=record.attempts + 1)  # every line of the attempt
     if record.status in ("delivered", "dead"):  # a late or repeated attempt: the webhook is settled
         return {"status": record.status, "attempts": record.attempts}
     secrets = services.webhook_secrets.signing_secrets(record.tenant_id) if services.webhook_secrets else []
@@ -95,7 +96,6 @@ def deliver(raw_event: Mapping[str, Any], services: Services, *, resolver: Resol
         **correlation.outgoing_headers(record.correlation_id),
         **sign(secrets, record.webhook_id, int(services.now().timestamp()), body),
     }
-    logger.append_keys(correlation_id=record.correlation_id, attempt=record.attempts + 1)
     try:
         with tracing.subsegment("webhook_attempt", webhook_id=record.webhook_id, attempt=record.attempts + 1):
             delivered = http.post(target, body, headers, resolver=resolver or system_resolver)
@@ -130,6 +130,7 @@ def dead_letter(raw_event: Mapping[str, Any], services: Services) -> dict[str, A
             reason=reason,
             failed_at=iso(services.now()),
         ).model_dump(mode="json")
+    bind_job(record.job_id, record.correlation_id, attempt=record.attempts)
     services.outbox.dead(record, event.error if not record.last_error else None)
     fresh = services.outbox.get(record.webhook_id) or record
     emit("WebhooksDead", event=record.event)
