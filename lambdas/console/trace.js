@@ -167,7 +167,10 @@ export function arrange(trace) {
   }
   const byStart = (a, b) => (a.startMs - b.startMs) || (a.endMs - b.endMs) || String(a.name).localeCompare(String(b.name));
   const known = spans.flatMap((s) => [s.startMs, s.endMs]).filter(Number.isFinite);
-  const axis = { start: known.length ? Math.min(...known) : 0, end: known.length ? Math.max(...known) : 1 };
+  const axis = { // (a reduce, not Math.min(...known): a trace of many thousand spans would overflow the arguments)
+    start: known.length ? known.reduce((a, b) => Math.min(a, b)) : 0,
+    end: known.length ? known.reduce((a, b) => Math.max(a, b)) : 1,
+  };
   if (axis.end <= axis.start) axis.end = axis.start + 1;
   const ordered = [];
   const seen = new Set();
@@ -219,7 +222,8 @@ function hiddenSpans(spans, showAll) {
     if (members.length <= FAN_OUT_SHOWN + 1) continue;
     const folded = members.slice(FAN_OUT_SHOWN).filter((s) => !notable.has(s.span_id));
     if (folded.length < 2) continue;
-    const drawn = members.filter((s) => !folded.includes(s));
+    const foldedIds = new Set(folded.map((s) => s.span_id));
+    const drawn = members.filter((s) => !foldedIds.has(s.span_id));
     if (!showAll.has(family)) for (const span of folded) hidden.add(span.span_id);
     folds.set(showAll.has(family) ? members[members.length - 1].span_id : drawn[drawn.length - 1].span_id,
       { family, folded: folded.length, total: members.length, name: members[0].name });
