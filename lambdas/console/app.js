@@ -5,9 +5,11 @@
 // A job page follows its job through the events long-poll (GET …/events?cursor=&wait=20), streams the text its model
 // calls write (GET …/stream, Server-Sent Events read through fetch: an EventSource cannot send the key), shows a
 // provisional result before the final one, what the job waits on, and steers it (pause, resume, update). A route this
-// API does not offer (404/405 on it) leaves its part out quietly.
+// API does not offer (404/405 on it) leaves its part out quietly. Under the workflow, the job's trace: where its time
+// went (the job view's `timing`) and its spans as a waterfall (GET …/trace), read again at most every few seconds.
 
 import { STATUS_TEXT, fanOutText, fold, plural, renderGraph, stepOrder } from './graph.js';
+import { renderTiming, renderWaterfall } from './trace.js';
 
 const BASE = new URL(document.baseURI);
 const API_ROOT = new URL('../', BASE);
@@ -34,6 +36,7 @@ const ETA_BASIS = {
 };
 const STEER_ROUTE_MISSING = new Set([404, 405]); // the job exists (its page loaded): the route does not
 const LONG_POLL_SECONDS = 20;
+const TRACE_EVERY_MS = 5000; // a live job's trace is read again at most this often (it grows with every step)
 // The manual's pages that explain what the console shows (the built manual's paths, under the address the page's
 // `longhaul-manual` meta names: `LONGHAUL_MANUAL_URL`; without one no link is shown).
 const MANUAL = document.querySelector('meta[name="longhaul-manual"]')?.content || '';
@@ -490,6 +493,7 @@ async function jobPage(main, [jobId], { signal, who }) {
     job: null, graph: null, result: null, cursor: '0', internal: false, showAll: false, seen: new Set(), actionsFor: null,
     offered: {}, // a steering route this API answered 404/405: false
     provisional: null, provisionalOffered: true, provisionalLoading: null,
+    trace: null, traceKey: null, timingKey: undefined, traceOffered: true, traceProblem: null, traceView: { open: new Set(), showAll: new Set() },
   };
 
   const head = h('div');
@@ -538,8 +542,18 @@ async function jobPage(main, [jobId], { signal, who }) {
   const earlierList = h('ol', { class: 'earlier-calls', reversed: true });
   const earlierCalls = h('details', { hidden: true }, h('summary', {}, 'Earlier calls'), earlierList);
   draftPanel.append(draftState, latestCall, earlierCalls);
+  const tracePanel = section('Where the time went', 'trace-heading');
+  tracePanel.id = 'trace';
+  tracePanel.hidden = true; // until the job view has a `timing` or the trace route answers
+  const timingBody = h('div');
+  const waterfallHead = h('h3', { id: 'waterfall-heading', hidden: true }, 'Spans, on one time axis');
+  const waterfallBody = h('div', { id: 'waterfall', 'aria-labelledby': 'waterfall-heading' });
+  const traceAgain = h('button', { type: 'button', class: 'link', hidden: true }, 'Read the trace again');
+  traceAgain.addEventListener('click', () => loadTrace({ now: true }));
+  tracePanel.append(timingBody, waterfallHead, h('p', { class: 'hint', id: 'trace-id', hidden: true }), waterfallBody, traceAgain);
   main.append(head, actions, steering, notices,
-    h('div', { class: 'job-grid' }, h('div', {}, graphPanel), h('div', {}, draftPanel, resultPanel, usagePanel, eventsPanel)));
+    h('div', { class: 'job-grid' }, h('div', {}, graphPanel), h('div', {}, draftPanel, resultPanel, usagePanel, eventsPanel)),
+    tracePanel);
 
   function drawHead() {
     const job = state.job;
@@ -856,6 +870,89 @@ async function jobPage(main, [jobId], { signal, who }) {
     return state.provisionalLoading;
   }
 
+  // ---- the trace: where the time went (the job view's `timing`) and the waterfall of its spans (GET …/trace).
+  function drawTiming() {
+    const key = JSON.stringify(state.job.timing ?? null);
+    if (key === state.timingKey) return; // unchanged: the bar the reader looks at stays as it is
+    state.timingKey = key;
+    const timing = renderTiming(state.job.timing);
+    timingBody.replaceChildren(timing || '');
+    tracePanel.hidden = !timing && !state.trace;
+  }
+
+  function drawTrace(target) {
+    const trace = state.trace;
+    // a redraw keeps the reader's place: the span name or "show all" button that had the focus has it again
+    const had = waterfallBody.contains(document.activeElement) ? document.activeElement : null;
+    const focus = target || (had && {
+      span: had.closest('li[data-span-id]')?.dataset.spanId,
+      family: had.dataset.family,
+    });
+    const shown = Boolean(trace) && state.traceOffered;
+    waterfallHead.hidden = !shown;
+    traceAgain.hidden = !shown;
+    const traceId = tracePanel.querySelector('#trace-id');
+    traceId.hidden = !shown || !trace.trace_id;
+    if (!shown) {
+      waterfallBody.replaceChildren(state.traceOffered && state.traceProblem ? state.traceProblem : '');
+      tracePanel.hidden = !state.job?.timing && !(state.traceOffered && state.traceProblem);
+      return;
+    }
+    tracePanel.hidden = false;
+    traceId.replaceChildren('Trace ', h('span', { class: 'mono' }, trace.trace_id || ''),
+      ' — the same id in every function’s logs and in a tracing backend.');
+    waterfallBody.replaceChildren(state.traceProblem || '', renderWaterfall(trace, state.traceView, (target) => drawTrace(target)));
+    if (focus?.span) waterfallBody.querySelector(`li[data-span-id="${CSS.escape(focus.span)}"] .span-name`)?.focus();
+    if (focus?.family) waterfallBody.querySelector(`button.show-all[data-family="${CSS.escape(focus.family)}"]`)?.focus();
+  }
+
+  // Read the trace: at most every TRACE_EVERY_MS while the job runs (a later call waits for its turn), at once when
+  // asked (`now`). A 404/405 is a route this API does not have: the waterfall is left out, and not asked for again.
+  const traceLoad = { at: 0, running: null, again: false, timer: null };
+  signal.addEventListener('abort', () => clearTimeout(traceLoad.timer));
+  function loadTrace({ now = false } = {}) {
+    if (!state.traceOffered || signal.aborted) return;
+    if (traceLoad.running) {
+      traceLoad.again = true;
+      return;
+    }
+    const wait = now ? 0 : traceLoad.at + TRACE_EVERY_MS - Date.now();
+    clearTimeout(traceLoad.timer);
+    if (wait > 0) {
+      traceLoad.timer = setTimeout(() => loadTrace(), wait);
+      return;
+    }
+    traceLoad.running = (async () => {
+      let changed = false;
+      try {
+        const trace = await api(`${base}/trace`, { signal });
+        const key = JSON.stringify(trace);
+        changed = key !== state.traceKey || Boolean(state.traceProblem); // the same spans are not drawn again
+        state.trace = trace;
+        state.traceKey = key;
+        state.traceProblem = null;
+      } catch (error) {
+        if (error.name === 'AbortError') return;
+        changed = true;
+        if (STEER_ROUTE_MISSING.has(error.status)) {
+          state.traceOffered = false;
+          state.trace = null;
+        } else {
+          state.traceProblem = h('p', { class: 'hint', id: 'trace-problem' }, `The trace could not be read: ${error.message}`);
+        }
+      } finally {
+        traceLoad.at = Date.now();
+        traceLoad.running = null;
+      }
+      if (signal.aborted) return;
+      if (changed) drawTrace();
+      if (traceLoad.again) {
+        traceLoad.again = false;
+        loadTrace();
+      }
+    })();
+  }
+
   async function refresh() {
     const [job, graph] = await Promise.all([
       api(base, { signal }),
@@ -867,6 +964,8 @@ async function jobPage(main, [jobId], { signal, who }) {
     drawHead();
     drawGraph();
     drawUsage();
+    drawTiming();
+    loadTrace({ now: finishedNow });
     await drawResult();
     if (finishedNow) announce(`Job ${job.job_id} is ${job.status}`);
   }

@@ -28,7 +28,7 @@ CONSOLE_DIR = Path(__file__).resolve().parent.parent / "console"
 PREFIX = "/console"
 ASSETS_PATH = "assets/"
 PAGE = "index.html"
-VERSIONED = ("app.js", "graph.js", "style.css")
+VERSIONED = ("app.js", "graph.js", "trace.js", "style.css")
 MEDIA_TYPES = {".html": "text/html", ".js": "text/javascript", ".css": "text/css", ".svg": "image/svg+xml"}
 # Every fetch of the page goes to its own origin: scripts, styles and API calls; images only as data: URLs.
 CONTENT_SECURITY_POLICY = (
