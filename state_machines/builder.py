@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 from collections.abc import Callable
 
 import jsii
@@ -26,10 +27,11 @@ from aws_cdk import aws_iam as iam
 from aws_cdk import aws_lambda as lambda_
 from aws_cdk import aws_logs as logs
 from aws_cdk import aws_stepfunctions as sfn
+from aws_cdk import aws_stepfunctions_tasks as tasks
 
-from longhaul.core.errors import JOB_PAUSED, JOB_STOPPED
+from longhaul.core.errors import JOB_PAUSED, JOB_STOPPED, SegmentTimedOut
 from longhaul.core.settings import Env
-from longhaul.core.step_events import TASK_GROUP_PREFIX, StepEvent, WorkflowState, payload
+from longhaul.core.step_events import TASK_GROUP_PREFIX, SteerEvent, StepEvent, WorkflowState, payload
 from longhaul.engine.spec import StepKind
 from state_machines.agent_loop import agent_chain
 from state_machines.compensation_lane import with_compensation_lane
@@ -37,6 +39,7 @@ from state_machines.maps import group_map, item_map
 from state_machines.parts import (
     RUN_TASK_WAIT,
     STEP_HANDLER,
+    WAIT_ENDED,
     ContainerTarget,
     WorkflowParts,
 )
@@ -463,21 +466,189 @@ class WorkflowBuilder(WorkflowParts):
     # ------------------------------------------------------------------ the whole workflow
 
     def chain(self) -> sfn.IChainable:
-        """The spec's steps in its order, each built as its kind says, then `Job completed`."""
+        """The spec's steps in its order, each built as its kind says (a segment's steps inside its Parallel, see
+        `segment`), then `Job completed`."""
+        chain: sfn.Chain | None = None
+        to_review: list[sfn.INextable] = []  # segments' timeouts that hand over to the review step
+        steps = list(self.spec.steps)
+        while steps:
+            spec = steps.pop(0)
+            group = self.spec.segment_of(spec.name)
+            if group is not None:
+                steps = steps[len(group.steps) - 1 :]
+                state, handed = self.segment(group.name)
+                if handed is not None:
+                    to_review.append(handed)
+            else:
+                state = self.build_step(spec.name)
+                if spec.kind == StepKind.REVIEW:
+                    for handed_over in to_review:
+                        handed_over.next(state)
+                    to_review.clear()
+            chain = sfn.Chain.start(state) if chain is None else chain.next(state)
+        if chain is None:
+            raise ValueError(f"{self.workflow}: a workflow has at least one step")
+        return chain.next(sfn.Succeed(self, "Job completed"))
+
+    def build_step(self, name: str) -> sfn.IChainable:
+        """The spec's step `name` as its kind says."""
         build: dict[StepKind, Callable[[str], sfn.IChainable]] = {
             StepKind.STEP: self.step,
             StepKind.FAN_OUT: self.fan_out,
             StepKind.CONTAINER: self.container,
             StepKind.REVIEW: self.review,
             StepKind.AGENT: self.agent,
+            StepKind.SIGNAL: self.signal,
         }
-        chain: sfn.Chain | None = None
-        for spec in self.spec.steps:
-            state = build[spec.kind](spec.name)
-            chain = sfn.Chain.start(state) if chain is None else chain.next(state)
-        if chain is None:
-            raise ValueError(f"{self.workflow}: a workflow has at least one step")
-        return chain.next(sfn.Succeed(self, "Job completed"))
+        return build[self.spec.step(name).kind](name)
+
+    # ------------------------------------------------------------------ signals and segments
+
+    def signal(self, name: str) -> sfn.Chain:
+        """The spec's signal step `name` (see `longhaul.engine.signals`): its Task (the runner: consume the signal,
+        or open the wait) → Choice; "wait" → the steer lane's `.waitForTaskToken` Task, bounded by the job's wait
+        (`TimeoutSecondsPath`) → the step's Task again (the signal came: it consumes it); the wait's timeout → `<step>:
+        signal timed out` (event `signal_timed_out`; `on_timeout="fail"` raises `SignalTimedOut` into the step's
+        failure path) → the step's Task again (it says no signal came). A job that does not wait: two transitions."""
+        timeout, memory = self.visit(name, StepKind.SIGNAL)
+        function = self.function(name, STEP_HANDLER, timeout, memory)
+        task = self._step_task(name, function, timeout, step=name, input="$", result_path=f"$.steps.{name}")
+        self.apply_retries(task)
+        task.add_catch(self.job_stopped, errors=list(STOPPED_ERRORS))
+        self.pausable(task, name, step=name)
+        failure = self.failure_path(name, job_path="$.job_id", end=self.job_failed, timeout=timeout)
+        task.add_catch(failure, result_path="$.failure")
+        seconds = f"$.steps.{name}.wait_seconds"
+        wait = tasks.LambdaInvoke(
+            self,
+            f"{name}: wait for signal",
+            lambda_function=self.version_of(self.steer_function),
+            integration_pattern=sfn.IntegrationPattern.WAIT_FOR_TASK_TOKEN,
+            payload=sfn.TaskInput.from_object(
+                {
+                    **payload(SteerEvent, action="signal", step=name, job_id="$.job_id", execution="$$.Execution.Id"),
+                    "token": sfn.JsonPath.task_token,
+                }
+            ),
+            retry_on_service_exceptions=False,
+            result_path=sfn.JsonPath.DISCARD,
+            task_timeout=sfn.Timeout.at(seconds),
+        )
+        self.apply_transient_retry(wait)
+        timed_out = self.lambda_task(
+            f"{name}: signal timed out",
+            self.steer_function,
+            self.policy.lambda_timeout,
+            payload=payload(
+                SteerEvent,
+                action="signal_timeout",
+                step=name,
+                job_id="$.job_id",
+                execution="$$.Execution.Id",
+                seconds=seconds,
+            ),
+            result_path=sfn.JsonPath.DISCARD,
+        )
+        self.apply_retries(timed_out)
+        for state in (wait, timed_out):
+            state.add_catch(self.job_stopped, errors=list(STOPPED_ERRORS))
+        wait.add_catch(timed_out, errors=list(WAIT_ENDED), result_path=sfn.JsonPath.DISCARD)
+        for state in (wait, timed_out):
+            state.add_catch(failure, result_path="$.failure")
+        wait.next(task)
+        timed_out.next(task)
+        came = sfn.Choice(self, f"{name}: wait for signal?").when(
+            sfn.Condition.string_equals(f"$.steps.{name}.next", "wait"), wait
+        )
+        task.next(came)
+        return sfn.Chain.custom(task, came.afterwards(include_otherwise=True).end_states, came)
+
+    def segment(self, name: str) -> tuple[sfn.Parallel, sfn.INextable | None]:
+        """A segment: a Parallel whose first branch runs its steps, then `<segment>: end` (which resumes the timer),
+        and whose second is its timer, the steer lane's `.waitForTaskToken` Task bounded by the segment's seconds.
+        The timer's timeout fails its branch `SegmentTimedOut`, which stops the steps' branch; the Parallel's catch
+        records it (`<segment>: timed out`) and fails the job, or (`on_timeout="review"`) hands over to the review
+        step: returned, for the chain to connect. The branches end in their own Fail states (a state belongs to one
+        graph), whose errors the Parallel's catches take to the workflow's own. Three transitions when it holds."""
+        group = next(g for g in self.spec.segments if g.name == name)
+        seconds = group.bound(os.environ)
+        outer_failed, outer_stopped = self.job_failed, self.job_stopped
+        self.job_failed = sfn.Fail(
+            self, f"{name}: job failed", error=self.policy.job_failed_error, cause="A step of the segment failed."
+        )
+        self.job_stopped = sfn.Fail(self, f"{name}: job stopped", error=JOB_STOPPED, cause="The job stopped.")
+        try:
+            steps: sfn.Chain | None = None
+            for step in group.steps:
+                state = self.build_step(step)
+                steps = sfn.Chain.start(state) if steps is None else steps.next(state)
+            assert steps is not None
+            end = self.lambda_task(
+                f"{name}: end",
+                self.steer_function,
+                self.policy.lambda_timeout,
+                payload=payload(SteerEvent, action="segment_end", step=name, job_id="$.job_id"),
+                result_path=sfn.JsonPath.DISCARD,
+            )
+            self.apply_retries(end)
+            timer = tasks.LambdaInvoke(
+                self,
+                f"{name}: timer",
+                lambda_function=self.version_of(self.steer_function),
+                integration_pattern=sfn.IntegrationPattern.WAIT_FOR_TASK_TOKEN,
+                payload=sfn.TaskInput.from_object(
+                    {
+                        **payload(SteerEvent, action="segment", step=name, job_id="$.job_id"),
+                        "token": sfn.JsonPath.task_token,
+                    }
+                ),
+                retry_on_service_exceptions=False,
+                result_path=sfn.JsonPath.DISCARD,
+                task_timeout=sfn.Timeout.duration(Duration.seconds(seconds)),
+            )
+            self.apply_transient_retry(timer)
+            ran_out = sfn.Fail(
+                self, f"{name}: ran out", error=SegmentTimedOut.__name__, cause=f"The segment's {seconds} s passed."
+            )
+            timer.add_catch(ran_out, errors=list(WAIT_ENDED))
+            timer_branch: sfn.IChainable = timer
+            steps_branch: sfn.IChainable = steps.next(end)
+        finally:
+            self.job_failed, self.job_stopped = outer_failed, outer_stopped
+        parallel = sfn.Parallel(
+            self,
+            f"segment {name}",
+            output_path="$[0]",  # the steps' branch's state; the timer's adds nothing
+            comment=f"Segment {name}: {', '.join(group.steps)} within {seconds} s",
+        )
+        parallel.branch(steps_branch)
+        parallel.branch(timer_branch)
+        timed_out = self.lambda_task(
+            f"{name}: timed out",
+            self.steer_function,
+            self.policy.lambda_timeout,
+            payload=payload(
+                SteerEvent,
+                action="segment_timeout",
+                step=name,
+                job_id="$.job_id",
+                execution="$$.Execution.Id",
+                seconds=seconds,
+            ),
+            result_path=f"$.steps.{name}",
+        )
+        self.apply_retries(timed_out)
+        timed_out.add_catch(self.job_stopped, errors=list(STOPPED_ERRORS))
+        failure = self.failure_path(f"{name} segment", job_path="$.job_id", end=self.job_failed, step=name)
+        timed_out.add_catch(failure, result_path="$.failure")
+        parallel.add_catch(self.job_stopped, errors=[JOB_STOPPED])
+        parallel.add_catch(self.job_failed, errors=[self.policy.job_failed_error])
+        parallel.add_catch(timed_out, errors=[SegmentTimedOut.__name__], result_path="$.segment_failure")
+        parallel.add_catch(failure, result_path="$.failure")
+        if group.on_timeout == "fail":
+            timed_out.next(self.job_failed)
+            return parallel, None
+        return parallel, timed_out
 
 
 def define(b: WorkflowBuilder, *, timeout: Duration) -> sfn.StateMachine:

@@ -31,11 +31,14 @@ RUNG_ENDED = ("States.Timeout", "States.HeartbeatTimeout")
 
 def review_chain(b: WorkflowParts, name: str) -> sfn.Chain:
     """The review lane, behind a Choice that skips it (one transition, no invocation) when the job's mode is `never`
-    (or null and the workflow's default `never`) — unless an agent of the workflow may hand over to review."""
+    (or null and the workflow's default `never`) — unless an agent or a segment of the workflow may hand over to
+    review."""
     lane = _lane(b, name)
     policy = b.spec.step(name).review
     assert policy is not None
     if any(s.agent is not None and s.agent.on_limit == "review" for s in b.spec.agent_steps):
+        return lane
+    if any(g.on_timeout == "review" for g in b.spec.segments):
         return lane
     mode = "$.review_mode"
     never = sfn.Condition.string_equals(mode, "never")

@@ -1,5 +1,5 @@
-"""A workflow's steer lane function: the waits of a job steered from outside (a pause), on task tokens, dispatched
-on the Task's `action`."""
+"""A workflow's steer lane function: the waits of a job steered from outside (a pause, a signal, a segment's timer),
+on task tokens, and their ends, dispatched on the Task's `action`."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from aws_lambda_powertools.utilities.typing import LambdaContext
 from handlers import init_complete
 from longhaul.core.errors import InternalError
 from longhaul.core.observability import logger
-from longhaul.engine import pause
+from longhaul.engine import pause, segments, signals
 from longhaul.services import services
 
 
@@ -20,6 +20,16 @@ def handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
     logger.append_keys(job_id=event.get("job_id"), step=event.get("step"), action=action)
     if action == "pause":
         return pause.wait(event, services())
+    if action == "signal":
+        return signals.wait(event, services())
+    if action == "signal_timeout":
+        return signals.timed_out(event, services())
+    if action == "segment":
+        return segments.timer(event, services())
+    if action == "segment_end":
+        return segments.end(event, services())
+    if action == "segment_timeout":
+        return segments.timed_out(event, services())
     raise InternalError(f"unknown steer action {action!r}")
 
 

@@ -77,12 +77,34 @@ def _placeholder(intrinsic: dict[str, Any]) -> str:
 
 
 def all_states(states: dict[str, Any]) -> Iterator[tuple[str, dict[str, Any], dict[str, Any]]]:
-    """(name, state, the States map it lives in), descending into Map processors."""
+    """(name, state, the States map it lives in), descending into Map processors and Parallel branches."""
     for name, state in states.items():
         yield name, state, states
         processor = state.get("ItemProcessor") or state.get("Iterator")
         if processor:
             yield from all_states(processor["States"])
+        for branch in state.get("Branches") or ():
+            yield from all_states(branch["States"])
+
+
+def level_scopes(states: dict[str, Any]) -> list[dict[str, Any]]:
+    """The States maps of a workflow's own level: its States and its Parallel states' branches' (not Maps')."""
+    scopes = [states]
+    for state in states.values():
+        for branch in state.get("Branches") or ():
+            scopes.extend(level_scopes(branch["States"]))
+    return scopes
+
+
+def workflow_level(states: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    """The states of a workflow's own level: its States and those of its Parallel states' branches (a segment's
+    steps), not those inside Map processors."""
+    found: dict[str, dict[str, Any]] = {}
+    for name, state in states.items():
+        found[name] = state
+        for branch in state.get("Branches") or ():
+            found.update(workflow_level(branch["States"]))
+    return found
 
 
 def payload_step(state: dict[str, Any]) -> str | None:

@@ -71,6 +71,13 @@ def test_a_workflows_graph_holds_every_step_on_its_main_path(template: dict[str,
     by_name = {n.name: n for n in nodes}
     assert set(by_name) == set(asl["States"]) and all(n.status == "pending" for n in nodes)
     for step in spec.step_names:
+        if spec.segment_of(step) is not None:  # inside its segment's Parallel, shown as the segment's node
+            continue
         assert by_name[step].type in ("Task", "Map") and not by_name[step].failure_path, step
-    assert all(n.step is not None for n in nodes if n.type in ("Task", "Map")), "a Task or Map of no step"
+    for segment in spec.segments:
+        assert by_name[f"segment {segment.name}"].type == "Parallel"
+    segments = tuple(g.name for g in spec.segments)  # a segment's own Tasks (its timeout's record, its failure)
+    assert all(n.step is not None or n.name.startswith(segments) for n in nodes if n.type in ("Task", "Map")), (
+        "a Task or Map of no step"
+    )
     assert {e.kind for e in edges} >= {"next", "choice", "default", "catch"}

@@ -11,7 +11,14 @@ from longhaul.core import limits
 from longhaul.core.errors import DETERMINISTIC_ERROR_NAMES, ITEMS_FAILED, RETRYABLE_ERROR_NAMES
 from longhaul.engine.spec import StepKind
 from longhaul.workflows import REGISTRY
-from tests.infrastructure.conftest import all_states, definition, resources, task_function
+from tests.infrastructure.conftest import (
+    all_states,
+    definition,
+    level_scopes,
+    resources,
+    task_function,
+    workflow_level,
+)
 
 
 @pytest.fixture(scope="module")
@@ -188,14 +195,14 @@ def test_a_fan_out_fails_the_job_once_after_all_items_ran(machines):
                 continue
             if "ItemReader" in state:
                 assert after["Type"] == "Task" and after["Parameters"]["count.$"].endswith(".count")
-                verdict = states[after["Next"]]
+                verdict = scope[after["Next"]]
             else:
                 assert state["ResultSelector"]["any_failed.$"] == "States.ArrayContains($, true)"
                 verdict = after
             assert verdict["Type"] == "Choice"
-            record = states[verdict["Choices"][0]["Next"]]
+            record = scope[verdict["Choices"][0]["Next"]]
             assert record["Parameters"]["error"] == "ItemsFailed"
-            assert states[record["Next"]]["Type"] == "Fail", "the summary must not send a second dead letter"
+            assert scope[record["Next"]]["Type"] == "Fail", "the summary must not send a second dead letter"
             # it names the failed items from what the Map saw, not from what their recorders got to write
             if "ItemReader" in state:
                 assert record["Parameters"]["count.$"] == after["Parameters"]["count.$"]
@@ -212,8 +219,9 @@ def test_an_items_failure_path_never_fails_its_map(machines):
     (`true`): every item runs, and the summary after the Map names it."""
     for machine in machines.values():
         checked = 0
+        level = level_scopes(machine["States"])
         for name, state, scope in all_states(machine["States"]):
-            in_a_map = scope is not machine["States"]
+            in_a_map = not any(scope is own for own in level)
             recording = state["Type"] == "Task" and name.endswith((": record failure", ": dead letter"))
             if not in_a_map or not (recording or (state["Type"] == "Map" and name.endswith(": dead letters"))):
                 continue
@@ -234,7 +242,7 @@ def test_a_fan_out_chooses_inline_or_distributed_by_its_item_count(machines):
     the batched manifest from S3 (child executions of the same machine, none of them tolerated to fail unnoticed)."""
     for machine in machines.values():
         spec = REGISTRY[machine["Comment"].removeprefix("Longhaul workflow ")]
-        states = machine["States"]
+        states = workflow_level(machine["States"])
         for step in spec.fan_out_steps:
             over = f"$.steps.{spec.step(step).over}"
             choice = states[f"{step}: inline or distributed?"]
@@ -267,7 +275,7 @@ def test_a_fan_out_of_one_item_runs_its_task_alone_and_fails_as_a_map_would(mach
     and its failure is recorded and dead-lettered as an item's before the job fails with the fan-out's summary."""
     for machine in machines.values():
         spec = REGISTRY[machine["Comment"].removeprefix("Longhaul workflow ")]
-        states = machine["States"]
+        states = workflow_level(machine["States"])
         for step in (s.name for s in spec.steps if s.kind == StepKind.FAN_OUT):
             over = f"$.steps.{spec.step(step).over}"
             choice = states[f"{step}: inline or distributed?"]

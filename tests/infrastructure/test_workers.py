@@ -9,7 +9,7 @@ from typing import Any
 
 from longhaul.core.settings import Env
 from longhaul.workflows import REGISTRY
-from tests.infrastructure.conftest import all_states, definition, resources
+from tests.infrastructure.conftest import all_states, definition, resources, workflow_level
 
 
 def _ocr_machine(template: dict[str, Any]) -> dict[str, Any]:
@@ -127,7 +127,7 @@ def _check_run_task(run: dict[str, Any]) -> None:
 
 def test_the_ocr_step_is_skipped_when_no_page_needs_it(template: dict[str, Any]) -> None:
     """One Choice on the batch count: none goes straight on to the next step (one transition, nothing invoked)."""
-    states = _ocr_machine(template)["States"]
+    states = workflow_level(_ocr_machine(template)["States"])
     choice = states["ocr_pages: inline or distributed?"]
     assert choice["Type"] == "Choice"
     some = next(c for c in choice["Choices"] if c["NumericGreaterThan"] == 0)

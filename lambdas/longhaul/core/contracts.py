@@ -496,6 +496,9 @@ class JobError(Model):
     item: int | None = None
     items: list[int] | None = Field(default=None, description="For a fan-out: every item that failed.")
     message: str
+    detail: dict[str, Any] | None = Field(
+        default=None, description="More about it, e.g. `segment` and `timeout_seconds` when a segment ran too long."
+    )
 
 
 class Usage(Model):

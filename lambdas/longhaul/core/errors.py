@@ -108,6 +108,22 @@ class AgentLimitError(LonghaulError):
         return cls(f"{limit}: {detail}", step=step, item=item, limit=limit)
 
 
+class SignalTimedOut(LonghaulError):
+    """A signal step's wait ended without its signal, and the step says `on_timeout="fail"`."""
+
+    kind = "timeout"
+
+
+class SegmentTimedOut(LonghaulError):
+    """A segment (a group of steps bounded together) ran past its bound."""
+
+    kind = "timeout"
+
+
+# Raised by the platform only (never injected as a fault): their kind is `timeout`, like a Task's own timeout.
+TIMEOUT_CLASSES: tuple[type[LonghaulError], ...] = (SignalTimedOut, SegmentTimedOut)
+
+
 ERROR_CLASSES: tuple[type[LonghaulError], ...] = (
     TransientError,
     RateLimitedError,
@@ -132,7 +148,7 @@ def kind_of(error_name: str) -> str:
     for cls in ERROR_CLASSES:
         if cls.__name__ == error_name:
             return cls.kind
-    if error_name in ("States.Timeout", "Sandbox.Timedout"):
+    if error_name in ("States.Timeout", "Sandbox.Timedout", *(cls.__name__ for cls in TIMEOUT_CLASSES)):
         return "timeout"
     return "internal"
 

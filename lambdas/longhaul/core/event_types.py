@@ -60,6 +60,13 @@ EVENT_TYPES: dict[str, str] = {
     "review_reassigned": "A pending review passed its second rung: it moved to the secondary group.",
     "review_auto_approved": "The review's deadline passed and the workflow's policy approved the draft.",
     "review_decided": "A reviewer decided (approve, reject or edit); the job resumes.",
+    # Signals and segments.
+    "signal_received": "A signal was sent to the job and accepted (`detail`: `name`, `early`: sent before its step "
+    "waited for it); its step consumes it once.",
+    "signal_timed_out": "A signal step's wait ended without its signal (`detail`: `name`, `timeout_seconds`, "
+    "`on_timeout`): the job proceeds without it or fails.",
+    "segment_timed_out": "A segment of steps ran past its bound (`detail`: `segment`, `timeout_seconds`): the job "
+    "fails (error kind `timeout`) or goes to review.",
     # Agents, their tools' side effects, memory and compensation.
     "agent_turn": "An agent step's turn: tokens, the tools it called, whether it finished.",
     "agent_limit_reached": "An agent step reached a limit (turns, tool calls, deadline or budget).",

@@ -26,6 +26,8 @@ DEFAULT_DEADLINE_SECONDS = 2 * 3600
 MIN_REVIEW_DEADLINE_SECONDS = 10
 MAX_REVIEW_DEADLINE_SECONDS = 12 * 3600
 DEFAULT_REVIEW_DEADLINE_SECONDS = 4 * 3600
+# Document analysis: OCR and indexing together, at most this long (`LONGHAUL_OCR_INDEX_SEGMENT_SECONDS` overrides).
+OCR_INDEX_SEGMENT_SECONDS = 1200
 REVIEW_DEADLINE_MARGIN_SECONDS = 900
 
 # Fan-outs. A list of at most INLINE_MAP_MAX_ITEMS items travels in the state and runs as an inline Map; a longer one

@@ -49,6 +49,8 @@ EVENT_SEQ_DIGITS = 10
 REVIEW_SK = "REVIEW"
 REVIEW_TOKEN_SK = "TOKEN"
 PAUSE_TOKEN_SK = "TOKEN#pause"  # in the job's partition: the task token of its pause wait (server side only)
+SIGNAL_PREFIX = "SIGNAL#"  # in the job's partition: a signal sent to the job (its body, received or consumed)
+WAIT_TOKEN_PREFIX = "TOKEN#wait#"  # in the job's partition: a signal wait's or a segment timer's task token
 OUTBOX_SK = "OUTBOX"
 EFFECT_PREFIX = "EFFECT#"
 SAGA_PREFIX = "SAGA#"
@@ -76,6 +78,15 @@ def job_key(job_id: str) -> dict[str, str]:
 
 def pause_token_key(job_id: str) -> dict[str, str]:
     return {PK: job_pk(job_id), SK: PAUSE_TOKEN_SK}
+
+
+def signal_key(job_id: str, name: str) -> dict[str, str]:
+    return {PK: job_pk(job_id), SK: f"{SIGNAL_PREFIX}{name}"}
+
+
+def wait_token_key(job_id: str, wait: str) -> dict[str, str]:
+    """`wait`: `signal:<name>` or `segment:<name>`."""
+    return {PK: job_pk(job_id), SK: f"{WAIT_TOKEN_PREFIX}{wait}"}
 
 
 def step_sk(step: str, item: int | None) -> str:

@@ -15,6 +15,7 @@ from typing import Any, Literal
 
 from pydantic import ConfigDict, Field, field_validator
 
+from longhaul.core import limits
 from longhaul.core.model import Model
 
 
@@ -42,6 +43,9 @@ class Env:
     CODE_VERSION = "LONGHAUL_CODE_VERSION"
     #: JSON `{"workflow": {"step": queue URL}}`: each fan-out step's dead-letter queue.
     DEAD_LETTER_QUEUES = "LONGHAUL_DEAD_LETTER_QUEUES"
+    #: Document analysis: the bound on OCR and indexing together (`plan_ocr`, `ocr_pages`, `build_index`: one
+    #: segment), in seconds; read when the state machines are synthesized (default 1200).
+    OCR_INDEX_SEGMENT_SECONDS = "LONGHAUL_OCR_INDEX_SEGMENT_SECONDS"
     #: How long a running job may go without an event before the sweep reports it stuck (minutes).
     STUCK_AFTER_MINUTES = "LONGHAUL_STUCK_AFTER_MINUTES"
     #: The review-wait alarm's limit (minutes): it fires when the median (p50) time a workflow's reviews waited for a
@@ -120,6 +124,9 @@ class Settings(Model):
     dead_letter_queues: dict[str, dict[str, str]] = Field(default_factory=dict, alias=Env.DEAD_LETTER_QUEUES)
     stuck_after_minutes: int = Field(default=15, alias=Env.STUCK_AFTER_MINUTES, gt=0)
     review_wait_alarm_minutes: int = Field(default=240, alias=Env.REVIEW_WAIT_ALARM_MINUTES, gt=0)
+    ocr_index_segment_seconds: int = Field(
+        default=limits.OCR_INDEX_SEGMENT_SECONDS, alias=Env.OCR_INDEX_SEGMENT_SECONDS, gt=0
+    )
     # {"route": {"provider", "model_id", "base_url"?, "api_key_env"?, "api_key_secret"?, "fallback"?, "stronger"?}};
     # empty: one route `default` of `model_provider`/`model_id`.
     model_routes: dict[str, dict[str, Any]] = Field(default_factory=dict, alias=Env.MODEL_ROUTES)

@@ -147,6 +147,7 @@ class SteerEvent(Model):
     job_id: str
     execution: str | None = None
     token: str | None = None
+    seconds: int | None = None  # a signal's wait or a segment's bound, for its timeout's event
 
 
 class SagaEvent(Model):

@@ -44,6 +44,16 @@ class StepContext:
         output: dict[str, Any] = self.event.input.steps[step]
         return output
 
+    def signal(self, name: str, model: type[BaseModel] | None = None) -> Any:
+        """The body of signal `name` as its (earlier) signal step consumed it, validated by `model` when given; None
+        when no signal came (the step passed without waiting, or its wait timed out)."""
+        output = self.event.input.steps.get(name) or {}
+        key = output.get("body_key")
+        if not key:
+            return None
+        body = self.services.artifacts.get_json(key)
+        return model.model_validate(body) if model is not None else body
+
     def model(self) -> ModelCalls:
         """The step's model gateway: routes, breakers, budget reservations and the validation ladder."""
         if self._model is None:

@@ -220,7 +220,9 @@ def _run_step(
 
     # A review step that opened its review waits for the decision: its record says so, and is no checkpoint (the
     # decision's is, `review.lane`); a replay re-enters it.
-    waiting = this.kind == StepKind.REVIEW and output.get("next") == "wait"
+    # A signal step that opened its wait likewise: its checkpoint is written when it consumes the signal (or learns
+    # that none came).
+    waiting = this.kind in (StepKind.REVIEW, StepKind.SIGNAL) and output.get("next") == "wait"
     checkpoint_fields = {
         "status": "waiting" if waiting else "succeeded",
         "finished_at": iso(services.now()),

@@ -65,6 +65,9 @@ class StepKind(StrEnum):
     # A resumable agent loop: one Lambda invocation per turn (a Task, then a Choice whether to take another), each
     # turn asking the model, running the tools it proposes and checkpointing the conversation (see `engine.agent`).
     AGENT = "agent"
+    # Waits (a task token, no compute held) for a signal sent to the job through the API, whose JSON body the step's
+    # model validates; the step's output is a reference to that body (see `engine.signals`).
+    SIGNAL = "signal"
 
 
 ITEM_KINDS = frozenset({StepKind.FAN_OUT, StepKind.CONTAINER})
@@ -85,6 +88,66 @@ FinalAction = Literal["expire", "approve"]
 REVIEW_WORK = "longhaul.review.lane:open_review"
 # The saga's lane (`longhaul.engine.saga`): its name in events, dead letters and its queue.
 COMPENSATION_STEP = "compensation"
+
+
+OnSignalTimeout = Literal["proceed", "fail"]
+OnSegmentTimeout = Literal["fail", "review"]
+# The platform's body of every signal step (consume a signal that came, or open the wait); see `engine.signals`.
+SIGNAL_WORK = "longhaul.engine.signals:arrive"
+
+
+class SignalPolicy(NamedTuple):
+    """A signal step: the model its body is validated by, how long it waits (`timeout_seconds`) and what then:
+    `proceed` (its output says no signal came) or `fail` (the job fails, error kind `timeout`). `wanted`, a function
+    of the domain module `(ctx) -> int | None`, decides per job whether to wait and for how long (None: the step
+    returns at once without waiting; a signal that came already is used all the same); without it every job waits
+    `timeout_seconds`."""
+
+    model: ModelRef
+    timeout_seconds: int
+    on_timeout: OnSignalTimeout = "proceed"
+    wanted: str | None = None
+
+    @property
+    def body_type(self) -> type[BaseModel]:
+        return model_of(self.model, "a signal's model")
+
+
+class SegmentSpec(NamedTuple):
+    """A bound on a group of consecutive steps together (e.g. OCR and indexing within 20 minutes): past it the job
+    fails (error kind `timeout`, `detail.segment`) or, with `on_timeout="review"`, goes to the workflow's later review
+    step. `timeout_setting` names an environment variable whose value, when set, replaces `timeout_seconds` where
+    the state machine is built."""
+
+    name: str
+    steps: tuple[str, ...]
+    timeout_seconds: int
+    on_timeout: OnSegmentTimeout = "fail"
+    timeout_setting: str | None = None
+
+    def bound(self, environ: Mapping[str, str] | None = None) -> int:
+        """Its seconds: the setting's value when it is set (a positive integer), else `timeout_seconds`."""
+        if self.timeout_setting and environ is not None and environ.get(self.timeout_setting):
+            value = int(environ[self.timeout_setting])
+            if value < 1:
+                raise ValueError(f"{self.timeout_setting} must be a positive number of seconds")
+            return value
+        return self.timeout_seconds
+
+
+def segment(
+    name: str,
+    *,
+    steps: tuple[str, ...],
+    timeout_seconds: int,
+    on_timeout: OnSegmentTimeout = "fail",
+    timeout_setting: str | None = None,
+) -> SegmentSpec:
+    if not steps:
+        raise ValueError(f"segment {name!r}: it bounds at least one step")
+    if timeout_seconds < 1:
+        raise ValueError(f"segment {name!r}: timeout_seconds must be positive")
+    return SegmentSpec(name, tuple(steps), timeout_seconds, on_timeout, timeout_setting)
 
 
 class ReviewPolicy(NamedTuple):
@@ -222,10 +285,15 @@ class StepSpec:
     # Its output is the job's provisional result: the step returns `StepContext.provisional(result)` in its output
     # (the result shaped as the workflow's, marked), readable before the job completes (`?provisional=true`).
     provisional: bool = False
+    signal: SignalPolicy | None = None  # a signal step's policy
 
     def __post_init__(self) -> None:
         if self.provisional and self.kind != StepKind.STEP:
             raise ValueError(f"step {self.name!r}: only a plain step (no items, no review) gives a provisional result")
+        if (self.kind == StepKind.SIGNAL) != (self.signal is not None):
+            raise ValueError(f"step {self.name!r}: a signal step has a signal policy, and only a signal step does")
+        if self.signal is not None and self.signal.timeout_seconds < 1:
+            raise ValueError(f"step {self.name!r}: a signal's timeout_seconds must be positive")
         if self.grouped and (self.kind != StepKind.FAN_OUT or self.calls_model):
             raise ValueError(f"step {self.name!r}: only a fan-out that calls no model runs its items in groups")
         if (self.kind == StepKind.AGENT) != (self.agent is not None):
@@ -255,6 +323,21 @@ def agent(name: str, *, policy: AgentPolicy, **options: Any) -> StepSpec:
     return StepSpec(name, kind=StepKind.AGENT, agent=policy, calls_model=True, **options)
 
 
+def signal(
+    name: str,
+    *,
+    model: ModelRef,
+    timeout_seconds: int,
+    on_timeout: OnSignalTimeout = "proceed",
+    wanted: str | None = None,
+    **options: Any,
+) -> StepSpec:
+    """A signal step: waits for `POST /v1/jobs/{job_id}/signals/{name}` (its body validated by `model`), at most
+    `timeout_seconds`; then `on_timeout` (see `SignalPolicy`)."""
+    policy = SignalPolicy(model, timeout_seconds, on_timeout, wanted)
+    return StepSpec(name, kind=StepKind.SIGNAL, signal=policy, **options)
+
+
 def container(name: str, *, over: str, worker: str, **options: Any) -> StepSpec:
     """A container step: one task of `worker` per item of `over`, each resumed by its task token."""
     return StepSpec(name, kind=StepKind.CONTAINER, over=over, container=worker, **options)
@@ -272,6 +355,7 @@ class WorkflowSpec:
     # What its agent steps may call: the registry, or where it is (`"module:NAME"`), imported on first use as the
     # domain module is (the API, which calls no tool, never imports the tools and their models).
     tools: ToolRegistry | str = field(default_factory=ToolRegistry)
+    segments: tuple[SegmentSpec, ...] = ()  # bounds on groups of consecutive steps (see `SegmentSpec`)
     _by_name: Mapping[str, StepSpec] = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
@@ -290,8 +374,42 @@ class WorkflowSpec:
                         f"workflow {self.name!r}: agent {s.name} hands over to review, but no review follows"
                     )
         object.__setattr__(self, "_by_name", {s.name: s for s in self.steps})
+        self._check_segments(names)
         if isinstance(self.tools, ToolRegistry):
             self._check_tools(self.tools)
+
+    def _check_segments(self, names: list[str]) -> None:
+        """Each segment bounds consecutive existing steps, none of them in another segment or a review; `review`
+        needs a review step after it."""
+        seen: set[str] = set()
+        if len({g.name for g in self.segments}) != len(self.segments):
+            raise ValueError(f"workflow {self.name!r}: segment names repeat")
+        for g in self.segments:
+            unknown = [n for n in g.steps if n not in names]
+            if unknown:
+                raise ValueError(f"workflow {self.name!r}: segment {g.name} names unknown steps {unknown}")
+            start = names.index(g.steps[0])
+            if list(g.steps) != names[start : start + len(g.steps)]:
+                raise ValueError(f"workflow {self.name!r}: segment {g.name}'s steps are not consecutive: {g.steps}")
+            overlap = sorted(seen & set(g.steps))
+            if overlap:
+                raise ValueError(f"workflow {self.name!r}: segment {g.name} overlaps another on {overlap}")
+            seen |= set(g.steps)
+            if any(self._by_name[n].kind == StepKind.REVIEW for n in g.steps):
+                raise ValueError(f"workflow {self.name!r}: segment {g.name} may not hold the review step")
+            if g.on_timeout == "review":
+                later = [self._by_name[n].kind for n in names[start + len(g.steps) :]]
+                if StepKind.REVIEW not in later:
+                    raise ValueError(
+                        f"workflow {self.name!r}: segment {g.name} hands over to review, but no review follows"
+                    )
+
+    def segment_of(self, step: str) -> SegmentSpec | None:
+        return next((g for g in self.segments if step in g.steps), None)
+
+    @property
+    def signal_steps(self) -> tuple[StepSpec, ...]:
+        return tuple(s for s in self.steps if s.kind == StepKind.SIGNAL)
 
     def _check_tools(self, tools: ToolRegistry) -> None:
         """Every agent step calls registered tools only, and no compensation (the saga's alone)."""
@@ -383,7 +501,9 @@ class WorkflowSpec:
     def work(self, name: str) -> StepWork:
         """The domain function of a step (the domain module is imported here, never by the API); a review or an agent
         step's is the platform's."""
-        platform = {StepKind.REVIEW: REVIEW_WORK, StepKind.AGENT: AGENT_WORK}.get(self.step(name).kind)
+        platform = {StepKind.REVIEW: REVIEW_WORK, StepKind.AGENT: AGENT_WORK, StepKind.SIGNAL: SIGNAL_WORK}.get(
+            self.step(name).kind
+        )
         if platform is not None:
             opened: StepWork = imported(platform)
             return opened

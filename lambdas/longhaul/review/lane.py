@@ -100,6 +100,12 @@ def open_review(ctx: StepContext) -> dict[str, Any]:
         for s in spec.agent_steps
         if (out := ctx.state.steps.get(s.name) or {}).get("limit")
     ]
+    # A segment that ran past its bound and hands over to review likewise.
+    handed += [
+        str(out.get("message") or f"segment {g.name} ran past its bound")
+        for g in spec.segments
+        if (out := ctx.state.steps.get(g.name) or {}).get("timed_out")
+    ]
     if mode == "never" and not handed:
         return {"next": "continue", "required": False, "mode": mode}
     reasons = [*handed, *(str(r) for r in spec.hook("review_reasons")(ctx))]

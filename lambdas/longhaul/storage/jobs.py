@@ -435,6 +435,65 @@ class JobStore(JobSubmissions, JobListing):
                 return False
             raise
 
+    # ------------------------------------------------------------------ signals and the waits on them
+
+    def put_signal(self, job_id: str, name: str, fields: Mapping[str, Any]) -> bool:
+        """Keep a signal (or its wait's end, `status: timed_out`) once: False when one is kept already."""
+        try:
+            self.table.put_item(
+                Item={**schema.signal_key(job_id, name), **fields},
+                ConditionExpression="attribute_not_exists(pk)",
+            )
+            return True
+        except self.table.meta.client.exceptions.ConditionalCheckFailedException:
+            return False
+
+    def signal(self, job_id: str, name: str) -> dict[str, Any] | None:
+        item = self.table.get_item(Key=schema.signal_key(job_id, name), ConsistentRead=True).get("Item")
+        return dict(item) if item else None
+
+    def consume_signal(self, job_id: str, name: str, at: str) -> None:
+        """Mark a received signal consumed by its step (idempotent)."""
+        self.table.update_item(
+            Key=schema.signal_key(job_id, name),
+            UpdateExpression="SET #status = :consumed, consumed_at = if_not_exists(consumed_at, :at)",
+            ConditionExpression="attribute_exists(pk)",
+            ExpressionAttributeNames={"#status": "status"},
+            ExpressionAttributeValues={":consumed": "consumed", ":at": at},
+        )
+
+    def set_wait_token(self, job_id: str, wait: str, token: str) -> None:
+        """Keep a wait's token (an update: a wait already ended stays ended)."""
+        self.table.update_item(
+            Key=schema.wait_token_key(job_id, wait),
+            UpdateExpression="SET #token = :token, #at = :at",
+            ExpressionAttributeNames={"#token": "token", "#at": "at"},
+            ExpressionAttributeValues={":token": token, ":at": iso(self.clock.now())},
+        )
+
+    def wait_token(self, job_id: str, wait: str) -> str | None:
+        item = self.table.get_item(Key=schema.wait_token_key(job_id, wait), ConsistentRead=True).get("Item")
+        return str(item["token"]) if item and item.get("token") else None
+
+    def end_wait(self, job_id: str, wait: str) -> bool:
+        """Mark a wait ended (its token forgotten): True the first time. The side that ends a wait first tells the
+        other (a segment's end and its timer storing its token)."""
+        try:
+            self.table.update_item(
+                Key=schema.wait_token_key(job_id, wait),
+                UpdateExpression="SET ended = :yes REMOVE #token",
+                ConditionExpression="attribute_not_exists(ended)",
+                ExpressionAttributeNames={"#token": "token"},
+                ExpressionAttributeValues={":yes": True},
+            )
+            return True
+        except self.table.meta.client.exceptions.ConditionalCheckFailedException:
+            return False
+
+    def wait_ended(self, job_id: str, wait: str) -> bool:
+        item = self.table.get_item(Key=schema.wait_token_key(job_id, wait), ConsistentRead=True).get("Item")
+        return bool(item and item.get("ended"))
+
     def mark_stuck(self, job_id: str, at: str) -> None:
         """Remember when a job was reported stuck, without making it look updated."""
         self.table.update_item(

@@ -11,8 +11,10 @@ from typing import Annotated, Literal, Self
 
 from pydantic import ConfigDict, Field, model_validator
 
+from longhaul.core import limits
 from longhaul.core.contracts import VISIBLE_SCHEMA, DocumentAnalysisInput, JobResult, Strict, Visible
-from longhaul.engine.spec import ReviewPolicy, WorkflowSpec, container, fan_out, review, step
+from longhaul.core.settings import Env
+from longhaul.engine.spec import ReviewPolicy, WorkflowSpec, container, fan_out, review, segment, step
 
 
 class EditedCitation(Strict):
@@ -111,5 +113,14 @@ SPEC = WorkflowSpec(
             ),
         ),
         step("publish_result"),
+    ),
+    # OCR and indexing together within a bound (a setting): past it the job fails, error kind `timeout`.
+    segments=(
+        segment(
+            "ocr_and_index",
+            steps=("plan_ocr", "ocr_pages", "build_index"),
+            timeout_seconds=limits.OCR_INDEX_SEGMENT_SECONDS,
+            timeout_setting=Env.OCR_INDEX_SEGMENT_SECONDS,
+        ),
     ),
 )
