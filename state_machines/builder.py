@@ -474,6 +474,7 @@ class WorkflowBuilder(WorkflowParts):
         while steps:
             spec = steps.pop(0)
             group = self.spec.segment_of(spec.name)
+            state: sfn.IChainable
             if group is not None:
                 steps = steps[len(group.steps) - 1 :]
                 state, handed = self.segment(group.name)
