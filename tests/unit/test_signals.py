@@ -148,6 +148,8 @@ def test_an_early_signal_is_kept_then_consumed_once(steered: wiring.Services, ta
 def test_a_signal_to_a_waiting_step_resumes_its_wait(steered: wiring.Services) -> None:
     opened = signals.arrive(_ctx(steered))
     assert opened["next"] == "wait" and opened["wait_seconds"] == 30 and opened["until"]
+    waiting = _job(steered).wait_state
+    assert waiting.reason == "signal" and waiting.until is not None and waiting.step == "price_list"
     signals.wait({"action": "signal", "step": "price_list", "job_id": "job_1", "token": "tok"}, steered)
     accepted = signals.send(steered, _job(steered), "price_list", {"currency": "EUR", "prices": {}}, requested_by="t")
     assert not accepted.early and steered.tokens.succeeded == ["tok"]  # type: ignore[union-attr]

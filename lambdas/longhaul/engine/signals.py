@@ -152,13 +152,17 @@ def arrive(ctx: StepContext) -> dict[str, Any]:
         body = json.loads(str(kept["body_json"]))
         key = services.artifacts.put_json(keys.work_key(job_id, name, "signal.json"), body)
         services.jobs.consume_signal(job_id, name, iso(services.now()))
+        services.jobs.clear_waiting(job_id, reason="signal")
         return SignalOutput(signal=name, received=True, early=bool(kept.get("early")), body_key=key).model_dump()
     if kept is not None:  # its wait ended without it
+        services.jobs.clear_waiting(job_id, reason="signal")
         return SignalOutput(signal=name, timed_out=True).model_dump()
     seconds = ctx_wait_seconds(ctx, spec, policy)
     if seconds is None:
         return SignalOutput(signal=name).model_dump()
-    until = iso(services.now() + timedelta(seconds=seconds))
+    ends = services.now() + timedelta(seconds=seconds)
+    services.jobs.set_waiting(job_id, "signal", detail=f"waiting for signal {name!r}", until=ends, step=name)
+    until = iso(ends)
     return SignalOutput(signal=name, next="wait", wait_seconds=seconds, until=until).model_dump()
 
 
