@@ -1,18 +1,18 @@
-"""The steering routes of the API function: pause and resume a job (`/v1/jobs/{job_id}/…` for its tenant,
-`/v1/ops/jobs/{job_id}/…` for operators). Thin: each calls `longhaul.api.steer.SteerService`."""
+"""The steering routes of the API function: pause and resume a job, send it a signal (`/v1/jobs/{job_id}/…` for its
+tenant, `/v1/ops/jobs/{job_id}/…` for operators). Thin: each calls `longhaul.api.steer.SteerService`."""
 
 from __future__ import annotations
 
-from typing import Annotated
+from typing import Annotated, Any
 
 from aws_lambda_powertools.event_handler import Response
 from aws_lambda_powertools.event_handler.api_gateway import Router
-from aws_lambda_powertools.event_handler.openapi.params import Path
+from aws_lambda_powertools.event_handler.openapi.params import Body, Path
 
-from handlers.api_shared import JOBS, OPERATORS, Responses, keyed, principal, problems
+from handlers.api_shared import JOBS, OPERATORS, Responses, keyed, principal, problems, with_json_body
 from longhaul.api.steer import SteerService
 from longhaul.core.auth import Principal
-from longhaul.core.contracts import SteerOutcome
+from longhaul.core.contracts import SignalAccepted, SteerOutcome
 from longhaul.core.problems import Forbidden
 from longhaul.services import services
 
@@ -105,3 +105,58 @@ def ops_pause_job(job_id: Annotated[str, Path()]) -> Response[str]:
 )
 def ops_resume_job(job_id: Annotated[str, Path()]) -> Response[str]:
     return _answer(_service().resume(_operator(), job_id, any_tenant=True), 200)
+
+
+SIGNAL_DESCRIPTION = (
+    "Send signal `name` to the job: a JSON object validated by the model of the workflow's signal step of that name "
+    "(invoice reconciliation: `price_list`). A step waiting for it resumes at once (event `signal_received`); sent "
+    "before the step is reached, it is kept and the step consumes it when it gets there, without waiting. A signal is "
+    "taken once: a second one, one after its wait ended (`signal_timed_out`) or after its step, or one to a finished "
+    "job answers 409 (`signal_status` or `job_status` says why)."
+)
+SIGNAL_CONFLICT = (
+    "Taken already (`signal_status`: `received`, `consumed`), its wait over (`timed_out`), its step past (`passed`), "
+    "or the job finished or being cancelled (`job_status`)"
+)
+
+
+def _signal_responses(forbidden: str) -> Responses:
+    return {
+        202: {"description": "Signal accepted", "content": {"application/json": {"model": SignalAccepted}}},
+        **keyed(forbidden, takes_body=True),
+        **problems(404, "No such job for this tenant, or no signal of that name in its workflow"),
+        **with_json_body("The body is not a JSON object, or not what the signal's model accepts; `errors` say where"),
+        **problems(409, SIGNAL_CONFLICT),
+    }
+
+
+def _accepted(accepted: SignalAccepted) -> Response[str]:
+    return Response(status_code=202, content_type="application/json", body=accepted.model_dump_json())
+
+
+@router.post(
+    "/v1/jobs/<job_id>/signals/<name>",
+    summary="Send a signal to a job",
+    description=SIGNAL_DESCRIPTION,
+    operation_id="signal_job",
+    tags=[JOBS],
+    responses=_signal_responses(TENANT_KEY),
+)
+def signal_job(
+    job_id: Annotated[str, Path()], name: Annotated[str, Path()], body: Annotated[dict[str, Any], Body()]
+) -> Response[str]:
+    return _accepted(_service().signal(principal(router), job_id, name, body))
+
+
+@router.post(
+    "/v1/ops/jobs/<job_id>/signals/<name>",
+    summary="Send a signal to any tenant's job",
+    description=SIGNAL_DESCRIPTION,
+    operation_id="ops_signal_job",
+    tags=[OPERATORS],
+    responses=_signal_responses(NOT_OPERATOR),
+)
+def ops_signal_job(
+    job_id: Annotated[str, Path()], name: Annotated[str, Path()], body: Annotated[dict[str, Any], Body()]
+) -> Response[str]:
+    return _accepted(_service().signal(_operator(), job_id, name, body, any_tenant=True))

@@ -667,6 +667,15 @@ class SteerOutcome(Model):
     message: str
 
 
+class SignalAccepted(Model):
+    """The answer to a signal: accepted, and whether its step was waiting for it already."""
+
+    job_id: str
+    signal: str
+    early: bool = Field(description="Sent before its step waited for it: kept, consumed when the step is reached.")
+    status: JobStatus = Field(description="The job's status when the signal was accepted.")
+
+
 class ProvisionalMark(Model):
     """Where a job's provisional result comes from."""
 

@@ -60,6 +60,13 @@ class JobStatusConflict(ApiProblem):
     status, slug, title = 409, "job-status-conflict", "The job's status does not allow this"
 
 
+class SignalConflict(ApiProblem):
+    """A signal that cannot be taken: one of that name was kept already (`signal_status`: `received`, `consumed`),
+    its wait ended without it (`timed_out`) or its step is past (`passed`); or the job finished (`job_status`)."""
+
+    status, slug, title = 409, "signal-conflict", "The signal cannot be taken"
+
+
 class NoProvisionalResult(ApiProblem):
     status, slug, title = 409, "no-provisional-result", "The job has no provisional result yet"
 

@@ -17,21 +17,23 @@ and one that came in the last moment wins (the step consumes it).
 import json
 from collections.abc import Mapping
 from datetime import timedelta
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
-from pydantic import Field, ValidationError
+from pydantic import ValidationError
 
 from longhaul.core.clock import iso
-from longhaul.core.contracts import TERMINAL_STATUSES, JobStatus
+from longhaul.core.contracts import TERMINAL_STATUSES, JobStatus, SignalAccepted
 from longhaul.core.errors import CancelledError, InternalError, SignalTimedOut
 from longhaul.core.model import Model
 from longhaul.core.observability import logger
 from longhaul.core.records import Job
 from longhaul.core.step_events import SteerEvent
-from longhaul.engine.context import StepContext
 from longhaul.engine.spec import SignalPolicy, StepKind, WorkflowSpec, registry
 from longhaul.services import Services
 from longhaul.storage import artifacts as keys
+
+if TYPE_CHECKING:  # the API sends signals without the step machinery (its context imports the model gateway)
+    from longhaul.engine.context import StepContext
 
 # A signal's body, as JSON, at most this many bytes (it is kept in the job's partition until its step consumes it).
 MAX_SIGNAL_BYTES = 64_000
@@ -49,15 +51,6 @@ class SignalOutput(Model):
     body_key: str | None = None
     wait_seconds: int | None = None  # "wait": how long (the wait's TimeoutSecondsPath)
     until: str | None = None  # "wait": when the wait ends without the signal
-
-
-class SignalAccepted(Model):
-    """The answer to a signal: accepted, and whether its step was waiting for it already."""
-
-    job_id: str
-    signal: str
-    early: bool = Field(description="Sent before its step waited for it: kept, consumed when the step is reached.")
-    status: JobStatus = Field(description="The job's status when the signal was accepted.")
 
 
 class UnknownSignal(Exception):
@@ -139,7 +132,7 @@ def send(services: Services, job: Job, name: str, body: Any, *, requested_by: st
 # ---------------------------------------------------------------------------------------------- the step's side
 
 
-def arrive(ctx: StepContext) -> dict[str, Any]:
+def arrive(ctx: "StepContext") -> dict[str, Any]:
     """The signal step's work (run by the step runner): consume the signal if it came, say none came if its wait
     ended, else open the wait (or pass, when the job does not want to wait: `SignalPolicy.wanted`)."""
     services, job_id, name = ctx.services, ctx.job_id, ctx.event.step
@@ -166,7 +159,7 @@ def arrive(ctx: StepContext) -> dict[str, Any]:
     return SignalOutput(signal=name, next="wait", wait_seconds=seconds, until=until).model_dump()
 
 
-def ctx_wait_seconds(ctx: StepContext, spec: WorkflowSpec, policy: SignalPolicy) -> int | None:
+def ctx_wait_seconds(ctx: "StepContext", spec: WorkflowSpec, policy: SignalPolicy) -> int | None:
     """How long this job waits for the signal: the domain's `wanted` hook says (None: not at all), else the policy."""
     if policy.wanted is None:
         return policy.timeout_seconds
