@@ -4,16 +4,67 @@ deterministic business rules and reconcile them against the contract's price lis
 parse → fan out extraction over invoices (sourced, re-extracted with feedback) → business rules and reconciliation
 → summary (checked against the validated numbers) → review → publish. The review (when asked for; `auto`: when a
 discrepancy was found) may edit the summary, which is then checked like the model's.
+
+A late price list: a submission that says `await_price_list` waits (after the extraction, before the checks) for
+signal `price_list` at most its `timeout_seconds`; a price list sent in time replaces the contract's in the
+reconciliation, else the job goes on with the contract's. A job that does not ask never waits, but a price list sent
+before its checks is used all the same.
 """
 
 from typing import Annotated, Self
 
 from pydantic import ConfigDict, Field, model_validator
 
-from longhaul.core.contracts import VISIBLE_SCHEMA, ArchiveInput, DocumentInput, Strict, Visible, exactly_one_of
-from longhaul.engine.spec import ReviewPolicy, WorkflowSpec, fan_out, review, step
+from longhaul.core.contracts import (
+    VISIBLE_SCHEMA,
+    ArchiveInput,
+    DocumentInput,
+    SafeName,
+    Strict,
+    Visible,
+    exactly_one_of,
+)
+from longhaul.engine.spec import ReviewPolicy, WorkflowSpec, fan_out, review, signal, step
 
 MAX_INVOICES = 100
+# How long a job may wait for a late price list (signal `price_list`): at most a day, by default an hour.
+MAX_PRICE_LIST_WAIT_SECONDS = 24 * 3600
+DEFAULT_PRICE_LIST_WAIT_SECONDS = 3600
+MAX_PRICE_LIST_CHARS = 50_000
+
+
+class AwaitPriceList(Strict):
+    """Wait for a late price list (signal `price_list`) before checking the invoices."""
+
+    timeout_seconds: Annotated[
+        int,
+        Field(
+            default=DEFAULT_PRICE_LIST_WAIT_SECONDS,
+            ge=1,
+            le=MAX_PRICE_LIST_WAIT_SECONDS,
+            description="How long the job waits for it, from when its invoices are extracted; then it goes on with "
+            "the contract's price list (the wait counts against the job's deadline).",
+        ),
+    ]
+
+
+class PriceListSignal(Strict):
+    """The body of signal `price_list`: a price list as text, read like a contract's (rows of product code,
+    description and unit price, and a currency). It replaces the contract's price list in the reconciliation."""
+
+    name: Annotated[SafeName, Field(description="The price list's name, used in the sources that cite its lines.")]
+    text: Annotated[
+        str,
+        Field(min_length=1, max_length=MAX_PRICE_LIST_CHARS, json_schema_extra=VISIBLE_SCHEMA),
+        Visible,
+    ]
+
+    @model_validator(mode="after")
+    def _readable(self) -> Self:
+        from longhaul.workflows.invoice_reconciliation.pricelist import parse_price_list  # on a signal's first use
+
+        parse_price_list(self.name, [(1, self.text)])  # a PriceListError (a ValueError) says what is missing
+        return self
 
 
 class InvoiceReconciliationInput(Strict):
@@ -37,6 +88,14 @@ class InvoiceReconciliationInput(Strict):
             default=None,
             description=f"The invoices as one uploaded ZIP archive, one member per invoice (1 to {MAX_INVOICES}); "
             "or give `invoices`.",
+        ),
+    ]
+    await_price_list: Annotated[
+        AwaitPriceList | None,
+        Field(
+            default=None,
+            description="Wait for a late price list sent as signal `price_list` (`POST /v1/jobs/{job_id}/signals/"
+            "price_list`) before the checks, at most `timeout_seconds`; without it the job does not wait.",
         ),
     ]
 
@@ -71,6 +130,15 @@ SPEC = WorkflowSpec(
             item_unit="invoice",
             timeout_seconds=360,  # up to three extractions of one invoice, each within the model timeout
             calls_model=True,
+        ),
+        # A late price list: waited for only when the submission asks (`await_price_list`, the hook
+        # `price_list_wait`); proceeds with the contract's after the timeout.
+        signal(
+            "price_list",
+            model=PriceListSignal,
+            timeout_seconds=MAX_PRICE_LIST_WAIT_SECONDS,
+            on_timeout="proceed",
+            wanted="price_list_wait",
         ),
         step("check_invoices"),
         step("summarize_findings", timeout_seconds=120, calls_model=True),

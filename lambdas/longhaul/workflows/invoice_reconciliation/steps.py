@@ -1,9 +1,11 @@
 """Workflow `invoice-reconciliation`, its domain: the submission logic and one function per step of its spec.
 
 Steps exchange S3 keys, never text: parse_documents → extract_invoices (per invoice: extract through the model port,
-source every value, re-extract with the sourcing errors as feedback, bounded) → check_invoices (business rules and
-the contract) → summarize_findings (the model's summary) → publish_report (the summary is used only if every figure
-in it is a validated number; otherwise the deterministic one, and that is recorded).
+source every value, re-extract with the sourcing errors as feedback, bounded) → price_list (a signal step: a late
+price list, waited for when the submission asks, `price_list_wait`) → check_invoices (business rules and the
+contract, or the price list signalled in its place) → summarize_findings (the model's summary) → publish_report (the
+summary is used only if every figure in it is a validated number; otherwise the deterministic one, and that is
+recorded).
 """
 
 from collections.abc import Sequence
@@ -20,7 +22,12 @@ from longhaul.workflows.invoice_reconciliation import prompts, report, sourcing
 from longhaul.workflows.invoice_reconciliation.models import ContractSummary, ExtractedInvoice, InvoiceResult
 from longhaul.workflows.invoice_reconciliation.pricelist import PriceList, PriceListError, parse_price_list
 from longhaul.workflows.invoice_reconciliation.sourcing import SourcingError
-from longhaul.workflows.invoice_reconciliation.spec import MAX_INVOICES, InvoiceReconciliationInput, SummaryEdits
+from longhaul.workflows.invoice_reconciliation.spec import (
+    MAX_INVOICES,
+    InvoiceReconciliationInput,
+    PriceListSignal,
+    SummaryEdits,
+)
 
 WORKFLOW = "invoice-reconciliation"
 MAX_REEXTRACTIONS = 2  # after the first extraction, at most this many more with the sourcing errors as feedback
@@ -32,6 +39,7 @@ class JobInput(Model):
     workflow: str
     contract: StoredDocument
     invoices: list[StoredDocument]
+    await_price_list_seconds: int | None = None  # wait this long for signal `price_list` (None: do not wait)
 
 
 class Extraction(Model):
@@ -78,7 +86,12 @@ def prepare(intake: Intake, job_input: InvoiceReconciliationInput) -> PreparedIn
     uploads = sum(1 for d in (job_input.contract, *(job_input.invoices or ())) if d.upload_id)
     uploads += len(invoices) if job_input.invoices_archive is not None else 0
     return PreparedInput(
-        payload=JobInput(workflow=WORKFLOW, contract=contract, invoices=invoices),
+        payload=JobInput(
+            workflow=WORKFLOW,
+            contract=contract,
+            invoices=invoices,
+            await_price_list_seconds=job_input.await_price_list.timeout_seconds if job_input.await_price_list else None,
+        ),
         estimated_sla_seconds=20 + 10 * len(invoices) + 15 * uploads,
         size=len(invoices),
     )
@@ -92,7 +105,16 @@ def _input(ctx: StepContext) -> JobInput:
 
 
 def _price_list(ctx: StepContext) -> PriceList:
+    """The price list the invoices are checked against: one sent late (signal `price_list`) replaces the contract's."""
+    late = ctx.signal("price_list", PriceListSignal)
+    if late is not None:
+        return parse_price_list(late.name, [(1, late.text)])
     return PriceList.model_validate(ctx.services.artifacts.get_json(ctx.output_of("parse_documents")["price_list_key"]))
+
+
+def price_list_wait(ctx: StepContext) -> int | None:
+    """The signal step `price_list`: how long this job waits for a late price list (None: it does not wait)."""
+    return _input(ctx).await_price_list_seconds
 
 
 def parse_documents(ctx: StepContext) -> dict[str, Any]:
@@ -156,7 +178,8 @@ def _extractions(ctx: StepContext) -> Sequence[Extraction]:
 
 
 def check_invoices(ctx: StepContext) -> dict[str, Any]:
-    """Deterministic business rules and the reconciliation against the contract, per invoice."""
+    """Deterministic business rules and the reconciliation against the contract (or the late price list), per
+    invoice."""
     prices = _price_list(ctx)
     results = [report.invoice_result(e.invoice, prices, e.errors) for e in _extractions(ctx)]
     checked = Checked(contract=report.contract_summary(prices), invoices=results)
