@@ -266,3 +266,35 @@ def test_the_admin_commands_work_against_the_deployed_stack(platform: LocalPlatf
 def _no_leftover_hang() -> Any:
     yield
     lambda_runtime.interrupt_waits()
+
+
+def test_a_signal_sent_with_the_command_is_taken_once(platform: LocalPlatform, tmp_path: Path) -> None:
+    invoices = SAMPLES / "invoices"
+    contract = (invoices / "contract_price_list.txt").read_text()
+    request = {
+        "workflow": "invoice-reconciliation",
+        "input": {
+            "contract": {"name": "contract.txt", "text": contract},
+            "invoices": [{"name": "inv_01_northwind.txt", "text": (invoices / "inv_01_northwind.txt").read_text()}],
+            "await_price_list": {"timeout_seconds": 600},
+        },
+    }
+    path = tmp_path / "invoice.json"
+    path.write_text(json.dumps(request))
+    prices = tmp_path / "prices.json"
+    prices.write_text(json.dumps({"name": "prices_rev2.txt", "text": contract}))
+    job_id = longhaul(platform, "submit", path).stdout.strip()
+
+    sent = longhaul(platform, "signal", job_id, "price_list", "--data", f"@{prices}", "-o", "json")
+    again = longhaul(platform, "signal", job_id, "price_list", "--data", f"@{prices}")
+    unknown = longhaul(platform, "signal", job_id, "nope", "--data", "{}")
+    not_an_object = longhaul(platform, "signal", job_id, "price_list", "--data", "[1]")
+
+    assert sent.exit_code == 0 and as_json(sent)["signal"] == "price_list", sent.output
+    assert again.exit_code == 2 and "cannot be taken" in again.stderr and again.stdout == "", again.output
+    assert unknown.exit_code == 2 and "has no signal 'nope'" in unknown.stderr, unknown.output
+    assert not_an_object.exit_code == 2 and "JSON object" in not_an_object.stderr, not_an_object.output
+    watched = longhaul(platform, "watch", job_id)
+    assert watched.exit_code == 0, watched.output
+    result = as_json(longhaul(platform, "result", job_id, "-o", "json"))
+    assert result["contract"]["document"] == "prices_rev2.txt"

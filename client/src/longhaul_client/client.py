@@ -52,6 +52,7 @@ from longhaul.core.contracts import (
     JobView,
     ReplayOutcome,
     ReplayRequest,
+    SignalAccepted,
     SteerOutcome,
     TenantPolicyView,
     UploadRequest,
@@ -323,6 +324,14 @@ class LonghaulClient:
         """Resume a paused job, or withdraw a pause not reached yet (safe to repeat)."""
         response = self._send("POST", f"{self._jobs(operator)}/{job_id}/resume", safe=True)
         return SteerOutcome.model_validate_json(response.content)
+
+    def signal(self, job_id: str, name: str, body: Mapping[str, Any], *, operator: bool = False) -> SignalAccepted:
+        """Send signal `name` to the job with a JSON object its workflow's signal step validates (invoice
+        reconciliation: `price_list`, `{"name", "text"}`). Kept once: sent again, or after its wait ended, it is a
+        `LonghaulError` 409 (`signal_status`); an unknown name a 404, a body its model refuses a 422. Not retried (a
+        retry of a signal that was kept would answer 409)."""
+        response = self._send("POST", f"{self._jobs(operator)}/{job_id}/signals/{name}", json=dict(body), safe=False)
+        return SignalAccepted.model_validate_json(response.content)
 
     def upload(self, path: Path, *, media_type: str | None = None, filename: str | None = None) -> UploadTicket:
         """Upload a document or a ZIP archive of documents: a presigned URL from the API, then the file to it.

@@ -1,9 +1,11 @@
-"""A tenant's commands: submit a job (and watch it), watch, status, list, events, result, cancel, upload."""
+"""A tenant's commands: submit a job (and watch it), watch, status, list, events, result, cancel, pause, resume,
+signal, upload."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 from rich.markdown import Markdown
@@ -184,6 +186,45 @@ def resume(job_id: JobId, url: Url = None, key: Key = None, output: Output = Out
     """Resume a paused job (it enters the step it paused before), or withdraw a pause it has not reached yet."""
     with session(url, key, output) as (client, out):
         _steered(client.resume(job_id), out)
+
+
+def _signal_body(data: str) -> Any:
+    """`--data`: JSON, or `@file` (`@-`: stdin)."""
+    if data.startswith("@"):
+        return read_json(Path(data[1:]), "signal body")
+    try:
+        return json.loads(data)
+    except json.JSONDecodeError as error:
+        raise CommandError(f"--data is not JSON: {error}") from None
+
+
+@app.command()
+def signal(
+    job_id: JobId,
+    name: Annotated[
+        str, typer.Argument(help="The signal's name (its workflow's signal step), e.g. price_list.", show_default=False)
+    ],
+    data: Annotated[
+        str,
+        typer.Option("--data", "-d", help="The body: a JSON object, or @file (@- reads stdin).", show_default=False),
+    ],
+    url: Url = None,
+    key: Key = None,
+    output: Output = OutputFormat.TEXT,
+) -> None:
+    """Send a signal to a job: its step, waiting or not reached yet, takes it once. Exit 2 with the problem when it
+    is unknown (404), its body is refused (422) or it cannot be taken (409: sent already, its wait over, the job
+    finished)."""
+    body = _signal_body(data)
+    if not isinstance(body, dict):
+        raise CommandError("the signal's body must be a JSON object")
+    with session(url, key, output) as (client, out):
+        accepted = client.signal(job_id, name, body)
+        if out.json:
+            out.document(accepted)
+            return
+        when = "kept until its step is reached" if accepted.early else "its step resumes"
+        out.line(f"{accepted.job_id} {accepted.status.value}: signal {accepted.signal} accepted, {when}")
 
 
 @app.command()
