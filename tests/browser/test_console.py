@@ -195,6 +195,7 @@ def test_every_workflows_graph_draws_its_steps_first_and_no_label_is_clipped(
             steps=spec.step_names,
             execution_status=ExecutionStatus.NOT_STARTED,
             job_status=JobStatus.QUEUED,
+            segments=tuple(g.name for g in spec.segments),
         )
         graph = WorkflowGraph(
             job_id="job_drawn",

@@ -13,7 +13,7 @@ from longhaul.api.graph import derive, parse_definition
 from longhaul.core.contracts import JobStatus
 from longhaul.core.ports import ExecutionStatus
 from longhaul.workflows import REGISTRY
-from tests.infrastructure.conftest import definition, resources
+from tests.infrastructure.conftest import definition, resources, workflow_level
 from tests.infrastructure.test_admission import actions, statements_of
 
 
@@ -66,18 +66,22 @@ def test_a_workflows_graph_holds_every_step_on_its_main_path(template: dict[str,
         steps=spec.step_names,
         execution_status=ExecutionStatus.NOT_STARTED,
         job_status=JobStatus.QUEUED,
+        segments=tuple(g.name for g in spec.segments),
     )
 
     by_name = {n.name: n for n in nodes}
-    assert set(by_name) == set(asl["States"]) and all(n.status == "pending" for n in nodes)
-    for step in spec.step_names:
-        if spec.segment_of(step) is not None:  # inside its segment's Parallel, shown as the segment's node
-            continue
+    assert set(by_name) == set(workflow_level(asl["States"])) and all(n.status == "pending" for n in nodes)
+    for step in spec.step_names:  # a segment's steps too: inside its Parallel, on the main path
         assert by_name[step].type in ("Task", "Map") and not by_name[step].failure_path, step
+    assert all(n.step is not None for n in nodes if n.type in ("Task", "Map")), "a Task or Map of no step"
     for segment in spec.segments:
-        assert by_name[f"segment {segment.name}"].type == "Parallel"
-    segments = tuple(g.name for g in spec.segments)  # a segment's own Tasks (its timeout's record, its failure)
-    assert all(n.step is not None or n.name.startswith(segments) for n in nodes if n.type in ("Task", "Map")), (
-        "a Task or Map of no step"
-    )
+        parallel = f"segment {segment.name}"
+        assert by_name[parallel].type == "Parallel" and not by_name[parallel].failure_path
+        assert {(e.source, e.target) for e in edges} >= {
+            (parallel, segment.steps[0]),
+            (parallel, f"{segment.name}: timer"),
+        }
+        assert (
+            by_name[f"{segment.name}: timer"].step == segment.name and by_name[f"{segment.name}: timer"].waits_for_token
+        )
     assert {e.kind for e in edges} >= {"next", "choice", "default", "catch"}

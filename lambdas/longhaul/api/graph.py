@@ -1,22 +1,23 @@
 """A job's workflow as a graph: the states of the state machine definition its execution runs, each with this job's
 state, and the progress of each fan-out. What the console draws (`GET /v1/jobs/{id}/graph`).
 
-The nodes are the definition's own top-level states (a Map is one node: its item processor runs per item and is
-summed up by the fan-out's progress); the edges are its transitions (`Next`, a Choice's rules and `Default`, and
-each `Catch`). A state's status comes from the latest execution's history (`*StateEntered`/`*StateExited` events,
-in order): entered and left is `done` — or `failed` when it was left through one of its `Catch`es (`stopped` when
-the catch goes straight to a `Fail` state, which the house policy does only for a stopped job) —, entered and not
-left is `running` (`waiting` for a task-token Task while the job waits for review or is paused) until the execution
-ends, then `failed` (`stopped` for a cancelled or expired job). A state never entered is `pending` while the job may
-still get there, else `skipped`. A fan-out's Map is also `failed` when an item failed. States reached only through a
-`Catch` are the failure path (`failure_path`). The console folds each step's states into one node (its steps first);
-this module gives every state, so the folding stays a matter of drawing.
+The nodes are the definition's own top-level states and those of its Parallel states' branches (a segment: its steps and
+its timer), the Parallel a node of its own whose edges lead to its branches' first states; a Map is one node (its item
+processor runs per item and is summed up by the fan-out's progress). The edges are its transitions (`Next`, a Choice's
+rules and `Default`, and each `Catch`). A state's status comes from the latest execution's history
+(`*StateEntered`/`*StateExited` events, in order): entered and left is `done` — or `failed` when it was left through one
+of its `Catch`es (`stopped` when the catch goes straight to a `Fail` state, which the house policy does only for a
+stopped job) —, entered and not left is `running` (`waiting` for a task-token Task while the job waits for review or is
+paused) until the execution ends, then `failed` (`stopped` for a cancelled or expired job). A state never entered is
+`pending` while the job may still get there, else `skipped`. A fan-out's Map is also `failed` when an item failed.
+States reached only through a `Catch` are the failure path (`failure_path`). The console folds each step's states into
+one node (its steps first); this module gives every state, so the folding stays a matter of drawing.
 """
 
 import json
 from collections.abc import Iterable, Sequence
 from itertools import pairwise
-from typing import Literal
+from typing import Any, Literal
 
 from pydantic import ConfigDict, Field, ValidationError
 
@@ -42,7 +43,8 @@ class GraphNode(Model):
     type: str = Field(description="The ASL state type: Task, Map, Choice, Pass, Wait, Succeed, Fail, Parallel.")
     step: str | None = Field(
         default=None,
-        description="The workflow step the state belongs to (`compensation`: the saga's compensation lane), if any.",
+        description="The workflow step the state belongs to (`compensation`: the saga's compensation lane; a "
+        "segment's own states, its timer and its end: the segment's name), if any.",
     )
     status: NodeStatus = Field(description="This job's state of it (see the module's rules).")
     entered: int = Field(default=0, description="How often the latest execution entered it.")
@@ -100,6 +102,7 @@ class _State(Model):
     Choices: list[_ChoiceRule] = Field(default_factory=list)
     Catch: list[_Catcher] = Field(default_factory=list)
     Resource: str | None = None
+    Branches: list[dict[str, Any]] = Field(default_factory=list)  # a Parallel's: each read as a `_Definition`
 
 
 class _Definition(Model):
@@ -123,15 +126,41 @@ def parse_definition(text: str) -> _Definition:
         raise DefinitionUnreadable(f"not a state machine definition: {error}") from None
 
 
+def level_states(definition: _Definition) -> dict[str, _State]:
+    """The states of the workflow's own level: its top-level states and, in place after each Parallel, its branches'
+    (not a Map's item processor). State names are unique in a definition, branches included."""
+    found: dict[str, _State] = {}
+
+    def add(states: dict[str, _State]) -> None:
+        for name, state in states.items():
+            found[name] = state
+            for branch in state.Branches:
+                add(_branch(branch).States)
+
+    add(definition.States)
+    return found
+
+
+def _branch(raw: dict[str, Any]) -> _Definition:
+    try:
+        return _Definition.model_validate(raw)
+    except ValidationError as error:
+        raise DefinitionUnreadable(f"not a Parallel branch: {error}") from None
+
+
 def edges_of(definition: _Definition) -> list[GraphEdge]:
-    """Every transition between top-level states, each once per (source, target, kind)."""
+    """Every transition between the workflow level's states (a Parallel leads to each branch's first state), each
+    once per (source, target, kind)."""
     edges: dict[tuple[str, str, str], GraphEdge] = {}
+    states = level_states(definition)
 
     def add(source: str, target: str | None, kind: EdgeKind) -> None:
-        if target is not None and target in definition.States:
+        if target is not None and target in states:
             edges.setdefault((source, target, kind), GraphEdge(source=source, target=target, kind=kind))
 
-    for name, state in definition.States.items():
+    for name, state in states.items():
+        for branch in state.Branches:
+            add(name, _branch(branch).StartAt, "next")
         add(name, state.Next, "next")
         for rule in state.Choices:
             add(name, rule.Next, "choice")
@@ -171,10 +200,13 @@ def derive(
     execution_status: ExecutionStatus,
     job_status: JobStatus,
     failed_fan_outs: frozenset[str] = frozenset(),
+    segments: Sequence[str] = (),
 ) -> tuple[list[GraphNode], list[GraphEdge]]:
-    """Each top-level state with this job's status, and the transitions the execution took (the module's rules)."""
-    lanes = (*steps, COMPENSATION_STEP)  # a workflow with sagas runs its compensation lane in the same definition
-    states = definition.States
+    """Each state of the workflow's level with this job's status, and the transitions the execution took (the
+    module's rules)."""
+    # A workflow with sagas runs its compensation lane in the same definition; a segment has states of its own.
+    lanes = (*steps, COMPENSATION_STEP, *segments)
+    states = level_states(definition)
     edges = edges_of(definition)
     main = _reachable(definition.StartAt, [e for e in edges if e.kind != "catch"])
     normal = {(e.source, e.target) for e in edges if e.kind != "catch"}
@@ -279,6 +311,7 @@ def job_graph(services: Services, job: Job) -> WorkflowGraph:
         execution_status=execution,
         job_status=job.status,
         failed_fan_outs=frozenset(f.step for f in fan_outs if f.failed),
+        segments=tuple(g.name for g in spec.segments),
     )
     return WorkflowGraph(
         job_id=job.job_id,
