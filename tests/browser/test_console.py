@@ -18,6 +18,7 @@ from longhaul.core.contracts import JobStatus
 from longhaul.core.ports import ExecutionStatus
 from longhaul.workflows import REGISTRY
 from tests.browser.conftest import Api, Tabs
+from tests.infrastructure.conftest import workflow_level
 
 # The longest review deadline: its first rung (a reminder at a third, time-scaled) comes long after the test.
 REVIEW = {"review": {"mode": "always", "deadline_seconds": 43200}}
@@ -126,12 +127,21 @@ def test_the_job_page_draws_the_workflow_the_job_passed_through_and_its_result(
     page.get_by_role("link", name=job_id).click()
     expect(node(page, "Job completed")).to_have_attribute("data-status", "done")
     skipped = {"ocr_pages", "review"}  # the sample has no scanned page and asks for no review (a Choice passes it)
-    # Steps first: one node per step, in the spec's order down the main column, and the end; nothing else.
+    # Steps first: one node per step, in the spec's order down the main column, and the end; nothing else but a
+    # segment's opening (its Parallel) and closing (its timer and end) around its steps.
     drawn = page.locator("svg .node").evaluate_all(
         "nodes => nodes.map((n) => [n.getBoundingClientRect().top, n.dataset.state]).sort((a, b) => a[0] - b[0])"
         ".map(([, state]) => state)"
     )
-    assert drawn == [*spec.step_names, "Job completed"]
+    expected = []
+    for step in spec.step_names:
+        segment = spec.segment_of(step)
+        if segment is not None and step == segment.steps[0]:
+            expected.append(f"segment {segment.name}")
+        expected.append(step)
+        if segment is not None and step == segment.steps[-1]:
+            expected.append(segment.name)
+    assert drawn == [*expected, "Job completed"]
     for step in spec.step_names:
         expect(node(page, step)).to_have_attribute("data-status", "skipped" if step in skipped else "done")
     expect(node(page, "parse_documents")).to_contain_text("2 of 2 documents")
@@ -220,7 +230,7 @@ def test_every_workflows_graph_draws_its_steps_first_and_no_label_is_clipped(
                 [graph, internal],
             )
             if internal:
-                assert sorted(drawn) == sorted(asl["States"]), workflow
+                assert sorted(drawn) == sorted(workflow_level(asl["States"])), workflow  # a segment's too
             else:
                 assert set(spec.step_names) <= set(drawn), workflow
                 ends = [n.name for n in nodes if n.type == "Succeed" or (n.name == definition.StartAt and not n.step)]

@@ -2,16 +2,16 @@
 state, and the progress of each fan-out. What the console draws (`GET /v1/jobs/{id}/graph`).
 
 The nodes are the definition's own top-level states and those of its Parallel states' branches (a segment: its steps and
-its timer), the Parallel a node of its own whose edges lead to its branches' first states; a Map is one node (its item
-processor runs per item and is summed up by the fan-out's progress). The edges are its transitions (`Next`, a Choice's
-rules and `Default`, and each `Catch`). A state's status comes from the latest execution's history
-(`*StateEntered`/`*StateExited` events, in order): entered and left is `done` — or `failed` when it was left through one
-of its `Catch`es (`stopped` when the catch goes straight to a `Fail` state, which the house policy does only for a
-stopped job) —, entered and not left is `running` (`waiting` for a task-token Task while the job waits for review or is
-paused) until the execution ends, then `failed` (`stopped` for a cancelled or expired job). A state never entered is
-`pending` while the job may still get there, else `skipped`. A fan-out's Map is also `failed` when an item failed.
-States reached only through a `Catch` are the failure path (`failure_path`). The console folds each step's states into
-one node (its steps first); this module gives every state, so the folding stays a matter of drawing.
+its timer), the Parallel a node of its own whose edges lead to its branches' first states (and their last states' to the
+Parallel's next); a Map is one node (its item processor runs per item and is summed up by the fan-out's progress). The
+edges are its transitions (`Next`, a Choice's rules and `Default`, and each `Catch`). A state's status comes from the
+latest execution's history (`*StateEntered`/`*StateExited` events, in order): entered and left is `done` — or `failed`
+when it was left through one of its `Catch`es (`stopped` when the catch goes straight to a `Fail` state, which the house
+policy does only for a stopped job) —, entered and not left is `running` (`waiting` for a task-token Task while the job
+waits for review or is paused) until the execution ends, then `failed` (`stopped` for a cancelled or expired job). A
+state never entered is `pending` while the job may still get there, else `skipped`. A fan-out's Map is also `failed`
+when an item failed. States reached only through a `Catch` are the failure path (`failure_path`). The console folds each
+step's states into one node (its steps first); this module gives every state, so the folding stays a matter of drawing.
 """
 
 import json
@@ -102,6 +102,7 @@ class _State(Model):
     Choices: list[_ChoiceRule] = Field(default_factory=list)
     Catch: list[_Catcher] = Field(default_factory=list)
     Resource: str | None = None
+    End: bool = False
     Branches: list[dict[str, Any]] = Field(default_factory=list)  # a Parallel's: each read as a `_Definition`
 
 
@@ -159,9 +160,14 @@ def edges_of(definition: _Definition) -> list[GraphEdge]:
             edges.setdefault((source, target, kind), GraphEdge(source=source, target=target, kind=kind))
 
     for name, state in states.items():
-        for branch in state.Branches:
-            add(name, _branch(branch).StartAt, "next")
-        add(name, state.Next, "next")
+        for raw in state.Branches:  # a Parallel leads to each branch's first state, and its last ones to its Next
+            branch = _branch(raw)
+            add(name, branch.StartAt, "next")
+            for last, inner in branch.States.items():
+                if inner.End:
+                    add(last, state.Next, "next")
+        if not state.Branches:
+            add(name, state.Next, "next")
         for rule in state.Choices:
             add(name, rule.Next, "choice")
         add(name, state.Default, "default")
