@@ -86,6 +86,7 @@ def test_record_failure_marks_the_job_failed_with_a_sanitized_error_and_sends_a_
         "item": None,
         "items": None,
         "message": "document 2 is not a readable PDF",
+        "detail": None,  # a segment's timeout says which segment; a step's failure needs no more
     }
     assert "runner.py" not in json.dumps(error_of(store))
     failed_event = events(store)[-1]
