@@ -90,6 +90,13 @@ def _synth_environment(out: Path) -> dict[str, str]:
     }
 
 
+def synthesis_settings() -> set[str]:
+    """The environment variables the CDK app reads while it synthesizes: each workflow segment's bound setting."""
+    from longhaul.engine.spec import registry  # the spec language: light, and on the path the app runs with
+
+    return {s.timeout_setting for spec in registry().values() for s in spec.segments if s.timeout_setting}
+
+
 def source_digest(repo_root: Path) -> str:
     """SHA-256 over everything the synthesized assembly depends on: the relative paths and contents of the sources
     the CDK app reads, the CDK libraries' versions, the Python version, the context and the `CDK_*` environment."""
@@ -107,6 +114,9 @@ def source_digest(repo_root: Path) -> str:
     environment = _synth_environment(Path())
     cdk = sorted((k, v) for k, v in environment.items() if k.startswith(("CDK_", "JSII_")) and k != "CDK_OUTDIR")
     digest.update(json.dumps(cdk).encode())
+    # Settings the app reads at synthesis (a segment's bound): a change synthesizes anew.
+    read = sorted((k, os.environ.get(k, "")) for k in synthesis_settings())
+    digest.update(json.dumps(read).encode())
     return digest.hexdigest()
 
 

@@ -94,6 +94,15 @@ def test_the_cdk_environment_is_an_input(repo: Path, app: StubApp, monkeypatch: 
     assert deploy.synthesize(repo)[1]
 
 
+def test_a_setting_read_at_synthesis_is_an_input(repo: Path, app: StubApp, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A segment's bound is read when the app synthesizes: another value synthesizes anew, not the cached bound."""
+    assert "LONGHAUL_OCR_INDEX_SEGMENT_SECONDS" in deploy.synthesis_settings()
+    deploy.synthesize(repo)
+    monkeypatch.setenv("LONGHAUL_OCR_INDEX_SEGMENT_SECONDS", "30")
+    assert deploy.synthesize(repo)[1]
+    assert deploy.synthesize(repo)[1] is False
+
+
 def test_a_failed_synthesis_caches_nothing(repo: Path, app: StubApp) -> None:
     app.fail = True
     with pytest.raises(RuntimeError, match="failed"):
