@@ -2,8 +2,7 @@
 
 `cdk synth`/`cdk deploy` (context `longhaul:bundle=true`, set in cdk.json) builds the asset in three steps:
 1. pip installs `lambdas/requirements.txt` (pinned by constraints.txt) as manylinux wheels for the target
-   architecture and Python, whatever the machine running the CDK is, then `lambdas/requirements-tracing.txt` without
-   dependencies (the X-Ray SDK, whose botocore requirement the runtime's botocore meets);
+   architecture and Python, whatever the machine running the CDK is;
 2. the source tree is copied next to them;
 3. every module is compiled to bytecode for the target Python, as unchecked hash-based pycs in `__pycache__`.
    Lambda's code directory is read-only, so without them every cold start compiles every module it imports
@@ -36,7 +35,6 @@ from constructs import Construct
 ROOT = Path(__file__).resolve().parent.parent
 LAMBDAS_DIR = ROOT / "lambdas"
 CONSTRAINTS = ROOT / "constraints.txt"
-TRACING_REQUIREMENTS = LAMBDAS_DIR / "requirements-tracing.txt"  # installed without its dependencies
 BYTECODE_TOOL = Path(__file__).resolve().parent / "bytecode"
 RUNTIME = lambda_.Runtime.PYTHON_3_14
 ARCHITECTURE = lambda_.Architecture.ARM_64
@@ -79,12 +77,10 @@ def build_bundle(out: Path, target: Platform = TARGET) -> None:
 
 
 def install_dependencies(out: Path, target: Platform) -> None:
-    for requirements, resolve in ((LAMBDAS_DIR / "requirements.txt", True), (TRACING_REQUIREMENTS, False)):
-        _pip_install(out, target, requirements, resolve=resolve)
+    _pip_install(out, target, LAMBDAS_DIR / "requirements.txt")
 
 
-def _pip_install(out: Path, target: Platform, requirements: Path, *, resolve: bool) -> None:
-    """`resolve=False` installs exactly the pinned files (`--no-deps`): the X-Ray SDK without its botocore."""
+def _pip_install(out: Path, target: Platform, requirements: Path) -> None:
     subprocess.run(
         [
             sys.executable,
@@ -100,7 +96,6 @@ def _pip_install(out: Path, target: Platform, requirements: Path, *, resolve: bo
             "--implementation=cp",
             "--target",
             str(out),
-            *([] if resolve else ["--no-deps"]),
             "-r",
             str(requirements),
             "-c",

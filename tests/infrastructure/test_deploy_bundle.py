@@ -80,7 +80,8 @@ def test_asset_fits_lambda_and_ships_no_runtime_libraries(asset):
     shipped = {p.name for p in asset.iterdir()}
     assert shipped.isdisjoint(RUNTIME_OWNED), f"the runtime provides {sorted(shipped & set(RUNTIME_OWNED))}"
     assert {"handlers", "longhaul", "pydantic", "numpy"} <= shipped
-    assert {"aws_xray_sdk", "wrapt"} <= shipped  # the tracer's SDK, without a botocore of its own
+    assert {"opentelemetry", "google"} <= shipped  # the tracing SDK and its protobuf, without a botocore of its own
+    assert "requests" not in shipped  # the OTLP/HTTP exporter's client stays out: the runtime's botocore sends
 
 
 def test_every_module_has_unchecked_bytecode_for_the_target_python(asset):
