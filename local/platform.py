@@ -36,7 +36,7 @@ from pathlib import Path
 from types import TracebackType
 from typing import Any, ClassVar
 
-from local import lambda_runtime, moto_patches, schedules, workers
+from local import lambda_runtime, moto_patches, schedules, traces, workers
 from local.deploy import ACCOUNT, REGION, Deployment, deploy_assembly, synthesize, update_assembly, wait_until
 from local.frontdoor import MANUAL_PATH, FrontDoor
 from local.keys import DEFAULT_KEYS as DEFAULT_KEYS  # re-exported
@@ -180,6 +180,7 @@ class LocalPlatform:
         )
         platform._policies = overrides.get(TENANT_POLICIES_ENV, "")
         platform._remove_fault_middleware = lambda_runtime.install_runtime_faults()
+        traces.install()  # every job's spans, for the trace routes (and a collector, when one is named)
         clock.set_pause(lambda seconds: lambda_runtime.scaled_wait(seconds))  # the offline model writes at local pace
         deadlines = (schedules.scale_deadlines, schedules.scale_review_deadlines)
         removals = [lambda_runtime.add_middleware(middleware) for middleware in deadlines]

@@ -50,6 +50,7 @@ from handlers.api_shared import (
 )
 from handlers.api_steer import router as steering_routes
 from handlers.api_stream import router as stream_routes
+from handlers.api_trace import router as trace_routes
 from handlers.resolver import ThreadSafeRestResolver
 from longhaul.api.graph import WorkflowGraph
 from longhaul.api.jobs import readiness
@@ -439,6 +440,7 @@ app.include_router(reviewer_routes)
 app.include_router(steering_routes)
 app.include_router(console_routes)
 app.include_router(stream_routes)
+app.include_router(trace_routes)
 
 
 @app.get(

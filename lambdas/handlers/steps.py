@@ -30,13 +30,10 @@ def handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
     )
     with (
         correlation.bound(state.get("correlation_id")),
-        tracing.subsegment(
-            "step",
-            job_id=state.get("job_id"),
-            workflow=state.get("workflow"),
-            step=event.get("step"),
-            item=event.get("item"),
-            attempt=event.get("attempt"),
+        tracing.job_trace(
+            state.get("correlation_id"),
+            "invoke step",
+            {tracing.JOB_ID: state.get("job_id"), tracing.STEP: event.get("step")},
         ),
     ):
         if event.get("items") is not None:  # a grouped fan-out's group of items

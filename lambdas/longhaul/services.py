@@ -29,6 +29,7 @@ from longhaul.core.ports import (
     MetricsReader,
     NoContainerTasks,
     TaskTokens,
+    TraceReader,
     WebhookDispatch,
     WebhookSecrets,
     WorkflowEngine,
@@ -160,6 +161,15 @@ class Services:
         from longhaul.adapters.metrics import CloudWatchMetrics
 
         return CloudWatchMetrics(aws.client("cloudwatch"))
+
+    @cached_property
+    def traces(self) -> TraceReader:
+        """The jobs' spans read back: the local runtime's span store, else X-Ray."""
+        from longhaul.adapters.traces import XRayTraces
+        from longhaul.core import tracing
+
+        local = tracing.installed_reader()
+        return local if local is not None else XRayTraces(aws.client("xray"))
 
     @cached_property
     def routing(self) -> Routing:

@@ -49,6 +49,7 @@ from longhaul.core.contracts import (
     JobAccepted,
     JobList,
     JobStatus,
+    JobTrace,
     JobView,
     ReplayOutcome,
     ReplayRequest,
@@ -187,6 +188,11 @@ class LonghaulClient:
         """The job's status, current step, progress, usage, review and webhook (`operator`: any tenant's job, with an
         operator key)."""
         return self._get(JobView, f"{self._jobs(operator)}/{job_id}")
+
+    def trace(self, job_id: str, *, operator: bool = False) -> JobTrace:
+        """The job's trace: its spans under the trace id derived from its correlation id (`operator`: any tenant's
+        job, with every attribute; a tenant's view drops the operator-only ones)."""
+        return self._get(JobTrace, f"{self._jobs(operator)}/{job_id}/trace")
 
     def jobs(self, *, status: JobStatus | str | None = None, limit: int | None = None) -> Iterator[JobView]:
         """The tenant's jobs, newest first, fetched a page at a time (at most `limit`)."""

@@ -21,7 +21,7 @@ from typing import Any, Literal, NamedTuple
 from pydantic import BaseModel
 
 from longhaul.api.graph import DefinitionUnreadable, EngineNotAnswering, WorkflowGraph, job_graph
-from longhaul.core import correlation, limits, schema
+from longhaul.core import correlation, limits, schema, tracing
 from longhaul.core.addresses import UnsafeCallback, check_url, system_resolver
 from longhaul.core.auth import Principal
 from longhaul.core.budgets import TenantPolicy, job_limits, to_micro, usd
@@ -37,6 +37,7 @@ from longhaul.core.contracts import (
     JobList,
     JobRequestBase,
     JobStatus,
+    JobTiming,
     JobView,
     PageText,
     StepUsage,
@@ -60,6 +61,7 @@ from longhaul.core.problems import (
     Unavailable,
 )
 from longhaul.core.records import JOB_ID, Charge, Job
+from longhaul.core.timing import job_timing
 from longhaul.documents.intake import Intake, PreparedInput
 from longhaul.engine.spec import ITEM_KINDS, WorkflowSpec
 from longhaul.operations.admission import Admission
@@ -68,12 +70,14 @@ from longhaul.services import Services
 from longhaul.storage import artifacts as keys
 from longhaul.storage.admission import SubmissionState, rate_decision
 from longhaul.storage.dynamo import backoff
-from longhaul.storage.jobs import ACTIVE, IdempotencyConflict, NewJob, TransitionRejected
+from longhaul.storage.jobs import ACTIVE, EVENT_PAGE_MAX, IdempotencyConflict, NewJob, TransitionRejected
 from longhaul.storage.listing import BadCursor
 from longhaul.storage.submissions import StateChanged
 from longhaul.workflows import REGISTRY
 
 IDEMPOTENCY_KEY = re.compile(IDEMPOTENCY_KEY_PATTERN)
+# A job's timing reads at most this many pages of its events (a huge fan-out's later events are not counted).
+TIMING_EVENT_PAGES = 20
 SUBMISSION_TRIES = 8  # transactions a submission tries when concurrent ones change its tenant's rate window or slots
 
 
@@ -113,6 +117,17 @@ class JobService:
     def submit(
         self, principal: Principal, request: JobRequestBase, idempotency_key: str | None, base_url: str
     ) -> tuple[JobAccepted, bool]:
+        """`_submit` in the root span of the job's trace (its id derived from the request's correlation id)."""
+        attributes = {tracing.TENANT_ID: principal.tenant_id, tracing.WORKFLOW: request.workflow}
+        with tracing.job_trace(correlation.current(), "submit job", attributes, root=True) as span:
+            accepted, created = self._submit(principal, request, idempotency_key, base_url)
+            if span is not None:
+                span.set_attributes({tracing.JOB_ID: accepted.job_id, "longhaul.created": created})
+            return accepted, created
+
+    def _submit(
+        self, principal: Principal, request: JobRequestBase, idempotency_key: str | None, base_url: str
+    ) -> tuple[JobAccepted, bool]:
         """Accept a job: one read of what the submission decides on (`AdmissionStore.submission_state`), its input
         written (one object, and one for its inline texts), then the job, its idempotency record, its rate count and
         its slot or place in the queue in one transaction; then its start or its queue's message. The caller's key
@@ -125,7 +140,8 @@ class JobService:
                 f"workflow {request.workflow!r} is not deployed", allowed_workflows=sorted(s.settings.workflows)
             )
         spec = REGISTRY[request.workflow]
-        self._check_callback(request.callback_url)
+        with tracing.span("validate submission"):
+            self._check_callback(request.callback_url)
         payload_hash = canonical_hash(request)
         tenant_id = principal.tenant_id
         policy = s.budgets.recent_policy(tenant_id)
@@ -140,7 +156,8 @@ class JobService:
                 idempotency_key=schema.idempotency_key(tenant_id, idempotency_key) if idempotency_key else None,
             )
             # An idempotent retry of an accepted job is answered before the rate limit: it is not a new submission.
-            existing = s.jobs.idempotency_record(state.idempotency)
+            with tracing.span("idempotency", {"longhaul.idempotency_key_given": idempotency_key is not None}):
+                existing = s.jobs.idempotency_record(state.idempotency)
             if existing is not None:
                 if existing.payload_hash != payload_hash:
                     raise IdempotencyKeyReused(job_id=existing.job_id)
@@ -158,43 +175,45 @@ class JobService:
                 )
             budget_tokens, budget_cost = self._admit(tenant_id, request, policy, state)
             if prepared is None:
-                intake = Intake(job_id=job_id, tenant_id=tenant_id, artifacts=s.artifacts, jobs=s.jobs)
-                prepared = spec.prepare()(intake, request.input)
-                input_key = intake.store(prepared)  # raises the problems `prepare` found; writes only when none
+                with tracing.span("validate input"):
+                    intake = Intake(job_id=job_id, tenant_id=tenant_id, artifacts=s.artifacts, jobs=s.jobs)
+                    prepared = spec.prepare()(intake, request.input)
+                    input_key = intake.store(prepared)  # raises the problems `prepare` found; writes only when none
             eta = job_eta(s, spec, request.sla_class, prepared.size)
             sla_seconds = history_sla_seconds(eta, prepared.estimated_sla_seconds)
             planned = admission.plan_new(tenant_id, sla_seconds, policy, state.counters)
             deadline = request.deadline_seconds or spec.deadline_default_seconds
             try:
-                job, created = s.jobs.create_job(
-                    NewJob(
-                        job_id=job_id,
-                        tenant_id=tenant_id,
-                        workflow=spec.name,
-                        input_key=input_key,
-                        payload_hash=payload_hash,
-                        model=f"{s.settings.model_provider}:{s.settings.model_id}",
-                        estimated_sla_seconds=sla_seconds,
-                        idempotency_key=idempotency_key,
-                        total_steps=len(spec.steps),
-                        deadline_at=iso(s.now() + timedelta(seconds=deadline)),
-                        deadline_seconds=deadline,
-                        budget_tokens=budget_tokens,
-                        budget_cost_micro=budget_cost,
-                        route=request.route,
-                        review_mode=request.review.mode if request.review else None,
-                        review_deadline_seconds=request.review.deadline_seconds if request.review else None,
-                        callback_url=request.callback_url,
-                        links_base=base_url if request.callback_url else None,
-                        sla_class=request.sla_class,
-                        correlation_id=correlation.current(),
-                        agent_max_turns=request.agent.max_turns if request.agent else None,
-                        agent_max_tool_calls=request.agent.max_tool_calls if request.agent else None,
-                        eta=eta,
-                    ),
-                    marks=planned.marks,
-                    with_writes=[s.admission.rate_write(tenant_id, rate), *planned.writes],
-                )
+                with tracing.span("submission transaction", {tracing.JOB_ID: job_id, "longhaul.try": tries + 1}):
+                    job, created = s.jobs.create_job(
+                        NewJob(
+                            job_id=job_id,
+                            tenant_id=tenant_id,
+                            workflow=spec.name,
+                            input_key=input_key,
+                            payload_hash=payload_hash,
+                            model=f"{s.settings.model_provider}:{s.settings.model_id}",
+                            estimated_sla_seconds=sla_seconds,
+                            idempotency_key=idempotency_key,
+                            total_steps=len(spec.steps),
+                            deadline_at=iso(s.now() + timedelta(seconds=deadline)),
+                            deadline_seconds=deadline,
+                            budget_tokens=budget_tokens,
+                            budget_cost_micro=budget_cost,
+                            route=request.route,
+                            review_mode=request.review.mode if request.review else None,
+                            review_deadline_seconds=request.review.deadline_seconds if request.review else None,
+                            callback_url=request.callback_url,
+                            links_base=base_url if request.callback_url else None,
+                            sla_class=request.sla_class,
+                            correlation_id=correlation.current(),
+                            agent_max_turns=request.agent.max_turns if request.agent else None,
+                            agent_max_tool_calls=request.agent.max_tool_calls if request.agent else None,
+                            eta=eta,
+                        ),
+                        marks=planned.marks,
+                        with_writes=[s.admission.rate_write(tenant_id, rate), *planned.writes],
+                    )
             except StateChanged:  # a concurrent submission changed the rate window or the counters: decide again
                 backoff(tries)
                 continue
@@ -317,10 +336,28 @@ class JobService:
         its executions have ended)."""
         job = with_transitions(self.services, self.job(principal, job_id, any_tenant=any_tenant))
         view = job.view(now=self.services.now())
+        view.timing = self.timing(job)
         if view.budget is not None:
             steps = step_usage(self.services.budgets.ledger(job_id))
             view = view.model_copy(update={"budget": view.budget.model_copy(update={"steps": steps})})
         return view
+
+    def timing(self, job: Job) -> JobTiming:
+        """Where the job's time went, from its record and its event log (pages of events; no trace read)."""
+        events: list[EventView] = []
+        after: int | None = 0
+        for _ in range(TIMING_EVENT_PAGES):
+            page, after = self.services.jobs.list_events(job.job_id, after=after or 0, limit=EVENT_PAGE_MAX)
+            events.extend(page)
+            if after is None or not page:
+                break
+        return job_timing(
+            events,
+            created_at=job.created_at,
+            started_at=job.started_at,
+            finished_at=job.finished_at,
+            now=self.services.now(),
+        )
 
     def list(self, principal: Principal, status: JobStatus | None, limit: int, cursor: str | None = None) -> JobList:
         return page_of_jobs(self.services, tenant_id=principal.tenant_id, status=status, limit=limit, cursor=cursor)

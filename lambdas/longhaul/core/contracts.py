@@ -683,6 +683,37 @@ class ProvisionalMark(Model):
     at: datetime | None = None
 
 
+class JobTiming(Model):
+    """Where a job's wall time went, in seconds, from its events and step records (not from its trace)."""
+
+    queue_wait_seconds: float = Field(description="From the submission to its execution's start (waiting for a slot).")
+    executing_seconds: float = Field(description="Steps running (each step's time between its start and its end).")
+    backoff_seconds: float = Field(description="Waiting between a failed attempt and its retry, and in rate limits.")
+    review_wait_seconds: float = Field(description="From a review's request to its decision.")
+    provider_wait_seconds: float = Field(description="Waiting for a model provider: its breaker open, its lane busy.")
+    total_seconds: float = Field(description="From the submission to the end (or to now, while the job runs).")
+
+
+class TraceSpan(Model):
+    span_id: str = Field(description="16 hex digits.")
+    parent_id: str | None = Field(description="The parent span's id; null for the job's root span (the submission).")
+    name: str
+    start: datetime
+    end: datetime
+    status: Literal["ok", "error", "unset"]
+    attributes: dict[str, str | int | float | bool | list[str] | list[int] | list[float] | list[bool]] = Field(
+        default_factory=dict
+    )
+
+
+class JobTrace(Model):
+    """A job's trace: every span of its submission, queue wait, steps, items, model and AWS calls, review waits and
+    webhook deliveries, in order of start."""
+
+    trace_id: str = Field(description="32 hex digits: derived from the job's correlation id.")
+    spans: list[TraceSpan]
+
+
 class JobView(Model):
     job_id: str
     tenant_id: str = Field(description="Whose job it is (operators list every tenant's jobs).")
@@ -733,6 +764,9 @@ class JobView(Model):
     provisional: ProvisionalMark | None = Field(
         default=None,
         description="A provisional result is readable (`GET …/result?provisional=true`) before the job completes.",
+    )
+    timing: JobTiming | None = Field(
+        default=None, description="Where the job's time went: queue wait, executing, backoff, review, provider waits."
     )
 
 

@@ -10,7 +10,7 @@ from datetime import datetime
 from enum import StrEnum
 from typing import Any, NamedTuple, Protocol
 
-from longhaul.core.contracts import DeadLetter, MetricSeries
+from longhaul.core.contracts import DeadLetter, MetricSeries, TraceSpan
 
 
 class EngineUnavailable(Exception):
@@ -201,3 +201,9 @@ class MetricsReader(Protocol):
     def series(self, start: datetime, end: datetime, *, name: str | None = None, limit: int) -> MetricsRead:
         """Every series of the namespace (or only metric `name`) with data in [start, end], at most `limit`, in
         order of name and dimensions."""
+
+
+class TraceReader(Protocol):
+    """A job's spans read back by its trace id (32 hex): the local runtime's span store, or X-Ray on AWS."""
+
+    def spans(self, trace_id: str) -> list[TraceSpan]: ...

@@ -25,7 +25,7 @@ from typing import Any, TypeVar
 from aws_lambda_powertools.metrics import MetricUnit
 from botocore.exceptions import BotoCoreError, ClientError
 
-from longhaul.core import faults, limits
+from longhaul.core import faults, limits, tracing
 from longhaul.core.clock import iso
 from longhaul.core.contracts import TERMINAL_STATUSES, JobStatus, Progress, WaitReason, WaitState
 from longhaul.core.errors import (
@@ -95,8 +95,25 @@ def run_step(
     """Run one step (or fan-out item) of the event's own workflow (`spec` defaults to the registry's) with its domain
     function (`work` defaults to the spec's). Whatever the outcome, the invocation's usage is added to the job's
     cost (`longhaul.engine.usage.recording`)."""
-    with recording(services, raw_event) as slip:
+    with _step_span(raw_event), recording(services, raw_event) as slip:
         return _run_step(raw_event, services, work=work, spec=spec, slip=slip)
+
+
+def _step_span(raw_event: Mapping[str, Any]) -> Any:
+    """The span of one step's (or item's) attempt: step, item, attempt (1-based), the workflow's version."""
+    state = raw_event.get("input") or {}
+    attempt = raw_event.get("attempt")
+    return tracing.span(
+        f"step {raw_event.get('step')}",
+        {
+            tracing.JOB_ID: state.get("job_id"),
+            tracing.WORKFLOW: state.get("workflow"),
+            tracing.WORKFLOW_VERSION: state.get("workflow_version") or raw_event.get("workflow_version"),
+            tracing.STEP: raw_event.get("step"),
+            tracing.ITEM: raw_event.get("item"),
+            tracing.ATTEMPT: attempt + 1 if isinstance(attempt, int) else None,
+        },
+    )
 
 
 @dataclass(frozen=True)
@@ -135,7 +152,7 @@ def run_group(
         one = {**raw_event, "item": item.index, "ref": item.ref, "items": None}
         grouped = _InGroup(job, records.get(item.index), first=position == 0)
         try:
-            with recording(services, one, invocation=grouped.first) as slip:
+            with _step_span(one), recording(services, one, invocation=grouped.first) as slip:
                 _run_step(one, services, work=work, spec=spec, slip=slip, grouped=grouped)
             committed += 1
         except (CancelledError, JobPaused):

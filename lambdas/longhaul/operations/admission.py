@@ -23,6 +23,7 @@ from typing import Any, NamedTuple
 
 from aws_lambda_powertools.metrics import MetricUnit
 
+from longhaul.core import tracing
 from longhaul.core.budgets import SLA_CLASSES, TenantPolicy
 from longhaul.core.clock import iso
 from longhaul.core.contracts import JobStatus
@@ -166,7 +167,9 @@ class Admission:
         """After the new job's transaction: start it (it holds its slot), or send it to its intake queue (it is
         counted waiting); the estimated seconds to its start. `EngineUnavailable` only without admission control."""
         if not job.waiting:
-            return self.admit(job, policy)
+            seconds = self.admit(job, policy)
+            queue_wait_span(job, job.created_at, self.services.now())  # started at once: a queue wait of ~0
+            return seconds
         self._send(job, policy, planned.counters, ahead=planned.counters.tenant_queued)
         return planned.estimated_start_seconds
 
@@ -291,8 +294,10 @@ class Admission:
             logger.warning("the engine refused a queued job; it waits again", extra={"job_id": job.job_id})
             self.store.give_back(job)
             return "platform_full"  # no use trying more this round
-        waited = max(0.0, (s.now() - item.queued_at).total_seconds())
+        now = s.now()
+        waited = max(0.0, (now - item.queued_at).total_seconds())
         emit(QUEUE_WAIT_METRIC, waited, MetricUnit.Seconds, sla_class=item.sla_class)
+        queue_wait_span(job, job.created_at, now)
         return "started"
 
     # ------------------------------------------------------------------ the sweep's repairs
@@ -311,3 +316,14 @@ class Admission:
             s.jobs.update_job(job.job_id, {}, only_if=[JobStatus.QUEUED])  # its updated_at: not again at once
             return True
         return False
+
+
+def queue_wait_span(job: Job, queued_at: datetime, dispatched_at: datetime) -> None:
+    """The job's queue wait in its trace: from its intake to its dispatch, with those real times, by SLA class."""
+    with tracing.job_trace(job.correlation_id, "dispatch job", {tracing.JOB_ID: job.job_id}):
+        tracing.record_span(
+            "queue wait",
+            queued_at,
+            dispatched_at,
+            {tracing.JOB_ID: job.job_id, tracing.SLA_CLASS: job.sla_class, tracing.TENANT_ID: job.tenant_id},
+        )

@@ -27,7 +27,7 @@ from typing import Any, Literal
 from aws_lambda_powertools.metrics import MetricUnit
 from pydantic import BaseModel
 
-from longhaul.core import limits
+from longhaul.core import limits, tracing
 from longhaul.core.clock import iso
 from longhaul.core.contracts import TERMINAL_STATUSES, JobError, JobStatus, WaitState
 from longhaul.core.errors import CancelledError, InternalError
@@ -333,8 +333,27 @@ def review_wait(review: ReviewRecord, now: datetime) -> dict[str, Any]:
     return state.model_dump(mode="json")
 
 
+def _review_wait_span(job: Job, review: ReviewRecord, now: datetime) -> None:
+    """The review's wait in the job's trace, with its real times: from its request to its decision."""
+    with tracing.job_trace(job.correlation_id, "apply review", {tracing.JOB_ID: job.job_id}):
+        tracing.record_span(
+            "review wait",
+            review.since,
+            review.decided_at or now,
+            {
+                tracing.JOB_ID: job.job_id,
+                tracing.STEP: review.step,
+                "longhaul.review_id": review.review_id,
+                "longhaul.review_decision": review.decision or "",
+                "longhaul.review_rung": review.rung,
+            },
+            error="ReviewRejected" if review.decision == "reject" else None,
+        )
+
+
 def _apply(services: Services, event: ReviewEvent, job: Job, review: ReviewRecord) -> dict[str, Any]:
     """Resume the job with the decision (approve/edit), or fail it (reject)."""
+    _review_wait_span(job, review, services.now())
     jobs, summary = services.jobs, review.summary().model_dump(mode="json")
     detail = {
         "review_id": review.review_id,

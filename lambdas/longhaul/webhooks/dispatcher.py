@@ -10,6 +10,7 @@ from collections.abc import Mapping
 from datetime import timedelta
 from typing import Annotated, Any
 
+from opentelemetry.semconv.attributes.http_attributes import HTTP_RESPONSE_STATUS_CODE
 from pydantic import Field, ValidationError
 
 from longhaul.core import correlation, tracing
@@ -96,9 +97,20 @@ def deliver(raw_event: Mapping[str, Any], services: Services, *, resolver: Resol
         **correlation.outgoing_headers(record.correlation_id),
         **sign(secrets, record.webhook_id, int(services.now().timestamp()), body),
     }
+    attributes = {
+        tracing.JOB_ID: record.job_id,
+        "longhaul.webhook_id": record.webhook_id,
+        "longhaul.webhook_event": record.event,
+        tracing.ATTEMPT: record.attempts + 1,
+    }
     try:
-        with tracing.subsegment("webhook_attempt", webhook_id=record.webhook_id, attempt=record.attempts + 1):
+        with (
+            tracing.job_trace(record.correlation_id, "deliver webhook", {tracing.JOB_ID: record.job_id}),
+            tracing.span("webhook delivery", attributes) as span,
+        ):
             delivered = http.post(target, body, headers, resolver=resolver or system_resolver)
+            if span is not None:
+                span.set_attribute(HTTP_RESPONSE_STATUS_CODE, delivered.status)
     except http.DeliveryFailed as failed:
         outbox.attempted(record, delivered=False, error=str(failed))
         emit("WebhookAttemptsFailed", event=record.event)

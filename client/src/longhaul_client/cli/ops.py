@@ -12,7 +12,7 @@ from rich.text import Text
 
 from longhaul.core.contracts import JobStatus
 from longhaul_client.cli.common import Key, Output, OutputFormat, Url, read_json, session
-from longhaul_client.cli.render import dead_letters_table, jobs_table, replay_plan, webhooks_table
+from longhaul_client.cli.render import dead_letters_table, jobs_table, replay_plan, trace_tree, webhooks_table
 
 app = typer.Typer(
     no_args_is_help=True, help="Operators: every tenant's jobs, dead letters, replay, webhooks, policies."
@@ -40,6 +40,22 @@ def ops_jobs(
             out.document({"jobs": jobs})
         else:
             out.console.print(jobs_table(jobs))
+
+
+@app.command("trace")
+def ops_trace(
+    job_id: Annotated[str, typer.Argument(help="The job's id.", show_default=False)],
+    url: Url = None,
+    key: Key = None,
+    output: Output = OutputFormat.TEXT,
+) -> None:
+    """A job's trace as an indented tree of its spans, each with its duration (any tenant's job)."""
+    with session(url, key, output) as (client, out):
+        found = client.trace(job_id, operator=True)
+        if out.json:
+            out.document(found)
+        else:
+            out.console.print(trace_tree(found))
 
 
 @app.command("dead-letters")

@@ -15,7 +15,7 @@ from rich.progress_bar import ProgressBar
 from rich.table import Table
 from rich.text import Text
 
-from longhaul.core.contracts import DeadLetter, EventView, JobStatus, JobView, ReplayOutcome
+from longhaul.core.contracts import DeadLetter, EventView, JobStatus, JobTrace, JobView, ReplayOutcome, TraceSpan
 from longhaul.review.contracts import ReviewDetail, ReviewView
 from longhaul.webhooks.views import WebhookView
 
@@ -310,3 +310,25 @@ def streamed_text(label: str, text: str) -> RenderableType:
     if len(text) > len(tail):
         tail = "…" + tail
     return Text.assemble((f"{label} › ", "dim"), tail)
+
+
+def trace_tree(found: JobTrace) -> Text:
+    """`name  duration` per span, indented under its parent, in order of start; spans whose parent is not in the trace
+    (none, when the trace is whole) are shown at the top level, marked."""
+    ids = {span.span_id for span in found.spans}
+    children: dict[str | None, list[TraceSpan]] = {}
+    for span in found.spans:
+        parent = span.parent_id if span.parent_id in ids else None
+        children.setdefault(parent, []).append(span)
+    text = Text(f"trace {found.trace_id} ({len(found.spans)} spans)\n", style="bold")
+
+    def walk(parent: str | None, depth: int) -> None:
+        for span in sorted(children.get(parent, []), key=lambda s: s.start):
+            seconds = (span.end - span.start).total_seconds()
+            orphan = " (parent not in the trace)" if depth == 0 and span.parent_id is not None else ""
+            style = "red" if span.status == "error" else ""
+            text.append(f"{'  ' * depth}{span.name}  {seconds:.3f} s{orphan}\n", style=style)
+            walk(span.span_id, depth + 1)
+
+    walk(None, 0)
+    return text

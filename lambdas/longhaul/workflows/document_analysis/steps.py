@@ -10,6 +10,7 @@ reads the batches it needs (a chunk's batch follows from its id).
 from collections.abc import Iterable
 from typing import Any
 
+from longhaul.core import tracing
 from longhaul.core.contracts import (
     Claim,
     DocumentAnalysisInput,
@@ -251,7 +252,19 @@ def retrieve_passages(ctx: StepContext) -> dict[str, Any]:
     def load(number: int) -> LexicalIndex:
         return LexicalIndex.from_bytes(store.get_bytes(_batch_key(ctx.job_id, "bm25", number, "zip")))
 
-    hits = [chunk_id for chunk_id, _ in search_batches(load, count, job_input.question, job_input.max_passages)]
+    with tracing.span("retrieval", {"longhaul.retrieval.indexes": count}) as span:
+        scored = search_batches(load, count, job_input.question, job_input.max_passages)
+        if span is not None:  # figures only: never the question or a passage's text
+            scores = [float(score) for _, score in scored]
+            span.set_attributes(
+                {
+                    "longhaul.retrieval.passages": len(scored),
+                    "longhaul.retrieval.max_passages": job_input.max_passages,
+                    "longhaul.retrieval.top_score": max(scores, default=0.0),
+                    "longhaul.retrieval.min_score": min(scores, default=0.0),
+                }
+            )
+    hits = [chunk_id for chunk_id, _ in scored]
     if not hits:  # no lexical match: let the model look at the beginning of the documents
         for number in range(count):
             hits.extend(load(number).chunk_ids[: job_input.passages_per_group - len(hits)])
