@@ -42,7 +42,7 @@ def span_record(span: Any) -> TraceSpan:
         name=span.name,
         start=_iso(span.start_time or 0),
         end=_iso(span.end_time or span.start_time or 0),
-        status=_STATUS.get(span.status.status_code.value, "unset"),  # type: ignore[arg-type]
+        status=_STATUS.get(span.status.status_code.value, "unset"),
         attributes={k: (list(v) if isinstance(v, tuple) else v) for k, v in (span.attributes or {}).items()},
     )
 

@@ -97,7 +97,9 @@ def job_timing(
     )
 
 
-def _latest(attempts: dict[tuple[str | None, int | None, int | None], datetime], step: str | None, item: int | None):
+def _latest(
+    attempts: dict[tuple[str | None, int | None, int | None], datetime], step: str | None, item: int | None
+) -> datetime | None:
     """The start of a step's (item's) attempt whose end names no attempt number."""
     matching = [k for k in attempts if k[0] == step and k[1] == item]
     return attempts.pop(max(matching, key=lambda k: k[2] or 0)) if matching else None

@@ -27,13 +27,15 @@ from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from contextvars import ContextVar
 from datetime import datetime
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 from longhaul.core import correlation
 from longhaul.core.settings import environ
 
 if TYPE_CHECKING:
     from opentelemetry.sdk.trace import SpanProcessor, TracerProvider
+    from opentelemetry.sdk.trace.id_generator import IdGenerator
+    from opentelemetry.sdk.trace.sampling import Sampler
     from opentelemetry.trace import Span
 
 #: `off` turns the platform's spans off (every function and the local runtime); anything else, or unset, keeps them.
@@ -100,7 +102,9 @@ def provider() -> TracerProvider:
             from opentelemetry.semconv.attributes.service_attributes import SERVICE_NAME as SERVICE
 
             built = TracerProvider(
-                resource=Resource.create({SERVICE: SERVICE_NAME}), id_generator=_JobIds(), sampler=_JobSampler()
+                resource=Resource.create({SERVICE: SERVICE_NAME}),
+                id_generator=cast("IdGenerator", _JobIds()),
+                sampler=cast("Sampler", _JobSampler()),
             )
             trace.set_tracer_provider(built)
             _provider = built
@@ -279,7 +283,7 @@ def _instrument_botocore() -> None:
     _instrumented = True
     from opentelemetry.instrumentation.botocore import BotocoreInstrumentor
 
-    BotocoreInstrumentor().instrument(tracer_provider=_provider)
+    BotocoreInstrumentor().instrument(tracer_provider=_provider)  # type: ignore[no-untyped-call]
 
 
 class _JobSampler:
