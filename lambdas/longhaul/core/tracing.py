@@ -43,6 +43,9 @@ TRACING_ENV = "LONGHAUL_TRACING"
 #: `true` lets spans hold content (prompts, documents, model output), as the GenAI conventions name the switch; off by
 #: default, and the platform's own spans never hold any.
 CONTENT_CAPTURE_ENV = "OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT"
+#: Set by Lambda when the invocation is traced by X-Ray's active tracing: its trace header (a dead letter names it
+#: when the failure happened outside any job's trace).
+TRACE_HEADER_ENV = "_X_AMZN_TRACE_ID"
 #: Set by Lambda: the function's name (on AWS, with no local runtime's processors installed, spans go to X-Ray).
 FUNCTION_NAME_ENV = "AWS_LAMBDA_FUNCTION_NAME"
 #: The one tracer name every span of the platform is opened with.

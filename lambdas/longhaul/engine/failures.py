@@ -10,6 +10,7 @@ import json
 from collections.abc import Mapping
 from typing import Any
 
+from longhaul.core import tracing
 from longhaul.core.contracts import DeadLetter, JobError, JobStatus
 from longhaul.core.errors import ITEMS_FAILED, kind_of
 from longhaul.core.observability import emit, logger
@@ -148,7 +149,7 @@ def _record(services: Services, event: FailureEvent) -> dict[str, Any]:
         message=error.message,
         attempts=attempts,
         execution=event.execution,
-        trace_id=environ().get("_X_AMZN_TRACE_ID") or event.execution,
+        trace_id=tracing.current_trace_id() or environ().get(tracing.TRACE_HEADER_ENV) or event.execution,
         failed_at=services.now(),
         replay={
             "method": "POST",

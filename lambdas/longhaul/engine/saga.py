@@ -20,6 +20,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from longhaul.core import tracing
 from longhaul.core.clock import iso
 from longhaul.core.contracts import (
     CompensatedEffect,
@@ -144,7 +145,7 @@ def failed(services: Services, event: SagaEvent) -> dict[str, Any]:
         message=sanitize(message),
         attempts=1,
         execution=event.execution,
-        trace_id=environ().get("_X_AMZN_TRACE_ID") or event.execution,
+        trace_id=tracing.current_trace_id() or environ().get(tracing.TRACE_HEADER_ENV) or event.execution,
         failed_at=services.now(),
         replay={
             "note": "a compensation gave up: undo this effect by hand; the job's `compensation.not_undone` lists it",
