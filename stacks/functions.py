@@ -1,11 +1,12 @@
-"""The platform's Lambda defaults, in one place: runtime, architecture, tracing, retained logs, service name, and
-retained versions."""
+"""The platform's Lambda defaults, in one place: runtime, architecture, tracing (and its span export grants), retained
+logs, service name, and retained versions."""
 
 from __future__ import annotations
 
 from collections.abc import Mapping
 
 from aws_cdk import Duration, RemovalPolicy
+from aws_cdk import aws_iam as iam
 from aws_cdk import aws_lambda as lambda_
 from aws_cdk import aws_logs as logs
 from constructs import Construct
@@ -13,6 +14,10 @@ from constructs import Construct
 from stacks.bundling import ARCHITECTURE, RUNTIME
 
 LOG_RETENTION = logs.RetentionDays.ONE_MONTH
+# What a function needs to send its spans to X-Ray over OTLP.
+SPAN_EXPORT_ACTIONS = ("xray:PutSpans", "xray:PutSpansForIndexing")
+# What the API functions need to read a job's trace back (`GET …/trace` on AWS).
+TRACE_READ_ACTIONS = ("xray:BatchGetTraces",)
 
 
 def platform_function(
@@ -27,7 +32,7 @@ def platform_function(
     memory_mb: int,
     description: str,
 ) -> lambda_.Function:
-    return lambda_.Function(
+    function = lambda_.Function(
         scope,
         construct_id,
         code=code,
@@ -45,3 +50,7 @@ def platform_function(
         # no job uses (`longhaul.operations.admin prune-versions`).
         current_version_options=lambda_.VersionOptions(removal_policy=RemovalPolicy.RETAIN),
     )
+    # The function's OpenTelemetry spans go to X-Ray's OTLP endpoint (longhaul/core/otlp_xray.py): these actions have
+    # no resource-level permissions (active tracing adds PutTraceSegments/PutTelemetryRecords the same way).
+    function.add_to_role_policy(iam.PolicyStatement(actions=list(SPAN_EXPORT_ACTIONS), resources=["*"]))
+    return function

@@ -22,6 +22,7 @@ from stacks.admission import Admission, dispatcher_name
 from stacks.api import Api
 from stacks.bundling import code_asset, code_version
 from stacks.email import DEFAULT_SENDER, Email
+from stacks.functions import TRACE_READ_ACTIONS
 from stacks.nag import (
     CheckovAcknowledgments,
     acknowledge,
@@ -202,6 +203,8 @@ class LonghaulStack(Stack):
             "Reads the webhook signing secret of whichever tenant the webhook belongs to; one secret per tenant, "
             "all under this stack's prefix.",
         )
+        for function in (api.function, api.ops_function):  # a job's trace read back (`GET …/trace`)
+            function.add_to_role_policy(iam.PolicyStatement(actions=list(TRACE_READ_ACTIONS), resources=["*"]))
         for machine in workflows.state_machines.values():  # a decision resumes the review's task token
             machine.grant_task_response(api.function)
             machine.grant_task_response(api.ops_function)  # an operator's cancel ends a review's wait

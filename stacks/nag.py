@@ -41,8 +41,9 @@ def acknowledge_platform_findings(stack: Stack) -> None:
     acknowledge(
         stack,
         "IAM5[Resource::*]",
-        "X-Ray (PutTraceSegments/PutTelemetryRecords), CloudWatch Logs delivery and CloudWatch metric reads "
-        "(ListMetrics/GetMetricData, the operators' metrics route) do not support resource-level permissions.",
+        "X-Ray (PutTraceSegments/PutTelemetryRecords, the spans' PutSpans/PutSpansForIndexing, BatchGetTraces), "
+        "CloudWatch Logs delivery and CloudWatch metric reads (ListMetrics/GetMetricData, the operators' metrics "
+        "route) do not support resource-level permissions.",
     )
 
 

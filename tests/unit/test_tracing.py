@@ -41,6 +41,8 @@ def test_every_invocation_of_a_job_joins_its_trace_under_the_submission() -> Non
     assert [r.name for r in roots] == ["submit job"]
     assert roots[0].span_id == format(tracing.root_span_id_for(cid), "016x")
     assert all(s.parent_id in ids for s in spans if s.parent_id is not None), "an orphaned span"
+    step = next(s for s in spans if s.name == "step extract")
+    assert step.attributes[tracing.ATTEMPT] == 1  # the attributes given at the start are kept
     wait = next(s for s in spans if s.name == "queue wait")
     assert (wait.end - wait.start).total_seconds() == 3
 

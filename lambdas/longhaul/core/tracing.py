@@ -293,13 +293,23 @@ class _JobSampler:
     """Spans of a job's trace only: a span with a parent follows it; a new trace only for a job's root span (an AWS
     call outside any job's work, such as a schedule's poll, records nothing)."""
 
-    def should_sample(self, parent_context: Any, trace_id: int, name: str, *args: Any, **kwargs: Any) -> Any:
+    def should_sample(
+        self,
+        parent_context: Any,
+        trace_id: int,
+        name: str,
+        kind: Any = None,
+        attributes: Any = None,
+        links: Any = None,
+        trace_state: Any = None,
+    ) -> Any:
         from opentelemetry import trace
         from opentelemetry.sdk.trace.sampling import Decision, SamplingResult
 
         parent = trace.get_current_span(parent_context).get_span_context()
         keep = parent.trace_flags.sampled if parent.is_valid else _root_ids.get() is not None
-        return SamplingResult(Decision.RECORD_AND_SAMPLE if keep else Decision.DROP, kwargs.get("attributes"))
+        # The SDK gives a span the attributes its sampler's result holds: the span's own.
+        return SamplingResult(Decision.RECORD_AND_SAMPLE if keep else Decision.DROP, attributes if keep else None)
 
     def get_description(self) -> str:
         return "JobSampler"
