@@ -16,6 +16,9 @@ Task = str
 class Usage(Model):
     input_tokens: int = Field(ge=0)
     output_tokens: int = Field(ge=0)
+    # Prompt caching, when the provider reports it (tokens read from / written to its cache); None: not reported.
+    cache_read_tokens: int | None = Field(default=None, ge=0)
+    cache_write_tokens: int | None = Field(default=None, ge=0)
 
 
 class ModelRequest(Model):

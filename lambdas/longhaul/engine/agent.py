@@ -27,6 +27,7 @@ from typing import Any, Literal, Self
 
 from pydantic import BaseModel, Field, ValidationError, model_validator
 
+from longhaul.core import genai
 from longhaul.core.errors import AgentLimitError, BudgetExceededError, InternalError
 from longhaul.core.llm import ModelRequest
 from longhaul.core.model import Model
@@ -112,7 +113,23 @@ def limits_of(step: StepSpec, job: Job, ceilings: Limits) -> Limits:
 
 
 def turn(ctx: StepContext) -> dict[str, Any]:
-    """One turn (the event's item is its number, from 0); the turn's output: references and counts only."""
+    """One turn (the event's item is its number, from 0); the turn's output: references and counts only. The turn
+    is an `invoke_agent <step>` span (its model call and tool calls nested in it)."""
+    step, number = ctx.event.step, ctx.event.item
+    with genai.agent_turn(step, turn=number or 0, conversation=f"{ctx.job_id}/{step}") as span:
+        output = _turn(ctx)
+        genai.set_attributes(
+            span,
+            {
+                genai.AGENT_NEXT: output.get("next"),
+                genai.AGENT_TOOL_CALLS: output.get("tool_calls"),
+                genai.AGENT_LIMIT: output.get("limit"),
+            },
+        )
+    return output
+
+
+def _turn(ctx: StepContext) -> dict[str, Any]:
     spec = registry()[ctx.state.workflow]
     step = spec.step(ctx.event.step)
     policy = step.agent

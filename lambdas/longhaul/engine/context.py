@@ -62,7 +62,13 @@ class StepContext:
                 raise InvalidInputError(f"job {self.job_id} does not exist", step=self.event.step)
             provenance = self.provenance or Provenance(code_version=self.services.settings.code_version)
             self._model = ModelCalls(
-                self.services, job, self.event.step, self.event.item, self.job_attempt, provenance=provenance
+                self.services,
+                job,
+                self.event.step,
+                self.event.item,
+                self.job_attempt,
+                provenance=provenance,
+                attempt=self.event.attempt + 1,
             )
         return self._model
 

@@ -26,7 +26,7 @@ from typing import Any
 
 from pydantic import BaseModel, ValidationError
 
-from longhaul.core import faults
+from longhaul.core import faults, genai
 from longhaul.core.errors import CancelledError, LonghaulError, PlatformConfigurationError, TransientError
 from longhaul.core.observability import logger
 from longhaul.core.ports import Mailer
@@ -121,7 +121,30 @@ def run_call(
     ctx: ToolContext, tool: Tool, arguments: dict[str, Any], *, allowed: tuple[str, ...], job_attempt: int, retry: int
 ) -> ToolResult:
     """Check and run one proposed call; never raises for the model's mistakes (they are its result), only for the
-    platform's (typed errors: the turn fails or is retried)."""
+    platform's (typed errors: the turn fails or is retried). The call is an `execute_tool <tool>` span: its id the
+    call's stable id, its effect's operation id once the outbox gave one."""
+    with genai.tool_call(
+        tool.name,
+        call_id=operation_id(ctx.job_id, ctx.step, ctx.turn, ctx.call),
+        side_effect=tool.side_effect,
+        description=tool.description,
+        arguments=arguments,
+    ) as span:
+        result = _run_call(ctx, tool, arguments, allowed=allowed, job_attempt=job_attempt, retry=retry)
+        genai.tool_result(
+            span,
+            ok=result.ok,
+            operation_id=result.operation_id,
+            status=result.status,
+            replayed=result.replayed,
+            output=result.output,
+        )
+    return result
+
+
+def _run_call(
+    ctx: ToolContext, tool: Tool, arguments: dict[str, Any], *, allowed: tuple[str, ...], job_attempt: int, retry: int
+) -> ToolResult:
     if tool.name not in allowed:
         return ToolResult(tool.name, ctx.call, ok=False, error=f"not a tool this step may call; it may call {allowed}")
     try:

@@ -26,6 +26,7 @@ an operator can read what a step asked and was answered.
 
 from __future__ import annotations
 
+import time
 import uuid
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -34,7 +35,7 @@ from typing import Any, TypeVar
 from aws_lambda_powertools.metrics import MetricUnit
 from pydantic import BaseModel
 
-from longhaul.core import faults, tracing
+from longhaul.core import faults, genai
 from longhaul.core.budgets import (
     CallSize,
     Reservation,
@@ -94,6 +95,7 @@ class ModelCalls:
     item: int | None
     job_attempt: int
     provenance: Provenance | None = None
+    attempt: int = 1  # the step's delivery (its Task's retries + 1): a call made again by a retry is attempt 2
     calls: list[dict[str, Any]] = field(default_factory=list)
     _seq: int = 0
     _policy: TenantPolicy | None = None
@@ -115,34 +117,54 @@ class ModelCalls:
     def _climb(
         self, request: ModelRequest, schema: type[T] | None, defaults: Mapping[str, Any] | None
     ) -> tuple[ModelResponse, Outcome[T]]:
+        """The ladder: each rung a span (`ladder validate`, `ladder feedback`, `ladder stronger`, `ladder fail`) with
+        its outcome, the rung's model call nested in it."""
         route = self.services.routing.route_for(self.step, self.job.route)
-        response, used = self._call(route, request, rung="validate")
-        outcome = self._judge(response, schema, defaults, used, request, "validate")
-        if outcome.ok or (schema is None and not outcome.errors):
+        response, used, outcome = self._rung("validate", route, request, schema, defaults, request)
+        if _passed(outcome, schema):
             count_escalation(route, escalated=False)
             return response, outcome
         for attempt in range(FEEDBACK_RETRIES):
             self._event("feedback_retry", rung="feedback", route=used, attempt=attempt + 1, errors=outcome.errors)
-            response, used = self._call(route, with_feedback(request, outcome), rung="feedback")
-            outcome = self._judge(response, schema, defaults, used, request, "feedback")
-            if outcome.ok or (schema is None and not outcome.errors):
+            asked = with_feedback(request, outcome)
+            response, used, outcome = self._rung("feedback", route, asked, schema, defaults, request)
+            if _passed(outcome, schema):
                 count_escalation(route, escalated=False)
                 return response, outcome
         stronger = self.services.routing[route].stronger
         count_escalation(route, escalated=stronger is not None and stronger != used)
         if stronger is not None and stronger != used:
             self._event("escalated_to_stronger_route", rung="stronger", route=stronger, errors=outcome.errors)
-            response, used = self._call(stronger, with_feedback(request, outcome), rung="stronger")
-            outcome = self._judge(response, schema, defaults, used, request, "stronger")
-            if outcome.ok or (schema is None and not outcome.errors):
+            asked = with_feedback(request, outcome)
+            response, used, outcome = self._rung("stronger", stronger, asked, schema, defaults, request)
+            if _passed(outcome, schema):
                 return response, outcome
         self._event("output_invalid", rung="fail", route=used, errors=outcome.errors)
         fields = ", ".join(f"{e['field']} ({e['error']})" for e in outcome.errors[:5])
-        raise OutputInvalidError(
-            f"{self.step}: the model's output is still invalid after repair, feedback and escalation: {fields}",
-            step=self.step,
-            item=self.item,
-        )
+        with genai.ladder_rung("fail", route=used) as span:
+            genai.judged(span, "failed", outcome.errors)
+            raise OutputInvalidError(
+                f"{self.step}: the model's output is still invalid after repair, feedback and escalation: {fields}",
+                step=self.step,
+                item=self.item,
+            )
+
+    def _rung(
+        self,
+        rung: Rung,
+        route: str,
+        asked: ModelRequest,
+        schema: type[T] | None,
+        defaults: Mapping[str, Any] | None,
+        request: ModelRequest,
+    ) -> tuple[ModelResponse, str, Outcome[T]]:
+        """One rung that calls a model (`asked`) and judges its answer, in the rung's span."""
+        with genai.ladder_rung(rung, route=route) as span:
+            response, used = self._call(route, asked, rung=rung)
+            outcome = self._judge(response, schema, defaults, used, request, rung)
+            verdict = "repaired" if outcome.repaired else "valid" if _passed(outcome, schema) else "invalid"
+            genai.judged(span, verdict, outcome.errors)
+        return response, used, outcome
 
     def _judge(
         self,
@@ -153,7 +175,10 @@ class ModelCalls:
         request: ModelRequest,
         rung: Rung,
     ) -> Outcome[T]:
+        started = time.time_ns()
         outcome = check(response, schema, defaults=defaults)
+        if schema is not None and not outcome.truncated and (outcome.repaired or outcome.errors):
+            genai.repair_span(started, route=route, repaired=outcome.repaired)  # mechanical repair was tried
         if outcome.repaired:
             self._event("output_repaired", rung="repair", route=route)
         if not outcome.errors:
@@ -243,7 +268,7 @@ class ModelCalls:
             )
         self._keep(request, sent_max_tokens=sent.max_tokens)
         try:
-            response = self._generate(route_name, sent)
+            response = self._generate(route_name, sent, call_id=charge_id, rung=rung)
         except LonghaulError as error:
             s.budgets.release(self.job.job_id, charge_id)
             if not error.retryable:  # a 4xx, a refusal: never an outage
@@ -328,21 +353,43 @@ class ModelCalls:
         emit("ModelFailovers", route=route_name)
         return self._call(fallback, request, rung=rung, tried=(*tried, route_name))
 
-    def _generate(self, route_name: str, request: ModelRequest) -> ModelResponse:
-        """The adapter's answer, with the local runtime's model-output faults applied."""
+    def _generate(self, route_name: str, request: ModelRequest, *, call_id: str, rung: str) -> ModelResponse:
+        """The adapter's answer, with the local runtime's model-output faults applied, in the call's span
+        (`genai.model_call`: its usage is the response's, which the ledger settles)."""
         injector = faults.active()
-        if injector.take(self.step, self.item, (faults.REFUSAL,), job_id=self.job.job_id):
-            raise PolicyRefusalError(f"injected refusal of {self.step}", step=self.step, item=self.item)
         route = self.services.routing[route_name]
-        with tracing.subsegment("model_call", route=route_name, model=route.model_id, step=self.step) as segment:
+        with genai.model_call(
+            provider=route.provider,
+            model=route.model_id,
+            route=route_name,
+            prompt_version=request.prompt_version,
+            max_tokens=request.max_tokens,
+            attempt=self.attempt,
+            call_id=call_id,
+            rung=rung,
+            system=request.system,
+            prompt=request.prompt,
+        ) as span:
+            if injector.take(self.step, self.item, (faults.REFUSAL,), job_id=self.job.job_id):
+                raise PolicyRefusalError(f"injected refusal of {self.step}", step=self.step, item=self.item)
             adapter = self.services.adapter(route_name)
             if isinstance(adapter, StreamingGateway):
                 response = self._stream(adapter, request)
             else:
                 response = adapter.generate(request)
-            segment.annotate(input_tokens=response.usage.input_tokens, output_tokens=response.usage.output_tokens)
-        kind = injector.take(self.step, self.item, faults.OUTPUT_KINDS, job_id=self.job.job_id)
-        return faults.corrupt(response, kind, request.max_tokens) if kind else response
+            kind = injector.take(self.step, self.item, faults.OUTPUT_KINDS, job_id=self.job.job_id)
+            if kind:
+                response = faults.corrupt(response, kind, request.max_tokens)
+            span.answered(
+                model=response.model_id,
+                input_tokens=response.usage.input_tokens,
+                output_tokens=response.usage.output_tokens,
+                finish_reason=response.stop_reason,
+                text=response.text,
+                cache_read_tokens=response.usage.cache_read_tokens,
+                cache_write_tokens=response.usage.cache_write_tokens,
+            )
+        return response
 
     def _stream(self, adapter: StreamingGateway, request: ModelRequest) -> ModelResponse:
         """The call streamed: its text, coalesced, into the job's stream records as it is written (a view for
@@ -425,3 +472,8 @@ class ModelCalls:
 
     def _event(self, kind: str, **detail: Any) -> None:
         self.services.jobs.append_event(self.job.job_id, kind, step=self.step, item=self.item, detail=detail)
+
+
+def _passed(outcome: Outcome[Any], schema: type[BaseModel] | None) -> bool:
+    """The answer is taken: valid for its schema, or free text that was not cut off."""
+    return outcome.ok or (schema is None and not outcome.errors)

@@ -195,7 +195,12 @@ class BedrockConverseModel:
         text = json.dumps(tool_inputs[0]) if tool_inputs else "".join(b["text"] for b in content if "text" in b)
         return ModelResponse(
             text=text,
-            usage=Usage(input_tokens=usage.get("inputTokens", 0), output_tokens=usage.get("outputTokens", 0)),
+            usage=Usage(
+                input_tokens=usage.get("inputTokens", 0),
+                output_tokens=usage.get("outputTokens", 0),
+                cache_read_tokens=usage.get("cacheReadInputTokens"),
+                cache_write_tokens=usage.get("cacheWriteInputTokens"),
+            ),
             model_id=self.model_id,
             stop_reason=stop_reason,
         )

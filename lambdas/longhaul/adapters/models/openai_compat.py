@@ -154,7 +154,9 @@ class OpenAICompatibleModel:
         return ModelResponse(
             text=str(message.get("content") or ""),
             usage=Usage(
-                input_tokens=int(usage.get("prompt_tokens", 0)), output_tokens=int(usage.get("completion_tokens", 0))
+                input_tokens=int(usage.get("prompt_tokens", 0)),
+                output_tokens=int(usage.get("completion_tokens", 0)),
+                cache_read_tokens=(usage.get("prompt_tokens_details") or {}).get("cached_tokens"),
             ),
             model_id=self.model_id,
             stop_reason=stop_reason,

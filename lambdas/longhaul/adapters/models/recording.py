@@ -39,7 +39,8 @@ class Fixtures:
     def put(self, request: ModelRequest, response: ModelResponse) -> None:
         with self._lock:
             recorded = self.load()
-            recorded[fixture_key(request)] = {"task": request.task, "response": response.model_dump(mode="json")}
+            answer = response.model_dump(mode="json", exclude_none=True)  # (no cache counts: none reported)
+            recorded[fixture_key(request)] = {"task": request.task, "response": answer}
             self.path.parent.mkdir(parents=True, exist_ok=True)
             self.path.write_text(json.dumps(recorded, indent=1, sort_keys=True, ensure_ascii=False) + "\n")
 
