@@ -362,3 +362,23 @@ def _job(s: wiring.Services) -> Any:
     found = s.jobs.get_job(JOB)
     assert found is not None
     return found
+
+
+def test_an_injected_model_outage_fails_the_call_once_and_the_retried_step_calls_again(
+    gateway_services, models, spans
+) -> None:
+    # Given a model call that fails once (the local platform's `model-unavailable` fault), on a route without fallback
+    faults.install(faults.FaultInjector("draft_answer=model-unavailablex1"))
+    with pytest.raises(UpstreamUnavailableError):
+        _calls(gateway_services, route="alone").ask(_request(), Answer)
+
+    # When the step is retried
+    ModelCalls(gateway_services, _job(gateway_services), "draft_answer", None, 1, attempt=2).ask(_request(), Answer)
+
+    # Then the failed call and the call made again are two spans, and the ledger holds the one settled charge
+    failed, retried = calls_of(spans)
+    assert (attrs(failed)["longhaul.attempt"], attrs(retried)["longhaul.attempt"]) == (1, 2)
+    assert attrs(failed)[error_attributes.ERROR_TYPE] == "UpstreamUnavailableError"
+    [charge] = gateway_services.budgets.ledger(JOB)
+    assert charge.status == "settled" and charge.input_tokens == attrs(retried)[gen_ai.GEN_AI_USAGE_INPUT_TOKENS]
+    assert len(models["alone"].requests) == 1  # the outage was before the provider: one request reached it

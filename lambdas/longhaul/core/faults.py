@@ -8,7 +8,8 @@ its Task timeout), `duplicate` (the same event is delivered twice), or, at a ste
 fault applied to
 each call's answer: `malformed-output` (broken JSON that mechanical repair fixes), `schema-invalid-output` (valid
 JSON of the wrong shape), `truncated-output` (cut off at the token limit, as the provider's stop reason says),
-`refusal` (the provider refuses, as its guardrail would). Without `x<times>` a fault fires on every attempt (for
+`refusal` (the provider refuses, as its guardrail would), `model-unavailable` (the call fails as an outage would:
+the retried step calls again). Without `x<times>` a fault fires on every attempt (for
 model-output faults: on every call). `#<item>` names a fan-out's item, or an agent step's turn (from 0).
 
 `x<times>` counts per job: each job meets the fault that many times (`draft_answer=transientx2`: every job fails
@@ -38,14 +39,15 @@ CRASH_BEFORE_OUTCOME = "crash-before-outcome"
 HANG = "hang"
 DUPLICATE = "duplicate"
 RUNTIME_KINDS = (CRASH, CRASH_BEFORE_OUTCOME, HANG, DUPLICATE)
-MALFORMED, SCHEMA_INVALID, TRUNCATED, REFUSAL = (
+MALFORMED, SCHEMA_INVALID, TRUNCATED, REFUSAL, UNAVAILABLE = (
     "malformed-output",
     "schema-invalid-output",
     "truncated-output",
     "refusal",
+    "model-unavailable",
 )
 OUTPUT_KINDS = (MALFORMED, SCHEMA_INVALID, TRUNCATED)
-MODEL_KINDS = (*OUTPUT_KINDS, REFUSAL)
+MODEL_KINDS = (*OUTPUT_KINDS, REFUSAL, UNAVAILABLE)
 KINDS = tuple(sorted(BY_KIND)) + RUNTIME_KINDS + MODEL_KINDS
 MAX_COUNTED_JOBS = 4096  # the jobs whose counts are kept, most recently faulted first
 # What each runtime and model fault does (a failure class does what its error class's docstring says).
@@ -59,6 +61,8 @@ MEANINGS: dict[str, str] = {
     SCHEMA_INVALID: "The model's answer is valid JSON of the wrong shape.",
     TRUNCATED: "The model's answer is cut off at the token limit, as the provider's stop reason says.",
     REFUSAL: "The provider refuses, as its guardrail would.",
+    UNAVAILABLE: "The model call fails as an outage would (`UpstreamUnavailableError`, after the call started): the "
+    "route's fallback answers, else the state machine retries the step and the call is made again.",
 }
 
 

@@ -372,6 +372,9 @@ class ModelCalls:
         ) as span:
             if injector.take(self.step, self.item, (faults.REFUSAL,), job_id=self.job.job_id):
                 raise PolicyRefusalError(f"injected refusal of {self.step}", step=self.step, item=self.item)
+            if injector.take(self.step, self.item, (faults.UNAVAILABLE,), job_id=self.job.job_id):
+                message = f"{route.provider} {route.model_id}: injected outage at {self.step}"
+                raise UpstreamUnavailableError(message, step=self.step, item=self.item)
             adapter = self.services.adapter(route_name)
             if isinstance(adapter, StreamingGateway):
                 response = self._stream(adapter, request)
