@@ -4,8 +4,8 @@ Metrics carry only the dimensions their emitter names (`workflow`, `step`, …),
 dimension: each function has its own service name (`POWERTOOLS_SERVICE_NAME`), and the dashboard and alarms, which
 query exact dimension sets, must not depend on which function emitted a metric.
 
-Tracing: see `longhaul.core.tracing` (X-Ray active tracing records each invocation; subsegments are opened only
-where the X-Ray SDK is importable, which the bundled asset leaves out on purpose: a second botocore).
+Tracing: see `longhaul.core.tracing` (OpenTelemetry spans, one trace per job) and `longhaul.core.genai` (model calls,
+ladder rungs, agent turns and tool calls under the GenAI conventions).
 
 The logger's keys (`append_keys`, `inject_lambda_context(clear_state=True)`) are kept per thread: the local runtime
 runs several invocations of one function at once in one interpreter, where one shared set of keys would give a

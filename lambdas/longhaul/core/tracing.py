@@ -336,22 +336,3 @@ class _JobIds:
     def generate_trace_id(self) -> int:
         ids = _root_ids.get()
         return ids[0] if ids is not None else self._random.generate_trace_id()
-
-
-class Subsegment:
-    """The attributes of a span opened by `subsegment` (None values skipped); a no-op without a span."""
-
-    def __init__(self, opened: Any = None) -> None:
-        self._span = opened
-
-    def annotate(self, **values: str | int | float | bool | None) -> None:
-        if self._span is not None:
-            self._span.set_attributes(_clean({f"longhaul.{k}": v for k, v in values.items()}))
-
-
-@contextmanager
-def subsegment(name: str, **annotations: str | int | float | bool | None) -> Iterator[Subsegment]:
-    """A child span named `name` whose annotations are `longhaul.*` attributes (the callers written for X-Ray
-    subsegments; new code opens spans with the OTel API)."""
-    with span(name, {f"longhaul.{k}": v for k, v in annotations.items()}) as opened:
-        yield Subsegment(opened)
