@@ -63,12 +63,12 @@ def _workflow_id(name: str) -> str:
 # The dead-letter queues of each workflow's steps (and its compensation lane): one alarm each. A new step adds a row.
 STEP_DLQS = {
     "document-analysis": ("list_documents", "parse_documents", "plan_ocr", "ocr_pages", "build_index",
-                          "retrieve_passages", "extract_evidence", "draft_answer", "verify_citations", "review",
-                          "publish_result"),
+                          "ocr_and_index", "retrieve_passages", "extract_evidence", "draft_answer",
+                          "verify_citations", "review", "publish_result"),
     "dispute-resolution": ("load_reconciliation", "draft_notices", "review", "send_notices", "publish_result",
                            "compensation"),
-    "invoice-reconciliation": ("parse_documents", "extract_invoices", "check_invoices", "summarize_findings", "review",
-                               "publish_report"),
+    "invoice-reconciliation": ("parse_documents", "extract_invoices", "price_list", "check_invoices",
+                               "summarize_findings", "review", "publish_report"),
 }  # fmt: skip
 SLA_TARGETS = {"interactive": 60, "standard": 600, "batch": 3600}  # QueueWaitSeconds p90 targets (s)
 INTAKE_WAIT = {"interactive": 300, "standard": 1800, "batch": 21600}  # the oldest intake message's age (s)
