@@ -154,19 +154,26 @@ class Scheduler:
 
 # --- deadlines on the local clock ---------------------------------------------------------------------------------
 
-#: (method, resource) of the API routes that give a job its deadline: a submission and a replay.
-DEADLINE_ROUTES = {("POST", "/v1/jobs"), ("POST", "/v1/ops/jobs/{job_id}/replay")}
+#: (method, resource) of the API routes that give a job its deadline, and the status of their success: a submission,
+#: a replay and an update (a new deadline, from now).
+DEADLINE_ROUTES = {
+    ("POST", "/v1/jobs"): 202,
+    ("POST", "/v1/ops/jobs/{job_id}/replay"): 202,
+    ("PATCH", "/v1/jobs/{job_id}"): 200,
+    ("PATCH", "/v1/ops/jobs/{job_id}"): 200,
+}
 _SCALED_MARK = "local_scaled_deadline_at"  # the deadline this middleware wrote (a second pass leaves it alone)
 
 
 def scale_deadlines(invocation: lambda_runtime.Invocation, call_next: Callable[[], Any]) -> Any:
-    """Runtime middleware: after the API accepted or replayed a job, move its deadline onto the local clock."""
+    """Runtime middleware: after the API accepted, replayed or updated a job, move its deadline onto the local clock
+    (an update without a new deadline leaves the one already moved: it is the one this middleware marked)."""
     result = call_next()
     event = invocation.event
     scale = lambda_runtime.time_scale()
-    if scale == 1 or not isinstance(event, dict) or not isinstance(result, dict) or result.get("statusCode") != 202:
+    if scale == 1 or not isinstance(event, dict) or not isinstance(result, dict):
         return result
-    if (event.get("httpMethod"), event.get("resource")) not in DEADLINE_ROUTES:
+    if DEADLINE_ROUTES.get((event.get("httpMethod"), event.get("resource"))) != result.get("statusCode"):
         return result
     table_name = invocation.environment.get("LONGHAUL_TABLE")
     try:

@@ -51,6 +51,7 @@ from handlers.api_shared import (
 from handlers.api_steer import router as steering_routes
 from handlers.api_stream import router as stream_routes
 from handlers.api_trace import router as trace_routes
+from handlers.api_updates import router as update_routes
 from handlers.resolver import ThreadSafeRestResolver
 from longhaul.api.graph import WorkflowGraph
 from longhaul.api.jobs import readiness
@@ -238,7 +239,9 @@ _JOB_LINKS = {
         **keyed(TENANT_KEY, takes_body=True),
         **with_json_body(
             "Invalid input or name, unknown workflow, Idempotency-Key outside its pattern or reused with another "
-            "payload, a budget, route or sla_class outside the tenant's policy, or an upload that is missing"
+            "payload, a budget, route or sla_class outside the tenant's policy, an upload that is missing, or a job "
+            "id (`supersedes`, a dispute's `reconciliation_job_id`) that is not one of the tenant's: a request that "
+            "matches this schema can still name something that does not exist, and that is a 422 naming the field"
         ),
         **problems(
             429,
@@ -358,7 +361,7 @@ def get_result(
         markdown = services().artifacts.get_bytes(markdown_key).decode()
         return Response(status_code=200, content_type=f"{MARKDOWN}; charset=utf-8", body=markdown)
     view = jobs.view(principal(app), job_id)
-    marks = {"provisional": as_of_step is not None, "as_of_step": as_of_step}
+    marks = {"provisional": as_of_step is not None, "as_of_step": as_of_step, "superseded_by": view.superseded_by}
     body = result_models()[view.workflow].model_validate({**result.model_dump(), "budget": view.budget, **marks})
     return Response(status_code=200, content_type="application/json", body=body.model_dump_json())
 
@@ -441,6 +444,7 @@ app.include_router(steering_routes)
 app.include_router(console_routes)
 app.include_router(stream_routes)
 app.include_router(trace_routes)
+app.include_router(update_routes)
 
 
 @app.get(

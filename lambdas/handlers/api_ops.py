@@ -335,7 +335,7 @@ def get_tenant_memory(
     kind: Annotated[Literal["episode", "fact"] | None, Query()] = None,
     subject: Annotated[str | None, Query(max_length=200, description="Only memories about this subject")] = None,
     limit: Annotated[int, Query(ge=1, le=limits.MAX_OPS_PAGE_SIZE)] = 100,
-    cursor: Annotated[str | None, Query(description="`next_cursor` of the previous page")] = None,
+    cursor: Cursor = None,
 ) -> MemoryList:
     _operator()
     return memory.list_memory(services(), tenant_id, kind=kind, subject=subject, limit=limit, cursor=cursor)

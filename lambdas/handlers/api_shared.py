@@ -24,7 +24,7 @@ from aws_lambda_powertools.utilities.data_classes import APIGatewayProxyEvent
 from longhaul.api.jobs import JobService
 from longhaul.core import limits
 from longhaul.core.auth import Principal
-from longhaul.core.contracts import TERMINAL_STATUSES, Problem
+from longhaul.core.contracts import CURSOR_PATTERN, TERMINAL_STATUSES, Problem
 from longhaul.services import services
 
 PROBLEM_JSON = "application/problem+json"
@@ -43,7 +43,14 @@ EventsWait = Annotated[
 ]
 # Time the API function keeps for itself after a long-poll's wait: the reads around it and the answer.
 ANSWER_MARGIN_SECONDS = 3.0
-Cursor = Annotated[str | None, Query(description="`next_cursor` of the previous page (400 for any other value).")]
+Cursor = Annotated[
+    str | None,
+    Query(
+        pattern=CURSOR_PATTERN,
+        description="`next_cursor` of the previous page: 1-4096 of A-Z a-z 0-9 _ - (a value of that form this listing "
+        "did not hand out is a 400; omit it for the first page).",
+    ),
+]
 Responses = dict[int, OpenAPIResponse]
 
 # The API reference's sections (each operation is tagged with one), in the order a client meets them.

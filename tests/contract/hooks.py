@@ -3,10 +3,11 @@
 A request can match its schema and still be refused for a reason no schema states: it names an upload that does not
 exist, reuses an Idempotency-Key with another payload, names a cursor this listing never handed out, two documents
 share a name, a contract lists no prices, a callback's host is not public, a route is not configured, a replay names
-a step of another workflow, a dispute names a reconciliation that is not a completed one of its tenant. The fuzzer's
+a step of another workflow, a dispute names a reconciliation that is not a completed one of its tenant, a job
+supersedes one that is not its tenant's (each a 422 naming the field, as the OpenAPI document says). The fuzzer's
 `positive_data_acceptance` check expects a schema-valid request to be accepted, so each positive case gets here what
 a real client would send: real uploads of the tenant (`UPLOADS_ENV`, made before the run), a fresh key, no cursor,
-unique names, a priced contract, no callback or route, no replay step (its default), approve for an edit, a policy
+unique names, a priced contract, no callback, route or job to supersede, no replay step (its default), approve for an edit, a policy
 change to a tenant of its own (not the run's, whose jobs follow), the run key's completed reconciliation
 (`RECONCILIATION_ENV`) with a contact for its notices. Negative cases are left as generated (they must be refused),
 and every check still runs on every case.
@@ -78,6 +79,7 @@ def _realistic(case: Any) -> Any:
 def _realistic_job(body: dict[str, Any]) -> None:
     body.pop("callback_url", None)  # must resolve to a public address
     body.pop("route", None)  # must be a configured route
+    body.pop("supersedes", None)  # must name a job of the tenant (a 422 naming `supersedes` otherwise)
     job_input = body.get("input")
     if not isinstance(job_input, dict):
         return

@@ -213,9 +213,20 @@ def test_the_jobs_own_limits_tighten_the_steps_within_its_tenants_ceilings(
 
     assert limit.value.limit == "max_tool_calls" and SAID == ["a", "b"]  # the second turn's two were not run
     step_spec = spec_with().step("talk")
-    tight = limits_of(step_spec, job.model_copy(update={"agent_max_turns": 2}), Limits(3, 100))
+    tight = limits_of(step_spec, job.model_copy(update={"agent_max_turns": 2}), lambda: Limits(3, 100))
     assert tight == Limits(max_turns=2, max_tool_calls=5)
-    assert limits_of(step_spec, job, Limits(1, 100)).max_turns == 1  # the tenant's ceiling
+    unpinned = job.model_copy(update={"agent_max_turns": None, "agent_max_tool_calls": None})
+    assert limits_of(step_spec, unpinned, lambda: Limits(1, 100)).max_turns == 1  # a job from before pinning
+
+
+def test_a_jobs_pinned_limits_hold_whatever_its_tenants_ceilings_become(job: Job) -> None:
+    step_spec = spec_with(max_turns=50, max_tool_calls=500).step("talk")
+    pinned = job.model_copy(update={"agent_max_turns": 3, "agent_max_tool_calls": 7})
+
+    def ceilings() -> Limits:
+        raise AssertionError("a pinned job never reads its tenant's ceilings")
+
+    assert limits_of(step_spec, pinned, ceilings) == Limits(max_turns=3, max_tool_calls=7)
 
 
 def test_a_step_that_hands_over_to_review_ends_with_the_limit_named(

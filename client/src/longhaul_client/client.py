@@ -59,6 +59,7 @@ from longhaul.core.contracts import (
     UploadRequest,
     UploadTicket,
 )
+from longhaul.core.contracts import JobUpdate as JobChange
 from longhaul.core.streams import StreamEvent
 from longhaul.review.contracts import DecisionOutcome, DecisionRequest, ReviewDetail, ReviewList, ReviewView
 from longhaul.webhooks.views import WebhookList, WebhookView
@@ -176,10 +177,19 @@ class LonghaulClient:
 
     # ------------------------------------------------------------------ jobs
 
-    def submit(self, request: BaseModel | Mapping[str, Any], *, idempotency_key: str | None = None) -> JobAccepted:
+    def submit(
+        self,
+        request: BaseModel | Mapping[str, Any],
+        *,
+        idempotency_key: str | None = None,
+        supersedes: str | None = None,
+    ) -> JobAccepted:
         """Submit a job (`request`: a workflow's request, as a model or its JSON). Always idempotent: without an
-        `idempotency_key` one is made up, so a retry after a lost answer gets the same job, not a second one."""
+        `idempotency_key` one is made up, so a retry after a lost answer gets the same job, not a second one.
+        `supersedes`: a job of the tenant this one replaces (cancelled if it has not finished, else marked)."""
         body = request.model_dump(mode="json", exclude_unset=True) if isinstance(request, BaseModel) else request
+        if supersedes is not None:
+            body = {**body, "supersedes": supersedes}
         key = idempotency_key or f"lh-{uuid.uuid4().hex}"
         response = self._send("POST", "/v1/jobs", json=body, headers={"Idempotency-Key": key}, safe=True)
         return JobAccepted.model_validate_json(response.content)
@@ -338,6 +348,14 @@ class LonghaulClient:
         retry of a signal that was kept would answer 409)."""
         response = self._send("POST", f"{self._jobs(operator)}/{job_id}/signals/{name}", json=dict(body), safe=False)
         return SignalAccepted.model_validate_json(response.content)
+
+    def update(self, job_id: str, change: JobChange | Mapping[str, Any], *, operator: bool = False) -> JobView:
+        """Change a job that has not finished: its deadline (seconds from now), budget, SLA class, review,
+        instructions for its later model calls, or agent limits, within its tenant's policy; the job as updated.
+        Safe to repeat (the same update again changes nothing more)."""
+        body = change.model_dump(mode="json", exclude_none=True) if isinstance(change, BaseModel) else change
+        response = self._send("PATCH", f"{self._jobs(operator)}/{job_id}", json=body, safe=True)
+        return JobView.model_validate_json(response.content)
 
     def upload(self, path: Path, *, media_type: str | None = None, filename: str | None = None) -> UploadTicket:
         """Upload a document or a ZIP archive of documents: a presigned URL from the API, then the file to it.

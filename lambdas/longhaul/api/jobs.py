@@ -21,6 +21,7 @@ from typing import Any, Literal, NamedTuple
 from pydantic import BaseModel
 
 from longhaul.api.graph import DefinitionUnreadable, EngineNotAnswering, WorkflowGraph, job_graph
+from longhaul.api.updates import AlreadyFinished, agent_problems, check_supersedes, supersede, update_job
 from longhaul.core import correlation, limits, schema, tracing
 from longhaul.core.addresses import UnsafeCallback, check_url, system_resolver
 from longhaul.core.auth import Principal
@@ -38,6 +39,7 @@ from longhaul.core.contracts import (
     JobRequestBase,
     JobStatus,
     JobTiming,
+    JobUpdate,
     JobView,
     PageText,
     StepUsage,
@@ -49,7 +51,6 @@ from longhaul.core.eta import EtaSnapshot, snapshot
 from longhaul.core.observability import emit, logger
 from longhaul.core.ports import EngineUnavailable
 from longhaul.core.problems import (
-    ApiProblem,
     BadRequest,
     DailyAllowanceExhausted,
     IdempotencyKeyReused,
@@ -79,10 +80,6 @@ IDEMPOTENCY_KEY = re.compile(IDEMPOTENCY_KEY_PATTERN)
 # A job's timing reads at most this many pages of its events (a huge fan-out's later events are not counted).
 TIMING_EVENT_PAGES = 20
 SUBMISSION_TRIES = 8  # transactions a submission tries when concurrent ones change its tenant's rate window or slots
-
-
-class AlreadyFinished(ApiProblem):
-    status, slug, title = 409, "already-finished", "The job has already finished"
 
 
 def canonical_hash(request: BaseModel) -> str:
@@ -142,6 +139,8 @@ class JobService:
         spec = REGISTRY[request.workflow]
         with tracing.span("validate submission"):
             self._check_callback(request.callback_url)
+            if request.supersedes is not None:
+                check_supersedes(s, principal, request.supersedes)
         payload_hash = canonical_hash(request)
         tenant_id = principal.tenant_id
         policy = s.budgets.recent_policy(tenant_id)
@@ -164,6 +163,8 @@ class JobService:
                 found = s.jobs.get_job(existing.job_id)
                 if found is not None:
                     waits = self._ensure_started(found, policy)
+                    if found.supersedes is not None:  # (a retry finishes what a crash interrupted; never twice)
+                        self._supersede(principal, found)
                     return self._accepted(found, base_url, waits), False
             retry_after, rate = rate_decision(state.window, policy.submissions_per_minute, s.now().timestamp())
             if retry_after is not None:
@@ -207,9 +208,12 @@ class JobService:
                             links_base=base_url if request.callback_url else None,
                             sla_class=request.sla_class,
                             correlation_id=correlation.current(),
-                            agent_max_turns=request.agent.max_turns if request.agent else None,
-                            agent_max_tool_calls=request.agent.max_tool_calls if request.agent else None,
+                            # pinned now, from the policy in force: only an update of the job changes them
+                            agent_max_turns=(request.agent and request.agent.max_turns) or policy.agent_max_turns,
+                            agent_max_tool_calls=(request.agent and request.agent.max_tool_calls)
+                            or policy.agent_max_tool_calls,
                             eta=eta,
+                            supersedes=request.supersedes,
                         ),
                         marks=planned.marks,
                         with_writes=[s.admission.rate_write(tenant_id, rate), *planned.writes],
@@ -234,7 +238,31 @@ class JobService:
             )
         if created:
             emit("JobsSubmitted", workflow=spec.name)
+        if job.supersedes is not None:
+            self._supersede(principal, job)
         return self._accepted(job, base_url, waits), created
+
+    def _supersede(self, principal: Principal, successor: Job) -> None:
+        """The job `successor` replaces: cancelled (reason `superseded`) if it has not finished, else marked; once."""
+        assert successor.supersedes is not None
+        old = self.services.jobs.get_job(successor.supersedes, tenant_id=principal.tenant_id)
+        if old is None or old.superseded_by == successor.job_id:
+            return
+        supersede(self.services, old, successor.job_id)
+        if not old.finished and old.status != JobStatus.CANCELLED:
+            try:
+                self.cancel(principal, old.job_id, reason="superseded")
+            except AlreadyFinished:  # it finished meanwhile: it keeps its result, marked
+                pass
+            except Unavailable:  # recorded as cancel_requested: the sweep finishes it
+                logger.warning("superseded job not stopped yet", extra={"job_id": old.job_id})
+
+    # ------------------------------------------------------------------ update
+
+    def update(self, principal: Principal, job_id: str, change: JobUpdate, *, any_tenant: bool = False) -> JobView:
+        """Change a job's deadline, budget, class, review, instructions or agent limits (`longhaul.api.updates`)."""
+        update_job(self.services, principal, self.job(principal, job_id, any_tenant=any_tenant), change)
+        return self.view(principal, job_id, any_tenant=any_tenant)
 
     def _admit(
         self, tenant_id: str, request: JobRequestBase, policy: TenantPolicy, state: SubmissionState
@@ -244,7 +272,7 @@ class JobService:
         checked before any work."""
         s = self.services
         tokens, cost, problems = job_limits(request.budget, policy)
-        problems += agent_problems(request, policy)
+        problems += agent_problems(request.agent, policy)
         if request.sla_class not in policy.sla_classes:
             problems.append(
                 {"loc": ["body", "sla_class"], "msg": f"not an SLA class this tenant may use: {policy.sla_classes}"}
@@ -434,8 +462,12 @@ class JobService:
 
     # ------------------------------------------------------------------ cancel
 
-    def cancel(self, principal: Principal, job_id: str, *, any_tenant: bool = False) -> CancelOutcome:
-        """Request cancellation, stop the execution, end `cancelled` keeping the completed steps."""
+    def cancel(
+        self, principal: Principal, job_id: str, *, any_tenant: bool = False, reason: str | None = None
+    ) -> CancelOutcome:
+        """Request cancellation, stop the execution, end `cancelled` keeping the completed steps. `reason` (e.g.
+        `superseded`) is recorded in the events of the cancellation."""
+        because = {"reason": reason} if reason else {}
         s = self.services
         job = self.job(principal, job_id, any_tenant=any_tenant)
         if job.status == JobStatus.CANCELLED:
@@ -450,14 +482,17 @@ class JobService:
                     job_id,
                     JobStatus.CANCEL_REQUESTED,
                     event="cancel_requested",
-                    detail={"by": principal.tenant_id, "role": principal.role},
+                    detail={"by": principal.tenant_id, "role": principal.role, **because},
                     allowed_from=[JobStatus.QUEUED, *ACTIVE, JobStatus.WAITING_FOR_REVIEW, JobStatus.PAUSED],
                 )
-            except TransitionRejected:
-                return self.cancel(principal, job_id, any_tenant=any_tenant)  # it moved meanwhile: answer anew
+            except TransitionRejected:  # it moved meanwhile: answer anew
+                return self.cancel(principal, job_id, any_tenant=any_tenant, reason=reason)
         try:
             s.engine.stop(
-                job.workflow, job.execution_name, error="JobCancelled", cause=f"cancelled by {principal.tenant_id}"
+                job.workflow,
+                job.execution_name,
+                error="JobCancelled",
+                cause=f"{reason} by {principal.tenant_id}" if reason else f"cancelled by {principal.tenant_id}",
             )
         except EngineUnavailable:
             raise Unavailable(
@@ -476,7 +511,7 @@ class JobService:
                 job_id,
                 JobStatus.CANCELLED,
                 event="job_cancelled",
-                detail={"completed_steps": outcome.completed_steps, "side_effects": outcome.side_effects},
+                detail={"completed_steps": outcome.completed_steps, "side_effects": outcome.side_effects, **because},
                 set_fields={"current_step": None, **({"review": review} if review else {})},
             )
         except TransitionRejected:
@@ -533,26 +568,6 @@ def history_sla_seconds(eta: EtaSnapshot, workflow_estimate: int) -> int:
     estimate from its input."""
     total = eta.total_seconds()
     return workflow_estimate if total is None else max(1, math.ceil(total))
-
-
-def agent_problems(request: JobRequestBase, policy: TenantPolicy) -> list[dict[str, Any]]:
-    """A job's agent limits above its tenant's ceilings (422, naming the field)."""
-    agent, problems = request.agent, []
-    if agent is not None and agent.max_turns is not None and agent.max_turns > policy.agent_max_turns:
-        problems.append(
-            {
-                "loc": ["body", "agent", "max_turns"],
-                "msg": f"exceeds the tenant's ceiling of {policy.agent_max_turns} turns per agent step",
-            }
-        )
-    if agent is not None and agent.max_tool_calls is not None and agent.max_tool_calls > policy.agent_max_tool_calls:
-        problems.append(
-            {
-                "loc": ["body", "agent", "max_tool_calls"],
-                "msg": f"exceeds the tenant's ceiling of {policy.agent_max_tool_calls} tool calls per agent step",
-            }
-        )
-    return problems
 
 
 def step_usage(ledger: list[Charge]) -> list[StepUsage]:

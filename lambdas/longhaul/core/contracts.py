@@ -26,6 +26,11 @@ UPLOAD_ID_PATTERN = rf"^up_[0-9a-f]{{32}}{PATTERN_END}"
 # A header value never holds a newline, so `$` is exact there (and the header is validated by the resolver's own
 # regex engine, which has no look-ahead).
 IDEMPOTENCY_KEY_PATTERN = r"^[A-Za-z0-9._:\-]{1,128}$"
+# A job id as the API hands it out (`job_` and 28 hexadecimal digits).
+JOB_ID_PATTERN = rf"^job_[0-9a-f]{{28}}{PATTERN_END}"
+# What a listing's `next_cursor` is made of (URL-safe base64 without padding, or a sequence number). A query
+# parameter's pattern is checked by pydantic's default engine, where `$` is the end of the text.
+CURSOR_PATTERN = r"^[A-Za-z0-9_-]{1,4096}$"
 # The shape of a callback URL (what `longhaul.core.addresses.check_url` checks before it looks at the host): http(s),
 # a host part without credentials, no whitespace, control characters, backslash or fragment.
 CALLBACK_URL_PATTERN = (
@@ -336,6 +341,17 @@ class JobRequestBase(Strict):
             "jobs wait for a slot (weighted, with aging, so none waits forever); one of the tenant's `sla_classes`.",
         ),
     ]
+    supersedes: Annotated[
+        str | None,
+        Field(
+            default=None,
+            pattern=JOB_ID_PATTERN,
+            description="A job of the same tenant this one replaces: a queued or running one (also one waiting) is "
+            "cancelled with reason `superseded` (event `job_superseded`), a finished one keeps its result, which "
+            "then names this job in `superseded_by`. A job id that is not one of the tenant's is a 422 naming "
+            "`supersedes` (nothing is stored).",
+        ),
+    ]
 
     def __repr__(self) -> str:
         # Powertools formats a route's arguments into a debug message whether or not debug logging is on (an
@@ -400,6 +416,67 @@ class ReplayRequest(Strict):
         if self.mode == "redrive" and self.version == "current":
             raise ValueError("a redrive resumes the execution on its own version; replay (mode=replay) to run another")
         return self
+
+
+class JobUpdate(Strict):
+    """A change to a running (or queued, or waiting) job: each field given replaces the job's own, within its
+    tenant's policy as a submission's would be; at least one field."""
+
+    model_config = ConfigDict(json_schema_extra={"minProperties": 1})
+
+    deadline_seconds: Annotated[
+        int | None,
+        Field(
+            default=None,
+            ge=limits.MIN_DEADLINE_SECONDS,
+            le=limits.MAX_DEADLINE_SECONDS,
+            description=f"The job's new deadline, this many seconds from now ({limits.MIN_DEADLINE_SECONDS}-"
+            f"{limits.MAX_DEADLINE_SECONDS} s).",
+        ),
+    ]
+    budget: Annotated[
+        JobBudget | None,
+        Field(
+            default=None,
+            description="New token and cost limits: up to the tenant's ceilings, never below what the job has spent "
+            "and holds for calls in flight; an omitted field keeps the job's limit. A raise lets a job whose budget "
+            "ran short go on with its next model calls.",
+        ),
+    ]
+    sla_class: Annotated[
+        SlaClass | None, Field(default=None, description="The job's SLA class (one of the tenant's `sla_classes`).")
+    ]
+    review: Annotated[
+        ReviewRequest | None,
+        Field(default=None, description="Review mode and deadline for a review step that has not opened yet."),
+    ]
+    instructions: Annotated[
+        str | None,
+        Field(
+            default=None,
+            min_length=1,
+            max_length=limits.MAX_INSTRUCTIONS_CHARS,
+            description=f"Instructions (up to {limits.MAX_INSTRUCTIONS_CHARS} characters) added to the prompt of every "
+            "model call of the steps that start after the update, and kept with those prompts; they replace the "
+            "job's earlier instructions.",
+            json_schema_extra=VISIBLE_SCHEMA,
+        ),
+        Visible,
+    ]
+    agent: Annotated[
+        AgentLimits | None,
+        Field(default=None, description="The job's agent limits, within the tenant's ceilings."),
+    ]
+
+    @model_validator(mode="after")
+    def _something(self) -> Self:
+        if not self.model_fields_set:
+            raise ValueError("name at least one field to change")
+        return self
+
+    def fields(self) -> list[str]:
+        """The fields this update changes (given, and not null: null keeps the job's own), in the model's order."""
+        return [name for name in type(self).model_fields if getattr(self, name) is not None]
 
 
 class UploadRequest(Strict):
@@ -714,6 +791,13 @@ class JobTrace(Model):
     spans: list[TraceSpan]
 
 
+class AgentLimitsView(Model):
+    max_turns: int | None = Field(default=None, description="Turns of one agent step (the step's own when lower).")
+    max_tool_calls: int | None = Field(
+        default=None, description="Tool calls of one agent step (the step's own when lower)."
+    )
+
+
 class JobView(Model):
     job_id: str
     tenant_id: str = Field(description="Whose job it is (operators list every tenant's jobs).")
@@ -768,6 +852,16 @@ class JobView(Model):
     timing: JobTiming | None = Field(
         default=None, description="Where the job's time went: queue wait, executing, backoff, review, provider waits."
     )
+    agent: AgentLimitsView | None = Field(
+        default=None,
+        description="The job's agent limits: pinned at submission from the tenant's policy then (a later change of "
+        "the policy does not move them), changed only by an update of the job.",
+    )
+    instructions: str | None = Field(
+        default=None, description="Instructions given by an update, added to the prompts of later model calls."
+    )
+    supersedes: str | None = Field(default=None, description="The job this one replaced.")
+    superseded_by: str | None = Field(default=None, description="The job that replaced this one.")
 
 
 class JobList(Model):
@@ -892,6 +986,9 @@ class KeptPrompt(Model):
         default=None, description="The JSON schema the answer had to fit."
     )
     max_tokens: int
+    instructions: str | None = Field(
+        default=None, description="The job's instructions (an update's) that `prompt` ends with, if any."
+    )
 
 
 class KeptResponse(Model):

@@ -24,6 +24,10 @@ EVENT_TYPES: dict[str, str] = {
     "job_expired": "The job's deadline (or its review's) passed before it finished.",
     "cancel_requested": "Someone asked to cancel the job; its execution is being stopped.",
     "job_cancelled": "The job stopped on a cancellation, keeping its completed steps (and saying their side effects).",
+    "job_updated": "The job was updated while it had not finished: `detail.fields` names what changed (deadline, "
+    "budget, sla_class, review, instructions, agent), `detail.requested_by` who asked (`tenant` or `operator`).",
+    "job_superseded": "A later submission of the tenant replaced this job (`detail.by`); one that had not finished is "
+    "then cancelled with reason `superseded`.",
     "job_replayed": "An operator replayed the job from a step: a new attempt, queued.",
     "replay_not_started": "A replay's new attempt could not start: the job was put back as it was.",
     "redrive_refused": "Step Functions refused a redrive: the job was put back as it was.",

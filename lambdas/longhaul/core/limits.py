@@ -80,6 +80,8 @@ MAX_ARCHIVE_DIRECTORY_BYTES = 8 * MIB
 # tenant's ceilings; each is at most these.
 MAX_AGENT_TURNS = 100
 MAX_AGENT_TOOL_CALLS = 5000
+# Instructions added to a running job's prompts (`PATCH /v1/jobs/{job_id}`).
+MAX_INSTRUCTIONS_CHARS = 4000
 # Memory: a long-term fact is used as is until `valid_until` (this many days after it was recorded or last
 # re-verified, unless it says otherwise); after that it is re-checked against its source before use.
 DEFAULT_FACT_VALID_DAYS = 7

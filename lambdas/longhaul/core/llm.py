@@ -9,6 +9,8 @@ from pydantic import Field
 
 from longhaul.core.model import Model
 
+# What introduces a job's instructions (an update's) at the end of a prompt.
+INSTRUCTIONS_HEADING = "Instructions from the requester (they apply to this answer):"
 # What a request asks for, named by the step's domain (e.g. "extract_evidence", "extract_invoice").
 Task = str
 
@@ -43,16 +45,28 @@ class ModelRequest(Model):
         description="`module:function` answering this task deterministically from `context`, for the offline "
         "model: a workflow brings the stand-in of its own tasks.",
     )
+    instructions: str | None = Field(
+        default=None, description="The job's instructions (an update's), already added to `prompt` by `instructed`."
+    )
 
     def sent(self) -> dict[str, Any]:
-        """What the model is sent: system, prompt, schema, limit (and the task naming them)."""
-        return {
+        """What the model is sent: system, prompt, schema, limit (and the task naming them; and the job's
+        instructions, which the prompt carries, when it has some)."""
+        sent = {
             "task": self.task,
             "system": self.system,
             "prompt": self.prompt,
             "schema": self.response_schema,
             "max_tokens": self.max_tokens,
         }
+        return sent | ({"instructions": self.instructions} if self.instructions else {})
+
+    def instructed(self, instructions: str | None) -> "ModelRequest":
+        """This request with the job's instructions at the end of its prompt (itself without any, or with these)."""
+        if not instructions or self.instructions == instructions:
+            return self
+        prompt = f"{self.prompt}\n\n{INSTRUCTIONS_HEADING}\n{instructions}"
+        return self.model_copy(update={"prompt": prompt, "instructions": instructions})
 
     def prompt_hash(self) -> str:
         """The hash of what the model is sent: equal hashes, equal calls."""

@@ -14,6 +14,7 @@ from pydantic import ConfigDict, Field, model_validator
 from longhaul.core.budgets import SlaClass, usd
 from longhaul.core.contracts import (
     TERMINAL_STATUSES,
+    AgentLimitsView,
     BudgetView,
     CallbackStatus,
     CompensationView,
@@ -129,6 +130,11 @@ class Job(Record):
     # undoes them if the job fails, is cancelled or expires.
     agent_max_turns: int | None = None
     agent_max_tool_calls: int | None = None
+    # Instructions an update gave (added to the prompts of the model calls of steps that start after it), and the
+    # jobs this one replaced and was replaced by (`supersedes` in a submission).
+    instructions: str | None = None
+    supersedes: str | None = None
+    superseded_by: str | None = None
     compensable_effects: int = 0
     compensation: CompensationView | None = None
     # A pause asked for (the next step boundary stops the job) or in force (`paused`).
@@ -274,6 +280,14 @@ class Job(Record):
             provisional=ProvisionalMark(as_of_step=self.provisional_step, at=self.provisional_at)
             if self.provisional_key and self.provisional_step and not self.finished
             else None,
+            agent=(
+                AgentLimitsView(max_turns=self.agent_max_turns, max_tool_calls=self.agent_max_tool_calls)
+                if self.agent_max_turns or self.agent_max_tool_calls
+                else None
+            ),
+            instructions=self.instructions,
+            supersedes=self.supersedes,
+            superseded_by=self.superseded_by,
             cost=job_cost(
                 self.metered,
                 transitions=self.orchestration_transitions,

@@ -21,6 +21,7 @@ charge, same prompt) and its tool calls from the outbox, so nothing is paid or d
 between states: the session and the output are artifacts.
 """
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any, Literal, Self
@@ -35,6 +36,7 @@ from longhaul.core.records import Job
 from longhaul.engine.context import StepContext
 from longhaul.engine.spec import AgentPolicy, StepSpec, Tool, WorkflowSpec, registry
 from longhaul.engine.tools import ToolContext, ToolResult, run_call
+from longhaul.services import Services
 from longhaul.storage import artifacts as keys
 
 MAX_ANSWER_TOKENS = 4096
@@ -102,14 +104,23 @@ def output_key(job_id: str, step: str) -> str:
     return keys.work_key(job_id, step, "output.json")
 
 
-def limits_of(step: StepSpec, job: Job, ceilings: Limits) -> Limits:
-    """The tighter of the step's limits, the job's and the tenant's ceilings."""
+def limits_of(step: StepSpec, job: Job, ceilings: Callable[[], Limits]) -> Limits:
+    """The tighter of the step's limits and the job's. A job's limits are pinned at submission (from its tenant's
+    ceilings then) and change only by an update of the job, so a tenant raising its ceilings while the job runs, or
+    before a replay resumes it, does not move them; only a job admitted before limits were pinned reads the
+    tenant's ceilings (`ceilings`, called only then)."""
     policy = step.agent
     assert policy is not None
-    turns = [policy.max_turns, ceilings.max_turns, *([job.agent_max_turns] if job.agent_max_turns else [])]
-    calls = [policy.max_tool_calls, ceilings.max_tool_calls]
-    calls += [job.agent_max_tool_calls] if job.agent_max_tool_calls else []
-    return Limits(max_turns=min(turns), max_tool_calls=min(calls))
+    turns, calls = job.agent_max_turns, job.agent_max_tool_calls
+    if turns is None or calls is None:
+        tenant = ceilings()
+        turns, calls = turns or tenant.max_turns, calls or tenant.max_tool_calls
+    return Limits(max_turns=min(policy.max_turns, turns), max_tool_calls=min(policy.max_tool_calls, calls))
+
+
+def tenant_ceilings(services: Services, tenant_id: str) -> Limits:
+    tenant = services.budgets.policy(tenant_id)
+    return Limits(tenant.agent_max_turns, tenant.agent_max_tool_calls)
 
 
 def turn(ctx: StepContext) -> dict[str, Any]:
@@ -143,8 +154,7 @@ def _turn(ctx: StepContext) -> dict[str, Any]:
         if number == 0
         else Session.model_validate(store.get_json(session_key(job.job_id, step.name, number)))
     )
-    tenant = services.budgets.policy(job.tenant_id)
-    limits = limits_of(step, job, Limits(tenant.agent_max_turns, tenant.agent_max_tool_calls))
+    limits = limits_of(step, job, lambda: tenant_ceilings(services, job.tenant_id))
     reached = _limit_reached(ctx, step, job, session, limits)
     if reached is not None:
         return _ended_at_limit(ctx, policy, session, reached)

@@ -16,6 +16,8 @@ Every model call of a step goes through `ModelCalls` (`StepContext.model()`):
   from its ledger entry: a retried step never pays twice for one call;
 - an adapter that streams (`StreamingGateway`) is streamed: its text goes, coalesced, into the job's short-lived
   stream records as it is written (`core.streams`), for people watching; the answer is still the whole response;
+- the job's instructions (given by an update of the job: `longhaul.api.updates`), as they were when the step started,
+  are added to the end of every prompt of the step, and kept with it (`KeptPrompt.instructions`);
 - the answer climbs the validation ladder (`longhaul.guardrails.ladder`); each rung is an event.
 Each call is recorded (route, provider, model, prompt version and hash, response hash, usage, cost, and the code and
 workflow versions that made it) in `calls`, which the runner stores on the step's checkpoint, and as a `model_called`
@@ -119,6 +121,8 @@ class ModelCalls:
     ) -> tuple[ModelResponse, Outcome[T]]:
         """The ladder: each rung a span (`ladder validate`, `ladder feedback`, `ladder stronger`, `ladder fail`) with
         its outcome, the rung's model call nested in it."""
+        # The job's instructions as they were when this step started (`self.job`: read at its start), once.
+        request = request.instructed(self.job.instructions)
         route = self.services.routing.route_for(self.step, self.job.route)
         response, used, outcome = self._rung("validate", route, request, schema, defaults, request)
         if _passed(outcome, schema):
@@ -429,6 +433,7 @@ class ModelCalls:
                 prompt=request.prompt,
                 response_schema=request.response_schema,
                 max_tokens=sent_max_tokens or request.max_tokens,
+                instructions=request.instructions,
             )
             artifacts.put_json(prompt_key(job_id, prompt_hash), sent)
             return prompt_hash

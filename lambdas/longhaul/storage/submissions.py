@@ -57,6 +57,7 @@ class NewJob(NamedTuple):
     agent_max_turns: int | None = None
     agent_max_tool_calls: int | None = None
     eta: EtaSnapshot | None = None
+    supersedes: str | None = None
 
 
 class JobSubmissions:
@@ -128,6 +129,7 @@ class JobSubmissions:
             "agent_max_turns": job.agent_max_turns,
             "agent_max_tool_calls": job.agent_max_tool_calls,
             "eta": job.eta.model_dump(mode="json") if job.eta else None,
+            "supersedes": job.supersedes,
         }
         item.update({k: v for k, v in optional.items() if v is not None})
         item.update(marks or {})

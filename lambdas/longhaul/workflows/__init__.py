@@ -65,6 +65,10 @@ def _result_model(spec: WorkflowSpec) -> type[BaseModel]:
             str | None,
             Field(default=None, description="A provisional result's step (null for the final result)."),
         ),
+        superseded_by=(
+            str | None,
+            Field(default=None, description="The job that replaced this one (a submission's `supersedes`), if any."),
+        ),
     )
     return model
 

@@ -16,7 +16,7 @@ import sys
 
 import typer
 
-from longhaul_client.cli import admin, jobs, ops, reviews
+from longhaul_client.cli import admin, jobs, ops, reviews, steer
 from longhaul_client.cli.common import EXIT_ERROR
 
 #: `1`: an unforeseen fault of the command shows its traceback (otherwise one line on stderr, exit 2).
@@ -30,6 +30,7 @@ app = typer.Typer(
     pretty_exceptions_enable=False,
 )
 app.registered_commands += jobs.app.registered_commands
+app.registered_commands += steer.app.registered_commands
 app.command("reviews")(reviews.reviews)
 app.add_typer(reviews.app, name="review")
 app.add_typer(ops.app, name="ops")

@@ -32,13 +32,21 @@ def submit(
         typer.Option(help="Submitting again with the same key and request answers the same job (default: a new key)."),
     ] = None,
     watch: Annotated[bool, typer.Option("--watch", "-w", help="Then follow the job to its end (see `watch`).")] = False,
+    supersedes: Annotated[
+        str | None,
+        typer.Option(
+            help="A job this one replaces: cancelled (reason superseded) if it has not finished, else marked "
+            "superseded_by this one.",
+            show_default=False,
+        ),
+    ] = None,
     url: Url = None,
     key: Key = None,
     output: Output = OutputFormat.TEXT,
 ) -> None:
     """Submit a job; prints its id (with --watch, then follows it: exit 0 when it completes, 1 when it does not)."""
     with session(url, key, output) as (client, out):
-        accepted = client.submit(read_json(request, "request"), idempotency_key=idempotency_key)
+        accepted = client.submit(read_json(request, "request"), idempotency_key=idempotency_key, supersedes=supersedes)
         if not watch:
             if out.json:
                 out.document(accepted)

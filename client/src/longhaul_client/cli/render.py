@@ -127,6 +127,14 @@ def job_panel(job: JobView, *, now: datetime | None = None, last: EventView | No
         grid.add_row("webhook", Text(f"{hook.status} · {hook.event} · {hook.attempts} attempt(s){error}"))
     if job.error is not None:
         grid.add_row("error", Text(error_line(job), style="red"))
+    if job.deadline_at is not None and not job.finished_at:
+        grid.add_row("deadline", Text(clock(job.deadline_at)))
+    if job.instructions:
+        shown = job.instructions if len(job.instructions) <= 80 else job.instructions[:79] + "…"
+        grid.add_row("instructions", Text(shown))
+    if job.superseded_by or job.supersedes:
+        relation = f"superseded by {job.superseded_by}" if job.superseded_by else f"supersedes {job.supersedes}"
+        grid.add_row("replaces" if not job.superseded_by else "replaced", Text(relation))
     if last is not None:
         grid.add_row("last", Text(event_line(last)))
     return Group(head, grid)
