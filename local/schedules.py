@@ -173,7 +173,8 @@ def scale_deadlines(invocation: lambda_runtime.Invocation, call_next: Callable[[
     scale = lambda_runtime.time_scale()
     if scale == 1 or not isinstance(event, dict) or not isinstance(result, dict):
         return result
-    if DEADLINE_ROUTES.get((event.get("httpMethod"), event.get("resource"))) != result.get("statusCode"):
+    route = (str(event.get("httpMethod")), str(event.get("resource")))
+    if DEADLINE_ROUTES.get(route) != result.get("statusCode"):
         return result
     table_name = invocation.environment.get("LONGHAUL_TABLE")
     try:

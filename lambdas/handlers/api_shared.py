@@ -24,7 +24,7 @@ from aws_lambda_powertools.utilities.data_classes import APIGatewayProxyEvent
 from longhaul.api.jobs import JobService
 from longhaul.core import limits
 from longhaul.core.auth import Principal
-from longhaul.core.contracts import CURSOR_PATTERN, TERMINAL_STATUSES, Problem
+from longhaul.core.contracts import CURSOR_MAX_CHARS, CURSOR_PATTERN, TERMINAL_STATUSES, Problem
 from longhaul.services import services
 
 PROBLEM_JSON = "application/problem+json"
@@ -46,7 +46,9 @@ ANSWER_MARGIN_SECONDS = 3.0
 Cursor = Annotated[
     str | None,
     Query(
-        pattern=CURSOR_PATTERN,
+        min_length=1,
+        max_length=CURSOR_MAX_CHARS,
+        json_schema_extra={"pattern": CURSOR_PATTERN},
         description="`next_cursor` of the previous page: 1-4096 of A-Z a-z 0-9 _ - (a value of that form this listing "
         "did not hand out is a 400; omit it for the first page).",
     ),

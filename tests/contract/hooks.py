@@ -7,10 +7,10 @@ a step of another workflow, a dispute names a reconciliation that is not a compl
 supersedes one that is not its tenant's (each a 422 naming the field, as the OpenAPI document says). The fuzzer's
 `positive_data_acceptance` check expects a schema-valid request to be accepted, so each positive case gets here what
 a real client would send: real uploads of the tenant (`UPLOADS_ENV`, made before the run), a fresh key, no cursor,
-unique names, a priced contract, no callback, route or job to supersede, no replay step (its default), approve for an edit, a policy
-change to a tenant of its own (not the run's, whose jobs follow), the run key's completed reconciliation
-(`RECONCILIATION_ENV`) with a contact for its notices. Negative cases are left as generated (they must be refused),
-and every check still runs on every case.
+unique names, a priced contract, no callback, route or job to supersede, no replay step (its default), approve for
+an edit, a policy change to a tenant of its own (not the run's, whose jobs follow), the run key's completed
+reconciliation (`RECONCILIATION_ENV`) with a contact for its notices. Negative cases are left as generated (they
+must be refused), and every check still runs on every case.
 """
 
 from __future__ import annotations

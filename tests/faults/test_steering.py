@@ -6,6 +6,7 @@ corrected submission."""
 from __future__ import annotations
 
 import threading
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from datetime import UTC, datetime
@@ -16,6 +17,7 @@ import requests
 from local import lambda_runtime
 from local.deploy import wait_until
 from local.platform import LocalPlatform
+from longhaul.storage.cache import LOOKUP_CACHE_SECONDS
 from tests.faults.helpers import assert_consistent
 from tests.faults.test_deadlines import _sweep_schedule
 from tests.workflows.conftest import Client
@@ -140,6 +142,8 @@ def test_raising_the_tenants_agent_ceiling_does_not_change_a_running_jobs_limits
     reconciliation = reconcile(alpha)
     policy = "/v1/ops/tenants/alpha/policy"
     assert patch(platform, "ops", policy, {"agent_max_turns": 2}).status_code == 200
+    time.sleep(LOOKUP_CACHE_SECONDS + 0.5)  # what a submission reads: the policy as cached at most this long ago
+    job_id = None
     try:
         with held("draft_notices", item=0) as hold:
             job_id = alpha.submit(dispute_request(reconciliation))  # no limits of its own: the tenant's, pinned
@@ -150,6 +154,8 @@ def test_raising_the_tenants_agent_ceiling_does_not_change_a_running_jobs_limits
         job = alpha.wait(job_id)
     finally:
         patch(platform, "ops", policy, {"agent_max_turns": None})
+        if job_id is not None:
+            alpha.post(f"/v1/jobs/{job_id}/cancel")  # (a job that failed to stop does not outlive the test)
     # Then the job keeps the limit it was admitted with
     assert job["status"] == "failed" and job["error"]["kind"] == "agent-limit", job
     assert job["error"]["message"].startswith("max_turns") and job["agent"]["max_turns"] == 2

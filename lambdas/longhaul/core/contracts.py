@@ -28,9 +28,11 @@ UPLOAD_ID_PATTERN = rf"^up_[0-9a-f]{{32}}{PATTERN_END}"
 IDEMPOTENCY_KEY_PATTERN = r"^[A-Za-z0-9._:\-]{1,128}$"
 # A job id as the API hands it out (`job_` and 28 hexadecimal digits).
 JOB_ID_PATTERN = rf"^job_[0-9a-f]{{28}}{PATTERN_END}"
-# What a listing's `next_cursor` is made of (URL-safe base64 without padding, or a sequence number). A query
-# parameter's pattern is checked by pydantic's default engine, where `$` is the end of the text.
-CURSOR_PATTERN = r"^[A-Za-z0-9_-]{1,4096}$"
+# What a listing's `next_cursor` is made of (URL-safe base64 without padding, or a sequence number). The document
+# says it; the route checks its length (a query parameter's pattern would be checked by pydantic's default engine,
+# which has no look-ahead), and the listing refuses any other value (400).
+CURSOR_PATTERN = rf"^[A-Za-z0-9_-]{{1,4096}}{PATTERN_END}"
+CURSOR_MAX_CHARS = 4096
 # The shape of a callback URL (what `longhaul.core.addresses.check_url` checks before it looks at the host): http(s),
 # a host part without credentials, no whitespace, control characters, backslash or fragment.
 CALLBACK_URL_PATTERN = (
