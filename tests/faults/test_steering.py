@@ -181,3 +181,9 @@ def test_a_superseded_job_stops_and_its_successor_completes(
     assert_consistent(events)
     job = alpha.wait(second)
     assert job["status"] == "completed" and job["supersedes"] == first
+    # A finished job that is superseded keeps its result, which then names its successor
+    third = alpha.submit({**corrected, "supersedes": second})
+    result = alpha.get(f"/v1/jobs/{second}/result")
+    assert result.status_code == 200 and result.json()["superseded_by"] == third
+    assert alpha.get(f"/v1/jobs/{second}").json()["status"] == "completed"
+    alpha.post(f"/v1/jobs/{third}/cancel")

@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import time
 from datetime import UTC, datetime, timedelta
+from pathlib import Path
 
 import pytest
 from rich.console import Console
@@ -164,3 +165,31 @@ def test_a_replay_plan_says_which_reviews_are_asked_again_and_whether_it_waits()
     shown = console.export_text()
     assert "reviews never decided, asked again before anything after them: review" in shown
     assert "estimated to start in 40 s" in shown
+
+
+def test_update_says_what_to_change_and_reads_instructions_from_a_file(tmp_path: Path) -> None:
+    from longhaul_client.cli.steer import _change, _instructions
+
+    notes = tmp_path / "notes.txt"
+    notes.write_text("Quote clause numbers.")
+
+    change = _change(
+        deadline_seconds=600,
+        budget_usd="12.50",
+        budget_tokens=None,
+        sla_class=None,
+        review_mode="always",
+        instructions=_instructions(f"@{notes}"),
+        max_turns=3,
+        max_tool_calls=None,
+    )
+    nothing = runner.invoke(app, ["update", "job_" + "0" * 28, "--url", "http://api.test", "--key", "k"])
+
+    assert change == {
+        "deadline_seconds": 600,
+        "budget": {"max_cost_usd": "12.50"},
+        "review": {"mode": "always"},
+        "instructions": "Quote clause numbers.",
+        "agent": {"max_turns": 3},
+    }
+    assert nothing.exit_code == 2 and "name something to change" in nothing.stderr

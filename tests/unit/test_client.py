@@ -288,3 +288,36 @@ def test_a_result_is_the_workflows_result_model_with_its_budget() -> None:
 
     assert isinstance(found.result, JobResult) and found.result.answer == "Because."
     assert found.budget is not None and found.budget.remaining_tokens == 9
+
+
+# ---------------------------------------------------------------------- steering
+
+
+def test_an_update_is_a_patch_of_the_fields_given_sent_again_when_lost() -> None:
+    updated = job_view(instructions="Be brief.", deadline_at=AT)
+    script = Script(httpx.ReadTimeout("lost"), httpx.Response(200, json=updated))
+
+    job = client(script).update(JOB, {"instructions": "Be brief.", "deadline_seconds": 600})
+
+    assert [(r.method, r.url.path) for r in script.requests] == [("PATCH", f"/v1/jobs/{JOB}")] * 2
+    assert json.loads(script.requests[-1].content) == {"instructions": "Be brief.", "deadline_seconds": 600}
+    assert job.instructions == "Be brief."
+
+
+def test_an_operators_update_goes_to_the_operators_route_and_a_refusal_is_typed() -> None:
+    errors = [{"loc": ["body", "budget", "max_tokens"], "msg": "exceeds the tenant's ceiling"}]
+    script = Script(problem(422, "invalid-request", "see errors", errors=errors))
+
+    with pytest.raises(InvalidRequest) as refused:
+        client(script).update(JOB, {"budget": {"max_tokens": 10**9}}, operator=True)
+
+    assert script.requests[0].url.path == f"/v1/ops/jobs/{JOB}"
+    assert refused.value.errors is not None and refused.value.errors[0]["loc"] == ["body", "budget", "max_tokens"]
+
+
+def test_a_submission_may_name_the_job_it_supersedes() -> None:
+    script = Script(accepted)
+
+    client(script).submit(REQUEST, supersedes=JOB)
+
+    assert json.loads(script.requests[0].content) == {**REQUEST, "supersedes": JOB}
