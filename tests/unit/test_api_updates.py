@@ -153,6 +153,17 @@ def test_an_empty_update_is_refused(call_api: CallApi, table: Any) -> None:
     assert_problem(patch(call_api, job_id, {}), 422, "invalid-request")
 
 
+def test_a_null_field_changes_nothing(call_api: CallApi, table: Any) -> None:
+    job_id = running_job(call_api, table)
+    nulls = {"deadline_seconds": None, "sla_class": None, "review": None, "instructions": None, "agent": None}
+
+    response = patch(call_api, job_id, {"budget": {"max_cost_usd": "2.50"}, **nulls})
+
+    assert response.status == 200, response.raw_body
+    assert response.body["budget"]["max_cost_usd"] == "2.500000" and response.body["instructions"] is None
+    assert [e["detail"]["fields"] for e in events(call_api, job_id) if e["type"] == "job_updated"] == [["budget"]]
+
+
 def test_the_tenants_ceilings_bound_an_update(call_api: CallApi, table: Any) -> None:
     BudgetStore(table).put_policy(
         "tenant-a",

@@ -453,7 +453,7 @@ class JobUpdate(Strict):
         Field(default=None, description="Review mode and deadline for a review step that has not opened yet."),
     ]
     instructions: Annotated[
-        str | None,
+        Annotated[str, Visible] | None,  # (null: no change; a text needs a visible character)
         Field(
             default=None,
             min_length=1,
@@ -463,7 +463,6 @@ class JobUpdate(Strict):
             "job's earlier instructions.",
             json_schema_extra=VISIBLE_SCHEMA,
         ),
-        Visible,
     ]
     agent: Annotated[
         AgentLimits | None,
