@@ -34,6 +34,7 @@ from handlers.api_shared import (
     RESULTS,
     SERVICE,
     SSE,
+    SSE_EVENT_SCHEMA,
     TAGS,
     UPLOADS,
     Cursor,
@@ -293,7 +294,7 @@ def get_job(job_id: Annotated[str, Path()]) -> JobView:
     responses={
         200: {
             "description": "A page of events",
-            "content": {"application/json": {"model": EventPage}, SSE: {"schema": {"type": "string"}}},
+            "content": {"application/json": {"model": EventPage}, SSE: {"schema": SSE_EVENT_SCHEMA}},
         },
         **JOB_PROBLEMS,
         **BAD_CURSOR,

@@ -19,6 +19,7 @@ from handlers.api_shared import (
     INVALID_PARAMETERS,
     OPERATORS,
     SSE,
+    SSE_EVENT_SCHEMA,
     Cursor,
     EventsLimit,
     EventsWait,
@@ -153,7 +154,7 @@ def ops_get_graph(job_id: Annotated[str, Path()]) -> WorkflowGraph:
     responses={
         200: {
             "description": "A page of events",
-            "content": {"application/json": {"model": EventPage}, SSE: {"schema": {"type": "string"}}},
+            "content": {"application/json": {"model": EventPage}, SSE: {"schema": SSE_EVENT_SCHEMA}},
         },
         **OPS_JOB_PROBLEMS,
         **BAD_CURSOR,

@@ -29,6 +29,17 @@ from longhaul.services import services
 
 PROBLEM_JSON = "application/problem+json"
 SSE = "text/event-stream"
+#: The schema of one Server-Sent Event (what a client's parser hands it: its `event`, `data` and `id` fields), which an
+#: SSE answer is documented with: each event of the stream fits it (a validator reads the stream event by event).
+SSE_EVENT_SCHEMA = {
+    "type": "object",
+    "properties": {
+        "event": {"type": "string"},
+        "data": {"type": "string"},
+        "id": {"type": "string"},
+        "retry": {"type": "integer"},
+    },
+}
 SSE_RETRY_MS = 2000
 EventsLimit = Annotated[int, Query(ge=1, le=limits.MAX_PAGE_SIZE)]
 EventsWait = Annotated[

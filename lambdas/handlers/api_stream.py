@@ -27,6 +27,7 @@ from handlers.api_shared import (
     JOBS,
     OPERATORS,
     SSE,
+    SSE_EVENT_SCHEMA,
     Responses,
     keyed,
     principal,
@@ -73,7 +74,7 @@ _SUCCESS: Responses = {
     200: {
         "description": "The job's stream records after the last id: Server-Sent Events (`output_delta`, "
         "`call_finished`, `end`), or a JSON page",
-        "content": {SSE: {"schema": {"type": "string"}}, "application/json": {"model": StreamPage}},
+        "content": {SSE: {"schema": SSE_EVENT_SCHEMA}, "application/json": {"model": StreamPage}},
         "headers": {
             "Cache-Control": {"description": "`no-cache`", "schema": {"type": "string"}},
         },
