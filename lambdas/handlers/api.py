@@ -345,6 +345,7 @@ def get_graph(job_id: Annotated[str, Path()]) -> WorkflowGraph:
         **problems(
             409, "Not completed yet (`result-not-ready`), or no provisional result yet (`no-provisional-result`)"
         ),
+        **INVALID_PARAMETERS,
     },
 )
 def get_result(

@@ -147,7 +147,7 @@ class TenantPolicyPatch(Model):
     sla_classes: Annotated[list[SlaClass] | None, Field(default=None, min_length=1)]
     agent_max_turns: Annotated[int | None, Field(default=None, gt=0, le=limits.MAX_AGENT_TURNS)]
     agent_max_tool_calls: Annotated[int | None, Field(default=None, gt=0, le=limits.MAX_AGENT_TOOL_CALLS)]
-    pause_stops_deadline: bool | None = None
+    pause_stops_deadline: Annotated[bool | None, Field(default=None, strict=True)]  # (a JSON boolean, not 0 or 1)
 
     def applied_to(self, policy: TenantPolicy) -> TenantPolicy:
         """`policy` with this change: given fields replaced, fields given as null back to their defaults."""
