@@ -184,7 +184,7 @@ def _steered(outcome: SteerOutcome, out: Out) -> None:
 @app.command()
 def pause(job_id: JobId, url: Url = None, key: Key = None, output: Output = OutputFormat.TEXT) -> None:
     """Pause a job at its next step boundary: running items finish and are kept, then it waits with no compute held
-    until `resume`. Exit 1 (a 409) when it is paused already or finished."""
+    until `resume`. Exit 2 (the API answers 409) when it is paused already or finished."""
     with session(url, key, output) as (client, out):
         _steered(client.pause(job_id), out)
 
