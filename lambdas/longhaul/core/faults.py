@@ -4,7 +4,8 @@ Spec: `<step>[#<item>]=<kind>[x<times>],…` e.g. `draft_answer=transientx2,extr
 `kind` is a failure class name (`errors.BY_KIND`), or one of the runtime faults: `crash-after-side-effect` (the
 step's work runs, then the process dies before its checkpoint), `crash-before-outcome` (at an agent step: a tool's
 side effect happens, then the process dies before the outbox records its outcome), `hang` (the invocation outlives
-its Task timeout), `duplicate` (the same event is delivered twice), or, at a step that calls a model, a model-output
+its Task timeout), `duplicate` (the same event is delivered twice), `slow` (the step's work starts
+`SLOW_SECONDS` late, within its attempt), or, at a step that calls a model, a model-output
 fault applied to
 each call's answer: `malformed-output` (broken JSON that mechanical repair fixes), `schema-invalid-output` (valid
 JSON of the wrong shape), `truncated-output` (cut off at the token limit, as the provider's stop reason says),
@@ -17,8 +18,9 @@ twice at `draft_answer`, then its third attempt runs), and a replay of the job d
 an item counts that job's item; a rule without one counts across the job's items. The counts of the most recent
 `MAX_COUNTED_JOBS` jobs are kept (a job forgotten meanwhile would meet its faults again).
 
-The step runner fires failure classes before the work and `crash-after-side-effect` after it; the local Lambda
-runtime fires `hang` and `duplicate` around the invocation; an agent's tool runner fires `crash-before-outcome`.
+The step runner fires `slow` and the failure classes before the work and `crash-after-side-effect` after it; the
+local Lambda runtime fires `hang` and `duplicate` around the invocation; an agent's tool runner fires
+`crash-before-outcome`.
 """
 
 from __future__ import annotations
@@ -26,6 +28,7 @@ from __future__ import annotations
 import json
 import re
 import threading
+import time
 from collections import OrderedDict
 from collections.abc import Set
 from dataclasses import dataclass
@@ -38,7 +41,9 @@ CRASH = "crash-after-side-effect"
 CRASH_BEFORE_OUTCOME = "crash-before-outcome"
 HANG = "hang"
 DUPLICATE = "duplicate"
-RUNTIME_KINDS = (CRASH, CRASH_BEFORE_OUTCOME, HANG, DUPLICATE)
+SLOW = "slow"
+RUNTIME_KINDS = (CRASH, CRASH_BEFORE_OUTCOME, HANG, DUPLICATE, SLOW)
+SLOW_SECONDS = 1.0  # how late a `slow` fault starts the step's work (real seconds: it is the work that is slow)
 MALFORMED, SCHEMA_INVALID, TRUNCATED, REFUSAL, UNAVAILABLE = (
     "malformed-output",
     "schema-invalid-output",
@@ -57,6 +62,8 @@ MEANINGS: dict[str, str] = {
     "records its outcome.",
     HANG: "The invocation outlives its Task timeout.",
     DUPLICATE: "The same event is delivered twice.",
+    SLOW: f"The step's work starts {SLOW_SECONDS:g} s late, within its attempt (its span and the job's executing "
+    "time show it).",
     MALFORMED: "The model's answer is broken JSON (prose, a fence, a trailing comma) that mechanical repair fixes.",
     SCHEMA_INVALID: "The model's answer is valid JSON of the wrong shape.",
     TRUNCATED: "The model's answer is cut off at the token limit, as the provider's stop reason says.",
@@ -165,6 +172,11 @@ class FaultInjector:
         if kind is not None:
             error: type[LonghaulError] = BY_KIND[kind]
             raise error(f"injected {kind} fault", step=step, item=item)
+
+    def slow_point(self, step: str, item: int | None, *, job_id: str) -> None:
+        """Before the step's work, within its attempt: a `slow` fault delays it by `SLOW_SECONDS`."""
+        if self.take(step, item, (SLOW,), job_id=job_id):
+            time.sleep(SLOW_SECONDS)
 
     def crash_point(self, step: str, item: int | None, *, job_id: str) -> None:
         """After the step's side effects, before its checkpoint."""

@@ -220,6 +220,7 @@ def _run_step(
         return done.output
     started = time.monotonic()
     try:
+        faults.active().slow_point(step, item, job_id=job_id)
         faults.active().check(step, item, job_id=job_id)
         ctx = StepContext(event, services, job_attempt=job.attempts, job=job, provenance=provenance)
         output = work(ctx)
