@@ -135,3 +135,28 @@ def test_the_timing_splits_the_wall_time() -> None:
     assert timing.backoff_seconds == 3
     assert timing.review_wait_seconds == 24
     assert timing.total_seconds == 41
+
+
+def test_a_retry_after_a_providers_failure_is_provider_wait_not_backoff() -> None:
+    events = [
+        _event(1, "step_started", 5, step="a", attempt=1),
+        _event(2, "step_attempt_failed", 6, step="a", attempt=1, detail={"kind": "upstream-unavailable"}),
+        _event(3, "job_retrying", 6, step="a"),
+        _event(4, "step_started", 9, step="a", attempt=2),
+        _event(5, "step_finished", 10, step="a", attempt=2),
+        _event(6, "step_started", 10, step="b", item=3, attempt=1),
+        _event(7, "step_attempt_failed", 11, step="b", item=3, attempt=1, detail={"kind": "rate-limited"}),
+        _event(8, "step_started", 15, step="b", item=3, attempt=2),
+        _event(9, "step_attempt_failed", 16, step="b", item=3, attempt=2, detail={"kind": "transient"}),
+        _event(10, "job_retrying", 16, step="b", item=3),
+        _event(11, "step_started", 18, step="b", item=3, attempt=3),
+        _event(12, "step_finished", 19, step="b", item=3, attempt=3),
+        _event(13, "step_started", 19, step="c", attempt=1),
+        _event(14, "step_attempt_failed", 20, step="c", attempt=1, detail={"kind": "rate-limited"}),
+    ]
+    timing = job_timing(
+        events, created_at=T0, started_at=T0 + timedelta(seconds=5), finished_at=None, now=T0 + timedelta(seconds=22)
+    )
+    assert timing.provider_wait_seconds == 3 + 4 + 2  # an outage, a rate limit, and one still waited on now
+    assert timing.backoff_seconds == 2  # the transient failure's retry only
+    assert timing.executing_seconds == 1 + 1 + 1 + 1 + 1 + 1

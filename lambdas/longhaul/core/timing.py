@@ -3,10 +3,11 @@
 - queue wait: from the submission to the execution's start (`started_at`; a replay's own wait in `replay_waiting`);
 - executing: the union of the steps' and items' attempts (`step_started` to its `step_finished` or
   `step_attempt_failed`), less the provider waits inside them; concurrent items count once (wall time);
-- backoff and retries: from a `job_retrying` to the next step start;
+- backoff and retries: from a `job_retrying` to the next step start, unless the failure was a provider's;
 - review wait: from `review_requested` to its decision (`review_decided`, `review_auto_approved`), or now;
-- provider wait: the job's waits on a model provider (its wait state's `provider`/`breaker` intervals, as events
-  `job_retrying` with a provider reason report them) — counted apart from backoff;
+- provider wait: the job's waits on a model provider: from a `step_attempt_failed` whose error kind is a provider's
+  (`rate-limited`, `upstream-unavailable`: `PROVIDER_KINDS`) to the next start of that step (item), or now; the
+  `job_retrying` after such a failure counts here, not in backoff;
 - total: from the submission to its end, or now.
 """
 
@@ -16,11 +17,14 @@ from collections.abc import Iterable
 from datetime import datetime
 
 from longhaul.core.contracts import EventView, JobTiming
+from longhaul.core.errors import RateLimitedError, UpstreamUnavailableError
 
 _ATTEMPT_ENDS = frozenset({"step_finished", "step_attempt_failed", "item_failed"})
 _REVIEW_ENDS = frozenset({"review_decided", "review_auto_approved", "job_expired", "job_cancelled"})
 _RESUMES = frozenset({"step_started", "job_resumed", "job_running"})
 _PROVIDER_REASONS = frozenset({"provider", "breaker", "breaker_open", "lane", "rate_limit", "throttled"})
+#: The error kinds of a failed attempt whose retry waits on a model provider (its rate limit, its outage).
+PROVIDER_KINDS = frozenset({RateLimitedError.kind, UpstreamUnavailableError.kind})
 
 
 def _union(intervals: list[tuple[datetime, datetime]]) -> float:
@@ -52,6 +56,7 @@ def job_timing(
     provider: list[tuple[datetime, datetime]] = []
     review: list[tuple[datetime, datetime]] = []
     retrying_since: tuple[datetime, bool] | None = None
+    on_provider: dict[tuple[str | None, int | None], datetime] = {}  # (step, item) -> its provider's failure
     review_since: datetime | None = None
     queue_extra = 0.0
     replay_since: datetime | None = None
@@ -63,9 +68,13 @@ def job_timing(
             begun = attempts.pop(key, None) or _latest(attempts, event.step, event.item)
             if begun is not None:
                 executing.append((begun, event.at))
+        if event.type == "step_attempt_failed" and event.detail.get("kind") in PROVIDER_KINDS:
+            on_provider.setdefault((event.step, event.item), event.at)
+        elif event.type == "step_started" and (event.step, event.item) in on_provider:
+            provider.append((on_provider.pop((event.step, event.item)), event.at))
         if event.type == "job_retrying":
             reason = str(event.detail.get("reason") or event.detail.get("wait") or "")
-            retrying_since = (event.at, reason in _PROVIDER_REASONS)
+            retrying_since = (event.at, reason in _PROVIDER_REASONS or (event.step, event.item) in on_provider)
         elif event.type in _RESUMES and retrying_since is not None:
             (provider if retrying_since[1] else backoff).append((retrying_since[0], event.at))
             retrying_since = None
@@ -83,6 +92,7 @@ def job_timing(
         review.append((review_since, end))
     if retrying_since is not None:
         (provider if retrying_since[1] else backoff).append((retrying_since[0], end))
+    provider.extend((since, end) for since in on_provider.values())
     for begun in attempts.values():  # attempts still running (or whose end was not recorded)
         if finished_at is None:
             executing.append((begun, end))
