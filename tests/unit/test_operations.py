@@ -541,3 +541,37 @@ def test_operators_list_every_tenants_jobs_or_filter_them_and_a_foreign_cursor_i
     assert [j.job_id for j in rest.jobs] == [JOB_A]
     with pytest.raises(BadRequest):  # a cursor resumes only the listing that handed it out
         list_jobs(services, tenant="tenant-b", status=None, limit=1, cursor=first.next_cursor)
+
+
+def test_a_replay_is_a_new_span_in_the_jobs_trace_linked_to_its_root(services: Services) -> None:
+    from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+    from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+
+    from longhaul.core import correlation, tracing
+
+    exported = InMemorySpanExporter()
+    tracing.install([SimpleSpanProcessor(exported)])
+    # Given a failed job whose submission opened its trace
+    cid = correlation.new_id()
+    input_key = f"work/{JOB_A}/input.json"
+    services.jobs.create_job(
+        NewJob(JOB_A, "tenant-a", WORKFLOW, input_key, "h", "offline:test", 30, total_steps=len(STEPS),
+               correlation_id=cid)
+    )  # fmt: skip
+    services.artifacts.put_bytes(input_key, b"{}", "application/json")
+    with tracing.job_trace(cid, "submit job", root=True):
+        pass
+    fail_in_the_fan_out(services)
+
+    # When an operator replays it
+    replay(services, FAN_OUT)
+
+    # Then the replay is a span of the job's one trace, under its root and linked to it (a dispatch under it)
+    trace_id, root = tracing.trace_id_int(cid), tracing.root_span_id_for(cid)
+    spans = [s for s in exported.get_finished_spans() if s.context.trace_id == trace_id]
+    [replayed] = [s for s in spans if s.name == "replay job"]
+    assert replayed.parent is not None and replayed.parent.span_id == root
+    assert (replayed.attributes[tracing.JOB_ID], replayed.attributes[tracing.ATTEMPT]) == (JOB_A, 2)
+    assert [(link.context.trace_id, link.context.span_id) for link in replayed.links] == [(trace_id, root)]
+    dispatched = [s for s in spans if s.name == "dispatch job"]
+    assert all(s.parent.span_id == replayed.context.span_id for s in dispatched if s.parent)

@@ -13,6 +13,7 @@ from typing import Any, Literal
 
 from pydantic import ValidationError
 
+from longhaul.core import tracing
 from longhaul.core.auth import Principal
 from longhaul.core.budgets import JobBudget, to_micro, usd
 from longhaul.core.clock import iso
@@ -156,55 +157,64 @@ def replay(
             "from": {"max_tokens": job.budget_tokens, "max_cost_usd": usd(job.budget_cost_micro or 0)},
             "to": {"max_tokens": tokens, "max_cost_usd": usd(cost or 0)},
         }
-    try:  # the compare-and-set makes concurrent replays safe: one wins, the others get a 409
-        replayed = jobs.transition(
-            job_id,
-            JobStatus.QUEUED,
-            event="job_replayed",
-            detail=detail,
-            set_fields={
-                "attempts": attempt,
-                "execution_name": name,
-                "error": None,
-                "current_step": from_step,
-                "progress": Progress(
-                    completed=steps.index(from_step), total=len(steps), message=f"replaying from {from_step}"
-                ).model_dump(),
-                # a new attempt gets the job's full time again
-                "deadline_at": iso(services.now() + timedelta(seconds=deadline_seconds(job))),
-                # on the current version: its first step records which one that is
-                **({"state_machine_version": None} if version == "current" else {}),
-                **budget_fields,
-            },
-            allowed_from=REPLAYABLE,
-        )
-    except TransitionRejected as rejected:
-        raise NotReplayable(f"job {job_id} changed meanwhile: {rejected}") from None
-    services.checkpoints.delete_steps(job_id, plan.drop)  # no execution of the job runs now: nobody reads these
-    _remove_dead_letters(services, job_id)
-    waits = 0
-    if mode == "replay":
-        try:  # through admission, as a submission: it starts holding a slot, or waits for one in its class's queue
-            waits = Admission(services).admit(replayed, services.budgets.policy(job.tenant_id))
-        except EngineUnavailable as error:  # (only without admission control: with it, the job waits and is retried)
-            _undo(services, job, event="replay_not_started", reason=str(error))
-            raise Unavailable("the workflow engine did not start the replay; replay again") from error
-        if waits > 0:  # never queued in silence: the log says why it has not started, and until when
-            services.jobs.append_event(
+    # A new span in the job's one trace (under its root, whatever ran before), linked to that root: the replay.
+    with tracing.job_trace(
+        job.correlation_id,
+        "replay job",
+        {tracing.JOB_ID: job_id, tracing.ATTEMPT: attempt, tracing.STEP: from_step},
+        links=[job.correlation_id] if job.correlation_id else [],
+    ):
+        try:  # the compare-and-set makes concurrent replays safe: one wins, the others get a 409
+            replayed = jobs.transition(
                 job_id,
-                "replay_waiting",
-                detail={
-                    "reason": "waiting for an admission slot (the tenant's or the platform's jobs in flight)",
-                    "estimated_start_seconds": waits,
-                    "sla_class": job.sla_class,
+                JobStatus.QUEUED,
+                event="job_replayed",
+                detail=detail,
+                set_fields={
+                    "attempts": attempt,
+                    "execution_name": name,
+                    "error": None,
+                    "current_step": from_step,
+                    "progress": Progress(
+                        completed=steps.index(from_step), total=len(steps), message=f"replaying from {from_step}"
+                    ).model_dump(),
+                    # a new attempt gets the job's full time again
+                    "deadline_at": iso(services.now() + timedelta(seconds=deadline_seconds(job))),
+                    # on the current version: its first step records which one that is
+                    **({"state_machine_version": None} if version == "current" else {}),
+                    **budget_fields,
                 },
+                allowed_from=REPLAYABLE,
             )
-    else:
-        _redrive(services, job)
-    logger.info("job replayed", extra={"job_id": job_id, **detail})
-    return ReplayOutcome.model_validate(
-        {"job_id": job_id, "status": JobStatus.QUEUED.value, **detail, "estimated_start_seconds": waits}
-    )
+        except TransitionRejected as rejected:
+            raise NotReplayable(f"job {job_id} changed meanwhile: {rejected}") from None
+        services.checkpoints.delete_steps(job_id, plan.drop)  # no execution of the job runs now: nobody reads these
+        _remove_dead_letters(services, job_id)
+        waits = 0
+        if mode == "replay":
+            try:  # through admission, as a submission: it starts holding a slot, or waits for one in its class's queue
+                waits = Admission(services).admit(replayed, services.budgets.policy(job.tenant_id))
+            except (
+                EngineUnavailable
+            ) as error:  # (only without admission control: with it, the job waits and is retried)
+                _undo(services, job, event="replay_not_started", reason=str(error))
+                raise Unavailable("the workflow engine did not start the replay; replay again") from error
+            if waits > 0:  # never queued in silence: the log says why it has not started, and until when
+                services.jobs.append_event(
+                    job_id,
+                    "replay_waiting",
+                    detail={
+                        "reason": "waiting for an admission slot (the tenant's or the platform's jobs in flight)",
+                        "estimated_start_seconds": waits,
+                        "sla_class": job.sla_class,
+                    },
+                )
+        else:
+            _redrive(services, job)
+        logger.info("job replayed", extra={"job_id": job_id, **detail})
+        return ReplayOutcome.model_validate(
+            {"job_id": job_id, "status": JobStatus.QUEUED.value, **detail, "estimated_start_seconds": waits}
+        )
 
 
 def _remove_dead_letters(services: Services, job_id: str) -> None:
