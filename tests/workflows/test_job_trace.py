@@ -1,18 +1,27 @@
-"""Scenario: one trace per job. A job whose fan-out item fails once and whose draft's model answer is invalid once,
+"""Scenario: one trace per job (issue 44's acceptance). A job whose fan-out item fails once, whose evidence answer is
+invalid once, whose draft's model call fails once as an outage would (`model-unavailable`), whose retrieval is slow,
 which waits for a review a person decides and sends its webhooks: `GET /v1/ops/jobs/{id}/trace` answers one trace,
 under the id derived from its correlation id, whose spans cover the submission, the queue wait, every step and item,
-the review wait and the webhook delivery, none orphaned, with no document or prompt text in any attribute; the
-tenant's `…/trace` has no operator-only attribute; the job view's `timing` splits its time."""
+the failed model call and the one the retry made (GenAI attributes, attempts 1 and 2, the usage equal to the job's
+ledger), the slow step, the review wait and the webhook delivery, none orphaned, with no document or prompt text in
+any attribute; the tenant's `…/trace` has no operator-only attribute; the job view's `timing` splits its time."""
 
 from __future__ import annotations
 
 from collections.abc import Callable
+from datetime import datetime
 from typing import Any
+
+from opentelemetry.semconv._incubating.attributes import gen_ai_attributes as gen_ai
+from opentelemetry.semconv.attributes import error_attributes
 
 from local.deploy import wait_until
 from local.platform import LocalPlatform
 from longhaul.api.traces import operator_only
+from longhaul.core import faults
 from longhaul.core.correlation import trace_id_for
+from longhaul.core.genai import PROVIDER_ATTRIBUTE
+from tests.faults.helpers import charges
 from tests.unit.receiver import receiver
 from tests.workflows.conftest import Client
 from tests.workflows.test_review_and_webhooks import allow, reviewer, status_of
@@ -28,7 +37,10 @@ def test_a_jobs_trace_covers_its_whole_story(
     inject: Callable[[str], None],
     sample_request: dict[str, Any],
 ) -> None:
-    inject("extract_evidence#0=transientx1,draft_answer=schema-invalid-outputx1")
+    inject(
+        "extract_evidence#0=transientx1,extract_evidence=schema-invalid-outputx1,"
+        "draft_answer=model-unavailablex1,retrieve_passages=slowx1"
+    )
     with receiver() as hook:
         allow(hook)
         job_id = alpha.submit(
@@ -72,9 +84,41 @@ def test_a_jobs_trace_covers_its_whole_story(
     assert 0 in items
     failed = [s for s in spans if s["name"] == "step extract_evidence" and s["status"] == "error"]
     assert failed and failed[0]["attributes"]["error.type"]
-    question = sample_request["input"].get("question", "")
+
+    # The draft's model call failed as an outage would, and the step's retry made it again: two GenAI spans.
+    drafts = sorted(
+        (s for s in spans if s["attributes"].get(gen_ai.GEN_AI_OPERATION_NAME) and _in_step(s, spans, "draft_answer")),
+        key=lambda s: s["start"],
+    )
+    assert [s["attributes"]["longhaul.attempt"] for s in drafts] == [1, 2], drafts
+    assert (drafts[0]["status"], drafts[1]["status"] == "error") == ("error", False)
+    assert drafts[0]["attributes"][error_attributes.ERROR_TYPE] == "UpstreamUnavailableError"
+    for call in drafts:
+        assert call["attributes"][PROVIDER_ATTRIBUTE] and call["attributes"][gen_ai.GEN_AI_REQUEST_MODEL]
+    assert drafts[1]["attributes"][gen_ai.GEN_AI_USAGE_INPUT_TOKENS] > 0
+    # Every answered model call's usage is exactly its ledger charge, and every settled charge has its span.
+    answered = {
+        s["attributes"]["longhaul.call_id"]: s["attributes"]
+        for s in spans
+        if s["status"] != "error" and gen_ai.GEN_AI_USAGE_INPUT_TOKENS in s["attributes"]
+    }
+    settled = {c["charge_id"]: c for c in charges(platform, job_id) if c.get("status") == "settled"}
+    assert settled and set(answered) == set(settled)
+    for call_id, attributes in answered.items():
+        charge = settled[call_id]
+        assert attributes[gen_ai.GEN_AI_USAGE_INPUT_TOKENS] == int(charge["input_tokens"]), call_id
+        assert attributes[gen_ai.GEN_AI_USAGE_OUTPUT_TOKENS] == int(charge["output_tokens"]), call_id
+    # The slow step's span shows its time.
+    [retrieval_step] = [s for s in spans if s["name"] == "step retrieve_passages"]
+    assert _seconds(retrieval_step) >= faults.SLOW_SECONDS
+
+    # No span holds the question or a document's text (content capture is off by default).
     text = repr([s["attributes"] for s in spans])
+    question = sample_request["input"].get("question", "")
     assert question and question not in text, "the question reached a span"
+    for document in sample_request["input"]["documents"]:
+        passage = document["text"].strip().splitlines()[-1][:60]
+        assert passage and passage not in text, f"{document['name']}'s text reached a span"
 
     tenant = alpha.get(f"/v1/jobs/{job_id}/trace").json()
     assert tenant["trace_id"] == found["trace_id"]
@@ -84,5 +128,28 @@ def test_a_jobs_trace_covers_its_whole_story(
     timing = alpha.get(f"/v1/jobs/{job_id}").json()["timing"]
     assert timing["review_wait_seconds"] > 0 and timing["executing_seconds"] > 0
     assert timing["backoff_seconds"] > 0  # the item's retry
-    parts = ("queue_wait_seconds", "executing_seconds", "backoff_seconds", "review_wait_seconds")
+    assert timing["provider_wait_seconds"] > 0  # the draft's retry after the outage
+    assert timing["executing_seconds"] >= faults.SLOW_SECONDS
+    parts = (
+        "queue_wait_seconds",
+        "executing_seconds",
+        "backoff_seconds",
+        "review_wait_seconds",
+        "provider_wait_seconds",
+    )
     assert sum(timing[p] for p in parts) <= timing["total_seconds"] + 0.5
+
+
+def _seconds(span: dict[str, Any]) -> float:
+    return (datetime.fromisoformat(span["end"]) - datetime.fromisoformat(span["start"])).total_seconds()
+
+
+def _in_step(span: dict[str, Any], spans: list[dict[str, Any]], step: str) -> bool:
+    """Whether `span` is (under) the span of an attempt of `step`."""
+    by_id = {s["span_id"]: s for s in spans}
+    current: dict[str, Any] | None = span
+    while current is not None:
+        if current["name"] == f"step {step}":
+            return True
+        current = by_id.get(current["parent_id"] or "")
+    return False
