@@ -5,9 +5,10 @@ LONGHAUL_LOCAL_KEYS ("alpha=key1,beta=key2,ops=key3:operator,alpha-reviewer=key4
 LONGHAUL_LOCAL_WEBHOOK_SECRETS ("alpha=whsec_…"), LONGHAUL_CALLBACK_ALLOWLIST ("http://127.0.0.1:9000": local
 webhook receivers, plain http allowed), LONGHAUL_LOG_LEVEL (default INFO),
 LONGHAUL_FAULTS (fault injection, e.g. "parse_documents#1=invalid-inputx1,draft_answer=transientx2", or the runtime
-kinds `hang`, `duplicate`, `crash-after-side-effect`), LONGHAUL_TIME_SCALE (default 1; e.g. 0.01 makes the local
-Step Functions interpreter's Retry backoffs, Task timeouts and Wait states 100x shorter), LONGHAUL_TIMINGS (`1`
-prints where the seconds to serving went: make and the virtualenv check, imports, synthesis or its cache, moto,
+kinds `hang`, `duplicate`, `crash-after-side-effect`, `slow`), OTEL_EXPORTER_OTLP_ENDPOINT (an OTLP/HTTP collector,
+e.g. "http://127.0.0.1:4318", that receives every span as well), LONGHAUL_TIME_SCALE (default 1; e.g. 0.01 makes
+the local Step Functions interpreter's Retry backoffs, Task timeouts and Wait states 100x shorter), LONGHAUL_TIMINGS
+(`1` prints where the seconds to serving went: make and the virtualenv check, imports, synthesis or its cache, moto,
 deploy, seeding, front door).
 """
 

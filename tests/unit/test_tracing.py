@@ -160,3 +160,15 @@ def test_a_retry_after_a_providers_failure_is_provider_wait_not_backoff() -> Non
     assert timing.provider_wait_seconds == 3 + 4 + 2  # an outage, a rate limit, and one still waited on now
     assert timing.backoff_seconds == 2  # the transient failure's retry only
     assert timing.executing_seconds == 1 + 1 + 1 + 1 + 1 + 1
+
+
+def test_the_local_platform_exports_to_the_collector_its_environment_names(monkeypatch) -> None:
+    from local import traces
+
+    named: list[str] = []
+    monkeypatch.setattr(traces, "_store", None)
+    monkeypatch.setattr(traces, "export_to", named.append)
+    traces.install({traces.OTLP_ENDPOINT_ENV: "http://127.0.0.1:4318"})
+    monkeypatch.setattr(traces, "_store", None)
+    traces.install({})
+    assert named == ["http://127.0.0.1:4318"]
