@@ -52,6 +52,7 @@ const MANUAL_PAGES = {
   events: 'reference/events.html',
   errors: 'reference/faults.html',
   replay: 'how-to/replay-a-failure.html',
+  trace: 'how-to/read-a-jobs-trace.html',
   policies: 'how-to/raise-tenant-limits.html',
   deadLetters: 'operating/runbooks.html',
 };
@@ -542,7 +543,7 @@ async function jobPage(main, [jobId], { signal, who }) {
   const earlierList = h('ol', { class: 'earlier-calls', reversed: true });
   const earlierCalls = h('details', { hidden: true }, h('summary', {}, 'Earlier calls'), earlierList);
   draftPanel.append(draftState, latestCall, earlierCalls);
-  const tracePanel = section('Where the time went', 'trace-heading');
+  const tracePanel = section('Where the time went', 'trace-heading', 'trace');
   tracePanel.id = 'trace';
   tracePanel.hidden = true; // until the job view has a `timing` or the trace route answers
   const timingBody = h('div');
