@@ -42,7 +42,7 @@ from local.frontdoor import MANUAL_PATH, FrontDoor
 from local.keys import DEFAULT_KEYS as DEFAULT_KEYS  # re-exported
 from local.keys import DEFAULT_WEBHOOK_SECRETS as DEFAULT_WEBHOOK_SECRETS  # re-exported
 from local.keys import KEYS_ENV, WEBHOOK_SECRETS_ENV, ApiKey, parse_keys, parse_webhook_secrets, seed_api_keys
-from longhaul.core import clock
+from longhaul.core import clock, tracing
 from longhaul.core.settings import Env
 from longhaul.operations.admin import LOCAL_ADMIN_ACCESS_KEY
 
@@ -77,6 +77,8 @@ PASSED_THROUGH = (
     "LONGHAUL_BREAKER_COOLDOWN_SECONDS",
     TENANT_POLICIES_ENV,
     CALLBACK_ALLOWLIST_ENV,  # local receivers the user vouches for (plain http allowed)
+    tracing.TRACING_ENV,  # spans off
+    tracing.CONTENT_CAPTURE_ENV,  # spans may hold prompts, documents and model output
 )
 
 

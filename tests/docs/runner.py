@@ -63,6 +63,8 @@ API_PORT, MOTO_PORT = 8000, 8001  # what the documents say `make run` listens on
 LOOPBACK_PORT = re.compile(r"(?:127\.0\.0\.1|localhost):(\d{2,5})\b")
 MAKE_RUN = re.compile(r"(?:^|\s)make\s+run\s*(?:#.*)?$")
 COMMAND_TIMEOUT = 300.0
+# The variables a document's `VAR=value … make run` gives the platform (its settings, OpenTelemetry's).
+PLATFORM_VARIABLES = ("LONGHAUL_", "OTEL_")
 PLATFORM_TIMEOUT = 300.0
 
 
@@ -541,7 +543,7 @@ def _environment(path: Path) -> dict[str, str] | None:
     variables: dict[str, str] = {}
     for entry in path.read_text().split("\0"):  # `env -0`: values may span lines
         name, _, value = entry.partition("=")
-        if name.startswith("LONGHAUL_"):
+        if name.startswith(PLATFORM_VARIABLES):
             variables[name] = value
     return variables
 
@@ -559,7 +561,7 @@ class Platform:
 
     def start(self, variables: Mapping[str, str]) -> None:
         self.stop()
-        environment = {k: v for k, v in os.environ.items() if not k.startswith(("LONGHAUL_", "AWS_"))}
+        environment = {k: v for k, v in os.environ.items() if not k.startswith((*PLATFORM_VARIABLES, "AWS_"))}
         environment.pop("MOTO_PORT", None)
         environment.update(variables)
         environment.update(
@@ -651,7 +653,7 @@ def run_document(path: Path, root: Path) -> Report:
         rewrites = Rewrites.for_documents([path.read_text()], free_port(), free_port(), directory / "tmp")
         (directory / "tmp").mkdir()
         platform = Platform(root, rewrites.ports[API_PORT], rewrites.ports[MOTO_PORT], directory / "platform.log")
-        environment = {k: v for k, v in os.environ.items() if not k.startswith(("LONGHAUL_", "AWS_", "PYTEST"))}
+        environment = {k: v for k, v in os.environ.items() if not k.startswith((*PLATFORM_VARIABLES, "AWS_", "PYTEST"))}
         environment.pop("MOTO_PORT", None)
         session = Session(root, environment, directory)
         try:
