@@ -766,9 +766,15 @@ class JobTiming(Model):
 
     queue_wait_seconds: float = Field(description="From the submission to its execution's start (waiting for a slot).")
     executing_seconds: float = Field(description="Steps running (each step's time between its start and its end).")
-    backoff_seconds: float = Field(description="Waiting between a failed attempt and its retry, and in rate limits.")
+    backoff_seconds: float = Field(
+        description="Waiting between a failed attempt and its retry (unless a provider's rate limit or outage "
+        "failed it)."
+    )
     review_wait_seconds: float = Field(description="From a review's request to its decision.")
-    provider_wait_seconds: float = Field(description="Waiting for a model provider: its breaker open, its lane busy.")
+    provider_wait_seconds: float = Field(
+        description="Waiting on a model provider: from an attempt its rate limit or outage failed (`rate-limited`, "
+        "`upstream-unavailable`) to the retry."
+    )
     total_seconds: float = Field(description="From the submission to the end (or to now, while the job runs).")
 
 
