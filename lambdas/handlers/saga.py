@@ -8,6 +8,7 @@ from typing import Any
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
 from handlers import init_complete
+from handlers.job_keys import bind_job_keys
 from longhaul.core.observability import logger
 from longhaul.engine import saga
 from longhaul.services import services
@@ -15,8 +16,9 @@ from longhaul.services import services
 
 @logger.inject_lambda_context(clear_state=True)
 def handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
-    logger.append_keys(
-        job_id=event.get("job_id"),
+    bind_job_keys(
+        services(),
+        event.get("job_id"),
         workflow=event.get("workflow"),
         action=event.get("action"),
         operation_id=event.get("operation_id"),

@@ -8,6 +8,7 @@ from typing import Any
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
 from handlers import init_complete
+from handlers.job_keys import bind_job_keys
 from longhaul.core.errors import InternalError
 from longhaul.core.observability import logger
 from longhaul.engine import pause, segments, signals
@@ -17,7 +18,7 @@ from longhaul.services import services
 @logger.inject_lambda_context(clear_state=True)  # never log_event: the wait's event carries the task token
 def handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
     action = event.get("action")
-    logger.append_keys(job_id=event.get("job_id"), step=event.get("step"), action=action)
+    bind_job_keys(services(), event.get("job_id"), step=event.get("step"), action=action)
     if action == "pause":
         return pause.wait(event, services())
     if action == "signal":
