@@ -153,6 +153,36 @@ def test_the_api_imports_no_step_machinery():
     assert not tools and loaded.isdisjoint(NOT_THE_APIS), sorted(tools | (loaded & set(NOT_THE_APIS)))
 
 
+# Tracing's SDK, its exporters and the OTLP encoding (protobuf) load with a function's first span, never with its
+# handler module; the API function's import loads no OpenTelemetry at all (its spans open on a request, and its
+# trace routes read spans through a port), nor the statistics a submission's ETA takes medians with.
+TRACING_AT_FIRST_SPAN = ("opentelemetry.sdk", "opentelemetry.exporter", "opentelemetry.instrumentation", "google")
+NOT_THE_APIS_COLD = ("opentelemetry", "statistics")
+
+
+def _loaded_modules(module: str) -> set[str]:
+    probe = f"import {module}, json, sys\nprint(json.dumps(sorted(sys.modules)))\n"
+    result = subprocess.run(
+        [sys.executable, "-c", probe], cwd=LAMBDAS, capture_output=True, text=True, check=True, timeout=120
+    )
+    return set(json.loads(result.stdout))
+
+
+@pytest.mark.parametrize("module", HANDLER_MODULES)
+def test_importing_a_handler_loads_no_tracing_sdk(module: str):
+    loaded = _loaded_modules(module)
+    assert "longhaul.core.model" in loaded  # the probe imported the handler for real
+    early = sorted(m for m in loaded if m.startswith(TRACING_AT_FIRST_SPAN))
+    assert early == [], f"{module} imports {early[:5]} at cold start"
+
+
+def test_the_api_imports_no_opentelemetry():
+    loaded = _loaded_modules("handlers.api")
+    assert {"handlers.api_trace", "longhaul.api.traces", "longhaul.core.tracing", "longhaul.core.timing"} <= loaded
+    early = sorted(m for m in loaded if m.partition(".")[0] in NOT_THE_APIS_COLD)
+    assert early == [], f"the API imports {early[:5]} at cold start"
+
+
 def test_modules_that_define_models_keep_their_annotations_evaluated():
     """Under `from __future__ import annotations` every field's annotation is a string that pydantic evaluates when
     it defines the model (a compile and an eval each): a module defining models imports without it (see

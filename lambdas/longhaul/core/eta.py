@@ -18,7 +18,6 @@ by one fan-out's fraction of items.
 May import: core only.
 """
 
-import statistics
 from collections.abc import Sequence
 from datetime import datetime
 from typing import Literal
@@ -96,6 +95,8 @@ def snapshot(
     steps: Sequence[tuple[str, bool]], entries: Sequence[HistoryEntry], *, sla_class: str, size: int
 ) -> EtaSnapshot:
     """The medians of `entries` (those of `sla_class` when there are any) for `steps` (name, per-item) in order."""
+    import statistics  # a submission's, not every cold start's (the API function's import)
+
     own = [e for e in entries if e.sla_class == sla_class]
     used = own or list(entries)
     bases = []
