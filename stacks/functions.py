@@ -31,7 +31,12 @@ def platform_function(
     timeout_seconds: int,
     memory_mb: int,
     description: str,
+    log_group: logs.ILogGroup | None = None,
 ) -> lambda_.Function:
+    """A platform function with the house defaults. Its logs go to `log_group` when given (a workflow's functions share
+    one: a log group per function would put a workflow of ten steps fifty resources towards CloudFormation's 500 per
+    stack, where a platform team's own workflow must still fit; each line names its function, `function_name`), else
+    to a retained group of its own."""
     function = lambda_.Function(
         scope,
         construct_id,
@@ -43,7 +48,7 @@ def platform_function(
         memory_size=memory_mb,
         environment={**environment, "POWERTOOLS_SERVICE_NAME": service},
         tracing=lambda_.Tracing.ACTIVE,
-        log_group=logs.LogGroup(scope, f"{construct_id}-logs", retention=LOG_RETENTION),
+        log_group=log_group or logs.LogGroup(scope, f"{construct_id}-logs", retention=LOG_RETENTION),
         description=description,
         # A function's `current_version` (what a state machine version invokes) is retained when a deploy publishes
         # the next: executions started on an older state machine version still invoke it. Operators prune the ones

@@ -12,6 +12,7 @@ from collections.abc import Callable, Mapping
 from aws_cdk import Duration
 from aws_cdk import aws_iam as iam
 from aws_cdk import aws_lambda as lambda_
+from aws_cdk import aws_logs as logs
 from aws_cdk import aws_s3 as s3
 from aws_cdk import aws_stepfunctions as sfn
 from constructs import Construct
@@ -21,7 +22,7 @@ from longhaul.core.settings import Env
 from longhaul.engine.spec import EMAIL, FORGET
 from longhaul.workflows import REGISTRY, WorkflowSpec
 from stacks.email import Email
-from stacks.functions import platform_function
+from stacks.functions import LOG_RETENTION, platform_function
 from stacks.nag import acknowledge, arn_ref, logical_id
 from state_machines.builder import WorkflowBuilder
 from state_machines.builder import define as define_from_spec
@@ -152,6 +153,8 @@ class Workflows(Construct):
             email.grant_send(function)
 
     def _function_factory(self, prefix: str) -> FunctionFactory:
+        shared_logs = logs.LogGroup(self, f"{prefix}-logs", retention=LOG_RETENTION)  # the workflow's functions' one
+
         def make(name: str, handler: str, timeout: int, memory_mb: int) -> lambda_.IFunction:
             return platform_function(
                 self,
@@ -163,6 +166,7 @@ class Workflows(Construct):
                 timeout_seconds=timeout,
                 memory_mb=memory_mb,
                 description=f"Longhaul step {name} ({prefix})",
+                log_group=shared_logs,
             )
 
         return make

@@ -400,6 +400,7 @@ class WorkflowBuilder(WorkflowParts):
             )
         )
         self.version, self.alias = self._publish(machine)
+        self.deny_insecure_transport()  # every dead-letter queue exists by now (the compensation lane's too)
         self.alarms.append(
             cloudwatch.Alarm(
                 self,

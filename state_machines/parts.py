@@ -265,8 +265,7 @@ class WorkflowParts(Construct):
             queue = sqs.Queue(
                 self,
                 f"{step}-dlq",
-                encryption=sqs.QueueEncryption.SQS_MANAGED,
-                enforce_ssl=True,
+                encryption=sqs.QueueEncryption.SQS_MANAGED,  # TLS only: one policy for them all (`deny_insecure`)
                 retention_period=Duration.days(self.policy.dlq_retention_days),
             )
             self.dead_letter_queues[step] = queue
@@ -284,6 +283,30 @@ class WorkflowParts(Construct):
                 )
             )
         return self.dead_letter_queues[step]
+
+    def deny_insecure_transport(self) -> None:
+        """One queue policy for every dead-letter queue of the workflow: requests not over TLS are denied (what
+        `enforce_ssl` does with a policy per queue; one for all keeps a workflow's resources few: CloudFormation
+        allows 500 per stack, and a platform team's own workflows must fit)."""
+        queues = list(self.dead_letter_queues.values())
+        if not queues:
+            return
+        sqs.CfnQueuePolicy(
+            self,
+            "DeadLettersTlsOnly",
+            queues=[queue.queue_url for queue in queues],
+            policy_document=iam.PolicyDocument(
+                statements=[
+                    iam.PolicyStatement(
+                        effect=iam.Effect.DENY,
+                        principals=[iam.AnyPrincipal()],
+                        actions=["sqs:*"],
+                        resources=[queue.queue_arn for queue in queues],
+                        conditions={"Bool": {"aws:SecureTransport": "false"}},
+                    )
+                ]
+            ),
+        )
 
     def failure_path(
         self,

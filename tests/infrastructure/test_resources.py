@@ -208,3 +208,16 @@ def test_a_jobs_live_output_streams_through_api_gateway(template):
     ]
     assert modes.count("STREAM") == len(STREAM_ROUTES) == 2
     assert streamed["stream"]["ResponseTransferMode"] == "STREAM"
+
+
+# CloudFormation's bound on a stack's resources, and what a platform team's own workflow of about eight steps adds to
+# it (a function, its role, policy and version, a dead-letter queue and its alarm per step; the tutorial's adds one).
+STACK_RESOURCE_LIMIT = 500
+ROOM_FOR_A_WORKFLOW = 50
+
+
+def test_the_stack_leaves_room_for_a_workflow_of_the_platform_teams_own(template):
+    count = len(template["Resources"])
+    assert count <= STACK_RESOURCE_LIMIT - ROOM_FOR_A_WORKFLOW, (
+        f"{count} resources: a workflow of eight steps would not fit in CloudFormation's {STACK_RESOURCE_LIMIT}"
+    )
