@@ -27,7 +27,6 @@ from aws_cdk import aws_iam as iam
 from aws_cdk import aws_lambda as lambda_
 from aws_cdk import aws_logs as logs
 from aws_cdk import aws_stepfunctions as sfn
-from aws_cdk import aws_stepfunctions_tasks as tasks
 
 from longhaul.core.errors import JOB_PAUSED, JOB_STOPPED, SegmentTimedOut
 from longhaul.core.settings import Env
@@ -521,21 +520,7 @@ class WorkflowBuilder(WorkflowParts):
         failure = self.failure_path(name, job_path="$.job_id", end=self.job_failed, timeout=timeout)
         task.add_catch(failure, result_path="$.failure")
         seconds = f"$.steps.{name}.wait_seconds"
-        wait = tasks.LambdaInvoke(
-            self,
-            f"{name}: wait for signal",
-            lambda_function=self.version_of(self.steer_function),
-            integration_pattern=sfn.IntegrationPattern.WAIT_FOR_TASK_TOKEN,
-            payload=sfn.TaskInput.from_object(
-                {
-                    **payload(SteerEvent, action="signal", step=name, job_id="$.job_id", execution="$$.Execution.Id"),
-                    "token": sfn.JsonPath.task_token,
-                }
-            ),
-            retry_on_service_exceptions=False,
-            result_path=sfn.JsonPath.DISCARD,
-            task_timeout=sfn.Timeout.at(seconds),
-        )
+        wait = self.steer_wait(f"{name}: wait for signal", "signal", step=name, timeout=sfn.Timeout.at(seconds))
         self.apply_transient_retry(wait)
         timed_out = self.lambda_task(
             f"{name}: signal timed out",
@@ -593,20 +578,12 @@ class WorkflowBuilder(WorkflowParts):
                 result_path=sfn.JsonPath.DISCARD,
             )
             self.apply_retries(end)
-            timer = tasks.LambdaInvoke(
-                self,
+            timer = self.steer_wait(
                 f"{name}: timer",
-                lambda_function=self.version_of(self.steer_function),
-                integration_pattern=sfn.IntegrationPattern.WAIT_FOR_TASK_TOKEN,
-                payload=sfn.TaskInput.from_object(
-                    {
-                        **payload(SteerEvent, action="segment", step=name, job_id="$.job_id"),
-                        "token": sfn.JsonPath.task_token,
-                    }
-                ),
-                retry_on_service_exceptions=False,
-                result_path=sfn.JsonPath.DISCARD,
-                task_timeout=sfn.Timeout.duration(Duration.seconds(seconds)),
+                "segment",
+                step=name,
+                timeout=sfn.Timeout.duration(Duration.seconds(seconds)),
+                execution=False,
             )
             self.apply_transient_retry(timer)
             ran_out = sfn.Fail(

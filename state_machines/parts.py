@@ -165,24 +165,42 @@ class WorkflowParts(Construct):
     def pause_wait(self, state: str, *, step: str, job_path: str = "$.job_id") -> tasks.LambdaInvoke:
         """`<state>: paused`: the steer lane's `.waitForTaskToken` Task (no compute held while it waits), bounded by
         the policy's `pause_wait_seconds`; a stopped job ends the execution."""
-        wait = tasks.LambdaInvoke(
-            self,
+        wait = self.steer_wait(
             f"{state}: paused",
-            lambda_function=self.version_of(self.steer_function),
-            integration_pattern=sfn.IntegrationPattern.WAIT_FOR_TASK_TOKEN,
-            payload=sfn.TaskInput.from_object(
-                {
-                    **payload(SteerEvent, action="pause", step=step, job_id=job_path, execution="$$.Execution.Id"),
-                    "token": sfn.JsonPath.task_token,
-                }
-            ),
-            retry_on_service_exceptions=False,
-            result_path=sfn.JsonPath.DISCARD,
-            task_timeout=sfn.Timeout.duration(Duration.seconds(self.policy.pause_wait_seconds)),
+            "pause",
+            step=step,
+            job_path=job_path,
+            timeout=sfn.Timeout.duration(Duration.seconds(self.policy.pause_wait_seconds)),
         )
         self.apply_transient_retry(wait)
         wait.add_catch(self.job_stopped, errors=list(STOPPED_ERRORS))
         return wait
+
+    def steer_wait(
+        self,
+        state: str,
+        action: str,
+        *,
+        step: str,
+        timeout: sfn.Timeout,
+        job_path: str = "$.job_id",
+        execution: bool = True,
+    ) -> tasks.LambdaInvoke:
+        """A wait on a task token in the steer lane (a pause, a signal, a segment's timer): the lane stores the token
+        with the job and returns, so nothing runs while it waits; `timeout` bounds it."""
+        fields = {"action": action, "step": step, "job_id": job_path}
+        if execution:
+            fields["execution"] = "$$.Execution.Id"
+        return tasks.LambdaInvoke(
+            self,
+            state,
+            lambda_function=self.version_of(self.steer_function),
+            integration_pattern=sfn.IntegrationPattern.WAIT_FOR_TASK_TOKEN,
+            payload=sfn.TaskInput.from_object({**payload(SteerEvent, **fields), "token": sfn.JsonPath.task_token}),
+            retry_on_service_exceptions=False,
+            result_path=sfn.JsonPath.DISCARD,
+            task_timeout=timeout,
+        )
 
     def visit(self, name: str, kind: StepKind) -> tuple[int, int]:
         """Record that the chain visits `name`; its (Lambda timeout, memory) from the spec."""
