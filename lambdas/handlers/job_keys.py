@@ -1,13 +1,17 @@
 """The log keys of a job's work (`JOB_LOG_KEYS`) for the functions whose event does not carry the job's correlation
 id — the failure recorder, the Distributed Map's tally, the steer and compensation lanes: read from the job, once per
-invocation (their paths are rare: a failure, a wide fan-out, a pause or a signal, a saga)."""
+invocation (their paths are rare: a failure, a wide fan-out, a pause or a signal, a saga). `lane_invocation` binds
+them and meters the invocation into the job's cost, as a step's is."""
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any
 
 from longhaul.core.observability import bind_job, logger
 from longhaul.core.records import version_number
+from longhaul.engine.usage import recording
 from longhaul.services import Services
 
 
@@ -23,3 +27,12 @@ def bind_job_keys(services: Services, job_id: str | None, **keys: Any) -> None:
         bind_job(job_id, None, **keys)
         return
     bind_job(job.job_id, job.correlation_id, workflow_version=version_number(job.state_machine_version), **keys)
+
+
+@contextmanager
+def lane_invocation(services: Services, job_id: str | None, **keys: Any) -> Iterator[None]:
+    """A lane function's invocation for the job `job_id`: its log keys bound (`bind_job_keys`), its compute time and
+    requests added to the job's counters when it ends (`longhaul.engine.usage.recording`), whatever its outcome."""
+    bind_job_keys(services, job_id, **keys)
+    with recording(services, job_id):
+        yield

@@ -10,6 +10,7 @@ from aws_lambda_powertools.utilities.typing import LambdaContext
 from handlers import init_complete
 from longhaul.core.errors import InternalError
 from longhaul.core.observability import bind_job, logger
+from longhaul.engine.usage import recording
 from longhaul.review import lane
 from longhaul.services import services
 
@@ -25,11 +26,12 @@ def handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
         step=event.get("step"),
         action=action,
     )
-    if action == "wait":
-        return lane.wait(event, services())
-    if action == "advance":
-        return lane.advance(event, services())
-    raise InternalError(f"unknown review action {action!r}")
+    with recording(services(), state.get("job_id")):  # billed like a step: the job's cost counts it
+        if action == "wait":
+            return lane.wait(event, services())
+        if action == "advance":
+            return lane.advance(event, services())
+        raise InternalError(f"unknown review action {action!r}")
 
 
 init_complete()

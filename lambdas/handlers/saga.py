@@ -8,7 +8,7 @@ from typing import Any
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
 from handlers import init_complete
-from handlers.job_keys import bind_job_keys
+from handlers.job_keys import lane_invocation
 from longhaul.core.observability import logger
 from longhaul.engine import saga
 from longhaul.services import services
@@ -16,14 +16,14 @@ from longhaul.services import services
 
 @logger.inject_lambda_context(clear_state=True)
 def handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
-    bind_job_keys(
+    with lane_invocation(
         services(),
         event.get("job_id"),
         workflow=event.get("workflow"),
         action=event.get("action"),
         operation_id=event.get("operation_id"),
-    )
-    return saga.handle(event, services())
+    ):
+        return saga.handle(event, services())
 
 
 init_complete()

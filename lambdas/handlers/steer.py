@@ -8,7 +8,7 @@ from typing import Any
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
 from handlers import init_complete
-from handlers.job_keys import bind_job_keys
+from handlers.job_keys import lane_invocation
 from longhaul.core.errors import InternalError
 from longhaul.core.observability import logger
 from longhaul.engine import pause, segments, signals
@@ -18,7 +18,11 @@ from longhaul.services import services
 @logger.inject_lambda_context(clear_state=True)  # never log_event: the wait's event carries the task token
 def handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
     action = event.get("action")
-    bind_job_keys(services(), event.get("job_id"), step=event.get("step"), action=action)
+    with lane_invocation(services(), event.get("job_id"), step=event.get("step"), action=action):
+        return _steer(action, event)
+
+
+def _steer(action: object, event: dict[str, Any]) -> dict[str, Any]:
     if action == "pause":
         return pause.wait(event, services())
     if action == "signal":

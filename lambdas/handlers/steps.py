@@ -9,7 +9,7 @@ from typing import Any
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
 from handlers import init_complete
-from handlers.job_keys import bind_job_keys
+from handlers.job_keys import lane_invocation
 from longhaul.core import correlation, tracing
 from longhaul.core.observability import bind_job, logger
 from longhaul.engine.failures import record_failure as _record_failure
@@ -44,16 +44,16 @@ def handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
 
 @logger.inject_lambda_context(clear_state=True)
 def record_failure(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
-    bind_job_keys(
+    with lane_invocation(
         services(), event.get("job_id"), workflow=event.get("workflow"), step=event.get("step"), item=event.get("item")
-    )
-    return _record_failure(event, services())
+    ):
+        return _record_failure(event, services())
 
 
 @logger.inject_lambda_context(clear_state=True)
 def tally_items(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
-    bind_job_keys(services(), event.get("job_id"), workflow=event.get("workflow"), step=event.get("step"))
-    return tally(event, services())
+    with lane_invocation(services(), event.get("job_id"), workflow=event.get("workflow"), step=event.get("step")):
+        return tally(event, services())
 
 
 init_complete()

@@ -22,6 +22,17 @@ def _counted(alpha: Client, job_id: str) -> dict[str, Any]:
     return wait_until(counted, timeout=60, interval=0.2, what=f"transitions of {job_id} to be counted")
 
 
+def _scheduled_in(events: list[dict[str, Any]], step: str) -> int:
+    """Lambda tasks scheduled in the states of `step` (its state and its Map's iterations)."""
+    state, scheduled = "", 0
+    for event in events:
+        if event["type"].endswith("StateEntered"):
+            state = event["stateEnteredEventDetails"]["name"]
+        elif event["type"] in ("TaskScheduled", "LambdaFunctionScheduled") and state.startswith(step):
+            scheduled += 1
+    return scheduled
+
+
 def test_a_completed_job_shows_its_cost_orchestration_and_model(
     alpha: Client, platform: LocalPlatform, sample_request: dict[str, Any]
 ) -> None:
@@ -47,11 +58,15 @@ def test_a_completed_job_shows_its_cost_orchestration_and_model(
     assert orchestration["transitions"] >= entered > 0
     assert orchestration["history_events"] == len(history["events"])
 
-    # And every Lambda task the execution scheduled is counted with its time and requests (a group of small
-    # documents is one invocation, however many step records it starts)
+    # And every Lambda task the execution scheduled is counted with its time and requests, once: the steps' and the
+    # lanes' (a segment's timer is the steer lane's); a group of small documents is one invocation, however many
+    # step records it starts
     scheduled = [e for e in history["events"] if e["type"] in ("TaskScheduled", "LambdaFunctionScheduled")]
-    step_records = [e for e in alpha.events(job_id) if e["type"] == "step_started"]
-    assert 0 < len(scheduled) <= orchestration["lambda_invocations"] <= len(step_records)
+    assert orchestration["lambda_invocations"] == len(scheduled) > 0
+    parsed = [e for e in alpha.events(job_id) if e["type"] == "step_started" and e["step"] == "parse_documents"]
+    assert (
+        len(parsed) == len(sample_request["input"]["documents"]) > _scheduled_in(history["events"], "parse_documents")
+    )
     assert orchestration["lambda_gb_seconds"] > 0
     assert orchestration["requests"]["dynamodb"] > 0 and orchestration["requests"]["s3"] > 0
 

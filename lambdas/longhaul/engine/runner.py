@@ -95,8 +95,13 @@ def run_step(
     """Run one step (or fan-out item) of the event's own workflow (`spec` defaults to the registry's) with its domain
     function (`work` defaults to the spec's). Whatever the outcome, the invocation's usage is added to the job's
     cost (`longhaul.engine.usage.recording`)."""
-    with _step_span(raw_event), recording(services, raw_event) as slip:
+    with _step_span(raw_event), recording(services, _job_id(raw_event)) as slip:
         return _run_step(raw_event, services, work=work, spec=spec, slip=slip)
+
+
+def _job_id(raw_event: Mapping[str, Any]) -> object:
+    state = raw_event.get("input")
+    return state.get("job_id") if isinstance(state, Mapping) else None
 
 
 def _step_span(raw_event: Mapping[str, Any]) -> Any:
@@ -152,7 +157,7 @@ def run_group(
         one = {**raw_event, "item": item.index, "ref": item.ref, "items": None}
         grouped = _InGroup(job, records.get(item.index), first=position == 0)
         try:
-            with _step_span(one), recording(services, one, invocation=grouped.first) as slip:
+            with _step_span(one), recording(services, job_id, invocation=grouped.first) as slip:
                 _run_step(one, services, work=work, spec=spec, slip=slip, grouped=grouped)
             committed += 1
         except (CancelledError, JobPaused):

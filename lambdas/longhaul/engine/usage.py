@@ -1,5 +1,6 @@
 """What each step invocation used, added to its job's counters (the job's cost; `longhaul.operations.costs` adds the
-state transitions).
+state transitions). The lanes' functions (failure recorder, tally, review, steer, compensation) are Lambda tasks of
+the job's executions too, billed like a step's: each of their invocations is recorded the same way.
 
 `run_step` runs inside `recording()`, i.e. `metered()`: its compute time and requests are added to the job's counters
 with one atomic ADD. A step that commits adds them in its commit's own transaction (`Slip.usage`, then `settled`), so
@@ -11,7 +12,7 @@ step.
 from __future__ import annotations
 
 import time
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator
 from contextlib import contextmanager
 
 from longhaul.core import metering
@@ -41,16 +42,15 @@ class Slip:
 
 
 @contextmanager
-def recording(services: Services, raw_event: Mapping[str, object], *, invocation: bool = True) -> Iterator[Slip]:
-    """Meter the step invocation (or, not `invocation`, the part of one) run in this block; add its usage to its
-    job's counters when it ends, unless a transaction of the block did (`Slip.settled`)."""
+def recording(services: Services, job_id: object, *, invocation: bool = True) -> Iterator[Slip]:
+    """Meter the invocation (or, not `invocation`, the part of one) run in this block; add its usage to the counters
+    of the job `job_id` (when it is one: an event's field, unchecked) when it ends, unless a transaction of the block
+    did (`Slip.settled`)."""
     with metering.metered() as meter:
         slip = Slip(meter, invocation=invocation)
         try:
             yield slip
         finally:
-            state = raw_event.get("input")
-            job_id = state.get("job_id") if isinstance(state, Mapping) else None
             if isinstance(job_id, str) and not slip.settled:
                 try:
                     services.usage.add(job_id, slip.usage() + RECORDING)
