@@ -662,12 +662,25 @@ class OrchestrationCost(Model):
     usd: str = Field(description="US dollars (decimal string, six decimals).")
 
 
+class TierCost(Model):
+    """The tokens of the calls paid at one Bedrock service tier, and what they cost."""
+
+    input_tokens: int = 0
+    output_tokens: int = 0
+    usd: str
+
+
 class ModelCost(Model):
     """The model calls' tokens and cost, as the job's budget ledger settled them."""
 
     input_tokens: int = 0
     output_tokens: int = 0
     usd: str
+    tiers: dict[str, TierCost] = Field(
+        default_factory=dict,
+        description="The same tokens and dollars by the service tier they were paid at (`default`: Standard, "
+        "`priority`, `flex`; a route's `service_tier` for the job's SLA class).",
+    )
 
 
 class JobCost(Model):
