@@ -221,7 +221,10 @@ class DocumentAnalysisInput(Strict):
     max_passages: Annotated[
         int,
         Field(
-            ge=1, le=limits.MAX_PASSAGES, description=f"Passages retrieved for the question (1-{limits.MAX_PASSAGES})."
+            ge=1,
+            le=limits.MAX_PASSAGES,
+            description=f"Passages retrieved for the question (1-{limits.MAX_PASSAGES}). Omitted: the depth of the "
+            f"job's SLA class (interactive 8, standard {limits.DEFAULT_PASSAGES}, batch 32).",
         ),
     ] = limits.DEFAULT_PASSAGES
     passages_per_group: Annotated[
@@ -229,9 +232,20 @@ class DocumentAnalysisInput(Strict):
         Field(
             ge=1,
             le=limits.MAX_PASSAGES_PER_GROUP,
-            description=f"Passages per evidence-extraction item of the fan-out (1-{limits.MAX_PASSAGES_PER_GROUP}).",
+            description=f"Passages per evidence-extraction item of the fan-out (1-{limits.MAX_PASSAGES_PER_GROUP}). "
+            f"Omitted: the SLA class's (interactive {limits.DEFAULT_PASSAGES_PER_GROUP}, standard "
+            f"{limits.DEFAULT_PASSAGES_PER_GROUP}, batch 8).",
         ),
     ] = limits.DEFAULT_PASSAGES_PER_GROUP
+    rerank: Annotated[
+        bool | None,
+        Field(
+            default=None,
+            strict=True,
+            description="Whether a rerank pass orders three times `max_passages` lexical candidates before the best "
+            "are kept. Omitted or null: the SLA class's (interactive and batch: yes; standard: no).",
+        ),
+    ]
 
     @model_validator(mode="after")
     def _unique_names(self) -> Self:
