@@ -9,7 +9,8 @@ Part `limits`: 200 jobs have been waiting for a provider that was down; at t=0 i
 at once on a route limited to 60 requests a minute. Each job is a thread with its own limiter (as each function has
 its own; they share the counters in one moto DynamoDB table), calling `RouteLimiter.acquire` as the gateway does;
 a call that finds no room within the bounded wait (20 s) fails `rate-limited` and comes back after the Task's retry
-backoff (here: 5 s doubling, capped at 60 s, full jitter), as the state machine would retry its step. With
+backoff (the house policy of `rate-limited`: 5 s doubling, capped at 60 s, full jitter, eight retries), as the state
+machine would retry its step; a step whose retries run out fails for good (counted). With
 `--throttle N` the provider answers 429 to its first N calls after the recovery (each halves the route's allowance
 for 60 s, at most once per 10-second slot). Time runs `--speed` times faster than the wall clock (slots and waits
 alike), so three simulated minutes take about twenty seconds. Prints the provider calls in each calendar minute and
@@ -45,6 +46,7 @@ sys.path.insert(0, str(ROOT / "lambdas"))
 
 from machine import machine  # noqa: E402
 
+from longhaul.core import limits as limits_policy  # noqa: E402
 from longhaul.core import schema  # noqa: E402
 from longhaul.core.errors import RateLimitedError  # noqa: E402
 from longhaul.storage.route_limits import RouteLimiter, RouteLimits  # noqa: E402
@@ -136,21 +138,26 @@ def limits_part(*, jobs: int, per_minute: int, speed: float, throttle: int) -> N
             go.wait()
             retry = 0
             while True:
+                asked = clock.seconds()
                 try:
-                    limiter.acquire(ROUTE, limits, 2_000)
-                except RateLimitedError:  # the step fails; its Task retries it after a backoff
+                    admitted = limiter.acquire(ROUTE, limits, 2_000)
+                except RateLimitedError:  # the step fails; its Task retries it after a backoff, while it may
+                    delay = limits_policy.retry_delay_seconds(retry, rate_limited=True)
                     with lock:
-                        writes["gave up (the Task retries)"] += 1
-                    clock.sleep(rng.uniform(0, min(60.0, 5.0 * 2**retry)))
+                        writes["gave up (the Task retries)" if delay is not None else "failed for good"] += 1
+                    if delay is None:
+                        return
+                    clock.sleep(rng.uniform(0, delay))
                     retry += 1
                     continue
-                with lock:
-                    made.append(clock.seconds())
+                with lock:  # when the admitting write was sent (the provider call follows it at once; a loaded
+                    # machine may run this thread later, which must not move the call into another minute)
+                    made.append(asked + admitted.waited_seconds)
                     answer_429 = throttled[0] > 0
                     throttled[0] -= 1 if answer_429 else 0
                 if answer_429:  # the provider throttles: the allowance halves, the step retries later
                     limiter.throttled(ROUTE)
-                    clock.sleep(rng.uniform(0, min(60.0, 5.0 * 2**retry)))
+                    clock.sleep(rng.uniform(0, limits_policy.retry_delay_seconds(retry, rate_limited=True) or 0))
                     retry += 1
                     continue
                 return
@@ -176,7 +183,8 @@ def limits_part(*, jobs: int, per_minute: int, speed: float, throttle: int) -> N
     print(f"  all {len(made)} calls made within {took / 60:.1f} simulated minutes")
     print(f"  limiter: {writes['update_item'] / len(made):.2f} conditional writes per provider call (refused tries "
           f"included), {writes['get_item']} reads of the allowance; bounded waits that ended rate-limited (the "
-          f"Task retried): {writes['gave up (the Task retries)']}")  # fmt: skip
+          f"Task retried): {writes['gave up (the Task retries)']}; steps failed for good (retries exhausted): "
+          f"{writes['failed for good']}")  # fmt: skip
 
 
 # ---------------------------------------------------------------------------------------------- class routes
@@ -203,8 +211,10 @@ def routes_part() -> None:
 
     from evals.run import Api, datasets, score_document_analysis, summarize
     from local import lambda_runtime
+    from local.__main__ import _quiet_moto
     from local.platform import LocalPlatform
 
+    _quiet_moto()  # the figures only: no per-request access log
     platform = LocalPlatform.start(ROOT, env_overrides={"LONGHAUL_MODEL_ROUTES": json.dumps(ROUTES)})
     rows = []
     try:

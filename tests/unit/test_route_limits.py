@@ -235,3 +235,12 @@ def test_a_provider_429_on_a_limited_route_lowers_its_allowance(limited, model) 
     with pytest.raises(RateLimitedError):
         _calls(limited, "job_rl_3").ask(_request(), Answer)
     assert limited.route_limits.allowance("limited").share == 0.5
+
+
+def test_a_rate_limited_step_is_retried_longer_and_further_apart_than_a_transient_one() -> None:
+    from longhaul.core import limits
+
+    waits = [limits.retry_delay_seconds(n, rate_limited=True) for n in range(limits.RATE_LIMITED_RETRY_MAX_ATTEMPTS)]
+    assert waits == [5, 10, 20, 40, 60, 60, 60, 60]
+    assert limits.retry_delay_seconds(limits.RATE_LIMITED_RETRY_MAX_ATTEMPTS, rate_limited=True) is None
+    assert limits.retry_delay_seconds(limits.RETRY_MAX_ATTEMPTS) is None  # the transient classes' three

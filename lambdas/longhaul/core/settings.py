@@ -52,7 +52,8 @@ class Env:
     #: decision, over an hour, is above it. Read by the stack (`-c longhaul:review_wait_alarm_minutes=…`).
     REVIEW_WAIT_ALARM_MINUTES = "LONGHAUL_REVIEW_WAIT_ALARM_MINUTES"
     #: JSON `{"route": {"provider", "model_id", "base_url"?, "api_key_env"?, "api_key_secret"?, "fallback"?,
-    #: "stronger"?}}`: the model routes by name; empty: one route `default` of the provider and model above.
+    #: "stronger"?, "service_tier"?: {"class": "priority" | "default" | "flex"}, "requests_per_minute"?,
+    #: "tokens_per_minute"?}}`: the model routes by name; empty: one route `default` of the provider and model above.
     MODEL_ROUTES = "LONGHAUL_MODEL_ROUTES"
     #: JSON `{"step": "route"}`: the route each model step calls.
     STEP_ROUTES = "LONGHAUL_STEP_ROUTES"
