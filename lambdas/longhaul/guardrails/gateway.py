@@ -70,6 +70,8 @@ from longhaul.core.observability import (
     MODEL_COST_METRIC,
     MODEL_LOG_KEYS,
     MODEL_TOKENS_METRIC,
+    ROUTE_LIMITED_METRIC,
+    ROUTE_WAIT_METRIC,
     emit,
     logger,
 )
@@ -94,9 +96,6 @@ from longhaul.storage.route_limits import RouteLimits
 T = TypeVar("T", bound=BaseModel)
 # The statuses in which a step may call a model (paused: an item under way when its job paused finishes).
 LIVE = frozenset({JobStatus.RUNNING, JobStatus.RETRYING, JobStatus.PAUSED})
-# Shared route limits: calls that gave up waiting for room (count) and how long admitted calls waited (seconds).
-ROUTE_LIMITED_METRIC = "RouteRateLimited"
-ROUTE_WAIT_METRIC = "RouteLimitWaitSeconds"
 BREAKER_EVENTS = {"open": "breaker_opened", "half_open": "breaker_half_open", "closed": "breaker_closed"}
 
 
