@@ -9,6 +9,7 @@ Context (cdk.json or `-c key=value`):
   longhaul:alarm_email     an address subscribed to the alarm topic (optional; confirm the e-mail AWS sends)
   longhaul:model_routes    model routes by name (JSON object; see docs/how-to/add-a-model-route.md)
   longhaul:step_routes     the route of each model step (JSON object {"step": "route"})
+  longhaul:class_routes    the route of a model step by the job's SLA class (JSON object {"interactive": "route"})
   longhaul:container_insights  true to enable CloudWatch Container Insights on the workers' ECS cluster
   longhaul:jwt             an OIDC issuer whose JWTs the API accepts beside API keys (JSON: issuer, audience,
                            jwks_url?, tenant_claim?, role_claim?)
@@ -74,6 +75,7 @@ def build_app(context: dict[str, object] | None = None) -> cdk.App:
         alarm_email=str(app.node.try_get_context("longhaul:alarm_email") or "") or None,
         model_routes=_json_context(app, "longhaul:model_routes"),
         step_routes=_json_context(app, "longhaul:step_routes"),
+        class_routes=_json_context(app, "longhaul:class_routes"),
         callback_allowlist=str(app.node.try_get_context("longhaul:callback_allowlist") or ""),
         container_insights=_flag(app.node.try_get_context("longhaul:container_insights")),
         max_jobs_in_flight=int(str(app.node.try_get_context("longhaul:max_jobs_in_flight") or 1000)),

@@ -8,9 +8,9 @@ read nearest 25% of its submit-to-completed time, its ETA is compared with the t
 the job view gives now (`progress.eta_seconds`, from history) and the one the old formula gave (the job's elapsed
 time divided by the current fan-out's fraction of items, `elapsed / done * (total - done)`, only inside a fan-out).
 Then, per SLA class: when the provisional result (the draft before citation verification) became readable, and
-when the job completed. Routes are chosen per job and per step (`LONGHAUL_STEP_ROUTES`), not per class: an
-`interactive` job's draft goes through the same route unless its submission names a faster one (`route`), which
-the local platform does not have (one offline model); the figure is printed for both classes as they are.
+when the job completed. Routes may be chosen per class (`LONGHAUL_CLASS_ROUTES`), but this benchmark configures
+none: an `interactive` job's draft goes through the same route as a `standard` one's (the local platform's one offline
+model; its retrieval is shallower, `retrieval.DEPTHS`); the figure is printed for both classes as they are.
 Asserts nothing; the machine's cores and load are printed with the figures.
 """
 

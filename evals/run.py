@@ -124,6 +124,7 @@ class CaseScore:
     model_calls: int = 0
     tokens: int = 0
     cost_usd: float = 0.0
+    model_usd: float = 0.0
     latency_seconds: float = 0.0
     notes: list[str] = field(default_factory=list)
 
@@ -213,16 +214,19 @@ def _usage(api: Api, job: dict[str, Any], score: CaseScore) -> None:
     score.model_calls = api.model_calls(job["job_id"])
     score.tokens = int(job["usage"]["input_tokens"]) + int(job["usage"]["output_tokens"])
     score.cost_usd = float((job.get("cost") or {}).get("total") or 0)
+    score.model_usd = float(((job.get("cost") or {}).get("model") or {}).get("usd") or 0)
     if job.get("finished_at"):
         started, finished = datetime.fromisoformat(job["created_at"]), datetime.fromisoformat(job["finished_at"])
         score.latency_seconds = (finished - started).total_seconds()
 
 
-def score_document_analysis(platform: Any, api: Api, case: Case) -> CaseScore:
-    body = {
+def score_document_analysis(platform: Any, api: Api, case: Case, sla_class: str | None = None) -> CaseScore:
+    body: dict[str, Any] = {
         "workflow": "document-analysis",
         "input": {"question": case.question, "documents": [api.document(d) for d in case.documents]},
     }
+    if sla_class is not None:  # the class's retrieval depth (and its class route, when one is configured)
+        body["sla_class"] = sla_class
     job = api.run(body)
     score = CaseScore(case.id, job["status"], facts=len(case.facts), pages=len(case.cite))
     _usage(api, job, score)
@@ -422,6 +426,62 @@ def evaluate(
     return scores, {w: summarize(w, s) for w, s in scores.items()}
 
 
+# --------------------------------------------------------------------------------------------------- depths
+
+DEPTH_METRICS = ("success_rate", "fact_recall", "page_recall", "citation_faithfulness")
+
+
+def depth_score(summary: Mapping[str, Any]) -> float:
+    """One score of a depth's answers: the mean of its success rate, fact and page recall and faithfulness."""
+    values = [float(summary.get(m) or 0) for m in DEPTH_METRICS]
+    return round(sum(values) / len(values), 4)
+
+
+def evaluate_depths(platform: Any, chosen: Sequence[Dataset], *, small: bool) -> dict[str, dict[str, Any]]:
+    """Document analysis's cases once per SLA class (each class's retrieval depth): scores and model dollars."""
+    from longhaul.workflows.document_analysis.retrieval import DEPTHS
+
+    api = Api(platform)
+    cases = [c for d in chosen if d.workflow == "document-analysis" for c in d.cases if c.small or not small]
+    rows: dict[str, dict[str, Any]] = {}
+    for sla_class, depth in DEPTHS.items():
+        scores = [score_document_analysis(platform, api, case, sla_class) for case in cases]
+        summary = summarize("document-analysis", scores)
+        summary["model_usd_per_job"] = round(sum(s.model_usd for s in scores) / max(1, len(scores)), 6)
+        summary["score"] = depth_score(summary)
+        rows[sla_class] = {"depth": depth._asdict(), "summary": summary}
+    return rows
+
+
+def print_depths(rows: Mapping[str, Mapping[str, Any]], out: Any) -> None:
+    from rich.console import Console
+    from rich.table import Table
+
+    table = Table(title="document-analysis: retrieval depth by SLA class", title_justify="left")
+    columns = ("class", "top-k", "group", "rerank", *(LABELS[m] for m in DEPTH_METRICS), "score", "calls/job",
+               "tokens/job", "model $/job", "model $/1,000 jobs")  # fmt: skip
+    for column in columns:
+        table.add_column(column, justify="left" if column == "class" else "right")
+    for sla_class, row in rows.items():
+        depth, summary = row["depth"], row["summary"]
+        table.add_row(
+            sla_class,
+            str(depth["top_k"]),
+            str(depth["group_size"]),
+            "yes" if depth["rerank"] else "no",
+            *(_cell(summary[m]) for m in DEPTH_METRICS),
+            _cell(summary["score"]),
+            _cell(summary["model_calls_per_job"]),
+            _cell(summary["tokens_per_job"]),
+            f"{summary['model_usd_per_job']:.6f}",
+            f"{summary['model_usd_per_job'] * 1000:.2f}",
+        )
+    Console(file=out, width=180).print(table)
+    if "interactive" in rows and "batch" in rows and rows["batch"]["summary"]["score"]:
+        ratio = rows["interactive"]["summary"]["score"] / rows["batch"]["summary"]["score"]
+        print(f"interactive depth's score is {ratio:.1%} of batch depth's (target: at least 90%)", file=out)
+
+
 def _routes(route: str) -> str:
     """Every model step of every workflow on `route` (`LONGHAUL_STEP_ROUTES`)."""
     from longhaul.workflows import REGISTRY
@@ -438,6 +498,8 @@ def main(argv: Sequence[str] | None = None, *, out: Any = sys.stdout) -> int:
     parser.add_argument("--out", type=Path, help="where to write the scores (default: evals/results/<set>.json)")
     parser.add_argument("--baseline", type=Path, default=BASELINE)
     parser.add_argument("--update-baseline", action="store_true", help="store these scores as the baseline")
+    parser.add_argument("--depths", action="store_true", help="document analysis once per SLA class: each retrieval "
+                        "depth's scores and model dollars (a table; no baseline gate)")  # fmt: skip
     args = parser.parse_args(argv)
     chosen = [d for d in datasets() if not args.workflow or d.workflow in args.workflow]
     kind = "small" if args.small else "full"
@@ -451,11 +513,22 @@ def main(argv: Sequence[str] | None = None, *, out: Any = sys.stdout) -> int:
     try:
         if args.route != DEFAULT_ROUTE:
             platform.set_function_environment(LONGHAUL_STEP_ROUTES=_routes(args.route))
-        scores, summaries = evaluate(platform, chosen, small=args.small)
+        if args.depths:
+            rows = evaluate_depths(platform, chosen, small=args.small)
+        else:
+            scores, summaries = evaluate(platform, chosen, small=args.small)
     finally:
         lambda_runtime.configure(environment_overrides=before)
         if running is None:
             platform.stop()
+
+    if args.depths:
+        print_depths(rows, out)
+        target = args.out or RESULTS / f"{kind}-depths.json"
+        target.parent.mkdir(parents=True, exist_ok=True)
+        target.write_text(json.dumps(rows, indent=1, sort_keys=True) + "\n")
+        print(f"depths written to {target}", file=out)
+        return 0
 
     print_tables(scores, summaries, out)
     stored = json.loads(args.baseline.read_text()) if args.baseline.exists() else {}

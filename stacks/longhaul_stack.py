@@ -59,6 +59,7 @@ class LonghaulStack(Stack):
         alarm_email: str | None = None,
         model_routes: Mapping[str, Mapping[str, Any]] | None = None,
         step_routes: Mapping[str, str] | None = None,
+        class_routes: Mapping[str, str] | None = None,
         callback_allowlist: str = "",
         container_insights: bool = False,
         max_jobs_in_flight: int = 1000,
@@ -97,11 +98,15 @@ class LonghaulStack(Stack):
             Env.REVIEW_WAIT_ALARM_MINUTES: str(review_wait_alarm_minutes),
         }
         # Routes are checked at synthesis (unknown providers or route names fail here, not in a step).
-        routing = Routing.configured(model_routes or {}, step_routes or {}, provider=model_provider, model_id=model_id)
+        routing = Routing.configured(
+            model_routes or {}, step_routes or {}, provider=model_provider, model_id=model_id, classes=class_routes
+        )
         if model_routes:
             base_env[Env.MODEL_ROUTES] = json.dumps(model_routes, sort_keys=True)
         if step_routes:
             base_env[Env.STEP_ROUTES] = json.dumps(step_routes, sort_keys=True)
+        if class_routes:
+            base_env[Env.CLASS_ROUTES] = json.dumps(class_routes, sort_keys=True)
         if callback_allowlist:
             base_env[Env.CALLBACK_ALLOWLIST] = callback_allowlist
         if manual_url:  # the console's links to the manual (none without it)

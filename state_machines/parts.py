@@ -253,6 +253,14 @@ class WorkflowParts(Construct):
 
     def apply_transient_retry(self, task: sfn.TaskStateBase | sfn.CustomState) -> None:
         p = self.policy
+        task.add_retry(  # before the transient classes (which include it): the first matching retrier applies
+            errors=list(p.rate_limited_errors),
+            interval=Duration.seconds(p.rate_limited_interval),
+            backoff_rate=p.retry_backoff_rate,
+            max_attempts=p.rate_limited_max_attempts,
+            max_delay=Duration.seconds(p.rate_limited_max_delay),
+            jitter_strategy=sfn.JitterType.FULL,
+        )
         task.add_retry(
             errors=list(p.transient_errors),
             interval=Duration.seconds(p.retry_interval),

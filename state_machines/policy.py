@@ -38,6 +38,11 @@ class StepPolicy:
     retry_backoff_rate: float = limits.RETRY_BACKOFF_RATE
     retry_max_attempts: int = limits.RETRY_MAX_ATTEMPTS
     retry_max_delay: int = limits.RETRY_MAX_DELAY_SECONDS
+    # `rate-limited` first (Step Functions applies the first retrier whose errors match): longer and further apart.
+    rate_limited_errors: tuple[str, ...] = ("RateLimitedError",)
+    rate_limited_interval: int = limits.RATE_LIMITED_RETRY_INTERVAL_SECONDS
+    rate_limited_max_attempts: int = limits.RATE_LIMITED_RETRY_MAX_ATTEMPTS
+    rate_limited_max_delay: int = limits.RATE_LIMITED_RETRY_MAX_DELAY_SECONDS
     # A timeout that recurs on every attempt is retried at most once.
     timeout_max_attempts: int = 1
     map_max_concurrency: int = 8

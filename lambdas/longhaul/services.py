@@ -52,6 +52,7 @@ if TYPE_CHECKING:  # what only some functions use: imported where it is built, o
     from longhaul.storage.breakers import BreakerStore
     from longhaul.storage.effects import EffectStore
     from longhaul.storage.memory import MemoryStore
+    from longhaul.storage.route_limits import RouteLimiter
     from longhaul.storage.streams import StreamStore
     from longhaul.storage.tenants import TenantStore
 
@@ -144,6 +145,16 @@ class Services:
         return UsageStore(self.jobs.table)
 
     @cached_property
+    def route_limits(self) -> RouteLimiter:
+        """The shared per-route limits (`requests_per_minute`, `tokens_per_minute`), counted in the table."""
+        from longhaul.storage.route_limits import RouteLimiter
+
+        # Real waits, also locally: the slots are of the clock's time, which the local time scale does not speed up.
+        return RouteLimiter(
+            self.jobs.table, clock=self.jobs.clock, max_wait_seconds=self.settings.route_limit_wait_seconds
+        )
+
+    @cached_property
     def breakers(self) -> BreakerStore:
         from longhaul.storage.breakers import BreakerPolicy, BreakerStore
 
@@ -176,7 +187,9 @@ class Services:
         from longhaul.core.routes import Routing
 
         s = self.settings
-        return Routing.configured(s.model_routes, s.step_routes, provider=s.model_provider, model_id=s.model_id)
+        return Routing.configured(
+            s.model_routes, s.step_routes, provider=s.model_provider, model_id=s.model_id, classes=s.class_routes
+        )
 
 
 @lru_cache(maxsize=16)

@@ -426,3 +426,15 @@ def test_every_step_task_catches_job_paused_into_a_wait_that_returns_to_it(machi
         for name, state, scope in all_states(machine["States"]):
             if state["Type"] == "Map" and "Fan-out of" in state.get("Comment", ""):
                 _pause_wait_returns_to(scope, state, name)
+
+
+def test_rate_limited_is_retried_first_longer_and_further_apart(machines):
+    for machine in machines.values():
+        for name, state, _ in all_states(machine["States"]):
+            if state["Type"] != "Task":
+                continue
+            first = state["Retry"][0]
+            assert first["ErrorEquals"] == ["RateLimitedError"], name
+            assert first["MaxAttempts"] == limits.RATE_LIMITED_RETRY_MAX_ATTEMPTS > limits.RETRY_MAX_ATTEMPTS, name
+            assert first["IntervalSeconds"] == limits.RATE_LIMITED_RETRY_INTERVAL_SECONDS, name
+            assert first["MaxDelaySeconds"] == limits.RATE_LIMITED_RETRY_MAX_DELAY_SECONDS, name

@@ -44,7 +44,13 @@ def test_a_retryable_failure_says_what_the_job_waits_on_until_its_retry(
     # Then the job's view says what it waits on, until the latest time of the retry's backoff
     waiting = current(store).view(now=clock.now()).waiting
     assert waiting is not None and waiting.reason == reason
-    assert waiting.until == clock.now() + timedelta(seconds=limits.RETRY_INTERVAL_SECONDS * limits.RETRY_BACKOFF_RATE)
+    # (a `rate-limited` failure is retried further apart: `limits.RATE_LIMITED_RETRY_*`)
+    interval = (
+        limits.RATE_LIMITED_RETRY_INTERVAL_SECONDS
+        if isinstance(error, RateLimitedError)
+        else limits.RETRY_INTERVAL_SECONDS
+    )
+    assert waiting.until == clock.now() + timedelta(seconds=interval * limits.RETRY_BACKOFF_RATE)
     assert waiting.step == "b" and str(error) in waiting.detail
 
     # When the retry starts, the job waits on nothing any more
@@ -57,7 +63,7 @@ def test_a_failure_with_no_retry_left_sets_no_wait(store: JobStore, services: Se
     run_step(step_event("a"), services, work=FakeWork(), spec=SPEC)
     with pytest.raises(RateLimitedError):
         run_step(
-            step_event("b", attempt=limits.RETRY_MAX_ATTEMPTS),
+            step_event("b", attempt=limits.RATE_LIMITED_RETRY_MAX_ATTEMPTS),
             services,
             work=FakeWork(RateLimitedError("429")),
             spec=SPEC,

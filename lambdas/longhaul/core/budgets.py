@@ -177,6 +177,22 @@ class Price(Model):
 
     input: Decimal = Field(ge=0)
     output: Decimal = Field(ge=0)
+    # Service tiers: multipliers of this row's prices by tier (`{"priority": "1.75"}`), over `TIER_MULTIPLIERS`.
+    tiers: dict[str, Decimal] = Field(default_factory=dict)
+
+    def at_tier(self, tier: str | None) -> "Price":
+        """This row at a Bedrock service tier (`default`, the Standard tier, or None: itself)."""
+        if not tier or tier == "default":
+            return self
+        factor = self.tiers.get(tier, TIER_MULTIPLIERS.get(tier, Decimal(1)))
+        return Price(input=self.input * factor, output=self.output * factor, tiers=self.tiers)
+
+
+# Bedrock's service tiers against the Standard (on-demand) price of the same model, from Bedrock's pricing page
+# (aws.amazon.com/bedrock/pricing, "Priority" and "Flex" rows): Priority is Standard plus 75%, Flex half of it
+# (e.g. gpt-oss-120b: $0.15/$0.60 per million input/output tokens at Standard, $0.2625/$1.05 at Priority,
+# $0.075/$0.30 at Flex). A row's own `tiers` overrides these for its model.
+TIER_MULTIPLIERS: dict[str, Decimal] = {"priority": Decimal("1.75"), "default": Decimal("1"), "flex": Decimal("0.5")}
 
 
 # Published on-demand prices (USD per million tokens). The offline model's is notional: it costs nothing, but cost

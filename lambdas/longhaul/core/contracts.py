@@ -221,7 +221,10 @@ class DocumentAnalysisInput(Strict):
     max_passages: Annotated[
         int,
         Field(
-            ge=1, le=limits.MAX_PASSAGES, description=f"Passages retrieved for the question (1-{limits.MAX_PASSAGES})."
+            ge=1,
+            le=limits.MAX_PASSAGES,
+            description=f"Passages retrieved for the question (1-{limits.MAX_PASSAGES}). Omitted: the depth of the "
+            f"job's SLA class (interactive 8, standard {limits.DEFAULT_PASSAGES}, batch 32).",
         ),
     ] = limits.DEFAULT_PASSAGES
     passages_per_group: Annotated[
@@ -229,9 +232,20 @@ class DocumentAnalysisInput(Strict):
         Field(
             ge=1,
             le=limits.MAX_PASSAGES_PER_GROUP,
-            description=f"Passages per evidence-extraction item of the fan-out (1-{limits.MAX_PASSAGES_PER_GROUP}).",
+            description=f"Passages per evidence-extraction item of the fan-out (1-{limits.MAX_PASSAGES_PER_GROUP}). "
+            f"Omitted: the SLA class's (interactive {limits.DEFAULT_PASSAGES_PER_GROUP}, standard "
+            f"{limits.DEFAULT_PASSAGES_PER_GROUP}, batch 8).",
         ),
     ] = limits.DEFAULT_PASSAGES_PER_GROUP
+    rerank: Annotated[
+        bool | None,
+        Field(
+            default=None,
+            strict=True,
+            description="Whether a rerank pass orders three times `max_passages` lexical candidates before the best "
+            "are kept. Omitted or null: the SLA class's (interactive and batch: yes; standard: no).",
+        ),
+    ]
 
     @model_validator(mode="after")
     def _unique_names(self) -> Self:
@@ -662,12 +676,25 @@ class OrchestrationCost(Model):
     usd: str = Field(description="US dollars (decimal string, six decimals).")
 
 
+class TierCost(Model):
+    """The tokens of the calls paid at one Bedrock service tier, and what they cost."""
+
+    input_tokens: int = 0
+    output_tokens: int = 0
+    usd: str
+
+
 class ModelCost(Model):
     """The model calls' tokens and cost, as the job's budget ledger settled them."""
 
     input_tokens: int = 0
     output_tokens: int = 0
     usd: str
+    tiers: dict[str, TierCost] = Field(
+        default_factory=dict,
+        description="The same tokens and dollars by the service tier they were paid at (`default`: Standard, "
+        "`priority`, `flex`; a route's `service_tier` for the job's SLA class).",
+    )
 
 
 class JobCost(Model):

@@ -42,10 +42,12 @@ EVENT_TYPES: dict[str, str] = {
     "replay_waiting": "A replayed job waits for an admission slot before it starts.",
     "dead_letters_removed": "A replay removed the job's dead letters from their queues.",
     # Model calls and their guardrails.
-    "model_called": "A model was called: route, model, tokens, cost and the prompt's hash.",
+    "model_called": "A model was called: route, model, service tier, tokens, cost and the prompt's hash.",
     "output_capped_by_budget": "A call's output cap was lowered to what is left of the job's or the tenant's budget.",
     "model_call_reused": "A retried attempt reused a model call already paid for (its recorded answer).",
     "model_failover": "A route failed and the call went to its fallback route.",
+    "route_rate_limited": "A call found no room under its route's shared `requests_per_minute`/`tokens_per_minute` "
+    "within its bounded wait: the step fails `rate-limited` and its retry tries again later.",
     "breaker_opened": "A model route's circuit breaker opened after repeated failures: calls skip it.",
     "breaker_half_open": "An open breaker's cool-down ended: the next call tries the route again.",
     "breaker_closed": "A route's breaker closed again after a call succeeded.",

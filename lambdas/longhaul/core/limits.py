@@ -122,9 +122,25 @@ RETRY_MAX_ATTEMPTS = 3
 RETRY_MAX_DELAY_SECONDS = 30
 
 
-def retry_delay_seconds(retries_before: int) -> float | None:
+# A step that failed `rate-limited` (a route's shared limit had no room within its bounded wait, a provider's 429, a
+# budget held by calls in flight) is retried longer and further apart: what it waits for frees at a known pace (a
+# route limited to N calls a minute lets a queue of M through in M/N minutes), so each attempt, with its in-step wait
+# (`LONGHAUL_ROUTE_LIMIT_WAIT_SECONDS`), takes its turn. 5 s doubling, capped at 60 s, eight times: with 20-second
+# in-step waits, five to eight minutes of a saturated route before the step fails for good (full jitter: the backoffs
+# add up to between 0 and 315 s).
+RATE_LIMITED_RETRY_INTERVAL_SECONDS = 5
+RATE_LIMITED_RETRY_MAX_ATTEMPTS = 8
+RATE_LIMITED_RETRY_MAX_DELAY_SECONDS = 60
+
+
+def retry_delay_seconds(retries_before: int, *, rate_limited: bool = False) -> float | None:
     """The longest wait before the next attempt of a step that has been retried `retries_before` times (full jitter
-    waits anything up to it); None when no retry is left."""
+    waits anything up to it); None when no retry is left. `rate_limited`: the step's failure was `rate-limited`."""
+    if rate_limited:
+        if retries_before >= RATE_LIMITED_RETRY_MAX_ATTEMPTS:
+            return None
+        delay = RATE_LIMITED_RETRY_INTERVAL_SECONDS * RETRY_BACKOFF_RATE**retries_before
+        return float(min(delay, RATE_LIMITED_RETRY_MAX_DELAY_SECONDS))
     if retries_before >= RETRY_MAX_ATTEMPTS:
         return None
     return float(min(RETRY_INTERVAL_SECONDS * RETRY_BACKOFF_RATE**retries_before, RETRY_MAX_DELAY_SECONDS))

@@ -48,6 +48,12 @@ class ModelRequest(Model):
     instructions: str | None = Field(
         default=None, description="The job's instructions (an update's), already added to `prompt` by `instructed`."
     )
+    service_tier: str | None = Field(
+        default=None,
+        description="The Bedrock service tier the call is sent at (`priority`, `flex`; None: Standard), chosen by the "
+        "gateway from the route and the job's SLA class. Not part of `sent()`: the same prompt at another tier is the "
+        "same call (its ledger entry and kept prompt).",
+    )
 
     def sent(self) -> dict[str, Any]:
         """What the model is sent: system, prompt, schema, limit (and the task naming them; and the job's
@@ -82,6 +88,8 @@ class ModelResponse(Model):
     usage: Usage
     model_id: str
     stop_reason: str
+    # The service tier the provider says it served the call at (Bedrock's `serviceTier`); None: not reported.
+    service_tier: str | None = None
 
     def text_hash(self) -> str:
         """The hash of the raw text the model answered (what the kept response is stored under)."""

@@ -141,6 +141,10 @@ ESCALATIONS_METRIC = "ValidationEscalations"
 STUCK_JOBS_METRIC = "StuckJobs"
 # A tenant's model spend reached its daily allowance (no dimension, for the alarm; and by `tenant`).
 ALLOWANCE_REACHED_METRIC = "TenantDailyAllowanceReached"
+# Shared route limits (`storage/route_limits.py`): calls that found no room within their bounded wait (count), and how
+# long admitted calls waited (seconds); by route.
+ROUTE_LIMITED_METRIC = "RouteRateLimited"
+ROUTE_WAIT_METRIC = "RouteLimitWaitSeconds"
 
 
 #: The dimensions a metric may carry, each with few values: CloudWatch keeps (and bills, and the metrics route reads)

@@ -8,13 +8,14 @@ Updating prices: change the figures, `AS_OF` and, if a page moved, `SOURCES`; th
 state the figures they expect, so they fail until they are updated with them.
 """
 
+from collections.abc import Mapping
 from datetime import date
 from decimal import ROUND_HALF_UP, Decimal
 
 from pydantic import ConfigDict
 
 from longhaul.core.budgets import usd
-from longhaul.core.contracts import JobCost, ModelCost, OrchestrationCost, RequestUsage
+from longhaul.core.contracts import JobCost, ModelCost, OrchestrationCost, RequestUsage, TierCost
 from longhaul.core.metering import Metered
 from longhaul.core.model import Model
 
@@ -119,6 +120,7 @@ def job_cost(
     model_cost_micro: int,
     estimate_reason: str | None,
     prices: AwsPrices = AWS_PRICES,
+    tiers: Mapping[str, tuple[int, int, int]] | None = None,
 ) -> JobCost:
     """A job's cost view; `estimate_reason`: why a figure is not final yet (None: the job has finished and every
     execution's history was counted)."""
@@ -142,7 +144,14 @@ def job_cost(
             ),
             usd=usd(orchestration),
         ),
-        model=ModelCost(input_tokens=input_tokens, output_tokens=output_tokens, usd=usd(model_cost_micro)),
+        model=ModelCost(
+            input_tokens=input_tokens,
+            output_tokens=output_tokens,
+            usd=usd(model_cost_micro),
+            tiers={  # (input tokens, output tokens, micro-dollars) by service tier
+                tier: TierCost(input_tokens=i, output_tokens=o, usd=usd(c)) for tier, (i, o, c) in (tiers or {}).items()
+            },
+        ),
         region=prices.region,
         prices_as_of=prices.as_of,
         estimated=estimate_reason is not None,

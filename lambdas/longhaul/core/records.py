@@ -49,6 +49,24 @@ class Record(Model):
     model_config = ConfigDict(extra="ignore", frozen=True)
 
 
+# A job's model usage by service tier: flat `tier_<tier>__<field>` attributes of its item (ADD needs top-level numbers),
+# added to with each settled call (`BudgetStore.settle`), gathered into `Job.tier_usage`.
+TIER_PREFIX, TIER_SEPARATOR = "tier_", "__"
+TIER_FIELDS = {"i": "input_tokens", "o": "output_tokens", "c": "cost_micro"}
+
+
+def tier_attribute(tier: str, field: str) -> str:
+    return f"{TIER_PREFIX}{tier}{TIER_SEPARATOR}{field}"
+
+
+class TierUsage(Record):
+    """The tokens a job's calls were paid at one service tier, and what they cost (micro-dollars)."""
+
+    input_tokens: int = 0
+    output_tokens: int = 0
+    cost_micro: int = 0
+
+
 class FanOut(Record):
     """The fan-out whose items run now: its step, its item count and what one item is ("document")."""
 
@@ -162,6 +180,8 @@ class Job(Record):
     provisional_key: str | None = None
     provisional_step: str | None = None
     provisional_at: datetime | None = None
+    # The model usage by the service tier it was paid at (`TIER_PREFIX`).
+    tier_usage: dict[str, TierUsage] = Field(default_factory=dict)
 
     def estimated_start_seconds(self, now: datetime) -> int | None:
         """While it waits for a slot: the seconds until its estimated start (at least 1: it has not started)."""
@@ -185,6 +205,13 @@ class Job(Record):
             }
             rest = {k: v for k, v in data.items() if not str(k).startswith(ITEMS_DONE_PREFIX)}
             data = {**rest, "items_done": done}
+        if isinstance(data, Mapping) and any(_tier_counter(k) for k in data):
+            tiers: dict[str, dict[str, Any]] = {}
+            for key, value in data.items():
+                if (found := _tier_counter(key)) is not None:
+                    tiers.setdefault(found[0], {})[found[1]] = value
+            rest = {k: v for k, v in data.items() if _tier_counter(k) is None}
+            data = {**rest, "tier_usage": tiers}
         return data
 
     def shown_progress(self) -> Progress:
@@ -296,6 +323,7 @@ class Job(Record):
                 output_tokens=self.usage_output_tokens,
                 model_cost_micro=self.cost_micro,
                 estimate_reason=self.cost_estimate_reason(),
+                tiers={tier: (u.input_tokens, u.output_tokens, u.cost_micro) for tier, u in self.tier_usage.items()},
             ),
         )
 
@@ -424,6 +452,7 @@ class Charge(Record):
     workflow_version: int | None = None
     stop_reason: str | None = None
     response: str | None = None
+    service_tier: str | None = None  # the Bedrock service tier the call was paid at (None: before tiers)
 
 
 class IdempotencyRecord(Record):
@@ -599,3 +628,12 @@ class MemoryRecord(Record):
         return MemoryView.model_validate(
             self.model_dump(exclude={"tenant_id", "subject_key", "source", "operation_id"})
         )
+
+
+def _tier_counter(key: object) -> tuple[str, str] | None:
+    """(tier, field) of a `tier_<tier>__<field>` attribute, else None."""
+    name = str(key)
+    if not name.startswith(TIER_PREFIX) or TIER_SEPARATOR not in name:
+        return None
+    tier, _, field = name.removeprefix(TIER_PREFIX).partition(TIER_SEPARATOR)
+    return (tier, field) if tier and field in TIER_FIELDS.values() else None

@@ -1,8 +1,15 @@
 """Model routes: named (provider, model) pairs with a fallback and a stronger route, chosen per step and per job.
 
-Configured as `LONGHAUL_MODEL_ROUTES` (JSON, by route name) and `LONGHAUL_STEP_ROUTES` (`{"step": "route"}`); a job
-may name one route for all its model steps (`route` in the request) if its tenant's policy allows it. Without
-configuration there is one route, `default`, of `LONGHAUL_MODEL_PROVIDER`/`LONGHAUL_MODEL_ID`.
+Configured as `LONGHAUL_MODEL_ROUTES` (JSON, by route name), `LONGHAUL_STEP_ROUTES` (`{"step": "route"}`) and
+`LONGHAUL_CLASS_ROUTES` (`{"interactive": "route"}`: by the job's SLA class); a job may name one route for all its model
+steps (`route` in the request) if its tenant's policy allows it. The route of a call: the job's, else the step's, else
+its class's, else `default`. Without configuration there is one route, `default`, of
+`LONGHAUL_MODEL_PROVIDER`/`LONGHAUL_MODEL_ID`.
+
+A route may also name a Bedrock service tier per SLA class (`service_tier`: `{"interactive": "priority", "batch":
+"flex"}`; a class it does not name is served at the standard tier, `default`), and shared limits
+(`requests_per_minute`, `tokens_per_minute`) that every function's calls on the route count against
+(`longhaul.storage.route_limits`).
 """
 
 from collections.abc import Mapping
@@ -16,6 +23,12 @@ DEFAULT_ROUTE = "default"
 # What a job or a tenant's policy may name as a route (configured routes are named so to be choosable).
 ROUTE_NAME_PATTERN = r"^[a-z0-9][a-z0-9_-]{0,31}(?![\s\S])"  # `(?![\s\S])`: the end, in Python's `re` and ECMA-262
 Provider = Literal["offline", "bedrock", "openai", "replay"]
+# Bedrock's service tiers (Converse `serviceTier.type`); `default` is the Standard tier. `reserved` needs a reservation
+# made with AWS, so a route cannot choose it per class.
+ServiceTier = Literal["priority", "default", "flex"]
+STANDARD_TIER: ServiceTier = "default"
+# The SLA classes (`longhaul.core.budgets.SlaClass`, which imports this module; a unit test keeps the two equal).
+RouteClass = Literal["interactive", "standard", "batch"]
 
 
 class Route(Model):
@@ -31,6 +44,30 @@ class Route(Model):
     fallback: str | None = Field(default=None, description="Route used while this one's provider is unavailable.")
     stronger: str | None = Field(default=None, description="Route the validation ladder escalates to.")
     timeout_seconds: float = Field(default=60, gt=0)
+    service_tier: dict[RouteClass, ServiceTier] = Field(
+        default_factory=dict,
+        description="bedrock: the service tier of this route's calls by the job's SLA class (priority, default, "
+        "flex); a class not named: `default` (Standard).",
+    )
+    requests_per_minute: int | None = Field(
+        default=None, gt=0, description="Calls per minute on this route, shared by every function (None: unbounded)."
+    )
+    tokens_per_minute: int | None = Field(
+        default=None,
+        gt=0,
+        description="Tokens per minute (prompt plus output cap) on this route, shared by every function.",
+    )
+
+    def __hash__(self) -> int:  # routes key the adapters' cache; `service_tier` is a dict
+        return hash(self.model_dump_json())
+
+    def tier_for(self, sla_class: str | None) -> ServiceTier:
+        """The service tier of a call of a job of `sla_class` on this route."""
+        return self.service_tier.get(sla_class, STANDARD_TIER) if sla_class else STANDARD_TIER  # type: ignore[call-overload]
+
+    @property
+    def limited(self) -> bool:
+        return self.requests_per_minute is not None or self.tokens_per_minute is not None
 
     @model_validator(mode="after")
     def _complete(self) -> Self:
@@ -38,6 +75,9 @@ class Route(Model):
             raise ValueError("an openai route needs `base_url`")
         if self.provider == "replay" and not self.fixtures:
             raise ValueError("a replay route needs `fixtures`")
+        tiered = {tier for tier in self.service_tier.values() if tier != STANDARD_TIER}
+        if tiered and self.provider not in ("bedrock", "offline"):
+            raise ValueError(f"`service_tier` {sorted(tiered)} is Bedrock's; this route's provider is {self.provider}")
         return self
 
 
@@ -48,6 +88,7 @@ class Routing(Model):
 
     routes: dict[str, Route]
     steps: dict[str, str] = Field(default_factory=dict)
+    classes: dict[RouteClass, str] = Field(default_factory=dict)
 
     @model_validator(mode="after")
     def _names_resolve(self) -> Self:
@@ -58,6 +99,11 @@ class Routing(Model):
         for step, name in self.steps.items():
             if name not in self.routes:
                 raise ValueError(f"step {step!r} uses unknown route {name!r}; routes: {sorted(self.routes)}")
+        for sla_class, name in self.classes.items():
+            if name not in self.routes:
+                raise ValueError(
+                    f"class routes: class {sla_class!r} uses unknown route {name!r}; routes: {sorted(self.routes)}"
+                )
         return self
 
     @classmethod
@@ -68,14 +114,20 @@ class Routing(Model):
         *,
         provider: str,
         model_id: str,
+        classes: Mapping[str, str] | None = None,
     ) -> "Routing":
         parsed = {name: Route.model_validate(route) for name, route in routes.items()}
         parsed.setdefault(DEFAULT_ROUTE, Route.model_validate({"provider": provider, "model_id": model_id}))
-        return cls(routes=parsed, steps=dict(steps))
+        return cls.model_validate({"routes": parsed, "steps": dict(steps), "classes": dict(classes or {})})
 
-    def route_for(self, step: str, job_route: str | None = None) -> str:
-        """The route of `step` in a job: the job's own choice, else the step's configured route, else `default`."""
-        return job_route or self.steps.get(step, DEFAULT_ROUTE)
+    def route_for(self, step: str, job_route: str | None = None, sla_class: str | None = None) -> str:
+        """The route of `step` in a job: the job's own choice, else the step's configured route, else its SLA
+        class's (`LONGHAUL_CLASS_ROUTES`), else `default`."""
+        if job_route:
+            return job_route
+        if step in self.steps:
+            return self.steps[step]
+        return self.classes.get(sla_class, DEFAULT_ROUTE) if sla_class else DEFAULT_ROUTE  # type: ignore[call-overload]
 
     def __getitem__(self, name: str) -> Route:
         return self.routes[name]

@@ -7,6 +7,8 @@ Items:  JOB#<id>/JOB  ·  JOB#<id>/STEP#<step>[#<item>]  ·  JOB#<id>/EVENT#<seq
         JOB#<id>/DEADLETTER#<step>#<item>  ·  IDEMP#<tenant>#<key>/IDEMP  ·  APIKEY#<sha256>/APIKEY
         TENANT#<id>/TENANT (the tenant's record)  ·  TENANT#<id>/POLICY  ·  TENANT#<id>/USAGE#<yyyy-mm-dd>
         BREAKER#<provider>#<model>/BREAKER
+        ROUTELIMIT#<route>/SLOT#<epoch slot> (the route's calls and tokens in one 10-second slot; TTL'd) ·
+        ROUTELIMIT#<route>/ALLOWANCE (the share of its limits a provider's 429 left it, and since when)
         REVIEW#<id>/REVIEW  ·  REVIEW#<id>/TOKEN (the task token: no index key, never projected anywhere)
         OUTBOX#<webhook id>/OUTBOX
         HISTORY#<workflow>/ETA (the step durations of its recent completed jobs, which ETAs come from)
@@ -136,6 +138,14 @@ def submission_rate_key(tenant_id: str) -> dict[str, str]:
 
 def breaker_key(provider: str, model_id: str) -> dict[str, str]:
     return {PK: f"BREAKER#{provider}#{model_id}", SK: "BREAKER"}
+
+
+def route_slot_key(route: str, slot: int) -> dict[str, str]:
+    return {PK: f"ROUTELIMIT#{route}", SK: f"SLOT#{slot}"}
+
+
+def route_allowance_key(route: str) -> dict[str, str]:
+    return {PK: f"ROUTELIMIT#{route}", SK: "ALLOWANCE"}
 
 
 def idempotency_key(tenant_id: str, key: str) -> dict[str, str]:

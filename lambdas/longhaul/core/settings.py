@@ -52,10 +52,17 @@ class Env:
     #: decision, over an hour, is above it. Read by the stack (`-c longhaul:review_wait_alarm_minutes=…`).
     REVIEW_WAIT_ALARM_MINUTES = "LONGHAUL_REVIEW_WAIT_ALARM_MINUTES"
     #: JSON `{"route": {"provider", "model_id", "base_url"?, "api_key_env"?, "api_key_secret"?, "fallback"?,
-    #: "stronger"?}}`: the model routes by name; empty: one route `default` of the provider and model above.
+    #: "stronger"?, "service_tier"?: {"class": "priority" | "default" | "flex"}, "requests_per_minute"?,
+    #: "tokens_per_minute"?}}`: the model routes by name; empty: one route `default` of the provider and model above.
     MODEL_ROUTES = "LONGHAUL_MODEL_ROUTES"
     #: JSON `{"step": "route"}`: the route each model step calls.
     STEP_ROUTES = "LONGHAUL_STEP_ROUTES"
+    #: JSON `{"interactive": "route", "standard": …, "batch": …}`: the route of a model step by the job's SLA class,
+    #: when neither the job nor the step names one (`-c longhaul:class_routes` on AWS).
+    CLASS_ROUTES = "LONGHAUL_CLASS_ROUTES"
+    #: Shared route limits: how long a call waits inside its step for room under its route's
+    #: `requests_per_minute`/`tokens_per_minute` before the step fails `rate-limited` (the Task retries it later).
+    ROUTE_LIMIT_WAIT_SECONDS = "LONGHAUL_ROUTE_LIMIT_WAIT_SECONDS"
     #: JSON `{"model id": {"input": "3.00", "output": "15.00"}}` (USD per million tokens): overrides rows of the
     #: built-in price table.
     MODEL_PRICES = "LONGHAUL_MODEL_PRICES"
@@ -131,6 +138,8 @@ class Settings(Model):
     # empty: one route `default` of `model_provider`/`model_id`.
     model_routes: dict[str, dict[str, Any]] = Field(default_factory=dict, alias=Env.MODEL_ROUTES)
     step_routes: dict[str, str] = Field(default_factory=dict, alias=Env.STEP_ROUTES)  # {"step": "route"}
+    class_routes: dict[str, str] = Field(default_factory=dict, alias=Env.CLASS_ROUTES)  # {"sla class": "route"}
+    route_limit_wait_seconds: float = Field(default=20, ge=0, le=600, alias=Env.ROUTE_LIMIT_WAIT_SECONDS)
     model_prices: dict[str, dict[str, str]] = Field(default_factory=dict, alias=Env.MODEL_PRICES)
     breaker_failures: int = Field(default=5, alias=Env.BREAKER_FAILURES, gt=0)
     breaker_window_seconds: int = Field(default=60, alias=Env.BREAKER_WINDOW_SECONDS, gt=0)
@@ -162,6 +171,7 @@ class Settings(Model):
         "intake_queues",
         "model_routes",
         "step_routes",
+        "class_routes",
         "model_prices",
         "jwt",
         mode="before",

@@ -684,7 +684,7 @@ def retry_wait(services: Services, event: StepEvent, error: LonghaulError) -> No
     """The job's wait state after a retryable failure: a provider's 429 (`rate_limited`), a provider down or its
     breaker open (`provider_unavailable`), else `retry_scheduled`; until the latest time the state machine's retry
     (exponential backoff, full jitter) starts the next attempt. None when no retry is left."""
-    delay = limits.retry_delay_seconds(event.attempt)
+    delay = limits.retry_delay_seconds(event.attempt, rate_limited=isinstance(error, RateLimitedError))
     if delay is None:
         return
     reason: WaitReason = next((r for cls, r in WAIT_REASONS.items() if isinstance(error, cls)), "retry_scheduled")

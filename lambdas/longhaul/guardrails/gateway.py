@@ -1,7 +1,9 @@
 """The model gateway of a step: route → breaker → budget reservation → call → settlement → validation ladder.
 
 Every model call of a step goes through `ModelCalls` (`StepContext.model()`):
-- the route is the job's choice, else the step's configured route, else `default` (`longhaul.core.routes`);
+- the route is the job's choice, else the step's configured route, else its SLA class's route, else `default`
+  (`longhaul.core.routes`); the route may name a Bedrock service tier for the job's class, which the call is sent
+  at, reserved and priced at (`Price.at_tier`) and recorded with (`service_tier` of the call and the job's cost);
 - the provider's circuit breaker is asked first: while it is open the call fails fast as `upstream-unavailable`
   (the state machine retries later) or goes to the route's fallback when one is configured;
 - the job must still be running (a job that failed, was cancelled or expired meanwhile makes no call: the step
@@ -14,6 +16,9 @@ Every model call of a step goes through `ModelCalls` (`StepContext.model()`):
   is made; after the call the reservation settles to the actual usage;
 - a call already made and settled by an earlier delivery of the same step (same charge id, same prompt) is answered
   from its ledger entry: a retried step never pays twice for one call;
+- a route with shared limits (`requests_per_minute`, `tokens_per_minute`) admits the call through its DynamoDB
+  counters (`longhaul.storage.route_limits`: a bounded wait, then `RateLimitedError`, the reservation released); a
+  provider's 429 on it lowers its allowance for a while;
 - an adapter that streams (`StreamingGateway`) is streamed: its text goes, coalesced, into the job's short-lived
   stream records as it is written (`core.streams`), for people watching; the answer is still the whole response;
 - the job's instructions (given by an update of the job: `longhaul.api.updates`), as they were when the step started,
@@ -56,6 +61,7 @@ from longhaul.core.errors import (
     LonghaulError,
     OutputInvalidError,
     PolicyRefusalError,
+    RateLimitedError,
     UpstreamUnavailableError,
 )
 from longhaul.core.llm import TRUNCATED, ModelRequest, ModelResponse, StreamingGateway, TokenCounter, Usage
@@ -64,10 +70,13 @@ from longhaul.core.observability import (
     MODEL_COST_METRIC,
     MODEL_LOG_KEYS,
     MODEL_TOKENS_METRIC,
+    ROUTE_LIMITED_METRIC,
+    ROUTE_WAIT_METRIC,
     emit,
     logger,
 )
 from longhaul.core.records import Job, Provenance
+from longhaul.core.routes import STANDARD_TIER
 from longhaul.core.streams import Coalescer
 from longhaul.guardrails.ladder import (
     FEEDBACK_RETRIES,
@@ -82,6 +91,7 @@ from longhaul.services import Services
 from longhaul.storage.artifacts import prompt_key, response_key
 from longhaul.storage.breakers import Transition
 from longhaul.storage.budgets import CallLabels, whose
+from longhaul.storage.route_limits import RouteLimits
 
 T = TypeVar("T", bound=BaseModel)
 # The statuses in which a step may call a model (paused: an item under way when its job paused finishes).
@@ -123,7 +133,7 @@ class ModelCalls:
         its outcome, the rung's model call nested in it."""
         # The job's instructions as they were when this step started (`self.job`: read at its start), once.
         request = request.instructed(self.job.instructions)
-        route = self.services.routing.route_for(self.step, self.job.route)
+        route = self.services.routing.route_for(self.step, self.job.route, self.job.sla_class)
         response, used, outcome = self._rung("validate", route, request, schema, defaults, request)
         if _passed(outcome, schema):
             count_escalation(route, escalated=False)
@@ -230,7 +240,9 @@ class ModelCalls:
         if admission == "open":
             reason = f"circuit open for {route.provider}:{route.model_id}"
             return self._fail_over(route_name, request, rung, tried, UpstreamUnavailableError(reason, step=self.step))
-        price = price_of(route.model_id, price_table(s.settings.model_prices))
+        tier = route.tier_for(self.job.sla_class)
+        listed = price_of(route.model_id, price_table(s.settings.model_prices))
+        price = listed.at_tier(tier)
         provenance = self.provenance or Provenance(code_version=s.settings.code_version)
         labels = CallLabels(
             self.step,
@@ -270,16 +282,22 @@ class ModelCalls:
                 capped_to=granted.output_tokens,
                 by=granted.capped_by,
             )
+        if tier != STANDARD_TIER:
+            sent = sent.model_copy(update={"service_tier": tier})
         self._keep(request, sent_max_tokens=sent.max_tokens)
+        self._admit(route_name, charge_id, granted.tokens)
         try:
             response = self._generate(route_name, sent, call_id=charge_id, rung=rung)
         except LonghaulError as error:
             s.budgets.release(self.job.job_id, charge_id)
+            if isinstance(error, RateLimitedError) and route.limited:  # the provider's 429: lower the allowance
+                self._throttled(route_name)
             if not error.retryable:  # a 4xx, a refusal: never an outage
                 raise
             self._breaker_event(s.breakers.failed(route.provider, route.model_id), route_name)
             return self._fail_over(route_name, request, rung, tried, error)
-        cost = cost_micro(response.usage.input_tokens, response.usage.output_tokens, price)
+        served = response.service_tier or tier  # the tier the provider says it served, else the one asked for
+        cost = cost_micro(response.usage.input_tokens, response.usage.output_tokens, listed.at_tier(served))
         response_hash = self._keep(request, response)
         s.budgets.settle(
             self.job.job_id,
@@ -290,6 +308,7 @@ class ModelCalls:
             stop_reason=response.stop_reason,
             response=response.text,
             response_hash=response_hash,
+            service_tier=served,
         )
         if admission == "probe":
             self._breaker_event(s.breakers.succeeded(route.provider, route.model_id), route_name)
@@ -305,6 +324,7 @@ class ModelCalls:
             "input_tokens": response.usage.input_tokens,
             "output_tokens": response.usage.output_tokens,
             "cost_usd": usd(cost),
+            "service_tier": served,
             "stop_reason": response.stop_reason,
             "code_version": provenance.code_version,
             "workflow_version": provenance.workflow_version,
@@ -319,6 +339,29 @@ class ModelCalls:
         if sent is not request and response.stop_reason in TRUNCATED:
             self._cut_off(route_name, request, granted)
         return response, route_name
+
+    def _admit(self, route_name: str, charge_id: str, tokens: int) -> None:
+        """Count the call against its route's shared limits (if it has any), waiting for room (bounded); when none
+        came, the reservation is released and the step fails `rate-limited` (its Task retries it with backoff)."""
+        route = self.services.routing[route_name]
+        if not route.limited:
+            return
+        limits = RouteLimits(route.requests_per_minute, route.tokens_per_minute)
+        try:
+            admitted = self.services.route_limits.acquire(route_name, limits, tokens)
+        except RateLimitedError as error:
+            self.services.budgets.release(self.job.job_id, charge_id)
+            emit(ROUTE_LIMITED_METRIC, route=route_name)
+            self._event("route_rate_limited", route=route_name, message=error.message)
+            error.step, error.item = self.step, self.item
+            raise
+        if admitted.waited_seconds > 0:
+            emit(ROUTE_WAIT_METRIC, admitted.waited_seconds, MetricUnit.Seconds, route=route_name)
+
+    def _throttled(self, route_name: str) -> None:
+        lowered = self.services.route_limits.throttled(route_name)
+        if lowered is not None:
+            logger.warning("route allowance lowered after a 429", extra={"route": route_name, "share": lowered.share})
 
     def _counted(self, route_name: str, request: ModelRequest) -> int:
         """The prompt's tokens as the route's adapter counts them, else every byte (and the schema's) as a token."""

@@ -38,7 +38,7 @@ from longhaul.core.budgets import (
 from longhaul.core.clock import Clock, SystemClock, iso
 from longhaul.core.contracts import JobStatus
 from longhaul.core.errors import BudgetExceededError, CancelledError, RateLimitedError, TransientError
-from longhaul.core.records import Charge, Job
+from longhaul.core.records import TIER_FIELDS, Charge, Job, tier_attribute
 from longhaul.storage.cache import TtlCache
 from longhaul.storage.dynamo import Cancelled, plain, query_prefix, transact
 
@@ -429,8 +429,10 @@ class BudgetStore:
         stop_reason: str | None = None,
         response: str | None = None,
         response_hash: str | None = None,
+        service_tier: str | None = None,
     ) -> bool:
-        """Replace the reservation by the actual usage (False if it was already settled or released)."""
+        """Replace the reservation by the actual usage (False if it was already settled or released); a call paid at
+        a service tier (`service_tier`) is recorded with it, and counted in the job's usage by tier."""
         held = self.ledger_item(job_id, charge_id)
         if held is None or held.status != "reserved":
             return False
@@ -452,8 +454,18 @@ class BudgetStore:
         if response is not None and len(response.encode()) < 100_000:  # a rerun answers from it, uncharged
             sets += ", #response = :r"
             fields[":r"] = response
+        if service_tier is not None:
+            sets += ", service_tier = :tier"
+            fields[":tier"] = service_tier
         return self._move(
-            job_id, held, f"SET {sets}", fields, tokens=tokens, cost=cost_micro, actual=(input_tokens, output_tokens)
+            job_id,
+            held,
+            f"SET {sets}",
+            fields,
+            tokens=tokens,
+            cost=cost_micro,
+            actual=(input_tokens, output_tokens),
+            tier=service_tier,
         )
 
     def release(self, job_id: str, charge_id: str) -> bool:
@@ -474,8 +486,15 @@ class BudgetStore:
         tokens: int,
         cost: int,
         actual: tuple[int, int],
+        tier: str | None = None,
     ) -> bool:
         delta_t, delta_c = tokens - held.reserved_tokens, cost - held.reserved_cost_micro
+        job_add = "ADD spent_tokens :dt, spent_cost_micro :dc, "
+        job_add += "usage_input_tokens :i, usage_output_tokens :o, cost_micro :c"
+        job_names: dict[str, str] = {}
+        if tier is not None:  # the job's usage by service tier: flat counters `tier_<tier>_…` (see `Job.tier_usage`)
+            job_add += ", #ti :i, #to :o, #tc :c"
+            job_names = {f"#t{k}": tier_attribute(tier, f) for k, f in TIER_FIELDS.items()}
         try:
             transact(
                 self.client,
@@ -495,8 +514,8 @@ class BudgetStore:
                         "Update": {
                             "TableName": self.table.name,
                             "Key": schema.job_key(job_id),
-                            "UpdateExpression": "ADD spent_tokens :dt, spent_cost_micro :dc, "
-                            "usage_input_tokens :i, usage_output_tokens :o, cost_micro :c",
+                            "UpdateExpression": job_add,
+                            **({"ExpressionAttributeNames": job_names} if job_names else {}),
                             "ExpressionAttributeValues": {
                                 ":dt": delta_t,
                                 ":dc": delta_c,

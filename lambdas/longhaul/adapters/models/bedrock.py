@@ -113,7 +113,7 @@ class BedrockConverseModel:
         to `on_text`; the response is assembled as `converse` answers it, so its text and usage are the same."""
         texts: list[str] = []
         tool_input: list[str] | None = None
-        stop_reason, usage = "unknown", {}
+        stop_reason, usage, tier = "unknown", {}, None
         with self._errors():
             answer = self.client.converse_stream(**self._arguments(request))
             for event in answer.get("stream", ()):  # an exception event raises `EventStreamError` (a ClientError)
@@ -132,6 +132,7 @@ class BedrockConverseModel:
                     stop_reason = str(event["messageStop"].get("stopReason", "unknown"))
                 elif "metadata" in event:
                     usage = event["metadata"].get("usage", {})
+                    tier = event["metadata"].get("serviceTier")
         content: list[dict[str, Any]] = []
         if tool_input is not None:
             try:
@@ -141,7 +142,8 @@ class BedrockConverseModel:
         content.extend({"text": text} for text in texts if tool_input is None)
         if tool_input is not None and texts:
             content.insert(0, {"text": "".join(texts)})
-        return self._response({"stopReason": stop_reason, "output": {"message": {"content": content}}, "usage": usage})
+        answered = {"stopReason": stop_reason, "output": {"message": {"content": content}}, "usage": usage}
+        return self._response(answered | ({"serviceTier": tier} if tier else {}))
 
     def _arguments(self, request: ModelRequest) -> dict[str, Any]:
         arguments: dict[str, Any] = {
@@ -150,6 +152,8 @@ class BedrockConverseModel:
             "messages": [{"role": "user", "content": [{"text": request.prompt}]}],
             "inferenceConfig": {"maxTokens": request.max_tokens, "temperature": 0},
         }
+        if request.service_tier and request.service_tier != "default":  # Standard is what Bedrock does without it
+            arguments["serviceTier"] = {"type": request.service_tier}
         if request.response_schema is not None:
             # Structured output through tool use: the model must call the one tool, with the schema as its input.
             arguments["toolConfig"] = {
@@ -203,4 +207,5 @@ class BedrockConverseModel:
             ),
             model_id=self.model_id,
             stop_reason=stop_reason,
+            service_tier=(response.get("serviceTier") or {}).get("type"),
         )

@@ -12,10 +12,10 @@ import math
 import re
 import tempfile
 import zipfile
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from functools import cache
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 from longhaul.core.errors import InternalError
 from longhaul.documents.parsing import Chunk
@@ -205,3 +205,79 @@ def search_batches(load: Callable[[int], LexicalIndex], batches: int, query: str
     combined = np.concatenate(weighted)
     order = np.lexsort((np.arange(len(combined)), -combined))
     return [(chunk_ids[i], float(combined[i])) for i in order[:k] if combined[i] > 0]
+
+
+# ---------------------------------------------------------------------------------------------- depth by class
+
+
+class Depth(NamedTuple):
+    """How deep a job's retrieval goes: passages kept (`top_k`), passages per evidence-extraction call
+    (`group_size`: each group is one model call), and whether a rerank pass orders `RERANK_POOL` times as many BM25
+    candidates before the `top_k` are kept."""
+
+    top_k: int
+    group_size: int
+    rerank: bool
+
+
+# By SLA class (seed: a small top-k and a fast reranker for urgent jobs; a larger, recall-oriented search with
+# reranking for offline ones). `standard` is what every job had before depths had classes. The eval prints what each
+# costs and scores (`python -m evals --small --depths`).
+DEPTHS: dict[str, Depth] = {
+    "interactive": Depth(top_k=8, group_size=4, rerank=True),
+    "standard": Depth(top_k=16, group_size=4, rerank=False),
+    "batch": Depth(top_k=32, group_size=8, rerank=True),
+}
+RERANK_POOL = 3
+
+
+def depth_for(
+    sla_class: str | None, *, top_k: int | None = None, group_size: int | None = None, rerank: bool | None = None
+) -> Depth:
+    """The class's depth, with what the request set itself (`max_passages`, `passages_per_group`, `rerank`) over it."""
+    depth = DEPTHS.get(sla_class or "standard", DEPTHS["standard"])
+    return Depth(
+        top_k=depth.top_k if top_k is None else top_k,
+        group_size=depth.group_size if group_size is None else group_size,
+        rerank=depth.rerank if rerank is None else rerank,
+    )
+
+
+def rerank(
+    query: str, scored: Sequence[tuple[str, float]], texts: Mapping[str, str], k: int
+) -> list[tuple[str, float]]:
+    """The `k` best of BM25's candidates by a second, finer lexical pass (no model, milliseconds): half the BM25
+    score (normalised to the best candidate's), a third the share of the question's distinct terms the passage holds,
+    a sixth how close together it holds them (the shortest span of words covering the terms it has). Ties keep BM25's
+    order."""
+    wanted = list(dict.fromkeys(terms(query)))
+    if not scored or not wanted:
+        return list(scored[:k])
+    best = max(score for _, score in scored) or 1.0
+    ranked = []
+    for position, (chunk_id, score) in enumerate(scored):
+        words = terms(texts.get(chunk_id, ""))
+        found = set(words) & set(wanted)
+        coverage = len(found) / len(wanted)
+        proximity = 1 / (1 + _span(words, found) / max(1, len(found))) if len(found) > 1 else coverage
+        combined = 0.5 * score / best + coverage / 3 + proximity / 6
+        ranked.append((-combined, position, chunk_id, score))
+    ranked.sort()
+    return [(chunk_id, score) for _, _, chunk_id, score in ranked[:k]]
+
+
+def _span(words: Sequence[str], found: set[str]) -> int:
+    """The length of the shortest run of `words` holding every term of `found` (a sliding window)."""
+    need, have, counts, left, shortest = len(found), 0, dict.fromkeys(found, 0), 0, len(words)
+    for right, word in enumerate(words):
+        if word in counts:
+            counts[word] += 1
+            have += counts[word] == 1
+        while have == need:
+            shortest = min(shortest, right - left + 1)
+            gone = words[left]
+            if gone in counts:
+                counts[gone] -= 1
+                have -= counts[gone] == 0
+            left += 1
+    return shortest

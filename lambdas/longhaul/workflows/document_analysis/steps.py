@@ -35,11 +35,16 @@ from longhaul.storage.artifacts import ArtifactStore
 from longhaul.workflows.document_analysis import analysis, batches
 from longhaul.workflows.document_analysis.analysis import Draft, DraftClaim, Evidence, EvidenceSet, ReviewedCitation
 from longhaul.workflows.document_analysis.batches import IndexBatch, batch_of, chunk_document_index
-from longhaul.workflows.document_analysis.retrieval import LexicalIndex, group_passages, search_batches
+from longhaul.workflows.document_analysis.retrieval import (
+    RERANK_POOL,
+    LexicalIndex,
+    depth_for,
+    group_passages,
+    rerank,
+    search_batches,
+)
 from longhaul.workflows.document_analysis.spec import AnswerEdits
 
-TOP_K = 16
-GROUP_SIZE = 4
 MAX_EVIDENCE = 12
 NO_EVIDENCE = "The documents contain no passage that bears on this question, so there is nothing to cite."
 _CHUNKS = adapter(list[Chunk])
@@ -53,8 +58,10 @@ class JobInput(Model):
     workflow: str
     question: str
     documents: list[StoredDocument]
-    max_passages: int = TOP_K
-    passages_per_group: int = GROUP_SIZE
+    # What the request set itself; None: the depth of the job's SLA class (`retrieval.DEPTHS`).
+    max_passages: int | None = None
+    passages_per_group: int | None = None
+    rerank: bool | None = None
 
 
 def prepare(intake: Intake, job_input: DocumentAnalysisInput) -> PreparedInput:
@@ -66,8 +73,11 @@ def prepare(intake: Intake, job_input: DocumentAnalysisInput) -> PreparedInput:
         workflow="document-analysis",
         question=job_input.question,
         documents=documents,
-        max_passages=job_input.max_passages,
-        passages_per_group=job_input.passages_per_group,
+        **{  # the retrieval depth the request set; the rest is its class's, read by `retrieve_passages`
+            name: getattr(job_input, name)
+            for name in ("max_passages", "passages_per_group", "rerank")
+            if name in job_input.model_fields_set and getattr(job_input, name) is not None
+        },
     )
     return PreparedInput(
         payload=payload, estimated_sla_seconds=estimate_sla_seconds(job_input, len(documents)), size=len(documents)
@@ -248,18 +258,31 @@ def retrieve_passages(ctx: StepContext) -> dict[str, Any]:
     store = ctx.services.artifacts
     job_input = _input(ctx)
     count = len(_index_batches(ctx))
+    job = ctx.job or ctx.services.jobs.get_job(ctx.job_id)
+    depth = depth_for(
+        job.sla_class if job else None,
+        top_k=job_input.max_passages,
+        group_size=job_input.passages_per_group,
+        rerank=job_input.rerank,
+    )
 
     def load(number: int) -> LexicalIndex:
         return LexicalIndex.from_bytes(store.get_bytes(_batch_key(ctx.job_id, "bm25", number, "zip")))
 
-    with tracing.span("retrieval", {"longhaul.retrieval.indexes": count}) as span:
-        scored = search_batches(load, count, job_input.question, job_input.max_passages)
+    attributes = {"longhaul.retrieval.indexes": count, "longhaul.retrieval.rerank": depth.rerank}
+    with tracing.span("retrieval", attributes) as span:
+        pool = depth.top_k * RERANK_POOL if depth.rerank else depth.top_k
+        scored = search_batches(load, count, job_input.question, pool)
+        chunks = _chunks_by_id(ctx, (chunk_id for chunk_id, _ in scored))
+        if depth.rerank:
+            texts = {chunk_id: chunk.text for chunk_id, chunk in chunks.items()}
+            scored = rerank(job_input.question, scored, texts, depth.top_k)
         if span is not None:  # figures only: never the question or a passage's text
             scores = [float(score) for _, score in scored]
             span.set_attributes(
                 {
                     "longhaul.retrieval.passages": len(scored),
-                    "longhaul.retrieval.max_passages": job_input.max_passages,
+                    "longhaul.retrieval.max_passages": depth.top_k,
                     "longhaul.retrieval.top_score": max(scores, default=0.0),
                     "longhaul.retrieval.min_score": min(scores, default=0.0),
                 }
@@ -267,18 +290,18 @@ def retrieve_passages(ctx: StepContext) -> dict[str, Any]:
     hits = [chunk_id for chunk_id, _ in scored]
     if not hits:  # no lexical match: let the model look at the beginning of the documents
         for number in range(count):
-            hits.extend(load(number).chunk_ids[: job_input.passages_per_group - len(hits)])
-            if len(hits) >= job_input.passages_per_group:
+            hits.extend(load(number).chunk_ids[: depth.group_size - len(hits)])
+            if len(hits) >= depth.group_size:
                 break
+        chunks = _chunks_by_id(ctx, hits)
     if not hits:
         raise InvalidInputError("no document has extractable text (no text layer, and OCR read nothing)")
-    chunks = _chunks_by_id(ctx, hits)
     groups = []
-    for number, group in enumerate(group_passages(hits, job_input.passages_per_group)):
+    for number, group in enumerate(group_passages(hits, depth.group_size)):
         key = keys.work_key(ctx.job_id, "retrieve_passages", f"group-{number:03d}.json")
         groups.append(store.put_bytes(key, _CHUNKS.dump_json([chunks[i] for i in group]), "application/json"))
     listed = write_item_list(store, ctx.job_id, "retrieve_passages", "groups", groups)
-    return {"groups": listed, "passages": len(hits)}
+    return {"groups": listed, "passages": len(hits), "depth": depth._asdict()}
 
 
 def extract_evidence(ctx: StepContext) -> dict[str, Any]:
