@@ -19,6 +19,7 @@ from longhaul.engine.items import ItemBatch, ItemList
 from longhaul.engine.spec import registry
 from longhaul.guardrails import batch
 from longhaul.guardrails.gateway import ModelCalls
+from longhaul.storage.checkpoints import READ_ITEMS_MAX
 
 if TYPE_CHECKING:
     from longhaul.services import Services
@@ -42,10 +43,9 @@ def captured(services: Services, event: StepEvent, job: Job) -> list[tuple[int, 
     done = set()
     found: list[tuple[int, batch.Captured]] = []
     items = items_of(services, event.input.steps[source][field])
-    for start in range(0, len(items), 100):
-        _, records = services.checkpoints.read_items(
-            job.job_id, event.step, [i.index for i in items[start : start + 100]]
-        )
+    for start in range(0, len(items), READ_ITEMS_MAX):
+        chunk = items[start : start + READ_ITEMS_MAX]
+        _, records = services.checkpoints.read_items(job.job_id, event.step, [i.index for i in chunk])
         done |= {index for index, record in records.items() if record.succeeded and index is not None}
     provenance = Provenance(code_version=services.settings.code_version)
     for item in items:
