@@ -215,6 +215,8 @@ def test_a_step_calls_on_demand_below_the_minimum_of_records_or_too_near_its_dea
     assert "minimum of 100" in str(reason(job, 99, now, policy, provider="bedrock", role_configured=True))
     assert "no batch inference" in str(reason(job, 100, now, policy, provider="openai", role_configured=True))
     assert "role" in str(reason(job, 100, now, policy, provider="bedrock", role_configured=False))
+    busy = reason(job, 100, now, policy, provider="bedrock", role_configured=True, in_progress=20)
+    assert "in progress" in str(busy)
     near = job.model_copy(update={"deadline_at": now + timedelta(minutes=30)})
     assert "deadline" in str(reason(near, 100, now, policy, provider="bedrock", role_configured=True))
 

@@ -114,6 +114,9 @@ class Env:
     #: The batch lane: the most records one batch holds (Bedrock's "Records per input file per batch inference job";
     #: default 50,000); a step with more calls on demand.
     BATCH_MAX_RECORDS = "LONGHAUL_BATCH_MAX_RECORDS"
+    #: The batch lane: batch jobs of one model in progress at most (Bedrock's "Sum of in-progress and submitted batch
+    #: inference jobs using a base model"; default 20); a step that would exceed it calls on demand.
+    BATCH_JOBS_IN_PROGRESS = "LONGHAUL_BATCH_JOBS_IN_PROGRESS"
     #: The batch lane: a step whose job's deadline is nearer than this (seconds; default 3600) calls on demand.
     BATCH_MIN_WINDOW_SECONDS = "LONGHAUL_BATCH_MIN_WINDOW_SECONDS"
     #: The batch lane: a batch still running this long (seconds; default 900) before its job's deadline is stopped and
@@ -172,6 +175,7 @@ class Settings(Model):
     batch_role: str | None = Field(default=None, alias=Env.BATCH_ROLE)  # None: no batch lane
     batch_min_records: int = Field(default=100, alias=Env.BATCH_MIN_RECORDS, gt=0)
     batch_max_records: int = Field(default=50_000, alias=Env.BATCH_MAX_RECORDS, gt=0)
+    batch_jobs_in_progress: int = Field(default=20, alias=Env.BATCH_JOBS_IN_PROGRESS, gt=0)
     batch_min_window_seconds: int = Field(default=3600, alias=Env.BATCH_MIN_WINDOW_SECONDS, ge=0)
     batch_reserve_seconds: int = Field(default=900, alias=Env.BATCH_RESERVE_SECONDS, ge=0)
 

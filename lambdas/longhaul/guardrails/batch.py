@@ -70,6 +70,7 @@ class BatchPolicy(NamedTuple):
 
     min_records: int = 100  # "Minimum number of records per batch inference job" (per model)
     max_records: int = 50_000  # "Records per input file per batch inference job"
+    jobs_in_progress: int = 20  # "Sum of in-progress and submitted batch inference jobs using a base model"
     min_window_seconds: int = 3600  # a batch needs at least this long before the job's deadline
     reserve_seconds: int = 900  # a batch still running this long before the deadline is stopped
 
@@ -152,14 +153,27 @@ def requests_key(job_id: str, step: str, attempt: int) -> str:
 
 def policy_of(services: Services) -> BatchPolicy:
     s = services.settings
-    return BatchPolicy(s.batch_min_records, s.batch_max_records, s.batch_min_window_seconds, s.batch_reserve_seconds)
+    return BatchPolicy(
+        s.batch_min_records,
+        s.batch_max_records,
+        s.batch_jobs_in_progress,
+        s.batch_min_window_seconds,
+        s.batch_reserve_seconds,
+    )
 
 
 # ---------------------------------------------------------------------------------------------------------- lane
 
 
 def on_demand_reason(
-    job: Job, records: int, now: datetime, policy: BatchPolicy, *, provider: str, role_configured: bool
+    job: Job,
+    records: int,
+    now: datetime,
+    policy: BatchPolicy,
+    *,
+    provider: str,
+    role_configured: bool,
+    in_progress: int = 0,
 ) -> str | None:
     """Why the step calls on demand although the job asked for the batch lane; None: it is batched."""
     if not role_configured:
@@ -170,6 +184,8 @@ def on_demand_reason(
         return f"{records} record(s), below the model's minimum of {policy.min_records} per batch"
     if records > policy.max_records:
         return f"{records} records, above the {policy.max_records} a batch may hold"
+    if in_progress >= policy.jobs_in_progress:
+        return f"{in_progress} batch jobs of the model are in progress, Bedrock's most ({policy.jobs_in_progress})"
     if job.deadline_at is not None:
         left = (job.deadline_at - now).total_seconds()
         if left < policy.min_window_seconds:
@@ -243,7 +259,13 @@ class BatchStore:
         """Write the record and its open marker (a second delivery's write replaces the token only)."""
         self.table.put_item(Item={**self.key(record.job_id, record.step, record.attempt), **record.model_dump()})
         self.table.put_item(
-            Item={**self.open_key(record.name), "job_id": record.job_id, "step": record.step, "attempt": record.attempt}
+            Item={
+                **self.open_key(record.name),
+                "job_id": record.job_id,
+                "step": record.step,
+                "attempt": record.attempt,
+                "model_id": record.model_id,
+            }
         )
 
     def finish(self, record: BatchRecord) -> bool:
@@ -263,16 +285,26 @@ class BatchStore:
     def close(self, name: str) -> None:
         self.table.delete_item(Key=self.open_key(name))
 
+    def in_progress(self, model_id: str) -> int:
+        """The batches of `model_id` not yet resumed."""
+        return sum(1 for *_, model in self._open() if model == model_id)
+
     def open_batches(self) -> list[tuple[str, str, str, int]]:
         """(name, job id, step, attempt) of every batch not yet resumed."""
-        found: list[tuple[str, str, str, int]] = []
+        return [(name, job_id, step, attempt) for name, job_id, step, attempt, _ in self._open()]
+
+    def _open(self) -> list[tuple[str, str, str, int, str]]:
+        found: list[tuple[str, str, str, int, str]] = []
         kwargs: dict[str, Any] = {
             "KeyConditionExpression": f"{schema.PK} = :p",
             "ExpressionAttributeValues": {":p": self.OPEN_PARTITION},
         }
         while True:
             page = self.table.query(**kwargs)
-            found += [(i[schema.SK], i["job_id"], i["step"], int(i["attempt"])) for i in page.get("Items", [])]
+            found += [
+                (i[schema.SK], i["job_id"], i["step"], int(i["attempt"]), str(i.get("model_id", "")))
+                for i in page.get("Items", [])
+            ]
             if "LastEvaluatedKey" not in page:
                 return found
             kwargs["ExclusiveStartKey"] = page["LastEvaluatedKey"]
@@ -322,7 +354,13 @@ def submit(
     route_name = services.routing.route_for(step, job.route)
     route = services.routing[route_name]
     reason = on_demand_reason(
-        job, len(pending), services.now(), policy_of(services), provider=route.provider, role_configured=bool(role_arn)
+        job,
+        len(pending),
+        services.now(),
+        policy_of(services),
+        provider=route.provider,
+        role_configured=bool(role_arn),
+        in_progress=store.in_progress(route.model_id),
     )
     if reason is None and any(c.route != route_name for _, c in pending):
         reason = "its items call different routes"
