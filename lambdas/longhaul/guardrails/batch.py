@@ -27,8 +27,6 @@ id is the item's own, so a crash or a second delivery anywhere (after submit, af
 outputs) neither charges a call twice nor loses an item.
 """
 
-from __future__ import annotations
-
 import hashlib
 import json
 from collections.abc import Iterable, Mapping
@@ -151,7 +149,7 @@ def requests_key(job_id: str, step: str, attempt: int) -> str:
     return f"{prefix(job_id, step, attempt)}/requests.json"
 
 
-def policy_of(services: Services) -> BatchPolicy:
+def policy_of(services: "Services") -> BatchPolicy:
     s = services.settings
     return BatchPolicy(
         s.batch_min_records,
@@ -331,7 +329,7 @@ class Submitted(NamedTuple):
 
 
 def submit(
-    services: Services,
+    services: "Services",
     jobs: BatchJobs,
     job: Job,
     step: str,
@@ -433,7 +431,7 @@ def submit(
 # ---------------------------------------------------------------------------------------------------------- finish
 
 
-def finish(services: Services, record: BatchRecord) -> dict[str, int]:
+def finish(services: "Services", record: BatchRecord) -> dict[str, int]:
     """Read the batch's outputs once, keep each item's answer, release the reservations of records without one,
     record `model_batch_finished` (once) and resume the wait. Safe to run again at any point."""
     store = BatchStore(services.jobs.table)
@@ -462,7 +460,7 @@ def finish(services: Services, record: BatchRecord) -> dict[str, int]:
     return summary
 
 
-def _read_outputs(services: Services, record: BatchRecord) -> dict[str, BatchAnswer]:
+def _read_outputs(services: "Services", record: BatchRecord) -> dict[str, BatchAnswer]:
     """The answers Bedrock wrote, by record id (none when it wrote nothing: a failed or stopped job)."""
     if record.batch_arn is None:
         return {}
@@ -485,18 +483,18 @@ def _read_outputs(services: Services, record: BatchRecord) -> dict[str, BatchAns
     return answers
 
 
-def _resume(services: Services, store: BatchStore, record: BatchRecord) -> None:
+def _resume(services: "Services", store: BatchStore, record: BatchRecord) -> None:
     _tokens(services).succeed(record.token, {"lane": "batch"})
     store.close(record.name)
 
 
-def _tokens(services: Services) -> Any:
+def _tokens(services: "Services") -> Any:
     if services.tokens is None:
         raise RuntimeError("no task tokens port: the batch lane resumes its wait through Step Functions")
     return services.tokens
 
 
-def on_state_change(services: Services, jobs: BatchJobs, detail: Mapping[str, Any]) -> dict[str, int] | None:
+def on_state_change(services: "Services", jobs: BatchJobs, detail: Mapping[str, Any]) -> dict[str, int] | None:
     """Bedrock's `Batch Inference Job State Change` event: finish the batch it names when it ended."""
     store = BatchStore(services.jobs.table)
     name = str(detail.get("batchJobName", ""))
@@ -508,7 +506,7 @@ def on_state_change(services: Services, jobs: BatchJobs, detail: Mapping[str, An
     return finish(services, record)
 
 
-def check(services: Services, jobs: BatchJobs) -> int:
+def check(services: "Services", jobs: BatchJobs) -> int:
     """The scheduled safety net: finish every open batch that ended (its event lost), or whose job's deadline reserve
     is reached (stopped first), or whose job left running (stopped). Returns how many it finished."""
     store, policy, done = BatchStore(services.jobs.table), policy_of(services), 0
@@ -541,7 +539,7 @@ def _reserve_reached(job: Job, now: datetime, policy: BatchPolicy) -> bool:
     return now >= job.deadline_at - timedelta(seconds=policy.reserve_seconds)
 
 
-def batch_answer(services: Services, job_id: str, step: str, attempt: int, item: int) -> BatchAnswer | None:
+def batch_answer(services: "Services", job_id: str, step: str, attempt: int, item: int) -> BatchAnswer | None:
     """The batch's answer to an item's first call, if the batch answered it."""
     try:
         return BatchAnswer.model_validate(services.artifacts.get_json(answer_key(job_id, step, attempt, item)))
