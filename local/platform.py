@@ -220,7 +220,11 @@ class LocalPlatform:
         self._servers.scheduler.start()
         # Bedrock's batch inference jobs (`moto_patches.bedrock`) announce their end on EventBridge, as on AWS.
         events, invoker = self.client("events"), self.client("lambda", read_timeout=900)
-        bedrock_patch.DELIVERY[:] = [lambda event: schedules.deliver(events, invoker, event)]
+
+        def deliver(event: dict[str, Any]) -> None:
+            schedules.deliver(events, invoker, event)
+
+        bedrock_patch.DELIVERY[:] = [deliver]
         self.timings["seed"] = time.monotonic() - mark
 
     @property

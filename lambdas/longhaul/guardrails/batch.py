@@ -330,7 +330,7 @@ class Submitted(NamedTuple):
 
 def submit(
     services: "Services",
-    jobs: BatchJobs,
+    jobs: BatchJobs | None,
     job: Job,
     step: str,
     token: str,
@@ -357,7 +357,7 @@ def submit(
         services.now(),
         policy_of(services),
         provider=route.provider,
-        role_configured=bool(role_arn),
+        role_configured=bool(role_arn) and jobs is not None,
         in_progress=store.in_progress(route.model_id),
     )
     if reason is None and any(c.route != route_name for _, c in pending):
@@ -412,7 +412,7 @@ def submit(
         submitted_at=iso(services.now()),
     )
     store.put(record)  # before the submission: the check finds a batch whose submission died, and finishes it
-    assert role_arn is not None
+    assert role_arn is not None and jobs is not None
     arn = jobs.submit(
         name=name,
         model_id=route.model_id,
@@ -475,11 +475,11 @@ def _read_outputs(services: "Services", record: BatchRecord) -> dict[str, BatchA
     for text in raw.decode().splitlines():
         if not text.strip():
             continue
-        rid, answer, error = parse_output_line(json.loads(text), record.model_id)
+        rid, answer, failure = parse_output_line(json.loads(text), record.model_id)
         if answer is not None:
             answers[rid] = answer
         else:
-            logger.info("a batch record failed", extra={"record_id": rid, "error": error})
+            logger.info("a batch record failed", extra={"record_id": rid, "error": failure})
     return answers
 
 
