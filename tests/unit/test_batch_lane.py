@@ -409,3 +409,28 @@ def test_a_record_reads_back_from_bedrocks_output_line() -> None:
     )
     rid, answer, error = batch.parse_output_line({"recordId": "X", "error": {"errorCode": 400}}, "m")
     assert answer is None and "400" in str(error)
+
+
+def test_a_retried_submission_racing_the_batchs_end_resumes_its_own_wait(s) -> None:
+    # Given a submission whose process died after its record, before submitting
+    s_failing = dataclasses.replace(s, batch_jobs=None)
+    outcome = batch.submit(s_failing, None, _job(s), STEP, "token-1", _captured(s, range(3)), role_arn=ROLE)
+    assert outcome.lane == "on_demand"  # (no batch client: nothing submitted, the wait resumed)
+    assert s.batch_jobs.submitted == []
+    s.tokens.resumed.clear()
+    for charge in s.budgets.ledger(JOB):
+        s.budgets.release(JOB, charge.charge_id)
+    store = batch.BatchStore(s.jobs.table)
+    record = batch.BatchRecord(
+        job_id=JOB, step=STEP, attempt=1, name=batch.batch_name(JOB, STEP, 1), token="token-1", route="default",
+        model_id="primary", records=3, submitted_at="2026-01-01T00:00:00Z",
+    )  # fmt: skip
+    store.put(record)
+    s.artifacts.put_json(batch.requests_key(JOB, STEP, 1), [])
+    # When the retried Task arrives with its own token
+    _submit(s, token="token-2")
+    # Then it submits the batch (once) and waits on its token; the batch's end resumes that token
+    assert len(s.batch_jobs.submitted) == 1 and _record(s).batch_arn is not None
+    assert _record(s).token == "token-2" and _record(s).status == "submitted"
+    batch.finish(s, _record(s))
+    assert s.tokens.resumed == [("token-2", {"lane": "batch"})]

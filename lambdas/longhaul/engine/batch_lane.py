@@ -12,6 +12,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
+from longhaul.core import faults
 from longhaul.core.records import Job, Provenance
 from longhaul.core.step_events import Item, StepEvent
 from longhaul.engine.context import StepContext
@@ -74,4 +75,6 @@ def submit_batch(raw_event: Mapping[str, Any], services: Services) -> dict[str, 
     outcome = batch.submit(
         services, services.batch_jobs, job, event.step, str(event.token), calls, role_arn=services.settings.batch_role
     )
+    # (the local runtime's `crash-after-side-effect` at the step without an item: the process dies after submitting)
+    faults.active().crash_point(event.step, None, job_id=job.job_id)
     return {"lane": outcome.lane, "records": outcome.records}

@@ -266,6 +266,21 @@ class BatchStore:
             }
         )
 
+    def set_token(self, record: BatchRecord, token: str) -> None:
+        """The wait's token now (a retried Task's), leaving the rest as it is."""
+        self._set(record, "token", token)
+
+    def set_arn(self, record: BatchRecord, arn: str) -> None:
+        self._set(record, "batch_arn", arn)
+
+    def _set(self, record: BatchRecord, name: str, value: str) -> None:
+        self.table.update_item(
+            Key=self.key(record.job_id, record.step, record.attempt),
+            UpdateExpression="SET #n = :v",
+            ExpressionAttributeNames={"#n": name},
+            ExpressionAttributeValues={":v": value},
+        )
+
     def finish(self, record: BatchRecord) -> bool:
         """Move it to `finished`, once (False: another delivery did)."""
         try:
@@ -344,9 +359,14 @@ def submit(
     name = batch_name(job.job_id, step, attempt)
     known = store.get(job.job_id, step, attempt)
     if known is not None:  # a second delivery (a retried Task, a new token): the wait listens on its token now
-        store.put(known.model_copy(update={"token": token}))
-        if known.status == "finished":
-            _resume(services, store, known.model_copy(update={"token": token}))
+        store.set_token(known, token)
+        if known.batch_arn is None and role_arn is not None and jobs is not None:
+            # the first delivery died between its record and its submission: submit now (the same client token)
+            arn = _create(services, jobs, known, role_arn)
+            _submitted_event(services, known, arn)
+        current = store.get(job.job_id, step, attempt)
+        if current is not None and current.status == "finished":  # it finished meanwhile: resume this wait
+            _resume(services, store, current)
         return Submitted("batch", known.records, name=name)
     pending = [(item, c) for item, c in captured if not c.settled]
     route_name = services.routing.route_for(step, job.route)
@@ -399,7 +419,6 @@ def submit(
     services.artifacts.put_bytes(
         f"{base}/input/{RECORDS_FILE}", ("\n".join(lines) + "\n").encode(), "application/jsonl"
     )
-    bucket = services.settings.bucket_name
     record = BatchRecord(
         job_id=job.job_id,
         step=step,
@@ -411,21 +430,31 @@ def submit(
         records=len(requests),
         submitted_at=iso(services.now()),
     )
-    store.put(record)  # before the submission: the check finds a batch whose submission died, and finishes it
+    store.put(record)  # before the submission: a retried Task submits it; the check ends one never submitted
     assert role_arn is not None and jobs is not None
+    arn = _create(services, jobs, record, role_arn)
+    _submitted_event(services, record, arn)
+    return Submitted("batch", len(requests), name=name)
+
+
+def _create(services: "Services", jobs: BatchJobs, record: BatchRecord, role_arn: str) -> str:
+    """Submit the batch (idempotent: its client token is its name) and keep its ARN on its record."""
+    bucket, base = services.settings.bucket_name, prefix(record.job_id, record.step, record.attempt)
     arn = jobs.submit(
-        name=name,
-        model_id=route.model_id,
+        name=record.name,
+        model_id=record.model_id,
         role_arn=role_arn,
         input_uri=f"s3://{bucket}/{base}/input/",
         output_uri=f"s3://{bucket}/{base}/output/",
-        client_token=name,
+        client_token=record.name,
     )
-    store.put(record.model_copy(update={"batch_arn": arn}))
-    services.jobs.append_event(
-        job.job_id, "model_batch_submitted", step=step, detail={"step": step, "records": len(requests), "batch_id": arn}
-    )
-    return Submitted("batch", len(requests), name=name)
+    BatchStore(services.jobs.table).set_arn(record, arn)
+    return arn
+
+
+def _submitted_event(services: "Services", record: BatchRecord, arn: str) -> None:
+    detail = {"step": record.step, "records": record.records, "batch_id": arn}
+    services.jobs.append_event(record.job_id, "model_batch_submitted", step=record.step, detail=detail)
 
 
 # ---------------------------------------------------------------------------------------------------------- finish
@@ -484,7 +513,9 @@ def _read_outputs(services: "Services", record: BatchRecord) -> dict[str, BatchA
 
 
 def _resume(services: "Services", store: BatchStore, record: BatchRecord) -> None:
-    _tokens(services).succeed(record.token, {"lane": "batch"})
+    """Resume the wait on its latest token (read after the batch finished: a retried Task's replaced the first)."""
+    current = store.get(record.job_id, record.step, record.attempt) or record
+    _tokens(services).succeed(current.token, {"lane": "batch"})
     store.close(record.name)
 
 
@@ -521,7 +552,7 @@ def check(services: "Services", jobs: BatchJobs) -> int:
         job = services.jobs.get_job(job_id)
         ended = record.batch_arn is not None and jobs.status(record.batch_arn) in TERMINAL
         late = job is None or job.finished or _reserve_reached(job, services.now(), policy)
-        if not ended and not late and record.batch_arn is not None:
+        if not ended and not late:  # (one not submitted yet: its retried Task submits it)
             continue
         if late and record.batch_arn is not None and not ended:
             jobs.stop(record.batch_arn)
