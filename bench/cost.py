@@ -2,6 +2,7 @@
 
     make bench            # or: .venv/bin/python bench/cost.py --documents 10,100,1000
     .venv/bin/python bench/cost.py --sample --markdown   # the sample job's cost as the README shows it
+    .venv/bin/python bench/cost.py --sla batch           # model dollars by lane: a batch-class job vs on demand
 
 Runs one job per size with small inline documents, reads each job's cost from its status (the transitions of its
 execution history, the Lambda time and AWS requests its steps recorded, the model tokens of its budget ledger) and
@@ -13,6 +14,12 @@ from `app.py`): the offline model costs nothing, but its token counts are what a
 A size the platform refuses (its document limit) is skipped with the problem it answered. `--sample --markdown`
 runs `samples/request.json` instead and prints its `cost` as a JSON block with the machine it was measured on
 (`make figures` pastes it into the README). Prints figures; asserts nothing.
+
+`--sla batch` or `--sla interactive` prints the model dollars of a job of that class per job and per 1,000 jobs by
+lane (`on_demand`, `batch`: each model call's tokens, from its `model_called` event, at its lane's price), next to
+today's all-on-demand figure (the same tokens at the on-demand price) and the same job run with
+`"model_lane": "on_demand"`. A batch-class job retrieves at the recall-oriented depth (`--passages`, default 100,
+one passage per evidence item: Bedrock's minimum of 100 records per batch), an interactive one at the default depth.
 """
 
 from __future__ import annotations
@@ -96,11 +103,16 @@ def main() -> None:
     parser.add_argument("--documents", default="10,100,1000", help="comma-separated document counts")
     parser.add_argument("--sample", action="store_true", help="run samples/request.json instead")
     parser.add_argument("--markdown", action="store_true", help="with --sample: the README's cost block")
+    parser.add_argument("--sla", choices=["batch", "interactive"], help="model dollars by lane for this SLA class")
+    parser.add_argument("--passages", type=int, default=100, help="with --sla batch: passages retrieved (one an item)")
     args = parser.parse_args()
     if args.sample:
         sample(markdown=args.markdown)
         return
     sizes = [int(n) for n in args.documents.split(",") if n.strip()]
+    if args.sla:
+        by_lane(sizes, args.sla, passages=args.passages)
+        return
     logging.disable(logging.WARNING)
     warnings.filterwarnings("ignore")
     model = bedrock_model()
@@ -140,6 +152,86 @@ def main() -> None:
             )
             if history > HISTORY_LIMIT * 0.8:
                 print(f"      the parent history holds {history} events: {history / HISTORY_LIMIT:.0%} of the limit")
+    finally:
+        platform.stop()
+
+
+def _events(platform: LocalPlatform, headers: dict[str, str], job_id: str) -> list[dict[str, Any]]:
+    events: list[dict[str, Any]] = []
+    cursor = None
+    while True:
+        page = requests.get(
+            f"{platform.api_url}/v1/jobs/{job_id}/events",
+            headers=headers,
+            params={"cursor": cursor} if cursor else {},
+            timeout=60,
+        ).json()
+        events.extend(page["events"])
+        cursor = page["next_cursor"]
+        if not cursor:
+            return events
+
+
+def _lane_usd(platform: LocalPlatform, headers: dict[str, str], job_id: str, model: str) -> dict[str, Decimal]:
+    """The job's model dollars by lane (each call at its lane's price) and all on demand (`all_on_demand`)."""
+    on_demand = price_of(model, PRICES)
+    usd = {"on_demand": Decimal(0), "batch": Decimal(0), "all_on_demand": Decimal(0)}
+    for event in _events(platform, headers, job_id):
+        if event["type"] != "model_called":
+            continue
+        detail = event["detail"]
+        lane = detail.get("lane", "on_demand")
+        tokens = (int(detail["input_tokens"]), int(detail["output_tokens"]))
+        usd[lane] += Decimal(cost_micro(*tokens, on_demand.in_lane(lane))) / 1_000_000
+        usd["all_on_demand"] += Decimal(cost_micro(*tokens, on_demand)) / 1_000_000
+    return usd
+
+
+LANES = ("auto", "on_demand")  # the class's own lane, and the same job all on demand
+
+
+def by_lane(sizes: list[int], sla: str, *, passages: int) -> None:
+    """Model dollars of a job of class `sla` by lane, against the same tokens all on demand."""
+    logging.disable(logging.WARNING)
+    warnings.filterwarnings("ignore")
+    model = bedrock_model()
+    price = price_of(model, PRICES)
+    print(
+        f"model cost of a {sla}-class job by lane; tokens of the offline model priced as {model} "
+        f"(${price.input}/${price.output} per million input/output tokens on demand, x{price.batch} in batch); "
+        f"measured on {machine()}"
+    )
+    platform = LocalPlatform.start(ROOT)
+    headers = platform.auth_header(platform.keys[0].tenant)
+    print(
+        f"{'docs':>5} {'records':>7} {'on_demand $':>12} {'batch $':>10} {'job $':>10} {'all on demand $':>16} "
+        f"{'share':>6} {'$/1,000 jobs':>13} {'on demand $/1,000':>18} {'same answer':>12}"
+    )
+    try:
+        for documents in sizes:
+            body: dict[str, Any] = {**request_of(documents), "sla_class": sla}
+            if sla == "batch":
+                body["input"] = {**body["input"], "max_passages": passages, "passages_per_group": 1}
+            jobs = {lane: run(platform, headers, documents, {**body, "model_lane": lane}) for lane in LANES}
+            if any(isinstance(job, str) for job in jobs.values()):
+                print(f"{documents:>5} skipped: the platform {next(j for j in jobs.values() if isinstance(j, str))}")
+                continue
+            ids = {lane: str(job["job_id"]) for lane, job in jobs.items() if not isinstance(job, str)}
+            usd = _lane_usd(platform, headers, ids["auto"], model)
+            baseline = _lane_usd(platform, headers, ids["on_demand"], model)["all_on_demand"]
+            submitted = [e for e in _events(platform, headers, ids["auto"]) if e["type"] == "model_batch_submitted"]
+            records = sum(int(e["detail"]["records"]) for e in submitted)
+            results = [
+                requests.get(f"{platform.api_url}/v1/jobs/{ids[lane]}/result", headers=headers, timeout=60).json()
+                for lane in ("auto", "on_demand")
+            ]
+            same = results[0].get("answer") == results[1].get("answer")
+            total = usd["on_demand"] + usd["batch"]
+            share = total / baseline if baseline else Decimal(0)
+            print(
+                f"{documents:>5} {records:>7} {usd['on_demand']:>12.6f} {usd['batch']:>10.6f} {total:>10.6f} "
+                f"{baseline:>16.6f} {share:>6.0%} {total * 1000:>13.2f} {baseline * 1000:>18.2f} {same!s:>12}"
+            )
     finally:
         platform.stop()
 

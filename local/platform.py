@@ -42,6 +42,7 @@ from local.frontdoor import MANUAL_PATH, FrontDoor
 from local.keys import DEFAULT_KEYS as DEFAULT_KEYS  # re-exported
 from local.keys import DEFAULT_WEBHOOK_SECRETS as DEFAULT_WEBHOOK_SECRETS  # re-exported
 from local.keys import KEYS_ENV, WEBHOOK_SECRETS_ENV, ApiKey, parse_keys, parse_webhook_secrets, seed_api_keys
+from local.moto_patches import bedrock as bedrock_patch
 from longhaul.core import clock, tracing
 from longhaul.core.settings import Env
 from longhaul.operations.admin import LOCAL_ADMIN_ACCESS_KEY
@@ -219,6 +220,13 @@ class LocalPlatform:
         assert self._servers is not None
         self._servers.scheduler = schedules.Scheduler(self.client("events"), self.client("lambda", read_timeout=900))
         self._servers.scheduler.start()
+        # Bedrock's batch inference jobs (`moto_patches.bedrock`) announce their end on EventBridge, as on AWS.
+        events, invoker = self.client("events"), self.client("lambda", read_timeout=900)
+
+        def deliver(event: dict[str, Any]) -> None:
+            schedules.deliver(events, invoker, event)
+
+        bedrock_patch.DELIVERY[:] = [deliver]
         self.timings["seed"] = time.monotonic() - mark
 
     @property
@@ -227,6 +235,7 @@ class LocalPlatform:
         return self._servers.scheduler if self._servers else None
 
     def _stop_scheduler(self) -> None:
+        bedrock_patch.DELIVERY.clear()
         if self._servers is not None and self._servers.scheduler is not None:
             self._servers.scheduler.stop()
             self._servers.scheduler = None

@@ -152,6 +152,36 @@ class Scheduler:
         self._threads = []
 
 
+def matches(pattern: Mapping[str, Any], event: Mapping[str, Any]) -> bool:
+    """Whether an event matches a rule's pattern, for the patterns the stack writes: each top-level key's list of
+    values (`source`, `detail-type`), and `detail`'s likewise."""
+    for key, wanted in pattern.items():
+        if isinstance(wanted, Mapping):
+            if not isinstance(event.get(key), Mapping) or not matches(wanted, event[key]):
+                return False
+        elif event.get(key) not in wanted:
+            return False
+    return True
+
+
+def deliver(events: Any, lambda_client: Any, event: Mapping[str, Any]) -> int:
+    """Send `event` to the Lambda targets of every enabled rule of the default bus whose pattern matches it, as
+    EventBridge would (moto's does not invoke Lambda targets); how many invocations were made."""
+    sent = 0
+    for rule in _pages(events.list_rules, "Rules"):
+        pattern = rule.get("EventPattern")
+        if not pattern or rule.get("State") != "ENABLED" or not matches(json.loads(pattern), event):
+            continue
+        for target in _pages(events.list_targets_by_rule, "Targets", Rule=rule["Name"]):
+            if ":function:" in target["Arn"]:
+                response = lambda_client.invoke(FunctionName=target["Arn"], Payload=json.dumps(event).encode())
+                if response.get("FunctionError"):
+                    failure = response["Payload"].read()[:500]
+                    LOG.error("%s, sent %s, failed: %s", target["Arn"], event.get("detail-type"), failure)
+                sent += 1
+    return sent
+
+
 # --- deadlines on the local clock ---------------------------------------------------------------------------------
 
 #: (method, resource) of the API routes that give a job its deadline, and the status of their success: a submission,

@@ -20,6 +20,7 @@ from longhaul.operations.admin import TABLE_OUTPUT, WEBHOOK_SECRETS_OUTPUT
 from longhaul.workflows import REGISTRY
 from stacks.admission import Admission, dispatcher_name
 from stacks.api import Api
+from stacks.batch import BatchLane
 from stacks.bundling import code_asset, code_version
 from stacks.email import DEFAULT_SENDER, Email
 from stacks.functions import TRACE_READ_ACTIONS
@@ -83,6 +84,7 @@ class LonghaulStack(Stack):
             auto_delete_objects=stage in EMPTIED_STAGES,
             deletion_protection=stage not in DESTROYED_STAGES,
         )
+        batch_lane = BatchLane(self, "BatchLane", bucket=storage.artifacts)
         base_env = {
             Env.TABLE: storage.table.table_name,
             Env.BUCKET: storage.artifacts.bucket_name,
@@ -96,6 +98,7 @@ class LonghaulStack(Stack):
             Env.MAX_JOBS_IN_FLIGHT: str(max_jobs_in_flight),
             Env.STUCK_AFTER_MINUTES: str(stuck_after_minutes),
             Env.REVIEW_WAIT_ALARM_MINUTES: str(review_wait_alarm_minutes),
+            Env.BATCH_ROLE: batch_lane.role.role_arn,
         }
         # Routes are checked at synthesis (unknown providers or route names fail here, not in a step).
         routing = Routing.configured(
@@ -255,6 +258,19 @@ class LonghaulStack(Stack):
         )
         for bedrock_model in sorted({r.model_id for r in routing.routes.values() if r.provider == "bedrock"}):
             self._grant_model(workflows, bedrock_model)
+        # The batch lane: fan-outs submit their calls as batch inference jobs; the sweeper finishes them (on Bedrock's
+        # state-change event, and on its schedule) and resumes their waits.
+        batch_models = sorted({r.model_id for r in routing.routes.values() if r.provider == "bedrock"})
+        batch_lane.grant_submit(
+            workflows.batch_functions(),
+            [f"arn:{Aws.PARTITION}:bedrock:*::foundation-model/{split_inference_profile(m)[1]}" for m in batch_models],
+        )
+        batch_lane.on_state_change(operations, operations.sweeper)
+        storage.grant_objects(operations.sweeper, read=[work], write=[work])
+        for function in (operations.sweeper, *workflows.batch_functions()):  # a resumed batch leaves the open ones
+            storage.grant_item_deletes(function, partitions=schema.OPEN_BATCHES_PARTITION)
+        for machine in workflows.state_machines.values():
+            machine.grant_task_response(operations.sweeper)
         secrets = sorted({r.api_key_secret for r in routing.routes.values() if r.api_key_secret})
         self._grant_route_secrets(workflows, secrets)
         observability.notify_on_alarms(self)

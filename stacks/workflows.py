@@ -121,6 +121,10 @@ class Workflows(Construct):
     def functions(self) -> list[lambda_.IFunction]:
         return [f for b in self.builders.values() for f in b.functions.values()]
 
+    def batch_functions(self) -> list[lambda_.IFunction]:
+        """The functions of the fan-outs that call a model: they submit the batch lane's batch inference jobs."""
+        return [f for b in self.builders.values() for f in b.batch_functions]
+
     def model_functions(self) -> list[lambda_.IFunction]:
         """The functions of the steps that call a model (their specs say so)."""
         return [b.functions[name] for b in self.builders.values() for name in b.spec.model_steps]

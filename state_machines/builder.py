@@ -21,12 +21,13 @@ import os
 from collections.abc import Callable
 
 import jsii
-from aws_cdk import Duration, IResolveContext, IStringProducer, Lazy, RemovalPolicy, Stack
+from aws_cdk import ArnFormat, Duration, IResolveContext, IStringProducer, Lazy, RemovalPolicy, Stack
 from aws_cdk import aws_cloudwatch as cloudwatch
 from aws_cdk import aws_iam as iam
 from aws_cdk import aws_lambda as lambda_
 from aws_cdk import aws_logs as logs
 from aws_cdk import aws_stepfunctions as sfn
+from aws_cdk import aws_stepfunctions_tasks as tasks
 
 from longhaul.core.errors import JOB_PAUSED, JOB_STOPPED, SegmentTimedOut
 from longhaul.core.settings import Env
@@ -47,6 +48,9 @@ from state_machines.review_lane import review_chain
 
 # The alias jobs start through; it routes to the version the latest deploy published.
 LIVE_ALIAS = "live"
+# How long a fan-out waits for its batch inference job: Bedrock's 24-hour window and an hour for the completion to
+# arrive; then its items call on demand (the scheduled check stops a batch earlier, at its job's deadline reserve).
+BATCH_WAIT_SECONDS = 25 * 3600
 # What a state machine version freezes, besides its definition: a change of any publishes a new version.
 VERSIONED_PROPERTIES = (
     "definition_string",
@@ -142,7 +146,59 @@ class WorkflowBuilder(WorkflowParts):
                 ref_path=ref,
             )
 
-        return item_map(self, name, processor, max_concurrency=max_concurrency, single=single)
+        items = item_map(self, name, processor, max_concurrency=max_concurrency, single=single)
+        return self._batch_lane(name, function, items) if self.spec.step(name).calls_model else items
+
+    def _batch_lane(self, name: str, function: lambda_.IFunction, items: sfn.Chain) -> sfn.Chain:
+        """A fan-out that calls a model, for a job in the batch lane (`$.model_lane` is `batch`): before its items,
+        the step's own function (`longhaul.engine.batch_lane`) submits their calls as one Bedrock batch inference
+        job, or resumes at once when the step calls on demand; the execution waits on the task token with no compute
+        held, resumed by the batch's completion (`longhaul.guardrails.batch`). A job on demand passes one Choice. A
+        wait that times out (the batch's 24 hours, and more) goes on to the items, which call on demand."""
+        wait = tasks.LambdaInvoke(
+            self,
+            f"{name}: model batch",
+            lambda_function=self.version_of(function),
+            integration_pattern=sfn.IntegrationPattern.WAIT_FOR_TASK_TOKEN,
+            payload=sfn.TaskInput.from_object(
+                {
+                    **payload(
+                        StepEvent, step=name, attempt="$$.State.RetryCount", execution="$$.Execution.Id", input="$"
+                    ),
+                    "token": sfn.JsonPath.task_token,
+                }
+            ),
+            retry_on_service_exceptions=False,
+            result_path=sfn.JsonPath.DISCARD,
+            task_timeout=sfn.Timeout.duration(Duration.seconds(BATCH_WAIT_SECONDS)),
+        )
+        self.apply_transient_retry(wait)
+        wait.add_catch(self.job_stopped, errors=list(STOPPED_ERRORS))
+        wait.add_catch(items, errors=list(WAIT_ENDED), result_path=sfn.JsonPath.DISCARD)
+        wait.add_catch(
+            self.failure_path(f"{name} model batch", job_path="$.job_id", end=self.job_failed, step=name),
+            result_path="$.failure",
+        )
+        wait.next(items)
+        function.add_to_role_policy(  # an on-demand step resumes its own wait at once
+            iam.PolicyStatement(
+                actions=["states:SendTaskSuccess"],
+                resources=[
+                    Stack.of(self).format_arn(
+                        service="states",
+                        resource="stateMachine",
+                        resource_name=self.machine_name,
+                        arn_format=ArnFormat.COLON_RESOURCE_NAME,
+                    )
+                ],
+            )
+        )
+        self.batch_functions.append(function)
+        choice = sfn.Choice(self, f"{name}: batch lane?").when(
+            sfn.Condition.string_equals("$.model_lane", "batch"), wait
+        )
+        choice.otherwise(items)
+        return sfn.Chain.custom(choice, items.end_states, items)
 
     def _grouped_fan_out(
         self, name: str, function: lambda_.IFunction, timeout: int, *, max_concurrency: int | None

@@ -92,6 +92,7 @@ class WorkflowParts(Construct):
         self.visited: list[str] = []  # the spec's steps in the order the definition chains them
         self.review_lanes: dict[str, lambda_.IFunction] = {}  # review step -> its lane's function
         self.compensation_function: lambda_.IFunction | None = None  # the compensation lane's, if it has one
+        self.batch_functions: list[lambda_.IFunction] = []  # fan-outs' functions that submit batch inference jobs
         # Named after the stack (two deployments never clash) so that its review lane can be granted task responses
         # on its ARN without referencing the machine, which references the lane: no dependency cycle.
         self.machine_name = f"{Stack.of(self).stack_name}-{spec.name}"

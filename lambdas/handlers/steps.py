@@ -37,6 +37,10 @@ def handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
             {tracing.JOB_ID: state.get("job_id"), tracing.STEP: event.get("step")},
         ),
     ):
+        if event.get("token") is not None:  # the batch lane's Task before a fan-out that calls a model
+            from longhaul.engine.batch_lane import submit_batch
+
+            return submit_batch(event, services())
         if event.get("items") is not None:  # a grouped fan-out's group of items
             return run_group(event, services())
         return run_step(event, services())

@@ -22,6 +22,7 @@ from longhaul.adapters.stepfunctions import StepFunctionsDispatch, StepFunctions
 from longhaul.core.observability import logger
 from longhaul.core.ports import (
     AdmissionWake,
+    BatchJobs,
     ContainerTasks,
     DeadLetters,
     IntakeQueues,
@@ -72,6 +73,7 @@ class Services:
     intake: IntakeQueues | None = None  # None: no admission control, every job starts at once
     wake: AdmissionWake | None = None
     mailer: Mailer | None = None  # None: no e-mail sender configured (a tool that sends e-mail refuses)
+    batch_jobs: BatchJobs | None = None  # Bedrock's batch inference jobs (the batch lane)
 
     def now(self) -> datetime:
         return self.jobs.clock.now()
@@ -272,7 +274,14 @@ def _build(settings: Settings) -> Services:
         intake=SqsIntakeQueues(client("sqs"), settings.intake_queues) if settings.intake_queues else None,
         wake=wake,
         mailer=SesMailer(client("sesv2"), settings.email_sender) if settings.email_sender else None,
+        batch_jobs=_batch_jobs(client("bedrock")) if settings.batch_role else None,
     )
+
+
+def _batch_jobs(client: object) -> BatchJobs:
+    from longhaul.adapters.batch_jobs import BedrockBatchJobs
+
+    return BedrockBatchJobs(client)
 
 
 def services() -> Services:

@@ -15,6 +15,7 @@ from local.moto_patches.awslambda import (
     stop_running_lambdas_in_process,
     unreference_lambda_versions,
 )
+from local.moto_patches.bedrock import refuse_batch_inference_jobs, run_batch_inference_jobs
 from local.moto_patches.cloudformation import (
     read_json_templates_as_json,
     read_templates_as_yaml_first,
@@ -141,9 +142,11 @@ __all__ = [
     "quiet_interpreter_logs",
     "read_processing_maps_once",
     "read_processing_maps_per_node",
+    "refuse_batch_inference_jobs",
     "relax_iam",
     "revert",
     "route_state_machines_to_interpreter",
+    "run_batch_inference_jobs",
     "run_container_tasks_locally",
     "scale_interpreter_waits",
     "serve_in_process",
@@ -196,6 +199,7 @@ def apply() -> None:
     deploy_state_machine_versions()
     start_executions_on_versions()
     create_email_identities()
+    run_batch_inference_jobs()
     keep_iteration_error_names()
     list_metrics_once_per_dimension_set()
     query_exact_dimension_sets()
@@ -213,6 +217,7 @@ def revert() -> None:
     update_in_template_order()
     read_templates_as_yaml_first()
     skip_email_identities()
+    refuse_batch_inference_jobs()
     refuse_iteration_error_names()
     parse_conditions_for_every_check()
     tokenize_conditions_every_time()

@@ -23,8 +23,9 @@ code `403`.
   Lambda), `AccessDenied` (S3, query protocols).
 
 Resources are resolved for the services the platform's principals call (`RESOLVERS`: DynamoDB, S3, SQS, Step
-Functions, Lambda, Secrets Manager, ECS, SES, STS); a principal's call to any other service is refused with a message
-saying so (grants for such services, e.g. Bedrock, are checked against the code instead: README, "Least privilege").
+Functions, Lambda, Secrets Manager, ECS, SES, STS, Bedrock's batch inference jobs); a principal's call to any other
+service is refused with a message saying so (grants for such services, e.g. Bedrock's runtime, are checked against
+the code instead: README, "Least privilege").
 Not evaluated: resource-based policies (bucket and queue policies; moto does not deploy them), permission boundaries,
 SCPs, session policies, `iam:PassRole` (a call that passes a role is authorized on its own action only).
 
@@ -579,6 +580,22 @@ def _ses(self: Any, action: str, _resource: str, region: str) -> list[Access]:
     return [Access(action, _arn("ses", region, self.current_account, f"identity/{identity}"))]
 
 
+def _bedrock(self: Any, action: str, _resource: str, region: str) -> list[Access]:
+    """Bedrock's control plane as the batch lane calls it: a batch inference job on its ARN (one not created yet on
+    the jobs' wildcard), and the Bedrock model it runs (the offline model is none: it has no ARN). The runtime
+    (`Converse`) never reaches the local platform: the offline model answers in process."""
+    from local.moto_patches.bedrock import _identifier
+
+    account = self.current_account
+    if action.endswith(":CreateModelInvocationJob"):
+        accesses = [Access(action, _arn("bedrock", region, account, "model-invocation-job/*"))]
+        model = str(_body(self).get("modelId") or "")
+        if "." in model:  # a Bedrock model id (`anthropic.…`), not the offline model's name
+            accesses.append(Access(action, f"arn:aws:bedrock:{region}::foundation-model/{model}"))
+        return accesses
+    return [Access(action, _identifier(str(self.path)))]
+
+
 def _unscoped(self: Any, action: str, _resource: str, _region: str) -> list[Access]:
     return [Access(action, "*")]
 
@@ -598,6 +615,7 @@ RESOLVERS: dict[str, Resolver] = {
     "ecs": _ecs,
     "ses": _ses,
     "monitoring": _unscoped,  # CloudWatch metrics: no resource-level permissions on AWS either
+    "bedrock": _bedrock,  # the control plane's batch inference jobs (the runtime never reaches the local platform)
 }
 
 

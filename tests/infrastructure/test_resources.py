@@ -90,10 +90,38 @@ def test_the_sweeper_runs_on_a_schedule(template):
         if f["Properties"]["Handler"] == "handlers.ops.sweep"
     ]
     assert len(sweepers) == 1
-    (rule,) = [
+    targeting = [
         r for r in rules.values() if r["Properties"]["Targets"][0]["Arn"] == {"Fn::GetAtt": [sweepers[0], "Arn"]}
     ]
+    (rule,) = [r for r in targeting if "ScheduleExpression" in r["Properties"]]
     assert rule["Properties"]["ScheduleExpression"] == "rate(5 minutes)"
+    # It also finishes the batch lane's batch inference jobs, on Bedrock's state-change events.
+    (events,) = [r for r in targeting if "EventPattern" in r["Properties"]]
+    assert events["Properties"]["EventPattern"] == {
+        "source": ["aws.bedrock"],
+        "detail-type": ["Batch Inference Job State Change"],
+    }
+
+
+def test_the_batch_lane_role_trusts_bedrock_for_this_account_and_is_passed_only_to_bedrock(template):
+    roles = {
+        k: r
+        for k, r in resources(template, "AWS::IAM::Role").items()
+        if r["Properties"]["AssumeRolePolicyDocument"]["Statement"][0]["Principal"].get("Service")
+        == "bedrock.amazonaws.com"
+    }
+    (role_id,) = roles
+    trust = roles[role_id]["Properties"]["AssumeRolePolicyDocument"]["Statement"][0]
+    assert trust["Condition"]["StringEquals"]["aws:SourceAccount"] == {"Ref": "AWS::AccountId"}
+    passes = [
+        statement
+        for policy in resources(template, "AWS::IAM::Policy").values()
+        for statement in policy["Properties"]["PolicyDocument"]["Statement"]
+        if statement["Action"] == "iam:PassRole" and statement["Resource"] == {"Fn::GetAtt": [role_id, "Arn"]}
+    ]
+    assert passes and all(
+        s["Condition"] == {"StringEquals": {"iam:PassedToService": "bedrock.amazonaws.com"}} for s in passes
+    )
 
 
 def test_functions_are_traced_and_log_to_retained_groups(template):

@@ -51,7 +51,9 @@ def _calls() -> dict[tuple[str, str], set[str]]:
         for service in services:
             model = boto3.session.Session(region_name="us-east-1").client(service).meta.service_model
             signing = model.signing_name
-            if signing in RESOLVERS:
+            # Bedrock's control plane (batch inference jobs) is evaluated locally; its runtime, which signs as
+            # `bedrock` too, is not.
+            if signing in RESOLVERS and not (signing == "bedrock" and service != "bedrock"):
                 continue
             operations = {xform_name(name): name for name in model.operation_names}
             called = {

@@ -1905,3 +1905,67 @@ def test_a_stack_and_its_change_set_deploy_from_a_json_template_with_the_patch(p
     assert outputs[0]["OutputValue"].endswith(":on")
     cfn.create_change_set(StackName="json-first", ChangeSetName="again", TemplateBody=JSON_TEMPLATE)
     assert cfn.describe_change_set(StackName="json-first", ChangeSetName="again")["StackName"] == "json-first"
+
+
+# --- run_batch_inference_jobs ------------------------------------------------------------------------------------
+
+
+def _batch_job(records: list[dict[str, Any]]) -> str:
+    s3 = boto3.client("s3", region_name=REGION)
+    s3.create_bucket(Bucket="artifacts")
+    body = "\n".join(json.dumps(r) for r in records) + "\n"
+    s3.put_object(Bucket="artifacts", Key="work/j/batch/input/records.jsonl", Body=body.encode())
+    created = boto3.client("bedrock", region_name=REGION).create_model_invocation_job(
+        jobName="longhaul-test",
+        roleArn="arn:aws:iam::123456789012:role/batch",
+        clientRequestToken="token-1",
+        modelId="longhaul-offline-extractive-1",
+        inputDataConfig={"s3InputDataConfig": {"s3Uri": "s3://artifacts/work/j/batch/input/"}},
+        outputDataConfig={"s3OutputDataConfig": {"s3Uri": "s3://artifacts/work/j/batch/output/"}},
+        modelInvocationType="Converse",
+    )
+    return str(created["jobArn"])
+
+
+@pytest.mark.usefixtures("unpatched")
+def test_moto_has_no_batch_inference_jobs_without_the_patch() -> None:
+    from moto.bedrock.responses import BedrockResponse
+
+    assert not hasattr(BedrockResponse, "create_model_invocation_job")
+    with pytest.raises(Exception):  # noqa: B017 - moto answers an action it does not know with a generic error
+        _batch_job([])
+
+
+@pytest.mark.usefixtures("patched")
+def test_batch_inference_jobs_run_the_offline_model_and_write_where_bedrock_writes_with_the_patch() -> None:
+    from local.moto_patches import bedrock as patch
+    from longhaul.core.llm import ModelRequest
+
+    delivered: list[dict[str, Any]] = []
+    patch.DELIVERY[:] = [delivered.append]
+    patch.RUN_AFTER_SECONDS = 0.01
+    try:
+        request = ModelRequest(task="answer", system="s", prompt="p", context={}, offline=f"{__name__}:_offline")
+        records = [{"recordId": "ITEM0000000", "modelInput": {"longhaulRequest": request.model_dump(mode="json")}}]
+        records.append({"recordId": "ITEM0000001", "modelInput": {"messages": []}})  # not the offline model's
+        arn = _batch_job(records)
+        assert _batch_job(records) == arn  # idempotent by its client token
+        bedrock = boto3.client("bedrock", region_name=REGION)
+        wait_until(lambda: delivered or None, timeout=10, what="the batch to end")
+        assert bedrock.get_model_invocation_job(jobIdentifier=arn)["status"] == "Completed"
+        (event,) = delivered
+        assert (event["source"], event["detail-type"]) == ("aws.bedrock", "Batch Inference Job State Change")
+        assert event["detail"]["batchJobName"] == "longhaul-test" and event["detail"]["status"] == "Completed"
+        key = f"work/j/batch/output/{arn.rsplit('/', 1)[-1]}/records.jsonl.out"
+        body = boto3.client("s3", region_name=REGION).get_object(Bucket="artifacts", Key=key)["Body"].read()
+        answered, failed = (json.loads(line) for line in body.decode().splitlines())
+        assert answered["recordId"] == "ITEM0000000"
+        assert answered["modelOutput"]["output"]["message"]["content"] == [{"text": "answered offline"}]
+        assert failed["recordId"] == "ITEM0000001" and failed["error"]["errorCode"] == 400
+    finally:
+        patch.DELIVERY.clear()
+        patch.RUN_AFTER_SECONDS = 2.0
+
+
+def _offline(context: dict[str, Any], model_id: str) -> str:
+    return "answered offline"

@@ -122,6 +122,7 @@ def test_submit_accepts_the_job_and_starts_an_execution_named_after_it(
         "steps": {},
         "saga": None,  # set only in a compensation lane's execution
         "review_mode": None,  # as asked for (none: the workflow's default), which the review's Choice reads
+        "model_lane": "on_demand",  # a `standard` job's model fan-outs skip the batch lane (its Choice reads it)
     }
 
     # and the job, its input document and the inline texts are stored

@@ -45,6 +45,10 @@ def platform() -> Iterator[LocalPlatform]:
             "LONGHAUL_MODEL_ROUTES": json.dumps(TEST_ROUTES),
             "LONGHAUL_BREAKER_COOLDOWN_SECONDS": "600",
             "LONGHAUL_BREAKER_FAILURES": "2",
+            # The batch lane: small jobs batch (Bedrock's minimum is 100 records), deadlines are time-scaled.
+            "LONGHAUL_BATCH_MIN_RECORDS": "2",
+            "LONGHAUL_BATCH_MIN_WINDOW_SECONDS": "60",
+            "LONGHAUL_BATCH_RESERVE_SECONDS": "10",
         },
     )
     yield running

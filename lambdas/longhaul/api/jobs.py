@@ -207,6 +207,7 @@ class JobService:
                             callback_url=request.callback_url,
                             links_base=base_url if request.callback_url else None,
                             sla_class=request.sla_class,
+                            model_lane=request.model_lane,
                             correlation_id=correlation.current(),
                             # pinned now, from the policy in force: only an update of the job changes them
                             agent_max_turns=(request.agent and request.agent.max_turns) or policy.agent_max_turns,

@@ -67,6 +67,10 @@ class JobBudget(Model):
 
 
 SlaClass = Literal["interactive", "standard", "batch"]
+# How a model call is paid: one on-demand call, or a record of a Bedrock batch inference job (the ledger's `lane`).
+Lane = Literal["on_demand", "batch"]
+# What a job asks of its model calls (`model_lane`): `auto` is the batch lane for a `batch`-class job.
+ModelLane = Literal["auto", "on_demand", "batch"]
 SLA_CLASSES: tuple[SlaClass, ...] = ("interactive", "standard", "batch")
 #: How long a job of each class may wait for an admission slot (p90 over 15 minutes) before its alarm fires.
 QUEUE_WAIT_TARGET_SECONDS: dict[SlaClass, int] = {"interactive": 60, "standard": 600, "batch": 3600}
@@ -179,13 +183,22 @@ class Price(Model):
     output: Decimal = Field(ge=0)
     # Service tiers: multipliers of this row's prices by tier (`{"priority": "1.75"}`), over `TIER_MULTIPLIERS`.
     tiers: dict[str, Decimal] = Field(default_factory=dict)
+    # The share of these prices a call pays in Bedrock's batch lane (`longhaul.guardrails.batch`): Bedrock prices
+    # batch inference at half of on-demand for the models it batches.
+    batch: Decimal = Field(default=Decimal("0.5"), gt=0, le=1)
 
     def at_tier(self, tier: str | None) -> "Price":
         """This row at a Bedrock service tier (`default`, the Standard tier, or None: itself)."""
         if not tier or tier == "default":
             return self
         factor = self.tiers.get(tier, TIER_MULTIPLIERS.get(tier, Decimal(1)))
-        return Price(input=self.input * factor, output=self.output * factor, tiers=self.tiers)
+        return Price(input=self.input * factor, output=self.output * factor, tiers=self.tiers, batch=self.batch)
+
+    def in_lane(self, lane: "Lane") -> "Price":
+        """This price as a call in `lane` pays it (the batch lane's share of it, or itself)."""
+        if lane == "on_demand":
+            return self
+        return Price(input=self.input * self.batch, output=self.output * self.batch, batch=self.batch, tiers=self.tiers)
 
 
 # Bedrock's service tiers against the Standard (on-demand) price of the same model, from Bedrock's pricing page

@@ -12,7 +12,7 @@ from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationInf
 
 from longhaul.core import limits
 from longhaul.core.auth import Role
-from longhaul.core.budgets import JobBudget, SlaClass, TenantPolicy
+from longhaul.core.budgets import JobBudget, ModelLane, SlaClass, TenantPolicy
 from longhaul.core.model import Model
 from longhaul.core.routes import ROUTE_NAME_PATTERN
 
@@ -355,6 +355,16 @@ class JobRequestBase(Strict):
             default="standard",
             description="How urgently the job should start: `interactive` before `standard` before `batch` when "
             "jobs wait for a slot (weighted, with aging, so none waits forever); one of the tenant's `sla_classes`.",
+        ),
+    ]
+    model_lane: Annotated[
+        ModelLane,
+        Field(
+            default="auto",
+            description="How the model calls of the job's fan-out steps that call a model are made: `on_demand` (one "
+            "call per item), `batch` (one Bedrock batch inference job per step, at the batch price; a step below the "
+            "model's minimum of records, or whose deadline leaves too little time, calls on demand), or `auto` "
+            "(`batch` for the `batch` class, else `on_demand`).",
         ),
     ]
     supersedes: Annotated[
@@ -852,6 +862,7 @@ class JobView(Model):
     review: ReviewSummary | None = None
     callback: CallbackStatus | None = None
     sla_class: SlaClass = "standard"
+    model_lane: ModelLane = Field(default="auto", description="The model lane the job asked for (`model_lane`).")
     workflow_version: int | None = Field(
         default=None,
         description="The version of the workflow's state machine the job runs (it finishes on the version it "

@@ -45,6 +45,12 @@ EVENT_TYPES: dict[str, str] = {
     "model_called": "A model was called: route, model, service tier, tokens, cost and the prompt's hash.",
     "output_capped_by_budget": "A call's output cap was lowered to what is left of the job's or the tenant's budget.",
     "model_call_reused": "A retried attempt reused a model call already paid for (its recorded answer).",
+    "model_batch_submitted": "A fan-out's model calls went to Bedrock as one batch inference job, at the batch price "
+    "(`detail`: `step`, `records`, `batch_id`); the execution waits for it with no compute held.",
+    "model_batch_finished": "A step's batch inference job ended (`detail`: `step`, `records`, `succeeded`, `failed`, "
+    "`on_demand_after`: the records without an answer, called on demand by their items).",
+    "model_batch_skipped": "A job in the batch lane called a fan-out's models on demand: `detail.reason` says why "
+    "(below the model's minimum of records, a deadline too near, no batch role, a provider without batch).",
     "model_failover": "A route failed and the call went to its fallback route.",
     "route_rate_limited": "A call found no room under its route's shared `requests_per_minute`/`tokens_per_minute` "
     "within its bounded wait: the step fails `rate-limited` and its retry tries again later.",

@@ -207,3 +207,18 @@ class TraceReader(Protocol):
     """A job's spans read back by its trace id (32 hex): the local runtime's span store, or X-Ray on AWS."""
 
     def spans(self, trace_id: str) -> list[TraceSpan]: ...
+
+
+class BatchJobs(Protocol):
+    """Bedrock's batch inference (`bedrock` control plane)."""
+
+    def submit(
+        self, *, name: str, model_id: str, role_arn: str, input_uri: str, output_uri: str, client_token: str
+    ) -> str:
+        """Create the job (idempotent by `client_token`); its ARN."""
+
+    def status(self, arn: str) -> str:
+        """Its status (`Submitted`, `InProgress`, `Completed`, …)."""
+
+    def stop(self, arn: str) -> None:
+        """Stop it (a job already ended is not an error)."""

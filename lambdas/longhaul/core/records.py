@@ -11,7 +11,7 @@ from typing import Any, Literal
 
 from pydantic import ConfigDict, Field, model_validator
 
-from longhaul.core.budgets import SlaClass, usd
+from longhaul.core.budgets import Lane, ModelLane, SlaClass, usd
 from longhaul.core.contracts import (
     TERMINAL_STATUSES,
     AgentLimitsView,
@@ -140,6 +140,7 @@ class Job(Record):
     callback: CallbackStatus | None = None
     # Admission: the job's class; `slot` while it holds one of the in-flight slots, `waiting` while it waits for one.
     sla_class: SlaClass = "standard"
+    model_lane: ModelLane = "auto"  # as requested (`longhaul.guardrails.batch` decides per step)
     slot: bool = False
     waiting: bool = False
     estimated_start_at: datetime | None = None
@@ -248,7 +249,13 @@ class Job(Record):
             input_key=self.input_key,
             correlation_id=self.correlation_id,
             review_mode=self.review_mode,
+            model_lane="batch" if self.batch_lane else "on_demand",
         )
+
+    @property
+    def batch_lane(self) -> bool:
+        """Whether the job's model fan-outs try Bedrock's batch lane: asked for, or `auto` in the `batch` class."""
+        return self.model_lane == "batch" or (self.model_lane == "auto" and self.sla_class == "batch")
 
     def budget_view(self, steps: list[StepUsage] | None = None) -> BudgetView | None:
         if self.budget_tokens is None or self.budget_cost_micro is None:
@@ -299,6 +306,7 @@ class Job(Record):
             callback=self.callback,
             correlation_id=self.correlation_id,
             sla_class=self.sla_class,
+            model_lane=self.model_lane,
             workflow_version=version_number(self.state_machine_version),
             estimated_start_seconds=self.estimated_start_seconds(now or datetime.now(UTC)),
             compensation=self.compensation,
@@ -453,6 +461,7 @@ class Charge(Record):
     stop_reason: str | None = None
     response: str | None = None
     service_tier: str | None = None  # the Bedrock service tier the call was paid at (None: before tiers)
+    lane: Lane = "on_demand"  # how the call is paid: on demand, or as a record of a batch inference job
 
 
 class IdempotencyRecord(Record):

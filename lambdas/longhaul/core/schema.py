@@ -60,6 +60,8 @@ EPISODE_PREFIX = "EPISODE#"
 STREAM_SEQ_SK = "SEQ"
 STREAM_RECORD_PREFIX = "REC#"
 FACT_PREFIX = "FACT#"
+BATCH_PREFIX = "BATCH#"  # in the job's partition: a step's batch inference job (`guardrails.batch`)
+OPEN_BATCHES_PARTITION = "BATCHES"  # the batches not yet resumed, by name: what the scheduled check reads
 
 # Artifact prefixes: intermediate ones expire (bucket lifecycle), results are kept.
 UPLOADS_PREFIX = "uploads/"

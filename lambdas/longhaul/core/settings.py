@@ -112,6 +112,23 @@ class Env:
     #: wherever it is published), or a path on the API's own origin; empty: the console shows no links to it. The
     #: local platform serves the built manual at `/manual/` and links there.
     MANUAL_URL = "LONGHAUL_MANUAL_URL"
+    #: The batch lane: the service role Bedrock's batch inference jobs run with (it reads and writes the artifacts
+    #: bucket's `work/` prefix); unset: every model call is made on demand.
+    BATCH_ROLE = "LONGHAUL_BATCH_ROLE"
+    #: The batch lane: a step with fewer records calls on demand (Bedrock's quota "Minimum number of records per batch
+    #: inference job", per model; default 100).
+    BATCH_MIN_RECORDS = "LONGHAUL_BATCH_MIN_RECORDS"
+    #: The batch lane: the most records one batch holds (Bedrock's "Records per input file per batch inference job";
+    #: default 50,000); a step with more calls on demand.
+    BATCH_MAX_RECORDS = "LONGHAUL_BATCH_MAX_RECORDS"
+    #: The batch lane: batch jobs of one model in progress at most (Bedrock's "Sum of in-progress and submitted batch
+    #: inference jobs using a base model"; default 20); a step that would exceed it calls on demand.
+    BATCH_JOBS_IN_PROGRESS = "LONGHAUL_BATCH_JOBS_IN_PROGRESS"
+    #: The batch lane: a step whose job's deadline is nearer than this (seconds; default 3600) calls on demand.
+    BATCH_MIN_WINDOW_SECONDS = "LONGHAUL_BATCH_MIN_WINDOW_SECONDS"
+    #: The batch lane: a batch still running this long (seconds; default 900) before its job's deadline is stopped and
+    #: the rest of its records called on demand.
+    BATCH_RESERVE_SECONDS = "LONGHAUL_BATCH_RESERVE_SECONDS"
 
 
 class Settings(Model):
@@ -164,6 +181,12 @@ class Settings(Model):
     jwt: dict[str, Any] = Field(default_factory=dict, alias=Env.JWT)  # empty: API keys only
     email_sender: str | None = Field(default=None, alias=Env.EMAIL_SENDER)
     manual_url: str = Field(default="", alias=Env.MANUAL_URL)
+    batch_role: str | None = Field(default=None, alias=Env.BATCH_ROLE)  # None: no batch lane
+    batch_min_records: int = Field(default=100, alias=Env.BATCH_MIN_RECORDS, gt=0)
+    batch_max_records: int = Field(default=50_000, alias=Env.BATCH_MAX_RECORDS, gt=0)
+    batch_jobs_in_progress: int = Field(default=20, alias=Env.BATCH_JOBS_IN_PROGRESS, gt=0)
+    batch_min_window_seconds: int = Field(default=3600, alias=Env.BATCH_MIN_WINDOW_SECONDS, ge=0)
+    batch_reserve_seconds: int = Field(default=900, alias=Env.BATCH_RESERVE_SECONDS, ge=0)
 
     @field_validator(
         "workflows",

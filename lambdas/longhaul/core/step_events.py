@@ -27,6 +27,9 @@ class WorkflowState(Model):
     # The review mode the job asked for (null: its workflow's default): the state machine skips a review step that is
     # not asked for without invoking anything. Always present, like `saga`.
     review_mode: str | None = None
+    # `batch` when the job's model fan-outs try Bedrock's batch lane (`Job.batch_lane`), else `on_demand`: a Choice
+    # before such a fan-out skips the lane without invoking anything. Always present, like `saga`.
+    model_lane: str = "on_demand"
 
 
 class Item(Model):
@@ -50,6 +53,8 @@ class StepEvent(Model):
     ref: Any = None
     items: list[Item] | None = None
     input: WorkflowState
+    # The batch lane's Task before a fan-out that calls a model (`longhaul.engine.batch_lane`): its task token.
+    token: str | None = None
 
 
 class StepLimits(Model):

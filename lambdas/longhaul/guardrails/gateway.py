@@ -78,6 +78,8 @@ from longhaul.core.observability import (
 from longhaul.core.records import Job, Provenance
 from longhaul.core.routes import STANDARD_TIER
 from longhaul.core.streams import Coalescer
+from longhaul.guardrails import batch
+from longhaul.guardrails.batch import Captured
 from longhaul.guardrails.ladder import (
     FEEDBACK_RETRIES,
     Outcome,
@@ -109,6 +111,9 @@ class ModelCalls:
     provenance: Provenance | None = None
     attempt: int = 1  # the step's delivery (its Task's retries + 1): a call made again by a retry is attempt 2
     calls: list[dict[str, Any]] = field(default_factory=list)
+    # The batch lane's submission runs a step's item up to its first call, which is captured (`batch.Captured`),
+    # not made (`longhaul.guardrails.batch`).
+    capturing: bool = False
     _seq: int = 0
     _policy: TenantPolicy | None = None
 
@@ -227,6 +232,14 @@ class ModelCalls:
         if held is not None and held.prompt_hash != prompt_hash:  # another prompt under this number: its own charge
             charge_id += f"#{prompt_hash[:8]}"
             held = s.budgets.ledger_item(self.job.job_id, charge_id)
+        if self.capturing:
+            settled = held is not None and held.status == "settled"
+            raise Captured(charge_id, route_name, request, settled=settled)
+        if held is not None and held.status == "reserved" and held.lane == "batch":
+            answered = self._batch_answered(route_name, request, charge_id, seq, prompt_hash)
+            if answered is not None:
+                return answered, route_name
+            held = s.budgets.ledger_item(self.job.job_id, charge_id)  # released: reserved again, on demand
         if held is not None and held.status == "settled" and held.response is not None:
             self._event("model_call_reused", route=held.route or route_name, call=seq, charge=charge_id)
             usage = Usage(input_tokens=held.input_tokens, output_tokens=held.output_tokens)
@@ -362,6 +375,62 @@ class ModelCalls:
         lowered = self.services.route_limits.throttled(route_name)
         if lowered is not None:
             logger.warning("route allowance lowered after a 429", extra={"route": route_name, "share": lowered.share})
+
+    def _batch_answered(
+        self, route_name: str, request: ModelRequest, charge_id: str, seq: int, prompt_hash: str
+    ) -> ModelResponse | None:
+        """The batch's answer to this call, settled at the batch price (the reservation its submission made); None
+        when the batch did not answer it (or answered another prompt): its reservation is released and the call is
+        made on demand."""
+        s, route = self.services, self.services.routing[route_name]
+        answer = None
+        if seq == 0 and self.item is not None:
+            answer = batch.batch_answer(s, self.job.job_id, self.step, self.job_attempt, self.item)
+        if answer is None or not answer.ok or answer.prompt_hash != prompt_hash:
+            s.budgets.release(self.job.job_id, charge_id)
+            return None
+        response = ModelResponse(
+            text=answer.text,
+            usage=answer.usage,
+            model_id=answer.model_id or route.model_id,
+            stop_reason=answer.stop_reason,
+        )
+        price = price_of(route.model_id, price_table(s.settings.model_prices)).in_lane("batch")
+        cost = cost_micro(response.usage.input_tokens, response.usage.output_tokens, price)
+        self._keep(request)
+        response_hash = self._keep(request, response)
+        s.budgets.settle(
+            self.job.job_id,
+            charge_id,
+            input_tokens=response.usage.input_tokens,
+            output_tokens=response.usage.output_tokens,
+            cost_micro=cost,
+            stop_reason=response.stop_reason,
+            response=response.text,
+            response_hash=response_hash,
+        )
+        provenance = self.provenance or Provenance(code_version=s.settings.code_version)
+        call = {
+            "call": seq,
+            "rung": "validate",
+            "route": route_name,
+            "provider": route.provider,
+            "model_id": response.model_id,
+            "prompt_version": request.prompt_version,
+            "prompt_hash": prompt_hash,
+            "response_hash": response_hash,
+            "input_tokens": response.usage.input_tokens,
+            "output_tokens": response.usage.output_tokens,
+            "cost_usd": usd(cost),
+            "stop_reason": response.stop_reason,
+            "code_version": provenance.code_version,
+            "workflow_version": provenance.workflow_version,
+            "lane": "batch",
+        }
+        self.calls.append(call)
+        self._event("model_called", **call)
+        emit(MODEL_COST_METRIC, cost / 1_000_000, MetricUnit.NoUnit, workflow=self.job.workflow)
+        return response
 
     def _counted(self, route_name: str, request: ModelRequest) -> int:
         """The prompt's tokens as the route's adapter counts them, else every byte (and the schema's) as a token."""

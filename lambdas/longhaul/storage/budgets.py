@@ -25,6 +25,7 @@ from botocore.exceptions import ClientError
 from longhaul.core import schema
 from longhaul.core.budgets import (
     CallSize,
+    Lane,
     Refused,
     Reservation,
     Room,
@@ -58,6 +59,7 @@ class CallLabels(NamedTuple):
     prompt_hash: str
     code_version: str | None = None
     workflow_version: int | None = None
+    lane: Lane = "on_demand"  # how the call is paid (`longhaul.guardrails.batch`: a batch's records are `batch`)
 
 
 class StoredPolicy(NamedTuple):
@@ -325,6 +327,8 @@ class BudgetStore:
             ledger["code_version"] = labels.code_version
         if labels.workflow_version is not None:
             ledger["workflow_version"] = labels.workflow_version
+        if labels.lane != "on_demand":
+            ledger["lane"] = labels.lane
         try:
             transact(
                 self.client,

@@ -53,6 +53,7 @@ class NewJob(NamedTuple):
     callback_url: str | None = None
     links_base: str | None = None
     sla_class: str = "standard"
+    model_lane: str = "auto"
     correlation_id: str | None = None
     agent_max_turns: int | None = None
     agent_max_tool_calls: int | None = None
@@ -109,6 +110,7 @@ class JobSubmissions:
             schema.GSI3_SK: f"{iso(now)}#{job.job_id}",
             "execution_name": job.job_id,
             "sla_class": job.sla_class,
+            "model_lane": job.model_lane,
         }
         if job.deadline_at:
             item["deadline_at"] = job.deadline_at
