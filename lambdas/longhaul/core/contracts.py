@@ -580,8 +580,16 @@ class JobError(Model):
 
 
 class Usage(Model):
-    input_tokens: int = 0
+    input_tokens: int = Field(
+        default=0, description="Prompt tokens not read from or written to a provider's cache (billed as input)."
+    )
     output_tokens: int = 0
+    cache_read_tokens: int = Field(
+        default=0, description="Prompt tokens read from a provider's prompt cache (billed at its cache-read price)."
+    )
+    cache_write_tokens: int = Field(
+        default=0, description="Prompt tokens written to a provider's prompt cache (billed at its cache-write price)."
+    )
     cost_usd: str = Field(default="0.000000", description="Actual cost in US dollars (decimal string).")
 
 
@@ -662,12 +670,39 @@ class OrchestrationCost(Model):
     usd: str = Field(description="US dollars (decimal string, six decimals).")
 
 
-class ModelCost(Model):
-    """The model calls' tokens and cost, as the job's budget ledger settled them."""
+class LaneCost(Model):
+    """The model calls of one lane: their tokens (prompt tokens uncached, read from and written to the provider's
+    cache; output) and what they cost."""
 
     input_tokens: int = 0
     output_tokens: int = 0
+    cache_read_tokens: int = 0
+    cache_write_tokens: int = 0
+    usd: str = Field(default="0.000000", description="US dollars (decimal string, six decimals).")
+
+
+class ModelLanes(Model):
+    """The model calls by how they were sent: each on its own (`on_demand`) or as records of a Bedrock batch
+    inference job (`batch`)."""
+
+    on_demand: LaneCost = Field(default_factory=LaneCost)
+    batch: LaneCost = Field(default_factory=LaneCost)
+
+
+class ModelCost(Model):
+    """The model calls' tokens and cost, as the job's budget ledger settled them."""
+
+    input_tokens: int = Field(default=0, description="Prompt tokens not read from or written to a provider's cache.")
+    output_tokens: int = 0
+    cache_read_tokens: int = 0
+    cache_write_tokens: int = 0
     usd: str
+    lanes: ModelLanes = Field(default_factory=ModelLanes, description="The same figures by lane.")
+    saved_usd: str = Field(
+        default="0.000000",
+        description="What the same tokens would have cost on demand and uncached, less what they cost (US dollars, "
+        "decimal string; negative when cache writes were not read back).",
+    )
 
 
 class JobCost(Model):

@@ -31,6 +31,12 @@ class Route(Model):
     fallback: str | None = Field(default=None, description="Route used while this one's provider is unavailable.")
     stronger: str | None = Field(default=None, description="Route the validation ladder escalates to.")
     timeout_seconds: float = Field(default=60, gt=0)
+    prompt_caching: bool = Field(
+        default=True,
+        description="Mark each call's stable prefix for the provider's cache (a Converse `cachePoint`) when the "
+        "model caches and the prefix reaches its minimum (bedrock, offline); false: never. OpenAI-compatible "
+        "providers cache by themselves: their cached tokens are metered either way.",
+    )
 
     @model_validator(mode="after")
     def _complete(self) -> Self:

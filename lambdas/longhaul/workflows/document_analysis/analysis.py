@@ -111,7 +111,12 @@ def render_extract_prompt(question: str, passages: Sequence[Chunk]) -> str:
     blocks = "\n\n".join(
         _element("passage", {"chunk_id": p.chunk_id, "document": p.document, "page": p.page}, p.text) for p in passages
     )
-    return f"Question:\n{question}\n\nPassages:\n\n{blocks}\n\nReturn the JSON object now."
+    return f"{extract_prompt_head(question)}Passages:\n\n{blocks}\n\nReturn the JSON object now."
+
+
+def extract_prompt_head(question: str) -> str:
+    """What every passage group's extraction prompt starts with (its stable part: the provider caches it)."""
+    return f"Question:\n{question}\n\n"
 
 
 def render_draft_prompt(question: str, evidence: Sequence[tuple[Evidence, Chunk]]) -> str:
@@ -147,6 +152,8 @@ def extract_evidence(
         prompt_version=EXTRACT_PROMPT_VERSION,
         system=EXTRACT_SYSTEM,
         prompt=render_extract_prompt(question, passages),
+        # The system prompt, the schema and the question are every passage group's: the provider's cache holds them.
+        stable_prompt_chars=len(extract_prompt_head(question)),
         context={
             "question": question,
             "passages": [{"chunk_id": p.chunk_id, "text": p.text} for p in passages],
