@@ -1043,6 +1043,8 @@ class KeptResponse(Model):
     stop_reason: str
     input_tokens: int
     output_tokens: int
+    cache_read_tokens: int | None = Field(default=None, description="Prompt tokens read from the provider's cache.")
+    cache_write_tokens: int | None = Field(default=None, description="Prompt tokens written to the provider's cache.")
 
 
 class EventView(Model):

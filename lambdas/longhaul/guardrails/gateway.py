@@ -470,6 +470,8 @@ class ModelCalls:
             stop_reason=response.stop_reason,
             input_tokens=response.usage.input_tokens,
             output_tokens=response.usage.output_tokens,
+            cache_read_tokens=response.usage.cache_read_tokens,
+            cache_write_tokens=response.usage.cache_write_tokens,
         )
         artifacts.put_json(response_key(job_id, response_hash), raw)
         return response_hash

@@ -147,7 +147,20 @@ def extract_evidence(
     question: str, passages: Sequence[Chunk], model: StructuredModel | ModelGateway, *, max_tokens: int = 2048
 ) -> tuple[EvidenceSet, ModelResponse]:
     """Ask the model for verbatim evidence; keep only items that quote one of the given passages."""
-    request = ModelRequest(
+    request = extract_request(question, passages, max_tokens=max_tokens)
+    parsed, response = structured(model).ask(request, EvidenceSet)
+    by_id = {p.chunk_id: p for p in passages}
+    kept = [
+        e.model_copy(update={"quote": quote})
+        for e in parsed.evidence
+        if e.chunk_id in by_id and (quote := locate_quote(e.quote, by_id[e.chunk_id].text)) is not None
+    ]
+    return EvidenceSet(evidence=kept), response
+
+
+def extract_request(question: str, passages: Sequence[Chunk], *, max_tokens: int = 2048) -> ModelRequest:
+    """The `extract_evidence` call of one passage group: its stable part (system, schema, question) first."""
+    return ModelRequest(
         task="extract_evidence",
         prompt_version=EXTRACT_PROMPT_VERSION,
         system=EXTRACT_SYSTEM,
@@ -162,14 +175,6 @@ def extract_evidence(
         response_schema=EvidenceSet.model_json_schema(),
         offline=offline.EXTRACT,
     )
-    parsed, response = structured(model).ask(request, EvidenceSet)
-    by_id = {p.chunk_id: p for p in passages}
-    kept = [
-        e.model_copy(update={"quote": quote})
-        for e in parsed.evidence
-        if e.chunk_id in by_id and (quote := locate_quote(e.quote, by_id[e.chunk_id].text)) is not None
-    ]
-    return EvidenceSet(evidence=kept), response
 
 
 def rank_evidence(
