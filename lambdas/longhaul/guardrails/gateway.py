@@ -17,7 +17,8 @@ Every model call of a step goes through `ModelCalls` (`StepContext.model()`):
 - an adapter that streams (`StreamingGateway`) is streamed: its text goes, coalesced, into the job's short-lived
   stream records as it is written (`core.streams`), for people watching; the answer is still the whole response;
 - the job's instructions (given by an update of the job: `longhaul.api.updates`), as they were when the step started,
-  are added to the end of every prompt of the step, and kept with it (`KeptPrompt.instructions`);
+  are added to the end of every prompt of the step (to the end of its stable part, when its builder declared one),
+  and kept with it (`KeptPrompt.instructions`);
 - the stable prefix of the prompt (system, schema, and the part of the prompt its builder says is the same in the
   step's other calls) is marked for the provider's cache when the route allows it and the prefix reaches the model's
   minimum (`longhaul.guardrails.caching`); the reservation holds that prefix at the cache-write price, the settlement
