@@ -156,7 +156,7 @@ ALLOWANCE_REACHED_METRIC = "TenantDailyAllowanceReached"
 #: schema's top-level field); by the tenants: `tenant`.
 BOUNDED_DIMENSIONS = frozenset(
     {"workflow", "step", "kind", "outcome", "sla_class", "provider", "route", "state", "event", "model",
-     "prompt_version", "field", "tenant"}
+     "prompt_version", "field", "tenant", "lane"}
 )  # fmt: skip
 
 #: Where metrics go besides EMF: the local runtime, which has no CloudWatch agent, puts them into its in-memory
