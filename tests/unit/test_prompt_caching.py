@@ -15,6 +15,7 @@ from longhaul import services as wiring
 from longhaul.adapters.models.bedrock import BedrockConverseModel
 from longhaul.adapters.models.offline import OfflineExtractiveModel, PromptCache
 from longhaul.adapters.models.openai_compat import OpenAICompatibleModel
+from longhaul.api.jobs import step_usage
 from longhaul.core.budgets import PRICES, CallSize, Price, TenantPolicy, cost_micro, list_cost_micro, price_of
 from longhaul.core.contracts import JobStatus
 from longhaul.core.llm import INSTRUCTIONS_HEADING, ModelRequest
@@ -309,3 +310,6 @@ def test_calls_sharing_a_prefix_read_it_from_the_cache_and_the_job_shows_it(offl
     assert (shown.usage.cache_write_tokens, shown.usage.cache_read_tokens) == (prefix, 3 * prefix)
     assert shown.cost.model.lanes.on_demand.cache_read_tokens == 3 * prefix
     assert Decimal(shown.cost.model.saved_usd) > 0  # three reads at a tenth paid for the one write's premium
+    # and each step's row of the budget view says the same
+    (row,) = step_usage(s.budgets.ledger(job.job_id))
+    assert (row.calls, row.cache_write_tokens, row.cache_read_tokens) == (4, prefix, 3 * prefix)

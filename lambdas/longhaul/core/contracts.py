@@ -601,6 +601,8 @@ class StepUsage(Model):
     calls: int = Field(description="Model calls settled (calls answered from a checkpointed response not counted).")
     input_tokens: int
     output_tokens: int
+    cache_read_tokens: int = Field(default=0, description="Prompt tokens read from a provider's prompt cache.")
+    cache_write_tokens: int = Field(default=0, description="Prompt tokens written to a provider's prompt cache.")
     cost_usd: str
     held_tokens: int = Field(description="What calls in flight still hold reserved (prompt plus output cap).")
     models: list[str] = Field(default_factory=list, description="`provider:model` that answered, per route.")
