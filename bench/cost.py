@@ -139,7 +139,9 @@ def main() -> None:
                 continue
             cost = job["cost"]
             orchestration, usage = cost["orchestration"], cost["orchestration"]["requests"]
-            model_usd = Decimal(cost_micro(cost["model"]["input_tokens"], cost["model"]["output_tokens"], price))
+            tokens = cost["model"]
+            cached = {k: tokens.get(k, 0) for k in ("cache_read_tokens", "cache_write_tokens")}  # at their prices
+            model_usd = Decimal(cost_micro(tokens["input_tokens"], tokens["output_tokens"], price, **cached))
             model_usd /= 1_000_000
             per_thousand = (Decimal(orchestration["usd"]) + model_usd) * 1000
             history = orchestration["history_events"]

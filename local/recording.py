@@ -135,7 +135,12 @@ class JobReader:
             kept = json.loads(self.read(response_key(self.job_id, str(charge["response_hash"]))) or b"{}")
             response = {
                 "text": kept["text"],
-                "usage": {"input_tokens": kept["input_tokens"], "output_tokens": kept["output_tokens"]},
+                "usage": {
+                    "input_tokens": kept["input_tokens"],
+                    "output_tokens": kept["output_tokens"],
+                    # what the provider read from / wrote to its prompt cache, when it reported it
+                    **{k: kept[k] for k in ("cache_read_tokens", "cache_write_tokens") if kept.get(k) is not None},
+                },
                 "model_id": kept["model_id"],
                 "stop_reason": kept["stop_reason"],
             }

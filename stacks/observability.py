@@ -23,7 +23,11 @@ from longhaul.core.budgets import QUEUE_WAIT_TARGET_SECONDS
 from longhaul.core.observability import (
     ALLOWANCE_REACHED_METRIC,
     ESCALATIONS_METRIC,
+    MODEL_CACHE_READ_METRIC,
     MODEL_COST_METRIC,
+    MODEL_LANE_COST_METRIC,
+    MODEL_LANE_TOKENS_METRIC,
+    MODEL_PROMPT_TOKENS_METRIC,
     MODEL_TOKENS_METRIC,
     NAMESPACE,
     PLATFORM_MISCONFIGURED,
@@ -172,6 +176,7 @@ class Observability(Construct):
             ),
         )
         self._validation_widgets()
+        self._lane_widgets()
         self._tenant_allowance_alarm()
         self._stuck_jobs_alarm(stuck_after_minutes)
         for provider in model_providers:
@@ -196,6 +201,37 @@ class Observability(Construct):
             treat_missing_data=cw.TreatMissingData.NOT_BREACHING,
             alarm_description=f"{sla_class} jobs wait longer than {target} s for a slot (p90): raise the platform's "
             "or the tenants' jobs in flight, or look for a stuck dispatcher",
+        )
+
+    def _lane_widgets(self) -> None:
+        """Model tokens and dollars by lane (on demand, batch), and the share of prompt tokens read from a provider's
+        cache (the gateway's `ModelCacheReadTokens` over `ModelPromptTokens`, every lane)."""
+        lanes = ("on_demand", "batch")
+        read = [_metric(MODEL_CACHE_READ_METRIC, lane=lane) for lane in lanes]
+        prompt = [_metric(MODEL_PROMPT_TOKENS_METRIC, lane=lane) for lane in lanes]
+        share = cw.MathExpression(
+            expression="100 * (FILL(r0, 0) + FILL(r1, 0)) / (FILL(p0, 0) + FILL(p1, 0))",
+            using_metrics={"r0": read[0], "r1": read[1], "p0": prompt[0], "p1": prompt[1]},
+            label="prompt tokens read from cache %",
+            period=PERIOD,
+        )
+        self.dashboard.add_widgets(
+            cw.GraphWidget(
+                title="model: tokens by lane",
+                left=[_metric(MODEL_LANE_TOKENS_METRIC, lane=lane).with_(label=lane) for lane in lanes],
+                width=8,
+            ),
+            cw.GraphWidget(
+                title="model: cost (USD) by lane",
+                left=[_metric(MODEL_LANE_COST_METRIC, lane=lane).with_(label=lane) for lane in lanes],
+                width=8,
+            ),
+            cw.GraphWidget(
+                title="model: share of prompt tokens read from the prompt cache (%)",
+                left=[share],
+                left_y_axis=cw.YAxisProps(min=0, max=100),
+                width=8,
+            ),
         )
 
     def _validation_widgets(self) -> None:

@@ -98,7 +98,11 @@ def test_prices_of_profiles_and_unknown_models() -> None:
     assert price_of("my-model", table).input == Decimal("0.10")
     assert price_of("us.anthropic.claude-sonnet-4-20250514-v1:0", table).output == Decimal("15.00")
     # an unknown model is priced as the most expensive row: a missing row only makes budgets stricter
-    assert price_of("who-knows", table) == max(table.values(), key=lambda p: (p.output, p.input))
+    # (and caches nothing: its cache reads, if reported, are charged as input)
+    dearest = max(table.values(), key=lambda p: (p.output, p.input))
+    unknown = price_of("who-knows", table)
+    assert (unknown.input, unknown.output) == (dearest.input, dearest.output)
+    assert (unknown.cache_min_tokens, unknown.cache_read, unknown.cache_write) == (None, 1, 1)
 
 
 def test_a_requested_budget_above_the_tenant_ceiling_is_a_problem_naming_the_field() -> None:

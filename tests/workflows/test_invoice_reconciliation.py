@@ -176,3 +176,28 @@ def test_malformed_input_is_a_422_naming_the_problem_and_nothing_is_stored(
     locations = [e["loc"] for e in problem["errors"]]
     assert any(field in json.dumps(loc) for loc in locations), problem
     assert len(alpha.get("/v1/jobs").json()["jobs"]) == before
+
+
+def test_invoices_share_the_extraction_prefix_and_read_it_from_the_cache(reconciled: dict[str, Any]):
+    # Given invoices extracted with one system prompt and schema (a stable prefix over the offline model's 1,024-token
+    # minimum), when the job has run, then the calls after the first read that prefix from the model's cache
+    job, events = reconciled["job"], reconciled["events"]
+    extractions = [e["detail"] for e in events if e["type"] == "model_called" and e["step"] == "extract_invoices"]
+    assert len(extractions) >= len(reconciled["result"]["invoices"])
+    read = [d.get("cache_read_tokens", 0) for d in extractions]
+    assert sum(1 for tokens in read if tokens >= 1024) >= len(extractions) - 1  # all but (at most) the first
+    usage, model = job["usage"], job["cost"]["model"]
+    every = [e["detail"] for e in events if e["type"] == "model_called"]
+    assert usage["cache_read_tokens"] == sum(d.get("cache_read_tokens", 0) for d in every) > 0
+    assert usage["cache_write_tokens"] == sum(d.get("cache_write_tokens", 0) for d in every)
+    # and the cost shows it: every call on demand, cheaper than the same tokens uncached
+    on_demand = model["lanes"]["on_demand"]
+    assert (on_demand["cache_read_tokens"], on_demand["usd"]) == (usage["cache_read_tokens"], model["usd"])
+    assert model["lanes"]["batch"] == {
+        "input_tokens": 0,
+        "output_tokens": 0,
+        "cache_read_tokens": 0,
+        "cache_write_tokens": 0,
+        "usd": "0.000000",
+    }
+    assert float(model["saved_usd"]) > 0

@@ -579,12 +579,23 @@ def step_usage(ledger: list[Charge]) -> list[StepUsage]:
             continue
         row = rows.setdefault(
             (charge.step, charge.item),
-            {"calls": 0, "input_tokens": 0, "output_tokens": 0, "cost": 0, "held": 0, "models": []},
+            {
+                "calls": 0,
+                "input_tokens": 0,
+                "output_tokens": 0,
+                "read": 0,
+                "written": 0,
+                "cost": 0,
+                "held": 0,
+                "models": [],
+            },
         )
         if charge.status == "settled":
             row["calls"] += 1
             row["input_tokens"] += charge.input_tokens
             row["output_tokens"] += charge.output_tokens
+            row["read"] += charge.cache_read_tokens
+            row["written"] += charge.cache_write_tokens
             row["cost"] += charge.cost_micro
         else:
             row["held"] += charge.reserved_tokens
@@ -598,6 +609,8 @@ def step_usage(ledger: list[Charge]) -> list[StepUsage]:
             calls=row["calls"],
             input_tokens=row["input_tokens"],
             output_tokens=row["output_tokens"],
+            cache_read_tokens=row["read"],
+            cache_write_tokens=row["written"],
             cost_usd=usd(row["cost"]),
             held_tokens=row["held"],
             models=row["models"],

@@ -177,7 +177,8 @@ def reset_fields(before: TenantPolicy, after: TenantPolicy, candidates: list[str
 
 
 class Price(Model):
-    """US dollars per million tokens, which is micro-dollars per token."""
+    """US dollars per million tokens, which is micro-dollars per token; with prompt caching, what a token read from
+    or written to the provider's cache costs as a multiple of the input price, and the smallest prefix it caches."""
 
     input: Decimal = Field(ge=0)
     output: Decimal = Field(ge=0)
@@ -186,19 +187,23 @@ class Price(Model):
     # The share of these prices a call pays in Bedrock's batch lane (`longhaul.guardrails.batch`): Bedrock prices
     # batch inference at half of on-demand for the models it batches.
     batch: Decimal = Field(default=Decimal("0.5"), gt=0, le=1)
+    # Prompt caching (`longhaul.guardrails.caching`): None, the model caches nothing the platform marks.
+    cache_min_tokens: int | None = Field(default=None, gt=0, description="The smallest prefix the model caches.")
+    cache_read: Decimal = Field(default=Decimal(1), ge=0, description="A cache read's price, times `input`.")
+    cache_write: Decimal = Field(default=Decimal(1), ge=0, description="A cache write's price, times `input`.")
 
     def at_tier(self, tier: str | None) -> "Price":
         """This row at a Bedrock service tier (`default`, the Standard tier, or None: itself)."""
         if not tier or tier == "default":
             return self
         factor = self.tiers.get(tier, TIER_MULTIPLIERS.get(tier, Decimal(1)))
-        return Price(input=self.input * factor, output=self.output * factor, tiers=self.tiers, batch=self.batch)
+        return self.model_copy(update={"input": self.input * factor, "output": self.output * factor})
 
     def in_lane(self, lane: "Lane") -> "Price":
         """This price as a call in `lane` pays it (the batch lane's share of it, or itself)."""
         if lane == "on_demand":
             return self
-        return Price(input=self.input * self.batch, output=self.output * self.batch, batch=self.batch, tiers=self.tiers)
+        return self.model_copy(update={"input": self.input * self.batch, "output": self.output * self.batch})
 
 
 # Bedrock's service tiers against the Standard (on-demand) price of the same model, from Bedrock's pricing page
@@ -208,16 +213,38 @@ class Price(Model):
 TIER_MULTIPLIERS: dict[str, Decimal] = {"priority": Decimal("1.75"), "default": Decimal("1"), "flex": Decimal("0.5")}
 
 
+# Lanes of a model call: how it was sent (and priced). `on_demand`: a call of its own; `batch`: a record of a batch
+# inference job. A ledger entry records its lane (`Charge.lane`); the job's cost sums each lane.
+LANES: tuple[Lane, ...] = ("on_demand", "batch")
+DEFAULT_LANE: Lane = "on_demand"
+
+# Claude on Bedrock reads a cached prefix at a tenth of the input price and writes one (5-minute TTL) at 1.25 times it
+# (https://aws.amazon.com/bedrock/pricing/); the smallest prefix per checkpoint is per model
+# (https://docs.aws.amazon.com/bedrock/latest/userguide/prompt-caching.html): 1,024 tokens for Claude Sonnet 4, 3.7
+# Sonnet and Opus 4, 2,048 for Claude 3.5 Haiku. OpenAI caches prompts of 1,024 tokens and more by itself and reads
+# them at half the input price (gpt-4o, gpt-4o-mini), with no write premium. The offline model caches like Sonnet.
+_CLAUDE_CACHE = {"cache_read": Decimal("0.10"), "cache_write": Decimal("1.25")}
+_OPENAI_CACHE = {"cache_min_tokens": 1024, "cache_read": Decimal("0.50")}
+
+
 # Published on-demand prices (USD per million tokens). The offline model's is notional: it costs nothing, but cost
 # budgets should be exercisable locally. An unknown model is priced like the most expensive row, so a missing row
 # can only make a budget stricter.
 PRICES: dict[str, Price] = {
-    "longhaul-offline-extractive-1": Price(input=Decimal("1.00"), output=Decimal("5.00")),
-    "anthropic.claude-sonnet-4-20250514-v1:0": Price(input=Decimal("3.00"), output=Decimal("15.00")),
-    "anthropic.claude-3-5-haiku-20241022-v1:0": Price(input=Decimal("0.80"), output=Decimal("4.00")),
-    "anthropic.claude-opus-4-20250514-v1:0": Price(input=Decimal("15.00"), output=Decimal("75.00")),
-    "gpt-4o": Price(input=Decimal("2.50"), output=Decimal("10.00")),
-    "gpt-4o-mini": Price(input=Decimal("0.15"), output=Decimal("0.60")),
+    "longhaul-offline-extractive-1": Price(
+        input=Decimal("1.00"), output=Decimal("5.00"), cache_min_tokens=1024, **_CLAUDE_CACHE
+    ),
+    "anthropic.claude-sonnet-4-20250514-v1:0": Price(
+        input=Decimal("3.00"), output=Decimal("15.00"), cache_min_tokens=1024, **_CLAUDE_CACHE
+    ),
+    "anthropic.claude-3-5-haiku-20241022-v1:0": Price(
+        input=Decimal("0.80"), output=Decimal("4.00"), cache_min_tokens=2048, **_CLAUDE_CACHE
+    ),
+    "anthropic.claude-opus-4-20250514-v1:0": Price(
+        input=Decimal("15.00"), output=Decimal("75.00"), cache_min_tokens=1024, **_CLAUDE_CACHE
+    ),
+    "gpt-4o": Price(input=Decimal("2.50"), output=Decimal("10.00"), **_OPENAI_CACHE),
+    "gpt-4o-mini": Price(input=Decimal("0.15"), output=Decimal("0.60"), **_OPENAI_CACHE),
 }
 
 
@@ -230,19 +257,47 @@ def price_table(overrides: Mapping[str, Any] | None = None) -> dict[str, Price]:
 
 
 def price_of(model_id: str, table: Mapping[str, Price]) -> Price:
-    """A model's row; a cross-region profile (`us.anthropic.…`) is priced as its base model."""
+    """A model's row; a cross-region profile (`us.anthropic.…`) is priced as its base model. An unknown model is
+    priced like the most expensive row and caches nothing (its cache reads, if a provider reports some, are charged
+    as input): a missing row only makes a budget stricter."""
     if model_id in table:
         return table[model_id]
     _, _, base = model_id.partition(".")
     if base in table:
         return table[base]
-    return max(table.values(), key=lambda p: (p.output, p.input))
+    dearest = max(table.values(), key=lambda p: (p.output, p.input))
+    return dearest.model_copy(update={"cache_min_tokens": None, "cache_read": Decimal(1), "cache_write": Decimal(1)})
 
 
-def cost_micro(input_tokens: int, output_tokens: int, price: Price) -> int:
+def exact_cost(
+    input_tokens: int, output_tokens: int, price: Price, *, cache_read_tokens: int = 0, cache_write_tokens: int = 0
+) -> Decimal:
+    """Micro-dollars for a call, exactly: uncached input at the input price, cache reads and writes at their
+    multiples of it, output at the output price."""
+    return (
+        Decimal(input_tokens) * price.input
+        + Decimal(cache_read_tokens) * price.input * price.cache_read
+        + Decimal(cache_write_tokens) * price.input * price.cache_write
+        + Decimal(output_tokens) * price.output
+    )
+
+
+def cost_micro(
+    input_tokens: int, output_tokens: int, price: Price, *, cache_read_tokens: int = 0, cache_write_tokens: int = 0
+) -> int:
     """Micro-dollars for a call, rounded up (a budget is never under-charged)."""
-    exact = Decimal(input_tokens) * price.input + Decimal(output_tokens) * price.output
+    exact = exact_cost(
+        input_tokens, output_tokens, price, cache_read_tokens=cache_read_tokens, cache_write_tokens=cache_write_tokens
+    )
     return int(exact.to_integral_value(rounding=ROUND_CEILING))
+
+
+def list_cost_micro(
+    input_tokens: int, output_tokens: int, price: Price, *, cache_read_tokens: int = 0, cache_write_tokens: int = 0
+) -> int:
+    """What the same tokens cost on demand, uncached: every prompt token at the input price (the figure a job's
+    `saved_usd` is measured from)."""
+    return cost_micro(input_tokens + cache_read_tokens + cache_write_tokens, output_tokens, price)
 
 
 def usd(micro: int) -> str:
@@ -276,20 +331,34 @@ class Reservation(Model):
     capped_by: Scope | None = None
 
     @classmethod
-    def of_call(cls, input_tokens: int, output_tokens: int, price: Price) -> "Reservation":
+    def of_call(cls, input_tokens: int, output_tokens: int, price: Price, *, cached_tokens: int = 0) -> "Reservation":
+        """What a call holds; `cached_tokens` of its input marked for the provider's cache are held at the dearer
+        of a cache write and an uncached read (the call does not know which it will be)."""
+        cached = min(cached_tokens, input_tokens)
         return cls(
             tokens=input_tokens + output_tokens,
-            cost_micro=cost_micro(input_tokens, output_tokens, price),
+            cost_micro=cost_micro(input_tokens - cached, output_tokens, price, cache_write_tokens=cached)
+            if price.cache_write >= 1
+            else cost_micro(input_tokens, output_tokens, price),
             output_tokens=output_tokens,
         )
 
 
 class CallSize(Model):
-    """What a call can use: its prompt's counted tokens and its output cap, at its route's price."""
+    """What a call can use: its prompt's counted tokens and its output cap, at its route's price. `cached_tokens`:
+    of the prompt, the prefix marked for the provider's cache (reserved at the cache-write price)."""
 
     input_tokens: int = Field(ge=0)
     max_output_tokens: int = Field(gt=0)
     price: Price
+    cached_tokens: int = Field(default=0, ge=0)
+
+    def _input_cost(self) -> Decimal:
+        """The exact micro-dollars the prompt is held at."""
+        cached = min(self.cached_tokens, self.input_tokens)
+        if self.price.cache_write < 1:
+            cached = 0
+        return exact_cost(self.input_tokens - cached, 0, self.price, cache_write_tokens=cached)
 
     @property
     def min_output_tokens(self) -> int:
@@ -297,14 +366,14 @@ class CallSize(Model):
 
     def reservation(self, output_tokens: int | None = None, capped_by: Scope | None = None) -> Reservation:
         output = self.max_output_tokens if output_tokens is None else output_tokens
-        held = Reservation.of_call(self.input_tokens, output, self.price)
+        held = Reservation.of_call(self.input_tokens, output, self.price, cached_tokens=self.cached_tokens)
         return held.model_copy(update={"capped_by": capped_by}) if capped_by else held
 
     def output_within(self, tokens: int, cost: int) -> int:
         """The largest output cap (at most the call's own) whose reservation fits `tokens` and `cost` micro-dollars;
         below zero when not even the prompt fits."""
         by_tokens = tokens - self.input_tokens
-        left = Decimal(cost) - self.input_tokens * self.price.input  # a cost rounded up fits iff the exact one does
+        left = Decimal(cost) - self._input_cost()  # a cost rounded up fits iff the exact one does
         if left < 0:
             return -1
         by_cost = math.floor(left / self.price.output) if self.price.output > 0 else self.max_output_tokens

@@ -604,8 +604,16 @@ class JobError(Model):
 
 
 class Usage(Model):
-    input_tokens: int = 0
+    input_tokens: int = Field(
+        default=0, description="Prompt tokens not read from or written to a provider's cache (billed as input)."
+    )
     output_tokens: int = 0
+    cache_read_tokens: int = Field(
+        default=0, description="Prompt tokens read from a provider's prompt cache (billed at its cache-read price)."
+    )
+    cache_write_tokens: int = Field(
+        default=0, description="Prompt tokens written to a provider's prompt cache (billed at its cache-write price)."
+    )
     cost_usd: str = Field(default="0.000000", description="Actual cost in US dollars (decimal string).")
 
 
@@ -617,6 +625,8 @@ class StepUsage(Model):
     calls: int = Field(description="Model calls settled (calls answered from a checkpointed response not counted).")
     input_tokens: int
     output_tokens: int
+    cache_read_tokens: int = Field(default=0, description="Prompt tokens read from a provider's prompt cache.")
+    cache_write_tokens: int = Field(default=0, description="Prompt tokens written to a provider's prompt cache.")
     cost_usd: str
     held_tokens: int = Field(description="What calls in flight still hold reserved (prompt plus output cap).")
     models: list[str] = Field(default_factory=list, description="`provider:model` that answered, per route.")
@@ -694,12 +704,40 @@ class TierCost(Model):
     usd: str
 
 
-class ModelCost(Model):
-    """The model calls' tokens and cost, as the job's budget ledger settled them."""
+class LaneCost(Model):
+    """The model calls of one lane: their tokens (prompt tokens uncached, read from and written to the provider's
+    cache; output) and what they cost."""
 
     input_tokens: int = 0
     output_tokens: int = 0
+    cache_read_tokens: int = 0
+    cache_write_tokens: int = 0
+    usd: str = Field(default="0.000000", description="US dollars (decimal string, six decimals).")
+
+
+class ModelLanes(Model):
+    """The model calls by how they were sent: each on its own (`on_demand`) or as records of a Bedrock batch
+    inference job (`batch`)."""
+
+    on_demand: LaneCost = Field(default_factory=LaneCost)
+    batch: LaneCost = Field(default_factory=LaneCost)
+
+
+class ModelCost(Model):
+    """The model calls' tokens and cost, as the job's budget ledger settled them."""
+
+    input_tokens: int = Field(default=0, description="Prompt tokens not read from or written to a provider's cache.")
+    output_tokens: int = 0
+    cache_read_tokens: int = 0
+    cache_write_tokens: int = 0
     usd: str
+    lanes: ModelLanes = Field(default_factory=ModelLanes, description="The same figures by lane.")
+    saved_usd: str = Field(
+        default="0.000000",
+        description="What the same tokens would have cost on demand and uncached, less what they cost (US dollars, "
+        "decimal string; negative when cache writes were not read back, or tokens were paid at the Priority tier): "
+        "the same tokens on demand at the Standard tier, uncached, are the measure.",
+    )
     tiers: dict[str, TierCost] = Field(
         default_factory=dict,
         description="The same tokens and dollars by the service tier they were paid at (`default`: Standard, "
@@ -1046,6 +1084,8 @@ class KeptResponse(Model):
     stop_reason: str
     input_tokens: int
     output_tokens: int
+    cache_read_tokens: int | None = Field(default=None, description="Prompt tokens read from the provider's cache.")
+    cache_write_tokens: int | None = Field(default=None, description="Prompt tokens written to the provider's cache.")
 
 
 class EventView(Model):

@@ -11,6 +11,8 @@ from longhaul.core.model import Model
 
 # What introduces a job's instructions (an update's) at the end of a prompt.
 INSTRUCTIONS_HEADING = "Instructions from the requester (they apply to this answer):"
+# How long a provider keeps a cached prompt prefix after its last use: Bedrock's default cache TTL (5 minutes).
+CACHE_TTL_SECONDS = 300
 # What a request asks for, named by the step's domain (e.g. "extract_evidence", "extract_invoice").
 Task = str
 
@@ -54,6 +56,24 @@ class ModelRequest(Model):
         "gateway from the route and the job's SLA class. Not part of `sent()`: the same prompt at another tier is the "
         "same call (its ledger entry and kept prompt).",
     )
+    stable_prompt_chars: int | None = Field(
+        default=None,
+        ge=0,
+        description="How many leading characters of `prompt` are the same in the step's other calls (instructions, "
+        "shared passages): with `system` and the schema, the prefix a provider may cache. Set by the prompt builder "
+        "of a step that calls the model many times with it; None: nothing is worth caching (a call made once).",
+    )
+    cache_prefix_tokens: int | None = Field(
+        default=None,
+        ge=0,
+        description="The stable prefix's tokens when the gateway marked it for the provider's cache (a Converse "
+        "`cachePoint`); None: not marked. Not part of what the call is (`sent`, `prompt_hash`).",
+    )
+
+    def stable_prefix(self) -> tuple[str, str]:
+        """(the stable part of `prompt`, the rest): the stable part is what the step's other calls start with."""
+        cut = min(self.stable_prompt_chars or 0, len(self.prompt))
+        return self.prompt[:cut], self.prompt[cut:]
 
     def sent(self) -> dict[str, Any]:
         """What the model is sent: system, prompt, schema, limit (and the task naming them; and the job's
@@ -68,9 +88,19 @@ class ModelRequest(Model):
         return sent | ({"instructions": self.instructions} if self.instructions else {})
 
     def instructed(self, instructions: str | None) -> "ModelRequest":
-        """This request with the job's instructions at the end of its prompt (itself without any, or with these)."""
+        """This request with the job's instructions (itself without any, or with these): at the end of its prompt,
+        or, when its builder declared a stable part, at the end of that part (the same in every call of the step,
+        they belong to the prefix a provider caches)."""
         if not instructions or self.instructions == instructions:
             return self
+        if self.stable_prompt_chars is not None:
+            stable, rest = self.stable_prefix()
+            added = f"{INSTRUCTIONS_HEADING}\n{instructions}\n\n"
+            if stable and not stable.endswith("\n\n"):
+                added = "\n\n" + added
+            prompt = f"{stable}{added}{rest}"
+            update = {"prompt": prompt, "instructions": instructions, "stable_prompt_chars": len(stable) + len(added)}
+            return self.model_copy(update=update)
         prompt = f"{self.prompt}\n\n{INSTRUCTIONS_HEADING}\n{instructions}"
         return self.model_copy(update={"prompt": prompt, "instructions": instructions})
 

@@ -129,6 +129,12 @@ QUEUE_WAIT_METRIC = "QueueWaitSeconds"
 # Model usage settled per call, by `workflow` and (separately) by `tenant`: tokens, and USD.
 MODEL_TOKENS_METRIC = "ModelTokens"
 MODEL_COST_METRIC = "ModelCostUSD"
+# Model tokens and dollars by lane (`lane`: on_demand, batch); prompt tokens and those read from a provider's cache
+# (`lane`), whose ratio is the cache-read share the dashboard shows.
+MODEL_LANE_TOKENS_METRIC = "ModelLaneTokens"
+MODEL_LANE_COST_METRIC = "ModelLaneCostUSD"
+MODEL_PROMPT_TOKENS_METRIC = "ModelPromptTokens"
+MODEL_CACHE_READ_METRIC = "ModelCacheReadTokens"
 # A step attempt that failed and will be retried (`workflow`, `step`).
 STEP_RETRIES_METRIC = "StepRetries"
 # Seconds a review waited for its decision (`workflow`).
@@ -154,7 +160,7 @@ ROUTE_WAIT_METRIC = "RouteLimitWaitSeconds"
 #: schema's top-level field); by the tenants: `tenant`.
 BOUNDED_DIMENSIONS = frozenset(
     {"workflow", "step", "kind", "outcome", "sla_class", "provider", "route", "state", "event", "model",
-     "prompt_version", "field", "tenant"}
+     "prompt_version", "field", "tenant", "lane"}
 )  # fmt: skip
 
 #: Where metrics go besides EMF: the local runtime, which has no CloudWatch agent, puts them into its in-memory

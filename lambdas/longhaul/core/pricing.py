@@ -11,11 +11,20 @@ state the figures they expect, so they fail until they are updated with them.
 from collections.abc import Mapping
 from datetime import date
 from decimal import ROUND_HALF_UP, Decimal
+from typing import NamedTuple
 
 from pydantic import ConfigDict
 
-from longhaul.core.budgets import usd
-from longhaul.core.contracts import JobCost, ModelCost, OrchestrationCost, RequestUsage, TierCost
+from longhaul.core.budgets import LANES, Lane, usd
+from longhaul.core.contracts import (
+    JobCost,
+    LaneCost,
+    ModelCost,
+    ModelLanes,
+    OrchestrationCost,
+    RequestUsage,
+    TierCost,
+)
 from longhaul.core.metering import Metered
 from longhaul.core.model import Model
 
@@ -110,6 +119,47 @@ def to_micro(amount: Decimal) -> int:
     return int((amount * MICRO).to_integral_value(rounding=ROUND_HALF_UP))
 
 
+class LaneTally(NamedTuple):
+    """One lane's settled model usage: tokens, what they cost (micro-dollars) and what they would have cost on
+    demand, uncached (`list_cost_micro`)."""
+
+    input_tokens: int = 0
+    output_tokens: int = 0
+    cache_read_tokens: int = 0
+    cache_write_tokens: int = 0
+    cost_micro: int = 0
+    list_cost_micro: int = 0
+
+    def minus(self, other: "LaneTally") -> "LaneTally":
+        return LaneTally(*(max(mine - theirs, 0) for mine, theirs in zip(self, other, strict=True)))
+
+    def view(self) -> LaneCost:
+        return LaneCost(
+            input_tokens=self.input_tokens,
+            output_tokens=self.output_tokens,
+            cache_read_tokens=self.cache_read_tokens,
+            cache_write_tokens=self.cache_write_tokens,
+            usd=usd(self.cost_micro),
+        )
+
+
+def model_cost(lanes: Mapping[Lane, LaneTally]) -> ModelCost:
+    """The model's cost view from its lanes: the totals, each lane, and what caching and batching saved (the same
+    tokens on demand, uncached, less what they cost: negative when cache writes were never read back)."""
+    every = [lanes.get(lane, LaneTally()) for lane in LANES]
+    total = LaneTally(*(sum(column) for column in zip(*every, strict=True)))
+    saved = total.list_cost_micro - total.cost_micro
+    return ModelCost(
+        input_tokens=total.input_tokens,
+        output_tokens=total.output_tokens,
+        cache_read_tokens=total.cache_read_tokens,
+        cache_write_tokens=total.cache_write_tokens,
+        usd=usd(total.cost_micro),
+        lanes=ModelLanes(**{lane: tally.view() for lane, tally in zip(LANES, every, strict=True)}),
+        saved_usd=usd(saved) if saved >= 0 else f"-{usd(-saved)}",
+    )
+
+
 def job_cost(
     metered: Metered,
     *,
@@ -121,9 +171,12 @@ def job_cost(
     estimate_reason: str | None,
     prices: AwsPrices = AWS_PRICES,
     tiers: Mapping[str, tuple[int, int, int]] | None = None,
+    lanes: Mapping[Lane, LaneTally] | None = None,
 ) -> JobCost:
     """A job's cost view; `estimate_reason`: why a figure is not final yet (None: the job has finished and every
-    execution's history was counted)."""
+    execution's history was counted). `lanes`: the model usage by lane (None: all on demand, uncached)."""
+    if lanes is None:
+        lanes = {"on_demand": LaneTally(input_tokens, output_tokens, 0, 0, model_cost_micro, model_cost_micro)}
     orchestration = to_micro(orchestration_usd(metered, transitions or 0, prices))
     return JobCost(
         total=usd(orchestration + model_cost_micro),
@@ -144,13 +197,13 @@ def job_cost(
             ),
             usd=usd(orchestration),
         ),
-        model=ModelCost(
-            input_tokens=input_tokens,
-            output_tokens=output_tokens,
-            usd=usd(model_cost_micro),
-            tiers={  # (input tokens, output tokens, micro-dollars) by service tier
-                tier: TierCost(input_tokens=i, output_tokens=o, usd=usd(c)) for tier, (i, o, c) in (tiers or {}).items()
-            },
+        model=model_cost(lanes).model_copy(
+            update={
+                "tiers": {  # (input tokens, output tokens, micro-dollars) by service tier
+                    tier: TierCost(input_tokens=i, output_tokens=o, usd=usd(c))
+                    for tier, (i, o, c) in (tiers or {}).items()
+                }
+            }
         ),
         region=prices.region,
         prices_as_of=prices.as_of,

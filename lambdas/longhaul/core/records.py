@@ -11,7 +11,7 @@ from typing import Any, Literal
 
 from pydantic import ConfigDict, Field, model_validator
 
-from longhaul.core.budgets import Lane, ModelLane, SlaClass, usd
+from longhaul.core.budgets import DEFAULT_LANE, Lane, ModelLane, SlaClass, usd
 from longhaul.core.contracts import (
     TERMINAL_STATUSES,
     AgentLimitsView,
@@ -35,7 +35,7 @@ from longhaul.core.eta import EtaSnapshot, estimate
 from longhaul.core.metering import PREFIX as METERED_PREFIX
 from longhaul.core.metering import Metered
 from longhaul.core.model import Model
-from longhaul.core.pricing import job_cost
+from longhaul.core.pricing import LaneTally, job_cost
 from longhaul.core.schema import ITEMS_DONE_PREFIX
 from longhaul.core.step_events import WorkflowState
 
@@ -122,6 +122,16 @@ class Job(Record):
     result_key: str | None = None
     usage_input_tokens: int = 0
     usage_output_tokens: int = 0
+    usage_cache_read_tokens: int = 0
+    usage_cache_write_tokens: int = 0
+    model_list_cost_micro: int = 0  # what the settled tokens cost on demand, uncached
+    # The batch lane's share of the settled usage (the on-demand lane's is the totals less it).
+    lane_batch_input_tokens: int = 0
+    lane_batch_output_tokens: int = 0
+    lane_batch_cache_read_tokens: int = 0
+    lane_batch_cache_write_tokens: int = 0
+    lane_batch_cost_micro: int = 0
+    lane_batch_list_cost_micro: int = 0
     # Budget: limits, what is held (reservations in flight plus settled actuals), the actual cost; all micro-dollars.
     budget_tokens: int | None = None
     budget_cost_micro: int | None = None
@@ -293,6 +303,8 @@ class Job(Record):
             usage=Usage(
                 input_tokens=self.usage_input_tokens,
                 output_tokens=self.usage_output_tokens,
+                cache_read_tokens=self.usage_cache_read_tokens,
+                cache_write_tokens=self.usage_cache_write_tokens,
                 cost_usd=usd(self.cost_micro),
             ),
             budget=self.budget_view(),
@@ -332,6 +344,7 @@ class Job(Record):
                 model_cost_micro=self.cost_micro,
                 estimate_reason=self.cost_estimate_reason(),
                 tiers={tier: (u.input_tokens, u.output_tokens, u.cost_micro) for tier, u in self.tier_usage.items()},
+                lanes=self.model_lanes(),
             ),
         )
 
@@ -357,6 +370,27 @@ class Job(Record):
         progress.eta_seconds = round(seconds)
         progress.estimated_finish_at = now + timedelta(seconds=seconds)
         progress.eta_basis = basis
+
+    def model_lanes(self) -> dict[Lane, LaneTally]:
+        """The settled model usage by lane: the batch lane's counters, and the on-demand lane's (the rest)."""
+        listed = self.model_list_cost_micro or self.cost_micro  # (a job settled before list prices were kept)
+        total = LaneTally(
+            self.usage_input_tokens,
+            self.usage_output_tokens,
+            self.usage_cache_read_tokens,
+            self.usage_cache_write_tokens,
+            self.cost_micro,
+            listed,
+        )
+        batch = LaneTally(
+            self.lane_batch_input_tokens,
+            self.lane_batch_output_tokens,
+            self.lane_batch_cache_read_tokens,
+            self.lane_batch_cache_write_tokens,
+            self.lane_batch_cost_micro,
+            self.lane_batch_list_cost_micro,
+        )
+        return {"on_demand": total.minus(batch), "batch": batch}
 
     def cost_estimate_reason(self) -> str | None:
         """Why this job's cost is not final (None: it is)."""
@@ -460,8 +494,12 @@ class Charge(Record):
     workflow_version: int | None = None
     stop_reason: str | None = None
     response: str | None = None
+    # Prompt caching: of the prompt, the tokens read from / written to the provider's cache (`input_tokens`: the rest).
+    cache_read_tokens: int = 0
+    cache_write_tokens: int = 0
+    list_cost_micro: int | None = None  # what the call's tokens cost on demand, uncached (None: as `cost_micro`)
     service_tier: str | None = None  # the Bedrock service tier the call was paid at (None: before tiers)
-    lane: Lane = "on_demand"  # how the call is paid: on demand, or as a record of a batch inference job
+    lane: Lane = DEFAULT_LANE  # how the call was sent: on demand, or as a record of a batch inference job
 
 
 class IdempotencyRecord(Record):

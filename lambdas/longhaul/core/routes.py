@@ -69,6 +69,13 @@ class Route(Model):
     def limited(self) -> bool:
         return self.requests_per_minute is not None or self.tokens_per_minute is not None
 
+    prompt_caching: bool = Field(
+        default=True,
+        description="Mark each call's stable prefix for the provider's cache (a Converse `cachePoint`) when the "
+        "model caches and the prefix reaches its minimum (bedrock, offline); false: never. OpenAI-compatible "
+        "providers cache by themselves: their cached tokens are metered either way.",
+    )
+
     @model_validator(mode="after")
     def _complete(self) -> Self:
         if self.provider == "openai" and not self.base_url:

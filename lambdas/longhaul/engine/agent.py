@@ -328,10 +328,12 @@ def agent_request(
         ]
     )
     transcript = "\n".join(f"[{m.role} turn {m.turn}] {_json(m.content)}" for m in session.messages)
+    # The protocol, tools, schemas and limits (system), the task and its context are every turn's: the stable prefix
+    # a provider caches; the scratchpad and the conversation change each turn and come after it.
+    brief = "\n\n".join([f"Task: {session.brief.task}", "Context:\n" + _json(session.brief.context)])
     prompt = "\n\n".join(
         [
-            f"Task: {session.brief.task}",
-            "Context:\n" + _json(session.brief.context),
+            brief,
             "Scratchpad:\n" + _json(session.notes),
             f"Turn {session.turns + 1}. Conversation so far:\n{transcript or '(none)'}",
         ]
@@ -352,6 +354,7 @@ def agent_request(
         max_tokens=MAX_ANSWER_TOKENS,
         response_schema=AgentDecision.model_json_schema(),
         offline=policy.offline,
+        stable_prompt_chars=len(brief) + 2,
     )
 
 

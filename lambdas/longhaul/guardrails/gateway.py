@@ -22,7 +22,12 @@ Every model call of a step goes through `ModelCalls` (`StepContext.model()`):
 - an adapter that streams (`StreamingGateway`) is streamed: its text goes, coalesced, into the job's short-lived
   stream records as it is written (`core.streams`), for people watching; the answer is still the whole response;
 - the job's instructions (given by an update of the job: `longhaul.api.updates`), as they were when the step started,
-  are added to the end of every prompt of the step, and kept with it (`KeptPrompt.instructions`);
+  are added to the end of every prompt of the step (to the end of its stable part, when its builder declared one),
+  and kept with it (`KeptPrompt.instructions`);
+- the stable prefix of the prompt (system, schema, and the part of the prompt its builder says is the same in the
+  step's other calls) is marked for the provider's cache when the route allows it and the prefix reaches the model's
+  minimum (`longhaul.guardrails.caching`); the reservation holds that prefix at the cache-write price, the settlement
+  prices what the provider reports read from and written to its cache at the table's multiples of the input price;
 - the answer climbs the validation ladder (`longhaul.guardrails.ladder`); each rung is an event.
 Each call is recorded (route, provider, model, prompt version and hash, response hash, usage, cost, and the code and
 workflow versions that made it) in `calls`, which the runner stores on the step's checkpoint, and as a `model_called`
@@ -44,11 +49,13 @@ from pydantic import BaseModel
 
 from longhaul.core import faults, genai
 from longhaul.core.budgets import (
+    DEFAULT_LANE,
     CallSize,
     Reservation,
     Scope,
     TenantPolicy,
     cost_micro,
+    list_cost_micro,
     price_of,
     price_table,
     usd,
@@ -78,7 +85,7 @@ from longhaul.core.observability import (
 from longhaul.core.records import Job, Provenance
 from longhaul.core.routes import STANDARD_TIER
 from longhaul.core.streams import Coalescer
-from longhaul.guardrails import batch
+from longhaul.guardrails import batch, caching
 from longhaul.guardrails.batch import Captured
 from longhaul.guardrails.ladder import (
     FEEDBACK_RETRIES,
@@ -242,7 +249,12 @@ class ModelCalls:
             held = s.budgets.ledger_item(self.job.job_id, charge_id)  # released: reserved again, on demand
         if held is not None and held.status == "settled" and held.response is not None:
             self._event("model_call_reused", route=held.route or route_name, call=seq, charge=charge_id)
-            usage = Usage(input_tokens=held.input_tokens, output_tokens=held.output_tokens)
+            usage = Usage(
+                input_tokens=held.input_tokens,
+                output_tokens=held.output_tokens,
+                cache_read_tokens=held.cache_read_tokens or None,
+                cache_write_tokens=held.cache_write_tokens or None,
+            )
             model = held.model_id or route.model_id
             reused = ModelResponse(text=held.response, usage=usage, model_id=model, stop_reason=held.stop_reason or "")
             self._keep(request, reused)  # (again: the delivery that made the call may have died before keeping it)
@@ -268,9 +280,14 @@ class ModelCalls:
             code_version=provenance.code_version,
             workflow_version=provenance.workflow_version,
         )
+        # The stable prefix marked for the provider's cache when the route, the model and its size allow it.
+        request = caching.marked(request, route, price, s.adapter(route_name))
         if held is None or held.status != "reserved":
             size = CallSize(
-                input_tokens=self._counted(route_name, request), max_output_tokens=request.max_tokens, price=price
+                input_tokens=self._counted(route_name, request),
+                max_output_tokens=request.max_tokens,
+                price=price,
+                cached_tokens=request.cache_prefix_tokens or 0,
             )
             try:
                 self.job = s.budgets.with_limits(self.job, self.policy())
@@ -310,18 +327,23 @@ class ModelCalls:
             self._breaker_event(s.breakers.failed(route.provider, route.model_id), route_name)
             return self._fail_over(route_name, request, rung, tried, error)
         served = response.service_tier or tier  # the tier the provider says it served, else the one asked for
-        cost = cost_micro(response.usage.input_tokens, response.usage.output_tokens, listed.at_tier(served))
+        used = response.usage
+        cached = {"cache_read_tokens": used.cache_read_tokens or 0, "cache_write_tokens": used.cache_write_tokens or 0}
+        cost = cost_micro(used.input_tokens, used.output_tokens, listed.at_tier(served), **cached)
+        list_cost = list_cost_micro(used.input_tokens, used.output_tokens, listed, **cached)  # Standard, uncached
         response_hash = self._keep(request, response)
         s.budgets.settle(
             self.job.job_id,
             charge_id,
-            input_tokens=response.usage.input_tokens,
-            output_tokens=response.usage.output_tokens,
+            input_tokens=used.input_tokens,
+            output_tokens=used.output_tokens,
             cost_micro=cost,
             stop_reason=response.stop_reason,
             response=response.text,
             response_hash=response_hash,
             service_tier=served,
+            list_cost_micro=list_cost,
+            **cached,
         )
         if admission == "probe":
             self._breaker_event(s.breakers.succeeded(route.provider, route.model_id), route_name)
@@ -334,8 +356,9 @@ class ModelCalls:
             "prompt_version": request.prompt_version,
             "prompt_hash": prompt_hash,
             "response_hash": response_hash,
-            "input_tokens": response.usage.input_tokens,
-            "output_tokens": response.usage.output_tokens,
+            "input_tokens": used.input_tokens,
+            "output_tokens": used.output_tokens,
+            **({name: count for name, count in cached.items() if count} if any(cached.values()) else {}),
             "cost_usd": usd(cost),
             "service_tier": served,
             "stop_reason": response.stop_reason,
@@ -344,11 +367,12 @@ class ModelCalls:
         }
         self.calls.append(call)
         self._event("model_called", **call)
-        tokens = response.usage.input_tokens + response.usage.output_tokens
+        tokens = used.input_tokens + used.output_tokens + sum(cached.values())
         emit(MODEL_TOKENS_METRIC, tokens, workflow=self.job.workflow)
         emit(MODEL_TOKENS_METRIC, tokens, tenant=self.job.tenant_id)
         emit(MODEL_COST_METRIC, cost / 1_000_000, MetricUnit.NoUnit, workflow=self.job.workflow)
         emit(MODEL_COST_METRIC, cost / 1_000_000, MetricUnit.NoUnit, tenant=self.job.tenant_id)
+        caching.emit_lane_metrics(DEFAULT_LANE, used, cost)
         if sent is not request and response.stop_reason in TRUNCATED:
             self._cut_off(route_name, request, granted)
         return response, route_name
@@ -395,8 +419,8 @@ class ModelCalls:
             model_id=answer.model_id or route.model_id,
             stop_reason=answer.stop_reason,
         )
-        price = price_of(route.model_id, price_table(s.settings.model_prices)).in_lane("batch")
-        cost = cost_micro(response.usage.input_tokens, response.usage.output_tokens, price)
+        listed = price_of(route.model_id, price_table(s.settings.model_prices))
+        cost = cost_micro(response.usage.input_tokens, response.usage.output_tokens, listed.in_lane("batch"))
         self._keep(request)
         response_hash = self._keep(request, response)
         s.budgets.settle(
@@ -408,6 +432,7 @@ class ModelCalls:
             stop_reason=response.stop_reason,
             response=response.text,
             response_hash=response_hash,
+            list_cost_micro=list_cost_micro(response.usage.input_tokens, response.usage.output_tokens, listed),
         )
         provenance = self.provenance or Provenance(code_version=s.settings.code_version)
         call = {
@@ -558,6 +583,8 @@ class ModelCalls:
             stop_reason=response.stop_reason,
             input_tokens=response.usage.input_tokens,
             output_tokens=response.usage.output_tokens,
+            cache_read_tokens=response.usage.cache_read_tokens,
+            cache_write_tokens=response.usage.cache_write_tokens,
         )
         artifacts.put_json(response_key(job_id, response_hash), raw)
         return response_hash

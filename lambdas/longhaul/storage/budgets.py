@@ -24,6 +24,7 @@ from botocore.exceptions import ClientError
 
 from longhaul.core import schema
 from longhaul.core.budgets import (
+    DEFAULT_LANE,
     CallSize,
     Lane,
     Refused,
@@ -43,6 +44,8 @@ from longhaul.core.records import TIER_FIELDS, Charge, Job, tier_attribute
 from longhaul.storage.cache import TtlCache
 from longhaul.storage.dynamo import Cancelled, plain, query_prefix, transact
 
+# The job's settled token counters: every token a call used counts against its budget, cached or not.
+SETTLED_TOKENS = ("usage_input_tokens", "usage_output_tokens", "usage_cache_read_tokens", "usage_cache_write_tokens")
 # A step under way when its job paused finishes its calls (the pause holds the next step boundary, not this one).
 LIVE = (JobStatus.RUNNING.value, JobStatus.RETRYING.value, JobStatus.PAUSED.value)
 
@@ -59,7 +62,7 @@ class CallLabels(NamedTuple):
     prompt_hash: str
     code_version: str | None = None
     workflow_version: int | None = None
-    lane: Lane = "on_demand"  # how the call is paid (`longhaul.guardrails.batch`: a batch's records are `batch`)
+    lane: Lane = DEFAULT_LANE  # how the call is sent: on demand, or as a record of a batch inference job
 
 
 class StoredPolicy(NamedTuple):
@@ -258,7 +261,7 @@ class BudgetStore:
         if current.get("budget_exhausted"):
             scope: Scope = "tenant" if current["budget_exhausted"] == "tenant" else "job"
             return Refused(scope=scope), (limit_t, limit_c)
-        settled_t = int(current.get("usage_input_tokens", 0)) + int(current.get("usage_output_tokens", 0))
+        settled_t = sum(int(current.get(name, 0)) for name in SETTLED_TOKENS)
         settled_c = int(current.get("cost_micro", 0))
         job_room = Room(
             scope="job",
@@ -317,6 +320,7 @@ class BudgetStore:
             "model_id": labels.model_id,
             "prompt_version": labels.prompt_version,
             "prompt_hash": labels.prompt_hash,
+            "lane": labels.lane,
             "at": self._now(),
         }
         if labels.item is not None:
@@ -433,22 +437,35 @@ class BudgetStore:
         stop_reason: str | None = None,
         response: str | None = None,
         response_hash: str | None = None,
+        cache_read_tokens: int = 0,
+        cache_write_tokens: int = 0,
+        list_cost_micro: int | None = None,
         service_tier: str | None = None,
     ) -> bool:
-        """Replace the reservation by the actual usage (False if it was already settled or released); a call paid at
-        a service tier (`service_tier`) is recorded with it, and counted in the job's usage by tier."""
+        """Replace the reservation by the actual usage (False if it was already settled or released).
+
+        `input_tokens` are the prompt's uncached tokens, `cache_read_tokens`/`cache_write_tokens` those read from and
+        written to the provider's cache (all count against the token budget); `cost_micro` is what they cost in the
+        charge's lane (`Charge.lane`), `list_cost_micro` what the same tokens cost on demand, uncached (None: the
+        same as `cost_micro`): the job's `saved_usd` is their difference. A call paid at a service tier
+        (`service_tier`) is recorded with it, and counted in the job's usage by tier."""
         held = self.ledger_item(job_id, charge_id)
         if held is None or held.status != "reserved":
             return False
-        tokens = input_tokens + output_tokens
+        tokens = input_tokens + output_tokens + cache_read_tokens + cache_write_tokens
+        listed = cost_micro if list_cost_micro is None else list_cost_micro
         fields = {
             ":settled": "settled",
             ":reserved": "reserved",
             ":i": input_tokens,
             ":o": output_tokens,
             ":c": cost_micro,
+            ":cr": cache_read_tokens,
+            ":cw": cache_write_tokens,
+            ":l": listed,
         }
         sets = "#status = :settled, input_tokens = :i, output_tokens = :o, cost_micro = :c"
+        sets += ", cache_read_tokens = :cr, cache_write_tokens = :cw, list_cost_micro = :l"
         if stop_reason is not None:
             sets += ", stop_reason = :sr"
             fields[":sr"] = stop_reason
@@ -461,15 +478,9 @@ class BudgetStore:
         if service_tier is not None:
             sets += ", service_tier = :tier"
             fields[":tier"] = service_tier
+        actual = Settled(input_tokens, output_tokens, cache_read_tokens, cache_write_tokens, listed)
         return self._move(
-            job_id,
-            held,
-            f"SET {sets}",
-            fields,
-            tokens=tokens,
-            cost=cost_micro,
-            actual=(input_tokens, output_tokens),
-            tier=service_tier,
+            job_id, held, f"SET {sets}", fields, tokens=tokens, cost=cost_micro, actual=actual, tier=service_tier
         )
 
     def release(self, job_id: str, charge_id: str) -> bool:
@@ -478,7 +489,7 @@ class BudgetStore:
         if held is None or held.status != "reserved":
             return False
         values = {":released": "released", ":reserved": "reserved"}
-        return self._move(job_id, held, "SET #status = :released", values, tokens=0, cost=0, actual=(0, 0))
+        return self._move(job_id, held, "SET #status = :released", values, tokens=0, cost=0, actual=Settled())
 
     def _move(
         self,
@@ -489,16 +500,28 @@ class BudgetStore:
         *,
         tokens: int,
         cost: int,
-        actual: tuple[int, int],
+        actual: Settled,
         tier: str | None = None,
     ) -> bool:
         delta_t, delta_c = tokens - held.reserved_tokens, cost - held.reserved_cost_micro
-        job_add = "ADD spent_tokens :dt, spent_cost_micro :dc, "
-        job_add += "usage_input_tokens :i, usage_output_tokens :o, cost_micro :c"
-        job_names: dict[str, str] = {}
+        usage = "ADD spent_tokens :dt, spent_cost_micro :dc, usage_input_tokens :i, usage_output_tokens :o, "
+        usage += "cost_micro :c, usage_cache_read_tokens :cr, usage_cache_write_tokens :cw, model_list_cost_micro :l"
+        usage_values = {
+            ":dt": delta_t,
+            ":dc": delta_c,
+            ":i": actual.input_tokens,
+            ":o": actual.output_tokens,
+            ":c": cost,
+            ":cr": actual.cache_read_tokens,
+            ":cw": actual.cache_write_tokens,
+            ":l": actual.list_cost_micro,
+        }
+        if held.lane != DEFAULT_LANE:  # a lane's own counters (the on-demand lane's are the totals less the others')
+            usage += "".join(f", lane_{held.lane}_{name} :{key}" for name, key in LANE_COUNTERS)
+        usage_names: dict[str, str] = {}
         if tier is not None:  # the job's usage by service tier: flat counters `tier_<tier>_…` (see `Job.tier_usage`)
-            job_add += ", #ti :i, #to :o, #tc :c"
-            job_names = {f"#t{k}": tier_attribute(tier, f) for k, f in TIER_FIELDS.items()}
+            usage += ", #ti :i, #to :o, #tc :c"
+            usage_names = {f"#t{k}": tier_attribute(tier, f) for k, f in TIER_FIELDS.items()}
         try:
             transact(
                 self.client,
@@ -518,15 +541,9 @@ class BudgetStore:
                         "Update": {
                             "TableName": self.table.name,
                             "Key": schema.job_key(job_id),
-                            "UpdateExpression": job_add,
-                            **({"ExpressionAttributeNames": job_names} if job_names else {}),
-                            "ExpressionAttributeValues": {
-                                ":dt": delta_t,
-                                ":dc": delta_c,
-                                ":i": actual[0],
-                                ":o": actual[1],
-                                ":c": cost,
-                            },
+                            "UpdateExpression": usage,
+                            **({"ExpressionAttributeNames": usage_names} if usage_names else {}),
+                            "ExpressionAttributeValues": usage_values,
                         }
                     },
                     {
@@ -550,6 +567,27 @@ class BudgetStore:
 
     def _now(self) -> str:
         return iso(self.clock.now())
+
+
+class Settled(NamedTuple):
+    """A call's actual usage as it moves into the job's counters (all zero for a release)."""
+
+    input_tokens: int = 0
+    output_tokens: int = 0
+    cache_read_tokens: int = 0
+    cache_write_tokens: int = 0
+    list_cost_micro: int = 0
+
+
+# A lane's counters on the job's item (`lane_<lane>_<name>`), from the settled usage's values.
+LANE_COUNTERS = (
+    ("input_tokens", "i"),
+    ("output_tokens", "o"),
+    ("cache_read_tokens", "cr"),
+    ("cache_write_tokens", "cw"),
+    ("cost_micro", "c"),
+    ("list_cost_micro", "l"),
+)
 
 
 def whose(scope: Scope) -> str:

@@ -43,6 +43,8 @@ _ERRORS: dict[str, type[LonghaulError]] = {
 _REFUSALS = frozenset({"guardrail_intervened", "content_filtered"})
 # Structured output: the answer is the input of this one tool, whose input schema is the request's schema.
 ANSWER_TOOL = "answer"
+# Where a cached prefix ends (Converse `cachePoint`; the default type: Bedrock's 5-minute TTL).
+CACHE_POINT: dict[str, Any] = {"cachePoint": {"type": "default"}}
 # Geography prefixes of Bedrock's cross-region inference profiles (`us.anthropic.…`).
 PROFILE_PREFIXES = ("us", "eu", "apac", "global", "us-gov", "ca", "jp", "au")
 # A job's error is shown to its tenant: ARNs and account ids in AWS's message stay in the operators' logs.
@@ -146,10 +148,20 @@ class BedrockConverseModel:
         return self._response(answered | ({"serviceTier": tier} if tier else {}))
 
     def _arguments(self, request: ModelRequest) -> dict[str, Any]:
+        system: list[dict[str, Any]] = [{"text": request.system}]
+        content: list[dict[str, Any]] = [{"text": request.prompt}]
+        if request.cache_prefix_tokens is not None:
+            # One cache point where the stable prefix ends (tools, system, then the prompt's stable part): after
+            # the system prompt, or inside the message after the prompt's stable part.
+            stable, rest = request.stable_prefix()
+            if not stable:
+                system.append(CACHE_POINT)
+            else:
+                content = [{"text": stable}, CACHE_POINT, *([{"text": rest}] if rest else [])]
         arguments: dict[str, Any] = {
             "modelId": self.model_id,
-            "system": [{"text": request.system}],
-            "messages": [{"role": "user", "content": [{"text": request.prompt}]}],
+            "system": system,
+            "messages": [{"role": "user", "content": content}],
             "inferenceConfig": {"maxTokens": request.max_tokens, "temperature": 0},
         }
         if request.service_tier and request.service_tier != "default":  # Standard is what Bedrock does without it

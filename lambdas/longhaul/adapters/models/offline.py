@@ -9,12 +9,21 @@ and honours the request's `max_tokens` as a provider does: a longer answer is cu
 shape a remote model is asked for: that is how each workflow brings the offline behaviour of its own tasks (document
 analysis quotes verbatim sentences, `longhaul.workflows.document_analysis.offline`; invoice reconciliation reads
 the invoices with its own parser) without a change here.
+
+It simulates a provider's prompt cache (`PromptCache`): a request whose stable prefix the gateway marked
+(`ModelRequest.cache_prefix_tokens`) reports that prefix as a cache write the first time, and as a cache read while
+the same prefix (same model, system prompt, schema and stable prompt part) was seen within `CACHE_TTL_SECONDS` (each
+read keeps it, as a provider's does). Its answer never depends on it: only the usage splits differently.
 """
 
 from __future__ import annotations
 
+import hashlib
 import importlib
+import json
 import math
+import threading
+import time
 from collections.abc import Callable
 from typing import Any
 
@@ -22,7 +31,7 @@ from pydantic import ValidationError
 
 from longhaul.core import clock
 from longhaul.core.errors import InternalError
-from longhaul.core.llm import ModelRequest, ModelResponse, TextSink, Usage
+from longhaul.core.llm import CACHE_TTL_SECONDS, ModelRequest, ModelResponse, TextSink, Usage
 from longhaul.core.streams import OFFLINE_CHARS_PER_SECOND, OFFLINE_PIECE_CHARS
 
 DEFAULT_MODEL_ID = "longhaul-offline-extractive-1"
@@ -32,11 +41,47 @@ def _estimate_tokens(*texts: str) -> int:
     return math.ceil(sum(len(text) for text in texts) / 4)
 
 
+class PromptCache:
+    """The prefixes a provider holds in its cache, each until `ttl_seconds` after its last use (`now`: seconds)."""
+
+    def __init__(self, ttl_seconds: float = CACHE_TTL_SECONDS, now: Callable[[], float] = time.monotonic) -> None:
+        self.ttl_seconds = ttl_seconds
+        self.now = now
+        self._until: dict[str, float] = {}
+        self._lock = threading.Lock()
+
+    def use(self, key: str) -> bool:
+        """True when `key` is cached (a read, which keeps it another TTL), else False (it is written now)."""
+        with self._lock:
+            now = self.now()
+            hit = self._until.get(key, -math.inf) > now
+            self._until[key] = now + self.ttl_seconds
+            if len(self._until) > 10_000:  # forget expired prefixes now and then
+                self._until = {k: t for k, t in self._until.items() if t > now}
+            return hit
+
+    def clear(self) -> None:
+        with self._lock:
+            self._until.clear()
+
+
+# The offline provider's cache: one per process, shared by every instance (as a provider's is by every caller).
+CACHE = PromptCache()
+
+
+def prefix_key(model_id: str, request: ModelRequest) -> str:
+    """What a cached prefix is keyed by: the model, the system prompt, the schema and the prompt's stable part."""
+    stable, _ = request.stable_prefix()
+    prefix = json.dumps([model_id, request.system, request.response_schema, stable], sort_keys=True)
+    return hashlib.sha256(prefix.encode()).hexdigest()
+
+
 class OfflineExtractiveModel:
     """Deterministic extractive model for local runs and tests; it makes no network calls."""
 
-    def __init__(self, model_id: str = DEFAULT_MODEL_ID) -> None:
+    def __init__(self, model_id: str = DEFAULT_MODEL_ID, cache: PromptCache | None = None) -> None:
         self.model_id = model_id
+        self.cache = cache or CACHE
 
     def count_tokens(self, request: ModelRequest) -> int:
         """The input tokens `generate` reports for `request`."""
@@ -60,12 +105,19 @@ class OfflineExtractiveModel:
         stop = "end_turn"
         if _estimate_tokens(text) > request.max_tokens:  # cut off at the limit, as a provider's answer is
             text, stop = text[: request.max_tokens * 4], "max_tokens"
-        return ModelResponse(
-            text=text,
-            usage=Usage(input_tokens=self.count_tokens(request), output_tokens=_estimate_tokens(text)),
-            model_id=self.model_id,
-            stop_reason=stop,
-        )
+        return ModelResponse(text=text, usage=self._usage(request, text), model_id=self.model_id, stop_reason=stop)
+
+    def _usage(self, request: ModelRequest, text: str) -> Usage:
+        """The prompt's tokens (cached prefix apart, when the gateway marked one) and the answer's."""
+        total, output = self.count_tokens(request), _estimate_tokens(text)
+        if request.cache_prefix_tokens is None:
+            return Usage(input_tokens=total, output_tokens=output)
+        prefix = min(request.cache_prefix_tokens, total)
+        if self.cache.use(prefix_key(self.model_id, request)):
+            return Usage(
+                input_tokens=total - prefix, output_tokens=output, cache_read_tokens=prefix, cache_write_tokens=0
+            )
+        return Usage(input_tokens=total - prefix, output_tokens=output, cache_read_tokens=0, cache_write_tokens=prefix)
 
     def _respond(self, request: ModelRequest) -> str:
         if not request.offline:

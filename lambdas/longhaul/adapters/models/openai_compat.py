@@ -151,12 +151,16 @@ class OpenAICompatibleModel:
         if message.get("refusal") or stop_reason == "content_filtered":
             raise PolicyRefusalError(f"openai-compatible {self.model_id} refused the request ({stop_reason})")
         usage = payload.get("usage") or {}
+        # `prompt_tokens` includes the prompt's cached tokens: the input reported is the rest, as Bedrock reports it.
+        prompt_tokens = int(usage.get("prompt_tokens", 0))
+        cached = (usage.get("prompt_tokens_details") or {}).get("cached_tokens")
+        cached = min(int(cached), prompt_tokens) if cached is not None else None
         return ModelResponse(
             text=str(message.get("content") or ""),
             usage=Usage(
-                input_tokens=int(usage.get("prompt_tokens", 0)),
+                input_tokens=prompt_tokens - (cached or 0),
                 output_tokens=int(usage.get("completion_tokens", 0)),
-                cache_read_tokens=(usage.get("prompt_tokens_details") or {}).get("cached_tokens"),
+                cache_read_tokens=cached,
             ),
             model_id=self.model_id,
             stop_reason=stop_reason,

@@ -39,7 +39,7 @@ class Fixtures:
     def put(self, request: ModelRequest, response: ModelResponse) -> None:
         with self._lock:
             recorded = self.load()
-            answer = response.model_dump(mode="json", exclude_none=True)  # (no cache counts: none reported)
+            answer = response.model_dump(mode="json", exclude_none=True)  # (cache counts only when reported)
             recorded[fixture_key(request)] = {"task": request.task, "response": answer}
             self.path.parent.mkdir(parents=True, exist_ok=True)
             self.path.write_text(json.dumps(recorded, indent=1, sort_keys=True, ensure_ascii=False) + "\n")

@@ -111,7 +111,12 @@ def render_extract_prompt(question: str, passages: Sequence[Chunk]) -> str:
     blocks = "\n\n".join(
         _element("passage", {"chunk_id": p.chunk_id, "document": p.document, "page": p.page}, p.text) for p in passages
     )
-    return f"Question:\n{question}\n\nPassages:\n\n{blocks}\n\nReturn the JSON object now."
+    return f"{extract_prompt_head(question)}Passages:\n\n{blocks}\n\nReturn the JSON object now."
+
+
+def extract_prompt_head(question: str) -> str:
+    """What every passage group's extraction prompt starts with (its stable part: the provider caches it)."""
+    return f"Question:\n{question}\n\n"
 
 
 def render_draft_prompt(question: str, evidence: Sequence[tuple[Evidence, Chunk]]) -> str:
@@ -142,19 +147,7 @@ def extract_evidence(
     question: str, passages: Sequence[Chunk], model: StructuredModel | ModelGateway, *, max_tokens: int = 2048
 ) -> tuple[EvidenceSet, ModelResponse]:
     """Ask the model for verbatim evidence; keep only items that quote one of the given passages."""
-    request = ModelRequest(
-        task="extract_evidence",
-        prompt_version=EXTRACT_PROMPT_VERSION,
-        system=EXTRACT_SYSTEM,
-        prompt=render_extract_prompt(question, passages),
-        context={
-            "question": question,
-            "passages": [{"chunk_id": p.chunk_id, "text": p.text} for p in passages],
-        },
-        max_tokens=max_tokens,
-        response_schema=EvidenceSet.model_json_schema(),
-        offline=offline.EXTRACT,
-    )
+    request = extract_request(question, passages, max_tokens=max_tokens)
     parsed, response = structured(model).ask(request, EvidenceSet)
     by_id = {p.chunk_id: p for p in passages}
     kept = [
@@ -163,6 +156,25 @@ def extract_evidence(
         if e.chunk_id in by_id and (quote := locate_quote(e.quote, by_id[e.chunk_id].text)) is not None
     ]
     return EvidenceSet(evidence=kept), response
+
+
+def extract_request(question: str, passages: Sequence[Chunk], *, max_tokens: int = 2048) -> ModelRequest:
+    """The `extract_evidence` call of one passage group: its stable part (system, schema, question) first."""
+    return ModelRequest(
+        task="extract_evidence",
+        prompt_version=EXTRACT_PROMPT_VERSION,
+        system=EXTRACT_SYSTEM,
+        prompt=render_extract_prompt(question, passages),
+        # The system prompt, the schema and the question are every passage group's: the provider's cache holds them.
+        stable_prompt_chars=len(extract_prompt_head(question)),
+        context={
+            "question": question,
+            "passages": [{"chunk_id": p.chunk_id, "text": p.text} for p in passages],
+        },
+        max_tokens=max_tokens,
+        response_schema=EvidenceSet.model_json_schema(),
+        offline=offline.EXTRACT,
+    )
 
 
 def rank_evidence(

@@ -20,7 +20,7 @@ from longhaul.workflows.invoice_reconciliation.models import (
 )
 from longhaul.workflows.invoice_reconciliation.sourcing import SourcingError
 
-EXTRACT_PROMPT_VERSION = "extract-invoice-1"
+EXTRACT_PROMPT_VERSION = "extract-invoice-2"
 SUMMARY_PROMPT_VERSION = "summarize-reconciliation-1"
 
 EXTRACT_SYSTEM = """You extract invoices into JSON for an accounts-payable reconciliation.
@@ -55,13 +55,12 @@ def extraction_request(
     max_tokens: int = 4096,
 ) -> ModelRequest:
     """Ask for the extraction of one invoice; on a retry, `errors` are the sourcing errors of the previous try."""
-    schema = json.dumps(extraction_json_schema(), separators=(",", ":"))
+    # The schema first: with the system prompt, it is every invoice's (the stable prefix a provider caches).
+    head = f"JSON schema: {json.dumps(extraction_json_schema(), separators=(',', ':'))}\n\n"
     parts = [
-        f"Document: {document}",
+        f"{head}Document: {document}",
         "",
         *(_page(document, n, text) for n, text in pages),
-        "",
-        f"JSON schema: {schema}",
     ]
     feedback = [error.feedback() for error in errors]
     if feedback:
@@ -80,6 +79,7 @@ def extraction_request(
         max_tokens=max_tokens,
         response_schema=extraction_json_schema(),
         offline="longhaul.workflows.invoice_reconciliation.offline:extract",
+        stable_prompt_chars=len(head),
     )
 
 
