@@ -44,7 +44,7 @@ from longhaul.core.observability import STEP_RETRIES_METRIC, emit, logger
 from longhaul.core.ports import EngineUnavailable
 from longhaul.core.records import FAN_OUT_UNIT, FanOut, Job, Provenance, StepRecord, version_number
 from longhaul.core.step_events import StepEvent
-from longhaul.engine.context import PROVISIONAL_KEY, StepContext, StepWork
+from longhaul.engine.context import PROVISIONAL_KEY, ItemGroup, StepContext, StepWork
 from longhaul.engine.failures import sanitize
 from longhaul.engine.items import item_count
 from longhaul.engine.spec import ITEM_KINDS, StepKind, WorkflowSpec, registry
@@ -130,6 +130,7 @@ class _InGroup:
     job: Job | None
     record: StepRecord | None
     first: bool
+    group: ItemGroup | None = None
 
 
 def run_group(
@@ -140,10 +141,11 @@ def run_group(
     spec: WorkflowSpec | None = None,
 ) -> dict[str, Any]:
     """Run a grouped fan-out's group (`StepEvent.items`): each item in order, exactly as `run_step` runs one item
-    (its own checkpoint, usage, fault index, recorded failure). An item's failure does not stop the others; after
-    the last, the group fails with the first retryable failure (the state machine retries the group: its committed
-    items are skipped then) or else the first failure (its recorder tells the group's items apart). A stopped job
-    stops the group at once."""
+    (its own checkpoint, usage, fault index, recorded failure); their work sees the group (`StepContext.group`), so
+    what the group reads and writes can be one request for all its items. An item's failure does not stop the others;
+    after the last, the group fails with the first retryable failure (the state machine retries the group: its
+    committed items are skipped then) or else the first failure (its recorder tells the group's items apart). A stopped
+    job stops the group at once."""
     event = StepEvent.model_validate(raw_event)
     items = event.items or []
     job_id, step = event.input.job_id, event.step
@@ -153,9 +155,10 @@ def run_group(
         raise classify(error, step=step, item=None) from error
     failures: list[LonghaulError] = []
     committed = 0
+    group = ItemGroup(items=list(items))
     for position, item in enumerate(items):
         one = {**raw_event, "item": item.index, "ref": item.ref, "items": None}
-        grouped = _InGroup(job, records.get(item.index), first=position == 0)
+        grouped = _InGroup(job, records.get(item.index), first=position == 0, group=group)
         try:
             with _step_span(one), recording(services, job_id, invocation=grouped.first) as slip:
                 _run_step(one, services, work=work, spec=spec, slip=slip, grouped=grouped)
@@ -227,7 +230,14 @@ def _run_step(
     try:
         faults.active().slow_point(step, item, job_id=job_id)
         faults.active().check(step, item, job_id=job_id)
-        ctx = StepContext(event, services, job_attempt=job.attempts, job=job, provenance=provenance)
+        ctx = StepContext(
+            event,
+            services,
+            job_attempt=job.attempts,
+            job=job,
+            provenance=provenance,
+            group=grouped.group if grouped is not None else None,
+        )
         output = work(ctx)
         faults.active().crash_point(step, item, job_id=job_id)
     except CancelledError:
