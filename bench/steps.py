@@ -14,6 +14,7 @@ from __future__ import annotations
 import subprocess
 import sys
 import threading
+import time
 import tracemalloc
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -41,6 +42,7 @@ class StepFigure:
     handler: str = ""
     workflow: str = ""
     peak_mb: float = 0.0  # the largest invocation's peak of Python allocations (only while measuring memory)
+    gb_seconds: float = 0.0  # its invocations' local time x the function's configured memory
 
 
 @dataclass
@@ -91,6 +93,7 @@ class StepFigures:
             figure.handler = invocation.handler
             figure.workflow = str((event.get("input") or {}).get("workflow") or "")
         token = _step.set(step)
+        started = time.monotonic()
         try:
             if not self.measure_memory:
                 return call_next()
@@ -105,6 +108,8 @@ class StepFigures:
                         figure.peak_mb = max(figure.peak_mb, (peak - before) / MB)
         finally:
             _step.reset(token)
+            with self._lock:
+                figure.gb_seconds += (time.monotonic() - started) * figure.configured_mb / 1024
 
     @contextmanager
     def measuring_memory(self) -> Iterator[None]:
@@ -120,11 +125,11 @@ class StepFigures:
     def table(self, documents: int, *, baselines: dict[str, float] | None = None) -> list[str]:
         """Lines: per step, its invocations, S3 requests (and per document; `PUT+`: of them in S3's dearer class),
         and its memory: configured, and used when measured (`baselines`, by step: its import baseline, plus its
-        largest invocation's peak)."""
+        largest invocation's peak); and its Lambda GB-seconds (local time, as the job's cost counts it)."""
         baselines = baselines or {}
         lines = [
             f"  {'step':<22} {'invocations':>11} {'S3 req':>7} {'PUT+':>5} {'per doc':>8} "
-            f"{'MB configured':>13} {'MB used':>8} {'import':>7} {'peak':>6}"
+            f"{'MB configured':>13} {'MB used':>8} {'import':>7} {'peak':>6} {'GB-s':>6}"
         ]
         for name, figure in self.steps.items():
             used, base = "", ""
@@ -134,7 +139,8 @@ class StepFigures:
             peak = f"{figure.peak_mb:.0f}" if figure.peak_mb else ""
             lines.append(
                 f"  {name:<22} {figure.invocations:>11} {figure.s3_requests:>7} {figure.s3_class_a:>5} "
-                f"{figure.s3_requests / documents:>8.2f} {figure.configured_mb:>13} {used:>8} {base:>7} {peak:>6}"
+                f"{figure.s3_requests / documents:>8.2f} {figure.configured_mb:>13} {used:>8} {base:>7} {peak:>6} "
+                f"{figure.gb_seconds:>6.2f}"
             )
         return lines
 

@@ -476,66 +476,75 @@ def _commit(
     raise TransientError(f"job {job_id} kept changing; {step} not committed", step=step, item=item)
 
 
+# What a reserving write's first request adds (`JobStore.reserve_events`: one update), before its transaction.
+_RESERVING = Metered(dynamodb_requests=1, dynamodb_write_units=1)
+
+
 def _commit_pending(services: Services, group: StepEvent, job: Job | None, pending: list[_Pending]) -> None:
     """Commit a group's pending items in one transaction (then empty `pending`), conditional on the job still
     committable, as each item's own commit would be: each item's checkpoint (with its attempt), its `step_started` and
-    `step_finished`, its number in the step's set, their usage. An item a concurrent delivery committed meanwhile is
-    left out; a job stopped meanwhile commits none (`CancelledError`). Their usage is recorded whatever happens."""
+    `step_finished`, its number in the step's set, their usage and this commit's own. An item a concurrent delivery
+    committed meanwhile is left out; a job stopped meanwhile commits none (`CancelledError`). What the items used is
+    recorded whatever happens."""
     if not pending:
         return
     job_id, step = group.input.job_id, group.step
     todo, pending[:] = list(pending), []
-    usage = sum((p.usage for p in todo), Metered())
-    try:
-        for tries in range(BOOKKEEPING_TRIES):
-            # the job as the group read it (the write reserves its events' numbers: only its status is the condition)
-            if job is None or (tries and job.status not in COMMITTABLE):
-                status = job.status.value if job else "gone"
-                raise CancelledError(f"job {job_id} is {status}; {step} not committed", step=step)
-            events, items = [], []
-            for p in todo:
-                attempt = p.event.attempt + 1
-                events += [
-                    NewEvent("step_started", step=step, item=p.event.item, attempt=attempt, at=p.started_at),
-                    NewEvent(
-                        "step_finished",
-                        step=step,
-                        item=p.event.item,
-                        attempt=attempt,
-                        detail={"duration_ms": p.duration_ms},
-                    ),
-                ]
-                items.append(
-                    services.checkpoints.committed_write(job_id, step, p.event.item, p.checkpoint, count_attempt=True)
-                )
-            try:
-                services.jobs.write(
-                    job,
-                    events,
-                    add={done_attribute(step): {p.event.item for p in todo}},
-                    items=items,
-                    usage=usage,
-                    reserve=True,
-                    only_if=COMMITTABLE,
-                )
-                usage = Metered()
-                break
-            except Cancelled:
-                backoff(tries)
-                job, records = services.checkpoints.read_items(job_id, step, [p.event.item for p in todo])
-                todo = [p for p in todo if not _committed_as(records.get(p.event.item), p.checkpoint)]
-                if not todo:
-                    return  # a concurrent delivery committed them all
-        else:
-            raise TransientError(f"job {job_id} kept changing; {step} not committed", step=step)
-    except (LonghaulError, CrashFault):
-        raise
-    except Exception as error:
-        raise classify(error, step=step, item=None) from error
-    finally:
-        if usage != Metered():  # not committed: what the items used is billed all the same
-            with contextlib.suppress(Exception):
-                services.usage.add(job_id, usage)
+    used = sum((p.usage for p in todo), Metered())
+    with recording(services, job_id, invocation=False) as slip:  # this commit's time and requests: billed too
+        try:
+            for tries in range(BOOKKEEPING_TRIES):
+                # the job as the group read it (the write reserves its events' numbers: only its status is the
+                # condition)
+                if job is None or (tries and job.status not in COMMITTABLE):
+                    status = job.status.value if job else "gone"
+                    raise CancelledError(f"job {job_id} is {status}; {step} not committed", step=step)
+                events, items = [], []
+                for p in todo:
+                    attempt = p.event.attempt + 1
+                    events += [
+                        NewEvent("step_started", step=step, item=p.event.item, attempt=attempt, at=p.started_at),
+                        NewEvent(
+                            "step_finished",
+                            step=step,
+                            item=p.event.item,
+                            attempt=attempt,
+                            detail={"duration_ms": p.duration_ms},
+                        ),
+                    ]
+                    items.append(
+                        services.checkpoints.committed_write(
+                            job_id, step, p.event.item, p.checkpoint, count_attempt=True
+                        )
+                    )
+                try:
+                    services.jobs.write(
+                        job,
+                        events,
+                        add={done_attribute(step): {p.event.item for p in todo}},
+                        items=items,
+                        usage=used + slip.usage() + _RESERVING,
+                        reserve=True,
+                        only_if=COMMITTABLE,
+                    )
+                    slip.settled, used = True, Metered()
+                    break
+                except Cancelled:
+                    backoff(tries)
+                    job, records = services.checkpoints.read_items(job_id, step, [p.event.item for p in todo])
+                    todo = [p for p in todo if not _committed_as(records.get(p.event.item), p.checkpoint)]
+                    if not todo:
+                        return  # a concurrent delivery committed them all
+            else:
+                raise TransientError(f"job {job_id} kept changing; {step} not committed", step=step)
+        except (LonghaulError, CrashFault):
+            raise
+        except Exception as error:
+            raise classify(error, step=step, item=None) from error
+        finally:
+            if used != Metered():  # not committed: what the items used is billed all the same
+                with contextlib.suppress(Exception):
+                    services.usage.add(job_id, used)
     for p in todo:
         emit("StepDuration", p.duration_ms, MetricUnit.Milliseconds, workflow=group.input.workflow, step=step)
 
