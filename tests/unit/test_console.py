@@ -142,6 +142,21 @@ def test_a_jobs_graph_is_its_state_machines_states_for_its_tenant_and_operators(
     assert_problem(as_reviewer, 403, "forbidden")
 
 
+def test_a_page_of_a_job_parsed_one_object_per_document_is_still_served(
+    call_api: CallApi, s3: Any, bucket: str, checkpoints: CheckpointStore
+) -> None:
+    job_id = submit(call_api).body["job_id"]
+    document = BODY["input"]["documents"][1]
+    parsed = parse_document(index=1, name=document["name"], data=document["text"].encode(), media_type="text/plain")
+    key = ArtifactStore(s3, bucket).put_json(f"work/{job_id}/parse_documents/001.json", parsed)  # the former layout
+    checkpoints.put_step(job_id, "parse_documents", 1, {"status": "succeeded", "output": {"parsed_key": key}})
+
+    page = call_api("GET", f"/v1/jobs/{job_id}/pages", key=KEY_A, query={"document": "notes.txt", "page": "1"})
+
+    assert page.status == 200, page.raw_body
+    assert page.body["text"] == document["text"]
+
+
 def test_a_page_of_a_jobs_document_is_its_text_as_the_steps_read_it(
     call_api: CallApi, s3: Any, bucket: str, checkpoints: CheckpointStore
 ) -> None:

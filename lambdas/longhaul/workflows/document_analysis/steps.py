@@ -507,7 +507,9 @@ def page_text(services: Services, job: Job, document: str, page: int) -> PageTex
     parsed_key = item.output.get("parsed_key") if item and item.succeeded and item.output else None
     if stored is None or not parsed_key or store.head(parsed_key) is None:
         return None
-    group = ParsedGroup.model_validate(store.get_json(parsed_key))
+    read = store.get_json(parsed_key)
+    # a group's object; a job parsed before documents were written in groups has one object per document
+    group = ParsedGroup.model_validate(read) if "documents" in read else ParsedGroup(documents=[read])
     parsed = next((d for d in group.documents if d.index == stored.index), None)
     if parsed is None:
         return None
