@@ -42,6 +42,7 @@ sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "lambdas"))
 
 from machine import machine  # noqa: E402
+from steps import StepFigures, baselines  # noqa: E402
 
 from local.deploy import wait_until  # noqa: E402
 from local.platform import LocalPlatform  # noqa: E402
@@ -105,6 +106,9 @@ def main() -> None:
     parser.add_argument("--markdown", action="store_true", help="with --sample: the README's cost block")
     parser.add_argument("--sla", choices=["batch", "interactive"], help="model dollars by lane for this SLA class")
     parser.add_argument("--passages", type=int, default=100, help="with --sla batch: passages retrieved (one an item)")
+    parser.add_argument(
+        "--no-steps", action="store_true", help="skip the per-step table of the largest size (and its memory pass)"
+    )
     args = parser.parse_args()
     if args.sample:
         sample(markdown=args.markdown)
@@ -130,10 +134,13 @@ def main() -> None:
     print(header)
     # Lambda time is the local runtime's (in-process, sharing the machine's cores with the in-memory AWS): an upper
     # bound of what the same steps take on AWS.
+    by_size: dict[int, StepFigures] = {}
     try:
         for documents in sizes:
             started = time.perf_counter()
-            job = run(platform, headers, documents)
+            with StepFigures().installed() as figures:
+                job = run(platform, headers, documents)
+            by_size[documents] = figures
             if isinstance(job, str):
                 print(f"{documents:>5} skipped: the platform {job}")
                 continue
@@ -154,6 +161,9 @@ def main() -> None:
             )
             if history > HISTORY_LIMIT * 0.8:
                 print(f"      the parent history holds {history} events: {history / HISTORY_LIMIT:.0%} of the limit")
+            print_s3_per_document(usage, documents)
+        if not args.no_steps and by_size:
+            print_steps(platform, headers, max(by_size), by_size[max(by_size)])
     finally:
         platform.stop()
 
@@ -236,6 +246,29 @@ def by_lane(sizes: list[int], sla: str, *, passages: int) -> None:
             )
     finally:
         platform.stop()
+
+
+def print_s3_per_document(usage: dict[str, Any], documents: int) -> None:
+    """The line under a size's row: its S3 requests per document (all of the job's, `requests.s3`)."""
+    print(f"{'':>5} S3 requests per document: {usage['s3'] / documents:.2f}")
+
+
+def print_steps(platform: LocalPlatform, headers: dict[str, str], documents: int, figures: StepFigures) -> None:
+    """Per step of the largest size's job: its invocations and S3 requests (from the cost run), and its memory,
+    configured and used (from one more job of that size, measured: `bench/steps.py`)."""
+    with StepFigures().installed() as measured, measured.measuring_memory():
+        job = run(platform, headers, documents)
+    for name, figure in figures.steps.items():
+        if name in measured.steps:
+            figure.peak_mb = measured.steps[name].peak_mb
+    status = job if isinstance(job, str) else job["status"]
+    print(
+        f"per step of the {documents}-document job (S3 requests of the cost run; memory of one more job, measured: "
+        f"{status}); MB used = the handler's imports and clients in a fresh interpreter + the invocation's peak "
+        f"allocations"
+    )
+    for line in figures.table(documents, baselines=baselines(figures)):
+        print(line)
 
 
 def sample(*, markdown: bool) -> None:

@@ -6,7 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 from local.platform import LocalPlatform
-from tests.faults.helpers import assert_consistent, dead_letters
+from tests.faults.helpers import artifacts, assert_consistent, dead_letters
 from tests.workflows.conftest import Client
 
 STEP = "parse_documents"
@@ -64,4 +64,25 @@ def test_a_document_failing_in_its_group_fails_alone_and_a_replay_reruns_only_it
     events = alpha.events(job_id)
     replayed = max(i for i, e in enumerate(events) if e["type"] == "job_replayed")
     assert _items(events[replayed:], "step_started") == [1]
+    assert_consistent(events)
+
+
+def test_a_crash_after_the_groups_object_is_written_and_a_duplicate_group_leave_one_object_and_the_same_answer(
+    platform: LocalPlatform, alpha: Client, inject
+):
+    clean = alpha.wait(alpha.submit(_body(5)))
+    assert clean["status"] == "completed"
+    # the group's first item writes the group's object, then its process dies before it commits; and the group is
+    # delivered twice
+    inject(f"{STEP}#0=crash-after-side-effectx1,{STEP}#0=duplicatex1")
+    job_id = alpha.submit(_body(5))
+    assert alpha.wait(job_id, timeout=180)["status"] == "completed"
+    events = alpha.events(job_id)
+    assert _items(events, "step_finished") == [0, 1, 2, 3, 4], "each document committed once"
+    parsed = [k for k in artifacts(platform, job_id) if "/parse_documents/" in k]
+    assert parsed == [f"work/{job_id}/parse_documents/group-00000.json"], "one object for the group, whatever the tries"
+    assert (
+        alpha.get(f"/v1/jobs/{job_id}/result").json()["answer"]
+        == alpha.get(f"/v1/jobs/{clean['job_id']}/result").json()["answer"]
+    )
     assert_consistent(events)

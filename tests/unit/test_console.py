@@ -13,7 +13,8 @@ from handlers.api_console import CONSOLE_DIR, CONTENT_SECURITY_POLICY
 from longhaul.core.auth import api_key_item
 from longhaul.documents.parsing import parse_document
 from longhaul.storage.artifacts import ArtifactStore
-from longhaul.workflows.document_analysis.steps import _parsed_key
+from longhaul.storage.checkpoints import CheckpointStore
+from longhaul.workflows.document_analysis.steps import ParsedGroup, _group_key
 from tests.unit.api_helpers import BODY, assert_problem, submit
 from tests.unit.conftest import KEY_A, KEY_B, TENANT_A, CallApi
 
@@ -141,11 +142,30 @@ def test_a_jobs_graph_is_its_state_machines_states_for_its_tenant_and_operators(
     assert_problem(as_reviewer, 403, "forbidden")
 
 
-def test_a_page_of_a_jobs_document_is_its_text_as_the_steps_read_it(call_api: CallApi, s3: Any, bucket: str) -> None:
+def test_a_page_of_a_job_parsed_one_object_per_document_is_still_served(
+    call_api: CallApi, s3: Any, bucket: str, checkpoints: CheckpointStore
+) -> None:
     job_id = submit(call_api).body["job_id"]
     document = BODY["input"]["documents"][1]
     parsed = parse_document(index=1, name=document["name"], data=document["text"].encode(), media_type="text/plain")
-    ArtifactStore(s3, bucket).put_json(_parsed_key(job_id, 1), parsed)
+    key = ArtifactStore(s3, bucket).put_json(f"work/{job_id}/parse_documents/001.json", parsed)  # the former layout
+    checkpoints.put_step(job_id, "parse_documents", 1, {"status": "succeeded", "output": {"parsed_key": key}})
+
+    page = call_api("GET", f"/v1/jobs/{job_id}/pages", key=KEY_A, query={"document": "notes.txt", "page": "1"})
+
+    assert page.status == 200, page.raw_body
+    assert page.body["text"] == document["text"]
+
+
+def test_a_page_of_a_jobs_document_is_its_text_as_the_steps_read_it(
+    call_api: CallApi, s3: Any, bucket: str, checkpoints: CheckpointStore
+) -> None:
+    job_id = submit(call_api).body["job_id"]
+    document = BODY["input"]["documents"][1]
+    parsed = parse_document(index=1, name=document["name"], data=document["text"].encode(), media_type="text/plain")
+    # its group's object (the parse step writes one per group of documents), named by the document's item
+    key = ArtifactStore(s3, bucket).put_json(_group_key(job_id, 0), ParsedGroup(documents=[parsed]))
+    checkpoints.put_step(job_id, "parse_documents", 1, {"status": "succeeded", "output": {"parsed_key": key}})
 
     page = call_api("GET", f"/v1/jobs/{job_id}/pages", key=KEY_A, query={"document": "notes.txt", "page": "1"})
     missing = call_api("GET", f"/v1/jobs/{job_id}/pages", key=KEY_A, query={"document": "notes.txt", "page": "2"})

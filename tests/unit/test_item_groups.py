@@ -12,7 +12,7 @@ from longhaul.core.records import Job
 from longhaul.engine.context import StepContext
 from longhaul.engine.failures import record_failure
 from longhaul.engine.items import ItemBatch, ItemList, groups_of, write_item_list
-from longhaul.engine.runner import run_group
+from longhaul.engine.runner import GROUP_COMMIT_ITEMS, run_group
 from longhaul.engine.spec import fan_out, step
 from longhaul.services import Services
 from longhaul.storage.checkpoints import CheckpointStore
@@ -222,3 +222,52 @@ def test_a_group_reads_its_records_once_and_marks_only_its_first_item_running(
         assert record is not None and record.succeeded and record.attempts == 1 and record.started_at is not None
     failed = checkpoints.get_step(JOB_ID, "p", 3)
     assert failed is not None and (failed.status, failed.attempts) == ("failed", 1)
+
+
+def _transactions(store: JobStore, monkeypatch: pytest.MonkeyPatch) -> list[int]:
+    """The number of items' records each of the job's writes carries, as they happen."""
+    written: list[int] = []
+    write = store.write
+
+    def counted(current: Job, events: Any, **kw: Any) -> Job:
+        written.append(len(kw.get("items") or ()))
+        return write(current, events, **kw)
+
+    monkeypatch.setattr(store, "write", counted)
+    return written
+
+
+def test_the_items_after_a_groups_first_commit_together_a_bounded_number_per_transaction(
+    services: Services, checkpoints: CheckpointStore, store: JobStore, job: Job, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    run_group(group_event([0]), services, work=ItemWork({}), spec=SPEC)  # the job runs
+    written = _transactions(store, monkeypatch)
+
+    assert run_group(group_event(list(range(1, 42))), services, work=ItemWork({}), spec=SPEC) == {"committed": 41}
+
+    # the first item starts and commits alone (it marks the fan-out running); the 40 others in two transactions
+    assert written == [1, 1, GROUP_COMMIT_ITEMS, 40 - GROUP_COMMIT_ITEMS]
+    assert committed(checkpoints) == list(range(42))
+    for kind in ("step_started", "step_finished"):
+        assert sorted(e.item for e in store.list_events(JOB_ID, limit=500)[0] if e.type == kind) == list(range(42))
+    record = checkpoints.get_step(JOB_ID, "p", 7)
+    assert record is not None and record.attempts == 1 and record.started_at is not None
+
+
+def test_an_item_a_concurrent_delivery_committed_meanwhile_is_left_out_of_the_groups_commit(
+    services: Services, checkpoints: CheckpointStore, store: JobStore, job: Job
+) -> None:
+    run_group(group_event([0]), services, work=ItemWork({}), spec=SPEC)  # the job runs
+    inner = ItemWork({})
+
+    class Redelivering(ItemWork):
+        def __call__(self, ctx: StepContext) -> dict[str, Any]:
+            if ctx.event.item == 3:  # item 2 is pending in this group: another delivery commits it now
+                run_group(group_event([2]), services, work=inner, spec=SPEC)
+            return super().__call__(ctx)
+
+    run_group(group_event([1, 2, 3]), services, work=Redelivering({}), spec=SPEC)
+
+    assert committed(checkpoints) == [0, 1, 2, 3] and inner.ran == [2]
+    finished = [e.item for e in store.list_events(JOB_ID, limit=200)[0] if e.type == "step_finished"]
+    assert sorted(finished) == [0, 1, 2, 3], "each item committed once"

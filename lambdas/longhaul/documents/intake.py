@@ -32,6 +32,7 @@ from longhaul.storage.jobs import JobStore
 MARKDOWN_SUFFIXES = (".md", ".markdown")
 LOOKUPS_AT_ONCE = 16  # uploads looked up concurrently at submission (each is one HEAD)
 EMBEDDED_TEXTS = "inline_texts"  # the input document's field of the inline texts embedded in it
+PREFETCH_SLACK_BYTES = 64 * 1024  # gaps `DocumentReader.prefetch` reads over rather than make another request
 
 
 class ByteSpan(Model):
@@ -74,6 +75,23 @@ class DocumentReader:
 
     store: ArtifactStore
     _embedded: dict[str, bytes] = field(default_factory=dict)
+    _ranges: dict[str, tuple[int, bytes]] = field(default_factory=dict)  # key -> (offset, bytes) read ahead
+
+    def prefetch(self, documents: Sequence[StoredDocument]) -> None:
+        """Read ahead the spans of `documents` in the job's inline texts: one ranged GET per object covering them all
+        (a group of consecutive documents is one run of bytes), so `read` of each of them makes no request. A range
+        mostly of other documents' bytes (spans far apart) is not read ahead."""
+        spans: dict[str, list[ByteSpan]] = {}
+        for document in documents:
+            span = document.span
+            if document.member is None and span is not None and not span.embedded and span.length:
+                spans.setdefault(document.key, []).append(span)
+        for key, found in spans.items():
+            start = min(span.offset for span in found)
+            end = max(span.offset + span.length for span in found)
+            if len(found) < 2 or end - start > 2 * sum(span.length for span in found) + PREFETCH_SLACK_BYTES:
+                continue
+            self._ranges[key] = (start, self.store.get_range(key, start, end - 1))
 
     def read(self, document: StoredDocument) -> bytes:
         if document.member is not None:
@@ -83,6 +101,10 @@ class DocumentReader:
         span = document.span
         if span is None:
             return self.store.get_bytes(document.key)
+        ahead = self._ranges.get(document.key)
+        if ahead is not None and ahead[0] <= span.offset and span.offset + span.length <= ahead[0] + len(ahead[1]):
+            start = span.offset - ahead[0]
+            return ahead[1][start : start + span.length]
         if span.embedded:
             if document.key not in self._embedded:
                 self._embedded[document.key] = str(self.store.get_json(document.key)[EMBEDDED_TEXTS]).encode()

@@ -13,7 +13,7 @@ from pydantic import BaseModel
 
 from longhaul.core.errors import InvalidInputError
 from longhaul.core.records import Job, Provenance
-from longhaul.core.step_events import StepEvent, WorkflowState
+from longhaul.core.step_events import Item, StepEvent, WorkflowState
 from longhaul.guardrails.gateway import ModelCalls
 from longhaul.services import Services
 from longhaul.storage.artifacts import work_key
@@ -24,6 +24,16 @@ PROVISIONAL_KEY = "provisional_key"
 
 
 @dataclass
+class ItemGroup:
+    """The group a grouped fan-out's item runs in (`runner.run_group`): its items in order, and what its items'
+    work shares within the invocation (`shared`: e.g. the group's documents, read and parsed once, written as one
+    object). A retried group builds it anew, so a step that writes from it must write the same object again."""
+
+    items: list[Item]
+    shared: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass
 class StepContext:
     event: StepEvent
     services: Services
@@ -31,6 +41,7 @@ class StepContext:
     job: Job | None = None
     provenance: Provenance | None = None  # None: this function's code version, no workflow version
     _model: ModelCalls | None = field(default=None, repr=False)
+    group: ItemGroup | None = None  # a grouped fan-out's item: its group (None for any other step or item)
 
     @property
     def job_id(self) -> str:

@@ -40,11 +40,12 @@ from longhaul.core.errors import (
     UpstreamUnavailableError,
 )
 from longhaul.core.faults import CrashFault
+from longhaul.core.metering import Metered
 from longhaul.core.observability import STEP_RETRIES_METRIC, emit, logger
 from longhaul.core.ports import EngineUnavailable
 from longhaul.core.records import FAN_OUT_UNIT, FanOut, Job, Provenance, StepRecord, version_number
 from longhaul.core.step_events import StepEvent
-from longhaul.engine.context import PROVISIONAL_KEY, StepContext, StepWork
+from longhaul.engine.context import PROVISIONAL_KEY, ItemGroup, StepContext, StepWork
 from longhaul.engine.failures import sanitize
 from longhaul.engine.items import item_count
 from longhaul.engine.spec import ITEM_KINDS, StepKind, WorkflowSpec, registry
@@ -67,6 +68,9 @@ TRANSIENT_CODES = {
     "TransactionCanceledException",
 }
 CHECKPOINT_VERSION = 1
+# A grouped fan-out's items after the group's first commit together, this many per transaction: each brings its
+# checkpoint and two events (DynamoDB's TransactWriteItems takes 100 actions; the job's update is one more).
+GROUP_COMMIT_ITEMS = 30
 # Optimistic tries of a step's start or commit transaction when the job changed meanwhile (a fan-out's items start
 # and commit concurrently, each taking the next event numbers).
 BOOKKEEPING_TRIES = 25
@@ -130,6 +134,19 @@ class _InGroup:
     job: Job | None
     record: StepRecord | None
     first: bool
+    group: ItemGroup | None = None
+    pending: list[_Pending] | None = None  # where an item not marked running leaves its commit for the group's
+
+
+@dataclass(frozen=True)
+class _Pending:
+    """A grouped item's commit, left for the group to write with its siblings' (`_commit_pending`)."""
+
+    event: StepEvent
+    checkpoint: dict[str, Any]
+    duration_ms: int
+    started_at: str
+    usage: Metered
 
 
 def run_group(
@@ -140,10 +157,11 @@ def run_group(
     spec: WorkflowSpec | None = None,
 ) -> dict[str, Any]:
     """Run a grouped fan-out's group (`StepEvent.items`): each item in order, exactly as `run_step` runs one item
-    (its own checkpoint, usage, fault index, recorded failure). An item's failure does not stop the others; after
-    the last, the group fails with the first retryable failure (the state machine retries the group: its committed
-    items are skipped then) or else the first failure (its recorder tells the group's items apart). A stopped job
-    stops the group at once."""
+    (its own checkpoint, usage, fault index, recorded failure); their work sees the group (`StepContext.group`), so
+    what the group reads and writes can be one request for all its items. An item's failure does not stop the others;
+    after the last, the group fails with the first retryable failure (the state machine retries the group: its
+    committed items are skipped then) or else the first failure (its recorder tells the group's items apart). A stopped
+    job stops the group at once."""
     event = StepEvent.model_validate(raw_event)
     items = event.items or []
     job_id, step = event.input.job_id, event.step
@@ -153,17 +171,25 @@ def run_group(
         raise classify(error, step=step, item=None) from error
     failures: list[LonghaulError] = []
     committed = 0
+    group = ItemGroup(items=list(items))
+    pending: list[_Pending] = []
     for position, item in enumerate(items):
         one = {**raw_event, "item": item.index, "ref": item.ref, "items": None}
-        grouped = _InGroup(job, records.get(item.index), first=position == 0)
+        grouped = _InGroup(job, records.get(item.index), first=position == 0, group=group, pending=pending)
         try:
             with _step_span(one), recording(services, job_id, invocation=grouped.first) as slip:
                 _run_step(one, services, work=work, spec=spec, slip=slip, grouped=grouped)
             committed += 1
-        except (CancelledError, JobPaused):
-            raise  # a stopped job stops the group at once; a paused one too (its re-entry skips what committed)
+        except JobPaused:
+            _commit_pending(services, event, job, pending)  # what ran before the pause is kept
+            raise  # its re-entry skips what committed
+        except CancelledError:
+            raise  # a stopped job stops the group at once
         except LonghaulError as error:
             failures.append(error)
+        if len(pending) >= GROUP_COMMIT_ITEMS:
+            _commit_pending(services, event, job, pending)
+    _commit_pending(services, event, job, pending)
     if failures:
         raise next((error for error in failures if error.retryable), failures[0])
     return {"committed": committed}
@@ -227,7 +253,14 @@ def _run_step(
     try:
         faults.active().slow_point(step, item, job_id=job_id)
         faults.active().check(step, item, job_id=job_id)
-        ctx = StepContext(event, services, job_attempt=job.attempts, job=job, provenance=provenance)
+        ctx = StepContext(
+            event,
+            services,
+            job_attempt=job.attempts,
+            job=job,
+            provenance=provenance,
+            group=grouped.group if grouped is not None else None,
+        )
         output = work(ctx)
         faults.active().crash_point(step, item, job_id=job_id)
     except CancelledError:
@@ -262,6 +295,11 @@ def _run_step(
     deferred_at = started_at if deferred else None
     if unmarked:
         checkpoint_fields["started_at"] = started_at
+    if unmarked and grouped is not None and grouped.pending is not None:
+        # the group commits it with its siblings' (one transaction for up to GROUP_COMMIT_ITEMS items)
+        grouped.pending.append(_Pending(event, checkpoint_fields, duration_ms, started_at, slip.usage()))
+        slip.settled = True
+        return output
     _guarded(
         lambda: _commit(
             services,
@@ -436,6 +474,83 @@ def _commit(
                 return  # a duplicate delivery committed it meanwhile
             job = found
     raise TransientError(f"job {job_id} kept changing; {step} not committed", step=step, item=item)
+
+
+# What a reserving write's first request adds (`JobStore.reserve_events`: one update), before its transaction.
+_RESERVING = Metered(dynamodb_requests=1, dynamodb_write_units=1)
+
+
+def _commit_pending(services: Services, group: StepEvent, job: Job | None, pending: list[_Pending]) -> None:
+    """Commit a group's pending items in one transaction (then empty `pending`), conditional on the job still
+    committable, as each item's own commit would be: each item's checkpoint (with its attempt), its `step_started` and
+    `step_finished`, its number in the step's set, their usage and this commit's own. An item a concurrent delivery
+    committed meanwhile is left out; a job stopped meanwhile commits none (`CancelledError`). What the items used is
+    recorded whatever happens."""
+    if not pending:
+        return
+    job_id, step = group.input.job_id, group.step
+    todo, pending[:] = list(pending), []
+    used = sum((p.usage for p in todo), Metered())
+    with recording(services, job_id, invocation=False) as slip:  # this commit's time and requests: billed too
+        try:
+            for tries in range(BOOKKEEPING_TRIES):
+                # the job as the group read it (the write reserves its events' numbers: only its status is the
+                # condition)
+                if job is None or (tries and job.status not in COMMITTABLE):
+                    status = job.status.value if job else "gone"
+                    raise CancelledError(f"job {job_id} is {status}; {step} not committed", step=step)
+                events, items = [], []
+                for p in todo:
+                    attempt = p.event.attempt + 1
+                    events += [
+                        NewEvent("step_started", step=step, item=p.event.item, attempt=attempt, at=p.started_at),
+                        NewEvent(
+                            "step_finished",
+                            step=step,
+                            item=p.event.item,
+                            attempt=attempt,
+                            detail={"duration_ms": p.duration_ms},
+                        ),
+                    ]
+                    items.append(
+                        services.checkpoints.committed_write(
+                            job_id, step, p.event.item, p.checkpoint, count_attempt=True
+                        )
+                    )
+                try:
+                    services.jobs.write(
+                        job,
+                        events,
+                        add={done_attribute(step): {p.event.item for p in todo}},
+                        items=items,
+                        usage=used + slip.usage() + _RESERVING,
+                        reserve=True,
+                        only_if=COMMITTABLE,
+                    )
+                    slip.settled, used = True, Metered()
+                    break
+                except Cancelled:
+                    backoff(tries)
+                    job, records = services.checkpoints.read_items(job_id, step, [p.event.item for p in todo])
+                    todo = [p for p in todo if not _committed_as(records.get(p.event.item), p.checkpoint)]
+                    if not todo:
+                        return  # a concurrent delivery committed them all
+            else:
+                raise TransientError(f"job {job_id} kept changing; {step} not committed", step=step)
+        except (LonghaulError, CrashFault):
+            raise
+        except Exception as error:
+            raise classify(error, step=step, item=None) from error
+        finally:
+            if used != Metered():  # not committed: what the items used is billed all the same
+                with contextlib.suppress(Exception):
+                    services.usage.add(job_id, used)
+    for p in todo:
+        emit("StepDuration", p.duration_ms, MetricUnit.Milliseconds, workflow=group.input.workflow, step=step)
+
+
+def _committed_as(record: StepRecord | None, checkpoint: Mapping[str, Any]) -> bool:
+    return record is not None and record.succeeded and record.input_version == checkpoint["input_version"]
 
 
 def _fan_out_fields(spec: WorkflowSpec, event: StepEvent) -> dict[str, Any]:

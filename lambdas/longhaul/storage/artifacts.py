@@ -2,7 +2,7 @@
 
 uploads/<tenant>/<upload id>            client uploads (presigned PUT), expire
 work/<job>/input.json                   the accepted request
-work/<job>/<step>/<name>                intermediate artifacts, expire
+work/<job>/<step>/<name>                intermediate artifacts, expire (a grouped fan-out's may be one per group)
 work/<job>/calls/prompt-<sha256>.json   each model call's exact request, under its hash (the ledger's prompt hash)
 work/<job>/calls/response-<sha256>.json each model call's raw response, under the hash of its text; expire
 results/<job>/result.json|result.md     published results, kept

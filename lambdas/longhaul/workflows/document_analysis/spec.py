@@ -66,8 +66,14 @@ SPEC = WorkflowSpec(
     input_model=DocumentAnalysisInput,
     result_model=JobResult,
     domain="longhaul.workflows.document_analysis.steps",
+    # Memory (MB) from `bench/cost.py`'s per-step table (a 1,000-document job: every step uses 110-130 MB, ~110 of
+    # them the runtime, the handler's imports and its clients) and the bounds of what one invocation holds: a parse
+    # group's 8 MiB of text (+24 MB of allocations), a PDF upload alone (up to 50 MiB: its parser's working set is the
+    # headroom), an index batch's 5M characters (+73 MB), every parsed document at once for plan_ocr. Below 1,769 MB a
+    # function gets that share of a vCPU, so none goes below 512 MB (a cold start's imports are CPU-bound) and the
+    # CPU-bound steps (parsing, indexing) keep 1,024 MB.
     steps=(
-        step("list_documents"),
+        step("list_documents", memory_mb=512),
         # One document per item, run in groups of small documents (`engine.items`: one invocation per group; a
         # Distributed Map above `limits.INLINE_MAP_MAX_ITEMS` documents, one group per child execution).
         fan_out(
@@ -75,7 +81,7 @@ SPEC = WorkflowSpec(
             over="list_documents.documents",
             item_unit="document",
             timeout_seconds=300,
-            memory_mb=1769,
+            memory_mb=1024,
             grouped=True,
         ),
         step("plan_ocr", timeout_seconds=300, memory_mb=1769),
@@ -93,26 +99,27 @@ SPEC = WorkflowSpec(
             "build_index",
             over="plan_ocr.index_batches",
             item_unit="document batch",
-            memory_mb=1769,
+            memory_mb=1024,
         ),
-        step("retrieve_passages"),
+        step("retrieve_passages", memory_mb=512),
         fan_out(
             "extract_evidence",
             over="retrieve_passages.groups",
             item_unit="passage group",
             timeout_seconds=120,
             calls_model=True,
+            memory_mb=512,
         ),
         # Its draft, before citation verification, is the job's provisional result.
-        step("draft_answer", timeout_seconds=120, calls_model=True, provisional=True),
-        step("verify_citations"),
+        step("draft_answer", timeout_seconds=120, calls_model=True, provisional=True, memory_mb=512),
+        step("verify_citations", memory_mb=512),
         review(
             "review",
             policy=ReviewPolicy(
                 assignee_group="analysts", secondary_group="analysis-leads", edits_model=AnswerEdits, mode="never"
             ),
         ),
-        step("publish_result"),
+        step("publish_result", memory_mb=512),
     ),
     # OCR and indexing together within a bound (a setting): past it the job fails, error kind `timeout`.
     segments=(

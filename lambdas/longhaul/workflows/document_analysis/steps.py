@@ -1,10 +1,11 @@
 """Workflow `document-analysis`, its domain: the submission logic and one function per step of its spec.
 
-Steps exchange S3 keys, never text: list_documents → parse_documents (per document) → plan_ocr → ocr_pages (per
-page batch, in the OCR worker's container; only when a page has no text layer) → build_index (per batch of documents:
-chunks and a BM25 index each) → retrieve_passages (searches the batches' indexes as one) → extract_evidence (per
-passage group) → draft_answer → verify_citations → publish_result. No step after parsing reads every document: each
-reads the batches it needs (a chunk's batch follows from its id).
+Steps exchange S3 keys, never text: list_documents → parse_documents (per document; a group of documents is read
+with one request and written as one object) → plan_ocr → ocr_pages (per page batch, in the OCR worker's container;
+only when a page has no text layer) → build_index (per batch of documents: chunks and a BM25 index each) →
+retrieve_passages (searches the batches' indexes as one) → extract_evidence (per passage group) → draft_answer →
+verify_citations → publish_result. No step after parsing reads every document: each reads the batches it needs (a
+chunk's batch follows from its id).
 """
 
 from collections.abc import Iterable
@@ -23,10 +24,11 @@ from longhaul.core.contracts import (
 from longhaul.core.errors import CancelledError, InvalidInputError
 from longhaul.core.model import Model, adapter
 from longhaul.core.records import Job
+from longhaul.core.step_events import Item
 from longhaul.documents import ocr
-from longhaul.documents.intake import Intake, PreparedInput, StoredDocument, read_document
+from longhaul.documents.intake import DocumentReader, Intake, PreparedInput, StoredDocument, read_document
 from longhaul.documents.parsing import Chunk, ParsedDocument, chunk_document, parse_document
-from longhaul.engine.context import StepContext
+from longhaul.engine.context import ItemGroup, StepContext
 from longhaul.engine.items import ItemBatch, ItemList, write_item_list
 from longhaul.review.contracts import ReviewEvidence, ReviewMaterial
 from longhaul.services import Services
@@ -115,25 +117,90 @@ def _bytes_to_parse(document: StoredDocument) -> int | None:
     return None
 
 
-def _parsed_key(job_id: str, index: int) -> str:
-    return keys.work_key(job_id, "parse_documents", f"{index:03d}.json")
+class ParsedGroup(Model):
+    """What `parse_documents` writes for one group of its items: the group's parsed documents in one object (a
+    document that could not be parsed is absent: its item failed), so a 1,000-document job writes 20 objects, not
+    1,000, and a reader reads a group's object and picks its documents."""
+
+    documents: list[ParsedDocument]
+
+
+def _group_key(job_id: str, first_item: int) -> str:
+    """The object of the group of `parse_documents`' items beginning at `first_item` (groups are fixed by the item
+    list, so a retried or re-delivered group writes the same key)."""
+    return keys.work_key(job_id, "parse_documents", f"group-{first_item:05d}.json")
+
+
+def _parse_groups(store: ArtifactStore, documents: dict[str, Any]) -> list[ItemBatch]:
+    """The groups of `list_documents`' item list (in the state while they are few, else from its manifest)."""
+    listed = ItemList.model_validate(documents)
+    if listed.groups is not None:
+        return listed.groups
+    return _MANIFEST.validate_python(store.get_json(listed.manifest_key))
+
+
+def _parsed_documents(ctx: StepContext, indexes: Iterable[int] | None = None) -> dict[int, ParsedDocument]:
+    """The parsed documents by index: all of them, or those of `indexes` (each group's object read once, groups read
+    at once)."""
+    store = ctx.services.artifacts
+    groups = _parse_groups(store, ctx.output_of("list_documents")["documents"])
+    wanted = None if indexes is None else set(indexes)
+    if wanted is not None:
+        groups = [g for g in groups if any(int(item.ref["index"]) in wanted for item in g.items)]
+    read = store.get_json_many([_group_key(ctx.job_id, g.items[0].index) for g in groups])
+    documents = (d for group in read for d in ParsedGroup.model_validate(group).documents)
+    return {d.index: d for d in documents if wanted is None or d.index in wanted}
 
 
 def parse_documents(ctx: StepContext) -> dict[str, Any]:
-    """One document (a fan-out item, run in a group of documents): parse it and write its pages at a key fixed by its
-    index."""
-    store, doc = ctx.services.artifacts, StoredDocument.model_validate(ctx.event.ref)
-    parsed = parse_document(index=doc.index, name=doc.name, data=read_document(store, doc), media_type=doc.media_type)
-    key = store.put_json(_parsed_key(ctx.job_id, doc.index), parsed)
+    """One document (a fan-out item, run in a group of documents). The group's first item to run reads the group's
+    documents (inline texts: one ranged GET for the group), parses them and writes them as one object at a key fixed
+    by the group; each item then answers for its own document (raising its document's error, if it had one). A retried
+    group parses and writes the same object again (parsing is deterministic), so its committed items stay valid."""
+    doc = StoredDocument.model_validate(ctx.event.ref)
+    group = ctx.group or ItemGroup(items=_group_of(ctx, ctx.event.item))
+    if "parsed" not in group.shared:
+        group.shared["parsed"] = _parse_group(ctx, group.items)
+    key, outcomes = group.shared["parsed"]
+    parsed = outcomes[doc.index]
+    if isinstance(parsed, InvalidInputError):
+        raise parsed
     return {"parsed_key": key, "pages": len(parsed.pages), "pages_needing_ocr": len(parsed.pages_needing_ocr)}
+
+
+def _group_of(ctx: StepContext, item: int | None) -> list[Item]:
+    """The items of the group holding `item` (an item run on its own: its group's object is still the group's)."""
+    groups = _parse_groups(ctx.services.artifacts, ctx.output_of("list_documents")["documents"])
+    return next(g.items for g in groups if any(i.index == item for i in g.items))
+
+
+def _parse_group(ctx: StepContext, items: list[Item]) -> tuple[str, dict[int, ParsedDocument | InvalidInputError]]:
+    """Parse a group's documents and write them as one object; each document's parse or its (deterministic) input
+    error by index. Any other failure (a read that failed) is raised before anything is written: the object only
+    ever holds what every delivery of the group would write."""
+    store = ctx.services.artifacts
+    documents = [StoredDocument.model_validate(item.ref) for item in items]
+    reader = DocumentReader(store)
+    reader.prefetch(documents)
+    outcomes: dict[int, ParsedDocument | InvalidInputError] = {}
+    for document in documents:
+        try:
+            outcomes[document.index] = parse_document(
+                index=document.index, name=document.name, data=reader.read(document), media_type=document.media_type
+            )
+        except InvalidInputError as error:
+            outcomes[document.index] = error
+    parsed = [p for p in outcomes.values() if isinstance(p, ParsedDocument)]
+    key = store.put_json(_group_key(ctx.job_id, items[0].index), ParsedGroup(documents=parsed))
+    return key, outcomes
 
 
 def plan_ocr(ctx: StepContext) -> dict[str, Any]:
     """The pages without a text layer, across documents, in batches: the OCR container step's items."""
     store = ctx.services.artifacts
     stored = _input(ctx).documents
-    parsed = store.get_json_many([_parsed_key(ctx.job_id, doc.index) for doc in stored])
-    documents = [(ParsedDocument.model_validate(p), doc) for p, doc in zip(parsed, stored, strict=True)]
+    parsed = _parsed_documents(ctx)
+    documents = [(parsed[doc.index], doc) for doc in stored]
     planned = ocr.plan_batches(documents)
     ocr_batches = [
         store.put_json(keys.work_key(ctx.job_id, "plan_ocr", f"ocr-batch-{batch.number:03d}.json"), batch)
@@ -179,17 +246,18 @@ def ocr_pages(ctx: StepContext) -> dict[str, Any]:
     return {"ocr_key": key, "pages_read": read, "pages_unreadable": len(result.pages) - read}
 
 
-def _batch_documents(store: ArtifactStore, job_id: str, batch: IndexBatch) -> list[ParsedDocument]:
+def _batch_documents(ctx: StepContext, batch: IndexBatch) -> list[ParsedDocument]:
     """A batch's parsed documents, with the text of the pages OCR read (the results of the OCR batches that read
     pages of them, at their fixed keys)."""
+    store, job_id = ctx.services.artifacts, ctx.job_id
     results = [
         ocr.OcrBatchResult.model_validate(read)
         for read in store.get_json_many(
             [keys.work_key(job_id, ocr.STEP, f"batch-{n:03d}.json") for n in batch.ocr_batches]
         )
     ]
-    parsed = store.get_json_many([_parsed_key(job_id, i) for i in range(batch.first, batch.end)])
-    return [ocr.apply_ocr(ParsedDocument.model_validate(read), results) for read in parsed]
+    parsed = _parsed_documents(ctx, range(batch.first, batch.end))
+    return [ocr.apply_ocr(parsed[i], results) for i in range(batch.first, batch.end)]
 
 
 def _batch_key(job_id: str, what: str, number: int, extension: str = "json") -> str:
@@ -200,7 +268,7 @@ def build_index(ctx: StepContext) -> dict[str, Any]:
     """One batch of documents (a fan-out item): chunk them, index the chunks (BM25) and write the batch's chunks,
     index and document summaries at keys fixed by its number."""
     store, batch = ctx.services.artifacts, IndexBatch.model_validate(ctx.event.ref)
-    documents = _batch_documents(store, ctx.job_id, batch)
+    documents = _batch_documents(ctx, batch)
     chunks = [chunk for document in documents for chunk in chunk_document(document)]
     chunks_key = store.put_bytes(
         _batch_key(ctx.job_id, "chunks", batch.number), _CHUNKS.dump_json(chunks), "application/json"
@@ -458,10 +526,16 @@ def page_text(services: Services, job: Job, document: str, page: int) -> PageTex
     is shown in its page; None when the job has no such page or its intermediate artifacts have expired."""
     store = services.artifacts
     stored = next((d for d in _stored_documents(store, job) if d.name == document), None)
-    parsed_key = _parsed_key(job.job_id, stored.index) if stored else None
-    if parsed_key is None or store.head(parsed_key) is None:
+    item = services.checkpoints.get_step(job.job_id, "parse_documents", stored.index) if stored else None
+    parsed_key = item.output.get("parsed_key") if item and item.succeeded and item.output else None
+    if stored is None or not parsed_key or store.head(parsed_key) is None:
         return None
-    parsed = ParsedDocument.model_validate(store.get_json(parsed_key))
+    read = store.get_json(parsed_key)
+    # a group's object; a job parsed before documents were written in groups has one object per document
+    group = ParsedGroup.model_validate(read) if "documents" in read else ParsedGroup(documents=[read])
+    parsed = next((d for d in group.documents if d.index == stored.index), None)
+    if parsed is None:
+        return None
     planned = services.checkpoints.get_step(job.job_id, "plan_ocr")
     batches = int(planned.output["ocr_batches"]["count"]) if planned and planned.succeeded and planned.output else 0
     results = []
