@@ -23,10 +23,19 @@ def test_every_class_has_a_depth_and_standard_is_the_request_s_documented_defaul
 
 def test_the_class_s_depth_unless_the_request_sets_it() -> None:
     assert depth_for("interactive") == DEPTHS["interactive"]
-    assert depth_for("batch") == DEPTHS["batch"]
+    assert depth_for("batch")[:3] == DEPTHS["batch"][:3]
     assert depth_for(None) == DEPTHS["standard"]
     assert depth_for("interactive", top_k=20) == Depth(20, DEPTHS["interactive"].group_size, True)
-    assert depth_for("batch", rerank=False, group_size=2) == Depth(DEPTHS["batch"].top_k, 2, False)
+    assert depth_for("batch", rerank=False, group_size=4) == Depth(DEPTHS["batch"].top_k, 4, False)
+
+
+def test_a_batch_class_job_reads_two_passages_a_document_up_to_a_ceiling() -> None:
+    # Recall-oriented: a few hundred documents make enough evidence calls for Bedrock's batch lane (100 records)
+    assert depth_for("batch", documents=10).top_k == DEPTHS["batch"].top_k
+    assert depth_for("batch", documents=150) == Depth(300, 2, True)
+    assert depth_for("batch", documents=5_000).top_k == 400
+    assert depth_for("batch", documents=150, top_k=20).top_k == 20  # the request's own depth wins
+    assert depth_for("standard", documents=5_000) == DEPTHS["standard"]
 
 
 class _Intake:

@@ -224,7 +224,8 @@ class DocumentAnalysisInput(Strict):
             ge=1,
             le=limits.MAX_PASSAGES,
             description=f"Passages retrieved for the question (1-{limits.MAX_PASSAGES}). Omitted: the depth of the "
-            f"job's SLA class (interactive 8, standard {limits.DEFAULT_PASSAGES}, batch 32).",
+            f"job's SLA class (interactive 8, standard {limits.DEFAULT_PASSAGES}, batch 32 or two a document, up to "
+            "400).",
         ),
     ] = limits.DEFAULT_PASSAGES
     passages_per_group: Annotated[
@@ -234,7 +235,7 @@ class DocumentAnalysisInput(Strict):
             le=limits.MAX_PASSAGES_PER_GROUP,
             description=f"Passages per evidence-extraction item of the fan-out (1-{limits.MAX_PASSAGES_PER_GROUP}). "
             f"Omitted: the SLA class's (interactive {limits.DEFAULT_PASSAGES_PER_GROUP}, standard "
-            f"{limits.DEFAULT_PASSAGES_PER_GROUP}, batch 8).",
+            f"{limits.DEFAULT_PASSAGES_PER_GROUP}, batch 2).",
         ),
     ] = limits.DEFAULT_PASSAGES_PER_GROUP
     rerank: Annotated[

@@ -211,13 +211,15 @@ def search_batches(load: Callable[[int], LexicalIndex], batches: int, query: str
 
 
 class Depth(NamedTuple):
-    """How deep a job's retrieval goes: passages kept (`top_k`), passages per evidence-extraction call
+    """How deep a job's retrieval goes: passages kept (`top_k`; a recall-oriented class keeps at least
+    `per_document` passages for each document, up to `MAX_TOP_K`), passages per evidence-extraction call
     (`group_size`: each group is one model call), and whether a rerank pass orders `RERANK_POOL` times as many BM25
     candidates before the `top_k` are kept."""
 
     top_k: int
     group_size: int
     rerank: bool
+    per_document: int = 0
 
 
 # By SLA class (seed: a small top-k and a fast reranker for urgent jobs; a larger, recall-oriented search with
@@ -226,18 +228,29 @@ class Depth(NamedTuple):
 DEPTHS: dict[str, Depth] = {
     "interactive": Depth(top_k=8, group_size=4, rerank=True),
     "standard": Depth(top_k=16, group_size=4, rerank=False),
-    "batch": Depth(top_k=32, group_size=8, rerank=True),
+    # Recall-oriented: at least two passages a document, in calls of two passages. A batch-class job of a few
+    # hundred documents makes enough evidence calls for Bedrock's batch lane (its minimum is 100 records a job),
+    # where they cost half.
+    "batch": Depth(top_k=32, group_size=2, rerank=True, per_document=2),
 }
 RERANK_POOL = 3
+MAX_TOP_K = 400  # a recall-oriented depth's ceiling, whatever the number of documents (at most 200 calls)
 
 
 def depth_for(
-    sla_class: str | None, *, top_k: int | None = None, group_size: int | None = None, rerank: bool | None = None
+    sla_class: str | None,
+    *,
+    documents: int = 0,
+    top_k: int | None = None,
+    group_size: int | None = None,
+    rerank: bool | None = None,
 ) -> Depth:
-    """The class's depth, with what the request set itself (`max_passages`, `passages_per_group`, `rerank`) over it."""
+    """The class's depth for a job of `documents`, with what the request set itself (`max_passages`,
+    `passages_per_group`, `rerank`) over it."""
     depth = DEPTHS.get(sla_class or "standard", DEPTHS["standard"])
+    class_top_k = max(depth.top_k, min(MAX_TOP_K, depth.per_document * documents))
     return Depth(
-        top_k=depth.top_k if top_k is None else top_k,
+        top_k=class_top_k if top_k is None else top_k,
         group_size=depth.group_size if group_size is None else group_size,
         rerank=depth.rerank if rerank is None else rerank,
     )

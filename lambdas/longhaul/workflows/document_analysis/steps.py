@@ -325,10 +325,12 @@ def retrieve_passages(ctx: StepContext) -> dict[str, Any]:
     """The question's best passages over every batch's index (searched as one index), in groups for extraction."""
     store = ctx.services.artifacts
     job_input = _input(ctx)
-    count = len(_index_batches(ctx))
+    batches = _index_batches(ctx)
+    count = len(batches)
     job = ctx.job or ctx.services.jobs.get_job(ctx.job_id)
     depth = depth_for(
         job.sla_class if job else None,
+        documents=max((batch.end for batch in batches), default=0),
         top_k=job_input.max_passages,
         group_size=job_input.passages_per_group,
         rerank=job_input.rerank,
