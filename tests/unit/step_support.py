@@ -107,3 +107,22 @@ def status(store: JobStore) -> JobStatus:
 def step_status(checkpoints: CheckpointStore, step: str) -> str | None:
     record = checkpoints.get_step(JOB_ID, step)
     return record.status if record else None
+
+
+def running_job(jobs: JobStore, job_id: str, **fields: Any) -> Job:
+    """A document-analysis job of tenant-a, created and started (`fields` over a small test job's: budgets of 100,000
+    tokens and $10, no route, the standard class)."""
+    defaults: dict[str, Any] = {
+        "tenant_id": TENANT,
+        "workflow": WORKFLOW,
+        "input_key": "k",
+        "payload_hash": "h",
+        "model": "m",
+        "estimated_sla_seconds": 1,
+        "budget_tokens": 100_000,
+        "budget_cost_micro": 10_000_000,
+    }
+    jobs.create_job(NewJob(job_id=job_id, **{**defaults, **fields}))
+    job = jobs.transition(job_id, JobStatus.RUNNING, event="job_started")
+    assert job is not None
+    return job

@@ -19,14 +19,13 @@ from pydantic import BaseModel
 from longhaul import services as wiring
 from longhaul.core import faults
 from longhaul.core.budgets import Price, cost_micro, price_of, price_table
-from longhaul.core.contracts import JobStatus
 from longhaul.core.llm import ModelRequest, ModelResponse, Usage
 from longhaul.core.records import Job
 from longhaul.core.routes import Route
 from longhaul.core.settings import Settings
 from longhaul.guardrails import batch
 from longhaul.guardrails.gateway import ModelCalls
-from longhaul.storage.jobs import NewJob
+from tests.unit.step_support import running_job
 
 JOB = "job_batch_1"
 STEP = "extract_evidence"
@@ -126,23 +125,9 @@ def no_faults() -> Iterator[None]:
 def _job(s: wiring.Services, **fields: Any) -> Job:
     job = s.jobs.get_job(JOB)
     if job is None:
-        s.jobs.create_job(
-            NewJob(
-                job_id=JOB,
-                tenant_id="tenant-a",
-                workflow="document-analysis",
-                input_key="k",
-                payload_hash="h",
-                model="m",
-                estimated_sla_seconds=1,
-                budget_tokens=1_000_000,
-                budget_cost_micro=100_000_000,
-                sla_class="batch",
-                **fields,
-            )
+        job = running_job(
+            s.jobs, JOB, budget_tokens=1_000_000, budget_cost_micro=100_000_000, sla_class="batch", **fields
         )
-        job = s.jobs.transition(JOB, JobStatus.RUNNING, event="job_started")
-    assert job is not None
     return job
 
 

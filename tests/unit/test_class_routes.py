@@ -18,12 +18,11 @@ from pydantic import BaseModel, ValidationError
 from longhaul import services as wiring
 from longhaul.adapters.models.bedrock import BedrockConverseModel
 from longhaul.core.budgets import PRICES, SlaClass, cost_micro, price_of, price_table
-from longhaul.core.contracts import JobStatus
 from longhaul.core.llm import ModelRequest, ModelResponse, Usage
 from longhaul.core.routes import RouteClass, Routing
 from longhaul.core.settings import Settings
 from longhaul.guardrails.gateway import ModelCalls
-from longhaul.storage.jobs import NewJob
+from tests.unit.step_support import running_job
 
 JOB = "job_cr_1"
 
@@ -169,22 +168,7 @@ def routed(services: wiring.Services) -> wiring.Services:
 
 
 def _calls(s: wiring.Services, sla_class: SlaClass, *, route: str | None = None, step: str = "draft_answer") -> Any:
-    job, _ = s.jobs.create_job(
-        NewJob(
-            job_id=JOB,
-            tenant_id="tenant-a",
-            workflow="document-analysis",
-            input_key="k",
-            payload_hash="h",
-            model="m",
-            estimated_sla_seconds=1,
-            budget_tokens=1_000_000,
-            budget_cost_micro=10_000_000,
-            route=route,
-            sla_class=sla_class,
-        )
-    )
-    job = s.jobs.transition(JOB, JobStatus.RUNNING, event="job_started")
+    job = running_job(s.jobs, JOB, budget_tokens=1_000_000, route=route, sla_class=sla_class)
     return ModelCalls(s, job, step, None, 1)
 
 

@@ -17,7 +17,6 @@ from longhaul.adapters.models.offline import OfflineExtractiveModel, PromptCache
 from longhaul.adapters.models.openai_compat import OpenAICompatibleModel
 from longhaul.api.jobs import step_usage
 from longhaul.core.budgets import PRICES, CallSize, Price, TenantPolicy, cost_micro, list_cost_micro, price_of
-from longhaul.core.contracts import JobStatus
 from longhaul.core.llm import INSTRUCTIONS_HEADING, ModelRequest
 from longhaul.core.pricing import LaneTally, model_cost
 from longhaul.core.records import Job
@@ -26,9 +25,10 @@ from longhaul.core.settings import Settings
 from longhaul.guardrails import caching
 from longhaul.guardrails.gateway import ModelCalls
 from longhaul.storage.budgets import BudgetStore, CallLabels
-from longhaul.storage.jobs import JobStore, NewJob
+from longhaul.storage.jobs import JobStore
 from longhaul.workflows.document_analysis.analysis import extract_prompt_head, render_extract_prompt
 from longhaul.workflows.invoice_reconciliation.prompts import extraction_request
+from tests.unit.step_support import running_job
 
 OFFLINE = "longhaul-offline-extractive-1"
 SONNET = "anthropic.claude-sonnet-4-20250514-v1:0"
@@ -208,20 +208,7 @@ def budgets(table: Any, clock: Any) -> BudgetStore:
 
 
 def _job(store: JobStore, job_id: str = "job_cache_1") -> Job:
-    job, _ = store.create_job(
-        NewJob(
-            job_id=job_id,
-            tenant_id="tenant-a",
-            workflow="document-analysis",
-            input_key="k",
-            payload_hash="h",
-            model="m",
-            estimated_sla_seconds=1,
-            budget_tokens=100_000,
-            budget_cost_micro=10_000_000,
-        )
-    )
-    return store.transition(job.job_id, JobStatus.RUNNING, event="job_started")
+    return running_job(store, job_id)
 
 
 def test_settling_cache_tokens_counts_them_against_the_budget_and_by_lane(

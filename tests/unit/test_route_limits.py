@@ -14,12 +14,10 @@ from pydantic import BaseModel
 
 from longhaul import services as wiring
 from longhaul.core import schema
-from longhaul.core.contracts import JobStatus
 from longhaul.core.errors import RateLimitedError
 from longhaul.core.llm import ModelRequest, ModelResponse, Usage
 from longhaul.core.settings import Settings
 from longhaul.guardrails.gateway import ModelCalls
-from longhaul.storage.jobs import NewJob
 from longhaul.storage.route_limits import (
     HOLD_SECONDS,
     MIN_SHARE,
@@ -31,6 +29,7 @@ from longhaul.storage.route_limits import (
     slot_share,
 )
 from tests.unit.conftest import FakeClock
+from tests.unit.step_support import running_job
 
 START = datetime(2026, 1, 5, 10, 0, 0, tzinfo=UTC)  # on a minute: slot 0 of its minute
 
@@ -198,21 +197,7 @@ def limited(services: wiring.Services, monkeypatch: pytest.MonkeyPatch) -> wirin
 
 
 def _calls(s: wiring.Services, job_id: str) -> ModelCalls:
-    job, _ = s.jobs.create_job(
-        NewJob(
-            job_id=job_id,
-            tenant_id="tenant-a",
-            workflow="document-analysis",
-            input_key="k",
-            payload_hash="h",
-            model="m",
-            estimated_sla_seconds=1,
-            budget_tokens=100_000,
-            budget_cost_micro=10_000_000,
-            route="limited",
-        )
-    )
-    job = s.jobs.transition(job_id, JobStatus.RUNNING, event="job_started")
+    job = running_job(s.jobs, job_id, route="limited")
     return ModelCalls(s, job, "draft_answer", None, 1)
 
 
