@@ -18,8 +18,9 @@ runs `samples/request.json` instead and prints its `cost` as a JSON block with t
 `--sla batch` or `--sla interactive` prints the model dollars of a job of that class per job and per 1,000 jobs by
 lane (`on_demand`, `batch`: each model call's tokens, from its `model_called` event, at its lane's price), next to
 today's all-on-demand figure (the same tokens at the on-demand price) and the same job run with
-`"model_lane": "on_demand"`. A batch-class job retrieves at the recall-oriented depth (`--passages`, default 100,
-one passage per evidence item: Bedrock's minimum of 100 records per batch), an interactive one at the default depth.
+`"model_lane": "on_demand"`. Each job retrieves at its class's depth (a batch-class job: two passages a document, up
+to 400, two an evidence item, so a few hundred documents reach Bedrock's minimum of 100 records per batch), unless
+`--passages N` sets N passages, one an item.
 """
 
 from __future__ import annotations
@@ -105,7 +106,7 @@ def main() -> None:
     parser.add_argument("--sample", action="store_true", help="run samples/request.json instead")
     parser.add_argument("--markdown", action="store_true", help="with --sample: the README's cost block")
     parser.add_argument("--sla", choices=["batch", "interactive"], help="model dollars by lane for this SLA class")
-    parser.add_argument("--passages", type=int, default=100, help="with --sla batch: passages retrieved (one an item)")
+    parser.add_argument("--passages", type=int, help="with --sla: passages retrieved, one an item (default: by class)")
     parser.add_argument(
         "--no-steps", action="store_true", help="skip the per-step table of the largest size (and its memory pass)"
     )
@@ -202,7 +203,7 @@ def _lane_usd(platform: LocalPlatform, headers: dict[str, str], job_id: str, mod
 LANES = ("auto", "on_demand")  # the class's own lane, and the same job all on demand
 
 
-def by_lane(sizes: list[int], sla: str, *, passages: int) -> None:
+def by_lane(sizes: list[int], sla: str, *, passages: int | None) -> None:
     """Model dollars of a job of class `sla` by lane, against the same tokens all on demand."""
     logging.disable(logging.WARNING)
     warnings.filterwarnings("ignore")
@@ -222,7 +223,7 @@ def by_lane(sizes: list[int], sla: str, *, passages: int) -> None:
     try:
         for documents in sizes:
             body: dict[str, Any] = {**request_of(documents), "sla_class": sla}
-            if sla == "batch":
+            if passages is not None:
                 body["input"] = {**body["input"], "max_passages": passages, "passages_per_group": 1}
             jobs = {lane: run(platform, headers, documents, {**body, "model_lane": lane}) for lane in LANES}
             if any(isinstance(job, str) for job in jobs.values()):
