@@ -51,6 +51,7 @@ from longhaul.core import faults, genai
 from longhaul.core.budgets import (
     DEFAULT_LANE,
     CallSize,
+    Lane,
     Reservation,
     Scope,
     TenantPolicy,
@@ -103,6 +104,23 @@ from longhaul.storage.budgets import CallLabels, whose
 from longhaul.storage.route_limits import RouteLimits
 
 T = TypeVar("T", bound=BaseModel)
+
+
+@dataclass(frozen=True)
+class _Call:
+    """A model call made and settled, as `ModelCalls._recorded` records it."""
+
+    seq: int
+    rung: str
+    route_name: str
+    request: ModelRequest
+    prompt_hash: str
+    response: ModelResponse
+    response_hash: str
+    cost: int
+    provenance: Provenance
+
+
 # The statuses in which a step may call a model (paused: an item under way when its job paused finishes).
 LIVE = frozenset({JobStatus.RUNNING, JobStatus.RETRYING, JobStatus.PAUSED})
 BREAKER_EVENTS = {"open": "breaker_opened", "half_open": "breaker_half_open", "closed": "breaker_closed"}
@@ -347,35 +365,46 @@ class ModelCalls:
         )
         if admission == "probe":
             self._breaker_event(s.breakers.succeeded(route.provider, route.model_id), route_name)
+        self._recorded(
+            _Call(seq, rung, route_name, request, prompt_hash, response, response_hash, cost, provenance),
+            service_tier=served,
+        )
+        if sent is not request and response.stop_reason in TRUNCATED:
+            self._cut_off(route_name, request, granted)
+        return response, route_name
+
+    def _recorded(self, made: _Call, *, lane: Lane = DEFAULT_LANE, service_tier: str | None = None) -> None:
+        """A settled call kept in `calls` and as a `model_called` event (a batch's record names its lane, an on-demand
+        call its service tier), and its tokens and dollars in the metrics (by workflow, tenant and lane)."""
+        route, used = self.services.routing[made.route_name], made.response.usage
+        cached = {"cache_read_tokens": used.cache_read_tokens or 0, "cache_write_tokens": used.cache_write_tokens or 0}
         call = {
-            "call": seq,
-            "rung": rung,
-            "route": route_name,
+            "call": made.seq,
+            "rung": made.rung,
+            "route": made.route_name,
             "provider": route.provider,
-            "model_id": response.model_id,
-            "prompt_version": request.prompt_version,
-            "prompt_hash": prompt_hash,
-            "response_hash": response_hash,
+            "model_id": made.response.model_id,
+            "prompt_version": made.request.prompt_version,
+            "prompt_hash": made.prompt_hash,
+            "response_hash": made.response_hash,
             "input_tokens": used.input_tokens,
             "output_tokens": used.output_tokens,
-            **({name: count for name, count in cached.items() if count} if any(cached.values()) else {}),
-            "cost_usd": usd(cost),
-            "service_tier": served,
-            "stop_reason": response.stop_reason,
-            "code_version": provenance.code_version,
-            "workflow_version": provenance.workflow_version,
+            **{name: count for name, count in cached.items() if count},
+            "cost_usd": usd(made.cost),
+            **({"service_tier": service_tier} if lane == DEFAULT_LANE else {}),
+            "stop_reason": made.response.stop_reason,
+            "code_version": made.provenance.code_version,
+            "workflow_version": made.provenance.workflow_version,
+            **({} if lane == DEFAULT_LANE else {"lane": lane}),
         }
         self.calls.append(call)
         self._event("model_called", **call)
         tokens = used.input_tokens + used.output_tokens + sum(cached.values())
         emit(MODEL_TOKENS_METRIC, tokens, workflow=self.job.workflow)
         emit(MODEL_TOKENS_METRIC, tokens, tenant=self.job.tenant_id)
-        emit(MODEL_COST_METRIC, cost / 1_000_000, MetricUnit.NoUnit, workflow=self.job.workflow)
-        emit(MODEL_COST_METRIC, cost / 1_000_000, MetricUnit.NoUnit, tenant=self.job.tenant_id)
-        caching.emit_lane_metrics(DEFAULT_LANE, used, cost)
-        if sent is not request and response.stop_reason in TRUNCATED:
-            self._cut_off(route_name, request, granted)
-        return response, route_name
+        emit(MODEL_COST_METRIC, made.cost / 1_000_000, MetricUnit.NoUnit, workflow=self.job.workflow)
+        emit(MODEL_COST_METRIC, made.cost / 1_000_000, MetricUnit.NoUnit, tenant=self.job.tenant_id)
+        caching.emit_lane_metrics(lane, used, made.cost)
 
     def _admit(self, route_name: str, charge_id: str, tokens: int) -> None:
         """Count the call against its route's shared limits (if it has any), waiting for room (bounded); when none
@@ -435,26 +464,10 @@ class ModelCalls:
             list_cost_micro=list_cost_micro(response.usage.input_tokens, response.usage.output_tokens, listed),
         )
         provenance = self.provenance or Provenance(code_version=s.settings.code_version)
-        call = {
-            "call": seq,
-            "rung": "validate",
-            "route": route_name,
-            "provider": route.provider,
-            "model_id": response.model_id,
-            "prompt_version": request.prompt_version,
-            "prompt_hash": prompt_hash,
-            "response_hash": response_hash,
-            "input_tokens": response.usage.input_tokens,
-            "output_tokens": response.usage.output_tokens,
-            "cost_usd": usd(cost),
-            "stop_reason": response.stop_reason,
-            "code_version": provenance.code_version,
-            "workflow_version": provenance.workflow_version,
-            "lane": "batch",
-        }
-        self.calls.append(call)
-        self._event("model_called", **call)
-        emit(MODEL_COST_METRIC, cost / 1_000_000, MetricUnit.NoUnit, workflow=self.job.workflow)
+        self._recorded(
+            _Call(seq, "validate", route_name, request, prompt_hash, response, response_hash, cost, provenance),
+            lane="batch",
+        )
         return response
 
     def _counted(self, route_name: str, request: ModelRequest) -> int:
