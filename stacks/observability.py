@@ -33,6 +33,8 @@ from longhaul.core.observability import (
     PLATFORM_MISCONFIGURED,
     QUEUE_WAIT_METRIC,
     REVIEW_WAIT_METRIC,
+    ROUTE_LIMITED_METRIC,
+    ROUTE_WAIT_METRIC,
     STEP_RETRIES_METRIC,
     STUCK_JOBS_METRIC,
     VALIDATION_FAILURES_METRIC,
@@ -177,6 +179,7 @@ class Observability(Construct):
         )
         self._validation_widgets()
         self._lane_widgets()
+        self._route_limit_widgets()
         self._tenant_allowance_alarm()
         self._stuck_jobs_alarm(stuck_after_minutes)
         for provider in model_providers:
@@ -232,6 +235,27 @@ class Observability(Construct):
                 left_y_axis=cw.YAxisProps(min=0, max=100),
                 width=8,
             ),
+        )
+
+    def _route_limit_widgets(self) -> None:
+        """A route's shared limits (`requests_per_minute`, `tokens_per_minute`): the calls that found no room within
+        their bounded wait (their steps retried later), and how long admitted calls waited, by route."""
+        searches = ((ROUTE_LIMITED_METRIC, "Sum", "calls refused"), (ROUTE_WAIT_METRIC, "Maximum", "longest wait (s)"))
+        self.dashboard.add_widgets(
+            *(
+                cw.GraphWidget(
+                    title=f"model routes: {label}, by route",
+                    left=[
+                        cw.MathExpression(
+                            expression=f"SEARCH('{{{NAMESPACE},route}} MetricName=\"{metric}\"', '{stat}', 300)",
+                            label=label,
+                            period=PERIOD,
+                        )
+                    ],
+                    width=12,
+                )
+                for metric, stat, label in searches
+            )
         )
 
     def _validation_widgets(self) -> None:
