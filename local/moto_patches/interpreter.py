@@ -140,6 +140,15 @@ def _heartbeat_clear_and_wait(self: Any) -> bool:
     return _scaled_wait(self._heartbeat_seconds, event=self._next_heartbeat_event)
 
 
+def _heartbeat_before_its_wait(self: Any) -> bool:
+    """`CallbackEndpoint.notify_heartbeat`: a heartbeat for a token whose Task has not begun its heartbeat wait yet
+    (a worker the Task started answers before the interpreter waits) is accepted, as AWS accepts any heartbeat of a
+    live token; its heartbeat timer starts when the wait begins (upstream: `InvalidToken`, failing the worker)."""
+    if self._heartbeat_endpoint:
+        self._heartbeat_endpoint.notify()
+    return True
+
+
 def _activity_start_wait(self: Any, timeout_seconds: float) -> Any:
     """`ActivityTaskStartEndpoint.wait` (an activity Task waiting for a worker), scaled."""
     _scaled_wait(timeout_seconds, event=self._next_activity_task_start_event)
@@ -191,6 +200,7 @@ def _wait_hooks() -> list[tuple[object, str, object]]:
         (WaitFunction, "_wait_interval", _wait_interval),
         (CallbackEndpoint, "wait", _callback_wait),
         (HeartbeatEndpoint, "clear_and_wait", _heartbeat_clear_and_wait),
+        (CallbackEndpoint, "notify_heartbeat", _heartbeat_before_its_wait),
         (ActivityTaskStartEndpoint, "wait", _activity_start_wait),
         (Program, "eval", _program_eval),
     ]

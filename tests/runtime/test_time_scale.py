@@ -51,6 +51,7 @@ PINS: dict[tuple[str, str], tuple[str | None, tuple[str, ...] | str]] = {
     ("WaitFunction", "_wait_interval"): ("(self, env, wait_seconds)", "2baecc23124bf46c"),
     ("CallbackEndpoint", "wait"): ("(self, timeout=None)", "07677ef59b8d34ef"),
     ("HeartbeatEndpoint", "clear_and_wait"): ("(self)", "dd42ecf09a1cda02"),
+    ("CallbackEndpoint", "notify_heartbeat"): ("(self)", ("if not self._heartbeat_endpoint:", "return False")),
     ("ActivityTaskStartEndpoint", "wait"): ("(self, timeout_seconds)", "6b00a1a28af5abad"),
     ("Program", "eval"): ("(self, env)", "b8bfa1cb68d308ac"),
 }
@@ -81,6 +82,22 @@ def test_upstream_wait_is_where_the_hook_expects_it(hook: tuple[object, str, obj
             source = inspect.getsource(upstream)
             for line in relies_on:
                 assert line in source, f"{_owner_name(owner)}.{name} no longer has {line!r}: re-check the hook"
+
+
+def test_a_heartbeat_before_its_task_waits_is_accepted_with_the_patch_and_refused_without() -> None:
+    from moto.stepfunctions.parser.asl.eval.callback.callback import CallbackEndpoint
+
+    endpoint = CallbackEndpoint("token")  # registered, its Task's heartbeat wait not begun
+    assert moto_patches._original(CallbackEndpoint, "notify_heartbeat")(endpoint) is False  # upstream: InvalidToken
+    was_applied = moto_patches.is_applied()
+    moto_patches.apply()
+    try:
+        assert endpoint.notify_heartbeat() is True
+        heartbeat = endpoint.setup_heartbeat_endpoint(heartbeat_seconds=60)
+        assert endpoint.notify_heartbeat() is True and heartbeat._next_heartbeat_event.is_set()
+    finally:
+        if not was_applied:
+            moto_patches.revert()
 
 
 # --- the scale itself -------------------------------------------------------------------------------------------
