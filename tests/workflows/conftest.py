@@ -119,6 +119,11 @@ def no_faults(platform: LocalPlatform) -> Iterator[None]:
     faults.install(faults.FaultInjector())
     yield
     faults.install(faults.FaultInjector())
+    wait_quiet(platform, what="executions of earlier scenarios to finish")
+
+
+def wait_quiet(platform: LocalPlatform, *, what: str) -> None:
+    """Wait (120 s at most) until no execution of the platform's state machines runs."""
     sfn = platform.client("stepfunctions")
 
     def quiet() -> bool | None:
@@ -129,7 +134,7 @@ def no_faults(platform: LocalPlatform) -> Iterator[None]:
         ]
         return True if not running else None
 
-    wait_until(quiet, timeout=120, interval=0.2, what="executions of earlier scenarios to finish")
+    wait_until(quiet, timeout=120, interval=0.2, what=what)
 
 
 class Client:

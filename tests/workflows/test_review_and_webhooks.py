@@ -15,7 +15,7 @@ from local.deploy import wait_until
 from local.platform import DEFAULT_WEBHOOK_SECRETS, LocalPlatform
 from longhaul.webhooks.signing import verify
 from tests.unit.receiver import Receiver, receiver
-from tests.workflows.conftest import Client
+from tests.workflows.conftest import Client, wait_quiet
 
 # The delivery's retry ladder (about 3 h of capped, jittered gaps) in under a minute; Task timeouts shrink with it, down
 # to the runtime's real-time floor (`TASK_TIMEOUT_FLOOR_SECONDS`).
@@ -186,6 +186,8 @@ def test_a_failing_receiver_gets_retries_then_the_webhook_is_dead_lettered(
             # The machine marks the webhook dead, then sends its dead letter: still fast, so that a recording whose
             # Task timed out on a busy machine is retried at once, not after a real-time interval.
             letter = _dead_letter_of(platform, dead["callback"]["webhook_id"])
+            # Its other webhook (job.provisional, to the same failing receiver) is dead-lettered too, still fast
+            wait_quiet(platform, what="the job's other webhook deliveries to end")
         finally:
             platform.set_time_scale(1.0)
 
