@@ -21,7 +21,7 @@ import os
 from collections.abc import Callable
 
 import jsii
-from aws_cdk import ArnFormat, Duration, IResolveContext, IStringProducer, Lazy, RemovalPolicy, Stack
+from aws_cdk import Duration, IResolveContext, IStringProducer, Lazy, RemovalPolicy, Stack
 from aws_cdk import aws_cloudwatch as cloudwatch
 from aws_cdk import aws_iam as iam
 from aws_cdk import aws_lambda as lambda_
@@ -183,14 +183,7 @@ class WorkflowBuilder(WorkflowParts):
         function.add_to_role_policy(  # an on-demand step resumes its own wait at once
             iam.PolicyStatement(
                 actions=["states:SendTaskSuccess"],
-                resources=[
-                    Stack.of(self).format_arn(
-                        service="states",
-                        resource="stateMachine",
-                        resource_name=self.machine_name,
-                        arn_format=ArnFormat.COLON_RESOURCE_NAME,
-                    )
-                ],
+                resources=[self.own_machine_arn],
             )
         )
         self.batch_functions.append(function)

@@ -133,14 +133,7 @@ class WorkflowParts(Construct):
             self._steer.add_to_role_policy(
                 iam.PolicyStatement(
                     actions=["states:SendTaskSuccess", "states:SendTaskFailure"],
-                    resources=[
-                        Stack.of(self).format_arn(
-                            service="states",
-                            resource="stateMachine",
-                            resource_name=self.machine_name,
-                            arn_format=ArnFormat.COLON_RESOURCE_NAME,
-                        )
-                    ],
+                    resources=[self.own_machine_arn],
                 )
             )
         return self._steer
@@ -217,6 +210,17 @@ class WorkflowParts(Construct):
         if handler == STEP_HANDLER:
             self._grant_describe_own_executions(function)
         return function
+
+    @property
+    def own_machine_arn(self) -> str:
+        """This workflow's state machine, by the ARN its name gives (the machine references its functions: referencing
+        it back would be a dependency cycle), for the task responses of its lanes' and steps' waits."""
+        return Stack.of(self).format_arn(
+            service="states",
+            resource="stateMachine",
+            resource_name=self.machine_name,
+            arn_format=ArnFormat.COLON_RESOURCE_NAME,
+        )
 
     def _grant_describe_own_executions(self, function: lambda_.IFunction) -> None:
         """DescribeExecution of this workflow's executions: the first step of an execution records on its job which
