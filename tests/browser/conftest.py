@@ -89,15 +89,18 @@ class Tabs:
         self.pages: list[Any] = []
         self.shots = 0
 
-    def open(self, path: str = "/console") -> Any:
+    def open(self, path: str = "/console", route: tuple[str, Any] | None = None) -> Any:
         page = self.context.new_page()
         page.on("pageerror", lambda error: self.errors.append(str(error)))
+        if route:
+            page.route(*route)
         page.goto(self.origin + path)
         self.pages.append(page)
         return page
 
-    def sign_in(self, key: str, path: str = "/console") -> Any:
-        page = self.open(path)
+    def sign_in(self, key: str, path: str = "/console", route: tuple[str, Any] | None = None) -> Any:
+        """A tab signed in with `key` at `path`; `route` (a URL pattern and a handler) is installed before it loads."""
+        page = self.open(path, route)
         page.get_by_label("API key").fill(key)
         page.get_by_role("button", name="Sign in").click()
         page.get_by_role("button", name="Sign out").wait_for()
