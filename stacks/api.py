@@ -79,6 +79,20 @@ ROUTES: tuple[tuple[str, str], ...] = (
 
 
 OPS_PREFIX = "/v1/ops/"
+#: The operator routes reach the gateway as one greedy resource: every `/v1/ops/…` path but a streamed one goes to the
+#: operators' function, whose resolver routes it (and answers a known path's other methods with 405 and `Allow`, as the
+#: gateway's own routes are answered). Two resources where one per path segment and method would be some sixty of the
+#: stack's 500, and an operator route added later costs none.
+OPS_PROXY = "/v1/ops/{proxy+}"
+
+
+def gateway_routes(routes: Sequence[tuple[str, str]] = ROUTES) -> tuple[tuple[str, str], ...]:
+    """The gateway's methods: each route outside `/v1/ops/`, the streamed operator routes (their integration streams),
+    and `ANY /v1/ops/{proxy+}` for the rest of the operator routes."""
+    own = tuple((method, path) for method, path in routes if not path.startswith(OPS_PREFIX) or path in STREAM_ROUTES)
+    return (*own, ("ANY", OPS_PROXY)) if len(own) < len(routes) else own
+
+
 #: Answered without a key (the function serves them before its key check).
 # Without a key: the health check, the OpenAPI document and its viewer, and the console's page and assets (a browser
 # loads them before anyone signs in; the console then calls the API with the key it is given).
@@ -228,7 +242,7 @@ class Api(Construct):
                 },
             )
         self.public_methods: list[apigw.Method] = []
-        for method, path in routes:
+        for method, path in gateway_routes(routes):
             resource = self.rest_api.root.resource_for_path(path)
             public = path in PUBLIC_ROUTES
             body = BODY_MODELS.get((method, path))

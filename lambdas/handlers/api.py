@@ -79,6 +79,7 @@ from longhaul.core.problems import (
     InternalProblem,
     InvalidRequest,
     MalformedJson,
+    MethodNotAllowed,
     NotFound,
     PayloadTooLarge,
     Unauthorized,
@@ -206,7 +207,15 @@ def _union_member(part: object) -> bool:
 
 @app.not_found
 def _not_found(_: Exception) -> Response[str]:
-    return _problem_response(NotFound(f"no route {app.current_event.http_method} {app.current_event.path}"))
+    """No route: a path the resolver knows with another method is 405 with `Allow` (the operator routes reach this
+    function through one greedy gateway resource, so the gateway cannot say it), any other 404."""
+    method, path = app.current_event.http_method, app.current_event.path
+    allowed = app.methods_at(path)
+    if allowed:
+        response = _problem_response(MethodNotAllowed(f"{method} is not allowed on {path}"))
+        response.headers["Allow"] = ", ".join(allowed)
+        return response
+    return _problem_response(NotFound(f"no route {method} {path}"))
 
 
 # ---------------------------------------------------------------------- routes

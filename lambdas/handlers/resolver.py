@@ -180,6 +180,11 @@ class ThreadSafeRestResolver(APIGatewayRestResolver):
         """A route's arguments: the segments of the raw path it matched, decoded (as `pathParameters` has them)."""
         return {name: unquote(value, errors="replace") for name, value in match.groupdict().items()}
 
+    def methods_at(self, path: str) -> list[str]:
+        """The methods of the routes that match `path` (its `Allow`): none for a path no route has."""
+        routes = self._static_routes + self._dynamic_routes
+        return sorted({route.method.upper() for route in routes if route.rule.match(self._remove_prefix(path))})
+
     def get_openapi_schema(self, **kwargs: Any) -> OpenAPI:
         """Upstream's document, its paths in the order a client meets them (see the module docstring): by their
         operations' tags, in the order of the document's `tags`, then in the order the routes are declared."""

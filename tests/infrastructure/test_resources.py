@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from longhaul.workflows import REGISTRY
-from stacks.api import ROUTES
+from stacks.api import OPS_PREFIX, OPS_PROXY, ROUTES, STREAM_ROUTES, gateway_routes
 from tests.infrastructure.conftest import AUTO_DELETE_PROVIDER, resources
 
 
@@ -57,11 +57,23 @@ def test_artifacts_bucket_expires_intermediate_artifacts_only(template):
 
 def test_every_api_route_is_a_lambda_proxy_to_the_api_function(template):
     methods = resources(template, "AWS::ApiGateway::Method")
-    assert len(methods) == len(ROUTES)
+    assert len(methods) == len(gateway_routes())
     for method in methods.values():
         integration = method["Properties"]["Integration"]
         assert integration["Type"] == "AWS_PROXY"
-    assert {m["Properties"]["HttpMethod"] for m in methods.values()} == {verb for verb, _ in ROUTES}
+    assert {m["Properties"]["HttpMethod"] for m in methods.values()} == {verb for verb, _ in gateway_routes()}
+
+
+def test_the_operator_routes_reach_the_gateway_as_one_greedy_resource_but_the_streamed_ones(template):
+    """No operator route has a gateway method of its own but a streamed one; the greedy resource's method has the key
+    authorizer, as every method but the public ones."""
+    gateway = set(gateway_routes())
+    assert ("ANY", OPS_PROXY) in gateway
+    ops = [(verb, path) for verb, path in ROUTES if path.startswith(OPS_PREFIX)]
+    assert ops and all(((verb, path) in gateway) == (path in STREAM_ROUTES) for verb, path in ops)
+    methods = resources(template, "AWS::ApiGateway::Method").values()
+    (proxy,) = [m for m in methods if m["Properties"]["HttpMethod"] == "ANY"]
+    assert proxy["Properties"]["AuthorizationType"] == "CUSTOM" and proxy["Properties"]["AuthorizerId"]
 
 
 def test_the_routes_without_a_key_are_the_functions_public_paths():

@@ -453,3 +453,17 @@ def test_a_tenant_with_a_key_and_nothing_else_exists(call_api: CallApi) -> None:
 
     assert policy.status == 200 and policy.body["source"] == "default", policy.raw_body
     assert call_api("GET", "/v1/ops/tenants/tenant-b/memory", key=OPS).status == 200
+
+
+# ---------------------------------------------------------------------- the greedy gateway resource
+
+
+def test_an_operator_path_with_another_method_is_405_with_allow_and_an_unknown_one_404(call_api: CallApi) -> None:
+    """The operator routes reach the operators' function through one greedy gateway resource: the function answers
+    what the gateway's own routes answer, a known path's other method 405 with `Allow`, an unknown path 404."""
+    job_id = submit(call_api).body["job_id"]
+    wrong = call_api("DELETE", f"/v1/ops/jobs/{job_id}/replay", key=OPS)
+    assert_problem(wrong, 405, "method-not-allowed")
+    assert wrong.headers["Allow"] == "POST"
+    assert call_api("PUT", f"/v1/ops/jobs/{job_id}", key=OPS).headers["Allow"] == "GET, PATCH"
+    assert_problem(call_api("GET", "/v1/ops/nothing-here", key=OPS), 404, "not-found")

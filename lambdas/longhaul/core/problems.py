@@ -50,6 +50,12 @@ class NotFound(ApiProblem):
     status, slug, title = 404, "not-found", "No such resource"
 
 
+class MethodNotAllowed(ApiProblem):
+    """A known path with another method: `allow` lists the methods it has (the `Allow` header)."""
+
+    status, slug, title = 405, "method-not-allowed", "Method Not Allowed"
+
+
 class NotReady(ApiProblem):
     status, slug, title = 409, "result-not-ready", "The job has no result yet"
 
