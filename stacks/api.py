@@ -16,7 +16,7 @@ from pydantic import BaseModel
 
 from longhaul.adapters.tokens import JwtConfig
 from longhaul.core.budgets import TenantPolicy
-from longhaul.core.contracts import JobUpdate, ReplayRequest, UploadRequest
+from longhaul.core.contracts import EscalationRequest, InputFixRequest, JobUpdate, ReplayRequest, UploadRequest
 from longhaul.core.settings import Env
 from longhaul.review.contracts import DecisionRequest
 from stacks.functions import LOG_RETENTION, platform_function
@@ -54,6 +54,10 @@ ROUTES: tuple[tuple[str, str], ...] = (
     ("POST", "/v1/ops/jobs/{job_id}/resume"),
     ("POST", "/v1/ops/jobs/{job_id}/signals/{name}"),
     ("POST", "/v1/ops/jobs/{job_id}/replay"),
+    ("GET", "/v1/ops/jobs/{job_id}/input"),
+    ("PATCH", "/v1/ops/jobs/{job_id}/input"),
+    ("POST", "/v1/ops/jobs/{job_id}/escalate"),
+    ("DELETE", "/v1/ops/jobs/{job_id}/escalate"),
     ("PATCH", "/v1/ops/jobs/{job_id}"),
     ("GET", "/v1/ops/tenants/{tenant_id}/policy"),
     ("PUT", "/v1/ops/tenants/{tenant_id}/policy"),
@@ -92,6 +96,8 @@ BODY_MODELS: dict[tuple[str, str], type[BaseModel] | None] = {
     ("POST", "/v1/jobs"): None,  # the union of the workflows' requests: `JOB_REQUEST_REQUIRED`
     ("POST", "/v1/uploads"): UploadRequest,
     ("POST", "/v1/ops/jobs/{job_id}/replay"): ReplayRequest,
+    ("PATCH", "/v1/ops/jobs/{job_id}/input"): InputFixRequest,
+    ("POST", "/v1/ops/jobs/{job_id}/escalate"): EscalationRequest,
     ("PATCH", "/v1/jobs/{job_id}"): JobUpdate,
     ("PATCH", "/v1/ops/jobs/{job_id}"): JobUpdate,
     ("PUT", "/v1/ops/tenants/{tenant_id}/policy"): TenantPolicy,
