@@ -9,6 +9,7 @@ from datetime import timedelta
 from typing import Any
 
 import pytest
+from typer.testing import CliRunner
 
 from longhaul.core.auth import Principal
 from longhaul.core.budgets import TenantPolicy
@@ -19,11 +20,15 @@ from longhaul.services import Services
 from longhaul.storage.checkpoints import CheckpointStore
 from longhaul.storage.jobs import JobStore, NewJob
 from longhaul.workflows import REGISTRY
+from longhaul_client.cli import app
+from longhaul_client.cli.common import CommandError
+from longhaul_client.cli.repair import patch_from_sets
 from tests.unit.api_helpers import assert_problem, submit
 from tests.unit.conftest import KEY_A, KEY_B, KEY_OPS, CallApi
 from tests.unit.test_api_ops import parsed_up_to_the_index, running
 
 pytestmark = pytest.mark.usefixtures("api_keys", "operator_key")
+runner = CliRunner()
 OPS = KEY_OPS
 S = JobStatus
 
@@ -291,3 +296,41 @@ def test_the_alarm_topic_hears_of_every_escalation_and_the_tenant_only_when_its_
         assert record is not None and json.loads(record.body)["type"] == "job.escalated"
     else:
         assert job.callback.webhook_id == failed.callback.webhook_id, "no webhook of an escalation"
+
+
+# ---------------------------------------------------------------------- the command line
+
+
+def test_set_assignments_become_a_merge_patch_of_the_members_they_change() -> None:
+    current = {
+        "question": "What notice?",
+        "documents": [{"name": "a.txt", "upload_id": "up_1"}, {"name": "b.txt", "text": "B"}],
+        "options": {"depth": 8, "rerank": True},
+    }
+
+    patch = patch_from_sets(
+        current, ["documents.0.upload_id=up_2", "options.rerank=null", "options.depth=12", "question=Why not?"]
+    )
+
+    # (a list goes whole, with its change; an object by its changed members; text that is not JSON stays text)
+    assert patch == {
+        "question": "Why not?",
+        "documents": [{"name": "a.txt", "upload_id": "up_2"}, {"name": "b.txt", "text": "B"}],
+        "options": {"depth": 12, "rerank": None},
+    }
+    assert merge_patch(current, patch)["options"] == {"depth": 12}
+    with pytest.raises(CommandError, match="not an index"):
+        patch_from_sets(current, ["documents.5.upload_id=up_3"])
+    with pytest.raises(CommandError, match="change nothing"):
+        patch_from_sets(current, ["question=What notice?"])
+
+
+def test_fix_input_needs_a_change_and_escalate_a_note_or_clear() -> None:
+    job = "job_" + "0" * 28
+    base = ["--url", "http://api.test", "--key", "k"]
+
+    nothing = runner.invoke(app, ["ops", "fix-input", job, "--reason", "why not", *base])
+    both = runner.invoke(app, ["ops", "escalate", job, "--note", "look", "--clear", *base])
+
+    assert nothing.exit_code == 2 and "--set" in nothing.output
+    assert both.exit_code == 2 and "--clear" in both.output
