@@ -249,9 +249,7 @@ class Api(Construct):
                 authorizer=None if public else authorizer,
                 authorization_type=apigw.AuthorizationType.NONE if public else apigw.AuthorizationType.CUSTOM,
                 request_validator=validator if (method, path) in BODY_MODELS else None,
-                request_models={"application/json": self._body_model()}
-                if (method, path) in BODY_MODELS
-                else None,
+                request_models={"application/json": self._body_model()} if (method, path) in BODY_MODELS else None,
             )
             if public:
                 self.public_methods.append(added)
