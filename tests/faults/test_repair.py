@@ -70,3 +70,20 @@ def test_a_job_that_failed_on_a_wrong_document_is_fixed_and_replayed_from_the_fi
     escalated = ops.post(f"/v1/ops/jobs/{job_id}/escalate", {"note": "uploads of the wrong type pass the intake"})
     assert escalated.status_code == 200, escalated.text
     assert alpha.get(f"/v1/jobs/{job_id}").json()["escalation"]["note"] == "uploads of the wrong type pass the intake"
+    published = [json.loads(sent[1]) for sent in alarm_notifications()]
+    assert [(p["job_id"], p["escalation"]["note"]) for p in published if p["job_id"] == job_id] == [
+        (job_id, "uploads of the wrong type pass the intake")
+    ]
+
+
+def alarm_notifications() -> list[tuple[Any, ...]]:
+    """What the in-memory SNS keeps of every message published to a topic (the stack has one: its alarm topic)."""
+    from moto.sns.models import sns_backends
+
+    return [
+        sent
+        for regions in sns_backends.values()
+        for backend in regions.values()
+        for topic in backend.topics.values()
+        for sent in topic.sent_notifications
+    ]
