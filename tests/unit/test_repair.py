@@ -334,3 +334,14 @@ def test_fix_input_needs_a_change_and_escalate_a_note_or_clear() -> None:
 
     assert nothing.exit_code == 2 and "--set" in nothing.output
     assert both.exit_code == 2 and "--clear" in both.output
+
+
+def test_a_tenant_opts_in_to_the_escalation_webhook_by_its_policy(call_api: CallApi) -> None:
+    before = call_api("GET", "/v1/ops/tenants/tenant-a/policy", key=OPS).body["policy"]["webhook_escalations"]
+
+    changed = call_api("PATCH", "/v1/ops/tenants/tenant-a/policy", key=OPS, body={"webhook_escalations": True})
+    refused = call_api("PATCH", "/v1/ops/tenants/tenant-a/policy", key=OPS, body={"webhook_escalations": "yes"})
+
+    assert before is False
+    assert changed.status == 200 and changed.body["policy"]["webhook_escalations"] is True, changed.raw_body
+    assert refused.status == 422

@@ -28,6 +28,7 @@ from longhaul.core.observability import logger
 from longhaul.core.problems import ApiProblem, InvalidRequest, NotFound
 from longhaul.core.records import JOB_ID, Job
 from longhaul.documents.intake import Intake
+from longhaul.operations.sweep import reconcile
 from longhaul.services import Services
 from longhaul.storage import artifacts as keys
 from longhaul.storage.dynamo import Cancelled
@@ -107,11 +108,11 @@ def current_input(services: Services, job: Job) -> dict[str, Any]:
     """The job's input as a request gives it (its workflow's input model): the last fix's, or the submitted one read
     back from what the workflow stored (`submitted_input` of its domain module)."""
     store = services.artifacts
+    if store.head(job.input_key) is None:
+        raise NotFixable(f"job {job.job_id}'s input has expired with its artifacts; submit it again")
     if job.input_version > 1:
         found: dict[str, Any] = store.get_json(keys.submitted_input_key(job.job_id, job.input_version))
         return found
-    if store.head(job.input_key) is None:
-        raise NotFixable(f"job {job.job_id}'s input has expired with its artifacts; submit it again")
     submitted: dict[str, Any] = REGISTRY[job.workflow].hook("submitted_input")(store, store.get_json(job.input_key))
     return submitted
 
@@ -127,7 +128,11 @@ def input_view(services: Services, job_id: str) -> JobInputView:
     )
 
 
-def _fixable(services: Services, job: Job) -> None:
+def _fixable(services: Services, job: Job) -> Job:
+    """The job, if its input may be fixed now (one whose execution ended without saying so is brought up to date
+    first, as a replay does); else a 409."""
+    if job.status not in FIXABLE:
+        job = reconcile(services, job) or job
     dead_lettered = job.status == JobStatus.EXPIRED and bool(services.dead_letters.of_job(job.job_id))
     if job.status not in FIXABLE and not dead_lettered:
         raise NotFixable(
@@ -137,6 +142,7 @@ def _fixable(services: Services, job: Job) -> None:
         raise NotFixable(
             f"job {job.job_id} is undoing its side effects (its compensation is {job.compensation.status})"
         )
+    return job
 
 
 def fix_input(services: Services, principal: Principal, job_id: str, request: InputFixRequest) -> InputFixOutcome:
@@ -144,8 +150,7 @@ def fix_input(services: Services, principal: Principal, job_id: str, request: In
     (its model, then its workflow's own checks: document references resolve for that tenant), and keep it as a new
     version (the earlier kept) with who, why and the diff; the next replay reads it and reruns, from the first of them,
     the steps that read a changed field. A patch that changes nothing is a 422: there is nothing to record."""
-    job = _job(services, job_id)
-    _fixable(services, job)
+    job = _fixable(services, _job(services, job_id))
     spec = REGISTRY[job.workflow]
     before = current_input(services, job)
     after = merge_patch(before, request.patch)
@@ -205,8 +210,7 @@ def fix_input(services: Services, principal: Principal, job_id: str, request: In
             )
             break
         except Cancelled:  # something else wrote to the job: decide again on what it is now
-            fresh = _job(services, job_id)
-            _fixable(services, fresh)
+            fresh = _fixable(services, _job(services, job_id))
             if fresh.input_version != job.input_version:
                 raise Contended(f"job {job_id}'s input was fixed meanwhile (version {fresh.input_version})") from None
             job = fresh
