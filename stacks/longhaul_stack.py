@@ -158,9 +158,9 @@ class LonghaulStack(Stack):
         storage.grant_items(api.function)
         storage.grant_key_lookup(api.authorizer_function)
         storage.grant_objects(api.function, read=[uploads, work, results], write=[uploads, work])
-        # Operators: replays drop step records and remove dead letters.
+        # Operators: replays drop step records and remove dead letters; a fix of a job's input writes its new version.
         storage.grant_items(api.ops_function, delete=True, batch_write=True)
-        storage.grant_objects(api.ops_function, read=[uploads, work, results])
+        storage.grant_objects(api.ops_function, read=[uploads, work, results], write=[work])
         workflows.grant_dead_letters(api.ops_function)
         api.ops_function.add_to_role_policy(  # the metrics route reads the platform's metrics back
             iam.PolicyStatement(actions=["cloudwatch:ListMetrics", "cloudwatch:GetMetricData"], resources=["*"])
@@ -256,6 +256,9 @@ class LonghaulStack(Stack):
             stuck_after_minutes=stuck_after_minutes,
             review_wait_alarm_minutes=review_wait_alarm_minutes,
         )
+        # An operator's escalation of a job tells whoever the alarms tell (`longhaul.operations.repair`).
+        api.ops_function.add_environment(Env.ALARM_TOPIC, observability.alarm_topic.topic_arn)
+        observability.grant_publish(api.ops_function)
         for bedrock_model in sorted({r.model_id for r in routing.routes.values() if r.provider == "bedrock"}):
             self._grant_model(workflows, bedrock_model)
         # The batch lane: fan-outs submit their calls as batch inference jobs; the sweeper finishes them (on Bedrock's

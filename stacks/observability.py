@@ -405,10 +405,18 @@ class Observability(Construct):
             removal_policy=removal_policy,
         )
         key.grant(iam.ServicePrincipal("cloudwatch.amazonaws.com"), "kms:Decrypt", "kms:GenerateDataKey*")
+        self.alarm_topic_key = key
         topic = sns.Topic(self, "AlarmTopic", display_name="Longhaul alarms", master_key=key, enforce_ssl=True)
         if email:
             topic.add_subscription(subscriptions.EmailSubscription(email))
         return topic
+
+    def grant_publish(self, grantee: iam.IGrantable) -> None:
+        """Publish to the alarm topic (and use its key for that, no more: no wildcard of `grant_publish`)."""
+        grantee.grant_principal.add_to_principal_policy(
+            iam.PolicyStatement(actions=["sns:Publish"], resources=[self.alarm_topic.topic_arn])
+        )
+        self.alarm_topic_key.grant(grantee, "kms:Decrypt", "kms:GenerateDataKey")
 
     def notify_on_alarms(self, scope: IConstruct) -> list[cw.Alarm]:
         """Every alarm under `scope` (the builders' too) notifies the alarm topic; returns them."""

@@ -586,6 +586,7 @@ async function jobPage(main, [jobId], { signal, who }) {
         h('strong', {}, `${job.error.kind} at ${job.error.step ?? 'the job'}: `), job.error.message,
         job.error.items?.length ? ` (items ${job.error.items.join(', ')})` : '', ' ', manualLink('errors', 'error kinds')));
     }
+    if (job.escalation) notices.append(escalationNote(job.escalation));
     if (job.review) {
       notices.append(h('div', { class: 'note' },
         h('strong', {}, 'Review: '), `${job.review.status}, ${job.review.review_id}, assigned to ${job.review.assignee_group}; `,
@@ -656,6 +657,18 @@ async function jobPage(main, [jobId], { signal, who }) {
         }));
       });
       actions.append(open);
+    }
+    if (ops) {
+      actions.append(repairActions({
+        getJob: () => state.job,
+        after: actions,
+        signal,
+        refresh,
+        openReplay: (fromStep) => {
+          const steps = state.graph && !state.graph.error ? stepOrder(state.graph) : [];
+          actions.after(replayForm(job.job_id, { fromStep, steps, signal, onStarted: () => { refresh(); follow(); } }));
+        },
+      }));
     }
   }
 
@@ -1550,6 +1563,185 @@ function replayForm(jobId, { fromStep, steps, signal, onStarted }) {
     }
   });
   setTimeout(() => reason.focus());
+  return form;
+}
+
+// Repair (an operator's): fix a stopped job's input (PATCH …/input, a merge patch of the fields that changed, then
+// a replay from the first step the fix invalidated), escalate it to engineering or clear its escalation.
+const FIXABLE = new Set(['failed', 'cancelled', 'expired']);
+
+function escalationNote(escalation) {
+  return h('div', { class: 'note escalation', id: 'escalation', role: 'status' },
+    h('strong', {}, 'Escalated to engineering: '), escalation.note,
+    escalation.link ? [' — ', h('a', { href: escalation.link, rel: 'noopener noreferrer', target: '_blank' }, escalation.link)] : '',
+    ` (by ${escalation.by}, ${when(escalation.at)})`);
+}
+
+function repairActions({ getJob, after, signal, refresh, openReplay }) {
+  const group = h('span', { class: 'repair-actions', role: 'group', 'aria-label': 'Repair' });
+  const closeForms = () => after.parentElement?.querySelectorAll(':scope > .repair-form').forEach((form) => form.remove());
+  const draw = () => {
+    const job = getJob();
+    group.replaceChildren();
+    if (FIXABLE.has(job.status)) {
+      const fix = h('button', { type: 'button', 'data-action': 'fix-input' }, 'Fix input…');
+      fix.addEventListener('click', async () => {
+        closeForms();
+        fix.disabled = true;
+        try {
+          const current = await api(`v1/ops/jobs/${enc(job.job_id)}/input`, { signal });
+          after.after(fixInputForm(job.job_id, current, { signal, close: () => { fix.disabled = false; }, openReplay }));
+        } catch (error) {
+          fix.disabled = false;
+          group.append(problemBox(error));
+        }
+      });
+      group.append(fix);
+    }
+    const escalate = h('button', { type: 'button', 'data-action': 'escalate' }, job.escalation ? 'Update escalation…' : 'Escalate…');
+    escalate.addEventListener('click', () => {
+      closeForms();
+      after.after(escalateForm(job, { signal, done: async () => { await refresh(); draw(); } }));
+    });
+    group.append(escalate);
+    if (job.escalation) {
+      const clear = h('button', { type: 'button', 'data-action': 'clear-escalation' }, 'Clear escalation');
+      clear.addEventListener('click', async () => {
+        clear.disabled = true;
+        try {
+          await api(`v1/ops/jobs/${enc(job.job_id)}/escalate`, { method: 'DELETE', signal });
+          announce(`Escalation of ${job.job_id} cleared`);
+          await refresh();
+          draw();
+        } catch (error) {
+          clear.disabled = false;
+          group.append(problemBox(error));
+        }
+      });
+      group.append(clear);
+    }
+  };
+  draw();
+  return group;
+}
+
+/** Only the members that changed, as a merge patch (RFC 7396): an object by member, `null` for one removed. */
+function mergePatchOf(before, after) {
+  const isObject = (value) => value !== null && typeof value === 'object' && !Array.isArray(value);
+  if (!isObject(before) || !isObject(after)) return after;
+  const patch = {};
+  for (const name of new Set([...Object.keys(before), ...Object.keys(after)])) {
+    if (!Object.hasOwn(after, name)) patch[name] = null;
+    else if (JSON.stringify(before[name]) !== JSON.stringify(after[name])) patch[name] = mergePatchOf(before[name], after[name]);
+  }
+  return patch;
+}
+
+function fixInputForm(jobId, current, { signal, close, openReplay }) {
+  const id = `fix-${jobId}`;
+  const text = h('textarea', { id: `${id}-input`, name: 'input', rows: 14, cols: 80, spellcheck: 'false', class: 'mono' },
+    JSON.stringify(current.input, null, 2));
+  const reason = h('input', { id: `${id}-reason`, name: 'reason', size: 48, minlength: 3, maxlength: 500, required: true });
+  const alert = h('div', { class: 'alert', role: 'alert', tabindex: '-1' });
+  const errors = h('ul', { class: 'field-errors', id: `${id}-errors` });
+  const save = h('button', { type: 'submit', class: 'primary' }, 'Save as a new version');
+  const cancel = h('button', { type: 'button' }, 'Cancel');
+  const form = h('form', { class: 'repair-form fix-input-form', novalidate: true, 'aria-label': `Fix the input of ${jobId}` },
+    h('h3', {}, 'Fix the input of ', h('span', { class: 'mono' }, jobId), ` (version ${current.version})`),
+    h('label', { for: text.id }, 'The input (JSON, as a request gives it; only what you change is sent, as a merge patch)'), text, errors,
+    h('label', { for: reason.id }, 'Reason (recorded with your name in the input’s version and the job’s events)'), reason,
+    h('div', { class: 'actions' }, save, cancel), alert);
+  cancel.addEventListener('click', () => { form.remove(); close?.(); });
+  form.addEventListener('submit', async (event) => {
+    event.preventDefault();
+    alert.textContent = '';
+    errors.replaceChildren();
+    clearFieldError(text);
+    clearFieldError(reason);
+    let edited;
+    try {
+      edited = JSON.parse(text.value);
+    } catch (error) {
+      setFieldError(text, `not JSON: ${error.message}`);
+      text.focus();
+      return;
+    }
+    const patch = mergePatchOf(current.input, edited);
+    if (!Object.keys(patch).length) {
+      setFieldError(text, 'nothing changed');
+      text.focus();
+      return;
+    }
+    save.disabled = true;
+    try {
+      const outcome = await api(`v1/ops/jobs/${enc(jobId)}/input`, { method: 'PATCH', body: { patch, reason: reason.value.trim() }, signal });
+      const replay = h('button', { type: 'button', class: 'primary' }, `Replay from ${outcome.replay_from}…`);
+      replay.addEventListener('click', () => { form.remove(); close?.(); openReplay(outcome.replay_from); });
+      form.replaceChildren(h('div', { class: 'ok', role: 'status' },
+        h('p', {}, `Input version ${outcome.input_version} saved; changed: ${outcome.changed.join(', ')}.`),
+        h('ul', {}, outcome.diff.map((change) => h('li', { class: 'mono' }, `${change.path}: ${JSON.stringify(change.before)} → ${JSON.stringify(change.after)}`))),
+        h('p', {}, `Checkpoints no longer valid: ${outcome.invalidated_steps.join(', ') || 'none'}.`),
+        outcome.replay_from ? replay : ''));
+      announce(`Input of ${jobId} fixed (version ${outcome.input_version})`);
+    } catch (error) {
+      save.disabled = false;
+      if (error.status === 422 && error.body?.errors?.length) {
+        // Each error at its place in the input: its path, then what is wrong there; the reason's beside the reason.
+        for (const item of error.body.errors) {
+          const loc = (item.loc || []).map(String);
+          if (loc.at(-1) === 'reason') setFieldError(reason, item.msg);
+          else errors.append(h('li', { class: 'field-error', 'data-loc': loc.join('.') }, h('span', { class: 'mono' }, loc.join('.')), `: ${item.msg}`));
+        }
+        if (errors.children.length) {
+          text.setAttribute('aria-invalid', 'true');
+          text.setAttribute('aria-describedby', errors.id);
+        }
+        alert.textContent = error.message;
+        (errors.children.length ? text : reason).focus();
+      } else {
+        alert.textContent = error.message;
+        alert.focus();
+      }
+    }
+  });
+  setTimeout(() => text.focus());
+  return form;
+}
+
+function escalateForm(job, { signal, done }) {
+  const id = `escalate-${job.job_id}`;
+  const note = h('textarea', { id: `${id}-note`, name: 'note', rows: 3, cols: 60, minlength: 3, maxlength: 2000, required: true },
+    job.escalation?.note || '');
+  const link = h('input', { id: `${id}-link`, name: 'link', type: 'url', size: 48, maxlength: 2000, value: job.escalation?.link || '' });
+  const alert = h('div', { class: 'alert', role: 'alert', tabindex: '-1' });
+  const send = h('button', { type: 'submit', class: 'primary' }, job.escalation ? 'Update escalation' : 'Escalate');
+  const cancel = h('button', { type: 'button' }, 'Cancel');
+  const form = h('form', { class: 'repair-form escalate-form', novalidate: true, 'aria-label': `Escalate ${job.job_id}` },
+    h('h3', {}, 'Escalate ', h('span', { class: 'mono' }, job.job_id), ' to engineering'),
+    h('label', { for: note.id }, 'Note (what to look at; sent to the alarm topic)'), note,
+    h('label', { for: link.id }, 'Link (a ticket or incident, optional)'), link,
+    h('div', { class: 'actions' }, send, cancel), alert);
+  cancel.addEventListener('click', () => form.remove());
+  form.addEventListener('submit', async (event) => {
+    event.preventDefault();
+    alert.textContent = '';
+    send.disabled = true;
+    const body = { note: note.value.trim(), ...(link.value.trim() ? { link: link.value.trim() } : {}) };
+    try {
+      await api(`v1/ops/jobs/${enc(job.job_id)}/escalate`, { method: 'POST', body, signal });
+      form.remove();
+      announce(`Job ${job.job_id} escalated`);
+      await done();
+    } catch (error) {
+      send.disabled = false;
+      if (error.status === 422) showFieldErrors(error, { note, link }, alert);
+      else {
+        alert.textContent = error.message;
+        alert.focus();
+      }
+    }
+  });
+  setTimeout(() => note.focus());
   return form;
 }
 

@@ -108,6 +108,7 @@ PUBLIC_PATHS = frozenset({"/v1/health", "/v1/openapi.json", "/v1/docs"})
 # What every role may call: who the key is.
 EVERY_ROLE_PATHS = frozenset({"/v1/me"})
 JSON_METHODS = frozenset({"POST", "PUT", "PATCH"})
+MERGE_PATCH = "application/merge-patch+json"  # (RFC 7396) also accepted for a PATCH's body
 # Every operation may meet an error nobody foresaw: a 500 problem whose `error_id` is in the log line of the error.
 UNEXPECTED = problems(500, "An unexpected error; `error_id` finds its log line")
 app = ThreadSafeRestResolver(  # the local runtime resolves requests concurrently
@@ -685,6 +686,11 @@ def _handle(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
     # A body that is not JSON is refused before anything reads it (a missing Content-Type is read as JSON).
     content_type = _content_type(event)
     media_type = content_type.split(";")[0].strip().lower()
+    if event.get("httpMethod") == "PATCH" and media_type == MERGE_PATCH:  # a JSON merge patch is JSON: read as such
+        headers = {k: v for k, v in (event.get("headers") or {}).items() if k.lower() != "content-type"}
+        event = {**event, "headers": {**headers, "content-type": "application/json"}}
+        event.pop("multiValueHeaders", None)
+        media_type = "application/json"
     if event.get("httpMethod") in JSON_METHODS and event.get("body") and media_type not in ("", "application/json"):
         return _raw_problem(_not_json(content_type), event)
     logger.append_keys(tenant_id=principal.tenant_id)

@@ -38,7 +38,12 @@ from longhaul.core.budgets import TenantPolicy, TenantPolicyPatch
 from longhaul.core.contracts import (
     CancelOutcome,
     DeadLetterList,
+    Escalation,
+    EscalationRequest,
     EventPage,
+    InputFixOutcome,
+    InputFixRequest,
+    JobInputView,
     JobList,
     JobStatus,
     JobView,
@@ -270,6 +275,88 @@ def replay_job(job_id: Annotated[str, Path()], request: Annotated[ReplayRequest,
     )
     status = 200 if outcome.dry_run else 202
     return Response(status_code=status, content_type="application/json", body=outcome.model_dump_json())
+
+
+@router.get(
+    "/v1/ops/jobs/<job_id>/input",
+    summary="Get a job's input and its versions",
+    description="The job's current input as a request gives it (its workflow's input model: what a fix patches) and "
+    "every version of it: the submitted one, then each fix with who, why and what it changed.",
+    operation_id="ops_get_job_input",
+    tags=[OPERATORS],
+    responses={**OPS_JOB_PROBLEMS, **problems(409, "The job's artifacts have expired")},
+)
+def ops_get_job_input(job_id: Annotated[str, Path()]) -> JobInputView:
+    _operator()
+    from longhaul.operations import repair  # an operator's action: not every cold start's import
+
+    return repair.input_view(services(), job_id)
+
+
+@router.patch(
+    "/v1/ops/jobs/<job_id>/input",
+    summary="Fix a failed job's input",
+    description="Apply a JSON merge patch (RFC 7396) to the input of a failed, cancelled or dead-lettered job, with "
+    'the reason: `{"patch": {…}, "reason": "…"}` (sent as `application/json` or '
+    "`application/merge-patch+json`). The result is validated as a submission of the job's tenant (its workflow's "
+    "input model, then its checks: document references must resolve for that tenant) and kept as a new version; the "
+    "next replay reads it, reruns the steps that read a changed field and by default starts at the first of them.",
+    operation_id="ops_fix_job_input",
+    tags=[OPERATORS],
+    responses={
+        **keyed(NOT_OPERATOR, takes_body=True),
+        **problems(404, "No such job"),
+        **problems(409, "The job is not failed, cancelled or dead-lettered, or changed meanwhile"),
+        **with_json_body("Invalid request, or the fixed input is not a valid input of the job's workflow (`errors`)"),
+    },
+)
+def ops_fix_job_input(job_id: Annotated[str, Path()], request: Annotated[InputFixRequest, Body()]) -> InputFixOutcome:
+    caller = _operator()
+    from longhaul.operations import repair  # an operator's action: not every cold start's import
+
+    return repair.fix_input(services(), caller, job_id, request)
+
+
+@router.post(
+    "/v1/ops/jobs/<job_id>/escalate",
+    summary="Escalate a job to engineering",
+    description="Flag the job for engineering: the job carries `escalation` (who, when, the note, a link), the alarm "
+    "topic is told, and the tenant's callback gets `job.escalated` if its policy says `webhook_escalations`. Posting "
+    "again updates the escalation.",
+    operation_id="ops_escalate_job",
+    tags=[OPERATORS],
+    responses={
+        **keyed(NOT_OPERATOR, takes_body=True),
+        **problems(404, "No such job"),
+        **problems(409, "The job kept changing meanwhile; try again"),
+        **with_json_body("Invalid request"),
+    },
+)
+def ops_escalate_job(job_id: Annotated[str, Path()], request: Annotated[EscalationRequest, Body()]) -> Escalation:
+    caller = _operator()
+    from longhaul.operations import repair  # an operator's action: not every cold start's import
+
+    return repair.escalate(services(), caller, job_id, request)
+
+
+@router.delete(
+    "/v1/ops/jobs/<job_id>/escalate",
+    summary="Clear a job's escalation",
+    description="Clear the job's escalation (recorded with who on its log); a job without one is left as it is.",
+    operation_id="ops_clear_escalation",
+    tags=[OPERATORS],
+    responses={
+        204: {"description": "Cleared (or there was none)"},
+        **OPS_JOB_PROBLEMS,
+        **problems(409, "The job kept changing meanwhile; try again"),
+    },
+)
+def ops_clear_escalation(job_id: Annotated[str, Path()]) -> Response[str]:
+    caller = _operator()
+    from longhaul.operations import repair  # an operator's action: not every cold start's import
+
+    repair.clear_escalation(services(), caller, job_id)
+    return Response(status_code=204, body="")
 
 
 @router.get(

@@ -13,6 +13,7 @@ from functools import cached_property, lru_cache
 from typing import TYPE_CHECKING
 
 from longhaul.adapters import aws
+from longhaul.adapters.alerts import SnsAlerts
 from longhaul.adapters.dead_letters import QueueDeadLetters
 from longhaul.adapters.ecs import EcsContainerTasks
 from longhaul.adapters.email import SesMailer
@@ -22,6 +23,7 @@ from longhaul.adapters.stepfunctions import StepFunctionsDispatch, StepFunctions
 from longhaul.core.observability import logger
 from longhaul.core.ports import (
     AdmissionWake,
+    Alerts,
     BatchJobs,
     ContainerTasks,
     DeadLetters,
@@ -74,6 +76,7 @@ class Services:
     wake: AdmissionWake | None = None
     mailer: Mailer | None = None  # None: no e-mail sender configured (a tool that sends e-mail refuses)
     batch_jobs: BatchJobs | None = None  # Bedrock's batch inference jobs (the batch lane)
+    alerts: Alerts | None = None  # the alarm topic (None: not configured; an escalation is only recorded)
 
     def now(self) -> datetime:
         return self.jobs.clock.now()
@@ -275,6 +278,7 @@ def _build(settings: Settings) -> Services:
         wake=wake,
         mailer=SesMailer(client("sesv2"), settings.email_sender) if settings.email_sender else None,
         batch_jobs=_batch_jobs(client("bedrock")) if settings.batch_role else None,
+        alerts=SnsAlerts(client("sns"), settings.alarm_topic) if settings.alarm_topic else None,
     )
 
 

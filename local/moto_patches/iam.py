@@ -23,7 +23,7 @@ code `403`.
   Lambda), `AccessDenied` (S3, query protocols).
 
 Resources are resolved for the services the platform's principals call (`RESOLVERS`: DynamoDB, S3, SQS, Step
-Functions, Lambda, Secrets Manager, ECS, SES, STS, Bedrock's batch inference jobs); a principal's call to any other
+Functions, Lambda, Secrets Manager, ECS, SES, SNS, STS, Bedrock's batch inference jobs); a principal's call to any other
 service is refused with a message saying so (grants for such services, e.g. Bedrock's runtime, are checked against
 the code instead: README, "Least privilege").
 Not evaluated: resource-based policies (bucket and queue policies; moto does not deploy them), permission boundaries,
@@ -213,6 +213,8 @@ def _principal(self: Any, iam_request_cls: type, authorization: str, access_key_
 
 def _action_name(self: Any) -> str:
     name = self.data.get("Action") if isinstance(getattr(self, "data", None), dict) else None
+    if isinstance(name, list):  # a query protocol's form, parsed into lists (SNS)
+        name = name[0] if name else None
     return str(name or self._get_action())
 
 
@@ -603,7 +605,17 @@ def _unscoped(self: Any, action: str, _resource: str, _region: str) -> list[Acce
 Resolver = Callable[[Any, str, str, str], list[Access]]
 #: Services whose signing name (the credential scope's) is not their IAM actions' prefix.
 IAM_PREFIXES = {"monitoring": "cloudwatch"}
+
+
 #: The services whose requests are authorized on their resources (the ones the platform's principals call).
+def _sns(self: Any, action: str, _resource: str, _region: str) -> list[Access]:
+    """SNS authorizes a publish (and a topic's other calls) on the topic it names."""
+    form = getattr(self, "data", None)
+    query = form if isinstance(form, dict) and isinstance(form.get("TopicArn"), list) else {}
+    topic = str(_first(query, "TopicArn") or _body(self).get("TopicArn") or "*")
+    return [Access(action, topic)]
+
+
 RESOLVERS: dict[str, Resolver] = {
     "dynamodb": _dynamodb,
     "s3": _s3,
@@ -614,6 +626,7 @@ RESOLVERS: dict[str, Resolver] = {
     "secretsmanager": _secretsmanager,
     "ecs": _ecs,
     "ses": _ses,
+    "sns": _sns,  # an operator's escalation, published to the alarm topic
     "monitoring": _unscoped,  # CloudWatch metrics: no resource-level permissions on AWS either
     "bedrock": _bedrock,  # the control plane's batch inference jobs (the runtime never reaches the local platform)
 }

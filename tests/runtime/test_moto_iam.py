@@ -56,6 +56,7 @@ POLICY = _policy(
         "Condition": {"ForAllValues:StringLike": {"dynamodb:LeadingKeys": ["MEMORY#*"]}},
     },
     {"Effect": "Allow", "Action": "ses:SendEmail", "Resource": f"arn:aws:ses:{REGION}:{ACCOUNT}:identity/{SENDER}"},
+    {"Effect": "Allow", "Action": "sns:Publish", "Resource": f"arn:aws:sns:{REGION}:{ACCOUNT}:alarms"},
 )
 
 
@@ -272,8 +273,21 @@ def test_the_platforms_own_key_passes_and_an_unknown_key_does_not(aws: boto3.ses
 def test_a_role_may_not_call_a_service_the_local_check_cannot_resolve(
     aws: boto3.session.Session, enforced: None
 ) -> None:
-    assert _code(lambda: aws.client("sns").list_topics()) in ("AccessDenied", "AccessDeniedException")
-    assert iam.denials()[-1][1] == "sns:*"
+    assert _code(lambda: aws.client("kinesis").list_streams()) in ("AccessDenied", "AccessDeniedException")
+    assert iam.denials()[-1][1] == "kinesis:*"
+
+
+def test_a_publish_is_authorized_on_its_topic(aws: boto3.session.Session, enforced: None) -> None:
+    sns = boto3.client("sns", region_name=REGION)  # the test's own key
+    granted, other = (sns.create_topic(Name=name)["TopicArn"] for name in ("alarms", "other"))
+
+    aws.client("sns").publish(TopicArn=granted, Subject="escalated", Message="{}")
+
+    assert _code(lambda: aws.client("sns").publish(TopicArn=other, Message="{}")) in (
+        "AuthorizationError",
+        "AccessDenied",
+    )
+    assert iam.denials()[-1][1:] == ("sns:Publish", other)
 
 
 # --- the evaluation alone ----------------------------------------------------------------------------------------

@@ -43,10 +43,15 @@ from longhaul.core.contracts import (
     CancelOutcome,
     DeadLetter,
     DeadLetterList,
+    Escalation,
+    EscalationRequest,
     EventPage,
     EventView,
     Health,
+    InputFixOutcome,
+    InputFixRequest,
     JobAccepted,
+    JobInputView,
     JobList,
     JobStatus,
     JobTrace,
@@ -427,6 +432,34 @@ class LonghaulClient:
         body = request.model_dump(mode="json", exclude_none=True)
         response = self._send("POST", f"/v1/ops/jobs/{job_id}/replay", json=body, safe=dry_run)
         return ReplayOutcome.model_validate_json(response.content)
+
+    def job_input(self, job_id: str) -> JobInputView:
+        """A job's current input as a request gives it (what a fix patches) and every version of it."""
+        return self._get(JobInputView, f"/v1/ops/jobs/{job_id}/input")
+
+    def fix_input(self, job_id: str, patch: Mapping[str, Any], *, reason: str) -> InputFixOutcome:
+        """Fix a failed, cancelled or dead-lettered job's input with a JSON merge patch (RFC 7396) and why: a new
+        version, validated as a submission of the job's tenant; the next replay reads it and reruns the steps that read
+        what changed (sent once: a lost answer is not retried, a second fix would make another version)."""
+        body = InputFixRequest(patch=dict(patch), reason=reason).model_dump(mode="json")
+        response = self._send(
+            "PATCH",
+            f"/v1/ops/jobs/{job_id}/input",
+            json=body,
+            headers={"Content-Type": "application/merge-patch+json"},
+            safe=False,
+        )
+        return InputFixOutcome.model_validate_json(response.content)
+
+    def escalate(self, job_id: str, *, note: str, link: str | None = None) -> Escalation:
+        """Flag a job for engineering (again: update the flag); the alarm topic is told."""
+        body = EscalationRequest(note=note, link=link).model_dump(mode="json", exclude_none=True)
+        response = self._send("POST", f"/v1/ops/jobs/{job_id}/escalate", json=body, safe=True)
+        return Escalation.model_validate_json(response.content)
+
+    def clear_escalation(self, job_id: str) -> None:
+        """Clear a job's escalation (nothing happens to a job without one)."""
+        self._send("DELETE", f"/v1/ops/jobs/{job_id}/escalate", safe=True)
 
     def dead_webhooks(self, *, limit: int = 100) -> list[WebhookView]:
         """Webhooks whose delivery gave up, newest first (an operator key)."""

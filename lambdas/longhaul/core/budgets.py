@@ -124,6 +124,11 @@ class TenantPolicy(Model):
         description="Whether a paused job's deadline stops while it is paused: its resume moves the deadline by the "
         "time it was paused. False: the deadline keeps running (a paused job may expire).",
     )
+    webhook_escalations: bool = Field(
+        default=False,
+        description="Whether the tenant's callback hears of an operator's escalation of its jobs (webhook "
+        "`job.escalated`). False: escalations stay between operators and engineering.",
+    )
 
 
 @cache
@@ -152,6 +157,7 @@ class TenantPolicyPatch(Model):
     agent_max_turns: Annotated[int | None, Field(default=None, gt=0, le=limits.MAX_AGENT_TURNS)]
     agent_max_tool_calls: Annotated[int | None, Field(default=None, gt=0, le=limits.MAX_AGENT_TOOL_CALLS)]
     pause_stops_deadline: Annotated[bool | None, Field(default=None, strict=True)]  # (a JSON boolean, not 0 or 1)
+    webhook_escalations: Annotated[bool | None, Field(default=None, strict=True)]
 
     def applied_to(self, policy: TenantPolicy) -> TenantPolicy:
         """`policy` with this change: given fields replaced, fields given as null back to their defaults."""

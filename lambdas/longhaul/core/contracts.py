@@ -881,6 +881,15 @@ class AgentLimitsView(Model):
     )
 
 
+class Escalation(Model):
+    """A job flagged for engineering: who, when, the note and a link; stored on the job as `escalation`."""
+
+    by: str
+    at: datetime
+    note: str
+    link: str | None = None
+
+
 class JobView(Model):
     job_id: str
     tenant_id: str = Field(description="Whose job it is (operators list every tenant's jobs).")
@@ -946,6 +955,10 @@ class JobView(Model):
     )
     supersedes: str | None = Field(default=None, description="The job this one replaced.")
     superseded_by: str | None = Field(default=None, description="The job that replaced this one.")
+    escalation: Escalation | None = Field(
+        default=None, description="Flagged for engineering by an operator: who, when, the note and a link."
+    )
+    input_version: int = Field(default=1, description="The version of its input (a fix by an operator adds one).")
 
 
 class JobList(Model):
@@ -1022,6 +1035,100 @@ class ReplayOutcome(Model):
         "says so) and is estimated to start in this many seconds.",
     )
     dry_run: bool = Field(default=False, description="True for a plan only: nothing was changed or started.")
+    input_version: int = Field(default=1, description="The version of the job's input the new attempt reads.")
+    invalidated_steps: list[str] = Field(
+        default_factory=list,
+        description="Steps whose checkpoints a fix of the input invalidated (they read a field it changed): they run "
+        "again wherever the replay starts, and by default it starts at the first of them.",
+    )
+
+
+# ---------------------------------------------------------------- repair: fix the input, escalate
+
+
+class InputFixRequest(Strict):
+    """A fix of a job's input: a JSON merge patch (RFC 7396) on the input as its request gave it, and why."""
+
+    patch: dict[str, Any] = Field(
+        description="A JSON merge patch on the job's `input` (the workflow's input model): a member replaces the "
+        "stored one (an array as a whole), `null` removes it, an omitted member is kept.",
+        min_length=1,
+    )
+    reason: Annotated[
+        str,
+        Field(
+            min_length=3,
+            max_length=500,
+            description="Why: recorded with who fixed it in the input's version and the job's events.",
+            json_schema_extra=VISIBLE_SCHEMA,
+        ),
+        Visible,
+    ]
+
+
+class InputChange(Model):
+    """One leaf the fix changed: its JSON path in the input (`documents/1/upload_id`), before and after (absent:
+    null)."""
+
+    path: str
+    before: Any = None
+    after: Any = None
+
+
+class InputVersion(Model):
+    """A version of a job's input: 1 is the submitted one; each fix adds one (the earlier ones are kept)."""
+
+    version: int
+    at: datetime
+    by: str | None = Field(default=None, description="Who made it (null for the submitted input).")
+    role: str | None = None
+    reason: str | None = None
+    changed: list[str] = Field(default_factory=list, description="The input's top-level fields it changed.")
+    diff: list[InputChange] = Field(default_factory=list, description="What it changed, leaf by leaf.")
+
+
+class InputFixOutcome(Model):
+    job_id: str
+    status: JobStatus
+    input_version: int = Field(description="The new version: the next replay reads it.")
+    changed: list[str] = Field(description="The input's top-level fields the fix changed.")
+    diff: list[InputChange]
+    invalidated_steps: list[str] = Field(
+        description="The steps that read a changed field, in order: their checkpoints will not be reused."
+    )
+    replay_from: str | None = Field(
+        description="Where a replay starts by default: the first invalidated step (null: the fix changed nothing)."
+    )
+
+
+class JobInputView(Model):
+    job_id: str
+    workflow: str
+    version: int = Field(description="The current version (what a replay reads).")
+    input: dict[str, Any] = Field(description="The current input as a request gives it (the workflow's input model).")
+    versions: list[InputVersion] = Field(description="Every version, the first (submitted) one first.")
+
+
+class EscalationRequest(Strict):
+    note: Annotated[
+        str,
+        Field(
+            min_length=3,
+            max_length=2000,
+            description="What engineering should look at (shown on the job, sent to the alarm topic).",
+            json_schema_extra=VISIBLE_SCHEMA,
+        ),
+        Visible,
+    ]
+    link: Annotated[
+        str | None,
+        Field(
+            default=None,
+            max_length=2000,
+            pattern=r"^https?://[!-~]+(?![\s\S])",
+            description="A ticket or incident (http or https URL).",
+        ),
+    ]
 
 
 class CallLinks(Model):

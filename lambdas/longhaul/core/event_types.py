@@ -29,6 +29,11 @@ EVENT_TYPES: dict[str, str] = {
     "job_superseded": "A later submission of the tenant replaced this job (`detail.by`); one that had not finished is "
     "then cancelled with reason `superseded`.",
     "job_replayed": "An operator replayed the job from a step: a new attempt, queued.",
+    "input_fixed": "An operator fixed the job's input (`detail`: `by`, `reason`, `version`, `changed`, `diff`, "
+    "`invalidated_steps`): a new version of the input, the earlier kept; the next replay reads it.",
+    "job_escalated": "An operator flagged the job for engineering (`detail`: `by`, `note`, `link`, `updated`); the "
+    "alarm topic was told.",
+    "escalation_cleared": "An operator cleared the job's escalation (`detail.by`).",
     "replay_not_started": "A replay's new attempt could not start: the job was put back as it was.",
     "redrive_refused": "Step Functions refused a redrive: the job was put back as it was.",
     # Steps and items.

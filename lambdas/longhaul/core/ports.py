@@ -186,6 +186,13 @@ class Mailer(Protocol):
         """Send one plain-text message tagged with the operation it belongs to; the provider's message id."""
 
 
+class Alerts(Protocol):
+    """Tells the people on call (the stack's alarm topic): an operator's escalation of a job."""
+
+    def publish(self, *, subject: str, message: str, attributes: dict[str, str]) -> None:
+        """Publish one notification; errors are the provider's (the caller decides what a failure means)."""
+
+
 class MetricsRead(NamedTuple):
     """The series of a window, at most the limit asked for; `truncated` when the namespace has more."""
 

@@ -18,7 +18,9 @@ from longhaul.core.contracts import (
     BudgetView,
     CallbackStatus,
     CompensationView,
+    Escalation,
     FactSource,
+    InputVersion,
     JobError,
     JobStatus,
     JobView,
@@ -168,6 +170,13 @@ class Job(Record):
     compensation: CompensationView | None = None
     # A pause asked for (the next step boundary stops the job) or in force (`paused`).
     pause: PauseState | None = None
+    # Repair (`longhaul.operations.repair`): an operator's flag for engineering (the listing's `escalated` filter reads
+    # this attribute), the input's current version and the fixes that made it, and the steps a fix invalidated that
+    # no replay has rerun yet (the next replay drops their checkpoints and by default starts at the first).
+    escalation: Escalation | None = None
+    input_version: int = 1
+    input_versions: list[InputVersion] = Field(default_factory=list)
+    invalidated_steps: list[str] | None = None
 
     # What the job's step invocations used (`metered_<counter>` attributes of the item, one ADD per invocation), and
     # the state transitions of its executions, counted once they have all ended (`longhaul.operations.costs`).
@@ -335,6 +344,8 @@ class Job(Record):
             instructions=self.instructions,
             supersedes=self.supersedes,
             superseded_by=self.superseded_by,
+            escalation=self.escalation,
+            input_version=self.input_version,
             cost=job_cost(
                 self.metered,
                 transitions=self.orchestration_transitions,

@@ -130,13 +130,14 @@ class Intake:
     tenant_id: str
     artifacts: ArtifactStore
     jobs: JobStore | None = None  # a workflow whose input names an earlier job reads it here
+    version: int = 1  # the input's version: a fixed input is stored beside the first, never over it
     _inline: bytearray = field(default_factory=bytearray)  # the inline texts, one after another
     _heads: dict[str, dict[str, Any] | None] = field(default_factory=dict)  # uploads looked up ahead
     _problems: list[dict[str, Any]] = field(default_factory=list)
 
     @cached_property
     def inline_key(self) -> str:
-        return keys.work_key(self.job_id, "source", "inline")
+        return keys.work_key(self.job_id, "source", "inline" if self.version == 1 else f"inline.v{self.version}")
 
     def document(self, doc: DocumentInput, *, index: int, loc: Sequence[str | int]) -> StoredDocument:
         """Resolve one document; problems are collected (see `check`) so a client hears of all of them at once."""
@@ -240,7 +241,7 @@ class Intake:
         """Write the input document, with the inline texts in it when they are small (else the texts first, as one
         object of their own); the input key."""
         self.check()
-        input_key = keys.input_key(self.job_id)
+        input_key = keys.input_key(self.job_id, self.version)
         if not self._inline:
             return self.artifacts.put_json(input_key, prepared.payload)
         if len(self._inline) > INLINE_TEXTS_IN_INPUT_MAX_BYTES:
@@ -248,6 +249,26 @@ class Intake:
             return self.artifacts.put_json(input_key, prepared.payload)
         payload = _embedded(prepared.payload.model_dump(mode="json"), self.inline_key, input_key)
         return self.artifacts.put_json(input_key, {**payload, EMBEDDED_TEXTS: self._inline.decode()})
+
+
+def submitted_documents(store: ArtifactStore, documents: Sequence[StoredDocument]) -> list[dict[str, Any]]:
+    """Stored documents as a request gives them (`DocumentInput`): an inline one with its text read back, an upload by
+    its id; the members of an archive are not listed here (see `archive_upload_id`)."""
+    reader = DocumentReader(store)
+    plain = [d for d in documents if d.member is None]
+    reader.prefetch([d for d in plain if d.span is not None])
+    found: list[dict[str, Any]] = []
+    for d in plain:
+        if d.span is not None:
+            found.append({"name": d.name, "text": reader.read(d).decode(), "media_type": d.media_type})
+        else:
+            found.append({"name": d.name, "upload_id": d.key.rsplit("/", 1)[-1], "media_type": d.media_type})
+    return found
+
+
+def archive_upload_id(documents: Sequence[StoredDocument]) -> str | None:
+    """The upload id of the archive the documents came from, if they came from one."""
+    return next((d.key.rsplit("/", 1)[-1] for d in documents if d.member is not None), None)
 
 
 def _embedded(node: Any, inline_key: str, input_key: str) -> Any:

@@ -19,7 +19,7 @@ import importlib
 import importlib.util
 import pkgutil
 import threading
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from enum import StrEnum
 from functools import cached_property
@@ -286,6 +286,9 @@ class StepSpec:
     # (the result shaped as the workflow's, marked), readable before the job completes (`?provisional=true`).
     provisional: bool = False
     signal: SignalPolicy | None = None  # a signal step's policy
+    # The fields of the workflow's input model the step reads (its body, its hooks): a fix of the job's input
+    # invalidates the checkpoints of the steps that read a changed field. None: the whole input (the safe default).
+    reads: tuple[str, ...] | None = None
 
     def __post_init__(self) -> None:
         if self.provisional and self.kind != StepKind.STEP:
@@ -375,6 +378,7 @@ class WorkflowSpec:
                     )
         object.__setattr__(self, "_by_name", {s.name: s for s in self.steps})
         self._check_segments(names)
+        self._check_reads()
         if isinstance(self.tools, ToolRegistry):
             self._check_tools(self.tools)
 
@@ -403,6 +407,21 @@ class WorkflowSpec:
                     raise ValueError(
                         f"workflow {self.name!r}: segment {g.name} hands over to review, but no review follows"
                     )
+
+    def _check_reads(self) -> None:
+        """Every field a step declares it reads is a field of the input model."""
+        fields = set(self.input_model.model_fields)
+        for s in self.steps:
+            unknown = sorted(set(s.reads or ()) - fields)
+            if unknown:
+                raise ValueError(f"workflow {self.name!r}: step {s.name} reads {unknown}, not fields of its input")
+
+    def steps_reading(self, changed: Iterable[str]) -> tuple[str, ...]:
+        """The steps, in order, that read one of the `changed` input fields (a step that declares nothing reads all)."""
+        wanted = set(changed)
+        if not wanted:
+            return ()
+        return tuple(s.name for s in self.steps if s.reads is None or wanted & set(s.reads))
 
     def segment_of(self, step: str) -> SegmentSpec | None:
         return next((g for g in self.segments if step in g.steps), None)

@@ -112,6 +112,11 @@ def replay(
     attempt = job.attempts + 1
     name = job.execution_name if mode == "redrive" else f"{job_id}-r{attempt}"
     if mode == "redrive":
+        if job.invalidated_steps:
+            raise RedriveUnavailable(
+                f"job {job_id}'s input was fixed since its execution started, which a redrive would not read; "
+                "use mode=replay"
+            )
         _ensure_redrivable(services, job)
     plan = _plan(services, job, from_step, mode)
     if dry_run:
@@ -129,6 +134,8 @@ def replay(
             version=version,
             from_version=version_number(own),
             dry_run=True,
+            input_version=job.input_version,
+            invalidated_steps=job.invalidated_steps or [],
         )
     detail: dict[str, Any] = {
         "by": principal.tenant_id,
@@ -145,6 +152,8 @@ def replay(
         "kept_items": plan.kept_items,
         "rerun_named": [n.model_dump() for n in plan.rerun_named],
         "undecided_reviews": plan.undecided_reviews,
+        "input_version": job.input_version,
+        "invalidated_steps": job.invalidated_steps or [],
     }
     # The replay spends from the same budget; an operator may raise it (recorded). Exhaustion is forgotten: the next
     # reservation is checked against the limits again.
@@ -182,6 +191,8 @@ def replay(
                     "deadline_at": iso(services.now() + timedelta(seconds=deadline_seconds(job))),
                     # on the current version: its first step records which one that is
                     **({"state_machine_version": None} if version == "current" else {}),
+                    # the checkpoints a fix of the input invalidated are dropped now: this attempt reruns them
+                    "invalidated_steps": None,
                     **budget_fields,
                 },
                 allowed_from=REPLAYABLE,
@@ -230,9 +241,12 @@ def _remove_dead_letters(services: Services, job_id: str) -> None:
 
 
 def default_from_step(services: Services, job: Job) -> str:
-    """Where a replay starts when the operator names no step: the step the job failed at, else the first step
-    without a checkpoint, so nothing that completed is done again (a cancelled or expired job)."""
+    """Where a replay starts when the operator names no step: the first step a fix of its input invalidated, else the
+    step the job failed at, else the first step without a checkpoint, so nothing that completed is done again (a
+    cancelled or expired job)."""
     steps = REGISTRY[job.workflow].step_names
+    if job.invalidated_steps:
+        return next(s for s in steps if s in job.invalidated_steps)
     if job.error is not None and job.error.step in steps:
         return job.error.step
     unfinished = _plan(services, job, steps[0], "redrive").rerun_steps  # (a redrive's plan drops nothing)
@@ -282,6 +296,7 @@ def _undo(services: Services, job: Job, *, event: str, reason: str) -> None:
                 "state_machine_version": job.state_machine_version,
                 "current_step": job.current_step,
                 "deadline_at": iso(job.deadline_at) if job.deadline_at else None,
+                "invalidated_steps": job.invalidated_steps,
             },
             allowed_from=[JobStatus.QUEUED],
         )
@@ -291,21 +306,25 @@ def _plan(services: Services, job: Job, from_step: str, mode: str) -> ReplayPlan
     """What the new attempt will redo, and the checkpoints to drop for it.
 
     A replay drops the checkpoints of `from_step` and later steps (of a fan-out `from_step`: only its unfinished
-    items); a redrive drops none (the engine resumes the execution). Either way, every step without a checkpoint
+    items), and every checkpoint of a step that a fix of the input invalidated (it read a changed field), wherever it
+    is; a redrive drops none (the engine resumes the execution). Either way, every step without a checkpoint
     runs again, also before `from_step`: a cancelled job may have stopped before it got there. A fan-out has as many
     items as the list its spec fans out over (an earlier step's output).
     """
     spec = REGISTRY[job.workflow]
     steps = spec.step_names
     later = set(steps[steps.index(from_step) :]) if mode == "replay" else set()
+    invalidated = set(job.invalidated_steps or ()) if mode == "replay" else set()
     records = services.checkpoints.steps(job.job_id)
 
     def kept(record: StepRecord) -> bool:
+        if record.step in invalidated:
+            return False
         partial = record.step == from_step and record.step in spec.fan_out_steps and record.item is not None
         return record.succeeded and (record.step not in later or partial)
 
     checkpoints = {(r.step, r.item) for r in records if kept(r)}
-    drop = [(r.step, r.item) for r in records if r.step in later and not kept(r)]
+    drop = [(r.step, r.item) for r in records if (r.step in later or r.step in invalidated) and not kept(r)]
     rerun_steps: list[str] = []
     kept_items: dict[str, list[int]] = {}
     rerun_items: dict[str, list[int]] = {}

@@ -36,8 +36,14 @@ def _each_at_once(read: Callable[[str], T], keys: Sequence[str], at_once: int) -
         return [done.result() for done in reads]
 
 
-def input_key(job_id: str) -> str:
-    return f"{WORK_PREFIX}{job_id}/input.json"
+def input_key(job_id: str, version: int = 1) -> str:
+    """The job's input document; a fixed input (`longhaul.operations.repair`) is a new version beside the first."""
+    return f"{WORK_PREFIX}{job_id}/input.json" if version == 1 else f"{WORK_PREFIX}{job_id}/input.v{version}.json"
+
+
+def submitted_input_key(job_id: str, version: int) -> str:
+    """A fixed input as the operator made it: the workflow's input model, what the next fix patches."""
+    return f"{WORK_PREFIX}{job_id}/input.v{version}.submitted.json"
 
 
 def work_key(job_id: str, step: str, name: str) -> str:

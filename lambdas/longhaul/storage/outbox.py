@@ -35,7 +35,9 @@ WEBHOOK_EVENTS: dict[JobStatus, str] = {
 }
 # Webhooks that announce something other than a status change (`JobStore.write(announce=…)`).
 PROVISIONAL_EVENT = "job.provisional"
-EVENT_TYPES = (*WEBHOOK_EVENTS.values(), PROVISIONAL_EVENT)
+# An operator escalated the job (sent only to tenants whose policy says `webhook_escalations`).
+ESCALATED_EVENT = "job.escalated"
+EVENT_TYPES = (*WEBHOOK_EVENTS.values(), PROVISIONAL_EVENT, ESCALATED_EVENT)
 # A webhook in one of these statuses is settled: no attempt changes it again (only an operator's redelivery does).
 SETTLED: tuple[OutboxStatus, ...] = ("delivered", "dead")
 ERROR_LIMIT = 300

@@ -1,5 +1,5 @@
-"""An operator's commands (a key with the `operator` role): every tenant's jobs, dead letters, replay (or its plan),
-dead webhooks and their redelivery, tenant policies."""
+"""An operator's commands (a key with the `operator` role): every tenant's jobs, dead letters, replay (or its plan), a
+fix of a job's input, escalation, dead webhooks and their redelivery, tenant policies."""
 
 from __future__ import annotations
 
@@ -11,8 +11,9 @@ import typer
 from rich.text import Text
 
 from longhaul.core.contracts import JobStatus
-from longhaul_client.cli.common import Key, Output, OutputFormat, Url, read_json, session
+from longhaul_client.cli.common import CommandError, Key, Output, OutputFormat, Url, read_json, session
 from longhaul_client.cli.render import dead_letters_table, jobs_table, replay_plan, trace_tree, webhooks_table
+from longhaul_client.cli.repair import escalation_text, fix_outcome, patch_from_sets
 
 app = typer.Typer(
     no_args_is_help=True, help="Operators: every tenant's jobs, dead letters, replay, webhooks, policies."
@@ -97,6 +98,73 @@ def replay(
             out.document(plan)
         else:
             out.console.print(replay_plan(plan))
+
+
+@app.command("fix-input")
+def fix_input(
+    job_id: Annotated[str, typer.Argument(help="A failed, cancelled or dead-lettered job.", show_default=False)],
+    reason: Annotated[str, typer.Option(help="Why: recorded with who in the input's version and the job's events.")],
+    set_: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--set",
+            metavar="PATH=VALUE",
+            help="Set one field of the input (dots between parts, numbers index lists: documents.1.upload_id=up_…; "
+            "the value is JSON when it reads as JSON, null removes it). Repeatable.",
+        ),
+    ] = None,
+    patch: Annotated[
+        Path | None,
+        typer.Option(metavar="PATCH.json", help="A JSON merge patch (RFC 7396) on the input (`-`: stdin)."),
+    ] = None,
+    url: Url = None,
+    key: Key = None,
+    output: Output = OutputFormat.TEXT,
+) -> None:
+    """Fix a job's input (a new version, the earlier kept); prints what changed and the checkpoints a replay redoes."""
+    if (patch is None) == (not set_):
+        raise typer.BadParameter("give --set PATH=VALUE (one or more) or --patch PATCH.json")
+    with session(url, key, output) as (client, out):
+        if patch is not None:
+            change = read_json(patch, "patch")
+            if not isinstance(change, dict) or not change:
+                raise CommandError(f"patch {patch}: a merge patch of the input is a JSON object with members")
+        else:
+            change = patch_from_sets(client.job_input(job_id).input, set_ or [])
+        outcome = client.fix_input(job_id, change, reason=reason)
+        if out.json:
+            out.document(outcome)
+        else:
+            out.console.print(fix_outcome(outcome))
+
+
+@app.command()
+def escalate(
+    job_id: Annotated[str, typer.Argument(help="Any tenant's job.", show_default=False)],
+    note: Annotated[str | None, typer.Option(help="What engineering should look at (required unless --clear).")] = None,
+    link: Annotated[str | None, typer.Option(help="A ticket or incident URL.")] = None,
+    clear: Annotated[bool, typer.Option("--clear", help="Clear the job's escalation instead.")] = False,
+    url: Url = None,
+    key: Key = None,
+    output: Output = OutputFormat.TEXT,
+) -> None:
+    """Flag a job for engineering (again: update it; the alarm topic is told), or clear the flag with --clear."""
+    if clear == (note is not None) or (clear and link is not None):
+        raise typer.BadParameter("give --note (and --link) to escalate, or --clear alone to clear")
+    with session(url, key, output) as (client, out):
+        if clear:
+            client.clear_escalation(job_id)
+            if out.json:
+                out.document({"job_id": job_id, "escalation": None})
+            else:
+                out.line(f"{job_id}: escalation cleared")
+            return
+        assert note is not None
+        escalation = client.escalate(job_id, note=note, link=link)
+        if out.json:
+            out.document({"job_id": job_id, "escalation": escalation})
+        else:
+            out.console.print(escalation_text(job_id, escalation))
 
 
 @webhooks.command("dead")

@@ -98,6 +98,18 @@ def prepare(intake: Intake, job_input: DisputeResolutionInput) -> PreparedInput:
     )
 
 
+def submitted_input(store: Any, stored: dict[str, Any]) -> dict[str, Any]:
+    """The input of a job as its request gave it (the workflow's input model), from the input `prepare` stored: what
+    an operator's fix patches (its contacts by vendor as memory files them)."""
+    job_input = JobInput.model_validate(stored)
+    found: dict[str, Any] = {"reconciliation_job_id": job_input.reconciliation_job_id}
+    if job_input.contacts:
+        found["contacts"] = dict(job_input.contacts)
+    if job_input.default_contact is not None:
+        found["default_contact"] = job_input.default_contact
+    return found
+
+
 # ---------------------------------------------------------------------- steps
 
 

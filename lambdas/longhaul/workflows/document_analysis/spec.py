@@ -71,9 +71,10 @@ SPEC = WorkflowSpec(
     # group's 8 MiB of text (+24 MB of allocations), a PDF upload alone (up to 50 MiB: its parser's working set is the
     # headroom), an index batch's 5M characters (+73 MB), every parsed document at once for plan_ocr. Below 1,769 MB a
     # function gets that share of a vCPU, so none goes below 512 MB (a cold start's imports are CPU-bound) and the
-    # CPU-bound steps (parsing, indexing) keep 1,024 MB.
+    # CPU-bound steps (parsing, indexing) keep 1,024 MB. `reads`: the input fields each step reads (a fix of the input
+    # invalidates the checkpoints of the steps that read what changed).
     steps=(
-        step("list_documents", memory_mb=512),
+        step("list_documents", memory_mb=512, reads=("documents", "archive")),
         # One document per item, run in groups of small documents (`engine.items`: one invocation per group; a
         # Distributed Map above `limits.INLINE_MAP_MAX_ITEMS` documents, one group per child execution).
         fan_out(
@@ -83,8 +84,9 @@ SPEC = WorkflowSpec(
             timeout_seconds=300,
             memory_mb=1024,
             grouped=True,
+            reads=(),  # its documents by the references list_documents gave
         ),
-        step("plan_ocr", timeout_seconds=300, memory_mb=1769),
+        step("plan_ocr", timeout_seconds=300, memory_mb=1769, reads=("documents", "archive")),
         container(
             "ocr_pages",
             over="plan_ocr.ocr_batches",
@@ -92,6 +94,7 @@ SPEC = WorkflowSpec(
             item_unit="page batch",
             timeout_seconds=900,
             heartbeat_seconds=120,
+            reads=(),
         ),
         # One batch of consecutive documents per item (`batches.py`; bounded by `limits.INDEX_BATCH_MAX_*`): each
         # chunks its documents and writes their BM25 index; retrieve_passages searches the batches' indexes as one.
@@ -100,8 +103,9 @@ SPEC = WorkflowSpec(
             over="plan_ocr.index_batches",
             item_unit="document batch",
             memory_mb=1024,
+            reads=(),
         ),
-        step("retrieve_passages", memory_mb=512),
+        step("retrieve_passages", memory_mb=512, reads=("question", "max_passages", "passages_per_group", "rerank")),
         fan_out(
             "extract_evidence",
             over="retrieve_passages.groups",
@@ -109,17 +113,21 @@ SPEC = WorkflowSpec(
             timeout_seconds=120,
             calls_model=True,
             memory_mb=512,
+            reads=("question",),
         ),
         # Its draft, before citation verification, is the job's provisional result.
-        step("draft_answer", timeout_seconds=120, calls_model=True, provisional=True, memory_mb=512),
-        step("verify_citations", memory_mb=512),
+        step(
+            "draft_answer", timeout_seconds=120, calls_model=True, provisional=True, memory_mb=512, reads=("question",)
+        ),
+        step("verify_citations", memory_mb=512, reads=()),
         review(
             "review",
             policy=ReviewPolicy(
                 assignee_group="analysts", secondary_group="analysis-leads", edits_model=AnswerEdits, mode="never"
             ),
+            reads=("question",),  # the question, shown to the reviewer
         ),
-        step("publish_result", memory_mb=512),
+        step("publish_result", memory_mb=512, reads=("question",)),
     ),
     # OCR and indexing together within a bound (a setting): past it the job fails, error kind `timeout`.
     segments=(

@@ -26,7 +26,15 @@ from longhaul.core.model import Model, adapter
 from longhaul.core.records import Job
 from longhaul.core.step_events import Item
 from longhaul.documents import ocr
-from longhaul.documents.intake import DocumentReader, Intake, PreparedInput, StoredDocument, read_document
+from longhaul.documents.intake import (
+    DocumentReader,
+    Intake,
+    PreparedInput,
+    StoredDocument,
+    archive_upload_id,
+    read_document,
+    submitted_documents,
+)
 from longhaul.documents.parsing import Chunk, ParsedDocument, chunk_document, parse_document
 from longhaul.engine.context import ItemGroup, StepContext
 from longhaul.engine.items import ItemBatch, ItemList, write_item_list
@@ -84,6 +92,22 @@ def prepare(intake: Intake, job_input: DocumentAnalysisInput) -> PreparedInput:
     return PreparedInput(
         payload=payload, estimated_sla_seconds=estimate_sla_seconds(job_input, len(documents)), size=len(documents)
     )
+
+
+def submitted_input(store: ArtifactStore, stored: dict[str, Any]) -> dict[str, Any]:
+    """The input of a job as its request gave it (the workflow's input model), from the input `prepare` stored: what
+    an operator's fix patches."""
+    job_input = JobInput.model_validate(stored)
+    archive = archive_upload_id(job_input.documents)
+    found: dict[str, Any] = {"question": job_input.question}
+    if archive is not None:
+        found["archive"] = {"upload_id": archive}
+    else:
+        found["documents"] = submitted_documents(store, job_input.documents)
+    for name in ("max_passages", "passages_per_group", "rerank"):
+        if getattr(job_input, name) is not None:
+            found[name] = getattr(job_input, name)
+    return found
 
 
 def estimate_sla_seconds(job_input: DocumentAnalysisInput, documents: int) -> int:

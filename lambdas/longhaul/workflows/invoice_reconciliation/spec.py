@@ -123,13 +123,19 @@ SPEC = WorkflowSpec(
     result_model="longhaul.workflows.invoice_reconciliation.models:InvoiceReconciliationResult",
     domain="longhaul.workflows.invoice_reconciliation.steps",
     steps=(
-        step("parse_documents", timeout_seconds=300, memory_mb=1769),
+        step(
+            "parse_documents",
+            timeout_seconds=300,
+            memory_mb=1769,
+            reads=("contract", "invoices", "invoices_archive"),
+        ),
         fan_out(
             "extract_invoices",
             over="parse_documents.invoices",
             item_unit="invoice",
             timeout_seconds=360,  # up to three extractions of one invoice, each within the model timeout
             calls_model=True,
+            reads=(),  # its invoices by the references parse_documents gave
         ),
         # A late price list: waited for only when the submission asks (`await_price_list`, the hook
         # `price_list_wait`); proceeds with the contract's after the timeout.
@@ -139,9 +145,10 @@ SPEC = WorkflowSpec(
             timeout_seconds=MAX_PRICE_LIST_WAIT_SECONDS,
             on_timeout="proceed",
             wanted="price_list_wait",
+            reads=("await_price_list",),
         ),
-        step("check_invoices"),
-        step("summarize_findings", timeout_seconds=120, calls_model=True),
+        step("check_invoices", reads=()),
+        step("summarize_findings", timeout_seconds=120, calls_model=True, reads=()),
         review(
             "review",
             policy=ReviewPolicy(
@@ -150,7 +157,8 @@ SPEC = WorkflowSpec(
                 edits_model=SummaryEdits,
                 mode="never",
             ),
+            reads=(),
         ),
-        step("publish_report"),
+        step("publish_report", reads=()),
     ),
 )

@@ -13,11 +13,19 @@ from typing import Any
 
 from longhaul.core.errors import InvalidInputError
 from longhaul.core.model import Model
-from longhaul.documents.intake import DocumentReader, Intake, PreparedInput, StoredDocument
+from longhaul.documents.intake import (
+    DocumentReader,
+    Intake,
+    PreparedInput,
+    StoredDocument,
+    archive_upload_id,
+    submitted_documents,
+)
 from longhaul.engine.context import StepContext
 from longhaul.engine.items import write_item_list
 from longhaul.review.contracts import ReviewEvidence, ReviewMaterial
 from longhaul.storage import artifacts as keys
+from longhaul.storage.artifacts import ArtifactStore
 from longhaul.workflows.invoice_reconciliation import prompts, report, sourcing
 from longhaul.workflows.invoice_reconciliation.models import ContractSummary, ExtractedInvoice, InvoiceResult
 from longhaul.workflows.invoice_reconciliation.pricelist import PriceList, PriceListError, parse_price_list
@@ -95,6 +103,21 @@ def prepare(intake: Intake, job_input: InvoiceReconciliationInput) -> PreparedIn
         estimated_sla_seconds=20 + 10 * len(invoices) + 15 * uploads,
         size=len(invoices),
     )
+
+
+def submitted_input(store: ArtifactStore, stored: dict[str, Any]) -> dict[str, Any]:
+    """The input of a job as its request gave it (the workflow's input model), from the input `prepare` stored: what
+    an operator's fix patches."""
+    job_input = JobInput.model_validate(stored)
+    found: dict[str, Any] = {"contract": submitted_documents(store, [job_input.contract])[0]}
+    archive = archive_upload_id(job_input.invoices)
+    if archive is not None:
+        found["invoices_archive"] = {"upload_id": archive}
+    else:
+        found["invoices"] = submitted_documents(store, job_input.invoices)
+    if job_input.await_price_list_seconds is not None:
+        found["await_price_list"] = {"timeout_seconds": job_input.await_price_list_seconds}
+    return found
 
 
 # ---------------------------------------------------------------------- steps
