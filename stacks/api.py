@@ -18,7 +18,7 @@ from longhaul.adapters.tokens import JwtConfig
 from longhaul.core.budgets import TenantPolicy
 from longhaul.core.contracts import JobUpdate, ReplayRequest, UploadRequest
 from longhaul.core.settings import Env
-from longhaul.review.contracts import DecisionRequest
+from longhaul.review.contracts import DecisionRequest, ManualCompletionRequest
 from stacks.functions import LOG_RETENTION, platform_function
 from stacks.nag import acknowledge
 
@@ -54,6 +54,7 @@ ROUTES: tuple[tuple[str, str], ...] = (
     ("POST", "/v1/ops/jobs/{job_id}/resume"),
     ("POST", "/v1/ops/jobs/{job_id}/signals/{name}"),
     ("POST", "/v1/ops/jobs/{job_id}/replay"),
+    ("POST", "/v1/ops/jobs/{job_id}/manual-completion"),
     ("PATCH", "/v1/ops/jobs/{job_id}"),
     ("GET", "/v1/ops/tenants/{tenant_id}/policy"),
     ("PUT", "/v1/ops/tenants/{tenant_id}/policy"),
@@ -92,6 +93,7 @@ BODY_MODELS: dict[tuple[str, str], type[BaseModel] | None] = {
     ("POST", "/v1/jobs"): None,  # the union of the workflows' requests: `JOB_REQUEST_REQUIRED`
     ("POST", "/v1/uploads"): UploadRequest,
     ("POST", "/v1/ops/jobs/{job_id}/replay"): ReplayRequest,
+    ("POST", "/v1/ops/jobs/{job_id}/manual-completion"): ManualCompletionRequest,
     ("PATCH", "/v1/jobs/{job_id}"): JobUpdate,
     ("PATCH", "/v1/ops/jobs/{job_id}"): JobUpdate,
     ("PUT", "/v1/ops/tenants/{tenant_id}/policy"): TenantPolicy,
