@@ -48,7 +48,11 @@ class ReviewView(Model):
     reasons: list[str] = Field(description="Why review was required.")
     decision: Literal["approve", "reject", "edit", "complete"] | None = None
     decided_at: datetime | None = None
-    note: str | None = Field(default=None, description="A `complete` review: the operator's note to the person.")
+    note: str | None = Field(
+        default=None,
+        exclude_if=lambda value: value is None,
+        description="A `complete` review: the operator's note to the person (absent for a `draft` review).",
+    )
 
 
 class ReviewDetail(ReviewView):
@@ -165,7 +169,9 @@ class DecisionOutcome(Model):
     status: Literal["decided"] = "decided"
     decision: Literal["approve", "reject", "edit", "complete"]
     job_status: JobStatus | None = Field(
-        default=None, description="A `complete` decision: the job's status after it (`completed`)."
+        default=None,
+        exclude_if=lambda value: value is None,
+        description="A `complete` decision: the job's status after it (`completed`); absent for other decisions.",
     )
 
 
