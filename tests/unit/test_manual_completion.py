@@ -3,14 +3,22 @@ add up is refused unless declared), and only a failed job may move to `completed
 
 from __future__ import annotations
 
+import json
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from longhaul.core.contracts import JobStatus
+from longhaul.core.contracts import Claim, JobResult, JobStatus, PersonCompletion, Verification
 from longhaul.core.records import Job
+from longhaul.core.step_events import StepEvent, WorkflowState
+from longhaul.documents.parsing import Chunk
+from longhaul.engine.context import StepContext
+from longhaul.review.completion import ResultRefused
 from longhaul.storage.jobs import TRANSITIONS, JobStore, TransitionRejected
+from longhaul.storage.outbox import OutboxStore
+from longhaul.workflows.document_analysis import by_hand as analysis_by_hand
 from longhaul.workflows.invoice_reconciliation import by_hand, report
 from longhaul.workflows.invoice_reconciliation.extraction import extract_invoice
 from longhaul.workflows.invoice_reconciliation.models import Discrepancy, InvoiceResult
@@ -102,3 +110,68 @@ def test_failed_to_completed_is_allowed_only_to_a_person(store: JobStore, job: J
     assert done.status == JobStatus.COMPLETED and event_types(store)[-1] == "job_completed_by_person"
     with pytest.raises(TransitionRejected):  # and only once
         store.complete_by_person(current(store), detail={"by": "t/reviewer/k"}, fields={"result_key": "r"})
+
+
+def test_a_completion_by_a_person_announces_job_completed_to_the_jobs_webhook(store: JobStore, job: Job, table: Any):
+    store.update_job(JOB_ID, {"callback_url": "https://hooks.example.com/h"}, only_if=[JobStatus.QUEUED])
+    store.transition(JOB_ID, JobStatus.FAILED, event="job_failed")
+
+    done = store.complete_by_person(current(store), detail={"review_id": "rev_1"}, fields={"result_key": "r"})
+
+    assert done.callback is not None and done.callback.event == "job.completed"
+    webhook = OutboxStore(table).get(done.callback.webhook_id or "")
+    assert webhook is not None and json.loads(webhook.body)["data"]["status"] == "completed"
+
+
+# ---------------------------------------------------------------------- document-analysis: citations verified
+
+
+PASSAGE = Chunk(
+    chunk_id="d0-p1-c0", document="dpa.txt", document_index=0, page=1, text="Personal data is deleted within 90 days."
+)
+
+
+def _analysis_context(monkeypatch: pytest.MonkeyPatch, steps: dict[str, Any]) -> Any:
+    """A context whose job indexed one passage; the result is built from what the person wrote alone."""
+    monkeypatch.setattr(analysis_by_hand, "_chunks_by_id", lambda ctx, ids: {PASSAGE.chunk_id: PASSAGE})
+
+    def result(ctx: Any, answer: str, claims: list[Claim], verification: Verification) -> JobResult:
+        citations = [c for claim in claims for c in claim.citations]
+        return JobResult(
+            job_id=JOB_ID, question="q", answer=answer, claims=claims, citations=citations,
+            verification=verification, model="offline", documents=[],
+        )  # fmt: skip
+
+    monkeypatch.setattr(analysis_by_hand, "_result", result)
+    state = WorkflowState(job_id=JOB_ID, tenant_id="t", workflow="document-analysis", input_key="k", steps=steps)
+    return StepContext(event=StepEvent(step="publish_result", input=state), services=None)  # type: ignore[arg-type]
+
+
+COMPLETION = PersonCompletion(
+    by="t/reviewer/k", review_id="rev_1", at=datetime(2026, 1, 1, tzinfo=UTC), requested_by="o"
+)
+
+
+def test_a_persons_citations_must_be_on_their_passages(monkeypatch: pytest.MonkeyPatch):
+    ctx = _analysis_context(monkeypatch, {"build_index": {}})
+    quote = {"chunk_id": PASSAGE.chunk_id, "quote": "deleted within 90 days"}
+    misquoted = {"chunk_id": PASSAGE.chunk_id, "quote": "deleted within 30 days"}
+    answer = {"answer": "Within 90 days.", "claims": [{"text": "Deleted within 90 days.", "citations": [quote]}]}
+
+    done = analysis_by_hand.complete(ctx, answer, COMPLETION)
+    with pytest.raises(ResultRefused) as refused:
+        analysis_by_hand.complete(
+            ctx, {**answer, "claims": [{"text": "30 days", "citations": [quote, misquoted]}]}, COMPLETION
+        )
+
+    assert done.result.completed_by == "person" and done.result.completion == COMPLETION  # type: ignore[attr-defined]
+    assert done.result.citations[0].page == 1 and "completed_by" in done.result.model_dump()  # type: ignore[attr-defined]
+    assert [e["loc"] for e in refused.value.errors] == [["claims", 0, "citations", 1]]
+
+
+def test_a_job_that_never_indexed_its_documents_cannot_be_cited_by_hand(monkeypatch: pytest.MonkeyPatch):
+    ctx = _analysis_context(monkeypatch, {})
+    answer = {"answer": "a", "claims": [{"text": "t", "citations": [{"chunk_id": "d0-p1-c0", "quote": "x"}]}]}
+
+    with pytest.raises(ResultRefused, match="before its documents were indexed"):
+        analysis_by_hand.complete(ctx, answer, COMPLETION)

@@ -11,6 +11,7 @@ were written where a normal completion writes them. A second decision (`ReviewCl
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 from datetime import timedelta
 from typing import Any
@@ -157,7 +158,9 @@ def complete(
         )
     jobs, store = services.jobs, services.artifacts
     job = jobs.get_job(review.job_id)
-    if job is None or job.status != JobStatus.FAILED:
+    if job is None or job.status != JobStatus.FAILED:  # replayed meanwhile: the review is moot, and closed as such
+        with contextlib.suppress(ReviewClosed):
+            services.reviews.change(review, {}, status="cancelled")
         status = job.status.value if job else "missing"
         raise JobStatusConflict(
             f"job {review.job_id} is {status}: it is no longer failed, so it is not completed by hand",
