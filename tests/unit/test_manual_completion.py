@@ -134,6 +134,7 @@ PASSAGE = Chunk(
 def _analysis_context(monkeypatch: pytest.MonkeyPatch, steps: dict[str, Any]) -> Any:
     """A context whose job indexed one passage; the result is built from what the person wrote alone."""
     monkeypatch.setattr(analysis_by_hand, "_chunks_by_id", lambda ctx, ids: {PASSAGE.chunk_id: PASSAGE})
+    monkeypatch.setattr(analysis_by_hand, "indexed", lambda ctx: "plan_ocr" in ctx.state.steps)
 
     def result(ctx: Any, answer: str, claims: list[Claim], verification: Verification) -> JobResult:
         citations = [c for claim in claims for c in claim.citations]
@@ -153,7 +154,7 @@ COMPLETION = PersonCompletion(
 
 
 def test_a_persons_citations_must_be_on_their_passages(monkeypatch: pytest.MonkeyPatch):
-    ctx = _analysis_context(monkeypatch, {"build_index": {}})
+    ctx = _analysis_context(monkeypatch, {"plan_ocr": {}})
     quote = {"chunk_id": PASSAGE.chunk_id, "quote": "deleted within 90 days"}
     misquoted = {"chunk_id": PASSAGE.chunk_id, "quote": "deleted within 30 days"}
     answer = {"answer": "Within 90 days.", "claims": [{"text": "Deleted within 90 days.", "citations": [quote]}]}

@@ -18,9 +18,9 @@ from longhaul.review.completion import HandResult, ResultRefused, refused_by_mod
 from longhaul.workflows.document_analysis import analysis
 from longhaul.workflows.document_analysis.analysis import Draft, DraftClaim, ReviewedCitation
 from longhaul.workflows.document_analysis.spec import EditedClaim
-from longhaul.workflows.document_analysis.steps import _chunks_by_id, _cited, _result
+from longhaul.workflows.document_analysis.steps import _batch_key, _chunks_by_id, _cited, _index_batches, _result
 
-INDEXED = "build_index"
+PLANNED = "plan_ocr"  # its output names the index batches whose chunks citations are verified against
 
 
 class HandAnswer(Model):
@@ -28,6 +28,14 @@ class HandAnswer(Model):
 
     answer: Annotated[str, Field(min_length=1, max_length=20_000, json_schema_extra=VISIBLE_SCHEMA), Visible]
     claims: Annotated[list[EditedClaim], Field(min_length=1, max_length=100)]
+
+
+def indexed(ctx: StepContext) -> bool:
+    """Whether every batch of the job's documents was chunked (what `build_index` writes) before it failed."""
+    if PLANNED not in ctx.state.steps:
+        return False
+    store, count = ctx.services.artifacts, len(_index_batches(ctx))
+    return count > 0 and all(store.head(_batch_key(ctx.job_id, "chunks", n)) is not None for n in range(count))
 
 
 def draft(ctx: StepContext) -> dict[str, Any]:
@@ -49,7 +57,7 @@ def complete(ctx: StepContext, submitted: dict[str, Any], completion: PersonComp
         given = HandAnswer.model_validate(submitted)
     except ValidationError as invalid:
         raise refused_by_model(invalid, "the result does not match the workflow's result") from None
-    if INDEXED not in ctx.state.steps:
+    if not indexed(ctx):
         message = "the job failed before its documents were indexed: citations cannot be verified (replay it)"
         raise ResultRefused(message, [{"loc": ["claims"], "msg": message, "type": "business_rule"}])
     reviewed = Draft(
