@@ -18,7 +18,7 @@ from longhaul.adapters.tokens import JwtConfig
 from longhaul.core.budgets import TenantPolicy
 from longhaul.core.contracts import EscalationRequest, InputFixRequest, JobUpdate, ReplayRequest, UploadRequest
 from longhaul.core.settings import Env
-from longhaul.review.contracts import DecisionRequest
+from longhaul.review.contracts import DecisionRequest, ManualCompletionRequest
 from stacks.functions import LOG_RETENTION, platform_function
 from stacks.nag import acknowledge
 
@@ -58,6 +58,7 @@ ROUTES: tuple[tuple[str, str], ...] = (
     ("PATCH", "/v1/ops/jobs/{job_id}/input"),
     ("POST", "/v1/ops/jobs/{job_id}/escalate"),
     ("DELETE", "/v1/ops/jobs/{job_id}/escalate"),
+    ("POST", "/v1/ops/jobs/{job_id}/manual-completion"),
     ("PATCH", "/v1/ops/jobs/{job_id}"),
     ("GET", "/v1/ops/tenants/{tenant_id}/policy"),
     ("PUT", "/v1/ops/tenants/{tenant_id}/policy"),
@@ -114,6 +115,7 @@ BODY_MODELS: dict[tuple[str, str], type[BaseModel] | None] = {
     ("POST", "/v1/ops/jobs/{job_id}/replay"): ReplayRequest,
     ("PATCH", "/v1/ops/jobs/{job_id}/input"): InputFixRequest,
     ("POST", "/v1/ops/jobs/{job_id}/escalate"): EscalationRequest,
+    ("POST", "/v1/ops/jobs/{job_id}/manual-completion"): ManualCompletionRequest,
     ("PATCH", "/v1/jobs/{job_id}"): JobUpdate,
     ("PATCH", "/v1/ops/jobs/{job_id}"): JobUpdate,
     ("PUT", "/v1/ops/tenants/{tenant_id}/policy"): TenantPolicy,

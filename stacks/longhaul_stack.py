@@ -157,8 +157,10 @@ class LonghaulStack(Stack):
         # without admission control, which a deployment never is).
         storage.grant_items(api.function)
         storage.grant_key_lookup(api.authorizer_function)
-        storage.grant_objects(api.function, read=[uploads, work, results], write=[uploads, work])
-        # Operators: replays drop step records and remove dead letters; a fix of a job's input writes its new version.
+        # A reviewer's result for a failed job handed to a person is published by the reviewers' route: results.
+        storage.grant_objects(api.function, read=[uploads, work, results], write=[uploads, work, results])
+        # Operators: replays drop step records and remove dead letters; a fix of a job's input writes its new version,
+        # and a manual completion keeps what the person starts from with the job's work.
         storage.grant_items(api.ops_function, delete=True, batch_write=True)
         storage.grant_objects(api.ops_function, read=[uploads, work, results], write=[work])
         workflows.grant_dead_letters(api.ops_function)

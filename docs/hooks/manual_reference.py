@@ -886,15 +886,17 @@ def cli_markdown() -> str:
 
 
 def job_status_diagram() -> str:
-    """The job status machine as Mermaid, from `TRANSITIONS` (`lambdas/longhaul/storage/jobs.py`)."""
+    """The job status machine as Mermaid, from `TRANSITIONS` and `BY_PERSON` (`lambdas/longhaul/storage/jobs.py`)."""
     from longhaul.core.contracts import TERMINAL_STATUSES
-    from longhaul.storage.jobs import TRANSITIONS
+    from longhaul.storage.jobs import BY_PERSON, TRANSITIONS
 
     lines = ["```mermaid", "stateDiagram-v2", "    direction LR", "    [*] --> queued"]
     for source, targets in TRANSITIONS.items():
         for target in sorted(targets, key=lambda s: list(TRANSITIONS).index(s)):
             label = " : replay" if target.value == "queued" else ""
             lines.append(f"    {source.value} --> {target.value}{label}")
+    for source, targets in BY_PERSON.items():  # a manual completion: the result written by a person
+        lines += [f"    {source.value} --> {target.value} : completed by a person" for target in sorted(targets)]
     for status in TRANSITIONS:
         if status in TERMINAL_STATUSES and not TRANSITIONS[status]:
             lines.append(f"    {status.value} --> [*]")

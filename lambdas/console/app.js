@@ -48,6 +48,7 @@ const MANUAL_PAGES = {
   cost: 'concepts/budgets.html',
   review: 'concepts/review.html',
   reviewing: 'how-to/review-a-job.html',
+  completing: 'how-to/complete-a-job-by-hand.html',
   webhooks: 'concepts/webhooks.html',
   events: 'reference/events.html',
   errors: 'reference/faults.html',
@@ -643,6 +644,14 @@ async function jobPage(main, [jobId], { signal, who }) {
         });
       });
       actions.append(cancel);
+    }
+    if (ops && job.status === 'failed') {
+      const open = h('button', { type: 'button', 'aria-controls': 'manual-completion-form' }, 'Hand to a person…');
+      open.addEventListener('click', () => {
+        open.disabled = true;
+        actions.after(handForm(job.job_id, { signal, onOpened: () => refresh() }));
+      });
+      actions.append(open);
     }
     if (ops && REPLAYABLE.has(job.status)) {
       const open = h('button', { type: 'button' }, 'Replay…');
@@ -1361,10 +1370,10 @@ async function reviewPage(main, [reviewId], { signal }) {
       ['Workflow', review.workflow],
       ['Waiting since', `${when(review.since)} (${age(review.since)})`],
       ['Deadline', `${when(review.deadline)} (${review.status === 'pending' ? timeLeft(review.deadline) : review.status})`],
-      ['Escalation', rungText(review)],
+      review.kind === 'complete' ? ['Kind', 'complete: write the failed job’s result'] : ['Escalation', rungText(review)],
       review.decision ? ['Decision', `${review.decision}${review.comment ? ` — “${review.comment}”` : ''}`] : null,
     ]),
-    h('section', { class: 'note', 'aria-labelledby': 'reasons-heading' }, h('h2', { id: 'reasons-heading' }, 'Why review was asked'),
+    h('section', { class: 'note', 'aria-labelledby': 'reasons-heading' }, h('h2', { id: 'reasons-heading' }, review.kind === 'complete' ? 'Why it was handed to a person' : 'Why review was asked'),
       h('ul', {}, (review.reasons.length ? review.reasons : ['the job asked for review']).map((r) => h('li', {}, r)))),
     h('div', { class: 'review-grid' },
       h('section', { class: 'panel', 'aria-labelledby': 'draft-heading' }, h('h2', { id: 'draft-heading' }, 'Draft'), draftView(review.draft)),
@@ -1400,6 +1409,10 @@ async function reviewPage(main, [reviewId], { signal }) {
     }
   }
 
+  if (review.kind === 'complete' && review.status === 'pending') {
+    completeForm(review, { path, decision, outcome, statusBadge, followJob, signal });
+    return;
+  }
   if (review.status !== 'pending') {
     decision.append(h('p', {}, `This review is ${review.status}; nothing to decide.`));
     if (review.job_status && !TERMINAL.has(review.job_status)) {
@@ -1489,7 +1502,103 @@ async function reviewPage(main, [reviewId], { signal }) {
   });
 }
 
+// A review of kind `complete`: the job failed and an operator handed it to a person, who writes its result. The
+// result is JSON, prefilled with the job's last draft (or the workflow's skeleton); the workflow's result model and
+// rules check it, and each refusal is listed with where it is in the result (the review stays open).
+function completeForm(review, { path, decision, outcome, statusBadge, followJob, signal }) {
+  const result = h('textarea', { id: 'complete-result', name: 'result', rows: 24, spellcheck: 'false', class: 'mono', 'aria-describedby': 'complete-hint' });
+  result.value = JSON.stringify(review.draft, null, 2);
+  const comment = h('textarea', { id: 'complete-comment', name: 'comment', rows: 2, maxlength: 2000 });
+  const submit = h('button', { type: 'submit', class: 'primary' }, 'Complete the job with this result');
+  const alert = h('div', { class: 'alert', role: 'alert', tabindex: '-1' });
+  const problems = h('ul', { class: 'field-error', id: 'complete-problems' });
+  const form = h('form', { id: 'complete-form', novalidate: true, 'aria-label': 'Write the job’s result' },
+    h('p', { class: 'hint', id: 'complete-hint' }, 'This job failed and was handed to you', review.note ? `: “${review.note}”` : '',
+      '. Write its result below (JSON, as the workflow publishes it); the workflow’s result model and business rules check it ',
+      'before the job completes as completed by a person. ', manualLink('completing', 'completing a job by hand')),
+    h('label', { for: result.id }, 'Result (JSON)'), result, problems,
+    h('label', { for: comment.id }, 'Comment (optional)'), comment,
+    h('div', { class: 'actions' }, submit), alert);
+  decision.append(form, outcome);
+  form.addEventListener('submit', async (event) => {
+    event.preventDefault();
+    alert.textContent = '';
+    problems.replaceChildren();
+    clearFieldError(result);
+    let body;
+    try {
+      body = JSON.parse(result.value);
+    } catch (error) {
+      setFieldError(result, `not valid JSON: ${error.message}`);
+      result.focus();
+      return;
+    }
+    submit.disabled = true;
+    try {
+      const decided = await api(`${path}/decision`, {
+        method: 'POST', body: { decision: 'complete', result: body, comment: comment.value.trim() || null }, signal,
+      });
+      form.remove();
+      statusBadge.replaceChildren(badge('decided'));
+      outcome.replaceChildren(h('p', { class: 'ok' }, `Completed: job ${decided.job_id} is ${decided.job_status || 'completed'}, its result written by hand.`));
+      announce(`Job ${decided.job_id} completed by a person`);
+      followJob();
+    } catch (error) {
+      submit.disabled = false;
+      if (error.name === 'AbortError') return;
+      const errors = error.body?.errors || [];
+      if (error.status === 422 && errors.length) {
+        const where = (loc) => (loc || []).map(String).filter((part, n) => !(n < 2 && ['body', 'result'].includes(part))).join('.');
+        problems.replaceChildren(...errors.map((item) => h('li', {}, h('code', {}, where(item.loc) || 'result'), `: ${item.msg}`)));
+        result.setAttribute('aria-invalid', 'true');
+        alert.textContent = `${error.message} — the review stays open: correct the result and submit again.`;
+      } else {
+        alert.textContent = error.message;
+      }
+      alert.focus();
+    }
+  });
+}
+
 // ------------------------------------------------------------------------------------------------ operations
+
+// An operator hands a failed job to a person (POST …/manual-completion): a review of kind `complete` opens for a
+// group of reviewers, who write the job's result.
+function handForm(jobId, { signal, onOpened }) {
+  const group = h('input', { id: 'manual-group', name: 'assignee_group', size: 32, maxlength: 100, required: true });
+  const note = h('textarea', { id: 'manual-note', name: 'note', rows: 3, maxlength: 2000, required: true });
+  const alert = h('div', { class: 'alert', role: 'alert', tabindex: '-1' });
+  const form = h('form', { id: 'manual-completion-form', class: 'replay-form', novalidate: true, 'aria-label': `Hand ${jobId} to a person` },
+    h('h3', {}, 'Hand ', h('span', { class: 'mono' }, jobId), ' to a person'),
+    h('p', { class: 'hint' }, 'A reviewer of the group writes the job’s result; the workflow’s rules check it before the job completes. ',
+      manualLink('completing', 'completing a job by hand')),
+    h('label', { for: group.id }, 'Reviewers’ group'), group,
+    h('label', { for: note.id }, 'Note for them (recorded in the job’s events)'), note,
+    h('div', { class: 'actions' }, h('button', { type: 'submit', class: 'primary' }, 'Open the review')), alert);
+  const fields = { assignee_group: group, note };
+  form.addEventListener('submit', async (event) => {
+    event.preventDefault();
+    alert.textContent = '';
+    try {
+      const opened = await api(`v1/ops/jobs/${enc(jobId)}/manual-completion`, {
+        method: 'POST', body: { assignee_group: group.value.trim(), note: note.value.trim() }, signal,
+      });
+      form.replaceChildren(h('p', { class: 'ok', role: 'status' },
+        `Review ${opened.review_id} is open for ${opened.assignee_group}: a reviewer writes the job’s result.`));
+      announce(`Job ${jobId} handed to ${opened.assignee_group}`);
+      onOpened?.(opened);
+    } catch (error) {
+      if (error.name === 'AbortError') return;
+      if (error.status === 422) showFieldErrors(error, fields, alert);
+      else {
+        alert.textContent = error.message;
+        alert.focus();
+      }
+    }
+  });
+  setTimeout(() => group.focus());
+  return form;
+}
 
 function replayForm(jobId, { fromStep, steps, signal, onStarted }) {
   const id = `replay-${jobId}`;

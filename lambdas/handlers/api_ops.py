@@ -59,6 +59,7 @@ from longhaul.core.contracts import (
 )
 from longhaul.core.problems import ApiProblem, Forbidden, NotFound
 from longhaul.operations import calls, listings, memory, metrics, policies
+from longhaul.review.contracts import ManualCompletionOutcome, ManualCompletionRequest
 from longhaul.services import services
 from longhaul.webhooks.views import WebhookList, WebhookView
 
@@ -275,6 +276,45 @@ def replay_job(job_id: Annotated[str, Path()], request: Annotated[ReplayRequest,
     )
     status = 200 if outcome.dry_run else 202
     return Response(status_code=status, content_type="application/json", body=outcome.model_dump_json())
+
+
+@router.post(
+    "/v1/ops/jobs/<job_id>/manual-completion",
+    summary="Hand a failed job to a person",
+    description="Open a review of kind `complete` for a failed job: a reviewer of the job's tenant writes its "
+    "result (`POST /v1/reviews/{review_id}/decision` with `complete` and `result`), which the workflow's result "
+    "model and business rules check; the job then completes with `completed_by: person`. Asked again while it is "
+    "pending: the same review (200).",
+    operation_id="request_manual_completion",
+    tags=[OPERATORS],
+    responses={
+        200: {
+            "description": "Already handed to a person: the pending review",
+            "content": {"application/json": {"model": ManualCompletionOutcome}},
+        },
+        201: {
+            "description": "Handed to a person: the review is open",
+            "content": {"application/json": {"model": ManualCompletionOutcome}},
+        },
+        **keyed(NOT_OPERATOR, takes_body=True),
+        **problems(404, "No such job"),
+        **problems(409, "The job is not failed, or its workflow cannot be completed by hand"),
+        **with_json_body("Invalid request"),
+    },
+)
+def request_manual_completion(
+    job_id: Annotated[str, Path()], request: Annotated[ManualCompletionRequest, Body()]
+) -> Response[str]:
+    caller = _operator()
+    from longhaul.operations import completion  # an operator's action: not every cold start's import
+
+    outcome, created = completion.request(services(), caller, job_id, request)
+    return Response(
+        status_code=201 if created else 200,
+        content_type="application/json",
+        body=outcome.model_dump_json(),
+        headers={"Location": outcome.review_url},
+    )
 
 
 @router.get(

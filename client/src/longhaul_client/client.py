@@ -66,7 +66,15 @@ from longhaul.core.contracts import (
 )
 from longhaul.core.contracts import JobUpdate as JobChange
 from longhaul.core.streams import StreamEvent
-from longhaul.review.contracts import DecisionOutcome, DecisionRequest, ReviewDetail, ReviewList, ReviewView
+from longhaul.review.contracts import (
+    DecisionOutcome,
+    DecisionRequest,
+    ManualCompletionOutcome,
+    ManualCompletionRequest,
+    ReviewDetail,
+    ReviewList,
+    ReviewView,
+)
 from longhaul.webhooks.views import WebhookList, WebhookView
 from longhaul_client.errors import LonghaulError, Problem, Unreachable
 
@@ -390,7 +398,9 @@ class LonghaulClient:
         return self._get(ReviewDetail, f"/v1/reviews/{review_id}")
 
     def decide(self, review_id: str, decision: DecisionRequest | Mapping[str, Any]) -> DecisionOutcome:
-        """Approve, reject or edit (sent once: a second decision is a `Conflict`)."""
+        """Approve, reject or edit; or, for a review of kind `complete`, `complete` with the job's `result` (sent
+        once: a second decision is a `Conflict`; a result the workflow's rules refuse is an `InvalidRequest`, and the
+        review stays open)."""
         body = decision.model_dump(mode="json", exclude_none=True) if isinstance(decision, BaseModel) else decision
         response = self._send("POST", f"/v1/reviews/{review_id}/decision", json=body, safe=False)
         return DecisionOutcome.model_validate_json(response.content)
@@ -460,6 +470,14 @@ class LonghaulClient:
     def clear_escalation(self, job_id: str) -> None:
         """Clear a job's escalation (nothing happens to a job without one)."""
         self._send("DELETE", f"/v1/ops/jobs/{job_id}/escalate", safe=True)
+
+    def request_manual_completion(self, job_id: str, *, assignee_group: str, note: str) -> ManualCompletionOutcome:
+        """Hand a failed job to a person: a review of kind `complete` opens for `assignee_group`, whose reviewer
+        submits the result (`decide(review_id, {"decision": "complete", "result": {...}})`). Asked again while it is
+        pending: the same review. A job that is not failed is a `Conflict`."""
+        body = ManualCompletionRequest(assignee_group=assignee_group, note=note).model_dump(mode="json")
+        response = self._send("POST", f"/v1/ops/jobs/{job_id}/manual-completion", json=body, safe=True)
+        return ManualCompletionOutcome.model_validate_json(response.content)
 
     def dead_webhooks(self, *, limit: int = 100) -> list[WebhookView]:
         """Webhooks whose delivery gave up, newest first (an operator key)."""

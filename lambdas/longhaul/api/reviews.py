@@ -46,6 +46,7 @@ def _view(review: ReviewRecord) -> dict[str, Any]:
         "review_id": review.review_id,
         "job_id": review.job_id,
         "workflow": review.workflow,
+        "kind": review.kind,
         "status": review.status,
         "since": review.since,
         "deadline": review.deadline,
@@ -55,6 +56,7 @@ def _view(review: ReviewRecord) -> dict[str, Any]:
         "reasons": review.reasons,
         "decision": review.decision,
         "decided_at": review.decided_at,
+        "note": review.note,
     }
 
 
@@ -102,6 +104,20 @@ class ReviewService:
         review = self._review(principal, review_id)
         if review.status != "pending":
             raise ReviewConflict(f"review {review_id} is already {review.status}", review_status=review.status)
+        if review.kind == "complete":  # a failed job's result, written by a person: no execution waits on it
+            from longhaul.operations import completion  # a reviewer's rarer action: not every cold start's import
+
+            try:
+                return completion.complete(self.services, principal, review, request)
+            except ReviewClosed as closed:
+                raise ReviewConflict(
+                    f"review {review_id} is already {closed.status}", review_status=closed.status
+                ) from None
+        if request.decision == "complete":
+            raise InvalidRequest(
+                "the decision `complete` is for a review of kind `complete` (a failed job handed to a person)",
+                errors=[{"loc": ["body", "decision"], "msg": "approve, reject or edit"}],
+            )
         edits_key = self._edits(review, request)
         try:
             decided = self.services.reviews.change(

@@ -656,6 +656,11 @@ class ReviewSummary(Model):
     deadline: datetime
     assignee_group: str
     reminders: int = 0
+    kind: Literal["draft", "complete"] = Field(
+        default="draft",
+        description="`draft`: a reviewer decides on the job's draft; `complete`: a person writes the result of the "
+        "failed job (manual completion).",
+    )
 
 
 class CallbackStatus(Model):
@@ -1253,6 +1258,39 @@ class DocumentSummary(Model):
     )
 
 
+class PersonCompletion(Model):
+    """The provenance of a result a person wrote for a failed job (a manual completion): who, through which review,
+    when, and at whose request."""
+
+    by: str = Field(description="The reviewer who submitted the result (`tenant/reviewer/key id`).")
+    review_id: str = Field(description="The review of kind `complete` it was submitted through.")
+    at: datetime = Field(description="When the job completed with it.")
+    requested_by: str = Field(description="The operator who handed the job to a person.")
+    note: str | None = Field(default=None, description="The operator's note to the person.")
+    comment: str | None = Field(default=None, description="The reviewer's comment, if any.")
+
+
+# Marks of a result a person wrote (absent from a result the workflow published): the workflow's result models carry
+# these two fields, shown only when set.
+CompletedBy = Annotated[
+    Literal["person"] | None,
+    Field(
+        default=None,
+        exclude_if=lambda value: value is None,
+        description="`person` when a person wrote this result for the failed job (a manual completion); absent when "
+        "the workflow published it.",
+    ),
+]
+Completion = Annotated[
+    PersonCompletion | None,
+    Field(
+        default=None,
+        exclude_if=lambda value: value is None,
+        description="With `completed_by: person`: who wrote it, through which review, when.",
+    ),
+]
+
+
 class JobResult(Model):
     job_id: str
     question: str
@@ -1265,6 +1303,8 @@ class JobResult(Model):
     model: str
     documents: list[DocumentSummary]
     markdown_key: str | None = None
+    completed_by: CompletedBy = None
+    completion: Completion = None
 
 
 class DayUsageView(Model):

@@ -34,6 +34,8 @@ EVENT_TYPES: dict[str, str] = {
     "job_escalated": "An operator flagged the job for engineering (`detail`: `by`, `note`, `link`, `updated`); the "
     "alarm topic was told.",
     "escalation_cleared": "An operator cleared the job's escalation (`detail.by`).",
+    "job_completed_by_person": "A person wrote the failed job's result through a review of kind `complete`, and "
+    "the workflow's rules passed it: the job completed (`detail`: `by`, `review_id`, `requested_by`).",
     "replay_not_started": "A replay's new attempt could not start: the job was put back as it was.",
     "redrive_refused": "Step Functions refused a redrive: the job was put back as it was.",
     # Steps and items.
@@ -77,6 +79,8 @@ EVENT_TYPES: dict[str, str] = {
     "review_reassigned": "A pending review passed its second rung: it moved to the secondary group.",
     "review_auto_approved": "The review's deadline passed and the workflow's policy approved the draft.",
     "review_decided": "A reviewer decided (approve, reject or edit); the job resumes.",
+    "manual_completion_requested": "An operator handed the failed job to a person, who writes its result: a review "
+    "of kind `complete` was opened (`detail`: `by`, `review_id`, `assignee_group`, `note`).",
     # Signals and segments.
     "signal_received": "A signal was sent to the job and accepted (`detail`: `name`, `early`: sent before its step "
     "waited for it); its step consumes it once.",

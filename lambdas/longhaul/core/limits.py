@@ -29,6 +29,9 @@ DEFAULT_REVIEW_DEADLINE_SECONDS = 4 * 3600
 # Document analysis: OCR and indexing together, at most this long (`LONGHAUL_OCR_INDEX_SEGMENT_SECONDS` overrides).
 OCR_INDEX_SEGMENT_SECONDS = 1200
 REVIEW_DEADLINE_MARGIN_SECONDS = 900
+# A manual completion's review (kind `complete`) shows this deadline; no ladder runs on it (the job's execution is
+# over): it stays pending until decided, or until the job is replayed (then a decision is a 409).
+MANUAL_COMPLETION_DEADLINE_SECONDS = 7 * 24 * 3600
 
 # Fan-outs. A list of at most INLINE_MAP_MAX_ITEMS items travels in the state and runs as an inline Map; a longer one
 # stays in its S3 manifest (batches of MAP_BATCH_ITEMS items) and runs as a Distributed Map, one child execution per

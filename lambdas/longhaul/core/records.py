@@ -520,7 +520,10 @@ class IdempotencyRecord(Record):
 
 
 ReviewStatus = Literal["pending", "decided", "expired", "cancelled"]
-Decision = Literal["approve", "reject", "edit"]
+Decision = Literal["approve", "reject", "edit", "complete"]
+# What a review asks of its reviewer: `draft`, to decide on a running job's draft (approve, reject, edit); `complete`,
+# to write the result of a failed job by hand (an operator's manual completion).
+ReviewKind = Literal["draft", "complete"]
 
 
 class ReviewRecord(Record):
@@ -531,6 +534,7 @@ class ReviewRecord(Record):
     tenant_id: str
     workflow: str
     step: str
+    kind: ReviewKind = "draft"
     status: ReviewStatus = "pending"
     since: datetime
     deadline: datetime
@@ -547,6 +551,9 @@ class ReviewRecord(Record):
     decided_by: str | None = None
     decided_at: datetime | None = None
     updated_at: datetime | None = None
+    # A review of kind `complete`: the operator who handed the job to a person, and their note.
+    requested_by: str | None = None
+    note: str | None = None
 
     def summary(self) -> ReviewSummary:
         return ReviewSummary(
@@ -556,6 +563,7 @@ class ReviewRecord(Record):
             deadline=self.deadline,
             assignee_group=self.assignee_group,
             reminders=self.reminders,
+            kind=self.kind,
         )
 
 

@@ -53,6 +53,9 @@ TRANSITIONS: dict[JobStatus, frozenset[JobStatus]] = {
     S.CANCELLED: frozenset({S.QUEUED}),
     S.EXPIRED: frozenset({S.QUEUED}),
 }
+# A failed job's execution is over; a person may still write its result (a manual completion, reviewed and checked
+# by its workflow's rules): `complete_by_person` is the only way out of `failed` but a replay.
+BY_PERSON: dict[JobStatus, frozenset[JobStatus]] = {S.FAILED: frozenset({S.COMPLETED})}
 ACTIVE = frozenset({S.RUNNING, S.RETRYING})
 # Where a step already under way may still commit: a pause stops the job at the next step boundary, and the items
 # running when it was reached finish and are kept.
@@ -173,6 +176,24 @@ class JobStore(JobSubmissions, JobListing):
             except Cancelled:
                 continue  # it changed meanwhile: read again
         raise TransitionRejected(f"job {job_id} kept changing; transition to {to.value} abandoned")
+
+    def complete_by_person(
+        self,
+        current: Job,
+        *,
+        detail: Mapping[str, Any],
+        fields: Mapping[str, Any],
+        items: Sequence[dict[str, Any]] = (),
+    ) -> Job:
+        """Complete a failed job with a result a person wrote: `failed → completed` (`BY_PERSON`), event
+        `job_completed_by_person`, in one transaction with the caller's `items` (the review's decision) and the
+        `job.completed` webhook. `TransitionRejected` when the job is not failed; `Cancelled` when it (or an item's
+        condition) changed since `current` was read."""
+        if S.COMPLETED not in BY_PERSON.get(current.status, frozenset()):
+            raise TransitionRejected(f"{current.status.value} → completed is not allowed (only a failed job)")
+        return self.write(
+            current, [NewEvent("job_completed_by_person", detail=detail)], to=S.COMPLETED, fields=fields, items=items
+        )
 
     def write(
         self,

@@ -44,13 +44,28 @@ class ReviewStore:
         self.table = table
         self.clock = clock or SystemClock()
 
-    def open(self, record: ReviewRecord) -> ReviewRecord:
-        """Create the review; one that exists already (a retried step) is returned as it is."""
-        item = {
+    def open_write(self, record: ReviewRecord) -> dict[str, Any]:
+        """The transaction item that creates the review if it does not exist: for a review opened with its job's
+        own change (a manual completion)."""
+        return {
+            "Put": {
+                "TableName": self.table.name,
+                "Item": self._item(record),
+                "ConditionExpression": "attribute_not_exists(pk)",
+            }
+        }
+
+    @staticmethod
+    def _item(record: ReviewRecord) -> dict[str, Any]:
+        return {
             **schema.review_key(record.review_id),
             **record.model_dump(mode="json", exclude_none=True),
             **_index_keys(record, record.status),
         }
+
+    def open(self, record: ReviewRecord) -> ReviewRecord:
+        """Create the review; one that exists already (a retried step) is returned as it is."""
+        item = self._item(record)
         try:
             self.table.put_item(Item=item, ConditionExpression="attribute_not_exists(pk)")
         except ClientError as error:
@@ -114,6 +129,22 @@ class ReviewStore:
         updated = self.get(record.review_id)
         assert updated is not None
         return updated
+
+    def decision_write(self, record: ReviewRecord, fields: Mapping[str, Any]) -> dict[str, Any]:
+        """The transaction item that decides the review (`fields` set, status `decided`) on the condition that it is
+        still pending: for a decision that commits with its job's own change (a manual completion)."""
+        updates = {**fields, "updated_at": iso(self.clock.now()), "status": "decided", **_index_keys(record, "decided")}
+        update = update_expression(updates)
+        return {
+            "Update": {
+                "TableName": self.table.name,
+                "Key": schema.review_key(record.review_id),
+                "UpdateExpression": update["UpdateExpression"],
+                "ConditionExpression": "#status = :pending",
+                "ExpressionAttributeNames": {**update["ExpressionAttributeNames"], "#status": "status"},
+                "ExpressionAttributeValues": {**update["ExpressionAttributeValues"], ":pending": "pending"},
+            }
+        }
 
     # ------------------------------------------------------------------ listing
 

@@ -1,5 +1,6 @@
 """An operator's commands (a key with the `operator` role): every tenant's jobs, dead letters, replay (or its plan), a
-fix of a job's input, escalation, dead webhooks and their redelivery, tenant policies."""
+fix of a job's input, escalation, a failed job handed to a person, dead webhooks and their redelivery, tenant
+policies."""
 
 from __future__ import annotations
 
@@ -165,6 +166,28 @@ def escalate(
             out.document({"job_id": job_id, "escalation": escalation})
         else:
             out.console.print(escalation_text(job_id, escalation))
+
+
+@app.command()
+def complete(
+    job_id: Annotated[str, typer.Argument(help="A failed job.", show_default=False)],
+    group: Annotated[str, typer.Option(help="The group of reviewers who write its result.", show_default=False)],
+    note: Annotated[str, typer.Option(help="What they should know (recorded with who asked).", show_default=False)],
+    url: Url = None,
+    key: Key = None,
+    output: Output = OutputFormat.TEXT,
+) -> None:
+    """Hand a failed job to a person: opens a review of kind `complete`, in which a reviewer submits its result
+    (`longhaul review complete REVIEW_ID RESULT.json`)."""
+    with session(url, key, output) as (client, out):
+        opened = client.request_manual_completion(job_id, assignee_group=group, note=note)
+        if out.json:
+            out.document(opened)
+        else:
+            out.line(
+                f"{opened.review_id} ({opened.status}): job {opened.job_id} is handed to {opened.assignee_group}; "
+                f"a reviewer submits its result with `longhaul review complete {opened.review_id} RESULT.json`"
+            )
 
 
 @webhooks.command("dead")

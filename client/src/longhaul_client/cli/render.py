@@ -239,6 +239,8 @@ def review_detail(review: ReviewDetail) -> RenderableType:
     grid.add_row("review", Text(f"{review.review_id} · {review.status} · job {review.job_id} ({review.workflow})"))
     grid.add_row("group", Text(f"{review.assignee_group} · deadline {review.deadline:%Y-%m-%d %H:%M} UTC"))
     grid.add_row("why", Text("; ".join(review.reasons) or "-"))
+    if review.kind == "complete":  # a failed job handed to a person: the draft is where its result starts from
+        grid.add_row("kind", Text("complete: write the job's result (`longhaul review complete REVIEW_ID FILE`)"))
     if review.decision:
         grid.add_row("decided", Text(f"{review.decision} · {review.comment or ''}"))
     evidence = Table(box=None, pad_edge=False, header_style="bold", title="evidence", title_justify="left")

@@ -1,4 +1,5 @@
-"""A reviewer's commands (a key with the `reviewer` role): list reviews, show one, approve, reject or edit."""
+"""A reviewer's commands (a key with the `reviewer` role): list reviews, show one, approve, reject or edit; for a
+failed job handed to a person (a review of kind `complete`), submit its result from a file."""
 
 from __future__ import annotations
 
@@ -27,6 +28,7 @@ OUTCOMES = {
     "approve": "approved: job {job} publishes the draft",
     "reject": "rejected: job {job} ends failed (review-rejected)",
     "edit": "edited: job {job} publishes the edited draft",
+    "complete": "completed: job {job} completed with the result written by hand",
 }
 
 
@@ -59,18 +61,24 @@ def show(review_id: ReviewId, url: Url = None, key: Key = None, output: Output =
 
 def _decide(
     review_id: str,
-    decision: Literal["approve", "reject", "edit"],
+    decision: Literal["approve", "reject", "edit", "complete"],
     comment: str | None,
     edits: Path | None,
     url: str | None,
     key: str | None,
     output: OutputFormat,
 ) -> None:
+    what = "result" if decision == "complete" else "edits"
     with session(url, key, output) as (client, out):
-        changes = read_json(edits, "edits") if edits is not None else None
+        changes = read_json(edits, what) if edits is not None else None
         if changes is not None and not isinstance(changes, dict):
-            raise CommandError(f"edits {edits} must be a JSON object (the workflow's edits)")
-        outcome = client.decide(review_id, DecisionRequest(decision=decision, comment=comment, edits=changes))
+            raise CommandError(f"{what} {edits} must be a JSON object (the workflow's {what})")
+        request = (
+            DecisionRequest(decision=decision, comment=comment, edits=None, result=changes)
+            if decision == "complete"
+            else DecisionRequest(decision=decision, comment=comment, edits=changes, result=None)
+        )
+        outcome = client.decide(review_id, request)
         if out.json:
             out.document(outcome)
         else:
@@ -110,3 +118,25 @@ def edit(
 ) -> None:
     """Publish an edited draft (the edits are checked like model output)."""
     _decide(review_id, "edit", comment, edits, url, key, output)
+
+
+@app.command()
+def complete(
+    review_id: ReviewId,
+    result: Annotated[
+        Path,
+        typer.Argument(
+            help="The job's result (JSON; start from `longhaul review show REVIEW_ID --output json`'s draft). "
+            "invoice-reconciliation: invoices and summary; document-analysis: answer and claims.",
+            show_default=False,
+        ),
+    ],
+    comment: Comment = None,
+    url: Url = None,
+    key: Key = None,
+    output: Output = OutputFormat.TEXT,
+) -> None:
+    """Submit the result of a failed job handed to you (a review of kind `complete`): the workflow's result model
+    and business rules check it; the job completes `completed_by: person`, or the problems are printed and the
+    review stays open."""
+    _decide(review_id, "complete", comment, result, url, key, output)

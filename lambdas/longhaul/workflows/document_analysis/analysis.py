@@ -260,6 +260,11 @@ def _verified(citation: DraftCitation, chunks: Mapping[str, Chunk]) -> Citation 
     )
 
 
+def verify_citation(citation: DraftCitation, chunks: Mapping[str, Chunk]) -> Citation | None:
+    """One citation verified on its passage (None: its quote is not there, or it names another page)."""
+    return _verified(citation, chunks)
+
+
 def drafted_claims(draft: Draft, chunks: Mapping[str, Chunk]) -> list[Claim]:
     """The draft's claims as a result shows them, before verification: each citation placed on its passage's
     document and page (its quote located there when it is, else as the model gave it); a citation of an unknown

@@ -10,6 +10,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import ConfigDict, Field
 
+from longhaul.core.contracts import CompletedBy, Completion
 from longhaul.core.model import Model
 from longhaul.workflows.invoice_reconciliation.amounts import amount_string, parse_amount, quantity_string
 
@@ -182,7 +183,10 @@ class ContractSummary(Model):
 class InvoiceReconciliationResult(Model):
     invoices: list[InvoiceResult]
     summary: str
-    summary_source: Literal["model", "deterministic"] = "deterministic"
+    summary_source: Annotated[
+        Literal["model", "deterministic", "person"],
+        Field(description="Who wrote the summary: the model, the deterministic summary, or a person (by hand)."),
+    ] = "deterministic"
     summary_blocked: Annotated[
         list[str], Field(description="Figures in the model's summary that are not validated numbers.")
     ] = Field(default=[])
@@ -190,3 +194,5 @@ class InvoiceReconciliationResult(Model):
     job_id: str | None = None
     model: str | None = None
     markdown_key: str | None = None
+    completed_by: CompletedBy = None
+    completion: Completion = None
