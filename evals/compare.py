@@ -24,14 +24,12 @@ from typing import Any
 
 import requests
 
-from evals.run import SCORERS, Api, CaseScore, Dataset
+from evals.run import SCORERS, TENANT, Api, CaseScore, Dataset
 
 # Fields of a result that differ between two runs of the same case whatever the model answers.
-# The job's accounting (`budget`, `usage`, `cost`: tokens split by cache and item order vary) is not its answer; a
-# dispute's notices also cite what the tenant's memory held of earlier runs (`past_disputes`, `facts`, `memory`).
-VOLATILE = frozenset(
-    {"budget", "usage", "cost", "at", "provenance", "past_disputes", "facts", "memory"}
-)  # and every id, time and link (`_volatile`)
+# The job's accounting (`budget`, `usage`, `cost`: tokens split by cache and item order vary) is not its answer. (A
+# dispute's notices cite what the tenant's memory held: each run starts with none of its vendors, `forget`.)
+VOLATILE = frozenset({"budget", "usage", "cost", "at", "provenance"})  # and every id, time and link (`_volatile`)
 # Ladder events after a first-try (`validate` rung) answer that say it was not right as answered.
 NOT_FIRST_TRY = frozenset({"output_repaired", "output_validation_failed"})
 
@@ -75,8 +73,10 @@ def _normalized(value: Any, job_id: str) -> Any:
         return {k: _normalized(v, job_id) for k, v in sorted(value.items()) if not _volatile(k)}
     if isinstance(value, list):
         return [_normalized(v, job_id) for v in value]
-    if isinstance(value, str):
-        return value.replace(job_id, "{job}")
+    if isinstance(value, str):  # any job's, effect's or memory's id in a text (a notice names its reconciliation)
+        from longhaul.adapters.models.recording import RUN_IDS
+
+        return RUN_IDS.sub("{id}", value.replace(job_id, "{job}"))
     return value
 
 
@@ -193,6 +193,22 @@ LABELS = {
 }
 
 
+def forget(api: Api, vendors: Sequence[str]) -> None:
+    """Delete what the tenant's memory holds of these vendors (the dataset's own), so that a dispute run again reads
+    the same memory as the first run did: its result differs only if its model answers differently."""
+    for vendor in vendors:
+        for _ in range(50):  # a page at a time, until none is left
+            url = f"{api.base}/v1/ops/tenants/{TENANT}/memory"
+            listed = requests.get(url, params={"subject": vendor}, headers=api.operator, timeout=60)
+            listed.raise_for_status()
+            memories = listed.json()["memories"]
+            if not memories:
+                break
+            for memory in memories:
+                gone = requests.delete(f"{url}/{memory['memory_id']}", headers=api.operator, timeout=60)
+                gone.raise_for_status()
+
+
 def compare_routes(
     platform: Any,
     chosen: Sequence[Dataset],
@@ -211,6 +227,7 @@ def compare_routes(
         for dataset in chosen:
             for case in (c for c in dataset.cases if c.small or not small):
                 for _ in range(repeat):
+                    forget(api, [*case.notices, *case.clean_vendors])  # each run from the same memory: none
                     score = SCORERS[dataset.workflow](platform, api, case)
                     runs.append(read_run(api, dataset.workflow, score))
         report["routes"][route] = {"summary": summarize_route(runs), "runs": [asdict(r) for r in runs]}
