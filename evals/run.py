@@ -17,6 +17,10 @@ Scores per workflow:
   source document itself (the text, the PDF's text layer; a page without one: the platform's OCR text of it);
 - fact recall, page recall: expected facts the answer states, expected pages it cites;
 - discrepancy precision and recall: (invoice, rule, field) found against the answer key;
+- for the agent workflow (dispute resolution: a reconciliation, then its dispute, the review approved): tool selection
+  (the tools a right run calls and those it has no reason to call, one send per notice), notices right per vendor
+  (sent, to its address, disputing exactly the expected lines; none for a clean vendor) and no duplicate effect (one
+  e-mail per notice, counted in the in-memory SES);
 - model calls, tokens, cost (USD, as the job reports it) and latency (submit to finish) per job.
 Cost and latency are printed, not gated: locally they follow the machine's load (Lambda time is measured in-process).
 """

@@ -142,3 +142,24 @@ class _Answer(BaseModel):
 
 def _stand_in(context: dict[str, Any], model_id: str) -> str:
     return json.dumps({"answer": "42", "items": [1, 2]})
+
+
+def test_a_prompt_asked_twice_in_one_job_is_a_model_call_done_twice() -> None:
+    from evals.ops import ProviderCalls
+
+    calls = ProviderCalls()
+    model = offline.OfflineExtractiveModel(cache=offline.PromptCache())
+    request = ModelRequest(
+        task="draft_answer", system="s", prompt="p", context={}, offline="tests.unit.test_eval_figures:_stand_in"
+    )
+    other = request.model_copy(update={"prompt": "q"})
+    with calls.counting():
+        model.generate(request)
+        model.generate(other)
+    assert calls.take() == (2, 0)
+    with calls.counting():
+        model.generate(request)
+        model.generate(request)  # the same call again: a duplicate execution
+    assert calls.take() == (2, 1)
+    model.generate(request)  # not counted once the eval stops counting
+    assert calls.take() == (0, 0)
