@@ -10,7 +10,7 @@ export JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION := 20
 # The browser tests' Chromium: Debian's package (Playwright's own download is not used).
 export LONGHAUL_CHROMIUM ?= /usr/bin/chromium
 
-.PHONY: venv lock run test docs-site docs-serve lint types unit runtime infrastructure workflows faults browser replay-tests record eval eval-small contract docs synth openapi bench figures clean
+.PHONY: venv lock run test docs-site docs-serve lint types unit runtime infrastructure workflows faults browser replay-tests record eval eval-small eval-ops eval-ops-small contract docs synth openapi bench figures clean
 
 # The installer: uv, pinned, from PyPI into the virtualenv itself (pip when it cannot be had: slower, same files).
 # It uses the index pip is configured with (PIP_INDEX_URL, or index-url in pip's configuration), when there is one.
@@ -70,7 +70,7 @@ run: export LONGHAUL_MAKE_STARTED := $(shell date +%s.%N)
 run: $(BIN)/.installed ## start the platform locally (in-memory AWS, API on 127.0.0.1:8000)
 	$(BIN)/python -m local
 
-test: $(BIN)/.installed lint docs-site types unit runtime infrastructure workflows faults replay-tests eval-small browser contract docs ## the one gate CI runs
+test: $(BIN)/.installed lint docs-site types unit runtime infrastructure workflows faults replay-tests eval-small eval-ops-small browser contract docs ## the one gate CI runs
 
 lint: $(BIN)/.installed ## ruff, and the domain package's import layers (import-linter, contracts in pyproject.toml)
 	$(BIN)/ruff check .
@@ -105,11 +105,17 @@ replay-tests: $(BIN)/.installed ## every recorded job (tests/replay/recordings) 
 record: $(BIN)/.installed ## record the sample job of each workflow into tests/replay/recordings (accepts an intended change)
 	$(BIN)/python -m local.recording
 
-eval: $(BIN)/.installed ## every eval case through the local platform: a table per workflow, evals/results/full.json, gated against evals/baseline.json
+eval: $(BIN)/.installed ## every eval case through the local platform: a table per workflow, evals/results/full.json, gated against evals/baseline.json (EVAL_ARGS="--compare ROUTE_A,ROUTE_B [--repeat K]": routes compared)
 	$(BIN)/python -m evals $(EVAL_ARGS)
 
 eval-small: $(BIN)/.installed ## the small eval set (the cases marked small), gated against its baseline
 	$(BIN)/python -m evals --small
+
+eval-ops: $(BIN)/.installed ## operational and cost evals: every fault scenario three times (duplicate executions, resumability, DLQ, callbacks, queue waits, cost of retries), gated against evals/ops-baseline.json
+	$(BIN)/python -m evals --ops $(EVAL_ARGS)
+
+eval-ops-small: $(BIN)/.installed ## the operational evals with every fault scenario once, gated against their baseline
+	$(BIN)/python -m evals --ops --small
 
 contract: $(BIN)/.installed ## Schemathesis against a local platform of its own: all checks, three roles, a fixed seed
 	$(BIN)/pytest -q -s tests/contract

@@ -6,6 +6,8 @@ dataset states is a regression, and the command exits non-zero.
     python -m evals --small                            # the small set `make test` runs
     LONGHAUL_MODEL_ROUTES='{"bedrock": {...}}' python -m evals --route bedrock   # any configured route
     python -m evals --update-baseline                  # accept the scores as the new baseline (an intended change)
+    python -m evals --compare default,loose --repeat 3 # routes compared (evals.compare)
+    python -m evals --ops [--small]                    # operational and cost evals under faults (evals.ops)
 
 Datasets (`evals/datasets/<workflow>.json`) hold cases with their expected outcomes and the dataset's tolerance.
 Scores per workflow:
@@ -15,6 +17,10 @@ Scores per workflow:
   source document itself (the text, the PDF's text layer; a page without one: the platform's OCR text of it);
 - fact recall, page recall: expected facts the answer states, expected pages it cites;
 - discrepancy precision and recall: (invoice, rule, field) found against the answer key;
+- for the agent workflow (dispute resolution: a reconciliation, then its dispute, the review approved): tool selection
+  (the tools a right run calls and those it has no reason to call, one send per notice), notices right per vendor
+  (sent, to its address, disputing exactly the expected lines; none for a clean vendor) and no duplicate effect (one
+  e-mail per notice, counted in the in-memory SES);
 - model calls, tokens, cost (USD, as the job reports it) and latency (submit to finish) per job.
 Cost and latency are printed, not gated: locally they follow the machine's load (Lambda time is measured in-process).
 """
@@ -38,9 +44,10 @@ from pydantic import BaseModel, Field
 ROOT = Path(__file__).resolve().parent.parent
 DATASETS = Path(__file__).resolve().parent / "datasets"
 BASELINE = Path(__file__).resolve().parent / "baseline.json"
+OPS_BASELINE = Path(__file__).resolve().parent / "ops-baseline.json"
 RESULTS = Path(__file__).resolve().parent / "results"
 DEFAULT_ROUTE = "default"
-OPERATOR, TENANT = "ops", "alpha"
+OPERATOR, TENANT, REVIEWER = "ops", "alpha", "alpha-reviewer"
 # Better when higher (a drop beyond the tolerance is a regression) and when lower (a rise beyond it, relative).
 HIGHER_IS_BETTER = (
     "success_rate",
@@ -49,6 +56,9 @@ HIGHER_IS_BETTER = (
     "page_recall",
     "discrepancy_precision",
     "discrepancy_recall",
+    "tool_selection",
+    "notices_right_per_vendor",
+    "no_duplicate_effect",
 )
 LOWER_IS_BETTER = ("model_calls_per_job", "tokens_per_job")
 MEDIA_TYPES = {".md": "text/markdown", ".markdown": "text/markdown", ".txt": "text/plain", ".pdf": "application/pdf"}
@@ -73,6 +83,16 @@ class ExpectedInvoice(BaseModel):
     discrepancies: list[ExpectedDiscrepancy] = Field(default_factory=list)
 
 
+class ExpectedLine(BaseModel):
+    rule: str
+    product_code: str | None = None
+
+
+class ExpectedNotice(BaseModel):
+    to: str
+    lines: list[ExpectedLine]
+
+
 class Case(BaseModel):
     id: str
     small: bool = False
@@ -87,6 +107,17 @@ class Case(BaseModel):
     contract: str | None = None
     invoices: list[str] = Field(default_factory=list)
     expected: dict[str, ExpectedInvoice] = Field(default_factory=dict)
+    # dispute-resolution (its reconciliation: `contract` and `invoices` above)
+    contacts: dict[str, str] = Field(default_factory=dict)
+    default_contact: str | None = None
+    notices: dict[str, ExpectedNotice] = Field(default_factory=dict, description="By vendor: the notice it gets.")
+    clean_vendors: list[str] = Field(default_factory=list)
+    tools_called: dict[str, list[str]] = Field(
+        default_factory=dict, description="By agent step: the tools a right run calls (each at least once)."
+    )
+    tools_not_called: dict[str, list[str]] = Field(
+        default_factory=dict, description="By agent step: the tools a right run has no reason to call."
+    )
 
 
 class Dataset(BaseModel):
@@ -121,12 +152,19 @@ class CaseScore:
     true_positives: int = 0
     false_positives: int = 0
     false_negatives: int = 0
+    tool_checks: int = 0
+    tool_checks_right: int = 0
+    vendors: int = 0
+    vendors_right: int = 0
+    effects: int = 0
+    duplicate_effects: int = 0
     model_calls: int = 0
     tokens: int = 0
     cost_usd: float = 0.0
     model_usd: float = 0.0
     latency_seconds: float = 0.0
     notes: list[str] = field(default_factory=list)
+    job_id: str = ""
 
 
 class Api:
@@ -136,6 +174,7 @@ class Api:
         self.base = platform.api_url
         self.tenant = {**platform.auth_header(TENANT), "Content-Type": "application/json"}
         self.operator = platform.auth_header(OPERATOR)
+        self.reviewer = platform.auth_header(REVIEWER)
 
     def document(self, path: str) -> dict[str, Any]:
         """A request's `<document>`: a text inline, a PDF through an upload."""
@@ -148,15 +187,27 @@ class Api:
         put.raise_for_status()
         return {"name": source.name, "upload_id": ticket["upload_id"]}
 
-    def run(self, body: Mapping[str, Any], timeout: float = 900) -> dict[str, Any]:
+    def run(self, body: Mapping[str, Any], timeout: float = 900, until: Sequence[str] = ()) -> dict[str, Any]:
+        """Submit a job and wait until it finishes (or reaches a status of `until`)."""
         job_id = self._json("POST", "/v1/jobs", body)["job_id"]
+        return self.run_until_finished(job_id, timeout, until)
+
+    def run_until_finished(self, job_id: str, timeout: float = 900, until: Sequence[str] = ()) -> dict[str, Any]:
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             job = self._json("GET", f"/v1/jobs/{job_id}")
-            if job["status"] in ("completed", "failed", "cancelled", "expired"):
+            if job["status"] in ("completed", "failed", "cancelled", "expired", *until):
                 return job
             time.sleep(0.25)
         raise TimeoutError(f"job {job_id} did not finish in {timeout:.0f} s")
+
+    def decide(self, review_id: str, decision: Mapping[str, Any]) -> None:
+        """A review decided by the tenant's reviewer."""
+        headers = {**self.reviewer, "Content-Type": "application/json"}
+        url = f"{self.base}/v1/reviews/{review_id}/decision"
+        response = requests.post(url, data=json.dumps(decision), headers=headers, timeout=60)
+        if response.status_code >= 400:
+            raise RuntimeError(f"POST {url}: {response.status_code} {response.text[:500]}")
 
     def result(self, job_id: str) -> dict[str, Any]:
         return self._json("GET", f"/v1/jobs/{job_id}/result")
@@ -211,6 +262,7 @@ def ocr_pages(platform: Any, job_id: str) -> dict[tuple[str, int], str]:
 
 
 def _usage(api: Api, job: dict[str, Any], score: CaseScore) -> None:
+    score.job_id = job["job_id"]
     score.model_calls = api.model_calls(job["job_id"])
     score.tokens = int(job["usage"]["input_tokens"]) + int(job["usage"]["output_tokens"])
     score.cost_usd = float((job.get("cost") or {}).get("total") or 0)
@@ -287,7 +339,110 @@ def score_invoice_reconciliation(platform: Any, api: Api, case: Case) -> CaseSco
     return score
 
 
-SCORERS = {"document-analysis": score_document_analysis, "invoice-reconciliation": score_invoice_reconciliation}
+def sent_messages() -> list[Any]:
+    """Every e-mail the in-memory SES of this process sent (the platform runs in this process)."""
+    from moto.ses.models import ses_backends
+
+    return [m for account in ses_backends.values() for region in account.values() for m in region.sent_messages]
+
+
+def _events(api: Api, job_id: str) -> list[dict[str, Any]]:
+    events: list[dict[str, Any]] = []
+    cursor: str | None = None
+    while True:
+        page = api._json("GET", f"/v1/jobs/{job_id}/events" + (f"?cursor={cursor}" if cursor else ""))
+        events += page["events"]
+        cursor = page.get("next_cursor")
+        if not cursor:
+            return events
+
+
+def score_dispute_resolution(platform: Any, api: Api, case: Case) -> CaseScore:
+    """A reconciliation, then its dispute (the review approved by the tenant's reviewer): each vendor's notice (its
+    address and its disputed lines, rule and product), no notice for a clean vendor, the agents' tool selection, and
+    every side effect done once (the in-memory SES's e-mails, by the notice's operation id)."""
+    assert case.contract is not None
+    reconciliation = api.run(
+        {
+            "workflow": "invoice-reconciliation",
+            "input": {"contract": api.document(case.contract), "invoices": [api.document(i) for i in case.invoices]},
+        }
+    )
+    score = CaseScore(case.id, reconciliation["status"], vendors=len(case.notices) + len(case.clean_vendors))
+    if reconciliation["status"] != "completed":
+        score.notes.append(f"the reconciliation ended {reconciliation['status']}")
+        return score
+    body: dict[str, Any] = {
+        "workflow": "dispute-resolution",
+        "input": {"reconciliation_job_id": reconciliation["job_id"], "contacts": case.contacts},
+    }
+    if case.default_contact:
+        body["input"]["default_contact"] = case.default_contact
+    job = api.run(body, until=("waiting_for_review",))
+    if job["status"] == "waiting_for_review":
+        api.decide(job["review"]["review_id"], {"decision": "approve"})
+        job = api.run_until_finished(job["job_id"])
+    score.status = job["status"]
+    _usage(api, job, score)
+    events = _events(api, job["job_id"])
+    called: dict[str, list[str]] = {}
+    for event in events:
+        if event["type"] == "agent_turn":
+            called.setdefault(str(event["step"]), []).extend(event["detail"]["tools"])
+    for step, tools in case.tools_called.items():
+        for tool in tools:
+            score.tool_checks += 1
+            score.tool_checks_right += tool in called.get(step, [])
+    for step, tools in case.tools_not_called.items():
+        for tool in tools:
+            score.tool_checks += 1
+            score.tool_checks_right += tool not in called.get(step, [])
+    sends = called.get("send_notices", []).count("send_notice")
+    score.tool_checks += 1  # one send per notice, never two
+    score.tool_checks_right += sends == len(case.notices)
+    done = [e["detail"] for e in events if e["type"] == "effect_done" and e["detail"].get("acted")]
+    operations = {str(d["operation_id"]) for d in done}
+    score.effects = len(operations)
+    mail = sent_messages()
+    for operation in operations:
+        acted = sum(1 for d in done if d["operation_id"] == operation)
+        mailed = sum(1 for m in mail if operation in m.body and "retract" not in str(m.subject).lower())
+        score.duplicate_effects += max(acted, mailed) > 1
+    if job["status"] != "completed":
+        score.notes.append(f"ended {job['status']}: {(job.get('error') or {}).get('message')}")
+        return score
+    result = api.result(job["job_id"])
+    notices = {str(n["vendor"]): n for n in result.get("notices") or []}
+    for vendor, want in case.notices.items():
+        got = notices.get(vendor) or {}
+        lines = sorted((str(x["rule"]), x.get("product_code")) for x in got.get("lines") or [])
+        wanted = sorted((x.rule, x.product_code) for x in want.lines)
+        if got.get("status") == "sent" and got.get("to") == want.to and lines == wanted:
+            score.vendors_right += 1
+        else:
+            score.notes.append(f"{vendor}: {got.get('status')} to {got.get('to')} lines {lines}, expected {wanted}")
+    for vendor in case.clean_vendors:
+        if vendor in notices or vendor not in (result.get("clean_vendors") or []):
+            score.notes.append(f"{vendor}: a clean vendor, noticed or not listed clean")
+        else:
+            score.vendors_right += 1
+    extra = sorted(set(notices) - set(case.notices))
+    if extra:
+        score.notes.append(f"notices nobody expected: {extra}")
+    score.success = (
+        score.vendors_right == score.vendors
+        and not extra
+        and score.tool_checks_right == score.tool_checks
+        and score.duplicate_effects == 0
+    )
+    return score
+
+
+SCORERS = {
+    "document-analysis": score_document_analysis,
+    "invoice-reconciliation": score_invoice_reconciliation,
+    "dispute-resolution": score_dispute_resolution,
+}
 
 
 # --------------------------------------------------------------------------------------------------- scores
@@ -299,12 +454,17 @@ def _ratio(part: int, whole: int) -> float | None:
 
 def summarize(workflow: str, scores: Sequence[CaseScore]) -> dict[str, float | int | None]:
     jobs = len(scores)
-    total = {k: sum(getattr(s, k) for s in scores) for k in asdict(scores[0]) if k not in ("case", "status", "notes")}
+    skipped = ("case", "status", "notes", "job_id")
+    total = {k: sum(getattr(s, k) for s in scores) for k in asdict(scores[0]) if k not in skipped}
     summary: dict[str, float | int | None] = {"jobs": jobs, "success_rate": _ratio(int(total["success"]), jobs)}
     if workflow == "document-analysis":
         summary["citation_faithfulness"] = _ratio(total["faithful"], total["citations"])
         summary["fact_recall"] = _ratio(total["facts_found"], total["facts"])
         summary["page_recall"] = _ratio(total["pages_cited"], total["pages"])
+    elif workflow == "dispute-resolution":
+        summary["tool_selection"] = _ratio(total["tool_checks_right"], total["tool_checks"])
+        summary["notices_right_per_vendor"] = _ratio(total["vendors_right"], total["vendors"])
+        summary["no_duplicate_effect"] = _ratio(jobs - sum(1 for s in scores if s.duplicate_effects), jobs)
     else:
         found = total["true_positives"] + total["false_positives"]
         summary["discrepancy_precision"] = _ratio(total["true_positives"], found)
@@ -365,6 +525,7 @@ def compare(
 COLUMNS = {
     "document-analysis": ("citation_faithfulness", "fact_recall", "page_recall"),
     "invoice-reconciliation": ("discrepancy_precision", "discrepancy_recall"),
+    "dispute-resolution": ("tool_selection", "notices_right_per_vendor", "no_duplicate_effect"),
 }
 LABELS = {
     "success_rate": "success",
@@ -373,6 +534,9 @@ LABELS = {
     "page_recall": "pages",
     "discrepancy_precision": "disc. precision",
     "discrepancy_recall": "disc. recall",
+    "tool_selection": "tools",
+    "notices_right_per_vendor": "notices/vendor",
+    "no_duplicate_effect": "once",
     "model_calls_per_job": "calls/job",
     "tokens_per_job": "tokens/job",
     "cost_per_job_usd": "USD/job",
@@ -482,6 +646,20 @@ def print_depths(rows: Mapping[str, Mapping[str, Any]], out: Any) -> None:
         print(f"interactive depth's score is {ratio:.1%} of batch depth's (target: at least 90%)", file=out)
 
 
+# The routes an eval's own platform adds to those configured (`LONGHAUL_MODEL_ROUTES`): the offline model's loose
+# sibling (`longhaul.adapters.models.offline.LOOSE_MODEL_ID`), so that two routes differ locally.
+EVAL_ROUTES = {"loose": {"provider": "offline", "model_id": "longhaul-offline-loose-1"}}
+
+
+def eval_routes() -> dict[str, str]:
+    """The eval platform's `LONGHAUL_MODEL_ROUTES`: the configured routes and `EVAL_ROUTES` (a configured route of
+    the same name wins)."""
+    import os
+
+    configured = json.loads(os.environ.get("LONGHAUL_MODEL_ROUTES") or "{}")
+    return {"LONGHAUL_MODEL_ROUTES": json.dumps({**EVAL_ROUTES, **configured})}
+
+
 def _routes(route: str) -> str:
     """Every model step of every workflow on `route` (`LONGHAUL_STEP_ROUTES`)."""
     from longhaul.workflows import REGISTRY
@@ -500,20 +678,45 @@ def main(argv: Sequence[str] | None = None, *, out: Any = sys.stdout) -> int:
     parser.add_argument("--update-baseline", action="store_true", help="store these scores as the baseline")
     parser.add_argument("--depths", action="store_true", help="document analysis once per SLA class: each retrieval "
                         "depth's scores and model dollars (a table; no baseline gate)")  # fmt: skip
+    parser.add_argument("--compare", metavar="ROUTE_A,ROUTE_B", help="every case on each of these routes: success, "
+                        "latency per call and per job, timeouts and errors, first-try schema adherence, repair and "
+                        "escalation rates, tokens and dollars per completed job, output variance under retry (a table "
+                        "and evals/results/<set>-compare.json; no baseline gate)")  # fmt: skip
+    parser.add_argument("--repeat", type=int, default=1, metavar="K", help="with --compare: each case K times per "
+                        "route (variance under retry needs K >= 2)")  # fmt: skip
+    parser.add_argument("--ops", action="store_true", help="the operational and cost evals: jobs under injected "
+                        "faults, gated against evals/ops-baseline.json (with --small: each scenario once)")  # fmt: skip
+    parser.add_argument("--ops-baseline", type=Path, default=OPS_BASELINE, help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
+    if args.ops:
+        from evals.ops import main_ops
+
+        return main_ops(args, out)
     chosen = [d for d in datasets() if not args.workflow or d.workflow in args.workflow]
     kind = "small" if args.small else "full"
+    routes = [r.strip() for r in (args.compare or "").split(",") if r.strip()]
+    if args.compare is not None and len(routes) < 2:
+        parser.error("--compare needs two routes or more, e.g. --compare default,loose")
+    if args.repeat < 1:
+        parser.error("--repeat is at least 1")
 
     from local import lambda_runtime
     from local.platform import LocalPlatform
 
     running = LocalPlatform.current()
-    platform = running or LocalPlatform.start(ROOT)
+    platform = running or LocalPlatform.start(ROOT, env_overrides=eval_routes())
     before = lambda_runtime.environment_overrides()
     try:
         if args.route != DEFAULT_ROUTE:
             platform.set_function_environment(LONGHAUL_STEP_ROUTES=_routes(args.route))
-        if args.depths:
+        if routes:
+            from evals.compare import compare_routes
+
+            def on(route: str) -> None:
+                platform.set_function_environment(LONGHAUL_STEP_ROUTES=_routes(route))
+
+            compared = compare_routes(platform, chosen, routes, repeat=args.repeat, small=args.small, set_route=on)
+        elif args.depths:
             rows = evaluate_depths(platform, chosen, small=args.small)
         else:
             scores, summaries = evaluate(platform, chosen, small=args.small)
@@ -521,6 +724,18 @@ def main(argv: Sequence[str] | None = None, *, out: Any = sys.stdout) -> int:
         lambda_runtime.configure(environment_overrides=before)
         if running is None:
             platform.stop()
+
+    if routes:
+        from evals.compare import print_comparison
+
+        print_comparison(compared, out)
+        target = args.out or RESULTS / f"{kind}-compare.json"
+        target.parent.mkdir(parents=True, exist_ok=True)
+        summaries_only = {r: v["summary"] for r, v in compared["routes"].items()}
+        print(json.dumps(summaries_only, indent=1, sort_keys=True), file=out)
+        target.write_text(json.dumps(compared, indent=1, sort_keys=True) + "\n")
+        print(f"comparison written to {target}", file=out)
+        return 0
 
     if args.depths:
         print_depths(rows, out)

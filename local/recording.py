@@ -8,7 +8,10 @@ named by its step and field. An intended change is accepted by recording again.
 
 A recording folder holds `request.json` (the body submitted), `model_calls.json` (the recorded answers, keyed by
 prompt version and prompt hash: a `replay` route's fixtures), `steps.json` (each step's and item's output) and
-`result.json`. The model calls come from the job's own provenance: its budget ledger names each call's prompt and
+`result.json`; a job that works on another job's result (dispute resolution: a completed reconciliation) also holds
+`before.json`, the jobs run first, each named in the request (and in what the job produced) as `{before<n>}`. A job
+that waits for a review gets it approved by its tenant's reviewer (`<tenant>-reviewer`), as recorded. The model
+calls come from the job's own provenance: its budget ledger names each call's prompt and
 response hash, and the gateway kept the raw response under it.
 """
 
@@ -16,6 +19,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import re
 import sys
 import time
 from collections.abc import Iterator, Mapping, Sequence
@@ -31,8 +35,16 @@ RECORDINGS = REPO_ROOT / "tests" / "replay" / "recordings"
 SAMPLES = {  # recording name -> the request it submits (a sample of each workflow)
     "document-analysis-sample": REPO_ROOT / "samples" / "request.json",
     "invoice-reconciliation-sample": REPO_ROOT / "samples" / "invoice_request.json",
+    "dispute-resolution-sample": REPO_ROOT / "samples" / "dispute_request.json",
 }
+# The jobs a sample needs first: their requests, named `{before<n>}` in its request.
+SAMPLES_BEFORE = {"dispute-resolution-sample": [REPO_ROOT / "samples" / "invoice_request.json"]}
+# Where a sample names the job it needs (`samples/dispute_request.json` holds a placeholder id).
+SAMPLE_REFERENCES = {"dispute-resolution-sample": {"reconciliation_job_id": "{before0}"}}
 JOB = "{job}"  # what a job's id becomes in a recording (every run has another)
+# Ids derived from the job's (its effects' operation ids, its memories' and reviews' ids: `{op}`, `{mem}`, `{rev}`)
+# and an e-mail's message id (`{message}`): another in each run.
+RUN_IDS = re.compile(r"\b(?:(op|mem|rev)_[0-9a-f]{24}|[0-9a-z]{8,16}(?:-[0-9a-z]{4,12}){4,6})\b")
 # Fields that differ between two runs of the same job whatever the code does: times and durations.
 VOLATILE = frozenset({"at", "duration_ms", "generated_at", "created_at", "updated_at", "finished_at", "started_at"})
 FILES = ("request.json", "model_calls.json", "steps.json", "result.json")
@@ -69,8 +81,9 @@ def _short(value: Any, limit: int = 160) -> str:
 class JobReader:
     """A job's records and artifacts in the platform's table and bucket."""
 
-    def __init__(self, table: Any, s3: Any, bucket: str, job_id: str) -> None:
+    def __init__(self, table: Any, s3: Any, bucket: str, job_id: str, aliases: Mapping[str, str] | None = None) -> None:
         self.table, self.s3, self.bucket, self.job_id = table, s3, bucket, job_id
+        self.aliases = dict(aliases or {})  # other jobs' ids (the jobs run before it) -> their names in a recording
 
     def items(self, prefix: str) -> list[dict[str, Any]]:
         from boto3.dynamodb.conditions import Key
@@ -103,6 +116,9 @@ class JobReader:
             return int(value) if value == int(value) else float(value)
         if isinstance(value, str):
             named = value.replace(self.job_id, JOB)
+            for job_id, alias in self.aliases.items():
+                named = named.replace(job_id, alias)
+            named = RUN_IDS.sub(lambda m: "{" + (m.group(1) or "message") + "}", named)  # another each run
             if self.job_id in value and value not in seen and value.endswith((".json", ".md")):
                 body = self.read(value)
                 if body is not None:
@@ -125,6 +141,7 @@ class JobReader:
     def model_calls(self) -> dict[str, Any]:
         """The job's model calls as a replay route's fixtures: `{"<prompt version>:<prompt hash>": {task, response}}`,
         from its ledger and the prompts and responses the gateway kept."""
+        from longhaul.adapters.models.recording import apply_mask
         from longhaul.storage.artifacts import prompt_key, response_key
 
         fixtures: dict[str, Any] = {}
@@ -144,17 +161,37 @@ class JobReader:
                 "model_id": kept["model_id"],
                 "stop_reason": kept["stop_reason"],
             }
-            fixtures[f"{charge['prompt_version']}:{charge['prompt_hash']}"] = {
-                "task": prompt.get("task"),
-                "response": response,
-            }
+            key, mask = f"{charge['prompt_version']}:{charge['prompt_hash']}", dict[str, str]()
+            if prompt:  # a prompt that carries its run's ids is recorded under its masked key (another run asks it)
+                key, mask = _masked_key(prompt, str(charge["prompt_version"])) or (key, mask)
+            response["text"] = apply_mask(str(response["text"]), mask)
+            fixtures[key] = {"task": prompt.get("task"), "response": response}
         return dict(sorted(fixtures.items()))
 
 
-def reader(platform: Any, job_id: str) -> JobReader:
+def _masked_key(prompt: Mapping[str, Any], prompt_version: str) -> tuple[str, dict[str, str]] | None:
+    """A kept prompt's masked fixture key and mask, when it carries ids of its run (`adapters.models.recording`)."""
+    from longhaul.adapters.models.recording import masked
+    from longhaul.core.llm import ModelRequest
+
+    request = ModelRequest(
+        task=prompt["task"],
+        prompt_version=prompt_version,
+        system=prompt["system"],
+        prompt=prompt["prompt"],
+        context={},
+        response_schema=prompt.get("response_schema"),
+        max_tokens=prompt["max_tokens"],
+        instructions=prompt.get("instructions"),
+    )
+    key, mask = masked(request)
+    return (key, mask) if mask else None
+
+
+def reader(platform: Any, job_id: str, aliases: Mapping[str, str] | None = None) -> JobReader:
     deployment = platform.deployment
     table = platform.client("dynamodb", resource=True).Table(deployment.table_name)
-    return JobReader(table, platform.client("s3"), deployment.bucket_name, job_id)
+    return JobReader(table, platform.client("s3"), deployment.bucket_name, job_id, aliases)
 
 
 # --- comparing -------------------------------------------------------------------------------------------------------
@@ -199,6 +236,7 @@ class Recording:
     request: dict[str, Any]
     model_calls: dict[str, Any]
     expected: Snapshot
+    before: tuple[dict[str, Any], ...] = ()
 
     def write(self, into: Path) -> Path:
         folder = into / self.name
@@ -208,6 +246,7 @@ class Recording:
             "model_calls.json": self.model_calls,
             "steps.json": self.expected.steps,
             "result.json": self.expected.result,
+            **({"before.json": list(self.before)} if self.before else {}),
         }
         for name, value in contents.items():
             (folder / name).write_text(json.dumps(value, indent=1, sort_keys=True, ensure_ascii=False) + "\n")
@@ -216,12 +255,18 @@ class Recording:
     @classmethod
     def read(cls, folder: Path) -> Recording:
         loaded = {name: json.loads((folder / name).read_text()) for name in FILES}
+        before = json.loads((folder / "before.json").read_text()) if (folder / "before.json").exists() else []
         return cls(
             name=folder.name,
             request=loaded["request.json"],
             model_calls=loaded["model_calls.json"],
             expected=Snapshot(steps=loaded["steps.json"], result=loaded["result.json"]),
+            before=tuple(before),
         )
+
+    def run(self, platform: Any) -> tuple[dict[str, Any], JobReader]:
+        """Run the recorded job again (the jobs it needs first, then it): its final status, and its reader."""
+        return run_recorded(platform, self.request, self.before)
 
 
 def recordings(folder: Path = RECORDINGS) -> list[Recording]:
@@ -241,29 +286,70 @@ def merged_fixtures(recorded: list[Recording], into: Path) -> Path:
 
 
 def run_job(
-    platform: Any, request: Mapping[str, Any], *, tenant: str = "alpha", timeout: float = 300
+    platform: Any,
+    request: Mapping[str, Any],
+    *,
+    tenant: str = "alpha",
+    timeout: float = 300,
+    reviewer: str | None = None,
 ) -> dict[str, Any]:
-    """Submit `request` as `tenant` and wait until the job finishes; its final status."""
+    """Submit `request` as `tenant` and wait until the job finishes; its final status. With `reviewer` (a key's
+    name), a review the job waits for is approved."""
     headers = {**platform.auth_header(tenant), "Content-Type": "application/json"}
     accepted = requests.post(f"{platform.api_url}/v1/jobs", data=json.dumps(request), headers=headers, timeout=60)
     accepted.raise_for_status()
     job_id = accepted.json()["job_id"]
     deadline = time.monotonic() + timeout
+    approved: set[str] = set()
     while time.monotonic() < deadline:
         job: dict[str, Any] = requests.get(f"{platform.api_url}/v1/jobs/{job_id}", headers=headers, timeout=60).json()
         if job["status"] in ("completed", "failed", "cancelled", "expired"):
             return job
+        review_id = (job.get("review") or {}).get("review_id")
+        if reviewer and job["status"] == "waiting_for_review" and review_id and review_id not in approved:
+            decided = requests.post(
+                f"{platform.api_url}/v1/reviews/{review_id}/decision",
+                data=json.dumps({"decision": "approve"}),
+                headers={**platform.auth_header(reviewer), "Content-Type": "application/json"},
+                timeout=60,
+            )
+            decided.raise_for_status()
+            approved.add(review_id)
         time.sleep(0.2)
     raise TimeoutError(f"job {job_id} did not finish in {timeout:.0f} s")
 
 
-def record(platform: Any, name: str, request: Mapping[str, Any]) -> Recording:
-    """Run `request` on the platform and record the job."""
-    job = run_job(platform, request)
+def run_recorded(
+    platform: Any, request: Mapping[str, Any], before: Sequence[Mapping[str, Any]] = (), *, tenant: str = "alpha"
+) -> tuple[dict[str, Any], JobReader]:
+    """Run the jobs of `before` (each must complete), then `request` with their ids in place of `{before<n>}`, its
+    review (if it waits for one) approved by the tenant's reviewer; its final status, and its reader (which names
+    the earlier jobs as `{before<n>}`)."""
+    aliases: dict[str, str] = {}
+    for n, earlier in enumerate(before):
+        done = run_job(platform, earlier, tenant=tenant)
+        if done["status"] != "completed":
+            raise RuntimeError(f"the job run before it ended {done['status']}: {done.get('error')}")
+        aliases[done["job_id"]] = f"{{before{n}}}"
+    text = json.dumps(request)
+    for job_id, alias in aliases.items():
+        text = text.replace(json.dumps(alias), json.dumps(job_id))
+    job = run_job(platform, json.loads(text), tenant=tenant, reviewer=f"{tenant}-reviewer")
+    return job, reader(platform, job["job_id"], aliases)
+
+
+def record(platform: Any, name: str, request: Mapping[str, Any], before: Sequence[Mapping[str, Any]] = ()) -> Recording:
+    """Run `request` (after the jobs of `before`) on the platform and record the job, with the model calls of the
+    jobs run before it (a replay runs them too)."""
+    job, job_reader = run_recorded(platform, request, before)
     if job["status"] != "completed":
         raise RuntimeError(f"{name}: the job ended {job['status']}: {job.get('error')}; nothing recorded")
-    job_reader = reader(platform, job["job_id"])
-    return Recording(name, dict(request), job_reader.model_calls(), job_reader.snapshot())
+    calls: dict[str, Any] = {}
+    for job_id in job_reader.aliases:
+        calls.update(reader(platform, job_id).model_calls())
+    calls.update(job_reader.model_calls())
+    snapshot = job_reader.snapshot()
+    return Recording(name, dict(request), dict(sorted(calls.items())), snapshot, tuple(dict(b) for b in before))
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -279,7 +365,10 @@ def main(argv: list[str] | None = None) -> int:
 
     with LocalPlatform.start(REPO_ROOT) as platform:
         for name, path in chosen.items():
-            folder = record(platform, name, json.loads(Path(path).read_text())).write(args.into)
+            request = json.loads(Path(path).read_text())
+            request["input"].update(SAMPLE_REFERENCES.get(name, {}))
+            before = [json.loads(p.read_text()) for p in SAMPLES_BEFORE.get(name, [])]
+            folder = record(platform, name, request, before).write(args.into)
             print(f"recorded {name} in {folder.relative_to(REPO_ROOT) if folder.is_relative_to(REPO_ROOT) else folder}")
     return 0
 

@@ -15,7 +15,7 @@ MAX_LISTED = 10
 
 @pytest.mark.parametrize("recording", recordings(RECORDINGS), ids=lambda r: r.name)
 def test_a_recorded_job_produces_what_it_recorded(replaying: LocalPlatform, recording: Recording) -> None:
-    job = run_job(replaying, recording.request)
+    job, job_reader = recording.run(replaying)
 
     assert job["status"] == "completed", (
         f"{recording.name}: the job ended {job['status']} at step {(job.get('error') or {}).get('step')}: "
@@ -23,7 +23,7 @@ def test_a_recorded_job_produces_what_it_recorded(replaying: LocalPlatform, reco
         "if the change is intended, record again with `make record`)"
     )
     order = REGISTRY[recording.request["workflow"]].step_names
-    changed = differences(recording.expected, reader(replaying, job["job_id"]).snapshot(), order)
+    changed = differences(recording.expected, job_reader.snapshot(), order)
     listed = "\n".join(f"  {d}" for d in changed[:MAX_LISTED])
     more = f"\n  … and {len(changed) - MAX_LISTED} more" if len(changed) > MAX_LISTED else ""
     assert not changed, (

@@ -36,7 +36,7 @@ def test_a_score_that_disappeared_is_a_regression_and_one_without_a_baseline_is_
 def test_every_dataset_has_a_scorer_a_small_case_and_the_hard_cases_it_promises() -> None:
     loaded = {d.workflow: d for d in datasets()}
 
-    assert set(loaded) == set(SCORERS) == {"document-analysis", "invoice-reconciliation"}
+    assert set(loaded) == set(SCORERS) == {"document-analysis", "invoice-reconciliation", "dispute-resolution"}
     for dataset in loaded.values():
         assert any(c.small for c in dataset.cases) and any(c.hard for c in dataset.cases)
         assert set(dataset.tolerance) >= {"success_rate", "model_calls_per_job", "tokens_per_job"}
@@ -45,3 +45,6 @@ def test_every_dataset_has_a_scorer_a_small_case_and_the_hard_cases_it_promises(
     assert all(c.facts and c.cite for c in analysis if not c.unanswerable)
     assert all(c.contract and set(c.expected) == {i.rsplit("/", 1)[1] for i in c.invoices}
                for c in loaded["invoice-reconciliation"].cases)  # fmt: skip
+    disputes = loaded["dispute-resolution"].cases
+    assert all(c.contract and c.invoices and c.tools_called for c in disputes)
+    assert any(c.notices for c in disputes) and any(not c.notices for c in disputes)  # a case with nothing to send

@@ -240,6 +240,10 @@ PRICES: dict[str, Price] = {
     "longhaul-offline-extractive-1": Price(
         input=Decimal("1.00"), output=Decimal("5.00"), cache_min_tokens=1024, **_CLAUDE_CACHE
     ),
+    # The offline model's loose sibling (`longhaul.adapters.models.offline.LOOSE_MODEL_ID`), priced as a smaller model.
+    "longhaul-offline-loose-1": Price(
+        input=Decimal("0.25"), output=Decimal("1.25"), cache_min_tokens=1024, **_CLAUDE_CACHE
+    ),
     "anthropic.claude-sonnet-4-20250514-v1:0": Price(
         input=Decimal("3.00"), output=Decimal("15.00"), cache_min_tokens=1024, **_CLAUDE_CACHE
     ),

@@ -14,6 +14,12 @@ It simulates a provider's prompt cache (`PromptCache`): a request whose stable p
 (`ModelRequest.cache_prefix_tokens`) reports that prefix as a cache write the first time, and as a cache read while
 the same prefix (same model, system prompt, schema and stable prompt part) was seen within `CACHE_TTL_SECONDS` (each
 read keeps it, as a provider's does). Its answer never depends on it: only the usage splits differently.
+
+A second offline model, `longhaul-offline-loose-1` (`LOOSE_MODEL_ID`), answers the same but less tidily, so that two
+routes can be compared locally (`make eval EVAL_ARGS="--compare default,loose"`): a share of its answers
+(`LOOSE_MALFORMED_SHARE`, at random) come wrapped in prose and a code fence with a trailing comma, which the ladder's
+mechanical repair fixes, and it writes each answer `LOOSE_SECONDS` later (a slower model: the local clock scales it).
+It is priced as a smaller model (`longhaul.core.budgets.PRICES`).
 """
 
 from __future__ import annotations
@@ -22,6 +28,7 @@ import hashlib
 import importlib
 import json
 import math
+import random
 import threading
 import time
 from collections.abc import Callable
@@ -35,6 +42,9 @@ from longhaul.core.llm import CACHE_TTL_SECONDS, ModelRequest, ModelResponse, Te
 from longhaul.core.streams import OFFLINE_CHARS_PER_SECOND, OFFLINE_PIECE_CHARS
 
 DEFAULT_MODEL_ID = "longhaul-offline-extractive-1"
+LOOSE_MODEL_ID = "longhaul-offline-loose-1"
+LOOSE_MALFORMED_SHARE = 0.3
+LOOSE_SECONDS = 0.2
 
 
 def _estimate_tokens(*texts: str) -> int:
@@ -102,6 +112,8 @@ class OfflineExtractiveModel:
             text = self._respond(request)
         except ValidationError as error:
             raise InternalError(f"offline model: malformed {request.task} context: {error}") from error
+        if self.model_id == LOOSE_MODEL_ID:
+            text = _loosely(text)
         stop = "end_turn"
         if _estimate_tokens(text) > request.max_tokens:  # cut off at the limit, as a provider's answer is
             text, stop = text[: request.max_tokens * 4], "max_tokens"
@@ -123,6 +135,16 @@ class OfflineExtractiveModel:
         if not request.offline:
             raise InternalError(f"offline model: no deterministic stand-in for task {request.task!r}")
         return _stand_in(request.offline)(request.context, self.model_id)
+
+
+def _loosely(text: str) -> str:
+    """The loose model's answer: written `LOOSE_SECONDS` later, and now and then wrapped as a chatty model wraps JSON
+    (prose, a fence, a trailing comma), which mechanical repair undoes."""
+    clock.pause(LOOSE_SECONDS)
+    body = text.rstrip()
+    if not body.endswith("}") or random.random() >= LOOSE_MALFORMED_SHARE:
+        return text
+    return f"Here is the JSON you asked for:\n```json\n{body[:-1].rstrip()},}}\n```"
 
 
 # A task's deterministic answer: (the request's context, the offline model's id) -> the response text.
