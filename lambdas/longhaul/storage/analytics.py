@@ -1,0 +1,119 @@
+"""The analytics export's storage: its Parquet objects under the artifacts bucket's `analytics/` prefix, the jobs
+that finished since the export last ran (the `by_state` index), the export's watermark, and a local mirror of the
+objects a report reads.
+
+Items: ANALYTICS/WATERMARK (`at`: the start of the last export run that finished).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import shutil
+from collections.abc import Iterable, Iterator
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from boto3.dynamodb.conditions import Key
+
+from longhaul.core import schema
+from longhaul.core.analytics import ANALYTICS_PREFIX, TABLES
+from longhaul.core.contracts import TERMINAL_STATUSES
+
+WATERMARK_KEY = {schema.PK: "ANALYTICS", schema.SK: "WATERMARK"}
+
+
+class AnalyticsStore:
+    def __init__(self, table: Any, s3: Any, bucket: str) -> None:
+        self.table = table
+        self.s3 = s3
+        self.bucket = bucket
+
+    # --- the export -----------------------------------------------------------------------------------------
+
+    def put(self, key: str, body: bytes) -> None:
+        self.s3.put_object(Bucket=self.bucket, Key=key, Body=body, ContentType="application/vnd.apache.parquet")
+
+    def finished_since(self, since: str | None) -> list[str]:
+        """The ids of the finished jobs whose record changed after `since` (ISO time; None: every finished job),
+        oldest change first."""
+        found: list[tuple[str, str]] = []
+        for status in sorted(s.value for s in TERMINAL_STATUSES):
+            condition = Key(schema.GSI2_PK).eq(schema.status_partition(status))
+            if since is not None:
+                condition = condition & Key(schema.GSI2_SK).gt(since)
+            kwargs: dict[str, Any] = {
+                "IndexName": schema.BY_STATE,
+                "KeyConditionExpression": condition,
+                "ProjectionExpression": "#id, #sk",
+                "ExpressionAttributeNames": {"#id": "job_id", "#sk": schema.GSI2_SK},
+            }
+            while True:
+                page = self.table.query(**kwargs)
+                found.extend((str(i[schema.GSI2_SK]), str(i["job_id"])) for i in page.get("Items", []))
+                if "LastEvaluatedKey" not in page:
+                    break
+                kwargs["ExclusiveStartKey"] = page["LastEvaluatedKey"]
+        return [job_id for _, job_id in sorted(found)]
+
+    def watermark(self) -> str | None:
+        item = self.table.get_item(Key=WATERMARK_KEY, ConsistentRead=True).get("Item")
+        return str(item["at"]) if item else None
+
+    def set_watermark(self, at: str) -> None:
+        """Moves the watermark forward only (two runs that overlap never move it back)."""
+        with contextlib.suppress(self.table.meta.client.exceptions.ConditionalCheckFailedException):
+            self.table.put_item(
+                Item={**WATERMARK_KEY, "at": at},
+                ConditionExpression="attribute_not_exists(#at) OR #at < :at",
+                ExpressionAttributeNames={"#at": "at"},
+                ExpressionAttributeValues={":at": at},
+            )
+
+    # --- the report's mirror --------------------------------------------------------------------------------
+
+    def _objects(self, prefix: str) -> Iterator[dict[str, Any]]:
+        kwargs: dict[str, Any] = {"Bucket": self.bucket, "Prefix": prefix}
+        while True:
+            page = self.s3.list_objects_v2(**kwargs)
+            yield from page.get("Contents", [])
+            if not page.get("IsTruncated"):
+                return
+            kwargs["ContinuationToken"] = page["NextContinuationToken"]
+
+    def mirror(self, root: Path, days: Iterable[str], tenant_id: str | None = None) -> int:
+        """Bring the objects of these days (and this tenant) into `root`, laid out as under `analytics/`: an object
+        whose size and time are those of the local file is not read again; a local file whose object is gone is
+        removed. The number of objects read."""
+        read = 0
+        for table in TABLES:
+            for day in days:
+                prefix = f"{ANALYTICS_PREFIX}{table}/dt={day}/" + (f"tenant_id={tenant_id}/" if tenant_id else "")
+                here = root / prefix.removeprefix(ANALYTICS_PREFIX)
+                seen: set[Path] = set()
+                for obj in self._objects(prefix):
+                    path = root / str(obj["Key"]).removeprefix(ANALYTICS_PREFIX)
+                    seen.add(path)
+                    stamp = obj["LastModified"].astimezone(UTC).timestamp()
+                    stat = path.stat() if path.exists() else None
+                    if stat is not None and stat.st_size == obj["Size"] and stat.st_mtime == stamp:
+                        continue
+                    path.parent.mkdir(parents=True, exist_ok=True)
+                    partial = path.with_suffix(".part")
+                    self.s3.download_file(self.bucket, str(obj["Key"]), str(partial))
+                    os.utime(partial, (stamp, stamp))
+                    partial.replace(path)
+                    read += 1
+                if here.exists():
+                    for stale in [p for p in here.rglob("*.parquet") if p not in seen]:
+                        stale.unlink()
+        return read
+
+    @staticmethod
+    def clear(root: Path) -> None:
+        shutil.rmtree(root, ignore_errors=True)
+
+
+def today(now: datetime) -> str:
+    return now.astimezone(UTC).date().isoformat()
