@@ -174,7 +174,9 @@ class Services:
         """The analytics export's objects, its watermark and the report's mirror (`longhaul.operations.analytics`)."""
         from longhaul.storage.analytics import AnalyticsStore
 
-        return AnalyticsStore(self.jobs.table, self.artifacts.s3, self.artifacts.bucket)
+        database = self.settings.analytics_database
+        glue = aws.client("glue") if database else None
+        return AnalyticsStore(self.jobs.table, self.artifacts.s3, self.artifacts.bucket, glue=glue, database=database)
 
     @cached_property
     def metrics(self) -> MetricsReader:

@@ -21,7 +21,8 @@ from longhaul.core.problems import BadRequest
 from longhaul.operations import analytics
 from longhaul.services import Services
 from longhaul.storage.jobs import NewJob
-from tests.unit.conftest import FakeClock
+from tests.unit.api_helpers import assert_problem
+from tests.unit.conftest import KEY_A, KEY_OPS, TENANT_A, TENANT_B, CallApi, FakeClock
 
 S = JobStatus
 WORKFLOW = "document-analysis"
@@ -184,3 +185,31 @@ def test_the_reports_totals_are_the_sum_of_the_jobs_costs(services: Services, cl
 def test_a_window_that_is_not_one_is_refused(services: Services, since: str) -> None:
     with pytest.raises(BadRequest):
         analytics.window(since, None, services.now())
+
+
+# ---------------------------------------------------------------------- the routes
+
+
+@pytest.mark.usefixtures("api_keys", "operator_key")
+def test_a_tenant_reads_its_own_report_and_an_operator_reads_every_tenants(
+    call_api: CallApi, services: Services, clock: FakeClock
+) -> None:
+    # Given a finished job of each tenant, exported
+    for job_id, tenant in (("job_" + "h" * 28, TENANT_A), ("job_" + "i" * 28, TENANT_B)):
+        finished_job(services, clock, job_id, tenant=tenant)
+        export(services, job_id)
+    window = {"since": "400d", "until": iso(clock.now() + timedelta(hours=1))}
+    # When tenant A asks for its usage report
+    own = call_api("GET", "/v1/reports/usage", key=KEY_A, query=window)
+    # Then it sees its own job only
+    assert own.status == 200, own.raw_body
+    assert (own.body["tenant_id"], own.body["jobs"]) == (TENANT_A, 1)
+    # And an operator sees both tenants', and may pick one
+    every = call_api("GET", "/v1/ops/reports", key=KEY_OPS, query=window)
+    assert every.status == 200, every.raw_body
+    assert every.body["jobs"] == 2
+    one = call_api("GET", "/v1/ops/reports", key=KEY_OPS, query={**window, "tenant_id": TENANT_B, "by": "step"})
+    assert (one.body["jobs"], [r["key"] for r in one.body["spend"]]) == (1, ["summarize", "parse"])
+    # And a tenant key cannot read the operators' report, nor a window that is not one
+    assert call_api("GET", "/v1/ops/reports", key=KEY_A).status == 403
+    assert_problem(call_api("GET", "/v1/reports/usage", key=KEY_A, query={"since": "7 days"}), 422, "invalid-request")

@@ -108,6 +108,8 @@ class Env:
     JWT = "LONGHAUL_JWT"
     #: The verified SES identity that agents' e-mail tools send from.
     EMAIL_SENDER = "LONGHAUL_EMAIL_SENDER"
+    #: The analytics export: the Glue database whose tables it registers each new partition in (unset: none is).
+    ANALYTICS_DATABASE = "LONGHAUL_ANALYTICS_DATABASE"
     #: Where the web console links to the manual: the address of the built manual (`make docs-site`'s `site/`,
     #: wherever it is published), or a path on the API's own origin; empty: the console shows no links to it. The
     #: local platform serves the built manual at `/manual/` and links there.
@@ -180,6 +182,7 @@ class Settings(Model):
     admission_dispatcher: str | None = Field(default=None, alias=Env.ADMISSION_DISPATCHER)  # function name
     jwt: dict[str, Any] = Field(default_factory=dict, alias=Env.JWT)  # empty: API keys only
     email_sender: str | None = Field(default=None, alias=Env.EMAIL_SENDER)
+    analytics_database: str | None = Field(default=None, alias=Env.ANALYTICS_DATABASE)
     manual_url: str = Field(default="", alias=Env.MANUAL_URL)
     batch_role: str | None = Field(default=None, alias=Env.BATCH_ROLE)  # None: no batch lane
     batch_min_records: int = Field(default=100, alias=Env.BATCH_MIN_RECORDS, gt=0)

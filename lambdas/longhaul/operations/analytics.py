@@ -15,6 +15,7 @@ manual's how-to `report-usage` gives it).
 
 from __future__ import annotations
 
+import os
 import tempfile
 from collections import defaultdict
 from datetime import UTC, datetime, timedelta
@@ -209,6 +210,7 @@ def export_job(services: Services, job_id: str) -> JobExport | None:
     }
     for table, rows in tables.items():
         services.analytics.put(object_key(table, **where), parquet.encode(table, rows))  # type: ignore[arg-type]
+        services.analytics.register(table, day=export.day, tenant_id=export.tenant_id, workflow=export.workflow)
     return export
 
 
@@ -265,7 +267,8 @@ def _days(start: datetime, end: datetime) -> list[str]:
 
 
 def mirror_root(services: Services) -> Path:
-    return Path(tempfile.gettempdir()) / "longhaul-analytics" / services.settings.bucket_name
+    """This process's mirror of the bucket's `analytics/` objects (a Lambda sandbox's `/tmp` keeps it warm)."""
+    return Path(tempfile.gettempdir()) / f"longhaul-analytics-{os.getpid()}" / services.settings.bucket_name
 
 
 def report(

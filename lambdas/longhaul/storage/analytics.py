@@ -18,22 +18,62 @@ from typing import Any
 from boto3.dynamodb.conditions import Key
 
 from longhaul.core import schema
-from longhaul.core.analytics import ANALYTICS_PREFIX, TABLES
+from longhaul.core.analytics import ANALYTICS_PREFIX, TABLES, columns
 from longhaul.core.contracts import TERMINAL_STATUSES
+
+PARQUET_INPUT = "org.apache.hadoop.hive.ql.io.parquet.MapredParquetInputFormat"
+PARQUET_OUTPUT = "org.apache.hadoop.hive.ql.io.parquet.MapredParquetOutputFormat"
+PARQUET_SERDE = "org.apache.hadoop.hive.ql.io.parquet.serde.ParquetHiveSerDe"
+
+
+class PartitionNotRegistered(Exception):
+    """Glue refused a partition (other than one that exists)."""
+
 
 WATERMARK_KEY = {schema.PK: "ANALYTICS", schema.SK: "WATERMARK"}
 
 
 class AnalyticsStore:
-    def __init__(self, table: Any, s3: Any, bucket: str) -> None:
+    def __init__(self, table: Any, s3: Any, bucket: str, *, glue: Any = None, database: str | None = None) -> None:
         self.table = table
         self.s3 = s3
         self.bucket = bucket
+        self.glue = glue
+        self.database = database
+        self._registered: set[tuple[str, ...]] = set()
 
     # --- the export -----------------------------------------------------------------------------------------
 
     def put(self, key: str, body: bytes) -> None:
         self.s3.put_object(Bucket=self.bucket, Key=key, Body=body, ContentType="application/vnd.apache.parquet")
+
+    def register(self, table: str, *, day: str, tenant_id: str, workflow: str) -> None:
+        """Register the partition in the Glue table (once per process; one that exists is left as it is). Without a
+        database (the local platform), nothing to do: DuckDB reads the partitions from the paths."""
+        key = (table, day, tenant_id, workflow)
+        if self.glue is None or not self.database or key in self._registered:
+            return
+        location = f"s3://{self.bucket}/{ANALYTICS_PREFIX}{table}/dt={day}/tenant_id={tenant_id}/workflow={workflow}/"
+        answer = self.glue.batch_create_partition(
+            DatabaseName=self.database,
+            TableName=table,
+            PartitionInputList=[
+                {
+                    "Values": [day, tenant_id, workflow],
+                    "StorageDescriptor": {
+                        "Location": location,
+                        "InputFormat": PARQUET_INPUT,
+                        "OutputFormat": PARQUET_OUTPUT,
+                        "SerdeInfo": {"SerializationLibrary": PARQUET_SERDE},
+                        "Columns": [{"Name": n, "Type": t} for n, t in columns(table)],
+                    },
+                }
+            ],
+        )
+        errors = [e for e in answer.get("Errors", []) if e["ErrorDetail"]["ErrorCode"] != "AlreadyExistsException"]
+        if errors:
+            raise PartitionNotRegistered(f"{table} {key[1:]}: {errors[0]['ErrorDetail']}")
+        self._registered.add(key)
 
     def finished_since(self, since: str | None) -> list[str]:
         """The ids of the finished jobs whose record changed after `since` (ISO time; None: every finished job),
