@@ -120,7 +120,9 @@ def test_a_finished_job_is_exported_as_three_parquet_objects_partitioned_by_day_
     assert done.job.model_cost_micro == 3_300
     # And the files carry the declared columns (Glue's tables declare the same)
     services.analytics.mirror(tmp_path, [day])
-    described = parquet.query(tmp_path, "DESCRIBE SELECT * FROM {steps}")
+    parquet.compact(tmp_path, tmp_path / "_days", [day])
+    with parquet.Session(tmp_path / "_days", [day]) as db:
+        described = db.run("DESCRIBE SELECT * FROM {steps}")
     assert [(name, kind) for name, kind, *_ in described][: len(columns("steps"))] == [
         (n, {"string": "VARCHAR", "bigint": "BIGINT", "double": "DOUBLE", "array<string>": "VARCHAR[]"}[k])
         for n, k in columns("steps")

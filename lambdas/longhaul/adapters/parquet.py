@@ -4,8 +4,9 @@ the local platform query them).
 DuckDB is imported on first use only: the export and the report are the only functions that need it.
 Writing: the rows go into an in-memory table with the table's declared columns (`longhaul.core.analytics.columns`),
 so every file of a table has the same schema whatever its values (an empty list, a null), then `COPY … TO` Parquet
-(zstd). Reading: `read_parquet` over a directory laid out like the bucket's `analytics/` prefix, with Hive
-partitioning and the partition columns typed as strings (a numeric-looking tenant id stays a string).
+(zstd). Reading: the job files (a directory laid out like the bucket's `analytics/` prefix) are compacted into one
+file per table and day first (Hive partitioning, the partition columns typed as strings: a numeric-looking tenant id
+stays a string), rebuilt only when that day's files change; queries read those (`Session`).
 """
 
 from __future__ import annotations
@@ -28,7 +29,6 @@ _DUCK_TYPES = {
     "timestamp": "TIMESTAMP",
     "array<string>": "VARCHAR[]",
 }
-_lock = threading.Lock()  # a DuckDB connection is not shared between threads; building one is cheap
 
 
 def _connect() -> Any:
@@ -68,23 +68,84 @@ def encode(table: str, rows: Sequence[dict[str, Any]]) -> bytes:
         Path(path).unlink(missing_ok=True)
 
 
-def scan(root: Path, table: str) -> str:
-    """A `read_parquet` of every file of `table` under `root` (an empty relation of its columns when none)."""
-    files = root / table
+def _day_files(root: Path, table: str, day: str) -> list[os.DirEntry[str]]:
+    found: list[os.DirEntry[str]] = []
+    pending = [root / table / f"dt={day}"]
+    while pending:
+        folder = pending.pop()
+        if not folder.is_dir():
+            continue
+        with os.scandir(folder) as entries:
+            for entry in entries:
+                if entry.is_dir():
+                    pending.append(Path(entry.path))
+                elif entry.name.endswith(".parquet"):
+                    found.append(entry)
+    return found
+
+
+def compact(root: Path, cache: Path, days: Sequence[str]) -> None:
+    """One file per table and day in `cache` (`<table>/<day>.parquet`, the partition columns inside it) from the
+    job files under `root`, rebuilt only when the day's files changed (their count, sizes and times): a report reads
+    a few dozen files, not one per job."""
     hive_types = ", ".join(f"'{name}': 'VARCHAR'" for name, _ in PARTITION_COLUMNS)
-    if not files.exists() or next(files.rglob("*.parquet"), None) is None:
+    connection = None
+    try:
+        for table in ("jobs", "steps", "calls"):
+            for day in days:
+                target = cache / table / f"{day}.parquet"
+                mark = target.with_suffix(".sig")
+                files = _day_files(root, table, day)
+                if not files:
+                    target.unlink(missing_ok=True)
+                    mark.unlink(missing_ok=True)
+                    continue
+                stats = [f.stat() for f in files]
+                signature = f"{len(files)} {sum(s.st_size for s in stats)} {max(s.st_mtime_ns for s in stats)}"
+                if target.exists() and mark.exists() and mark.read_text() == signature:
+                    continue
+                target.parent.mkdir(parents=True, exist_ok=True)
+                connection = connection or _connect()
+                pattern = str(root / table / f"dt={day}" / "**" / "*.parquet").replace("'", "''")
+                # A name of this thread's own: two reports compacting the same day never write one file.
+                partial = str(target.with_suffix(f".{os.getpid()}-{threading.get_ident()}.part")).replace("'", "''")
+                connection.execute(
+                    f"COPY (SELECT * FROM read_parquet('{pattern}', hive_partitioning = true, "
+                    f"hive_types = {{{hive_types}}}, union_by_name = true)) TO '{partial}' (FORMAT parquet)"
+                )
+                Path(partial).replace(target)
+                mark.write_text(signature)
+    finally:
+        if connection is not None:
+            connection.close()
+
+
+def _relation(cache: Path, table: str, days: Sequence[str]) -> str:
+    """The table's day files in `cache` for `days` (an empty relation of its columns when there are none)."""
+    files = [cache / table / f"{day}.parquet" for day in days]
+    present = [str(f).replace("'", "''") for f in files if f.exists()]
+    if not present:
         cols = [*columns(table), *PARTITION_COLUMNS]
         typed = ", ".join(f'CAST(NULL AS {_DUCK_TYPES[kind]}) AS "{name}"' for name, kind in cols)
         return f"(SELECT {typed} WHERE false)"
-    pattern = str(files / "**" / "*.parquet").replace("'", "''")
-    return f"read_parquet('{pattern}', hive_partitioning = true, hive_types = {{{hive_types}}}, union_by_name = true)"
+    listed = ", ".join(f"'{p}'" for p in present)
+    return f"read_parquet([{listed}], union_by_name = true)"
 
 
-def query(root: Path, sql: str, parameters: Sequence[Any] = ()) -> list[tuple[Any, ...]]:
-    """Run `sql`, in which `{jobs}`, `{steps}` and `{calls}` stand for the tables' files under `root`."""
-    text = sql.format(**{t: scan(root, t) for t in ("jobs", "steps", "calls")})
-    connection = _connect()
-    try:
-        return [tuple(row) for row in connection.execute(text, list(parameters)).fetchall()]
-    finally:
-        connection.close()
+class Session:
+    """One DuckDB connection over the day files of `days`: in each statement `{jobs}`, `{steps}` and `{calls}` stand
+    for those tables."""
+
+    def __init__(self, cache: Path, days: Sequence[str]) -> None:
+        self._tables = {t: _relation(cache, t, days) for t in ("jobs", "steps", "calls")}
+        self._connection = _connect()
+
+    def __enter__(self) -> Session:
+        return self
+
+    def __exit__(self, *_: object) -> None:
+        self._connection.close()
+
+    def run(self, sql: str, parameters: Sequence[Any] = ()) -> list[tuple[Any, ...]]:
+        cursor = self._connection.execute(sql.format(**self._tables), list(parameters))
+        return [tuple(row) for row in cursor.fetchall()] if cursor.description else []

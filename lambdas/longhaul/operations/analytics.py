@@ -297,92 +297,79 @@ _GROUP = {
 
 
 def query_report(root: Path, *, start: datetime, end: datetime, tenant_id: str | None, by: ReportBy) -> UsageReport:
-    """The report over the files under `root` (laid out as `analytics/`)."""
+    """The report over the job files under `root` (laid out as `analytics/`), through their day files (`_days/`)."""
+    days = _days(start, end)
+    cache = root / "_days"
+    parquet.compact(root, cache, days)
     lo, hi = start.astimezone(UTC).replace(tzinfo=None), end.astimezone(UTC).replace(tzinfo=None)
-    days = (start.astimezone(UTC).date().isoformat(), end.astimezone(UTC).date().isoformat())
-    # The jobs of the window: partitions pruned by day (and tenant), then the exact times.
-    jobs = (
-        "(SELECT * FROM {jobs} WHERE dt BETWEEN ? AND ? AND created_at >= ? AND created_at < ?"
-        + (" AND tenant_id = ?" if tenant_id else "")
-        + ")"
-    )
-    params: list[Any] = [*days, lo, hi, *([tenant_id] if tenant_id else [])]
-    with_jobs = f"WITH j AS {jobs} "
-
-    total = parquet.query(
-        root,
-        with_jobs + "SELECT count(*), coalesce(sum(cost_micro), 0), coalesce(sum(model_cost_micro), 0), "
-        "coalesce(sum(retry_cost_micro), 0), coalesce(sum(retry_tokens), 0) FROM j",
-        params,
-    )[0]
-    if by in ("route", "step"):
-        column = "c.route" if by == "route" else "c.step"
-        spend_sql = (
-            with_jobs + f"SELECT coalesce({column}, '-') AS k, count(DISTINCT j.job_id), "
-            "count(DISTINCT j.job_id) FILTER (WHERE j.status = 'completed'), "
-            "count(DISTINCT j.job_id) FILTER (WHERE j.status = 'failed'), "
-            "sum(c.input_tokens), sum(c.output_tokens), sum(c.cost_micro), "
-            "coalesce(sum(c.cost_micro) FILTER (WHERE NOT c.kept), 0) "
-            "FROM j JOIN (SELECT * FROM {calls} WHERE dt BETWEEN ? AND ?) c ON c.job_id = j.job_id "
-            "GROUP BY k ORDER BY sum(c.cost_micro) DESC, k"
+    with parquet.Session(cache, days) as db:
+        # The window's jobs, then their steps and calls, each read once.
+        db.run(
+            "CREATE TEMP TABLE j AS SELECT * FROM {jobs} WHERE created_at >= ? AND created_at < ?"
+            + (" AND tenant_id = ?" if tenant_id else ""),
+            [lo, hi, *([tenant_id] if tenant_id else [])],
         )
-        spend_params = [*params, *days]
-    else:
-        spend_sql = (
-            with_jobs + f"SELECT {_GROUP[by]} AS k, count(*), count(*) FILTER (WHERE j.status = 'completed'), "
-            "count(*) FILTER (WHERE j.status = 'failed'), sum(j.input_tokens), sum(j.output_tokens), "
-            "sum(j.cost_micro), sum(j.retry_cost_micro) FROM j GROUP BY k ORDER BY sum(j.cost_micro) DESC, k"
-        )
-        spend_params = params
-    spend = [
-        SpendRow(
-            key=str(k),
-            jobs=n,
-            completed=done,
-            failed=bad,
-            input_tokens=int(i or 0),
-            output_tokens=int(o or 0),
-            usd=usd(int(c or 0)),
-            retry_usd=usd(int(r or 0)),
-        )
-        for k, n, done, bad, i, o, c, r in parquet.query(root, spend_sql, spend_params)
-    ]
-    steps_in = "(SELECT * FROM {steps} WHERE dt BETWEEN ? AND ?)"
-    steps = [
-        StepDurations(
-            workflow=w,
-            step=s,
-            runs=n,
-            attempts=int(a),
-            seconds=Percentiles(p50=round(p50, 3), p95=round(p95, 3)),
-        )
-        for w, s, n, a, p50, p95 in parquet.query(
-            root,
-            with_jobs + f"SELECT j.workflow, st.step, count(*), sum(st.attempts), "
-            "quantile_cont(st.duration_seconds, 0.5), quantile_cont(st.duration_seconds, 0.95) "
-            f"FROM j JOIN {steps_in} st ON st.job_id = j.job_id GROUP BY 1, 2 ORDER BY 1, 2",
-            [*params, *days],
-        )
-    ]
-    failures = [
-        FailureKinds(workflow=w, step=s, kind=k, count=n)
-        for w, s, k, n in parquet.query(
-            root,
-            with_jobs + "SELECT j.workflow, st.step, kind, count(*) "
-            f"FROM j JOIN {steps_in} st ON st.job_id = j.job_id, unnest(st.failure_kinds) AS u(kind) "
-            "GROUP BY 1, 2, 3 ORDER BY 4 DESC, 1, 2, 3",
-            [*params, *days],
-        )
-    ]
-    waits = parquet.query(
-        root,
-        with_jobs + "SELECT count(*) FILTER (WHERE review_wait_seconds > 0), "
-        "quantile_cont(review_wait_seconds, 0.5) FILTER (WHERE review_wait_seconds > 0), "
-        "quantile_cont(review_wait_seconds, 0.95) FILTER (WHERE review_wait_seconds > 0), "
-        "quantile_cont(queue_wait_seconds, 0.5), quantile_cont(queue_wait_seconds, 0.95) FROM j",
-        params,
-    )[0]
-    reviews, r50, r95, q50, q95 = waits
+        db.run("CREATE TEMP TABLE st AS SELECT * FROM {steps} WHERE job_id IN (SELECT job_id FROM j)")
+        db.run("CREATE TEMP TABLE c AS SELECT * FROM {calls} WHERE job_id IN (SELECT job_id FROM j)")
+        total = db.run(
+            "SELECT count(*), coalesce(sum(cost_micro), 0), coalesce(sum(model_cost_micro), 0), "
+            "coalesce(sum(retry_cost_micro), 0), coalesce(sum(retry_tokens), 0) FROM j"
+        )[0]
+        if by in ("route", "step"):
+            column = "c.route" if by == "route" else "c.step"
+            spend_sql = (
+                f"SELECT coalesce({column}, '-') AS k, count(DISTINCT j.job_id), "
+                "count(DISTINCT j.job_id) FILTER (WHERE j.status = 'completed'), "
+                "count(DISTINCT j.job_id) FILTER (WHERE j.status = 'failed'), "
+                "sum(c.input_tokens), sum(c.output_tokens), sum(c.cost_micro), "
+                "coalesce(sum(c.cost_micro) FILTER (WHERE NOT c.kept), 0) "
+                "FROM j JOIN c ON c.job_id = j.job_id GROUP BY k ORDER BY sum(c.cost_micro) DESC, k"
+            )
+        else:
+            spend_sql = (
+                f"SELECT {_GROUP[by]} AS k, count(*), count(*) FILTER (WHERE j.status = 'completed'), "
+                "count(*) FILTER (WHERE j.status = 'failed'), sum(j.input_tokens), sum(j.output_tokens), "
+                "sum(j.cost_micro), sum(j.retry_cost_micro) FROM j GROUP BY k ORDER BY sum(j.cost_micro) DESC, k"
+            )
+        spend = [
+            SpendRow(
+                key=str(k),
+                jobs=n,
+                completed=done,
+                failed=bad,
+                input_tokens=int(i or 0),
+                output_tokens=int(o or 0),
+                usd=usd(int(c or 0)),
+                retry_usd=usd(int(r or 0)),
+            )
+            for k, n, done, bad, i, o, c, r in db.run(spend_sql)
+        ]
+        steps = [
+            StepDurations(
+                workflow=w,
+                step=s,
+                runs=n,
+                attempts=int(a),
+                seconds=Percentiles(p50=round(p50, 3), p95=round(p95, 3)),
+            )
+            for w, s, n, a, p50, p95 in db.run(
+                "SELECT workflow, step, count(*), sum(attempts), quantile_cont(duration_seconds, 0.5), "
+                "quantile_cont(duration_seconds, 0.95) FROM st GROUP BY 1, 2 ORDER BY 1, 2"
+            )
+        ]
+        failures = [
+            FailureKinds(workflow=w, step=s, kind=k, count=n)
+            for w, s, k, n in db.run(
+                "SELECT workflow, step, kind, count(*) FROM st, unnest(st.failure_kinds) AS u(kind) "
+                "GROUP BY 1, 2, 3 ORDER BY 4 DESC, 1, 2, 3"
+            )
+        ]
+        reviews, r50, r95, q50, q95 = db.run(
+            "SELECT count(*) FILTER (WHERE review_wait_seconds > 0), "
+            "quantile_cont(review_wait_seconds, 0.5) FILTER (WHERE review_wait_seconds > 0), "
+            "quantile_cont(review_wait_seconds, 0.95) FILTER (WHERE review_wait_seconds > 0), "
+            "quantile_cont(queue_wait_seconds, 0.5), quantile_cont(queue_wait_seconds, 0.95) FROM j"
+        )[0]
     return UsageReport(
         since=start,
         until=end,
