@@ -50,7 +50,7 @@ class Analytics(Construct):
         *,
         code: lambda_.Code,
         environment: Mapping[str, str],
-        bucket: s3.IBucket,
+        bucket: s3.Bucket,
     ) -> None:
         super().__init__(scope, construct_id)
         stack = Stack.of(self)
