@@ -151,12 +151,11 @@ class LonghaulStack(Stack):
         control_env = {**control_env, **admission.environment}
         api = Api(self, "Api", code=code, stage_name=stage, environment=control_env, jwt=jwt)
         operations = Operations(self, "Operations", code=code, environment=control_env)
+        # The export registers its partitions in the Glue database on AWS; the local platform has no Glue (moto's
+        # CloudFormation creates no Glue resources), and DuckDB reads the partitions from the paths there.
+        catalog = {Env.ANALYTICS_DATABASE: database_name(self)} if stage != LOCAL_STAGE else {}
         analytics = Analytics(
-            self,
-            "Analytics",
-            code=code,
-            environment={**control_env, Env.ANALYTICS_DATABASE: database_name(self)},
-            bucket=storage.artifacts,
+            self, "Analytics", code=code, environment={**control_env, **catalog}, bucket=storage.artifacts
         )
 
         # Cross-component grants: each function reaches the items and object prefixes its own work needs.
