@@ -140,12 +140,12 @@ def test_the_scheduled_export_takes_the_jobs_finished_since_its_watermark(servic
     # Given one finished job, exported by a first run some minutes later
     finished_job(services, clock, "job_" + "c" * 28, tenant="tenant-a")
     clock.advance(timedelta(minutes=10))
-    assert analytics.export_finished(services) == {"exported": 1, "failed": 0}
+    assert analytics.export_finished(services) == {"exported": 1, "failed": 0, "left": 0}
     # When another finishes later (beyond the overlap) and the export runs again
     clock.advance(timedelta(minutes=10))
     finished_job(services, clock, "job_" + "d" * 28, tenant="tenant-a")
     # Then only that one is exported
-    assert analytics.export_finished(services) == {"exported": 1, "failed": 0}
+    assert analytics.export_finished(services) == {"exported": 1, "failed": 0, "left": 0}
 
 
 def test_the_reports_totals_are_the_sum_of_the_jobs_costs(services: Services, clock: FakeClock, tmp_path: Path) -> None:

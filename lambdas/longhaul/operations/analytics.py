@@ -3,9 +3,9 @@
 Where the export runs: a function of its own on a schedule (`stacks/analytics.py`), which exports the jobs whose
 record changed since its last run (the `by_state` index, terminal statuses, after its watermark). Nothing is added to
 a job's path: no state transition, no write to the job, no call from the functions that finish it, so an export that
-fails can never fail or slow a job; the next run exports what the failed one did not (the watermark moves only after
-a run has exported everything it found). A job's objects are keyed by its creation day, tenant, workflow and id, so
-exporting it again (a replayed job finishing again, its cost settled by a later read) overwrites the same three
+fails can never fail or slow a job. A run that fails as a whole leaves the watermark where it was (the next run does
+its work); a job whose own export fails is logged and passed. A job's objects are keyed by its creation day, tenant,
+workflow and id, so exporting it again (a replayed job finishing again, its cost settled by a later read) overwrites the same three
 objects: the export is idempotent.
 
 The report mirrors the objects of the window's days into a local directory (`AnalyticsStore.mirror`: only new or
@@ -49,6 +49,8 @@ from longhaul.services import Services
 EVENT_PAGES = 200  # 100 events a page: a job with more has its first 20,000 events exported
 #: A run exports jobs whose record changed after its watermark less this (a write committed late, a clock's skew).
 OVERLAP = timedelta(minutes=2)
+#: Jobs one run exports at most (about a tenth of a second each): a backlog (the first run) takes several runs.
+MAX_PER_RUN = 1_000
 _ATTEMPT_ENDS = frozenset({"step_finished", "step_attempt_failed", "item_failed"})
 
 
@@ -215,21 +217,27 @@ def export_job(services: Services, job_id: str) -> JobExport | None:
 
 
 def export_finished(services: Services) -> dict[str, int]:
-    """The scheduled run: export every job finished (or changed after finishing) since the watermark. A job whose
-    export fails is logged and left for the next run (the watermark stays where it was)."""
+    """The scheduled run: export the jobs finished (or changed after finishing) since the watermark, oldest change
+    first, at most `MAX_PER_RUN`; the watermark then moves past them (to the run's start when there were no more).
+    A job whose export fails is logged with its id and passed (one job's bad data must not hold up every later
+    job's): invoke the function with `{"job_id": …}` to export it again."""
     started = services.now()
     mark = services.analytics.watermark()
     since = iso(datetime.fromisoformat(mark) - OVERLAP) if mark else None
+    found = services.analytics.finished_since(since)
+    batch = found[:MAX_PER_RUN]
     exported = failed = 0
-    for job_id in services.analytics.finished_since(since):
+    for _, job_id in batch:
         try:
             exported += export_job(services, job_id) is not None
-        except Exception:  # one job's bad data must not stop the others' export
+        except Exception:
             failed += 1
             logger.exception("analytics export failed", extra={"job_id": job_id})
-    if not failed:
+    if len(found) > MAX_PER_RUN:  # the next run goes on after the last one done (the overlap reads from there)
+        services.analytics.set_watermark(iso(datetime.fromisoformat(batch[-1][0]) + OVERLAP))
+    else:
         services.analytics.set_watermark(iso(started))
-    return {"exported": exported, "failed": failed}
+    return {"exported": exported, "failed": failed, "left": max(0, len(found) - MAX_PER_RUN)}
 
 
 # --- the report --------------------------------------------------------------------------------------------------

@@ -75,9 +75,9 @@ class AnalyticsStore:
             raise PartitionNotRegistered(f"{table} {key[1:]}: {errors[0]['ErrorDetail']}")
         self._registered.add(key)
 
-    def finished_since(self, since: str | None) -> list[str]:
-        """The ids of the finished jobs whose record changed after `since` (ISO time; None: every finished job),
-        oldest change first."""
+    def finished_since(self, since: str | None) -> list[tuple[str, str]]:
+        """(when its record changed, job id) of the finished jobs whose record changed after `since` (ISO time;
+        None: every finished job), oldest change first."""
         found: list[tuple[str, str]] = []
         for status in sorted(s.value for s in TERMINAL_STATUSES):
             condition = Key(schema.GSI2_PK).eq(schema.status_partition(status))
@@ -95,7 +95,7 @@ class AnalyticsStore:
                 if "LastEvaluatedKey" not in page:
                     break
                 kwargs["ExclusiveStartKey"] = page["LastEvaluatedKey"]
-        return [job_id for _, job_id in sorted(found)]
+        return sorted(found)
 
     def watermark(self) -> str | None:
         item = self.table.get_item(Key=WATERMARK_KEY, ConsistentRead=True).get("Item")
