@@ -5,8 +5,8 @@ record changed since its last run (the `by_state` index, terminal statuses, afte
 a job's path: no state transition, no write to the job, no call from the functions that finish it, so an export that
 fails can never fail or slow a job. A run that fails as a whole leaves the watermark where it was (the next run does
 its work); a job whose own export fails is logged and passed. A job's objects are keyed by its creation day, tenant,
-workflow and id, so exporting it again (a replayed job finishing again, its cost settled by a later read) overwrites the same three
-objects: the export is idempotent.
+workflow and id, so exporting it again (a replayed job finishing again, its cost settled by a later read)
+overwrites the same three objects: the export is idempotent.
 
 The report mirrors the objects of the window's days into a local directory (`AnalyticsStore.mirror`: only new or
 changed objects are read) and queries them with DuckDB; Athena runs the same SQL over the same files on AWS (the
