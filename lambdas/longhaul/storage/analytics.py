@@ -141,7 +141,8 @@ class AnalyticsStore:
                         continue
                     path.parent.mkdir(parents=True, exist_ok=True)
                     partial = path.with_suffix(".part")
-                    self.s3.download_file(self.bucket, str(obj["Key"]), str(partial))
+                    body = self.s3.get_object(Bucket=self.bucket, Key=str(obj["Key"]))["Body"].read()
+                    partial.write_bytes(body)  # one request (a managed download asks HEAD first)
                     os.utime(partial, (stamp, stamp))
                     partial.replace(path)
                     read += 1
