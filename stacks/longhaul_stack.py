@@ -14,11 +14,13 @@ from constructs import Construct
 
 from longhaul.adapters.models.bedrock import split_inference_profile
 from longhaul.core import schema
+from longhaul.core.analytics import ANALYTICS_PREFIX
 from longhaul.core.routes import Routing
 from longhaul.core.settings import Env
 from longhaul.operations.admin import TABLE_OUTPUT, WEBHOOK_SECRETS_OUTPUT
 from longhaul.workflows import REGISTRY
 from stacks.admission import Admission, dispatcher_name
+from stacks.analytics import Analytics, database_name, grant_analytics_reads
 from stacks.api import Api
 from stacks.batch import BatchLane
 from stacks.bundling import code_asset, code_version
@@ -149,6 +151,12 @@ class LonghaulStack(Stack):
         control_env = {**control_env, **admission.environment}
         api = Api(self, "Api", code=code, stage_name=stage, environment=control_env, jwt=jwt)
         operations = Operations(self, "Operations", code=code, environment=control_env)
+        # The export registers its partitions in the Glue database on AWS; the local platform has no Glue (moto's
+        # CloudFormation creates no Glue resources), and DuckDB reads the partitions from the paths there.
+        catalog = {Env.ANALYTICS_DATABASE: database_name(self)} if stage != LOCAL_STAGE else {}
+        analytics = Analytics(
+            self, "Analytics", code=code, environment={**control_env, **catalog}, bucket=storage.artifacts
+        )
 
         # Cross-component grants: each function reaches the items and object prefixes its own work needs.
         uploads, work, results = schema.UPLOADS_PREFIX, schema.WORK_PREFIX, schema.RESULTS_PREFIX
@@ -213,6 +221,12 @@ class LonghaulStack(Stack):
             "Reads the webhook signing secret of whichever tenant the webhook belongs to; one secret per tenant, "
             "all under this stack's prefix.",
         )
+        # The analytics export reads finished jobs (their cost counts their executions' transitions once) and writes
+        # their Parquet objects; the usage reports (tenants' and operators') read those objects back.
+        storage.grant_items(analytics.exporter)
+        storage.grant_objects(analytics.exporter, write=[ANALYTICS_PREFIX])
+        for function in (api.function, api.ops_function):
+            grant_analytics_reads(storage.artifacts, function)
         for function in (api.function, api.ops_function):  # a job's trace read back (`GET …/trace`)
             function.add_to_role_policy(iam.PolicyStatement(actions=list(TRACE_READ_ACTIONS), resources=["*"]))
         for machine in workflows.state_machines.values():  # a decision resumes the review's task token
@@ -235,6 +249,8 @@ class LonghaulStack(Stack):
             machine.grant_execution(api.ops_function, "states:RedriveExecution")  # an operator's redrive
             grant_start(admission.dispatcher, machine)  # queued jobs, replays on their version, compensation lanes
             machine.grant_execution(operations.sweeper, "states:DescribeExecution", "states:StopExecution")
+            machine.grant_execution(analytics.exporter, "states:DescribeExecution", "states:GetExecutionHistory")
+            grant_map_run_history(analytics.exporter, machine)
             acknowledge_executions(self, machine)
         for name, builder in workflows.builders.items():  # a container task answers its own token, nothing else
             for target in builder.container_targets.values():
@@ -293,6 +309,7 @@ class LonghaulStack(Stack):
         self.workers = workers
         self.email = email
         self.admission = admission
+        self.analytics = analytics
         # moto's CloudFormation (the local runtime) fails on a KMS key's tags (it reads the KMS API's TagKey).
         untagged = ["AWS::KMS::Key"] if stage == LOCAL_STAGE else []
         Tags.of(self).add("project", "longhaul", exclude_resource_types=untagged)
@@ -311,7 +328,9 @@ class LonghaulStack(Stack):
                 "CKV_AWS_59",
                 "Public by design: the health check, the OpenAPI document and its viewer, the console's static files.",
             )
-        acknowledge_data_access(self, table=storage.table, bucket=storage.artifacts, prefixes=(uploads, work, results))
+        acknowledge_data_access(
+            self, table=storage.table, bucket=storage.artifacts, prefixes=(uploads, work, results, ANALYTICS_PREFIX)
+        )
 
     def _grant_route_secrets(self, workflows: Workflows, secrets: list[str]) -> None:
         """secretsmanager:GetSecretValue on the keys of OpenAI-compatible routes, for the steps that call a model."""

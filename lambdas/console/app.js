@@ -265,7 +265,7 @@ function clearFieldError(input) {
 const NAV = {
   tenant: [['jobs', 'Jobs']],
   reviewer: [['reviews', 'Reviews']],
-  operator: [['jobs', 'Jobs'], ['ops/dead-letters', 'Dead letters'], ['ops/webhooks', 'Webhooks'], ['ops/policies', 'Tenant policies']],
+  operator: [['jobs', 'Jobs'], ['ops/dead-letters', 'Dead letters'], ['ops/webhooks', 'Webhooks'], ['ops/policies', 'Tenant policies'], ['ops/reports', 'Reports']],
 };
 const ROUTES = [
   { path: /^$/, page: home },
@@ -277,6 +277,7 @@ const ROUTES = [
   { path: /^ops\/dead-letters$/, page: deadLettersPage, roles: ['operator'], nav: 'ops/dead-letters' },
   { path: /^ops\/webhooks$/, page: webhooksPage, roles: ['operator'], nav: 'ops/webhooks' },
   { path: /^ops\/policies$/, page: policiesPage, roles: ['operator'], nav: 'ops/policies' },
+  { path: /^ops\/reports$/, page: reportsPage, roles: ['operator'], nav: 'ops/reports' },
 ];
 let shown = null; // the page on screen: aborted when another is shown (its requests and long-polls stop)
 
@@ -2017,3 +2018,92 @@ async function policiesPage(main, _, { signal, query }) {
 }
 
 render();
+
+// ------------------------------------------------------------------------------------------------ usage report
+
+const SVG_NS = 'http://www.w3.org/2000/svg';
+
+function svgEl(tag, attrs = {}, ...children) {
+  const el = document.createElementNS(SVG_NS, tag);
+  for (const [name, value] of Object.entries(attrs)) el.setAttribute(name, String(value));
+  el.append(...children);
+  return el;
+}
+
+/** A horizontal bar per group: its dollars, and the part of them retries cost (no script or style from elsewhere). */
+function spendChart(rows, label) {
+  const width = 640;
+  const bar = 22;
+  const left = 190;
+  const scale = Math.max(...rows.map((r) => Number(r.usd)), 1e-9);
+  const chart = svgEl('svg', {
+    class: 'spend-chart', role: 'img', viewBox: `0 0 ${width} ${rows.length * (bar + 8) + 8}`,
+    'aria-label': `Spend by ${label}: ${rows.map((r) => `${r.key} $${r.usd}`).join(', ')}`,
+  });
+  rows.forEach((row, n) => {
+    const y = 8 + n * (bar + 8);
+    const full = ((width - left - 90) * Number(row.usd)) / scale;
+    const retry = ((width - left - 90) * Number(row.retry_usd)) / scale;
+    chart.append(
+      svgEl('text', { x: left - 8, y: y + bar * 0.7, 'text-anchor': 'end', class: 'chart-label' }, row.key),
+      svgEl('rect', { x: left, y, width: Math.max(full, 1), height: bar, class: 'chart-bar' }),
+      svgEl('rect', { x: left, y, width: retry, height: bar, class: 'chart-retry' }),
+      svgEl('text', { x: left + Math.max(full, 1) + 6, y: y + bar * 0.7, class: 'chart-value' }, `$${row.usd}`),
+    );
+  });
+  return chart;
+}
+
+function reportTable(caption, heads, rows) {
+  const id = `report-${caption.toLowerCase().replace(/\W+/g, '-')}`;
+  return [h('h2', { id }, caption), h('div', { class: 'table-wrap' }, h('table', { 'aria-labelledby': id },
+    h('thead', {}, h('tr', {}, heads.map(([t, num]) => h('th', { scope: 'col', class: num ? 'num' : null }, t)))),
+    h('tbody', {}, rows.map((cells) => h('tr', {}, cells.map((c, i) => h('td', { class: heads[i][1] ? 'num' : null }, String(c)))))))),
+  ];
+}
+
+async function reportsPage(main, _, { signal, query }) {
+  const since = query.get('since') || '7d';
+  const tenant = query.get('tenant') || '';
+  const by = query.get('by') || 'workflow';
+  main.append(h('h1', {}, 'Usage report'));
+  const sinceInput = h('input', { id: 'report-since', name: 'since', value: since, size: 8 });
+  const tenantInput = h('input', { id: 'report-tenant', name: 'tenant', value: tenant, size: 14 });
+  const bySelect = h('select', { id: 'report-by', name: 'by' },
+    ['workflow', 'route', 'step', 'version'].map((v) => h('option', { value: v, selected: v === by ? true : null }, v)));
+  const filters = h('form', { class: 'filters', role: 'search' },
+    h('div', {}, h('label', { for: 'report-since' }, 'Since'), sinceInput),
+    h('div', {}, h('label', { for: 'report-tenant' }, 'Tenant'), tenantInput),
+    h('div', {}, h('label', { for: 'report-by' }, 'Spend by'), bySelect),
+    h('button', { type: 'submit' }, 'Show'));
+  filters.addEventListener('submit', (event) => {
+    event.preventDefault();
+    go(`ops/reports${qs({ since: sinceInput.value.trim(), tenant: tenantInput.value.trim(), by: bySelect.value })}`);
+  });
+  main.append(filters);
+  const report = await api(`v1/ops/reports${qs({ since, tenant_id: tenant, by })}`, { signal });
+  const waits = (p) => (p ? `p50 ${duration(p.p50)}, p95 ${duration(p.p95)}` : '—');
+  main.append(facts([
+    ['Jobs', String(report.jobs)],
+    ['Spend', `$${report.total_usd} (model $${report.model_usd})`],
+    ['Retries', `$${report.retry_usd}, ${report.retry_tokens} tokens not kept`],
+    ['Review waits', `${report.review_waits} (${waits(report.review_wait_seconds)})`],
+    ['Queue wait', waits(report.queue_wait_seconds)],
+  ], { row: true }));
+  if (!report.jobs) {
+    main.append(h('p', {}, 'No job created in this window has been exported yet (the export runs every few minutes).'));
+    return;
+  }
+  main.append(h('h2', {}, `Spend by ${by}`), h('p', { class: 'hint' }, 'The darker part of a bar is what retries cost.'),
+    spendChart(report.spend, by));
+  main.append(...reportTable(`Spend by ${by} (table)`,
+    [[by], ['Jobs', 1], ['Completed', 1], ['Failed', 1], ['Tokens in', 1], ['Tokens out', 1], ['USD', 1], ['Retry USD', 1]],
+    report.spend.map((r) => [r.key, r.jobs, r.completed, r.failed, r.input_tokens, r.output_tokens, r.usd, r.retry_usd])));
+  main.append(...reportTable('Step durations',
+    [['Workflow'], ['Step'], ['Runs', 1], ['Attempts', 1], ['p50', 1], ['p95', 1]],
+    report.steps.map((s) => [s.workflow, s.step, s.runs, s.attempts, `${s.seconds.p50.toFixed(2)} s`, `${s.seconds.p95.toFixed(2)} s`])));
+  if (report.failures.length) {
+    main.append(...reportTable('Failure kinds', [['Workflow'], ['Step'], ['Kind'], ['Count', 1]],
+      report.failures.map((f) => [f.workflow, f.step, f.kind, f.count])));
+  }
+}

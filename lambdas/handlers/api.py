@@ -25,6 +25,7 @@ from handlers import init_complete
 from handlers.api_console import is_console_path
 from handlers.api_console import router as console_routes
 from handlers.api_ops import router as operator_routes
+from handlers.api_reports import router as report_routes
 from handlers.api_reviews import router as reviewer_routes
 from handlers.api_shared import (
     BAD_CURSOR,
@@ -457,6 +458,7 @@ app.include_router(console_routes)
 app.include_router(stream_routes)
 app.include_router(trace_routes)
 app.include_router(update_routes)
+app.include_router(report_routes)
 
 
 @app.get(

@@ -52,6 +52,7 @@ from longhaul.storage.usage import UsageStore
 if TYPE_CHECKING:  # what only some functions use: imported where it is built, on first use
     from longhaul.core.llm import ModelGateway
     from longhaul.core.routes import Route, Routing
+    from longhaul.storage.analytics import AnalyticsStore
     from longhaul.storage.breakers import BreakerStore
     from longhaul.storage.effects import EffectStore
     from longhaul.storage.memory import MemoryStore
@@ -170,6 +171,15 @@ class Services:
             cooldown=timedelta(seconds=s.breaker_cooldown_seconds),
         )
         return BreakerStore(self.jobs.table, clock=self.jobs.clock, policy=policy)
+
+    @cached_property
+    def analytics(self) -> AnalyticsStore:
+        """The analytics export's objects, its watermark and the report's mirror (`longhaul.operations.analytics`)."""
+        from longhaul.storage.analytics import AnalyticsStore
+
+        database = self.settings.analytics_database
+        glue = aws.client("glue") if database else None
+        return AnalyticsStore(self.jobs.table, self.artifacts.s3, self.artifacts.bucket, glue=glue, database=database)
 
     @cached_property
     def metrics(self) -> MetricsReader:

@@ -16,7 +16,8 @@ code `403`.
   `PutItem`/`UpdateItem`/`DeleteItem`/`ConditionCheckItem` on each item's table, as AWS authorizes it — and each must
   be allowed by an identity policy of the principal and denied by none (`evaluate`: `Action`/`NotAction`,
   `Resource`/`NotResource` with `*` and `?`, and the condition operators CDK writes, on the keys the request
-  supplies (`ecs:cluster`; `dynamodb:LeadingKeys`, the partition key of each item a request names); a condition on
+  supplies (`ecs:cluster`; `dynamodb:LeadingKeys`, the partition key of each item a request names; `s3:prefix`, a
+  listing's prefix); a condition on
   a key the request does not supply does not match, so its `Allow` does not apply, except `ForAllValues`, which
   holds over no values as on AWS);
 - a refusal is AWS's own error for the protocol: `AccessDeniedException` (JSON protocols; HTTP 400, or 403 for
@@ -457,6 +458,9 @@ def _hash_key(account: str, region: str, table_name: str) -> str | None:
 
 
 def _s3(self: Any, action: str, resource: str, _region: str) -> list[Access]:
+    if action == "s3:ListBucket":  # a listing supplies its prefix (`s3:prefix`: "" when it names none), as on AWS
+        prefix = (getattr(self, "querystring", None) or {}).get("prefix") or [""]
+        return [Access(action, resource, {"s3:prefix": str(prefix[0])})]
     return [Access(action, resource)]
 
 

@@ -52,7 +52,9 @@ def test_artifacts_bucket_expires_intermediate_artifacts_only(template):
     artifacts = [b for k, b in resources(template, "AWS::S3::Bucket").items() if k.startswith("StorageArtifacts")]
     rules = artifacts[0]["Properties"]["LifecycleConfiguration"]["Rules"]
     expiring = {r["Prefix"] for r in rules if "ExpirationInDays" in r}
-    assert expiring == {"work/", "uploads/", "map-results/"}  # a Distributed Map's results are intermediate too
+    # A Distributed Map's results are intermediate too, and so are Athena's query results (the analytics workgroup's);
+    # the analytics export (`analytics/`) is kept.
+    assert expiring == {"work/", "uploads/", "map-results/", "athena-results/"}
 
 
 def test_every_api_route_is_a_lambda_proxy_to_the_api_function(template):

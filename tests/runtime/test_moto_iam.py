@@ -57,6 +57,12 @@ POLICY = _policy(
     },
     {"Effect": "Allow", "Action": "ses:SendEmail", "Resource": f"arn:aws:ses:{REGION}:{ACCOUNT}:identity/{SENDER}"},
     {"Effect": "Allow", "Action": "sns:Publish", "Resource": f"arn:aws:sns:{REGION}:{ACCOUNT}:alarms"},
+    {
+        "Effect": "Allow",
+        "Action": "s3:ListBucket",
+        "Resource": f"arn:aws:s3:::{BUCKET}",
+        "Condition": {"StringLike": {"s3:prefix": ["analytics/*"]}},
+    },
 )
 
 
@@ -179,6 +185,13 @@ def test_objects_are_authorized_by_key_and_a_presigned_url_as_its_signer(
     refused = s3.generate_presigned_url("put_object", Params={"Bucket": BUCKET, "Key": "results/b.json"})
     assert requests.put(granted, data=b"{}", timeout=10).status_code == 200
     assert requests.put(refused, data=b"{}", timeout=10).status_code == 403
+
+
+def test_a_listing_is_authorized_on_its_prefix(aws: boto3.session.Session, enforced: None) -> None:
+    s3 = aws.client("s3")
+    assert s3.list_objects_v2(Bucket=BUCKET, Prefix="analytics/jobs/dt=2026-12-07/")["KeyCount"] == 0
+    assert _code(lambda: s3.list_objects_v2(Bucket=BUCKET, Prefix="work/")) == "AccessDenied"
+    assert _code(lambda: s3.list_objects_v2(Bucket=BUCKET)) == "AccessDenied"
 
 
 def test_item_deletes_are_authorized_on_the_items_partition_key(aws: boto3.session.Session, enforced: None) -> None:

@@ -36,6 +36,7 @@ import httpx
 from pydantic import BaseModel, TypeAdapter
 
 from longhaul.core import limits
+from longhaul.core.analytics import UsageReport
 from longhaul.core.budgets import JobBudget, TenantPolicy
 from longhaul.core.contracts import (
     TERMINAL_STATUSES,
@@ -497,6 +498,20 @@ class LonghaulClient:
         body = policy.model_dump(mode="json", exclude_unset=True) if isinstance(policy, BaseModel) else policy
         response = self._send("PUT", f"/v1/ops/tenants/{tenant}/policy", json=body, safe=True)
         return TenantPolicyView.model_validate_json(response.content)
+
+    def usage_report(self, *, since: str = "30d", until: str | None = None, by: str = "workflow") -> UsageReport:
+        """The key's tenant's usage report over the window (from the analytics export)."""
+        params = {"since": since, "by": by, **({"until": until} if until else {})}
+        return self._get(UsageReport, "/v1/reports/usage", params)
+
+    def ops_report(
+        self, *, since: str = "7d", until: str | None = None, tenant: str | None = None, by: str = "workflow"
+    ) -> UsageReport:
+        """Every tenant's (or one tenant's) usage report over the window (an operator key)."""
+        params = {"since": since, "by": by, **({"until": until} if until else {})}
+        if tenant:
+            params["tenant_id"] = tenant
+        return self._get(UsageReport, "/v1/ops/reports", params)
 
     # ------------------------------------------------------------------ HTTP
 

@@ -110,6 +110,8 @@ class Env:
     EMAIL_SENDER = "LONGHAUL_EMAIL_SENDER"
     #: The stack's alarm SNS topic (ARN): an operator's escalation of a job is published to it (unset: not published).
     ALARM_TOPIC = "LONGHAUL_ALARM_TOPIC"
+    #: The analytics export: the Glue database whose tables it registers each new partition in (unset: none is).
+    ANALYTICS_DATABASE = "LONGHAUL_ANALYTICS_DATABASE"
     #: Where the web console links to the manual: the address of the built manual (`make docs-site`'s `site/`,
     #: wherever it is published), or a path on the API's own origin; empty: the console shows no links to it. The
     #: local platform serves the built manual at `/manual/` and links there.
@@ -183,6 +185,7 @@ class Settings(Model):
     jwt: dict[str, Any] = Field(default_factory=dict, alias=Env.JWT)  # empty: API keys only
     email_sender: str | None = Field(default=None, alias=Env.EMAIL_SENDER)
     alarm_topic: str | None = Field(default=None, alias=Env.ALARM_TOPIC)
+    analytics_database: str | None = Field(default=None, alias=Env.ANALYTICS_DATABASE)
     manual_url: str = Field(default="", alias=Env.MANUAL_URL)
     batch_role: str | None = Field(default=None, alias=Env.BATCH_ROLE)  # None: no batch lane
     batch_min_records: int = Field(default=100, alias=Env.BATCH_MIN_RECORDS, gt=0)

@@ -16,7 +16,7 @@ import sys
 
 import typer
 
-from longhaul_client.cli import admin, jobs, ops, reviews, steer
+from longhaul_client.cli import admin, jobs, ops, report, reviews, steer
 from longhaul_client.cli.common import EXIT_ERROR
 
 #: `1`: an unforeseen fault of the command shows its traceback (otherwise one line on stderr, exit 2).
@@ -34,6 +34,7 @@ app.registered_commands += steer.app.registered_commands
 app.command("reviews")(reviews.reviews)
 app.add_typer(reviews.app, name="review")
 app.add_typer(ops.app, name="ops")
+app.command("usage")(report.usage)
 app.command("verify-webhook")(admin.verify_webhook)
 app.add_typer(admin.app, name="admin")
 

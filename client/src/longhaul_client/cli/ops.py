@@ -5,6 +5,7 @@ policies."""
 from __future__ import annotations
 
 import json
+from enum import StrEnum
 from pathlib import Path
 from typing import Annotated
 
@@ -15,6 +16,7 @@ from longhaul.core.contracts import JobStatus
 from longhaul_client.cli.common import CommandError, Key, Output, OutputFormat, Url, read_json, session
 from longhaul_client.cli.render import dead_letters_table, jobs_table, replay_plan, trace_tree, webhooks_table
 from longhaul_client.cli.repair import escalation_text, fix_outcome, patch_from_sets
+from longhaul_client.cli.report import report_view
 
 app = typer.Typer(
     no_args_is_help=True, help="Operators: every tenant's jobs, dead letters, replay, webhooks, policies."
@@ -24,6 +26,13 @@ policy = typer.Typer(no_args_is_help=True, help="A tenant's policy: budgets, quo
 app.add_typer(webhooks, name="webhooks")
 app.add_typer(policy, name="policy")
 Tenant = Annotated[str, typer.Argument(help="The tenant's id.", show_default=False)]
+
+
+class ReportGroup(StrEnum):
+    WORKFLOW = "workflow"
+    ROUTE = "route"
+    STEP = "step"
+    VERSION = "version"
 
 
 @app.command("jobs")
@@ -77,6 +86,28 @@ def dead_letters(
             out.document({"dead_letters": found})
         else:
             out.console.print(dead_letters_table(found))
+
+
+@app.command("report")
+def report(
+    since: Annotated[str, typer.Option(help="The window: back from now (7d, 24h, 30m) or from an ISO time.")] = "7d",
+    until: Annotated[str | None, typer.Option(help="The window's end (an ISO time); default: now.")] = None,
+    tenant: Annotated[str | None, typer.Option(help="Only this tenant's jobs.")] = None,
+    by: Annotated[ReportGroup, typer.Option(help="Group the spend by workflow, model route, step or version.")] = (
+        ReportGroup.WORKFLOW
+    ),
+    url: Url = None,
+    key: Key = None,
+    output: Output = OutputFormat.TEXT,
+) -> None:
+    """Spend, p50/p95 step durations, failure kinds, review waits and retry cost of the jobs created in the window
+    (every tenant's, or one's), from the analytics export."""
+    with session(url, key, output) as (client, out):
+        found = client.ops_report(since=since, until=until, tenant=tenant, by=by.value)
+        if out.json:
+            out.document(found)
+        else:
+            out.console.print(report_view(found))
 
 
 @app.command()

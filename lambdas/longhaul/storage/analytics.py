@@ -1,0 +1,160 @@
+"""The analytics export's storage: its Parquet objects under the artifacts bucket's `analytics/` prefix, the jobs
+that finished since the export last ran (the `by_state` index), the export's watermark, and a local mirror of the
+objects a report reads.
+
+Items: ANALYTICS/WATERMARK (`at`: the start of the last export run that finished).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import shutil
+from collections.abc import Iterable, Iterator
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from boto3.dynamodb.conditions import Key
+
+from longhaul.core import schema
+from longhaul.core.analytics import ANALYTICS_PREFIX, TABLES, columns
+from longhaul.core.contracts import TERMINAL_STATUSES
+
+PARQUET_INPUT = "org.apache.hadoop.hive.ql.io.parquet.MapredParquetInputFormat"
+PARQUET_OUTPUT = "org.apache.hadoop.hive.ql.io.parquet.MapredParquetOutputFormat"
+PARQUET_SERDE = "org.apache.hadoop.hive.ql.io.parquet.serde.ParquetHiveSerDe"
+
+
+class PartitionNotRegistered(Exception):
+    """Glue refused a partition (other than one that exists)."""
+
+
+WATERMARK_KEY = {schema.PK: "ANALYTICS", schema.SK: "WATERMARK"}
+
+
+class AnalyticsStore:
+    def __init__(self, table: Any, s3: Any, bucket: str, *, glue: Any = None, database: str | None = None) -> None:
+        self.table = table
+        self.s3 = s3
+        self.bucket = bucket
+        self.glue = glue
+        self.database = database
+        self._registered: set[tuple[str, ...]] = set()
+
+    # --- the export -----------------------------------------------------------------------------------------
+
+    def put(self, key: str, body: bytes) -> None:
+        self.s3.put_object(Bucket=self.bucket, Key=key, Body=body, ContentType="application/vnd.apache.parquet")
+
+    def register(self, table: str, *, day: str, tenant_id: str, workflow: str) -> None:
+        """Register the partition in the Glue table (once per process; one that exists is left as it is). Without a
+        database (the local platform), nothing to do: DuckDB reads the partitions from the paths."""
+        key = (table, day, tenant_id, workflow)
+        if self.glue is None or not self.database or key in self._registered:
+            return
+        location = f"s3://{self.bucket}/{ANALYTICS_PREFIX}{table}/dt={day}/tenant_id={tenant_id}/workflow={workflow}/"
+        answer = self.glue.batch_create_partition(
+            DatabaseName=self.database,
+            TableName=table,
+            PartitionInputList=[
+                {
+                    "Values": [day, tenant_id, workflow],
+                    "StorageDescriptor": {
+                        "Location": location,
+                        "InputFormat": PARQUET_INPUT,
+                        "OutputFormat": PARQUET_OUTPUT,
+                        "SerdeInfo": {"SerializationLibrary": PARQUET_SERDE},
+                        "Columns": [{"Name": n, "Type": t} for n, t in columns(table)],
+                    },
+                }
+            ],
+        )
+        errors = [e for e in answer.get("Errors", []) if e["ErrorDetail"]["ErrorCode"] != "AlreadyExistsException"]
+        if errors:
+            raise PartitionNotRegistered(f"{table} {key[1:]}: {errors[0]['ErrorDetail']}")
+        self._registered.add(key)
+
+    def finished_since(self, since: str | None) -> list[tuple[str, str]]:
+        """(when its record changed, job id) of the finished jobs whose record changed after `since` (ISO time;
+        None: every finished job), oldest change first."""
+        found: list[tuple[str, str]] = []
+        for status in sorted(s.value for s in TERMINAL_STATUSES):
+            condition = Key(schema.GSI2_PK).eq(schema.status_partition(status))
+            if since is not None:
+                condition = condition & Key(schema.GSI2_SK).gt(since)
+            kwargs: dict[str, Any] = {
+                "IndexName": schema.BY_STATE,
+                "KeyConditionExpression": condition,
+                "ProjectionExpression": "#id, #sk",
+                "ExpressionAttributeNames": {"#id": "job_id", "#sk": schema.GSI2_SK},
+            }
+            while True:
+                page = self.table.query(**kwargs)
+                found.extend((str(i[schema.GSI2_SK]), str(i["job_id"])) for i in page.get("Items", []))
+                if "LastEvaluatedKey" not in page:
+                    break
+                kwargs["ExclusiveStartKey"] = page["LastEvaluatedKey"]
+        return sorted(found)
+
+    def watermark(self) -> str | None:
+        item = self.table.get_item(Key=WATERMARK_KEY, ConsistentRead=True).get("Item")
+        return str(item["at"]) if item else None
+
+    def set_watermark(self, at: str) -> None:
+        """Moves the watermark forward only (two runs that overlap never move it back)."""
+        with contextlib.suppress(self.table.meta.client.exceptions.ConditionalCheckFailedException):
+            self.table.put_item(
+                Item={**WATERMARK_KEY, "at": at},
+                ConditionExpression="attribute_not_exists(#at) OR #at < :at",
+                ExpressionAttributeNames={"#at": "at"},
+                ExpressionAttributeValues={":at": at},
+            )
+
+    # --- the report's mirror --------------------------------------------------------------------------------
+
+    def _objects(self, prefix: str) -> Iterator[dict[str, Any]]:
+        kwargs: dict[str, Any] = {"Bucket": self.bucket, "Prefix": prefix}
+        while True:
+            page = self.s3.list_objects_v2(**kwargs)
+            yield from page.get("Contents", [])
+            if not page.get("IsTruncated"):
+                return
+            kwargs["ContinuationToken"] = page["NextContinuationToken"]
+
+    def mirror(self, root: Path, days: Iterable[str], tenant_id: str | None = None) -> int:
+        """Bring the objects of these days (and this tenant) into `root`, laid out as under `analytics/`: an object
+        whose size and time are those of the local file is not read again; a local file whose object is gone is
+        removed. The number of objects read."""
+        read = 0
+        for table in TABLES:
+            for day in days:
+                prefix = f"{ANALYTICS_PREFIX}{table}/dt={day}/" + (f"tenant_id={tenant_id}/" if tenant_id else "")
+                here = root / prefix.removeprefix(ANALYTICS_PREFIX)
+                seen: set[Path] = set()
+                for obj in self._objects(prefix):
+                    path = root / str(obj["Key"]).removeprefix(ANALYTICS_PREFIX)
+                    seen.add(path)
+                    stamp = obj["LastModified"].astimezone(UTC).timestamp()
+                    stat = path.stat() if path.exists() else None
+                    if stat is not None and stat.st_size == obj["Size"] and stat.st_mtime == stamp:
+                        continue
+                    path.parent.mkdir(parents=True, exist_ok=True)
+                    partial = path.with_suffix(".part")
+                    body = self.s3.get_object(Bucket=self.bucket, Key=str(obj["Key"]))["Body"].read()
+                    partial.write_bytes(body)  # one request (a managed download asks HEAD first)
+                    os.utime(partial, (stamp, stamp))
+                    partial.replace(path)
+                    read += 1
+                if here.exists():
+                    for stale in [p for p in here.rglob("*.parquet") if p not in seen]:
+                        stale.unlink()
+        return read
+
+    @staticmethod
+    def clear(root: Path) -> None:
+        shutil.rmtree(root, ignore_errors=True)
+
+
+def today(now: datetime) -> str:
+    return now.astimezone(UTC).date().isoformat()
