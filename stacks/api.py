@@ -16,7 +16,14 @@ from pydantic import BaseModel
 
 from longhaul.adapters.tokens import JwtConfig
 from longhaul.core.budgets import TenantPolicy
-from longhaul.core.contracts import JobUpdate, ReplayRequest, UploadRequest
+from longhaul.core.contracts import (
+    BulkReplayRequest,
+    BulkTerminateRequest,
+    JobUpdate,
+    ReplayRequest,
+    TerminateRequest,
+    UploadRequest,
+)
 from longhaul.core.settings import Env
 from longhaul.review.contracts import DecisionRequest
 from stacks.functions import LOG_RETENTION, platform_function
@@ -54,6 +61,10 @@ ROUTES: tuple[tuple[str, str], ...] = (
     ("POST", "/v1/ops/jobs/{job_id}/resume"),
     ("POST", "/v1/ops/jobs/{job_id}/signals/{name}"),
     ("POST", "/v1/ops/jobs/{job_id}/replay"),
+    ("POST", "/v1/ops/jobs/{job_id}/terminate"),
+    # Collection actions (AIP-136 custom methods: a colon in the path part, which API Gateway accepts).
+    ("POST", "/v1/ops/jobs:replay"),
+    ("POST", "/v1/ops/jobs:terminate"),
     ("PATCH", "/v1/ops/jobs/{job_id}"),
     ("GET", "/v1/ops/tenants/{tenant_id}/policy"),
     ("PUT", "/v1/ops/tenants/{tenant_id}/policy"),
@@ -92,6 +103,9 @@ BODY_MODELS: dict[tuple[str, str], type[BaseModel] | None] = {
     ("POST", "/v1/jobs"): None,  # the union of the workflows' requests: `JOB_REQUEST_REQUIRED`
     ("POST", "/v1/uploads"): UploadRequest,
     ("POST", "/v1/ops/jobs/{job_id}/replay"): ReplayRequest,
+    ("POST", "/v1/ops/jobs/{job_id}/terminate"): TerminateRequest,
+    ("POST", "/v1/ops/jobs:replay"): BulkReplayRequest,
+    ("POST", "/v1/ops/jobs:terminate"): BulkTerminateRequest,
     ("PATCH", "/v1/jobs/{job_id}"): JobUpdate,
     ("PATCH", "/v1/ops/jobs/{job_id}"): JobUpdate,
     ("PUT", "/v1/ops/tenants/{tenant_id}/policy"): TenantPolicy,
@@ -270,7 +284,9 @@ class Api(Construct):
     def _model(self, method: str, path: str, body: type[BaseModel] | None) -> apigw.IModel:
         """An object with the contract's required top-level fields (JSON Schema draft 4, as API Gateway reads it)."""
         required = list(JOB_REQUEST_REQUIRED) if body is None else list(body.model_json_schema().get("required", []))
-        name = "".join(part.title() for part in path.replace("{", "").replace("}", "").split("/") if part)
+        name = "".join(
+            part.title() for part in path.replace("{", "").replace("}", "").replace(":", "/").split("/") if part
+        )
         return self.rest_api.add_model(
             f"{method.title()}{name}".replace("-", "").replace(".", "").replace("_", ""),
             content_type="application/json",

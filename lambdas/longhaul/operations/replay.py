@@ -174,6 +174,7 @@ def replay(
                     "attempts": attempt,
                     "execution_name": name,
                     "error": None,
+                    "cancellation": None,  # an operator's termination message is no longer the job's last word
                     "current_step": from_step,
                     "progress": Progress(
                         completed=steps.index(from_step), total=len(steps), message=f"replaying from {from_step}"
