@@ -34,7 +34,7 @@ from longhaul.core.contracts import (
     JobStatus,
     TerminateOutcome,
 )
-from longhaul.core.problems import ApiProblem, InvalidRequest
+from longhaul.core.problems import ApiProblem, IdempotencyKeyReused, InvalidRequest
 from longhaul.core.records import Job
 from longhaul.operations import replay as replays
 from longhaul.services import Services
@@ -44,10 +44,6 @@ from longhaul.storage.listing import JobFilter
 # The statuses each action applies to when the filter names none.
 REPLAY_STATUSES = (JobStatus.FAILED, JobStatus.CANCELLED, JobStatus.EXPIRED)
 TERMINATE_STATUSES = (*sorted(STOPPABLE), JobStatus.FAILED)
-
-
-class BulkKeyReused(ApiProblem):
-    status, slug, title = 422, "idempotency-key-reused", "The Idempotency-Key was used for another bulk action"
 
 
 def bulk_replay(
@@ -133,7 +129,7 @@ def _claimed(
         found = records.get(principal.tenant_id, key)
         if found is not None:
             if found.payload_hash != digest:
-                raise BulkKeyReused(
+                raise IdempotencyKeyReused(
                     f"Idempotency-Key {key!r} was used for another bulk action within 24 h; use a new key",
                     action=found.action,
                 )

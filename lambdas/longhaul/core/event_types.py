@@ -29,6 +29,8 @@ EVENT_TYPES: dict[str, str] = {
     "job_superseded": "A later submission of the tenant replaced this job (`detail.by`); one that had not finished is "
     "then cancelled with reason `superseded`.",
     "job_replayed": "An operator replayed the job from a step: a new attempt, queued.",
+    "job_terminated": "An operator ended the job for good (`detail.by`, `detail.reason`): `failed` with "
+    "`detail.message` as its error's message, or `cancelled` with it as its `cancellation.message`.",
     "replay_not_started": "A replay's new attempt could not start: the job was put back as it was.",
     "redrive_refused": "Step Functions refused a redrive: the job was put back as it was.",
     # Steps and items.
