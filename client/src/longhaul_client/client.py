@@ -577,7 +577,7 @@ class LonghaulClient:
             yield from found[:remaining]
             if remaining is not None:
                 remaining -= len(found)
-            if cursor is None or not found:
+            if cursor is None:  # (a filtered page may be empty and still have a cursor to go on from)
                 return
 
     def _send(

@@ -18,6 +18,7 @@ from __future__ import annotations
 import hashlib
 import json
 from collections import Counter
+from dataclasses import replace
 from typing import Any, Literal
 
 from longhaul.api.jobs import JobService
@@ -34,6 +35,7 @@ from longhaul.core.contracts import (
     JobStatus,
     TerminateOutcome,
 )
+from longhaul.core.ports import WorkflowEngine
 from longhaul.core.problems import ApiProblem, IdempotencyKeyReused, InvalidRequest
 from longhaul.core.records import Job
 from longhaul.operations import replay as replays
@@ -86,7 +88,8 @@ def _bulk(
     reason = request.reason or f"bulk {action} ({_described(request.filter)})"
     if request.dry_run:
         jobs, more = matching_jobs(s, action, request.filter, request.limit)
-        planned = [_dry(service, principal, action, request, job, reason) for job in jobs]
+        planning = JobService(replace(s, engine=_KnownVersions(s.engine)), long_poll=service.long_poll)
+        planned = [_dry(planning, principal, action, request, job, reason) for job in jobs]
         return _answer(action, request, planned, more, None)
     records = BulkRecords(s.jobs.table, clock=s.jobs.clock)
     record: BulkRecord | None = None
@@ -156,7 +159,13 @@ def _dry(
         assert isinstance(request, BulkReplayRequest)
         try:
             plan = replays.replay(
-                service.services, principal, job.job_id, from_step=request.from_step, reason=reason, dry_run=True
+                service.services,
+                principal,
+                job.job_id,
+                from_step=request.from_step,
+                reason=reason,
+                dry_run=True,
+                read=job,
             )
         except ApiProblem as refused:
             return _outcome(job, "refused", problem=refused.detail or refused.title)
@@ -197,6 +206,23 @@ def _act(
         return _outcome(job, "terminated", terminated=ended)
     except ApiProblem as refused:
         return _outcome(job, "refused", problem=refused.detail or refused.title, retry=refused.status >= 500)
+
+
+class _KnownVersions:
+    """The engine, answering `has_version` once per (workflow, version) for one request: a bulk plan of many jobs of
+    one deploy asks the same question of each (a DescribeStateMachine with the whole definition)."""
+
+    def __init__(self, engine: WorkflowEngine) -> None:
+        self._engine = engine
+        self._known: dict[tuple[str, str], bool] = {}
+
+    def has_version(self, workflow: str, version: str) -> bool:
+        if (workflow, version) not in self._known:
+            self._known[(workflow, version)] = self._engine.has_version(workflow, version)
+        return self._known[(workflow, version)]
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._engine, name)
 
 
 def _outcome(job: Job, outcome: str, **fields: Any) -> BulkJobOutcome:
