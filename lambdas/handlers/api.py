@@ -40,6 +40,7 @@ from handlers.api_shared import (
     CreatedSince,
     CreatedUntil,
     Cursor,
+    EscalatedFilter,
     EventsLimit,
     EventsWait,
     SearchFilter,
@@ -427,9 +428,15 @@ def list_jobs(
     created_since: CreatedSince = None,
     created_until: CreatedUntil = None,
     q: SearchFilter = None,
+    escalated: EscalatedFilter = None,
 ) -> JobList:
     narrow = job_filter(
-        workflow=workflow, sla_class=sla_class, created_since=created_since, created_until=created_until, q=q
+        workflow=workflow,
+        sla_class=sla_class,
+        created_since=created_since,
+        created_until=created_until,
+        q=q,
+        escalated=escalated,
     )
     return job_service().list(principal(app), status, limit, cursor, narrow)
 

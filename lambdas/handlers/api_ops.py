@@ -7,7 +7,6 @@ on where it is mounted.
 
 from __future__ import annotations
 
-from dataclasses import replace
 from typing import Annotated, Any, Literal
 
 from aws_lambda_powertools.event_handler import Response
@@ -24,6 +23,7 @@ from handlers.api_shared import (
     CreatedSince,
     CreatedUntil,
     Cursor,
+    EscalatedFilter,
     EventsLimit,
     EventsWait,
     SearchFilter,
@@ -132,13 +132,17 @@ def ops_list_jobs(
     created_since: CreatedSince = None,
     created_until: CreatedUntil = None,
     q: SearchFilter = None,
-    escalated: Annotated[bool | None, Query(description="Only the escalated jobs (true) or the others (false)")] = None,
+    escalated: EscalatedFilter = None,
 ) -> JobList:
     _operator()
     narrow = job_filter(
-        workflow=workflow, sla_class=sla_class, created_since=created_since, created_until=created_until, q=q
+        workflow=workflow,
+        sla_class=sla_class,
+        created_since=created_since,
+        created_until=created_until,
+        q=q,
+        escalated=escalated,
     )
-    narrow = replace(narrow, escalated=escalated)
     return listings.list_jobs(services(), tenant=tenant, status=status, limit=limit, cursor=cursor, narrow=narrow)
 
 

@@ -77,6 +77,10 @@ CreatedSince = Annotated[
     datetime | None, Query(description="Only the jobs created at or after this time (ISO 8601, e.g. 2026-12-01T00:00Z)")
 ]
 CreatedUntil = Annotated[datetime | None, Query(description="Only the jobs created at or before this time (ISO 8601)")]
+EscalatedFilter = Annotated[
+    bool | None,
+    Query(description="Only the jobs an operator escalated for engineering (true), or only the others (false)"),
+]
 SearchFilter = Annotated[
     str | None,
     Query(
@@ -95,9 +99,15 @@ def job_filter(
     created_since: datetime | None,
     created_until: datetime | None,
     q: str | None,
+    escalated: bool | None = None,
 ) -> JobFilter:
     return JobFilter(
-        workflow=workflow, sla_class=sla_class, created_since=created_since, created_until=created_until, q=q
+        workflow=workflow,
+        sla_class=sla_class,
+        created_since=created_since,
+        created_until=created_until,
+        q=q,
+        escalated=escalated,
     )
 
 

@@ -206,3 +206,23 @@ def test_listings_filter_by_workflow_class_time_and_find_by_question_word_or_id_
     assert len(listed({"q": "termination"}, key=OPS, path="/v1/ops/jobs")) == 3  # every tenant's
     assert listed({"q": "termination", "tenant": "tenant-b"}, key=OPS, path="/v1/ops/jobs") != []
     assert listed({"escalated": "true"}, key=OPS, path="/v1/ops/jobs") == []
+
+
+def test_escalated_jobs_are_found_by_the_listings_and_the_bulk_filter(
+    call_api: CallApi, store: JobStore, table: Any
+) -> None:
+    a, b, _ = three_failures(call_api, store)
+    escalation = {"by": "ops", "at": "2026-12-07T10:00:00.000Z", "note": "parser crash", "link": "https://x.example/1"}
+    table.update_item(
+        Key={"pk": f"JOB#{b}", "sk": "JOB"},
+        UpdateExpression="SET escalation = :e",
+        ExpressionAttributeValues={":e": escalation},
+    )
+
+    listed = call_api("GET", "/v1/ops/jobs", key=OPS, query={"escalated": "true"}).body["jobs"]
+    others = call_api("GET", "/v1/ops/jobs", key=OPS, query={"escalated": "false", "status": "failed"}).body["jobs"]
+    tenants = call_api("GET", "/v1/jobs", key=KEY_B, query={"escalated": "true"}).body["jobs"]
+    bulk = call_api("POST", "/v1/ops/jobs:replay", key=OPS, body={"filter": {"escalated": True}}).body["jobs"]
+
+    assert [j["job_id"] for j in listed] == [b] == [j["job_id"] for j in tenants] == [j["job_id"] for j in bulk]
+    assert b not in {j["job_id"] for j in others} and a in {j["job_id"] for j in others}
