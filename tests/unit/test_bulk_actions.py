@@ -226,3 +226,45 @@ def test_escalated_jobs_are_found_by_the_listings_and_the_bulk_filter(
 
     assert [j["job_id"] for j in listed] == [b] == [j["job_id"] for j in tenants] == [j["job_id"] for j in bulk]
     assert b not in {j["job_id"] for j in others} and a in {j["job_id"] for j in others}
+
+
+def test_a_jobs_outcome_is_kept_once_under_its_key(table: Any) -> None:
+    from longhaul.storage.bulk import BulkRecords, BulkTarget
+
+    records = BulkRecords(table)
+    claimed = records.claim(
+        "ops", "k1", action="replay", payload_hash="h", targets=[BulkTarget(job_id="j", attempts=1)], more=False
+    )
+    again = records.claim("ops", "k1", action="replay", payload_hash="h", targets=[], more=False)
+
+    first = records.done("ops", "k1", "j", {"outcome": "replayed"})
+    second = records.done("ops", "k1", "j", {"outcome": "refused"})  # a concurrent send of the same action, later
+
+    assert claimed is not None and again is None
+    assert first == second == '{"outcome":"replayed"}'
+    assert records.get("ops", "k1").done == {"j": first}  # type: ignore[union-attr]
+
+
+def test_a_filtered_page_that_reads_its_budget_answers_short_with_a_cursor_and_misses_nothing(
+    call_api: CallApi, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from longhaul.storage import listing
+
+    ids = [
+        submit(call_api, {**BODY, "input": {**BODY["input"], "question": q}}).body["job_id"]
+        for q in ("alpha one", "beta", "beta", "alpha two", "beta", "beta", "alpha three")
+    ]
+    monkeypatch.setattr(listing, "MAX_QUERIES_PER_PAGE", 1)
+    monkeypatch.setattr(listing, "QUERY_PAGE_ITEMS", 2)
+
+    pages: list[list[str]] = []
+    query: dict[str, str] = {"q": "alpha", "limit": "2"}
+    for _ in range(10):
+        page = call_api("GET", "/v1/jobs", key=KEY_A, query=query).body
+        pages.append([j["job_id"] for j in page["jobs"]])
+        if page["next_cursor"] is None:
+            break
+        query = {"q": "alpha", "limit": "2", "cursor": page["next_cursor"]}
+
+    assert [j for page in pages for j in page] == [ids[6], ids[3], ids[0]]
+    assert any(len(page) < 2 for page in pages[:-1]), "a page read its budget and answered short"

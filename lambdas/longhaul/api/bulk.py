@@ -111,7 +111,8 @@ def _bulk(
             continue
         outcome = _act(service, principal, action, request, job, attempts, reason, idempotency_key)
         if idempotency_key is not None and not outcome.retry:  # (a job the engine did not take now: the retry does)
-            records.done(principal.tenant_id, idempotency_key, job_id, outcome.model_dump(mode="json"))
+            kept = records.done(principal.tenant_id, idempotency_key, job_id, outcome.model_dump(mode="json"))
+            outcome = BulkJobOutcome.model_validate_json(kept)  # (a concurrent send's, if it was first)
         outcomes.append(outcome)
     return _answer(action, request, outcomes, more, idempotency_key)
 

@@ -81,11 +81,21 @@ class BulkRecords:
             raise
         return record
 
-    def done(self, caller: str, key: str, job_id: str, outcome: Mapping[str, Any]) -> None:
-        """What was done to one job of the action (written once it is done)."""
-        self.table.update_item(
-            Key=bulk_key(caller, key),
-            UpdateExpression="SET done.#job = :outcome",
-            ExpressionAttributeNames={"#job": job_id},
-            ExpressionAttributeValues={":outcome": json.dumps(outcome, separators=(",", ":"))},
-        )
+    def done(self, caller: str, key: str, job_id: str, outcome: Mapping[str, Any]) -> str:
+        """Keep what was done to one job of the action, once: the outcome kept (an earlier one, when two sends of the
+        action ran at the same time and the other wrote first)."""
+        written = json.dumps(outcome, separators=(",", ":"))
+        try:
+            self.table.update_item(
+                Key=bulk_key(caller, key),
+                UpdateExpression="SET done.#job = :outcome",
+                ConditionExpression="attribute_not_exists(done.#job)",
+                ExpressionAttributeNames={"#job": job_id},
+                ExpressionAttributeValues={":outcome": written},
+            )
+        except ClientError as error:
+            if error.response["Error"]["Code"] != "ConditionalCheckFailedException":
+                raise
+            kept = self.get(caller, key)
+            return kept.done.get(job_id, written) if kept is not None else written
+        return written
