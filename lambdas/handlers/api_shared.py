@@ -26,7 +26,7 @@ from longhaul.api.jobs import JobService
 from longhaul.core import limits
 from longhaul.core.auth import Principal
 from longhaul.core.budgets import SlaClass
-from longhaul.core.contracts import CURSOR_MAX_CHARS, CURSOR_PATTERN, TERMINAL_STATUSES, Problem
+from longhaul.core.contracts import CURSOR_MAX_CHARS, CURSOR_PATTERN, TERMINAL_STATUSES, IsoTime, Problem
 from longhaul.services import services
 from longhaul.storage.listing import JobFilter
 
@@ -74,9 +74,9 @@ WorkflowFilter = Annotated[
 ]
 SlaClassFilter = Annotated[SlaClass | None, Query(description="Only the jobs of this SLA class")]
 CreatedSince = Annotated[
-    datetime | None, Query(description="Only the jobs created at or after this time (ISO 8601, e.g. 2026-12-01T00:00Z)")
+    IsoTime | None, Query(description="Only the jobs created at or after this time (ISO 8601, e.g. 2026-12-01T00:00Z)")
 ]
-CreatedUntil = Annotated[datetime | None, Query(description="Only the jobs created at or before this time (ISO 8601)")]
+CreatedUntil = Annotated[IsoTime | None, Query(description="Only the jobs created at or before this time (ISO 8601)")]
 EscalatedFilter = Annotated[
     bool | None,
     Query(description="Only the jobs an operator escalated for engineering (true), or only the others (false)"),

@@ -268,3 +268,11 @@ def test_a_filtered_page_that_reads_its_budget_answers_short_with_a_cursor_and_m
 
     assert [j for page in pages for j in page] == [ids[6], ids[3], ids[0]]
     assert any(len(page) < 2 for page in pages[:-1]), "a page read its budget and answered short"
+
+
+@pytest.mark.parametrize("value", ["0.5", "1700000000", "yesterday"])
+def test_a_time_that_is_not_iso_8601_is_refused(call_api: CallApi, value: str) -> None:
+    assert call_api("GET", "/v1/jobs", key=KEY_A, query={"created_until": value}).status == 422
+    assert call_api("GET", "/v1/ops/jobs", key=OPS, query={"created_since": value}).status == 422
+    body = {"filter": {"until": float(value) if value[0].isdigit() else value}}
+    assert call_api("POST", "/v1/ops/jobs:replay", key=OPS, body=body).status == 422

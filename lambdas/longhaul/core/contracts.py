@@ -8,7 +8,16 @@ from datetime import date, datetime
 from enum import StrEnum
 from typing import Annotated, Any, ClassVar, Literal, Self
 
-from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationInfo, field_validator, model_validator
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    Field,
+    ValidationInfo,
+    field_validator,
+    model_validator,
+)
 
 from longhaul.core import limits
 from longhaul.core.auth import Role
@@ -1390,6 +1399,20 @@ BulkStatus = Literal[
     "expired",
 ]
 BULK_MAX_JOBS = 1000
+_ISO_DATE = re.compile(r"^\d{4}-\d{2}-\d{2}")
+
+
+def iso_time_text(value: Any) -> Any:
+    """A time given as text in ISO 8601 / RFC 3339 form: not a number (which pydantic would take for a Unix time)."""
+    if value is None or isinstance(value, datetime):
+        return value
+    if not isinstance(value, str) or not _ISO_DATE.match(value):
+        raise ValueError("expected a date-time in ISO 8601 form, e.g. 2026-12-01T00:00:00Z")
+    return value
+
+
+# A time in a request: ISO 8601 text (a date, or a date and time; UTC unless it says otherwise is the caller's to say).
+IsoTime = Annotated[datetime, BeforeValidator(iso_time_text), Field(strict=False)]
 
 
 class BulkFilter(Strict):
@@ -1413,12 +1436,10 @@ class BulkFilter(Strict):
         max_length=64,
         description="Jobs whose `error.kind` is this (e.g. `invalid-input`, `transient`, `terminated`).",
     )
-    since: Annotated[datetime | None, Field(strict=False)] = Field(
+    since: IsoTime | None = Field(
         default=None, description="Jobs whose status last changed at or after this time (a failed job: when it failed)."
     )
-    until: Annotated[datetime | None, Field(strict=False)] = Field(
-        default=None, description="Jobs whose status last changed at or before this time."
-    )
+    until: IsoTime | None = Field(default=None, description="Jobs whose status last changed at or before this time.")
     escalated: bool | None = Field(default=None, description="Only escalated jobs (true) or only the others (false).")
 
     def statuses(self) -> list[JobStatus] | None:
