@@ -16,7 +16,16 @@ from pydantic import BaseModel
 
 from longhaul.adapters.tokens import JwtConfig
 from longhaul.core.budgets import TenantPolicy
-from longhaul.core.contracts import EscalationRequest, InputFixRequest, JobUpdate, ReplayRequest, UploadRequest
+from longhaul.core.contracts import (
+    BulkReplayRequest,
+    BulkTerminateRequest,
+    EscalationRequest,
+    InputFixRequest,
+    JobUpdate,
+    ReplayRequest,
+    TerminateRequest,
+    UploadRequest,
+)
 from longhaul.core.settings import Env
 from longhaul.review.contracts import DecisionRequest, ManualCompletionRequest
 from stacks.functions import LOG_RETENTION, platform_function
@@ -59,6 +68,10 @@ ROUTES: tuple[tuple[str, str], ...] = (
     ("POST", "/v1/ops/jobs/{job_id}/escalate"),
     ("DELETE", "/v1/ops/jobs/{job_id}/escalate"),
     ("POST", "/v1/ops/jobs/{job_id}/manual-completion"),
+    ("POST", "/v1/ops/jobs/{job_id}/terminate"),
+    # Collection actions (AIP-136 custom methods: a colon in the path part; through `OPS_PROXY` like the rest).
+    ("POST", "/v1/ops/jobs:replay"),
+    ("POST", "/v1/ops/jobs:terminate"),
     ("PATCH", "/v1/ops/jobs/{job_id}"),
     ("GET", "/v1/ops/tenants/{tenant_id}/policy"),
     ("PUT", "/v1/ops/tenants/{tenant_id}/policy"),
@@ -118,6 +131,9 @@ BODY_MODELS: dict[tuple[str, str], type[BaseModel] | None] = {
     ("PATCH", "/v1/ops/jobs/{job_id}/input"): InputFixRequest,
     ("POST", "/v1/ops/jobs/{job_id}/escalate"): EscalationRequest,
     ("POST", "/v1/ops/jobs/{job_id}/manual-completion"): ManualCompletionRequest,
+    ("POST", "/v1/ops/jobs/{job_id}/terminate"): TerminateRequest,
+    ("POST", "/v1/ops/jobs:replay"): BulkReplayRequest,
+    ("POST", "/v1/ops/jobs:terminate"): BulkTerminateRequest,
     ("PATCH", "/v1/jobs/{job_id}"): JobUpdate,
     ("PATCH", "/v1/ops/jobs/{job_id}"): JobUpdate,
     ("PUT", "/v1/ops/tenants/{tenant_id}/policy"): TenantPolicy,

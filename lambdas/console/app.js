@@ -189,8 +189,8 @@ class Problem extends Error {
 }
 
 /** Call the API at `path` (relative to its root, e.g. `v1/jobs`); a problem answer throws `Problem`. */
-async function api(path, { method = 'GET', body, signal, key } = {}) {
-  const headers = { Accept: 'application/json', Authorization: `Bearer ${key ?? session.get()?.key ?? ''}` };
+async function api(path, { method = 'GET', body, signal, key, headers: extra = {} } = {}) {
+  const headers = { Accept: 'application/json', Authorization: `Bearer ${key ?? session.get()?.key ?? ''}`, ...extra };
   const init = { method, headers, signal, cache: 'no-store', credentials: 'omit' };
   if (body !== undefined) {
     headers['Content-Type'] = 'application/json';
@@ -412,6 +412,8 @@ async function jobsPage(main, _, { signal, who, query }) {
   const ops = who.role === 'operator';
   const status = query.get('status') || '';
   const tenant = query.get('tenant') || '';
+  // The listing's other filters (GET /v1/jobs and /v1/ops/jobs): workflow, SLA class, creation window, id or words.
+  const narrow = listFilters(query);
   main.append(h('h1', {}, ops ? 'Every tenant’s jobs' : 'Jobs'));
 
   const statusSelect = h('select', { id: 'filter-status', name: 'status' },
@@ -421,14 +423,16 @@ async function jobsPage(main, _, { signal, who, query }) {
   const filters = h('form', { class: 'filters', role: 'search' },
     h('div', {}, h('label', { for: 'filter-status' }, 'Status'), statusSelect),
     ops ? h('div', {}, h('label', { for: 'filter-tenant' }, 'Tenant'), tenantInput) : null,
+    narrow.fields,
     h('button', { type: 'submit' }, 'Show'));
   const apply = (event) => {
     event?.preventDefault();
-    go(`jobs${qs({ status: statusSelect.value, tenant: tenantInput?.value.trim() })}`);
+    go(`jobs${qs({ status: statusSelect.value, tenant: tenantInput?.value.trim(), ...narrow.values() })}`);
   };
   filters.addEventListener('submit', apply);
   statusSelect.addEventListener('change', apply);
   main.append(filters);
+  if (ops) main.append(bulkPanel({ status, tenant, workflow: narrow.given.workflow }, { signal }));
 
   const body = h('tbody');
   const more = h('button', { type: 'button', class: 'more', hidden: true }, 'Load more');
@@ -438,8 +442,8 @@ async function jobsPage(main, _, { signal, who, query }) {
   main.append(h('div', { class: 'table-wrap' }, table), more);
 
   const path = (cursor) => (ops
-    ? `v1/ops/jobs${qs({ tenant, status, limit: 50, cursor })}`
-    : `v1/jobs${qs({ status, limit: 50, cursor })}`);
+    ? `v1/ops/jobs${qs({ tenant, status, ...narrow.given, limit: 50, cursor })}`
+    : `v1/jobs${qs({ status, ...narrow.given, limit: 50, cursor })}`);
   const row = (job) => h('tr', { 'data-job': job.job_id },
     h('td', {}, h('a', { href: `jobs/${enc(job.job_id)}`, 'data-nav': true, class: 'mono' }, job.job_id)),
     showTenant ? h('td', {}, job.tenant_id ?? '—') : null,
@@ -459,7 +463,8 @@ async function jobsPage(main, _, { signal, who, query }) {
     const rows = listing.jobs.map(row);
     if (replace) body.replaceChildren(...rows);
     else body.append(...rows);
-    if (!body.children.length) body.append(h('tr', {}, h('td', { colspan: 7 }, status ? `No ${status.replaceAll('_', ' ')} jobs.` : 'No jobs yet.')));
+    const filtered = status || Object.keys(narrow.given).length;
+    if (!body.children.length && !listing.next_cursor) body.append(h('tr', {}, h('td', { colspan: 7 }, filtered ? 'No job matches these filters.' : 'No jobs yet.')));
     cursor = listing.next_cursor;
     more.hidden = !cursor;
   };
@@ -589,6 +594,10 @@ async function jobPage(main, [jobId], { signal, who }) {
         job.error.items?.length ? ` (items ${job.error.items.join(', ')})` : '', ' ', manualLink('errors', 'error kinds')));
     }
     if (job.escalation) notices.append(escalationNote(job.escalation));
+    if (job.cancellation) {
+      notices.append(h('div', { class: 'note', role: 'status', id: 'cancellation' },
+        h('strong', {}, 'Cancelled by an operator: '), job.cancellation.message));
+    }
     if (job.review) {
       notices.append(h('div', { class: 'note' },
         h('strong', {}, 'Review: '), `${job.review.status}, ${job.review.review_id}, assigned to ${job.review.assignee_group}; `,
@@ -653,6 +662,19 @@ async function jobPage(main, [jobId], { signal, who }) {
         actions.after(handForm(job.job_id, { signal, onOpened: () => refresh() }));
       });
       actions.append(open);
+    }
+    if (ops && (!TERMINAL.has(job.status) || job.status === 'failed')) {
+      const end = h('button', { type: 'button', class: 'danger', 'aria-expanded': 'false', 'aria-controls': 'terminate-form' }, 'Terminate…');
+      end.addEventListener('click', () => {
+        if (steering.querySelector('#terminate-form')) {
+          steering.replaceChildren();
+          end.setAttribute('aria-expanded', 'false');
+          return;
+        }
+        end.setAttribute('aria-expanded', 'true');
+        steering.replaceChildren(terminateForm(job, { signal, onDone: () => { steering.replaceChildren(); refresh(); } }));
+      });
+      actions.append(end);
     }
     if (ops && REPLAYABLE.has(job.status)) {
       const open = h('button', { type: 'button' }, 'Replay…');
@@ -2106,4 +2128,176 @@ async function reportsPage(main, _, { signal, query }) {
     main.append(...reportTable('Failure kinds', [['Workflow'], ['Step'], ['Kind'], ['Count', 1]],
       report.failures.map((f) => [f.workflow, f.step, f.kind, f.count])));
   }
+}
+
+// ------------------------------------------------------------------------------------------------ filters, terminate, bulk
+
+// The job listings' filters beyond status and tenant: their inputs, what the page's query gives, and what they hold.
+function listFilters(query) {
+  const given = {};
+  for (const name of ['workflow', 'sla_class', 'created_since', 'created_until', 'q']) {
+    const value = query.get(name);
+    if (value) given[name] = value;
+  }
+  const search = h('input', { id: 'filter-q', name: 'q', type: 'search', value: given.q || '', size: 22, placeholder: 'job id or words of the question' });
+  const workflow = h('input', { id: 'filter-workflow', name: 'workflow', value: given.workflow || '', size: 18 });
+  const sla = h('select', { id: 'filter-sla', name: 'sla_class' },
+    h('option', { value: '' }, 'Any class'),
+    ['interactive', 'standard', 'batch'].map((c) => h('option', { value: c, selected: c === given.sla_class }, c)));
+  const local = (iso) => (iso ? iso.slice(0, 16) : '');
+  const since = h('input', { id: 'filter-since', name: 'created_since', type: 'datetime-local', value: local(given.created_since) });
+  const until = h('input', { id: 'filter-until', name: 'created_until', type: 'datetime-local', value: local(given.created_until) });
+  const utc = (input) => (input.value ? `${input.value}:00Z` : '');
+  const fields = [
+    h('div', {}, h('label', { for: search.id }, 'Find'), search),
+    h('div', {}, h('label', { for: workflow.id }, 'Workflow'), workflow),
+    h('div', {}, h('label', { for: sla.id }, 'SLA class'), sla),
+    h('div', {}, h('label', { for: since.id }, 'Created since (UTC)'), since),
+    h('div', {}, h('label', { for: until.id }, 'until (UTC)'), until),
+  ];
+  const values = () => ({
+    q: search.value.trim(), workflow: workflow.value.trim(), sla_class: sla.value, created_since: utc(since), created_until: utc(until),
+  });
+  return { given, fields, values };
+}
+
+// An operator ends a job for good: how it ends, why (in the job's events), and what its owner reads.
+function terminateForm(job, { signal, onDone }) {
+  const id = 'terminate-form';
+  const status = h('select', { id: `${id}-status`, name: 'status' },
+    ['failed', 'cancelled'].map((s) => h('option', { value: s, selected: s === (job.status === 'failed' ? 'failed' : 'cancelled') }, s)));
+  const reason = h('input', { id: `${id}-reason`, name: 'reason', size: 48, minlength: 3, maxlength: 500, required: true });
+  const message = h('textarea', { id: `${id}-message`, name: 'message', rows: 3, cols: 60, maxlength: 1000, required: true });
+  const alert = h('div', { class: 'alert', role: 'alert', tabindex: '-1' });
+  const submit = h('button', { type: 'submit', class: 'danger' }, 'Terminate the job');
+  const form = h('form', { id, class: 'replay-form', novalidate: true, 'aria-label': `Terminate ${job.job_id}` },
+    h('h3', {}, 'Terminate ', h('span', { class: 'mono' }, job.job_id)),
+    h('label', { for: status.id }, 'Ends as'), status,
+    h('label', { for: reason.id }, 'Reason (recorded in the job’s events, with you)'), reason,
+    h('label', { for: message.id }, 'Message its owner reads (at most 1,000 characters)'), message,
+    h('div', { class: 'actions' }, submit), alert);
+  const fields = { status, reason, message };
+  form.addEventListener('submit', async (event) => {
+    event.preventDefault();
+    alert.textContent = '';
+    for (const input of Object.values(fields)) clearFieldError(input);
+    submit.disabled = true;
+    try {
+      const body = { status: status.value, reason: reason.value.trim(), message: message.value.trim() };
+      const outcome = await api(`v1/ops/jobs/${enc(job.job_id)}/terminate`, { method: 'POST', body, signal });
+      announce(`Job ${outcome.job_id} terminated: ${outcome.status}`);
+      onDone?.(outcome);
+    } catch (error) {
+      submit.disabled = false;
+      if (error.status === 422) showFieldErrors(error, fields, alert);
+      else {
+        alert.textContent = error.message;
+        alert.focus();
+      }
+    }
+  });
+  setTimeout(() => reason.focus());
+  return form;
+}
+
+// The operator's bulk actions over their job list: a filter, a dry run that lists the jobs and what each would get,
+// then the same request executed under one Idempotency-Key (a second click answers the same, acting on no job twice).
+function bulkPanel(initial, { signal }) {
+  const id = 'bulk';
+  const field = (name, label, attrs = {}) => {
+    const input = h('input', { id: `${id}-${name}`, name, size: 16, ...attrs });
+    return [input, h('div', {}, h('label', { for: input.id }, label), input)];
+  };
+  const action = h('select', { id: `${id}-action`, name: 'action' },
+    h('option', { value: 'replay' }, 'Replay'), h('option', { value: 'terminate' }, 'Terminate'));
+  const [workflow, workflowBox] = field('workflow', 'Workflow', { value: initial.workflow || '' });
+  const [tenant, tenantBox] = field('tenant_id', 'Tenant', { value: initial.tenant || '' });
+  const [status, statusBox] = field('status', 'Status', { value: initial.status || '', placeholder: 'failed' });
+  const [step, stepBox] = field('failed_step', 'Failed at step');
+  const [kind, kindBox] = field('error_kind', 'Error kind', { placeholder: 'invalid-input' });
+  const [since, sinceBox] = field('since', 'Changed since (UTC)', { type: 'datetime-local' });
+  const escalated = h('input', { id: `${id}-escalated`, type: 'checkbox' });
+  const endAs = h('select', { id: `${id}-end-as`, name: 'end_as' },
+    h('option', { value: 'cancelled' }, 'cancelled'), h('option', { value: 'failed' }, 'failed'));
+  const message = h('input', { id: `${id}-message`, name: 'message', size: 40, maxlength: 1000 });
+  const reason = h('input', { id: `${id}-reason`, name: 'reason', size: 30, maxlength: 500 });
+  const ending = h('div', { hidden: true },
+    h('div', {}, h('label', { for: endAs.id }, 'Ends as'), endAs),
+    h('div', {}, h('label', { for: message.id }, 'Message each owner reads'), message));
+  const alert = h('div', { class: 'alert', role: 'alert', tabindex: '-1' });
+  const result = h('div', { id: `${id}-result`, 'aria-live': 'polite' });
+  const dry = h('button', { type: 'submit' }, 'Dry run');
+  const execute = h('button', { type: 'button', class: 'danger', hidden: true }, 'Execute');
+  action.addEventListener('change', () => { ending.hidden = action.value !== 'terminate'; execute.hidden = true; result.replaceChildren(); });
+  const request = (dryRun) => {
+    const filter = {};
+    for (const [name, input] of [['workflow', workflow], ['tenant_id', tenant], ['failed_step', step], ['error_kind', kind]]) {
+      if (input.value.trim()) filter[name] = input.value.trim();
+    }
+    const statuses = status.value.split(',').map((v) => v.trim()).filter(Boolean);
+    if (statuses.length) filter.status = statuses;
+    if (since.value) filter.since = `${since.value}:00Z`;
+    if (escalated.checked) filter.escalated = true;
+    const body = { filter, dry_run: dryRun, ...(reason.value.trim() ? { reason: reason.value.trim() } : {}) };
+    if (action.value === 'terminate') Object.assign(body, { status: endAs.value, message: message.value.trim() });
+    return body;
+  };
+  let key = null;
+  const show = (outcome) => {
+    const rows = outcome.jobs.map((job) => h('tr', {},
+      h('td', {}, h('a', { href: `jobs/${enc(job.job_id)}`, 'data-nav': true, class: 'mono' }, job.job_id)),
+      h('td', {}, job.tenant_id), h('td', {}, job.workflow), h('td', {}, badge(job.status)),
+      h('td', {}, job.error_kind ? `${job.error_kind} at ${job.failed_step ?? '—'}` : '—'),
+      h('td', { 'data-outcome': job.outcome }, job.outcome.replaceAll('_', ' ')),
+      h('td', {}, job.plan ? `from ${job.plan.from_step}` : job.terminated ? `ends ${job.terminated.status}` : (job.problem || ''))));
+    const counts = Object.entries(outcome.counts).map(([what, n]) => `${n} ${what.replaceAll('_', ' ')}`).join(', ');
+    result.replaceChildren(
+      h('p', {}, h('strong', {}, outcome.dry_run ? 'Dry run: ' : 'Done: '), `${outcome.matched} job(s)`, counts ? ` — ${counts}` : '',
+        outcome.more ? ' (more matched than the limit)' : '', outcome.dry_run ? '. Nothing was changed.' : '.'),
+      outcome.jobs.length ? h('div', { class: 'table-wrap' }, h('table', {},
+        h('thead', {}, h('tr', {}, ['Job', 'Tenant', 'Workflow', 'Status', 'Error', 'Outcome', 'Detail'].map((t) => h('th', { scope: 'col' }, t)))),
+        h('tbody', {}, rows))) : '');
+  };
+  const send = async (dryRun) => {
+    alert.textContent = '';
+    const path = action.value === 'replay' ? 'v1/ops/jobs:replay' : 'v1/ops/jobs:terminate';
+    const headers = dryRun ? {} : { 'Idempotency-Key': key };
+    return api(path, { method: 'POST', body: request(dryRun), signal, headers });
+  };
+  const form = h('form', { class: 'filters bulk', id: `${id}-form`, 'aria-label': 'Bulk actions' },
+    h('div', {}, h('label', { for: action.id }, 'Action'), action),
+    workflowBox, tenantBox, statusBox, stepBox, kindBox, sinceBox,
+    h('div', {}, escalated, h('label', { for: escalated.id, class: 'inline' }, ' Escalated only')),
+    h('div', {}, h('label', { for: reason.id }, 'Reason'), reason),
+    ending, h('div', { class: 'actions' }, dry, execute));
+  form.addEventListener('input', () => { execute.hidden = true; });
+  form.addEventListener('submit', async (event) => {
+    event.preventDefault();
+    dry.disabled = true;
+    try {
+      const outcome = await send(true);
+      show(outcome);
+      key = `console-${Date.now().toString(36)}-${Math.random().toString(36).slice(2, 10)}`;
+      execute.hidden = outcome.matched === 0;
+      execute.textContent = `Execute on ${outcome.matched} job(s)`;
+    } catch (error) {
+      alert.textContent = error.message;
+      alert.focus();
+    } finally {
+      dry.disabled = false;
+    }
+  });
+  execute.addEventListener('click', async () => {
+    execute.disabled = true;
+    try {
+      show(await send(false));
+      execute.hidden = true;
+    } catch (error) {
+      alert.textContent = error.message;
+      alert.focus();
+    } finally {
+      execute.disabled = false;
+    }
+  });
+  return h('details', { class: 'bulk-panel', id: `${id}-panel` }, h('summary', {}, 'Bulk actions'), form, alert, result);
 }

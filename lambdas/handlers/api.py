@@ -38,11 +38,18 @@ from handlers.api_shared import (
     SSE_EVENT_SCHEMA,
     TAGS,
     UPLOADS,
+    CreatedSince,
+    CreatedUntil,
     Cursor,
+    EscalatedFilter,
     EventsLimit,
     EventsWait,
+    SearchFilter,
+    SlaClassFilter,
+    WorkflowFilter,
     base_url,
     events_response,
+    job_filter,
     job_service,
     keyed,
     model_on_first_read,
@@ -416,7 +423,9 @@ def create_upload(request: Annotated[UploadRequest, Body()]) -> Response[str]:
 @app.get(
     "/v1/jobs",
     summary="List your jobs",
-    description="The tenant's jobs, newest first, paged; filter by status.",
+    description="The tenant's jobs, newest first, paged; filter by status, workflow, SLA class and creation time, and "
+    "find one by a prefix of its id or words of its question (`q`). A filtered page may hold fewer than `limit` "
+    "jobs and still have a `next_cursor`: follow it until it is null.",
     operation_id="list_jobs",
     tags=[JOBS],
     responses={**keyed(TENANT_KEY), **BAD_CURSOR, **INVALID_PARAMETERS},
@@ -425,8 +434,22 @@ def list_jobs(
     status: Annotated[JobStatus | None, Query()] = None,
     limit: Annotated[int, Query(ge=1, le=limits.MAX_PAGE_SIZE)] = 50,
     cursor: Cursor = None,
+    workflow: WorkflowFilter = None,
+    sla_class: SlaClassFilter = None,
+    created_since: CreatedSince = None,
+    created_until: CreatedUntil = None,
+    q: SearchFilter = None,
+    escalated: EscalatedFilter = None,
 ) -> JobList:
-    return job_service().list(principal(app), status, limit, cursor)
+    narrow = job_filter(
+        workflow=workflow,
+        sla_class=sla_class,
+        created_since=created_since,
+        created_until=created_until,
+        q=q,
+        escalated=escalated,
+    )
+    return job_service().list(principal(app), status, limit, cursor, narrow)
 
 
 @app.post(

@@ -7,11 +7,11 @@ on where it is mounted.
 
 from __future__ import annotations
 
-from typing import Annotated, Literal
+from typing import Annotated, Any, Literal
 
 from aws_lambda_powertools.event_handler import Response
 from aws_lambda_powertools.event_handler.api_gateway import Router
-from aws_lambda_powertools.event_handler.openapi.params import Body, Path, Query
+from aws_lambda_powertools.event_handler.openapi.params import Body, Header, Path, Query
 
 from handlers.api_shared import (
     ADMIN,
@@ -20,11 +20,18 @@ from handlers.api_shared import (
     OPERATORS,
     SSE,
     SSE_EVENT_SCHEMA,
+    CreatedSince,
+    CreatedUntil,
     Cursor,
+    EscalatedFilter,
     EventsLimit,
     EventsWait,
+    SearchFilter,
+    SlaClassFilter,
+    WorkflowFilter,
     base_url,
     events_response,
+    job_filter,
     job_service,
     keyed,
     principal,
@@ -36,6 +43,10 @@ from longhaul.core import limits
 from longhaul.core.auth import Principal
 from longhaul.core.budgets import TenantPolicy, TenantPolicyPatch
 from longhaul.core.contracts import (
+    IDEMPOTENCY_KEY_PATTERN,
+    BulkOutcome,
+    BulkReplayRequest,
+    BulkTerminateRequest,
     CancelOutcome,
     DeadLetterList,
     Escalation,
@@ -56,6 +67,8 @@ from longhaul.core.contracts import (
     ReplayOutcome,
     ReplayRequest,
     TenantPolicyView,
+    TerminateOutcome,
+    TerminateRequest,
 )
 from longhaul.core.problems import ApiProblem, Forbidden, NotFound
 from longhaul.operations import calls, listings, memory, metrics, policies
@@ -108,7 +121,9 @@ def list_dead_letters(
 @router.get(
     "/v1/ops/jobs",
     summary="List every tenant's jobs",
-    description="Every tenant's jobs, newest first, paged; filter by tenant and/or status.",
+    description="Every tenant's jobs, newest first, paged; filter by tenant, status, workflow, SLA class, creation "
+    "time and escalation, and find one by a prefix of its id or words of its question (`q`). A filtered page may hold "
+    "fewer than `limit` jobs and still have a `next_cursor`: follow it until it is null.",
     operation_id="ops_list_jobs",
     tags=[OPERATORS],
     responses={**OPS_PROBLEMS, **BAD_CURSOR, **INVALID_PARAMETERS},
@@ -118,9 +133,23 @@ def ops_list_jobs(
     status: Annotated[JobStatus | None, Query()] = None,
     limit: Annotated[int, Query(ge=1, le=limits.MAX_OPS_PAGE_SIZE)] = 100,
     cursor: Cursor = None,
+    workflow: WorkflowFilter = None,
+    sla_class: SlaClassFilter = None,
+    created_since: CreatedSince = None,
+    created_until: CreatedUntil = None,
+    q: SearchFilter = None,
+    escalated: EscalatedFilter = None,
 ) -> JobList:
     _operator()
-    return listings.list_jobs(services(), tenant=tenant, status=status, limit=limit, cursor=cursor)
+    narrow = job_filter(
+        workflow=workflow,
+        sla_class=sla_class,
+        created_since=created_since,
+        created_until=created_until,
+        q=q,
+        escalated=escalated,
+    )
+    return listings.list_jobs(services(), tenant=tenant, status=status, limit=limit, cursor=cursor, narrow=narrow)
 
 
 OPS_JOB_PROBLEMS = {**OPS_PROBLEMS, **problems(404, "No such job")}
@@ -397,6 +426,95 @@ def ops_clear_escalation(job_id: Annotated[str, Path()]) -> Response[str]:
 
     repair.clear_escalation(services(), caller, job_id)
     return Response(status_code=204, body="")
+
+
+@router.post(
+    "/v1/ops/jobs/<job_id>/terminate",
+    summary="End a job with a message to its owner",
+    description="Stop the job as a cancel does and end it `failed` (its `error.message` is `message`, kind "
+    "`terminated`) or `cancelled` (its `cancellation.message` is `message`); `reason` goes into the `job_terminated` "
+    "event with who ended it; the `job.failed` or `job.cancelled` webhook goes out as usual. A failed job terminated "
+    "as failed takes the message. A job that completed, was cancelled or expired is a 409.",
+    operation_id="terminate_job",
+    tags=[OPERATORS],
+    responses={
+        **keyed(NOT_OPERATOR, takes_body=True),
+        **problems(404, "No such job"),
+        **problems(409, "The job already finished"),
+        **with_json_body("Invalid request: a status other than failed or cancelled, a message over 1,000 characters"),
+        **problems(503, "The workflow engine did not stop the job now; terminate again"),
+    },
+)
+def terminate_job(job_id: Annotated[str, Path()], request: Annotated[TerminateRequest, Body()]) -> TerminateOutcome:
+    caller = _operator()
+    from longhaul.api.terminate import terminate  # an operator's action: not every cold start's import
+
+    return terminate(
+        job_service(), caller, job_id, status=request.status, reason=request.reason, message=request.message
+    )
+
+
+BULK_KEY = Annotated[
+    str | None,
+    Header(
+        alias="Idempotency-Key",
+        pattern=IDEMPOTENCY_KEY_PATTERN,
+        description="Executing (`dry_run: false`): the same key with the same request answers the same and acts on "
+        "no job twice (24 h, per operator); with another request it is a 422.",
+    ),
+]
+BULK_RESPONSES: dict[int, Any] = {
+    **keyed(NOT_OPERATOR, takes_body=True),
+    **with_json_body("Invalid filter, or an Idempotency-Key used for another bulk action"),
+}
+
+
+@router.post(
+    "/v1/ops/jobs:replay",
+    summary="Replay every job a filter matches",
+    description="A dry run (the default) lists the matching jobs (failed, cancelled or expired unless `status` says "
+    "otherwise) and each one's replay plan; `dry_run: false` replays each through admission and answers what was "
+    "done per job. Jobs an operator terminated are left out unless the filter asks for `error_kind: terminated`.",
+    operation_id="bulk_replay_jobs",
+    tags=[OPERATORS],
+    responses={
+        200: {
+            "description": "What was done (or, in a dry run, would be done) per job",
+            "content": {"application/json": {"model": BulkOutcome}},
+        },
+        **BULK_RESPONSES,
+    },
+)
+def bulk_replay_jobs(request: Annotated[BulkReplayRequest, Body()], idempotency_key: BULK_KEY = None) -> BulkOutcome:
+    caller = _operator()
+    from longhaul.api import bulk  # an operator's action: not every cold start's import
+
+    return bulk.bulk_replay(job_service(), caller, request, idempotency_key)
+
+
+@router.post(
+    "/v1/ops/jobs:terminate",
+    summary="Terminate every job a filter matches",
+    description="A dry run (the default) lists the matching jobs (every job not finished, and failed ones, unless "
+    "`filter.status` says otherwise) and how each would end; `dry_run: false` ends each as `POST "
+    "/v1/ops/jobs/{job_id}/terminate` does and answers what was done per job.",
+    operation_id="bulk_terminate_jobs",
+    tags=[OPERATORS],
+    responses={
+        200: {
+            "description": "What was done (or, in a dry run, would be done) per job",
+            "content": {"application/json": {"model": BulkOutcome}},
+        },
+        **BULK_RESPONSES,
+    },
+)
+def bulk_terminate_jobs(
+    request: Annotated[BulkTerminateRequest, Body()], idempotency_key: BULK_KEY = None
+) -> BulkOutcome:
+    caller = _operator()
+    from longhaul.api import bulk  # an operator's action: not every cold start's import
+
+    return bulk.bulk_terminate(job_service(), caller, request, idempotency_key)
 
 
 @router.get(

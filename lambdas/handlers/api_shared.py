@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable, Iterator, Mapping
+from datetime import datetime
 from typing import Annotated, Any, cast
 
 from aws_lambda_powertools.event_handler import Response
@@ -24,8 +25,10 @@ from aws_lambda_powertools.utilities.data_classes import APIGatewayProxyEvent
 from longhaul.api.jobs import JobService
 from longhaul.core import limits
 from longhaul.core.auth import Principal
-from longhaul.core.contracts import CURSOR_MAX_CHARS, CURSOR_PATTERN, TERMINAL_STATUSES, Problem
+from longhaul.core.budgets import SlaClass
+from longhaul.core.contracts import CURSOR_MAX_CHARS, CURSOR_PATTERN, TERMINAL_STATUSES, IsoTime, Problem
 from longhaul.services import services
+from longhaul.storage.listing import JobFilter
 
 PROBLEM_JSON = "application/problem+json"
 SSE = "text/event-stream"
@@ -64,6 +67,50 @@ Cursor = Annotated[
         "did not hand out is a 400; omit it for the first page).",
     ),
 ]
+# A job listing's filters (the tenants' and the operators'), with `status`.
+WorkflowFilter = Annotated[
+    str | None,
+    Query(min_length=1, max_length=64, description="Only this workflow's jobs (its name, e.g. document-analysis)"),
+]
+SlaClassFilter = Annotated[SlaClass | None, Query(description="Only the jobs of this SLA class")]
+CreatedSince = Annotated[
+    IsoTime | None, Query(description="Only the jobs created at or after this time (ISO 8601, e.g. 2026-12-01T00:00Z)")
+]
+CreatedUntil = Annotated[IsoTime | None, Query(description="Only the jobs created at or before this time (ISO 8601)")]
+EscalatedFilter = Annotated[
+    bool | None,
+    Query(description="Only the jobs an operator escalated for engineering (true), or only the others (false)"),
+]
+SearchFilter = Annotated[
+    str | None,
+    Query(
+        min_length=1,
+        max_length=200,
+        description="Find a job by a prefix of its id (`job_01…`), or by words of its request (its question, its "
+        "documents' names): a job is kept when its request has every word given, whatever the case.",
+    ),
+]
+
+
+def job_filter(
+    *,
+    workflow: str | None,
+    sla_class: str | None,
+    created_since: datetime | None,
+    created_until: datetime | None,
+    q: str | None,
+    escalated: bool | None = None,
+) -> JobFilter:
+    return JobFilter(
+        workflow=workflow,
+        sla_class=sla_class,
+        created_since=created_since,
+        created_until=created_until,
+        q=q,
+        escalated=escalated,
+    )
+
+
 Responses = dict[int, OpenAPIResponse]
 
 # The API reference's sections (each operation is tagged with one), in the order a client meets them.

@@ -9,7 +9,8 @@ supersedes one that is not its tenant's (each a 422 naming the field, as the Ope
 a real client would send: real uploads of the tenant (`UPLOADS_ENV`, made before the run), a fresh key, no cursor,
 unique names, a priced contract, no callback, route or job to supersede, no replay step (its default), approve for
 an edit, a policy change to a tenant of its own (not the run's, whose jobs follow), the run key's completed
-reconciliation (`RECONCILIATION_ENV`) with a contact for its notices. Negative cases are left as generated (they
+reconciliation (`RECONCILIATION_ENV`) with a contact for its notices, a bulk action's fresh key and a filter on a tenant
+of its own. Negative cases are left as generated (they
 must be refused), and every check still runs on every case.
 """
 
@@ -65,6 +66,14 @@ def _realistic(case: Any) -> Any:
         _realistic_job(case.body)
     if operation == "replay_job" and isinstance(case.body, dict):
         case.body.pop("from_step", None)  # a step of the job's own workflow: by default, where it failed
+    if operation in ("bulk_replay_jobs", "bulk_terminate_jobs") and isinstance(case.body, dict):
+        if case.headers and "idempotency-key" in {k.lower() for k in case.headers}:
+            for name in [k for k in case.headers if k.lower() == "idempotency-key"]:
+                case.headers[name] = f"fuzz-{uuid.uuid4().hex}"  # a reused key with another request is a 422
+        case.body.pop("from_step", None)  # (a step some jobs' workflows lack only refuses those jobs, but is noise)
+        # A bulk action of its own tenant's jobs: executed, it must not end or replay the jobs the run follows.
+        given = case.body.get("filter")
+        case.body["filter"] = {**(given if isinstance(given, dict) else {}), "tenant_id": POLICY_TENANT}
     if operation in ("put_tenant_policy", "patch_tenant_policy"):
         if isinstance(case.body, dict):
             case.body.pop("routes", None)  # routes are the deployment's configuration

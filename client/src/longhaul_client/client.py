@@ -28,6 +28,7 @@ import time
 import uuid
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
+from datetime import datetime
 from pathlib import Path
 from types import TracebackType
 from typing import Any, TypeVar
@@ -41,6 +42,10 @@ from longhaul.core.budgets import JobBudget, TenantPolicy
 from longhaul.core.contracts import (
     TERMINAL_STATUSES,
     BudgetView,
+    BulkFilter,
+    BulkOutcome,
+    BulkReplayRequest,
+    BulkTerminateRequest,
     CancelOutcome,
     DeadLetter,
     DeadLetterList,
@@ -62,6 +67,8 @@ from longhaul.core.contracts import (
     SignalAccepted,
     SteerOutcome,
     TenantPolicyView,
+    TerminateOutcome,
+    TerminateRequest,
     UploadRequest,
     UploadTicket,
 )
@@ -218,9 +225,23 @@ class LonghaulClient:
         job, with every attribute; a tenant's view drops the operator-only ones)."""
         return self._get(JobTrace, f"{self._jobs(operator)}/{job_id}/trace")
 
-    def jobs(self, *, status: JobStatus | str | None = None, limit: int | None = None) -> Iterator[JobView]:
-        """The tenant's jobs, newest first, fetched a page at a time (at most `limit`)."""
-        params = {"status": _value(status)}
+    def jobs(
+        self,
+        *,
+        status: JobStatus | str | None = None,
+        limit: int | None = None,
+        workflow: str | None = None,
+        sla_class: str | None = None,
+        created_since: datetime | None = None,
+        created_until: datetime | None = None,
+        q: str | None = None,
+    ) -> Iterator[JobView]:
+        """The tenant's jobs, newest first, fetched a page at a time (at most `limit`); narrowed by workflow, SLA
+        class and creation time, and found by a prefix of the id or words of the question (`q`)."""
+        params = {
+            "status": _value(status),
+            **_filters(workflow, sla_class, created_since, created_until, q),
+        }
         yield from self._paged("/v1/jobs", params, limit, limits.MAX_PAGE_SIZE, _job_page)
 
     def event_page(
@@ -409,11 +430,81 @@ class LonghaulClient:
     # ------------------------------------------------------------------ operators
 
     def ops_jobs(
-        self, *, tenant: str | None = None, status: JobStatus | str | None = None, limit: int | None = None
+        self,
+        *,
+        tenant: str | None = None,
+        status: JobStatus | str | None = None,
+        limit: int | None = None,
+        workflow: str | None = None,
+        sla_class: str | None = None,
+        created_since: datetime | None = None,
+        created_until: datetime | None = None,
+        q: str | None = None,
+        escalated: bool | None = None,
     ) -> Iterator[JobView]:
-        """Every tenant's jobs (or one tenant's), newest first (an operator key)."""
-        params = {"tenant": tenant, "status": _value(status)}
+        """Every tenant's jobs (or one tenant's), newest first (an operator key); narrowed as `jobs` does, and by
+        escalation."""
+        params = {
+            "tenant": tenant,
+            "status": _value(status),
+            **_filters(workflow, sla_class, created_since, created_until, q),
+            "escalated": None if escalated is None else str(escalated).lower(),
+        }
         yield from self._paged("/v1/ops/jobs", params, limit, limits.MAX_OPS_PAGE_SIZE, _job_page)
+
+    def terminate(self, job_id: str, *, status: str, reason: str, message: str) -> TerminateOutcome:
+        """End any tenant's job as `failed` or `cancelled` with `message` for its owner (`reason` is recorded with
+        who ended it); a job that already finished is a `Conflict`."""
+        body = TerminateRequest.model_validate({"status": status, "reason": reason, "message": message})
+        response = self._send("POST", f"/v1/ops/jobs/{job_id}/terminate", json=body.model_dump(mode="json"), safe=False)
+        return TerminateOutcome.model_validate_json(response.content)
+
+    def bulk_replay(
+        self,
+        job_filter: BulkFilter | Mapping[str, Any],
+        *,
+        dry_run: bool = True,
+        reason: str | None = None,
+        from_step: str | None = None,
+        limit: int | None = None,
+        idempotency_key: str | None = None,
+    ) -> BulkOutcome:
+        """Replay every job the filter matches (a dry run unless `dry_run=False`: then under an Idempotency-Key, a
+        new one unless given, so a retry acts on no job twice)."""
+        body = {"filter": job_filter, "dry_run": dry_run, "reason": reason, "from_step": from_step, "limit": limit}
+        return self._bulk("/v1/ops/jobs:replay", BulkReplayRequest, body, idempotency_key)
+
+    def bulk_terminate(
+        self,
+        job_filter: BulkFilter | Mapping[str, Any],
+        *,
+        status: str,
+        message: str,
+        dry_run: bool = True,
+        reason: str | None = None,
+        limit: int | None = None,
+        idempotency_key: str | None = None,
+    ) -> BulkOutcome:
+        """End every job the filter matches as `status` with `message` (a dry run unless `dry_run=False`)."""
+        body = {"filter": job_filter, "dry_run": dry_run, "reason": reason, "status": status, "message": message}
+        return self._bulk("/v1/ops/jobs:terminate", BulkTerminateRequest, {**body, "limit": limit}, idempotency_key)
+
+    def _bulk(
+        self, path: str, model: type[BaseModel], body: dict[str, Any], idempotency_key: str | None
+    ) -> BulkOutcome:
+        given = body["filter"]
+        body["filter"] = given.model_dump(mode="json", exclude_none=True) if isinstance(given, BaseModel) else given
+        request = model.model_validate({k: v for k, v in body.items() if v is not None})
+        executing = not body["dry_run"]
+        key = (idempotency_key or f"bulk-{uuid.uuid4().hex}") if executing else None
+        response = self._send(
+            "POST",
+            path,
+            json=request.model_dump(mode="json", exclude_none=True),
+            headers={"Idempotency-Key": key} if key else None,
+            safe=True,  # a dry run changes nothing; an execution is kept under its key
+        )
+        return BulkOutcome.model_validate_json(response.content)
 
     def dead_letters(
         self,
@@ -552,7 +643,7 @@ class LonghaulClient:
             yield from found[:remaining]
             if remaining is not None:
                 remaining -= len(found)
-            if cursor is None or not found:
+            if cursor is None:  # (a filtered page may be empty and still have a cursor to go on from)
                 return
 
     def _send(
@@ -624,6 +715,22 @@ def _server_sent(lines: Iterator[str]) -> Iterator[tuple[str, int | None, Any]]:
         elif not line.startswith(":"):
             name, _, value = line.partition(":")
             fields[name] = value[1:] if value.startswith(" ") else value
+
+
+def _filters(
+    workflow: str | None,
+    sla_class: str | None,
+    created_since: datetime | None,
+    created_until: datetime | None,
+    q: str | None,
+) -> dict[str, Any]:
+    return {
+        "workflow": workflow,
+        "sla_class": sla_class,
+        "created_since": created_since.isoformat() if created_since else None,
+        "created_until": created_until.isoformat() if created_until else None,
+        "q": q,
+    }
 
 
 def _value(status: JobStatus | str | None) -> str | None:

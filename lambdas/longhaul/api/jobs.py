@@ -72,7 +72,7 @@ from longhaul.storage import artifacts as keys
 from longhaul.storage.admission import SubmissionState, rate_decision
 from longhaul.storage.dynamo import backoff
 from longhaul.storage.jobs import ACTIVE, EVENT_PAGE_MAX, IdempotencyConflict, NewJob, TransitionRejected
-from longhaul.storage.listing import BadCursor
+from longhaul.storage.listing import BadCursor, JobFilter, search_text, strings_of
 from longhaul.storage.submissions import StateChanged
 from longhaul.workflows import REGISTRY
 
@@ -215,6 +215,7 @@ class JobService:
                             or policy.agent_max_tool_calls,
                             eta=eta,
                             supersedes=request.supersedes,
+                            search_text=search_text(strings_of(request.input.model_dump(mode="json"))),
                         ),
                         marks=planned.marks,
                         with_writes=[s.admission.rate_write(tenant_id, rate), *planned.writes],
@@ -388,8 +389,18 @@ class JobService:
             now=self.services.now(),
         )
 
-    def list(self, principal: Principal, status: JobStatus | None, limit: int, cursor: str | None = None) -> JobList:
-        return page_of_jobs(self.services, tenant_id=principal.tenant_id, status=status, limit=limit, cursor=cursor)
+    def list(
+        self,
+        principal: Principal,
+        status: JobStatus | None,
+        limit: int,
+        cursor: str | None = None,
+        narrow: JobFilter | None = None,
+    ) -> JobList:
+        """The tenant's jobs, newest first, narrowed by `narrow` (`storage.listing.JobFilter`)."""
+        return page_of_jobs(
+            self.services, tenant_id=principal.tenant_id, status=status, limit=limit, cursor=cursor, narrow=narrow
+        )
 
     def events(
         self,
@@ -634,10 +645,18 @@ def readiness(services: Callable[[], Services], *, version: str) -> Health:
 
 
 def page_of_jobs(
-    services: Services, *, tenant_id: str | None, status: JobStatus | None, limit: int, cursor: str | None
+    services: Services,
+    *,
+    tenant_id: str | None,
+    status: JobStatus | None,
+    limit: int,
+    cursor: str | None,
+    narrow: JobFilter | None = None,
 ) -> JobList:
     try:
-        jobs, next_cursor = services.jobs.page_jobs(tenant_id=tenant_id, status=status, limit=limit, cursor=cursor)
+        jobs, next_cursor = services.jobs.page_jobs(
+            tenant_id=tenant_id, status=status, limit=limit, cursor=cursor, narrow=narrow
+        )
     except BadCursor:
         raise BadRequest("cursor must be a value returned as next_cursor by the same listing") from None
     return JobList(jobs=[j.view() for j in jobs], next_cursor=next_cursor)

@@ -6,9 +6,18 @@ The OpenAPI document in `docs/openapi.json` is generated from these models; a te
 import re
 from datetime import date, datetime
 from enum import StrEnum
-from typing import Annotated, Any, Literal, Self
+from typing import Annotated, Any, ClassVar, Literal, Self
 
-from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationInfo, field_validator, model_validator
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    Field,
+    ValidationInfo,
+    field_validator,
+    model_validator,
+)
 
 from longhaul.core import limits
 from longhaul.core.auth import Role
@@ -592,6 +601,54 @@ class WaitState(Model):
     since: datetime | None = None
 
 
+class JobCancellation(Model):
+    """How an operator's termination ended a job as `cancelled`: the message its tenant reads."""
+
+    at: datetime
+    message: str = Field(description="What the operator wrote for the job's owner.")
+    terminated: bool = Field(default=True, description="Ended by an operator (`job_terminated` in its events).")
+
+
+TERMINATED_KIND = "terminated"  # the `error.kind` of a job an operator ended as failed
+TERMINATE_MESSAGE_MAX = 1000
+
+
+class TerminateRequest(Strict):
+    status: Literal["failed", "cancelled"] = Field(
+        description="How the job ends: `failed` (its `error.message` is `message`, kind `terminated`) or `cancelled` "
+        "(its `cancellation.message` is `message`)."
+    )
+    reason: Annotated[
+        str,
+        Field(
+            min_length=3,
+            max_length=500,
+            description="Why, in the operators' words: recorded in the job's `job_terminated` event.",
+            json_schema_extra=VISIBLE_SCHEMA,
+        ),
+        Visible,
+    ]
+    message: Annotated[
+        str,
+        Field(
+            min_length=1,
+            max_length=TERMINATE_MESSAGE_MAX,
+            description="What the job's owner reads: its `error.message` or `cancellation.message`.",
+            json_schema_extra=VISIBLE_SCHEMA,
+        ),
+        Visible,
+    ]
+
+
+class TerminateOutcome(Model):
+    job_id: str
+    status: JobStatus = Field(description="The job's status now: `failed` or `cancelled`.")
+    previous_status: JobStatus
+    message: str
+    completed_steps: list[str] = Field(default_factory=list, description="Steps whose results were kept.")
+    side_effects: list[str] = Field(default_factory=list, description="What happened before the job stopped.")
+
+
 class JobError(Model):
     kind: str = Field(description="Failure class, e.g. transient, invalid-input, output-invalid.")
     error: str = Field(description="The ASL error name.")
@@ -964,6 +1021,11 @@ class JobView(Model):
         default=None, description="Flagged for engineering by an operator: who, when, the note and a link."
     )
     input_version: int = Field(default=1, description="The version of its input (a fix by an operator adds one).")
+    cancellation: JobCancellation | None = Field(
+        default=None,
+        description="A job an operator ended as cancelled (`POST /v1/ops/jobs/{job_id}/terminate`): when, and the "
+        "operator's message to you.",
+    )
 
 
 class JobList(Model):
@@ -1466,4 +1528,179 @@ class MetricsReport(Model):
     series: list[MetricSeries]
     truncated: bool = Field(
         default=False, description="More series than the route reads at once: those after the last one are left out"
+    )
+
+
+# ---------------------------------------------------------------------------------------------- operators' bulk actions
+
+BulkStatus = Literal[
+    "queued",
+    "running",
+    "retrying",
+    "waiting_for_review",
+    "paused",
+    "completed",
+    "failed",
+    "cancel_requested",
+    "cancelled",
+    "expired",
+]
+BULK_MAX_JOBS = 1000
+_ISO_DATE = re.compile(r"^\d{4}-\d{2}-\d{2}")
+
+
+def iso_time_text(value: Any) -> Any:
+    """A time given as text in ISO 8601 / RFC 3339 form: not a number (which pydantic would take for a Unix time)."""
+    if value is None or isinstance(value, datetime):
+        return value
+    if not isinstance(value, str) or not _ISO_DATE.match(value):
+        raise ValueError("expected a date-time in ISO 8601 form, e.g. 2026-12-01T00:00:00Z")
+    return value
+
+
+# A time in a request: ISO 8601 text (a date, or a date and time; UTC unless it says otherwise is the caller's to say).
+IsoTime = Annotated[datetime, BeforeValidator(iso_time_text), Field(strict=False)]
+
+
+class BulkFilter(Strict):
+    """Which jobs a bulk action takes: every field given must hold (none given: every job the action applies to)."""
+
+    workflow: str | None = Field(
+        default=None, pattern=rf"^[a-z0-9_-]{{1,64}}{PATTERN_END}", description="The jobs of this workflow."
+    )
+    tenant_id: str | None = Field(
+        default=None, pattern=rf"^[A-Za-z0-9._-]{{1,64}}{PATTERN_END}", description="The jobs of this tenant."
+    )
+    status: BulkStatus | list[BulkStatus] | None = Field(
+        default=None,
+        description="The jobs in this status (or any of these). Default: the statuses the action applies to "
+        "(replay: failed, cancelled, expired; terminate: every status not finished, and failed).",
+    )
+    failed_step: str | None = Field(default=None, pattern=STEP_NAME_PATTERN, description="Jobs whose error is at it.")
+    error_kind: str | None = Field(
+        default=None,
+        min_length=1,
+        max_length=64,
+        description="Jobs whose `error.kind` is this (e.g. `invalid-input`, `transient`, `terminated`).",
+    )
+    since: IsoTime | None = Field(
+        default=None, description="Jobs whose status last changed at or after this time (a failed job: when it failed)."
+    )
+    until: IsoTime | None = Field(default=None, description="Jobs whose status last changed at or before this time.")
+    escalated: bool | None = Field(default=None, description="Only escalated jobs (true) or only the others (false).")
+
+    def statuses(self) -> list[JobStatus] | None:
+        if self.status is None:
+            return None
+        given = [self.status] if isinstance(self.status, str) else self.status
+        return [JobStatus(s) for s in dict.fromkeys(given)]
+
+
+class BulkRequest(Strict):
+    filter: BulkFilter = Field(default_factory=BulkFilter, description="Which jobs.")
+    dry_run: bool = Field(
+        default=True,
+        description="true (the default): list the matching jobs and what would happen to each, changing nothing; "
+        "false: do it (send an `Idempotency-Key`: the same key answers the same, and acts on no job twice).",
+    )
+    reason: Annotated[
+        str | None,
+        Field(
+            default=None,
+            min_length=3,
+            max_length=500,
+            description="Why, recorded on each job's event log (default: the action and its filter).",
+            json_schema_extra=VISIBLE_SCHEMA,
+        ),
+    ]
+    limit: int = Field(
+        default=200, ge=1, le=BULK_MAX_JOBS, description="At most this many jobs (the most recently changed first)."
+    )
+
+    # The filter's fields are also taken at the top level of the body (`status` too, but for a terminate's, which is
+    # how the jobs end); given both ways, the body is refused.
+    _flat_filter: ClassVar[tuple[str, ...]] = (
+        "workflow",
+        "tenant_id",
+        "status",
+        "failed_step",
+        "error_kind",
+        "since",
+        "until",
+        "escalated",
+    )
+
+    @model_validator(mode="before")
+    @classmethod
+    def _gather_filter(cls, data: Any) -> Any:
+        if not isinstance(data, dict):
+            return data
+        flat = [k for k in cls._flat_filter if k in data and k not in cls.model_fields]
+        if not flat:
+            return data
+        nested = data.get("filter")
+        if nested is not None:
+            raise ValueError(f"give the filter in `filter` or at the top level, not both (top level: {flat})")
+        return {**{k: v for k, v in data.items() if k not in flat}, "filter": {k: data[k] for k in flat}}
+
+
+class BulkReplayRequest(BulkRequest):
+    from_step: str | None = Field(
+        default=None,
+        pattern=STEP_NAME_PATTERN,
+        description="The step every job replays from (a job whose workflow has no such step is refused); default: "
+        "each job's own (where it failed, else its first step without a checkpoint).",
+    )
+
+
+class BulkTerminateRequest(BulkRequest):
+    status: Literal["failed", "cancelled"] = Field(
+        default="cancelled", description="How each job ends (as `POST /v1/ops/jobs/{job_id}/terminate`)."
+    )
+    message: Annotated[
+        str,
+        Field(
+            min_length=1,
+            max_length=TERMINATE_MESSAGE_MAX,
+            description="What each job's owner reads: its `error.message` or `cancellation.message`.",
+            json_schema_extra=VISIBLE_SCHEMA,
+        ),
+        Visible,
+    ]
+
+
+BulkJobAction = Literal["would_replay", "would_terminate", "replayed", "terminated", "refused"]
+
+
+class BulkJobOutcome(Model):
+    job_id: str
+    tenant_id: str
+    workflow: str
+    status: JobStatus = Field(description="The job's status when the action took it.")
+    error_kind: str | None = None
+    failed_step: str | None = None
+    outcome: BulkJobAction = Field(
+        description="What was (or, in a dry run, would be) done: `would_replay`, `would_terminate`, `replayed`, "
+        "`terminated`, or `refused` (then `problem` says why)."
+    )
+    plan: ReplayOutcome | None = Field(default=None, description="Replay: the job's plan, or what was started.")
+    terminated: TerminateOutcome | None = Field(default=None, description="Terminate: how the job ended.")
+    problem: str | None = Field(default=None, description="Why the job was refused.")
+    retry: bool = Field(
+        default=False,
+        description="Refused for now (the workflow engine did not answer): the same request again "
+        "tries this job again.",
+    )
+
+
+class BulkOutcome(Model):
+    action: Literal["replay", "terminate"]
+    dry_run: bool
+    filter: BulkFilter
+    matched: int = Field(description="How many jobs matched (at most `limit`).")
+    more: bool = Field(description="More jobs matched than `limit`: act again for the rest.")
+    counts: dict[str, int] = Field(description="Jobs by outcome.")
+    jobs: list[BulkJobOutcome]
+    idempotency_key: str | None = Field(
+        default=None, description="The key this answer is kept under (24 h): the same request with it answers this."
     )

@@ -36,6 +36,8 @@ EVENT_TYPES: dict[str, str] = {
     "escalation_cleared": "An operator cleared the job's escalation (`detail.by`).",
     "job_completed_by_person": "A person wrote the failed job's result through a review of kind `complete`, and "
     "the workflow's rules passed it: the job completed (`detail`: `by`, `review_id`, `requested_by`).",
+    "job_terminated": "An operator ended the job for good (`detail.by`, `detail.reason`): `failed` with "
+    "`detail.message` as its error's message, or `cancelled` with it as its `cancellation.message`.",
     "replay_not_started": "A replay's new attempt could not start: the job was put back as it was.",
     "redrive_refused": "Step Functions refused a redrive: the job was put back as it was.",
     # Steps and items.

@@ -21,6 +21,7 @@ from longhaul.core.contracts import (
     Escalation,
     FactSource,
     InputVersion,
+    JobCancellation,
     JobError,
     JobStatus,
     JobView,
@@ -177,6 +178,8 @@ class Job(Record):
     input_version: int = 1
     input_versions: list[InputVersion] = Field(default_factory=list)
     invalidated_steps: list[str] | None = None
+    # An operator's termination as `cancelled` (`longhaul.api.terminate`); as `failed`, it is the job's `error`.
+    cancellation: JobCancellation | None = None
 
     # What the job's step invocations used (`metered_<counter>` attributes of the item, one ADD per invocation), and
     # the state transitions of its executions, counted once they have all ended (`longhaul.operations.costs`).
@@ -331,6 +334,7 @@ class Job(Record):
             workflow_version=version_number(self.state_machine_version),
             estimated_start_seconds=self.estimated_start_seconds(now or datetime.now(UTC)),
             compensation=self.compensation,
+            cancellation=self.cancellation,
             pause=self.pause,
             waiting=None if self.finished else self.wait_state,
             provisional=ProvisionalMark(as_of_step=self.provisional_step, at=self.provisional_at)

@@ -9,7 +9,7 @@ from longhaul.core.contracts import (
 )
 from longhaul.core.problems import BadRequest
 from longhaul.services import Services
-from longhaul.storage.listing import BadCursor
+from longhaul.storage.listing import BadCursor, JobFilter
 
 
 def list_dead_letters(
@@ -19,12 +19,20 @@ def list_dead_letters(
 
 
 def list_jobs(
-    services: Services, *, tenant: str | None, status: JobStatus | None, limit: int, cursor: str | None = None
+    services: Services,
+    *,
+    tenant: str | None,
+    status: JobStatus | None,
+    limit: int,
+    cursor: str | None = None,
+    narrow: JobFilter | None = None,
 ) -> JobList:
     """Every tenant's jobs for operators, newest first and paged; optionally one tenant's (by creation), or those
-    in a status (by latest update), or both."""
+    in a status (by latest update), or both; narrowed by `narrow`."""
     try:
-        jobs, next_cursor = services.jobs.page_jobs(tenant_id=tenant, status=status, limit=limit, cursor=cursor)
+        jobs, next_cursor = services.jobs.page_jobs(
+            tenant_id=tenant, status=status, limit=limit, cursor=cursor, narrow=narrow
+        )
     except BadCursor:
         raise BadRequest("cursor must be a value returned as next_cursor by the same listing") from None
     return JobList(jobs=[j.view() for j in jobs], next_cursor=next_cursor)

@@ -74,6 +74,7 @@ def replay(
     budget: JobBudget | None = None,
     dry_run: bool = False,
     version: Literal["own", "current"] = "own",
+    read: Job | None = None,
 ) -> ReplayOutcome:
     """A new attempt of a failed (or cancelled, expired) job that reuses every checkpoint before `from_step` (by
     default the step it failed at, else its first step without a checkpoint).
@@ -82,9 +83,10 @@ def replay(
     failed execution instead (AWS only). A replay runs the state machine version the job ran on (`own`: a job
     finishes on its own code) unless the operator chooses the `current` one. Who replayed what, on which version,
     and why goes into the job's events. A `dry_run` answers the same plan after the same checks, and changes nothing.
+    `read`: the job as the caller has just read it (a bulk dry run's), which saves reading it again.
     """
     jobs = services.jobs
-    job = jobs.get_job(job_id) if JOB_ID.match(job_id) else None
+    job = read if read is not None and read.job_id == job_id else jobs.get_job(job_id) if JOB_ID.match(job_id) else None
     if job is None:
         raise NotFound(f"no job {job_id!r}")
     steps = REGISTRY[job.workflow].step_names
@@ -183,6 +185,7 @@ def replay(
                     "attempts": attempt,
                     "execution_name": name,
                     "error": None,
+                    "cancellation": None,  # an operator's termination message is no longer the job's last word
                     "current_step": from_step,
                     "progress": Progress(
                         completed=steps.index(from_step), total=len(steps), message=f"replaying from {from_step}"

@@ -59,6 +59,7 @@ class NewJob(NamedTuple):
     agent_max_tool_calls: int | None = None
     eta: EtaSnapshot | None = None
     supersedes: str | None = None
+    search_text: str | None = None  # the words of its request, for listings' `q` (`storage.listing.search_text`)
 
 
 class JobSubmissions:
@@ -132,6 +133,7 @@ class JobSubmissions:
             "agent_max_tool_calls": job.agent_max_tool_calls,
             "eta": job.eta.model_dump(mode="json") if job.eta else None,
             "supersedes": job.supersedes,
+            "search_text": job.search_text,
         }
         item.update({k: v for k, v in optional.items() if v is not None})
         item.update(marks or {})

@@ -15,6 +15,7 @@ import sys
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
 from enum import StrEnum
 from pathlib import Path
 from typing import Annotated, Any
@@ -50,6 +51,39 @@ Url = Annotated[
 Key = Annotated[
     str | None,
     typer.Option("--key", envvar=KEY_ENV, show_envvar=True, show_default=False, help="The API key."),
+]
+
+
+def when(value: str | None) -> datetime | None:
+    """A time as people give it: ISO 8601 (UTC unless it says otherwise) or a span back from now (`90m`, `24h`,
+    `7d`)."""
+    if value is None:
+        return None
+    text = value.strip()
+    unit = {"m": "minutes", "h": "hours", "d": "days", "w": "weeks"}.get(text[-1:].lower())
+    if unit and text[:-1].isdigit():
+        return datetime.now(UTC) - timedelta(**{unit: int(text[:-1])})
+    try:
+        moment = datetime.fromisoformat(text.replace("Z", "+00:00"))
+    except ValueError:
+        raise typer.BadParameter(f"{value!r} is neither ISO 8601 nor a span like 24h or 7d") from None
+    return moment if moment.tzinfo else moment.replace(tzinfo=UTC)
+
+
+TIME_HELP = "ISO 8601 (UTC unless it says otherwise) or a span back from now: 90m, 24h, 7d."
+WorkflowOption = Annotated[str | None, typer.Option(help="Only this workflow's jobs (e.g. document-analysis).")]
+SlaClassOption = Annotated[str | None, typer.Option(help="Only jobs of this SLA class (interactive, standard, batch).")]
+SinceOption = Annotated[
+    datetime | None,
+    typer.Option("--created-since", parser=when, metavar="TIME", help=f"Created then or later: {TIME_HELP}"),
+]
+UntilOption = Annotated[
+    datetime | None,
+    typer.Option("--created-until", parser=when, metavar="TIME", help=f"Created then or before: {TIME_HELP}"),
+]
+SearchOption = Annotated[
+    str | None,
+    typer.Option("--search", "-q", help="A prefix of the job id, or words of its question (every word must be there)."),
 ]
 Output = Annotated[
     OutputFormat,

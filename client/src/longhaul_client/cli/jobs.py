@@ -11,7 +11,21 @@ import typer
 from rich.markdown import Markdown
 
 from longhaul.core.contracts import JobStatus, SteerOutcome
-from longhaul_client.cli.common import CommandError, Key, Out, Output, OutputFormat, Url, read_json, session
+from longhaul_client.cli.common import (
+    CommandError,
+    Key,
+    Out,
+    Output,
+    OutputFormat,
+    SearchOption,
+    SinceOption,
+    SlaClassOption,
+    UntilOption,
+    Url,
+    WorkflowOption,
+    read_json,
+    session,
+)
 from longhaul_client.cli.render import event_line, job_panel, jobs_table
 from longhaul_client.cli.watch import stopped_watching
 from longhaul_client.cli.watch import watch as follow
@@ -96,13 +110,29 @@ def status(job_id: JobId, url: Url = None, key: Key = None, output: Output = Out
 def list_jobs(
     status: Annotated[JobStatus | None, typer.Option(help="Only jobs in this status.")] = None,
     limit: Annotated[int, typer.Option(min=1, help="At most this many (newest first).")] = 20,
+    workflow: WorkflowOption = None,
+    sla_class: SlaClassOption = None,
+    created_since: SinceOption = None,
+    created_until: UntilOption = None,
+    search: SearchOption = None,
     url: Url = None,
     key: Key = None,
     output: Output = OutputFormat.TEXT,
 ) -> None:
-    """Your jobs, newest first."""
+    """Your jobs, newest first; narrowed by status, workflow, SLA class, creation time, or found by id prefix or
+    words of the question (--search)."""
     with session(url, key, output) as (client, out):
-        jobs = list(client.jobs(status=status, limit=limit))
+        jobs = list(
+            client.jobs(
+                status=status,
+                limit=limit,
+                workflow=workflow,
+                sla_class=sla_class,
+                created_since=created_since,
+                created_until=created_until,
+                q=search,
+            )
+        )
         if out.json:
             out.document({"jobs": jobs})
         else:

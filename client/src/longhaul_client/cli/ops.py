@@ -1,20 +1,42 @@
 """An operator's commands (a key with the `operator` role): every tenant's jobs, dead letters, replay (or its plan), a
-fix of a job's input, escalation, a failed job handed to a person, dead webhooks and their redelivery, tenant
-policies."""
+fix of a job's input, escalation, a failed job handed to a person, termination with a message, bulk replay and
+termination by filter, dead webhooks and their redelivery, tenant policies, usage reports."""
 
 from __future__ import annotations
 
 import json
+from datetime import datetime
 from enum import StrEnum
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 from rich.text import Text
 
 from longhaul.core.contracts import JobStatus
-from longhaul_client.cli.common import CommandError, Key, Output, OutputFormat, Url, read_json, session
-from longhaul_client.cli.render import dead_letters_table, jobs_table, replay_plan, trace_tree, webhooks_table
+from longhaul_client.cli.common import (
+    CommandError,
+    Key,
+    Output,
+    OutputFormat,
+    SearchOption,
+    SinceOption,
+    SlaClassOption,
+    UntilOption,
+    Url,
+    WorkflowOption,
+    read_json,
+    session,
+    when,
+)
+from longhaul_client.cli.render import (
+    bulk_outcome,
+    dead_letters_table,
+    jobs_table,
+    replay_plan,
+    trace_tree,
+    webhooks_table,
+)
 from longhaul_client.cli.repair import escalation_text, fix_outcome, patch_from_sets
 from longhaul_client.cli.report import report_view
 
@@ -24,7 +46,11 @@ app = typer.Typer(
 webhooks = typer.Typer(no_args_is_help=True, help="Webhooks whose delivery gave up, and their redelivery.")
 policy = typer.Typer(no_args_is_help=True, help="A tenant's policy: budgets, quotas, routes, SLA classes.")
 app.add_typer(webhooks, name="webhooks")
+bulk = typer.Typer(
+    no_args_is_help=True, help="Replay or terminate every job a filter matches (a dry run unless --execute)."
+)
 app.add_typer(policy, name="policy")
+app.add_typer(bulk, name="bulk")
 Tenant = Annotated[str, typer.Argument(help="The tenant's id.", show_default=False)]
 
 
@@ -40,13 +66,33 @@ def ops_jobs(
     tenant: Annotated[str | None, typer.Option(help="Only this tenant's jobs.")] = None,
     status: Annotated[JobStatus | None, typer.Option(help="Only jobs in this status.")] = None,
     limit: Annotated[int, typer.Option(min=1, help="At most this many (newest first).")] = 20,
+    workflow: WorkflowOption = None,
+    sla_class: SlaClassOption = None,
+    created_since: SinceOption = None,
+    created_until: UntilOption = None,
+    search: SearchOption = None,
+    escalated: Annotated[
+        bool | None, typer.Option("--escalated/--not-escalated", help="Only escalated jobs, or only the others.")
+    ] = None,
     url: Url = None,
     key: Key = None,
     output: Output = OutputFormat.TEXT,
 ) -> None:
-    """Every tenant's jobs (or one tenant's), newest first."""
+    """Every tenant's jobs (or one tenant's), newest first; narrowed as `longhaul jobs` does, and by escalation."""
     with session(url, key, output) as (client, out):
-        jobs = list(client.ops_jobs(tenant=tenant, status=status, limit=limit))
+        jobs = list(
+            client.ops_jobs(
+                tenant=tenant,
+                status=status,
+                limit=limit,
+                workflow=workflow,
+                sla_class=sla_class,
+                created_since=created_since,
+                created_until=created_until,
+                q=search,
+                escalated=escalated,
+            )
+        )
         if out.json:
             out.document({"jobs": jobs})
         else:
@@ -219,6 +265,149 @@ def complete(
                 f"{opened.review_id} ({opened.status}): job {opened.job_id} is handed to {opened.assignee_group}; "
                 f"a reviewer submits its result with `longhaul review complete {opened.review_id} RESULT.json`"
             )
+
+
+class EndAs(StrEnum):
+    FAILED = "failed"
+    CANCELLED = "cancelled"
+
+
+@app.command()
+def terminate(
+    job_id: Annotated[str, typer.Argument(help="A job that has not finished, or a failed one.", show_default=False)],
+    status: Annotated[EndAs, typer.Option(help="How the job ends.")],
+    reason: Annotated[str, typer.Option(help="Why, in your words: recorded in the job's events with your id.")],
+    message: Annotated[str, typer.Option(help="What the job's owner reads (at most 1,000 characters).")],
+    url: Url = None,
+    key: Key = None,
+    output: Output = OutputFormat.TEXT,
+) -> None:
+    """End a job for good as failed or cancelled, with a message its owner reads (any tenant's job)."""
+    with session(url, key, output) as (client, out):
+        ended = client.terminate(job_id, status=status.value, reason=reason, message=message)
+        if out.json:
+            out.document(ended)
+        else:
+            out.line(f"{ended.job_id} was {ended.previous_status.value}; it is {ended.status.value}: {ended.message}")
+
+
+def _filter(
+    workflow: str | None,
+    tenant: str | None,
+    status: list[JobStatus] | None,
+    failed_step: str | None,
+    error_kind: str | None,
+    since: datetime | None,
+    until: datetime | None,
+    escalated: bool | None,
+) -> dict[str, Any]:
+    given = {
+        "workflow": workflow,
+        "tenant_id": tenant,
+        "status": [s.value for s in status] if status else None,
+        "failed_step": failed_step,
+        "error_kind": error_kind,
+        "since": since.isoformat() if since else None,
+        "until": until.isoformat() if until else None,
+        "escalated": escalated,
+    }
+    return {k: v for k, v in given.items() if v is not None}
+
+
+CHANGED_HELP = "The job's status last changed (a failed job: it failed)"
+BulkWorkflow = Annotated[str | None, typer.Option(help="Only this workflow's jobs.")]
+BulkTenant = Annotated[str | None, typer.Option(help="Only this tenant's jobs.")]
+BulkStatus = Annotated[list[JobStatus] | None, typer.Option(help="Only jobs in this status (repeat for several).")]
+FailedStep = Annotated[str | None, typer.Option(help="Only jobs whose error is at this step.")]
+ErrorKind = Annotated[str | None, typer.Option(help="Only jobs whose error is of this kind (e.g. invalid-input).")]
+Since = Annotated[datetime | None, typer.Option(parser=when, metavar="TIME", help=f"{CHANGED_HELP} then or later.")]
+Until = Annotated[datetime | None, typer.Option(parser=when, metavar="TIME", help=f"{CHANGED_HELP} then or before.")]
+Escalated = Annotated[
+    bool | None, typer.Option("--escalated/--not-escalated", help="Only escalated jobs, or only the others.")
+]
+Execute = Annotated[bool, typer.Option("--execute", help="Do it (without it: a dry run that changes nothing).")]
+BulkLimit = Annotated[int, typer.Option(min=1, max=1000, help="At most this many jobs (most recently changed first).")]
+BulkReason = Annotated[str | None, typer.Option(help="Why: recorded on each job's events (default: the filter).")]
+IdempotencyKey = Annotated[
+    str | None,
+    typer.Option(help="Executing: the same key answers the same and acts on no job twice (default: a new key)."),
+]
+
+
+@bulk.command("replay")
+def bulk_replay(
+    workflow: BulkWorkflow = None,
+    tenant: BulkTenant = None,
+    status: BulkStatus = None,
+    failed_step: FailedStep = None,
+    error_kind: ErrorKind = None,
+    since: Since = None,
+    until: Until = None,
+    escalated: Escalated = None,
+    execute: Execute = False,
+    from_step: Annotated[
+        str | None, typer.Option(help="Replay every job from this step (default: each its own).")
+    ] = None,
+    reason: BulkReason = None,
+    limit: BulkLimit = 200,
+    idempotency_key: IdempotencyKey = None,
+    url: Url = None,
+    key: Key = None,
+    output: Output = OutputFormat.TEXT,
+) -> None:
+    """Replay every failed, cancelled or expired job the filter matches (a dry run with each plan unless --execute)."""
+    with session(url, key, output) as (client, out):
+        found = client.bulk_replay(
+            _filter(workflow, tenant, status, failed_step, error_kind, since, until, escalated),
+            dry_run=not execute,
+            reason=reason,
+            from_step=from_step,
+            limit=limit,
+            idempotency_key=idempotency_key,
+        )
+        if out.json:
+            out.document(found)
+        else:
+            out.console.print(bulk_outcome(found))
+
+
+@bulk.command("terminate")
+def bulk_terminate(
+    end_as: Annotated[EndAs, typer.Option(help="How each job ends.")] = EndAs.CANCELLED,
+    message: Annotated[str, typer.Option(help="What each job's owner reads (at most 1,000 characters).")] = "",
+    workflow: BulkWorkflow = None,
+    tenant: BulkTenant = None,
+    status: BulkStatus = None,
+    failed_step: FailedStep = None,
+    error_kind: ErrorKind = None,
+    since: Since = None,
+    until: Until = None,
+    escalated: Escalated = None,
+    execute: Execute = False,
+    reason: BulkReason = None,
+    limit: BulkLimit = 200,
+    idempotency_key: IdempotencyKey = None,
+    url: Url = None,
+    key: Key = None,
+    output: Output = OutputFormat.TEXT,
+) -> None:
+    """End every job the filter matches (not finished, or failed) with --message (a dry run unless --execute)."""
+    if not message.strip():
+        raise typer.BadParameter("--message is what each job's owner reads; give one", param_hint="--message")
+    with session(url, key, output) as (client, out):
+        found = client.bulk_terminate(
+            _filter(workflow, tenant, status, failed_step, error_kind, since, until, escalated),
+            status=end_as.value,
+            message=message,
+            dry_run=not execute,
+            reason=reason,
+            limit=limit,
+            idempotency_key=idempotency_key,
+        )
+        if out.json:
+            out.document(found)
+        else:
+            out.console.print(bulk_outcome(found))
 
 
 @webhooks.command("dead")

@@ -15,7 +15,16 @@ from rich.progress_bar import ProgressBar
 from rich.table import Table
 from rich.text import Text
 
-from longhaul.core.contracts import DeadLetter, EventView, JobStatus, JobTrace, JobView, ReplayOutcome, TraceSpan
+from longhaul.core.contracts import (
+    BulkOutcome,
+    DeadLetter,
+    EventView,
+    JobStatus,
+    JobTrace,
+    JobView,
+    ReplayOutcome,
+    TraceSpan,
+)
 from longhaul.review.contracts import ReviewDetail, ReviewView
 from longhaul.webhooks.views import WebhookView
 
@@ -278,6 +287,33 @@ def replay_plan(plan: ReplayOutcome) -> RenderableType:
         lines.append(Text(f"  waits for an admission slot: estimated to start in {plan.estimated_start_seconds} s"))
     if plan.dry_run:
         lines.append(Text("  nothing was changed or started", style="dim"))
+    return Group(*lines)
+
+
+def bulk_outcome(outcome: BulkOutcome) -> RenderableType:
+    """A bulk action's jobs, each with what was (or would be) done, then the counts."""
+    table = Table(box=None, pad_edge=False, header_style="bold")
+    table.add_column("JOB", no_wrap=True)
+    for name in ("TENANT", "WORKFLOW", "STATUS", "ERROR", "OUTCOME", "DETAIL"):
+        table.add_column(name)
+    for job in outcome.jobs:
+        if job.plan is not None:
+            detail = f"from {job.plan.from_step}: {', '.join(job.plan.rerun_steps) or 'nothing'} again"
+        elif job.terminated is not None:
+            detail = f"ends {job.terminated.status.value}"
+        else:
+            detail = job.problem or ""
+        error = f"{job.error_kind} at {job.failed_step}" if job.error_kind else ""
+        table.add_row(job.job_id, job.tenant_id, job.workflow, job.status.value, error, job.outcome, Text(detail))
+    head = f"{'Dry run of a bulk' if outcome.dry_run else 'Bulk'} {outcome.action}: {outcome.matched} job(s)"
+    counts = ", ".join(f"{n} {what}" for what, n in sorted(outcome.counts.items())) or "no job matched"
+    lines: list[RenderableType] = [Text(head, style="bold"), table, Text(counts)]
+    if outcome.more:
+        lines.append(Text("more jobs matched than the limit: act again for the rest", style="yellow"))
+    if outcome.dry_run:
+        lines.append(Text("nothing was changed; --execute to do it", style="dim"))
+    elif outcome.idempotency_key:
+        lines.append(Text(f"kept under Idempotency-Key {outcome.idempotency_key} (24 h)", style="dim"))
     return Group(*lines)
 
 
