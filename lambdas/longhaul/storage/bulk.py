@@ -4,7 +4,6 @@ each, written as each is done. The same key and request answer from it and act o
 (a crash part-way leaves the rest for the retry); another request with the key is refused.
 """
 
-
 import json
 from collections.abc import Mapping
 from datetime import timedelta
