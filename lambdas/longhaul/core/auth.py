@@ -7,6 +7,8 @@ from typing import Any, Literal
 from longhaul.core.model import Model
 
 Role = Literal["tenant", "operator", "reviewer"]
+# How a JWT's principal is named (`longhaul.adapters.tokens`: `jwt:<sub>`); an API key's `key_id` is a hash prefix.
+JWT_KEY_PREFIX = "jwt:"
 
 
 class Principal(Model):
