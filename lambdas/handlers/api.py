@@ -625,7 +625,13 @@ def _authenticate(event: dict[str, Any]) -> Principal | None:
         and authorized.get("tenant_id")
         and authorized.get("role") in ("tenant", "operator", "reviewer")
     ):
-        return Principal(tenant_id=str(authorized["tenant_id"]), role=authorized["role"], key_id=key_id)
+        groups = authorized.get("groups")
+        return Principal(
+            tenant_id=str(authorized["tenant_id"]),
+            role=authorized["role"],
+            key_id=key_id,
+            groups=[g for g in str(groups).split(",") if g] if groups is not None else None,
+        )
     return services().jobs.principal_for_key(token)
 
 

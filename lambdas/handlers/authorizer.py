@@ -72,7 +72,13 @@ def handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
                 {"Action": "execute-api:Invoke", "Effect": "Allow", "Resource": stage_arn(str(event["methodArn"]))}
             ],
         },
-        "context": {"tenant_id": principal.tenant_id, "role": principal.role, "key_id": principal.key_id or ""},
+        "context": {
+            "tenant_id": principal.tenant_id,
+            "role": principal.role,
+            "key_id": principal.key_id or "",
+            # context values are strings: a JWT's groups joined by commas (absent: every group; see `Principal`)
+            **({"groups": ",".join(principal.groups)} if principal.groups is not None else {}),
+        },
     }
 
 

@@ -90,6 +90,25 @@ def test_create_key_stores_only_the_hash_and_the_printed_key_authenticates(stack
     assert JobStore(stack_table).principal_for_key(key + "x") is None
 
 
+def test_a_reviewer_key_is_made_with_its_groups_and_groups_are_for_reviewers_only(stack_table: Any) -> None:
+    reviewer = ("admin", "create-key", "--stack", STACK, "--tenant", "acme", "--role", "reviewer")
+    made = longhaul(*reviewer, "--groups", "analysts, leads", "--output", "json")
+    tenant = longhaul("admin", "create-key", "--stack", STACK, "--tenant", "acme", "--groups", "analysts")
+    bad = longhaul(*reviewer, "--groups", "a b")
+    every = admin.create_key(stack_table, "acme", "reviewer")
+
+    assert made.exit_code == 0, made.stderr
+    document = json.loads(made.stdout)
+    assert document["groups"] == ["analysts", "leads"]
+    principal = JobStore(stack_table).principal_for_key(document["key"])
+    assert principal is not None and principal.groups == ["analysts", "leads"]
+    everyone = JobStore(stack_table).principal_for_key(every)
+    assert everyone is not None and everyone.groups is None  # no groups: every group of the tenant
+    assert tenant.exit_code == 2 and "reviewer" in tenant.stderr
+    assert bad.exit_code == 2 and "groups must be" in bad.stderr
+    assert len(_keys(stack_table)) == 2
+
+
 def test_each_key_is_new(stack_table: Any) -> None:
     keys = {admin.create_key(stack_table, "acme") for _ in range(3)}
 

@@ -168,3 +168,15 @@ def test_a_jwt_context_does_not_authenticate_a_key(table: Any, with_jwt: None) -
     refused = api.handler(proxy_event("lh_unknown-key-0123456789", answer), LambdaContext())
 
     assert refused["statusCode"] == 401
+
+
+def test_a_jwts_groups_claim_reaches_the_api_as_the_reviewers_groups(table: Any, with_jwt: None) -> None:
+    token = jwt.token({"custom:tenant": "acme", "custom:role": "reviewer", "cognito:groups": ["analysts", "leads"]})
+    without = jwt.token({"custom:tenant": "acme", "custom:role": "reviewer"})
+
+    answer = authorize(authorizer_event(f"Bearer {token}"))
+    bare = authorize(authorizer_event(f"Bearer {without}"))
+
+    assert answer["context"]["groups"] == "analysts,leads" and "groups" not in bare["context"]
+    assert api._authenticate(proxy_event(token, answer)).groups == ["analysts", "leads"]  # type: ignore[union-attr]
+    assert api._authenticate(proxy_event(without, bare)).groups is None  # type: ignore[union-attr]

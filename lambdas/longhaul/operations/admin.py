@@ -2,7 +2,7 @@
 tenant's webhook signing secret, prune the old versions no live job runs. `longhaul admin …` (the command line,
 `client/`) runs these:
 
-    longhaul admin create-key --stack Longhaul-prod --tenant acme [--role reviewer]
+    longhaul admin create-key --stack Longhaul-prod --tenant acme [--role reviewer [--groups analysts,leads]]
     longhaul admin prune-versions --stack Longhaul-prod [--apply]
     longhaul admin create-key --stack Longhaul-local --endpoint-url http://127.0.0.1:8001 --tenant acme  # make run's
 
@@ -18,6 +18,7 @@ credentials and the local platform's region.
 
 from __future__ import annotations
 
+import re
 import secrets
 import sys
 from dataclasses import dataclass
@@ -77,14 +78,29 @@ def new_key() -> str:
     return KEY_PREFIX + secrets.token_urlsafe(32)
 
 
-def create_key(table: Any, tenant: str, role: Role = "tenant") -> str:
+GROUP = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
+
+
+def parse_groups(text: str) -> list[str]:
+    """`analysts,analysis-leads` → the reviewer groups (names of letters, digits, `.`, `_`, `-`; at least one)."""
+    groups = list(dict.fromkeys(g.strip() for g in text.split(",") if g.strip()))
+    bad = [g for g in groups if not GROUP.match(g)]
+    if not groups or bad:
+        raise AdminError(f"groups must be comma-separated names of letters, digits, '.', '_' or '-' (got {text!r})")
+    return groups
+
+
+def create_key(table: Any, tenant: str, role: Role = "tenant", *, groups: list[str] | None = None) -> str:
     """Store a new key's hash for `tenant` with `role`; returns the key (the only time it is seen). A tenant's or
-    reviewer's key makes the tenant exist (`longhaul.storage.tenants`); an operator's belongs to no tenant."""
+    reviewer's key makes the tenant exist (`longhaul.storage.tenants`); an operator's belongs to no tenant. `groups`:
+    a reviewer's groups (it sees and decides the reviews assigned to one of them); None: every group."""
+    if groups is not None and role != "reviewer":
+        raise AdminError("groups are for a reviewer key")
     key = new_key()
     if role != "operator":
         TenantStore(table).register(tenant)
     # A collision of 256-bit keys is not expected; the condition makes one fail rather than reassign a key.
-    table.put_item(Item=api_key_item(key, tenant, role), ConditionExpression="attribute_not_exists(pk)")
+    table.put_item(Item=api_key_item(key, tenant, role, groups), ConditionExpression="attribute_not_exists(pk)")
     return key
 
 

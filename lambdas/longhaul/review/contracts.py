@@ -48,6 +48,14 @@ class ReviewView(Model):
     reasons: list[str] = Field(description="Why review was required.")
     decision: Literal["approve", "reject", "edit", "complete"] | None = None
     decided_at: datetime | None = None
+    decided_by: str | None = Field(
+        default=None,
+        description="Who decided: `<tenant>/reviewer/<key id>` (a prefix of the key's hash), `policy` for the "
+        "ladder's final action, or the operator of a manual completion.",
+    )
+    decided_group: str | None = Field(
+        default=None, description="The reviewer group through which the reviewer decided (one of its groups)."
+    )
     note: str | None = Field(
         default=None,
         exclude_if=lambda value: value is None,

@@ -130,7 +130,12 @@ class JobStore(JobSubmissions, JobListing):
     def _principal(self, digest: str) -> Principal | None:
         item = self.table.get_item(Key=schema.api_key_key(digest)).get("Item")
         return (
-            Principal(tenant_id=item["tenant_id"], role=item.get("role", "tenant"), key_id=digest[:12])
+            Principal(
+                tenant_id=item["tenant_id"],
+                role=item.get("role", "tenant"),
+                key_id=digest[:12],
+                groups=[str(g) for g in item["groups"]] if "groups" in item else None,
+            )
             if item
             else None
         )

@@ -74,6 +74,14 @@ def create_key(
     stack: Stack,
     tenant: TenantOption,
     role: Annotated[KeyRole, typer.Option(help="A reviewer acts for the tenant's reviews only.")] = KeyRole.TENANT,
+    groups: Annotated[
+        str | None,
+        typer.Option(
+            help="A reviewer's groups, comma-separated (e.g. analysts,analysis-leads): it sees and decides only the "
+            "reviews assigned to one of them. Without it, a reviewer key reviews every group of its tenant.",
+            show_default=False,
+        ),
+    ] = None,
     region: Region = None,
     endpoint_url: EndpointUrl = None,
     output: Output = OutputFormat.TEXT,
@@ -82,14 +90,26 @@ def create_key(
     from longhaul.operations import admin
 
     with _aws(output) as out:
+        chosen = admin.parse_groups(groups) if groups is not None else None
+        if chosen is not None and role is not KeyRole.REVIEWER:
+            raise CommandError("--groups is for a reviewer key (--role reviewer)")
         session = _session(region, endpoint_url)
         outputs = admin.stack_outputs(session.client("cloudformation"), stack)
-        key = admin.create_key(session.resource("dynamodb").Table(outputs.table_name), tenant, role.value)
+        table = session.resource("dynamodb").Table(outputs.table_name)
+        key = admin.create_key(table, tenant, role.value, groups=chosen)
         if out.json:
-            out.document({"key": key, "tenant_id": tenant, "role": role.value, "stack": stack})
+            document: dict[str, Any] = {"key": key, "tenant_id": tenant, "role": role.value, "stack": stack}
+            if role is KeyRole.REVIEWER:
+                document["groups"] = chosen
+            out.document(document)
             return
         out.line(key)  # alone on stdout: KEY=$(longhaul admin create-key …)
-        out.note(f"created a {role.value} key for tenant {tenant!r} in {stack}; shown once, only its hash is stored")
+        scope = ""
+        if role is KeyRole.REVIEWER:
+            scope = f" (groups: {', '.join(chosen)})" if chosen is not None else " (every group of the tenant)"
+        out.note(
+            f"created a {role.value} key{scope} for tenant {tenant!r} in {stack}; shown once, only its hash is stored"
+        )
 
 
 @app.command("revoke-key")
