@@ -50,11 +50,14 @@ class ReviewView(Model):
     decided_at: datetime | None = None
     decided_by: str | None = Field(
         default=None,
-        description="Who decided: `<tenant>/reviewer/<key id>` (a prefix of the key's hash), `policy` for the "
-        "ladder's final action, or the operator of a manual completion.",
+        exclude_if=lambda value: value is None,
+        description="Who decided (absent until decided): `<tenant>/reviewer/<key id>` (a prefix of the key's hash), "
+        "or `policy` for the escalation ladder's final action.",
     )
     decided_group: str | None = Field(
-        default=None, description="The reviewer group through which the reviewer decided (one of its groups)."
+        default=None,
+        exclude_if=lambda value: value is None,
+        description="The reviewer group through which the reviewer decided (absent until a reviewer decides).",
     )
     note: str | None = Field(
         default=None,
