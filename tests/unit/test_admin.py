@@ -204,3 +204,37 @@ def test_the_documented_invocation_works_from_the_checkout_against_the_local_pla
         assert principal is not None and (principal.tenant_id, principal.role) == ("acme", "reviewer")
     finally:
         server.stop()
+
+
+def test_a_rotated_key_keeps_working_for_the_overlap_then_is_refused(stack_table: Any) -> None:
+    old = admin.create_key(stack_table, "acme", "reviewer", groups=["analysts"])
+
+    done = longhaul("admin", "rotate-key", "--stack", STACK, "--key", old, "--overlap-hours", "1", "--output", "json")
+    again = admin.rotate_key(stack_table, key=old, overlap=timedelta(hours=5))  # never extends the old key
+    missing = longhaul("admin", "rotate-key", "--stack", STACK, "--key", "lh_nope")
+
+    assert done.exit_code == 0, done.stderr
+    rotated = json.loads(done.stdout)
+    assert (rotated["tenant_id"], rotated["role"], rotated["previous_key_id"]) == (
+        "acme",
+        "reviewer",
+        key_hash(old)[:12],
+    )
+    ends = datetime.fromisoformat(rotated["previous_expires_at"])
+    assert again.previous_expires_at == ends
+    new = JobStore(stack_table).principal_for_key(rotated["key"])
+    assert new is not None and new.groups == ["analysts"] and new.tenant_id == "acme"
+
+    class At:
+        def __init__(self, when: datetime) -> None:
+            self.when = when
+
+        def now(self) -> datetime:
+            return self.when
+
+    within = JobStore(stack_table, clock=At(ends - timedelta(seconds=1))).principal_for_key(old)
+    after = JobStore(stack_table, clock=At(ends)).principal_for_key(old)
+    assert within is not None and within.tenant_id == "acme"
+    assert after is None
+    assert JobStore(stack_table, clock=At(ends)).principal_for_key(rotated["key"]) is not None
+    assert missing.exit_code == 2 and "no API key" in missing.stderr

@@ -138,6 +138,54 @@ def revoke_key(
             out.line(f"revoked the {revoked.role} key {revoked.key_id}… of tenant {revoked.tenant_id!r} in {stack}")
 
 
+@app.command("rotate-key")
+def rotate_key(
+    stack: Stack,
+    key: Annotated[str | None, typer.Option("--key", help="The key to replace.", show_default=False)] = None,
+    key_hash: Annotated[
+        str | None, typer.Option(help="Or its SHA-256 (hex), when the key itself is lost.", show_default=False)
+    ] = None,
+    overlap_hours: Annotated[
+        float, typer.Option(min=0, help="How long the old key keeps working beside the new one.")
+    ] = 24,
+    region: Region = None,
+    endpoint_url: EndpointUrl = None,
+    output: Output = OutputFormat.TEXT,
+) -> None:
+    """Replace an API key with a new one of the same tenant, role and groups: printed once; the old key keeps working
+    for the overlap, then is refused (401) within 10 s."""
+    from longhaul.operations import admin
+
+    if (key is None) == (key_hash is None):
+        raise typer.BadParameter("give --key or --key-hash", param_hint="--key")
+    with _aws(output) as out:
+        session = _session(region, endpoint_url)
+        outputs = admin.stack_outputs(session.client("cloudformation"), stack)
+        rotated = admin.rotate_key(
+            session.resource("dynamodb").Table(outputs.table_name),
+            key=key,
+            digest=key_hash,
+            overlap=timedelta(hours=overlap_hours),
+        )
+        if out.json:
+            out.document(
+                {
+                    "key": rotated.key,
+                    "key_id": rotated.key_id,
+                    "tenant_id": rotated.tenant_id,
+                    "role": rotated.role,
+                    "previous_key_id": rotated.previous_key_id,
+                    "previous_expires_at": rotated.previous_expires_at.isoformat(),
+                }
+            )
+            return
+        out.line(rotated.key)  # alone on stdout: NEW=$(longhaul admin rotate-key …)
+        out.note(
+            f"created a {rotated.role} key for tenant {rotated.tenant_id!r} in {stack}, shown once; the old key "
+            f"{rotated.previous_key_id}… works until {rotated.previous_expires_at:%Y-%m-%d %H:%M:%S} UTC"
+        )
+
+
 @app.command("rotate-webhook-secret")
 def rotate_webhook_secret(
     stack: Stack,
