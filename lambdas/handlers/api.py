@@ -473,7 +473,7 @@ app.include_router(update_routes)
 )
 def get_me() -> Caller:
     caller = principal(app)
-    return Caller(tenant_id=caller.tenant_id, role=caller.role)
+    return Caller(tenant_id=caller.tenant_id, role=caller.role, groups=caller.groups)
 
 
 # ---------------------------------------------------------------------- without a key
