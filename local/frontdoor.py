@@ -396,8 +396,7 @@ class GatewayAuthorizer:
                     self._answers[identity] = (now + self.ttl_seconds, answer)
         if not _allows(answer["policyDocument"], method_arn):
             return unauthorized()
-        context = {k: v for k, v in (answer.get("context") or {}).items()}
-        return {**context, "principalId": answer.get("principalId")}
+        return {**dict(answer.get("context") or {}), "principalId": answer.get("principalId")}
 
     @staticmethod
     def method_arn(event: dict[str, Any]) -> str:
