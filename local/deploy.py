@@ -268,6 +268,16 @@ class StackResource:
 
 
 @dataclass(frozen=True)
+class ApiAuthorizer:
+    """The REST API's Lambda (REQUEST) authorizer as the template declares it (moto stores none): the function it
+    invokes, the header its answers are cached by, and for how long API Gateway keeps an answer."""
+
+    function_name: str
+    identity_header: str
+    ttl_seconds: int
+
+
+@dataclass(frozen=True)
 class Deployment:
     """What one deployed stack contains, keyed by CloudFormation logical id."""
 
@@ -284,6 +294,7 @@ class Deployment:
     buckets: dict[str, str] = field(default_factory=dict)  # logical id -> bucket name
     rest_api_id: str | None = None
     stage_name: str = "local"
+    authorizer: ApiAuthorizer | None = None
 
     def function_for_handler(self, handler: str) -> str:
         """The name of the (single) function whose handler is `handler`, e.g. `handlers.api.handler`."""
@@ -384,6 +395,7 @@ def describe_deployment(clients: Clients, stack_name: str, template: dict[str, A
         buckets=_by_type(resources, "AWS::S3::Bucket"),
         rest_api_id=_single(resources, "AWS::ApiGateway::RestApi"),
         stage_name=_stage_name(declared),
+        authorizer=_authorizer(declared, functions),
     )
 
 
@@ -397,6 +409,27 @@ def _data_bucket(resources: dict[str, StackResource], declared: dict[str, Any]) 
     buckets = _by_type(resources, "AWS::S3::Bucket")
     data = [name for lid, name in buckets.items() if json.dumps({"Ref": lid}) not in log_targets]
     return data[0] if len(data) == 1 else None
+
+
+def _authorizer(declared: dict[str, Any], functions: dict[str, str]) -> ApiAuthorizer | None:
+    """The template's REQUEST authorizer (a Lambda named in its `AuthorizerUri`, cached by one header for
+    `AuthorizerResultTtlInSeconds`, 300 when absent, as API Gateway defaults), if the stack declares one."""
+    found = [r.get("Properties", {}) for r in declared.values() if r.get("Type") == "AWS::ApiGateway::Authorizer"]
+    if not found:
+        return None
+    if len(found) > 1:
+        raise ValueError(f"{len(found)} API Gateway authorizers: the local front door runs one")
+    properties = found[0]
+    uri = json.dumps(properties.get("AuthorizerUri"))
+    named = [lid for lid in functions if f'"Fn::GetAtt": ["{lid}", "Arn"]' in uri]
+    source = str(properties.get("IdentitySource", ""))
+    if len(named) != 1 or not source.startswith("method.request.header."):
+        raise ValueError(f"an authorizer the local front door cannot run: {properties}")
+    return ApiAuthorizer(
+        function_name=functions[named[0]],
+        identity_header=source.removeprefix("method.request.header."),
+        ttl_seconds=int(properties.get("AuthorizerResultTtlInSeconds", 300)),
+    )
 
 
 def _stage_name(declared: dict[str, Any]) -> str:

@@ -9,11 +9,16 @@ Routing is on the raw (still percent-encoded) path, as API Gateway routes: an en
 so `/v1/jobs/job_x%2Fresult` is `GET /v1/jobs/{job_id}` with `job_id` `job_x/result`. The event's `path` is the raw
 path, its `pathParameters` the decoded segments. Every refusal is problem+json, the HTTP layer's own included (a
 request line or header over the server's limits, too many headers, a malformed request: `ProblemRequestHandler`).
+
+A route whose method has a Lambda authorizer (`authorizationType: CUSTOM`) runs it first, as API Gateway does
+(`GatewayAuthorizer`): the same function, a REQUEST authorizer event, its answer cached by the identity header for
+the TTL the template declares (`local.deploy.ApiAuthorizer`); public routes (`NONE`) stay public.
 """
 
 from __future__ import annotations
 
 import base64
+import fnmatch
 import json
 import logging
 import mimetypes
@@ -42,6 +47,7 @@ LOG = logging.getLogger(__name__)  # not under "longhaul" (the handlers' Powerto
 # API Gateway's own hard limit: below it the API function applies the platform's limit (and answers its 413).
 MAX_BODY_BYTES = limits.API_GATEWAY_MAX_BODY_BYTES
 PROBLEM_BASE = "https://longhaul.dev/problems/"
+REGION = "us-east-1"  # the local platform's (local/deploy.py), in the method ARN an authorizer is asked about
 MANUAL_PATH = "/manual/"  # where the built manual is served, beside the API's routes
 _FUNCTION_IN_URI = re.compile(
     r":lambda:path/[^/]+/functions/(?P<arn>.+)/(?P<streaming>response-streaming-)?invocations$"
@@ -79,6 +85,7 @@ class Route:
     function_arn: str
     pattern: re.Pattern[str]
     streaming: bool = False  # `responseTransferMode: STREAM`: the response is streamed (`FrontDoor._stream`)
+    authorized: bool = False  # `authorizationType: CUSTOM`: the API's Lambda authorizer runs first
 
     @property
     def literal_segments(self) -> int:
@@ -123,6 +130,7 @@ def load_routes(apigateway: Any, rest_api_id: str) -> list[Route]:
                     match["arn"],
                     path_pattern(resource["path"]),
                     streaming=bool(match["streaming"]),
+                    authorized=(resource["resourceMethods"][method] or {}).get("authorizationType") == "CUSTOM",
                 )
             )
     return sorted(routes, key=lambda r: (-r.literal_segments, -len(r.resource_path)))
@@ -327,6 +335,110 @@ def _next_window(event: dict[str, Any], last_id: str | None) -> dict[str, Any]:
     }
 
 
+# What API Gateway answers when the authorizer refuses (the stack's UNAUTHORIZED and ACCESS_DENIED gateway responses).
+UNAUTHORIZED_TITLE = "A valid API key is required (Authorization: Bearer <key>)"
+
+
+def unauthorized() -> Response:
+    return problem(
+        401,
+        "unauthorized",
+        UNAUTHORIZED_TITLE,
+        "The API's authorizer refused the request",
+        {"WWW-Authenticate": 'Bearer realm="longhaul"'},
+    )
+
+
+class GatewayAuthorizer:
+    """API Gateway's REQUEST authorizer: no identity header is a 401 without a call; otherwise the function is
+    invoked with the authorizer event and its policy (Allow on the request's method ARN, else 401 as the stack's
+    ACCESS_DENIED response) and `context` are kept by the header's value for `ttl_seconds` (0: not kept). A raised
+    `Unauthorized` is a 401 and is not kept; any other failure is a 500, as API Gateway answers."""
+
+    def __init__(
+        self,
+        function_arn: str,
+        identity_header: str,
+        ttl_seconds: int,
+        *,
+        invoke: Callable[[str, dict[str, Any]], tuple[bytes, bool]],
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self.function_arn, self.identity_header, self.ttl_seconds = function_arn, identity_header, ttl_seconds
+        self.invoke, self.clock = invoke, clock
+        self._answers: dict[str, tuple[float, dict[str, Any]]] = {}
+        self._lock = threading.Lock()
+
+    def authorize(self, event: dict[str, Any]) -> dict[str, Any] | Response:
+        """The `requestContext.authorizer` of an allowed request, or the refusal."""
+        wanted = self.identity_header.lower()
+        identity = next((v for k, v in (event.get("headers") or {}).items() if k.lower() == wanted), None)
+        if not identity:
+            return unauthorized()
+        method_arn = self.method_arn(event)
+        now = self.clock()
+        with self._lock:
+            kept = self._answers.get(identity)
+        answer = kept[1] if kept is not None and now < kept[0] else None
+        if answer is None:
+            raw, errored = self.invoke(self.function_arn, self.event(event, method_arn))
+            try:
+                answer = json.loads(raw)
+            except ValueError:
+                answer = None
+            if errored and isinstance(answer, dict) and answer.get("errorMessage") == "Unauthorized":
+                return unauthorized()
+            if errored or not isinstance(answer, dict) or "policyDocument" not in answer:
+                LOG.error("the authorizer failed or answered no policy: %s", raw[:2000])
+                return problem(500, "authorizer-failed", "Internal Server Error", "The authorizer failed")
+            if self.ttl_seconds > 0:
+                with self._lock:
+                    self._answers[identity] = (now + self.ttl_seconds, answer)
+        if not _allows(answer["policyDocument"], method_arn):
+            return unauthorized()
+        return {**dict(answer.get("context") or {}), "principalId": answer.get("principalId")}
+
+    @staticmethod
+    def method_arn(event: dict[str, Any]) -> str:
+        context = event["requestContext"]
+        return (
+            f"arn:aws:execute-api:{REGION}:{context['accountId']}:{context['apiId']}/{context['stage']}/"
+            f"{event['httpMethod']}{event['path']}"
+        )
+
+    @staticmethod
+    def event(event: dict[str, Any], method_arn: str) -> dict[str, Any]:
+        """A REQUEST authorizer's event, as API Gateway builds it from the request."""
+        keys = (
+            "resource",
+            "path",
+            "httpMethod",
+            "headers",
+            "multiValueHeaders",
+            "queryStringParameters",
+            "multiValueQueryStringParameters",
+            "pathParameters",
+            "stageVariables",
+            "requestContext",
+        )
+        return {"type": "REQUEST", "methodArn": method_arn, **{k: event.get(k) for k in keys}}
+
+
+def _allows(policy: dict[str, Any], method_arn: str) -> bool:
+    """An IAM policy's verdict on `execute-api:Invoke` of `method_arn` (an explicit Deny wins)."""
+    verdicts = []
+    for statement in policy.get("Statement") or []:
+        actions = statement.get("Action") or []
+        resources = statement.get("Resource") or []
+        actions = [actions] if isinstance(actions, str) else actions
+        resources = [resources] if isinstance(resources, str) else resources
+        if any(fnmatch.fnmatchcase("execute-api:Invoke", a) for a in actions) and any(
+            fnmatch.fnmatchcase(method_arn, r) for r in resources
+        ):
+            verdicts.append(statement.get("Effect"))
+    return "Allow" in verdicts and "Deny" not in verdicts
+
+
 class FrontDoor:
     """A threaded werkzeug server that routes requests to the REST API's Lambda integrations."""
 
@@ -338,10 +450,13 @@ class FrontDoor:
         *,
         integration: Callable[[str, dict[str, Any]], tuple[bytes, bool]],
         manual: Path | None = None,
+        authorizer: GatewayAuthorizer | None = None,
     ) -> None:
         """`integration(function_arn, event) -> (payload, errored)` invokes a route's function. `manual`: the built
-        manual (`make docs-site`'s `site/`), served at `/manual/` (the console's links go there locally)."""
+        manual (`make docs-site`'s `site/`), served at `/manual/` (the console's links go there locally).
+        `authorizer`: the API's Lambda authorizer, run before the routes that declare it."""
         self.integration = integration
+        self.authorizer = authorizer
         self.manual = manual
         self.rest_api_id = rest_api_id
         self.stage = stage
@@ -407,6 +522,11 @@ class FrontDoor:
         event = proxy_event(
             request, route, self._params(route, groups), self.stage, self.binary_types, self.rest_api_id, path
         )
+        if route.authorized and self.authorizer is not None:
+            authorized = self.authorizer.authorize(event)
+            if isinstance(authorized, Response):
+                return authorized
+            event["requestContext"]["authorizer"] = authorized
         if route.streaming:
             return self._stream(route, event)
         return self._invoke(route, event)

@@ -38,7 +38,7 @@ from typing import Any, ClassVar
 
 from local import lambda_runtime, moto_patches, schedules, traces, workers
 from local.deploy import ACCOUNT, REGION, Deployment, deploy_assembly, synthesize, update_assembly, wait_until
-from local.frontdoor import MANUAL_PATH, FrontDoor
+from local.frontdoor import MANUAL_PATH, FrontDoor, GatewayAuthorizer
 from local.keys import DEFAULT_KEYS as DEFAULT_KEYS  # re-exported
 from local.keys import DEFAULT_WEBHOOK_SECRETS as DEFAULT_WEBHOOK_SECRETS  # re-exported
 from local.keys import KEYS_ENV, WEBHOOK_SECRETS_ENV, ApiKey, parse_keys, parse_webhook_secrets, seed_api_keys
@@ -267,12 +267,24 @@ class LocalPlatform:
             return
         target = with_api[0]
         assert target.rest_api_id is not None
+        declared = target.authorizer
+        authorizer = (
+            GatewayAuthorizer(
+                f"arn:aws:lambda:{REGION}:{ACCOUNT}:function:{declared.function_name}",
+                declared.identity_header,
+                declared.ttl_seconds,
+                invoke=lambda_runtime.invoke_integration,
+            )
+            if declared is not None
+            else None
+        )
         door = FrontDoor(
             self.client("apigateway"),
             target.rest_api_id,
             target.stage_name,
             integration=lambda_runtime.invoke_integration,
             manual=self.repo_root / "site",
+            authorizer=authorizer,
         )
         port = door.start(HOST, api_port)
         self._servers.front_door = door

@@ -219,6 +219,8 @@ class Api(Construct):
             for function in (self.function, self.ops_function)
         }
         # Unknown keys are refused here, before the API function runs (cached per key; see handlers/authorizer.py).
+        # The cache TTL is a flood shield, not the revocation bound: the API function looks every key up again
+        # through its own 10 s cache, so a revoked key is refused within LOOKUP_CACHE_SECONDS whatever is cached here.
         self.authorizer_function = platform_function(
             self,
             "Authorizer",

@@ -62,10 +62,11 @@ from handlers.api_stream import router as stream_routes
 from handlers.api_trace import router as trace_routes
 from handlers.api_updates import router as update_routes
 from handlers.resolver import ThreadSafeRestResolver
+from longhaul.adapters.tokens import looks_like_jwt
 from longhaul.api.graph import WorkflowGraph
 from longhaul.api.jobs import readiness
 from longhaul.core import correlation, jsonbody, limits
-from longhaul.core.auth import Principal, bearer_token
+from longhaul.core.auth import JWT_KEY_PREFIX, Principal, bearer_token
 from longhaul.core.contracts import (
     IDEMPOTENCY_KEY_PATTERN,
     Caller,
@@ -497,7 +498,7 @@ app.include_router(report_routes)
 )
 def get_me() -> Caller:
     caller = principal(app)
-    return Caller(tenant_id=caller.tenant_id, role=caller.role)
+    return Caller(tenant_id=caller.tenant_id, role=caller.role, groups=caller.groups)
 
 
 # ---------------------------------------------------------------------- without a key
@@ -631,16 +632,32 @@ def _raw_problem(problem: ApiProblem, event: dict[str, Any]) -> dict[str, Any]:
 
 
 def _authenticate(event: dict[str, Any]) -> Principal | None:
-    """The principal API Gateway's authorizer established (a key's or a JWT's: `handlers.authorizer`), else the
-    key's own lookup (locally, where no authorizer runs). Only API Gateway writes `requestContext.authorizer`."""
-    authorized = dict((event.get("requestContext") or {}).get("authorizer") or {})
-    if authorized.get("tenant_id") and authorized.get("role") in ("tenant", "operator", "reviewer"):
-        return Principal(
-            tenant_id=str(authorized["tenant_id"]), role=authorized["role"], key_id=authorized.get("key_id") or None
-        )
+    """Who calls. An API key is looked up here on every path, through the function's key cache
+    (`LOOKUP_CACHE_SECONDS`): API Gateway keeps the authorizer's answer for a key up to its cache TTL
+    (`stacks/api.py`), and that cached context must not outlive a revocation, so for a key it is not trusted; a
+    revoked key is refused within `LOOKUP_CACHE_SECONDS` whatever the gateway's cache says. A JWT carries no state to
+    revoke: the principal the authorizer established from it (`handlers.authorizer`; only API Gateway writes
+    `requestContext.authorizer`) stands until the token expires."""
     headers = {k.lower(): v for k, v in (event.get("headers") or {}).items()}
     token = bearer_token(headers.get("authorization"))
-    return services().jobs.principal_for_key(token) if token else None
+    if not token:
+        return None
+    authorized = dict((event.get("requestContext") or {}).get("authorizer") or {})
+    key_id = str(authorized.get("key_id") or "")
+    if (
+        looks_like_jwt(token)
+        and key_id.startswith(JWT_KEY_PREFIX)
+        and authorized.get("tenant_id")
+        and authorized.get("role") in ("tenant", "operator", "reviewer")
+    ):
+        groups = authorized.get("groups")
+        return Principal(
+            tenant_id=str(authorized["tenant_id"]),
+            role=authorized["role"],
+            key_id=key_id,
+            groups=[g for g in str(groups).split(",") if g] if groups is not None else None,
+        )
+    return services().jobs.principal_for_key(token)
 
 
 def _content_type(event: dict[str, Any]) -> str:

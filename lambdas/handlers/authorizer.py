@@ -2,10 +2,12 @@
 
 API Gateway caches each key's answer (`stacks/api.py`: five minutes, keyed by the `Authorization` header), so a
 flood with made-up keys costs authorizer invocations, never API function time, and a known key costs one lookup per
-cache period. With `longhaul:jwt` configured, a JWT of that issuer is accepted too: the tenant and the role are
-its claims (`longhaul.adapters.tokens`). The policy allows the whole stage, since one cached answer serves every
-route of the key; the API function still authorizes the route (roles, tenancy). Locally moto runs no authorizer:
-the API function's own key check, the same lookup, is what refuses (it stays on both paths).
+cache period. That cached answer is not what bounds a revocation: the API function looks a key up again through its
+own key cache (`handlers.api._authenticate`, `LOOKUP_CACHE_SECONDS`), so a revoked key is refused within that time
+whatever the gateway still keeps. With `longhaul:jwt` configured, a JWT of that issuer is accepted too: the tenant and
+the role are its claims (`longhaul.adapters.tokens`). The policy allows the whole stage, since one cached answer
+serves every route of the key; the API function still authorizes the route (roles, tenancy). Locally the front door
+runs this function as API Gateway does, with the TTL the template declares (`local.frontdoor.GatewayAuthorizer`).
 """
 
 from __future__ import annotations
@@ -70,7 +72,13 @@ def handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
                 {"Action": "execute-api:Invoke", "Effect": "Allow", "Resource": stage_arn(str(event["methodArn"]))}
             ],
         },
-        "context": {"tenant_id": principal.tenant_id, "role": principal.role, "key_id": principal.key_id or ""},
+        "context": {
+            "tenant_id": principal.tenant_id,
+            "role": principal.role,
+            "key_id": principal.key_id or "",
+            # context values are strings: a JWT's groups joined by commas (absent: every group; see `Principal`)
+            **({"groups": ",".join(principal.groups)} if principal.groups is not None else {}),
+        },
     }
 
 

@@ -90,6 +90,25 @@ def test_create_key_stores_only_the_hash_and_the_printed_key_authenticates(stack
     assert JobStore(stack_table).principal_for_key(key + "x") is None
 
 
+def test_a_reviewer_key_is_made_with_its_groups_and_groups_are_for_reviewers_only(stack_table: Any) -> None:
+    reviewer = ("admin", "create-key", "--stack", STACK, "--tenant", "acme", "--role", "reviewer")
+    made = longhaul(*reviewer, "--groups", "analysts, leads", "--output", "json")
+    tenant = longhaul("admin", "create-key", "--stack", STACK, "--tenant", "acme", "--groups", "analysts")
+    bad = longhaul(*reviewer, "--groups", "a b")
+    every = admin.create_key(stack_table, "acme", "reviewer")
+
+    assert made.exit_code == 0, made.stderr
+    document = json.loads(made.stdout)
+    assert document["groups"] == ["analysts", "leads"]
+    principal = JobStore(stack_table).principal_for_key(document["key"])
+    assert principal is not None and principal.groups == ["analysts", "leads"]
+    everyone = JobStore(stack_table).principal_for_key(every)
+    assert everyone is not None and everyone.groups is None  # no groups: every group of the tenant
+    assert tenant.exit_code == 2 and "reviewer" in tenant.stderr
+    assert bad.exit_code == 2 and "groups must be" in bad.stderr
+    assert len(_keys(stack_table)) == 2
+
+
 def test_each_key_is_new(stack_table: Any) -> None:
     keys = {admin.create_key(stack_table, "acme") for _ in range(3)}
 
@@ -185,3 +204,37 @@ def test_the_documented_invocation_works_from_the_checkout_against_the_local_pla
         assert principal is not None and (principal.tenant_id, principal.role) == ("acme", "reviewer")
     finally:
         server.stop()
+
+
+def test_a_rotated_key_keeps_working_for_the_overlap_then_is_refused(stack_table: Any) -> None:
+    old = admin.create_key(stack_table, "acme", "reviewer", groups=["analysts"])
+
+    done = longhaul("admin", "rotate-key", "--stack", STACK, "--key", old, "--overlap-hours", "1", "--output", "json")
+    again = admin.rotate_key(stack_table, key=old, overlap=timedelta(hours=5))  # never extends the old key
+    missing = longhaul("admin", "rotate-key", "--stack", STACK, "--key", "lh_nope")
+
+    assert done.exit_code == 0, done.stderr
+    rotated = json.loads(done.stdout)
+    assert (rotated["tenant_id"], rotated["role"], rotated["previous_key_id"]) == (
+        "acme",
+        "reviewer",
+        key_hash(old)[:12],
+    )
+    ends = datetime.fromisoformat(rotated["previous_expires_at"])
+    assert again.previous_expires_at == ends
+    new = JobStore(stack_table).principal_for_key(rotated["key"])
+    assert new is not None and new.groups == ["analysts"] and new.tenant_id == "acme"
+
+    class At:
+        def __init__(self, when: datetime) -> None:
+            self.when = when
+
+        def now(self) -> datetime:
+            return self.when
+
+    within = JobStore(stack_table, clock=At(ends - timedelta(seconds=1))).principal_for_key(old)
+    after = JobStore(stack_table, clock=At(ends)).principal_for_key(old)
+    assert within is not None and within.tenant_id == "acme"
+    assert after is None
+    assert JobStore(stack_table, clock=At(ends)).principal_for_key(rotated["key"]) is not None
+    assert missing.exit_code == 2 and "no API key" in missing.stderr

@@ -66,3 +66,19 @@ def test_review_and_callback_are_kept_on_the_job(call_api: CallApi, api_keys: di
     assert view["review"] is None and view["callback"] is None  # neither has happened yet
     too_long = call_api("POST", "/v1/jobs", key=KEY_A, body={**BODY, "review": {"deadline_seconds": 10**6}})
     assert_problem(too_long, 422, "invalid-request")
+
+
+def test_me_names_a_reviewers_groups_and_a_reviewer_outside_a_group_sees_no_review(
+    call_api: CallApi, table: Any, api_keys: dict[str, str]
+) -> None:
+    grouped = "key-reviewer-finance-0123456789"
+    table.put_item(Item=api_key_item(grouped, "tenant-a", role="reviewer", groups=["finance"]))
+    table.put_item(Item=api_key_item(REVIEWER_KEY, "tenant-a", role="reviewer"))
+
+    assert call_api("GET", "/v1/me", key=grouped).body == {
+        "tenant_id": "tenant-a",
+        "role": "reviewer",
+        "groups": ["finance"],
+    }
+    assert call_api("GET", "/v1/me", key=REVIEWER_KEY).body == {"tenant_id": "tenant-a", "role": "reviewer"}
+    assert call_api("GET", "/v1/reviews", key=grouped).body == {"reviews": [], "next_cursor": None}

@@ -338,3 +338,94 @@ def test_a_review_of_an_earlier_attempt_is_refused(
 
     with pytest.raises(InternalError, match="earlier attempt"):
         lane.advance(event(jid, review, "advance"), lane_services)
+
+
+# ---------------------------------------------------------------- reviewer groups
+
+ANALYST = Principal(tenant_id="tenant-a", role="reviewer", key_id="an4lyst", groups=["analysts"])
+LEAD = Principal(tenant_id="tenant-a", role="reviewer", key_id="le4d", groups=["analysis-leads"])
+OUTSIDER = Principal(tenant_id="tenant-a", role="reviewer", key_id="0uts1der", groups=["finance"])
+
+
+def _sees(services: Services, reviewer: Principal, review_id: str) -> bool:
+    service = ReviewService(services)
+    listed = [r.review_id for r in service.list(reviewer, "pending", 50, None).reviews]
+    try:
+        service.detail(reviewer, review_id)
+    except ApiProblem as refused:
+        assert refused.status == 404 and review_id not in listed
+        return False
+    assert review_id in listed
+    return True
+
+
+def test_a_review_of_a_group_is_seen_and_decided_by_its_members_only(
+    lane_services: Services, tokens: FakeTokens, opened: tuple[str, ReviewRecord]
+) -> None:
+    jid, review = opened
+    wait(lane_services, tokens, jid, review)
+    service = ReviewService(lane_services)
+
+    seen = {p.key_id: _sees(lane_services, p, review.review_id) for p in (ANALYST, LEAD, OUTSIDER, REVIEWER_A)}
+    with pytest.raises(ApiProblem) as outside:
+        service.decide(OUTSIDER, review.review_id, DecisionRequest(decision="approve"))
+    service.decide(ANALYST, review.review_id, DecisionRequest(decision="approve", comment="fine"))
+    lane.advance(event(jid, review, "advance"), lane_services)
+
+    # REVIEWER_A has no groups: a reviewer of every group of its tenant, as keys made without groups are
+    assert seen == {"an4lyst": True, "le4d": False, "0uts1der": False, "abc123": True}
+    assert outside.value.status == 404
+    decided = lane_services.reviews.get(review.review_id)
+    assert decided is not None and decided.decided_by == "tenant-a/reviewer/an4lyst"
+    assert decided.decided_group == "analysts"
+    (applied,) = [e for e in lane_services.jobs.list_events(jid)[0] if e.type == "review_decided"]
+    assert applied.detail["decided_by"] == "tenant-a/reviewer/an4lyst" and applied.detail["decided_group"] == "analysts"
+
+
+def test_once_reassigned_the_next_group_may_decide_too(
+    lane_services: Services, tokens: FakeTokens, opened: tuple[str, ReviewRecord], clock: FakeClock
+) -> None:
+    jid, review = opened
+    wait(lane_services, tokens, jid, review)
+    for n in range(2):  # reminded, then reassigned to the secondary group
+        clock.advance(timedelta(seconds=lane.rung_seconds(review.deadline_seconds)))
+        lane.advance(event(jid, review, "advance"), lane_services)
+        wait(lane_services, tokens, jid, review, token=f"{TOKEN}-{n}")
+
+    seen = {p.key_id: _sees(lane_services, p, review.review_id) for p in (ANALYST, LEAD, OUTSIDER)}
+    outcome = ReviewService(lane_services).decide(LEAD, review.review_id, DecisionRequest(decision="approve"))
+
+    assert seen == {"an4lyst": True, "le4d": True, "0uts1der": False}
+    decided = lane_services.reviews.get(review.review_id)
+    assert outcome.decision == "approve" and decided is not None
+    assert decided.assignee_group == "analysis-leads" and decided.first_group == "analysts"
+    assert decided.decided_group == "analysis-leads"
+
+
+def test_a_reviewers_page_is_filled_with_its_groups_reviews_across_reads(lane_services: Services) -> None:
+    now = lane_services.now()
+    for n in range(7):
+        lane_services.reviews.open(
+            ReviewRecord(
+                review_id=f"rev_{n:024d}",
+                job_id=f"job_{n}",
+                tenant_id="tenant-a",
+                workflow="document-analysis",
+                step="review",
+                since=now + timedelta(seconds=n),
+                deadline=now + timedelta(hours=1),
+                deadline_seconds=3600,
+                assignee_group="analysts" if n % 3 == 0 else "finance",
+                secondary_group="analysis-leads",
+                material_key="unused",
+            )
+        )
+    service = ReviewService(lane_services)
+
+    first = service.list(ANALYST, "pending", 2, None)
+    assert first.next_cursor is not None
+    rest = service.list(ANALYST, "pending", 2, first.next_cursor)
+
+    assert [r.review_id for r in first.reviews + rest.reviews] == [f"rev_{n:024d}" for n in (6, 3, 0)]
+    assert rest.next_cursor is None
+    assert len(service.list(REVIEWER_A, "pending", 50, None).reviews) == 7

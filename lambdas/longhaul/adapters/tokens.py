@@ -4,7 +4,8 @@ Configured from `cdk.json` context `longhaul:jwt` (`{"issuer", "audience", "jwks
 "role_claim"?}`, passed to the authorizer as `LONGHAUL_JWT`). A token is accepted when its RS256 signature verifies
 under a key of the issuer's JWKS (fetched over HTTPS, kept for an hour, fetched again for an unknown `kid`), `iss` is
 the issuer, `aud` (or Cognito's `client_id`) the audience, and `exp`/`nbf` hold; the tenant and the role are its
-claims (role `tenant` when absent). Hand-written on `cryptography` (already a dependency) rather than PyJWT: it is
+claims (role `tenant` when absent), and a reviewer's groups the `groups_claim` (Cognito's `cognito:groups` by default;
+every group of the tenant when absent). Hand-written on `cryptography` (already a dependency) rather than PyJWT: it is
 one algorithm and four claims, and one library fewer in the asset.
 """
 
@@ -31,6 +32,7 @@ class JwtConfig(Model):
     jwks_url: str | None = None
     tenant_claim: str = "tenant"
     role_claim: str = "role"
+    groups_claim: str = "cognito:groups"  # a reviewer's groups: a list, or names separated by commas or spaces
     extra: dict[str, Any] = Field(default_factory=dict)
 
     @property
@@ -80,7 +82,15 @@ class JwtVerifier:
             raise InvalidToken(f"no {self.config.tenant_claim!r} claim")
         if role not in get_args(Role):
             raise InvalidToken(f"role {role!r} is not one of {get_args(Role)}")
-        return Principal(tenant_id=tenant, role=role, key_id=f"jwt:{str(claims.get('sub', ''))[:24]}")
+        groups = claims.get(self.config.groups_claim)
+        if isinstance(groups, str):
+            groups = groups.replace(",", " ").split()
+        return Principal(
+            tenant_id=tenant,
+            role=role,
+            key_id=f"jwt:{str(claims.get('sub', ''))[:24]}",
+            groups=[str(g) for g in groups] if isinstance(groups, list) else None,
+        )
 
     def _check_claims(self, claims: Mapping[str, Any], now: float) -> None:
         if claims.get("iss") != self.config.issuer:

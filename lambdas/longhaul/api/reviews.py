@@ -1,8 +1,11 @@
 """The reviewer API's use cases: list a tenant's reviews, show one (draft, evidence, reasons), decide.
 
-Only keys with the `reviewer` role reach these (another role is a 403); a review of another tenant is a 404. A
-decision is a conditional write on the review being pending (a second decision, or one after the deadline's
-final action, is a 409), then the waiting execution is resumed with the task token, which never leaves the store.
+Only keys with the `reviewer` role reach these (another role is a 403); a review of another tenant is a 404, and so
+is a review of a group the reviewer is not in (`Principal.groups`; `ReviewRecord.reviewer_groups`: the group it is
+assigned to and, once the escalation ladder reassigned it, the group it was first assigned to). A reviewer without
+groups (a key made without `--groups`) reviews every group of its tenant. A decision is a conditional write on the
+review being pending (a second decision, or one after the deadline's final action, is a 409), then the waiting
+execution is resumed with the task token, which never leaves the store.
 """
 
 from __future__ import annotations
@@ -56,6 +59,8 @@ def _view(review: ReviewRecord) -> dict[str, Any]:
         "reasons": review.reasons,
         "decision": review.decision,
         "decided_at": review.decided_at,
+        "decided_by": review.decided_by,
+        "decided_group": review.decided_group,
         "note": review.note,
     }
 
@@ -74,14 +79,20 @@ class ReviewService:
         found = (
             self.services.reviews.get(review_id, tenant_id=tenant) if review_id.startswith(REVIEW_ID_PREFIX) else None
         )
-        if found is None:
+        if found is None or principal.reviews_for(found.reviewer_groups) is None:
             raise NotFound(f"no review {review_id!r}")
         return found
 
     def list(self, principal: Principal, status: ReviewStatus, limit: int, cursor: str | None) -> ReviewList:
         tenant = self._reviewer(principal)
         try:
-            found, next_cursor = self.services.reviews.page(tenant, status, limit=limit, cursor=cursor)
+            found, next_cursor = self.services.reviews.page(
+                tenant,
+                status,
+                limit=limit,
+                cursor=cursor,
+                visible=None if principal.groups is None else lambda r: bool(principal.reviews_for(r.reviewer_groups)),
+            )
         except BadCursor:
             raise BadRequest("cursor must be a value returned as next_cursor by the same listing") from None
         return ReviewList(reviews=[ReviewView.model_validate(_view(r)) for r in found], next_cursor=next_cursor)
@@ -127,6 +138,7 @@ class ReviewService:
                     "comment": request.comment,
                     "edits_key": edits_key,
                     "decided_by": f"{principal.tenant_id}/reviewer/{principal.key_id or 'unknown'}",
+                    "decided_group": principal.reviews_for(review.reviewer_groups),
                     "decided_at": iso(self.services.now()),
                 },
                 status="decided",

@@ -1,12 +1,15 @@
 """API keys: stored hashed; a key maps to a tenant and a role (`tenant`, `reviewer` of that tenant, `operator`)."""
 
 import hashlib
+from collections.abc import Iterable
 from datetime import UTC, datetime
 from typing import Any, Literal
 
 from longhaul.core.model import Model
 
 Role = Literal["tenant", "operator", "reviewer"]
+# How a JWT's principal is named (`longhaul.adapters.tokens`: `jwt:<sub>`); an API key's `key_id` is a hash prefix.
+JWT_KEY_PREFIX = "jwt:"
 
 
 class Principal(Model):
@@ -16,21 +19,37 @@ class Principal(Model):
     tenant_id: str
     role: Role = "tenant"
     key_id: str | None = None
+    # A reviewer's groups (the key's `groups`, a JWT's groups claim): it sees and decides the reviews assigned to one
+    # of them. None: a reviewer of every group of its tenant (a key made without groups, as keys were before them).
+    groups: list[str] | None = None
+
+    def reviews_for(self, groups: Iterable[str]) -> str | None:
+        """The group through which this reviewer may see and decide a review that `groups` may (the first of them
+        it belongs to; the first of them for a reviewer of every group), or None when it may not."""
+        ordered = list(groups)
+        if self.groups is None:
+            return ordered[0] if ordered else None
+        return next((g for g in ordered if g in self.groups), None)
 
 
 def key_hash(api_key: str) -> str:
     return hashlib.sha256(api_key.encode()).hexdigest()
 
 
-def api_key_item(api_key: str, tenant_id: str, role: Role = "tenant") -> dict[str, Any]:
-    """The table item for a key (only its hash is stored)."""
-    return {
+def api_key_item(
+    api_key: str, tenant_id: str, role: Role = "tenant", groups: Iterable[str] | None = None
+) -> dict[str, Any]:
+    """The table item for a key (only its hash is stored); `groups`: a reviewer's groups (absent: every group)."""
+    item: dict[str, Any] = {
         "pk": f"APIKEY#{key_hash(api_key)}",
         "sk": "APIKEY",
         "tenant_id": tenant_id,
         "role": role,
         "created_at": datetime.now(UTC).isoformat(),
     }
+    if groups is not None:
+        item["groups"] = list(groups)
+    return item
 
 
 def bearer_token(authorization: str | None) -> str | None:

@@ -1400,6 +1400,12 @@ class Caller(Model):
         description="`tenant` (its jobs), `reviewer` (its tenant's reviews, nothing else) or `operator` (every "
         "tenant's jobs, dead letters, replays, webhooks, policies)."
     )
+    groups: list[str] | None = Field(
+        default=None,
+        exclude_if=lambda value: value is None,
+        description="A reviewer's groups: it sees and decides the reviews assigned to one of them (absent: every "
+        "group of its tenant).",
+    )
 
 
 class PageText(Model):

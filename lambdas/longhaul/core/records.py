@@ -553,11 +553,23 @@ class ReviewRecord(Record):
     comment: str | None = None
     edits_key: str | None = None
     decided_by: str | None = None
+    decided_group: str | None = None  # the group through which the reviewer decided (`reviewer_groups`)
     decided_at: datetime | None = None
     updated_at: datetime | None = None
+    # The group the review was first assigned to, kept when the escalation ladder reassigns it (rung 2).
+    first_group: str | None = None
     # A review of kind `complete`: the operator who handed the job to a person, and their note.
     requested_by: str | None = None
     note: str | None = None
+
+    @property
+    def reviewer_groups(self) -> list[str]:
+        """The groups whose reviewers may see and decide it: the group it is assigned to and, once the escalation
+        ladder reassigned it to the next group, the group it was first assigned to as well (current one first)."""
+        return [
+            self.assignee_group,
+            *([self.first_group] if self.first_group not in (None, self.assignee_group) else []),
+        ]
 
     def summary(self) -> ReviewSummary:
         return ReviewSummary(

@@ -2,7 +2,7 @@
 tenant's webhook signing secret, prune the old versions no live job runs. `longhaul admin …` (the command line,
 `client/`) runs these:
 
-    longhaul admin create-key --stack Longhaul-prod --tenant acme [--role reviewer]
+    longhaul admin create-key --stack Longhaul-prod --tenant acme [--role reviewer [--groups analysts,leads]]
     longhaul admin prune-versions --stack Longhaul-prod [--apply]
     longhaul admin create-key --stack Longhaul-local --endpoint-url http://127.0.0.1:8001 --tenant acme  # make run's
 
@@ -18,11 +18,12 @@ credentials and the local platform's region.
 
 from __future__ import annotations
 
+import re
 import secrets
 import sys
 from dataclasses import dataclass
-from datetime import timedelta
-from typing import Any
+from datetime import UTC, datetime, timedelta
+from typing import Any, cast
 from urllib.parse import urlsplit
 
 from longhaul.adapters.secrets import DEFAULT_GRACE, SecretsManagerWebhookSecrets
@@ -77,14 +78,29 @@ def new_key() -> str:
     return KEY_PREFIX + secrets.token_urlsafe(32)
 
 
-def create_key(table: Any, tenant: str, role: Role = "tenant") -> str:
+GROUP = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
+
+
+def parse_groups(text: str) -> list[str]:
+    """`analysts,analysis-leads` → the reviewer groups (names of letters, digits, `.`, `_`, `-`; at least one)."""
+    groups = list(dict.fromkeys(g.strip() for g in text.split(",") if g.strip()))
+    bad = [g for g in groups if not GROUP.match(g)]
+    if not groups or bad:
+        raise AdminError(f"groups must be comma-separated names of letters, digits, '.', '_' or '-' (got {text!r})")
+    return groups
+
+
+def create_key(table: Any, tenant: str, role: Role = "tenant", *, groups: list[str] | None = None) -> str:
     """Store a new key's hash for `tenant` with `role`; returns the key (the only time it is seen). A tenant's or
-    reviewer's key makes the tenant exist (`longhaul.storage.tenants`); an operator's belongs to no tenant."""
+    reviewer's key makes the tenant exist (`longhaul.storage.tenants`); an operator's belongs to no tenant. `groups`:
+    a reviewer's groups (it sees and decides the reviews assigned to one of them); None: every group."""
+    if groups is not None and role != "reviewer":
+        raise AdminError("groups are for a reviewer key")
     key = new_key()
     if role != "operator":
         TenantStore(table).register(tenant)
     # A collision of 256-bit keys is not expected; the condition makes one fail rather than reassign a key.
-    table.put_item(Item=api_key_item(key, tenant, role), ConditionExpression="attribute_not_exists(pk)")
+    table.put_item(Item=api_key_item(key, tenant, role, groups), ConditionExpression="attribute_not_exists(pk)")
     return key
 
 
@@ -105,6 +121,61 @@ def revoke_key(table: Any, *, key: str | None = None, digest: str | None = None)
     if not found:
         raise AdminError(f"no API key with hash {digest[:12]}… in {table.name}")
     return RevokedKey(key_id=digest[:12], tenant_id=str(found["tenant_id"]), role=str(found.get("role", "tenant")))
+
+
+DEFAULT_OVERLAP = timedelta(hours=24)
+
+
+@dataclass(frozen=True)
+class RotatedKey:
+    key: str  # the new key (the only time it is seen)
+    key_id: str
+    tenant_id: str
+    role: str
+    previous_key_id: str
+    previous_expires_at: datetime  # the old key authenticates until then (and is refused within 10 s after)
+
+
+def rotate_key(
+    table: Any,
+    *,
+    key: str | None = None,
+    digest: str | None = None,
+    overlap: timedelta = DEFAULT_OVERLAP,
+    now: datetime | None = None,
+) -> RotatedKey:
+    """A new key for the old key's tenant, role and groups; the old one keeps working for `overlap`, then is refused
+    (`JobStore.principal_for_key` checks its `expires_at`; DynamoDB's TTL deletes the item later). The old key's
+    expiry only ever moves earlier: rotating it again does not extend it."""
+    if (key is None) == (digest is None):
+        raise AdminError("give the key or its SHA-256 hash")
+    digest = key_hash(key) if key is not None else str(digest).lower()
+    old = table.get_item(Key=api_key_key(digest), ConsistentRead=True).get("Item")
+    if not old:
+        raise AdminError(f"no API key with hash {digest[:12]}… in {table.name}")
+    ends = int(((now or datetime.now(UTC)) + overlap).timestamp())
+    if "expires_at" in old:
+        ends = min(ends, int(old["expires_at"]))
+    role = str(old.get("role", "tenant"))
+    groups = [str(g) for g in old["groups"]] if "groups" in old else None
+    new = new_key()
+    item = {**api_key_item(new, str(old["tenant_id"]), cast(Role, role), groups), "rotated_from": digest[:12]}
+    table.put_item(Item=item, ConditionExpression="attribute_not_exists(pk)")
+    table.update_item(
+        Key=api_key_key(digest),
+        UpdateExpression="SET #expires = :ends, rotated_to = :new",
+        ConditionExpression="attribute_exists(pk)",
+        ExpressionAttributeNames={"#expires": "expires_at"},
+        ExpressionAttributeValues={":ends": ends, ":new": key_hash(new)[:12]},
+    )
+    return RotatedKey(
+        key=new,
+        key_id=key_hash(new)[:12],
+        tenant_id=str(old["tenant_id"]),
+        role=role,
+        previous_key_id=digest[:12],
+        previous_expires_at=datetime.fromtimestamp(ends, UTC),
+    )
 
 
 ALIAS_TYPE = "AWS::StepFunctions::StateMachineAlias"

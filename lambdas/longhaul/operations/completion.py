@@ -206,6 +206,7 @@ def complete(
                 "comment": decision.comment,
                 "edits_key": result_key,
                 "decided_by": by,
+                "decided_group": principal.reviews_for(review.reviewer_groups),
                 "decided_at": iso(now),
             },
         )

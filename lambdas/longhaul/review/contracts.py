@@ -48,6 +48,17 @@ class ReviewView(Model):
     reasons: list[str] = Field(description="Why review was required.")
     decision: Literal["approve", "reject", "edit", "complete"] | None = None
     decided_at: datetime | None = None
+    decided_by: str | None = Field(
+        default=None,
+        exclude_if=lambda value: value is None,
+        description="Who decided (absent until decided): `<tenant>/reviewer/<key id>` (a prefix of the key's hash), "
+        "or `policy` for the escalation ladder's final action.",
+    )
+    decided_group: str | None = Field(
+        default=None,
+        exclude_if=lambda value: value is None,
+        description="The reviewer group through which the reviewer decided (absent until a reviewer decides).",
+    )
     note: str | None = Field(
         default=None,
         exclude_if=lambda value: value is None,

@@ -261,7 +261,9 @@ def _climb(services: Services, event: ReviewEvent, job: Job, review: ReviewRecor
         )
         emit("ReviewReminders", workflow=job.workflow)
     elif rung == 2:
-        review = services.reviews.change(review, {"rung": rung, "assignee_group": review.secondary_group})
+        review = services.reviews.change(
+            review, {"rung": rung, "assignee_group": review.secondary_group, "first_group": review.assignee_group}
+        )
         jobs.append_event(
             job.job_id,
             "review_reassigned",
@@ -359,6 +361,7 @@ def _apply(services: Services, event: ReviewEvent, job: Job, review: ReviewRecor
         "review_id": review.review_id,
         "decision": review.decision,
         "decided_by": review.decided_by,
+        "decided_group": review.decided_group,
         "comment": review.comment,
     }
     if review.decision == "reject":

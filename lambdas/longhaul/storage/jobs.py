@@ -128,9 +128,18 @@ class JobStore(JobSubmissions, JobListing):
         return self._keys.get(digest, lambda: self._principal(digest))
 
     def _principal(self, digest: str) -> Principal | None:
+        """The key's principal; None for an unknown key, and for a rotated key past its overlap (`expires_at`,
+        epoch seconds: DynamoDB's TTL deletes it later, up to days after)."""
         item = self.table.get_item(Key=schema.api_key_key(digest)).get("Item")
+        if item and "expires_at" in item and float(item["expires_at"]) <= self.clock.now().timestamp():
+            return None
         return (
-            Principal(tenant_id=item["tenant_id"], role=item.get("role", "tenant"), key_id=digest[:12])
+            Principal(
+                tenant_id=item["tenant_id"],
+                role=item.get("role", "tenant"),
+                key_id=digest[:12],
+                groups=[str(g) for g in item["groups"]] if "groups" in item else None,
+            )
             if item
             else None
         )

@@ -10,7 +10,7 @@ from __future__ import annotations
 import base64
 import contextlib
 import json
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from botocore.exceptions import ClientError
@@ -149,24 +149,50 @@ class ReviewStore:
     # ------------------------------------------------------------------ listing
 
     def page(
-        self, tenant_id: str, status: ReviewStatus, *, limit: int, cursor: str | None = None
+        self,
+        tenant_id: str,
+        status: ReviewStatus,
+        *,
+        limit: int,
+        cursor: str | None = None,
+        visible: Callable[[ReviewRecord], bool] | None = None,
     ) -> tuple[list[ReviewRecord], str | None]:
-        """A tenant's reviews in a status, newest first, and the cursor of the next page (None at the end)."""
+        """A tenant's reviews in a status, newest first, and the cursor of the next page (None at the end). With
+        `visible` (a reviewer's groups), only the reviews it admits: the page is filled from as many reads as that
+        takes, and the cursor is after the last review returned."""
         partition = schema.reviews_partition(tenant_id, status)
-        kwargs: dict[str, Any] = {
-            "IndexName": schema.BY_TENANT,
-            "KeyConditionExpression": f"{schema.GSI1_PK} = :pk",
-            "ExpressionAttributeValues": {":pk": partition},
-            "ScanIndexForward": False,
-            "Limit": max(1, min(limit, PAGE_MAX)),
-        }
-        if cursor is not None:
-            kwargs["ExclusiveStartKey"] = _decode(cursor, partition)
-        response = self.table.query(**kwargs)
-        items = response.get("Items", [])
-        records = [ReviewRecord.model_validate(plain(i)) for i in items]
-        last = response.get("LastEvaluatedKey")
-        return records, (_encode(last) if last and len(items) == kwargs["Limit"] else None)
+        want = max(1, min(limit, PAGE_MAX))
+        start = _decode(cursor, partition) if cursor is not None else None
+        found: list[ReviewRecord] = []
+        while True:
+            kwargs: dict[str, Any] = {
+                "IndexName": schema.BY_TENANT,
+                "KeyConditionExpression": f"{schema.GSI1_PK} = :pk",
+                "ExpressionAttributeValues": {":pk": partition},
+                "ScanIndexForward": False,
+                "Limit": want - len(found) if visible is None else PAGE_MAX,
+            }
+            if start is not None:
+                kwargs["ExclusiveStartKey"] = start
+            response = self.table.query(**kwargs)
+            items = response.get("Items", [])
+            last = response.get("LastEvaluatedKey")
+            for n, item in enumerate(items):
+                record = ReviewRecord.model_validate(plain(item))
+                if visible is not None and not visible(record):
+                    continue
+                found.append(record)
+                if len(found) == want:
+                    more = last is not None or n < len(items) - 1
+                    return found, (_encode(_position(item)) if more else None)
+            if last is None:
+                return found, None
+            start = dict(last)
+
+
+def _position(item: Mapping[str, Any]) -> dict[str, Any]:
+    """The index position of an item (what the query's `LastEvaluatedKey` would be after it)."""
+    return {k: item[k] for k in (schema.PK, schema.SK, schema.GSI1_PK, schema.GSI1_SK)}
 
 
 def _encode(key: Mapping[str, Any]) -> str:

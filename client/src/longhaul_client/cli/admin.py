@@ -74,6 +74,14 @@ def create_key(
     stack: Stack,
     tenant: TenantOption,
     role: Annotated[KeyRole, typer.Option(help="A reviewer acts for the tenant's reviews only.")] = KeyRole.TENANT,
+    groups: Annotated[
+        str | None,
+        typer.Option(
+            help="A reviewer's groups, comma-separated (e.g. analysts,analysis-leads): it sees and decides only the "
+            "reviews assigned to one of them. Without it, a reviewer key reviews every group of its tenant.",
+            show_default=False,
+        ),
+    ] = None,
     region: Region = None,
     endpoint_url: EndpointUrl = None,
     output: Output = OutputFormat.TEXT,
@@ -82,14 +90,26 @@ def create_key(
     from longhaul.operations import admin
 
     with _aws(output) as out:
+        chosen = admin.parse_groups(groups) if groups is not None else None
+        if chosen is not None and role is not KeyRole.REVIEWER:
+            raise CommandError("--groups is for a reviewer key (--role reviewer)")
         session = _session(region, endpoint_url)
         outputs = admin.stack_outputs(session.client("cloudformation"), stack)
-        key = admin.create_key(session.resource("dynamodb").Table(outputs.table_name), tenant, role.value)
+        table = session.resource("dynamodb").Table(outputs.table_name)
+        key = admin.create_key(table, tenant, role.value, groups=chosen)
         if out.json:
-            out.document({"key": key, "tenant_id": tenant, "role": role.value, "stack": stack})
+            document: dict[str, Any] = {"key": key, "tenant_id": tenant, "role": role.value, "stack": stack}
+            if role is KeyRole.REVIEWER:
+                document["groups"] = chosen
+            out.document(document)
             return
         out.line(key)  # alone on stdout: KEY=$(longhaul admin create-key …)
-        out.note(f"created a {role.value} key for tenant {tenant!r} in {stack}; shown once, only its hash is stored")
+        scope = ""
+        if role is KeyRole.REVIEWER:
+            scope = f" (groups: {', '.join(chosen)})" if chosen is not None else " (every group of the tenant)"
+        out.note(
+            f"created a {role.value} key{scope} for tenant {tenant!r} in {stack}; shown once, only its hash is stored"
+        )
 
 
 @app.command("revoke-key")
@@ -116,6 +136,54 @@ def revoke_key(
             out.document({"key_id": revoked.key_id, "tenant_id": revoked.tenant_id, "role": revoked.role})
         else:
             out.line(f"revoked the {revoked.role} key {revoked.key_id}… of tenant {revoked.tenant_id!r} in {stack}")
+
+
+@app.command("rotate-key")
+def rotate_key(
+    stack: Stack,
+    key: Annotated[str | None, typer.Option("--key", help="The key to replace.", show_default=False)] = None,
+    key_hash: Annotated[
+        str | None, typer.Option(help="Or its SHA-256 (hex), when the key itself is lost.", show_default=False)
+    ] = None,
+    overlap_hours: Annotated[
+        float, typer.Option(min=0, help="How long the old key keeps working beside the new one.")
+    ] = 24,
+    region: Region = None,
+    endpoint_url: EndpointUrl = None,
+    output: Output = OutputFormat.TEXT,
+) -> None:
+    """Replace an API key with a new one of the same tenant, role and groups: printed once; the old key keeps working
+    for the overlap, then is refused (401) within 10 s."""
+    from longhaul.operations import admin
+
+    if (key is None) == (key_hash is None):
+        raise typer.BadParameter("give --key or --key-hash", param_hint="--key")
+    with _aws(output) as out:
+        session = _session(region, endpoint_url)
+        outputs = admin.stack_outputs(session.client("cloudformation"), stack)
+        rotated = admin.rotate_key(
+            session.resource("dynamodb").Table(outputs.table_name),
+            key=key,
+            digest=key_hash,
+            overlap=timedelta(hours=overlap_hours),
+        )
+        if out.json:
+            out.document(
+                {
+                    "key": rotated.key,
+                    "key_id": rotated.key_id,
+                    "tenant_id": rotated.tenant_id,
+                    "role": rotated.role,
+                    "previous_key_id": rotated.previous_key_id,
+                    "previous_expires_at": rotated.previous_expires_at.isoformat(),
+                }
+            )
+            return
+        out.line(rotated.key)  # alone on stdout: NEW=$(longhaul admin rotate-key …)
+        out.note(
+            f"created a {rotated.role} key for tenant {rotated.tenant_id!r} in {stack}, shown once; the old key "
+            f"{rotated.previous_key_id}… works until {rotated.previous_expires_at:%Y-%m-%d %H:%M:%S} UTC"
+        )
 
 
 @app.command("rotate-webhook-secret")
