@@ -69,6 +69,8 @@ ROUTES: tuple[tuple[str, str], ...] = (
     ("GET", "/v1/ops/webhooks/dead-letters"),
     ("POST", "/v1/ops/webhooks/{webhook_id}/redeliver"),
     ("GET", "/v1/ops/metrics"),
+    ("GET", "/v1/ops/audit"),
+    ("GET", "/v1/audit"),
     ("GET", "/v1/reviews"),
     ("GET", "/v1/reviews/{review_id}"),
     ("POST", "/v1/reviews/{review_id}/decision"),

@@ -52,6 +52,7 @@ from longhaul.storage.usage import UsageStore
 if TYPE_CHECKING:  # what only some functions use: imported where it is built, on first use
     from longhaul.core.llm import ModelGateway
     from longhaul.core.routes import Route, Routing
+    from longhaul.storage.audit import AuditStore
     from longhaul.storage.breakers import BreakerStore
     from longhaul.storage.effects import EffectStore
     from longhaul.storage.memory import MemoryStore
@@ -127,6 +128,13 @@ class Services:
         from longhaul.storage.streams import StreamStore
 
         return StreamStore(self.jobs.table, clock=self.jobs.clock)
+
+    @cached_property
+    def audit(self) -> AuditStore:
+        """The audit trail (one per process: it remembers the chain's head it last saw)."""
+        from longhaul.storage.audit import AuditStore
+
+        return AuditStore(self.jobs.table, clock=self.jobs.clock)
 
     @cached_property
     def budgets(self) -> BudgetStore:
