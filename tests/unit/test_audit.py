@@ -5,6 +5,7 @@ each tenant reading only the actions on its own resources."""
 from __future__ import annotations
 
 import itertools
+import json
 import threading
 from typing import Any
 
@@ -198,3 +199,46 @@ def _plain(item: dict[str, Any]) -> dict[str, Any]:
     from longhaul.storage.dynamo import plain
 
     return dict(plain(item))
+
+
+@pytest.mark.usefixtures("api_keys", "operator_key")
+def test_the_command_line_verifies_the_chain_and_exits_2_on_an_edited_entry(
+    call_api: CallApi, table: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import httpx
+    from typer.testing import CliRunner
+
+    from longhaul_client import client as client_module
+    from longhaul_client.cli import app
+
+    def through_the_handler(request: httpx.Request) -> httpx.Response:
+        answer = call_api(
+            request.method,
+            request.url.path,
+            key=request.headers["authorization"].removeprefix("Bearer "),
+            query=dict(request.url.params) or None,
+        )
+        return httpx.Response(answer.status, headers=answer.headers, content=answer.raw_body.encode())
+
+    made = client_module.LonghaulClient
+    monkeypatch.setattr(
+        "longhaul_client.cli.common.LonghaulClient",
+        lambda url, key: made(url, key, transport=httpx.MockTransport(through_the_handler)),
+    )
+    for tenant in (TENANT_A, TENANT_B):
+        call_api("GET", f"/v1/ops/tenants/{tenant}/policy", key=KEY_OPS)
+    runner = CliRunner()
+    env = {"LONGHAUL_URL": "http://api.example.test", "LONGHAUL_API_KEY": KEY_OPS}
+
+    listed = runner.invoke(app, ["ops", "audit", "-o", "json"], env=env, catch_exceptions=False)
+    held = runner.invoke(app, ["ops", "audit", "verify"], env=env, catch_exceptions=False)
+    table.update_item(
+        Key={"pk": "AUDIT", "sk": "SEQ#000000000001"},
+        UpdateExpression="SET target = :t",
+        ExpressionAttributeValues={":t": "/v1/ops/tenants/someone-else/policy"},
+    )
+    broken = runner.invoke(app, ["ops", "audit", "verify"], env=env, catch_exceptions=False)
+
+    assert listed.exit_code == 0 and len(json.loads(listed.stdout)["entries"]) == 2
+    assert held.exit_code == 0 and "holds: 2 entries" in held.stdout
+    assert broken.exit_code == 2 and "entry 1 was changed after it was recorded" in broken.stdout

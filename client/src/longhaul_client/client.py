@@ -36,6 +36,7 @@ import httpx
 from pydantic import BaseModel, TypeAdapter
 
 from longhaul.core import limits
+from longhaul.core.audit import AuditEntry, AuditPage
 from longhaul.core.budgets import JobBudget, TenantPolicy
 from longhaul.core.contracts import (
     TERMINAL_STATUSES,
@@ -498,6 +499,36 @@ class LonghaulClient:
         response = self._send("PUT", f"/v1/ops/tenants/{tenant}/policy", json=body, safe=True)
         return TenantPolicyView.model_validate_json(response.content)
 
+    # ------------------------------------------------------------------ audit trail
+
+    def ops_audit(
+        self,
+        *,
+        actor: str | None = None,
+        tenant: str | None = None,
+        action: str | None = None,
+        since: str | None = None,
+        until: str | None = None,
+        limit: int | None = None,
+    ) -> Iterator[AuditEntry]:
+        """The audit trail in the order recorded (an operator key), filtered by actor (`actor_id`), tenant, action
+        (`POST /v1/ops/jobs/{job_id}/replay`) and time (ISO 8601: `since` inclusive, `until` exclusive)."""
+        params = {"actor": actor, "tenant_id": tenant, "action": action, "since": since, "until": until}
+        yield from self._paged("/v1/ops/audit", params, limit, limits.MAX_OPS_PAGE_SIZE, _audit_page)
+
+    def audit(
+        self,
+        *,
+        actor: str | None = None,
+        action: str | None = None,
+        since: str | None = None,
+        until: str | None = None,
+        limit: int | None = None,
+    ) -> Iterator[AuditEntry]:
+        """The recorded actions on this tenant's own resources (operators' included), in the order recorded."""
+        params = {"actor": actor, "action": action, "since": since, "until": until}
+        yield from self._paged("/v1/audit", params, limit, limits.MAX_OPS_PAGE_SIZE, _audit_page)
+
     # ------------------------------------------------------------------ HTTP
 
     @staticmethod
@@ -618,6 +649,11 @@ def _value(status: JobStatus | str | None) -> str | None:
 def _job_page(content: bytes) -> tuple[list[JobView], str | None]:
     page = JobList.model_validate_json(content)
     return page.jobs, page.next_cursor
+
+
+def _audit_page(content: bytes) -> tuple[list[AuditEntry], str | None]:
+    page = AuditPage.model_validate_json(content)
+    return page.entries, page.next_cursor
 
 
 def _review_page(content: bytes) -> tuple[list[ReviewView], str | None]:
