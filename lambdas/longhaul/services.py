@@ -131,7 +131,7 @@ class Services:
 
     @cached_property
     def audit(self) -> AuditStore:
-        """The audit trail (one per process: it remembers the chain's head it last saw)."""
+        """The audit trail (its hash chain of operators', administrators' and reviewers' actions)."""
         from longhaul.storage.audit import AuditStore
 
         return AuditStore(self.jobs.table, clock=self.jobs.clock)

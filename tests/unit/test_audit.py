@@ -7,6 +7,7 @@ from __future__ import annotations
 import itertools
 import json
 import threading
+from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -78,13 +79,31 @@ def test_a_deleted_entry_is_detected(trail: AuditStore, table: Any) -> None:
     assert "entries 3-3 are missing" in problems and "entry 4 does not link to the entry before it" in problems
 
 
-def test_concurrent_appends_from_many_processes_never_fork_the_chain(table: Any, clock: FakeClock) -> None:
-    stores = [AuditStore(table, clock=clock) for _ in range(4)]  # four functions, each with its own head
+@pytest.fixture
+def atomic_dynamodb() -> Iterator[None]:
+    """Each DynamoDB operation atomic, as on AWS and on the local platform (plain moto checks a condition and writes
+    without a lock: two threads could both pass `attribute_not_exists`)."""
+    from moto.dynamodb.models import DynamoDBBackend
+
+    from local.moto_patches import dynamodb as dynamodb_patches
+
+    already = DynamoDBBackend.put_item.__qualname__.startswith("_atomic")  # a platform of this process patched it
+    dynamodb_patches.serialize_dynamodb_operations()
+    try:
+        yield
+    finally:
+        if not already:
+            dynamodb_patches.unserialize_dynamodb_operations()
+
+
+@pytest.mark.usefixtures("atomic_dynamodb")
+def test_concurrent_appends_never_fork_the_chain(table: Any, clock: FakeClock) -> None:
+    stores = [AuditStore(table, clock=clock) for _ in range(4)]  # four functions
     errors: list[BaseException] = []
 
     def appender(store: AuditStore, base: int) -> None:
         try:
-            for n in range(5):
+            for n in range(10):
                 store.append(action(base + n))
         except BaseException as error:
             errors.append(error)
@@ -98,19 +117,20 @@ def test_concurrent_appends_from_many_processes_never_fork_the_chain(table: Any,
     assert errors == []
     checked = verify(stores[0].entries())
     assert checked.ok, checked.problems
-    assert checked.entries == 20 and checked.last_seq == 20
+    assert checked.entries == 40 and checked.last_seq == 40
     assert sorted(e["target"] for e in stores[0].entries()) == sorted(
-        f"/v1/ops/thing/{i * 100 + n}" for i in range(4) for n in range(5)
+        f"/v1/ops/thing/{i * 100 + n}" for i in range(4) for n in range(10)
     )
 
 
-def test_a_stale_head_costs_a_retry_not_a_fork(table: Any, clock: FakeClock) -> None:
+def test_functions_taking_turns_each_write_once_per_action(table: Any, clock: FakeClock) -> None:
     first, second = AuditStore(table, clock=clock), AuditStore(table, clock=clock)
-    first.append(action(1))
-    second.append(action(2))  # reads the head: seq 2
-    first.append(action(3))  # believes the head is 1: its write of seq 2 fails, it re-reads and writes seq 3
+    for n in range(3):
+        first.append(action(2 * n))
+        second.append(action(2 * n + 1))  # links to the entry the other function just wrote
 
-    assert verify(first.entries()).ok and first.writes == 3
+    assert verify(first.entries()).ok and [e["seq"] for e in first.entries()] == [1, 2, 3, 4, 5, 6]
+    assert first.writes == second.writes == 3
 
 
 def test_listing_filters_and_pages_in_chain_order(trail: AuditStore, clock: FakeClock) -> None:
