@@ -102,7 +102,7 @@ def _record(
                 tenant_id=tenant_id,
                 job_id=job_id,
                 request_id=correlation.current(),
-                source_ip=event.request_context.identity.source_ip,
+                source_ip=((event.raw_event.get("requestContext") or {}).get("identity") or {}).get("sourceIp"),
                 before_digest=before,
                 after_digest=digest(body) if body is not None and status < 400 else None,
             ),
