@@ -262,3 +262,18 @@ def test_the_command_line_verifies_the_chain_and_exits_2_on_an_edited_entry(
     assert listed.exit_code == 0 and len(json.loads(listed.stdout)["entries"]) == 2
     assert held.exit_code == 0 and "holds: 2 entries" in held.stdout
     assert broken.exit_code == 2 and "entry 1 was changed after it was recorded" in broken.stdout
+
+
+def test_a_sparse_filter_answers_bounded_pages_that_lead_to_the_match(trail: AuditStore) -> None:
+    for n in range(20):
+        trail.append(action(n))
+
+    cursor, pages, found = None, 0, []
+    while True:
+        page = trail.page(AuditFilter(action="POST /v1/ops/thing/19"), cursor, 1)
+        pages, found = pages + 1, found + [e.seq for e in page.entries]
+        if page.next_cursor is None:
+            break
+        cursor = page.next_cursor
+
+    assert found == [20] and pages > 1  # each page read a bounded number of entries, none skipped

@@ -514,7 +514,7 @@ class LonghaulClient:
         """The audit trail in the order recorded (an operator key), filtered by actor (`actor_id`), tenant, action
         (`POST /v1/ops/jobs/{job_id}/replay`) and time (ISO 8601: `since` inclusive, `until` exclusive)."""
         params = {"actor": actor, "tenant_id": tenant, "action": action, "since": since, "until": until}
-        yield from self._paged("/v1/ops/audit", params, limit, limits.MAX_OPS_PAGE_SIZE, _audit_page)
+        yield from self._audit_pages("/v1/ops/audit", params, limit)
 
     def audit(
         self,
@@ -527,7 +527,22 @@ class LonghaulClient:
     ) -> Iterator[AuditEntry]:
         """The recorded actions on this tenant's own resources (operators' included), in the order recorded."""
         params = {"actor": actor, "action": action, "since": since, "until": until}
-        yield from self._paged("/v1/audit", params, limit, limits.MAX_OPS_PAGE_SIZE, _audit_page)
+        yield from self._audit_pages("/v1/audit", params, limit)
+
+    def _audit_pages(self, path: str, params: Mapping[str, Any], limit: int | None) -> Iterator[AuditEntry]:
+        """Every page to the end: a filtered page may be empty and still have a cursor (the API looked at a bounded
+        number of entries, none of which matched)."""
+        cursor: str | None = None
+        remaining = limit
+        while remaining is None or remaining > 0:
+            size = limits.MAX_OPS_PAGE_SIZE if remaining is None else min(limits.MAX_OPS_PAGE_SIZE, remaining)
+            page = self._get(AuditPage, path, {**params, "limit": size, "cursor": cursor})
+            yield from page.entries[:remaining]
+            if remaining is not None:
+                remaining -= len(page.entries)
+            if page.next_cursor is None:
+                return
+            cursor = page.next_cursor
 
     # ------------------------------------------------------------------ HTTP
 
@@ -649,11 +664,6 @@ def _value(status: JobStatus | str | None) -> str | None:
 def _job_page(content: bytes) -> tuple[list[JobView], str | None]:
     page = JobList.model_validate_json(content)
     return page.jobs, page.next_cursor
-
-
-def _audit_page(content: bytes) -> tuple[list[AuditEntry], str | None]:
-    page = AuditPage.model_validate_json(content)
-    return page.entries, page.next_cursor
 
 
 def _review_page(content: bytes) -> tuple[list[ReviewView], str | None]:
