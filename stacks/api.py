@@ -84,6 +84,8 @@ ROUTES: tuple[tuple[str, str], ...] = (
     ("GET", "/v1/ops/metrics"),
     ("GET", "/v1/ops/reports"),
     ("GET", "/v1/reports/usage"),
+    ("GET", "/v1/ops/audit"),
+    ("GET", "/v1/audit"),
     ("GET", "/v1/reviews"),
     ("GET", "/v1/reviews/{review_id}"),
     ("POST", "/v1/reviews/{review_id}/decision"),

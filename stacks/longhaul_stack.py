@@ -22,6 +22,7 @@ from longhaul.workflows import REGISTRY
 from stacks.admission import Admission, dispatcher_name
 from stacks.analytics import Analytics, database_name, grant_analytics_reads
 from stacks.api import Api
+from stacks.audit import ArtifactsTrail
 from stacks.batch import BatchLane
 from stacks.bundling import code_asset, code_version
 from stacks.email import DEFAULT_SENDER, Email
@@ -85,6 +86,14 @@ class LonghaulStack(Stack):
             removal_policy=removal,
             auto_delete_objects=stage in EMPTIED_STAGES,
             deletion_protection=stage not in DESTROYED_STAGES,
+        )
+        ArtifactsTrail(
+            self,
+            "ArtifactsTrail",
+            artifacts=storage.artifacts,
+            access_logs=storage.access_logs,
+            removal_policy=removal,
+            auto_delete_objects=stage in EMPTIED_STAGES,
         )
         batch_lane = BatchLane(self, "BatchLane", bucket=storage.artifacts)
         base_env = {

@@ -21,7 +21,7 @@ from aws_lambda_powertools.event_handler.openapi.exceptions import (
 from aws_lambda_powertools.event_handler.openapi.params import Body, Header, Path, Query
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
-from handlers import init_complete
+from handlers import api_audit, init_complete
 from handlers.api_console import is_console_path
 from handlers.api_console import router as console_routes
 from handlers.api_ops import router as operator_routes
@@ -476,6 +476,8 @@ def cancel_job(job_id: Annotated[str, Path()]) -> Response[str]:
 
 
 app.include_router(operator_routes)
+app.include_router(api_audit.router)
+app.use(middlewares=[api_audit.middleware])  # every audited request is recorded, whatever its route
 app.include_router(reviewer_routes)
 app.include_router(steering_routes)
 app.include_router(console_routes)

@@ -53,6 +53,7 @@ if TYPE_CHECKING:  # what only some functions use: imported where it is built, o
     from longhaul.core.llm import ModelGateway
     from longhaul.core.routes import Route, Routing
     from longhaul.storage.analytics import AnalyticsStore
+    from longhaul.storage.audit import AuditStore
     from longhaul.storage.breakers import BreakerStore
     from longhaul.storage.effects import EffectStore
     from longhaul.storage.memory import MemoryStore
@@ -128,6 +129,13 @@ class Services:
         from longhaul.storage.streams import StreamStore
 
         return StreamStore(self.jobs.table, clock=self.jobs.clock)
+
+    @cached_property
+    def audit(self) -> AuditStore:
+        """The audit trail (its hash chain of operators', administrators' and reviewers' actions)."""
+        from longhaul.storage.audit import AuditStore
+
+        return AuditStore(self.jobs.table, clock=self.jobs.clock)
 
     @cached_property
     def budgets(self) -> BudgetStore:

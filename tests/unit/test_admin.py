@@ -64,7 +64,8 @@ def stack_table(aws: None) -> Any:
 
 
 def _items(table: Any) -> list[dict[str, Any]]:
-    return list(table.scan()["Items"])
+    """The table's items but the audit trail's (each command records itself there)."""
+    return [item for item in table.scan()["Items"] if item["pk"] != "AUDIT"]
 
 
 def _keys(table: Any) -> list[dict[str, Any]]:
@@ -238,3 +239,21 @@ def test_a_rotated_key_keeps_working_for_the_overlap_then_is_refused(stack_table
     assert after is None
     assert JobStore(stack_table, clock=At(ends)).principal_for_key(rotated["key"]) is not None
     assert missing.exit_code == 2 and "no API key" in missing.stderr
+
+
+def test_each_command_records_itself_in_the_audit_trail(stack_table: Any) -> None:
+    from longhaul.storage.audit import AuditStore
+
+    key = longhaul("admin", "create-key", "--stack", STACK, "--tenant", "acme").stdout.strip()
+    longhaul("admin", "revoke-key", "--stack", STACK, "--key", key)
+    longhaul("admin", "rotate-webhook-secret", "--stack", STACK, "--tenant", "acme")
+
+    entries = list(AuditStore(stack_table).entries())
+    assert [(e["action"], e["tenant_id"], e["actor"]["role"]) for e in entries] == [
+        ("admin create-key", "acme", "admin"),
+        ("admin revoke-key", "acme", "admin"),
+        ("admin rotate-webhook-secret", "acme", "admin"),
+    ]
+    assert entries[0]["target"] == entries[1]["target"] == f"key {key_hash(key)[:12]}"
+    assert entries[0]["actor"]["subject"].startswith("arn:aws:")  # who ran it, as AWS knows them
+    assert AuditStore(stack_table).verify().ok

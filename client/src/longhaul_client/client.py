@@ -38,6 +38,7 @@ from pydantic import BaseModel, TypeAdapter
 
 from longhaul.core import limits
 from longhaul.core.analytics import UsageReport
+from longhaul.core.audit import AuditEntry, AuditPage
 from longhaul.core.budgets import JobBudget, TenantPolicy
 from longhaul.core.contracts import (
     TERMINAL_STATUSES,
@@ -603,6 +604,51 @@ class LonghaulClient:
         if tenant:
             params["tenant_id"] = tenant
         return self._get(UsageReport, "/v1/ops/reports", params)
+
+    # ------------------------------------------------------------------ audit trail
+
+    def ops_audit(
+        self,
+        *,
+        actor: str | None = None,
+        tenant: str | None = None,
+        action: str | None = None,
+        since: str | None = None,
+        until: str | None = None,
+        limit: int | None = None,
+    ) -> Iterator[AuditEntry]:
+        """The audit trail in the order recorded (an operator key), filtered by actor (`actor_id`), tenant, action
+        (`POST /v1/ops/jobs/{job_id}/replay`) and time (ISO 8601: `since` inclusive, `until` exclusive)."""
+        params = {"actor": actor, "tenant_id": tenant, "action": action, "since": since, "until": until}
+        yield from self._audit_pages("/v1/ops/audit", params, limit)
+
+    def audit(
+        self,
+        *,
+        actor: str | None = None,
+        action: str | None = None,
+        since: str | None = None,
+        until: str | None = None,
+        limit: int | None = None,
+    ) -> Iterator[AuditEntry]:
+        """The recorded actions on this tenant's own resources (operators' included), in the order recorded."""
+        params = {"actor": actor, "action": action, "since": since, "until": until}
+        yield from self._audit_pages("/v1/audit", params, limit)
+
+    def _audit_pages(self, path: str, params: Mapping[str, Any], limit: int | None) -> Iterator[AuditEntry]:
+        """Every page to the end: a filtered page may be empty and still have a cursor (the API looked at a bounded
+        number of entries, none of which matched)."""
+        cursor: str | None = None
+        remaining = limit
+        while remaining is None or remaining > 0:
+            size = limits.MAX_OPS_PAGE_SIZE if remaining is None else min(limits.MAX_OPS_PAGE_SIZE, remaining)
+            page = self._get(AuditPage, path, {**params, "limit": size, "cursor": cursor})
+            yield from page.entries[:remaining]
+            if remaining is not None:
+                remaining -= len(page.entries)
+            if page.next_cursor is None:
+                return
+            cursor = page.next_cursor
 
     # ------------------------------------------------------------------ HTTP
 

@@ -178,6 +178,30 @@ def rotate_key(
     )
 
 
+def record_command(
+    session: Any,
+    table: Any,
+    command: str,
+    *,
+    target: str,
+    tenant_id: str | None,
+    before: Any = None,
+    after: Any = None,
+) -> None:
+    """Append a command's action to the stack's audit trail (the API never sees these commands, so they record
+    themselves): the actor is the AWS identity that ran it (STS GetCallerIdentity's ARN), in the role `admin`."""
+    from longhaul.core.audit import AuditActor
+    from longhaul.operations.audit import command_action
+    from longhaul.storage.audit import AuditStore
+
+    try:
+        subject = str(session.client("sts").get_caller_identity()["Arn"])
+    except Exception:  # an identity we cannot name is still recorded, as such
+        subject = "unknown"
+    actor = AuditActor(role="admin", subject=subject)
+    AuditStore(table).append(command_action(actor, command, target, tenant_id=tenant_id, before=before, after=after))
+
+
 ALIAS_TYPE = "AWS::StepFunctions::StateMachineAlias"
 
 

@@ -87,6 +87,7 @@ def create_key(
     output: Output = OutputFormat.TEXT,
 ) -> None:
     """Create an API key: printed once (only its hash is stored)."""
+    from longhaul.core.auth import key_hash
     from longhaul.operations import admin
 
     with _aws(output) as out:
@@ -97,6 +98,9 @@ def create_key(
         outputs = admin.stack_outputs(session.client("cloudformation"), stack)
         table = session.resource("dynamodb").Table(outputs.table_name)
         key = admin.create_key(table, tenant, role.value, groups=chosen)
+        key_id = key_hash(key)[:12]
+        created = {"key_id": key_id, "tenant_id": tenant, "role": role.value}
+        admin.record_command(session, table, "create-key", target=f"key {key_id}", tenant_id=tenant, after=created)
         if out.json:
             document: dict[str, Any] = {"key": key, "tenant_id": tenant, "role": role.value, "stack": stack}
             if role is KeyRole.REVIEWER:
@@ -131,7 +135,12 @@ def revoke_key(
     with _aws(output) as out:
         session = _session(region, endpoint_url)
         outputs = admin.stack_outputs(session.client("cloudformation"), stack)
-        revoked = admin.revoke_key(session.resource("dynamodb").Table(outputs.table_name), key=key, digest=key_hash)
+        table = session.resource("dynamodb").Table(outputs.table_name)
+        revoked = admin.revoke_key(table, key=key, digest=key_hash)
+        before = {"key_id": revoked.key_id, "tenant_id": revoked.tenant_id, "role": revoked.role}
+        admin.record_command(
+            session, table, "revoke-key", target=f"key {revoked.key_id}", tenant_id=revoked.tenant_id, before=before
+        )
         if out.json:
             out.document({"key_id": revoked.key_id, "tenant_id": revoked.tenant_id, "role": revoked.role})
         else:
@@ -161,11 +170,19 @@ def rotate_key(
     with _aws(output) as out:
         session = _session(region, endpoint_url)
         outputs = admin.stack_outputs(session.client("cloudformation"), stack)
-        rotated = admin.rotate_key(
-            session.resource("dynamodb").Table(outputs.table_name),
-            key=key,
-            digest=key_hash,
-            overlap=timedelta(hours=overlap_hours),
+        table = session.resource("dynamodb").Table(outputs.table_name)
+        rotated = admin.rotate_key(table, key=key, digest=key_hash, overlap=timedelta(hours=overlap_hours))
+        admin.record_command(
+            session,
+            table,
+            "rotate-key",
+            target=f"key {rotated.previous_key_id}",
+            tenant_id=rotated.tenant_id,
+            after={
+                "key_id": rotated.key_id,
+                "role": rotated.role,
+                "previous_expires_at": rotated.previous_expires_at.isoformat(),
+            },
         )
         if out.json:
             out.document(
@@ -206,6 +223,14 @@ def rotate_webhook_secret(
         outputs = admin.stack_outputs(session.client("cloudformation"), stack)
         secret = admin.rotate_webhook_secret(
             session.client("secretsmanager"), outputs, tenant, grace=timedelta(hours=grace_hours)
+        )
+        admin.record_command(
+            session,
+            session.resource("dynamodb").Table(outputs.table_name),
+            "rotate-webhook-secret",
+            target=f"webhook secret of {tenant}",
+            tenant_id=tenant,
+            after={"tenant_id": tenant, "grace_hours": grace_hours},  # never the secret
         )
         if out.json:
             out.document({"secret": secret, "tenant_id": tenant, "grace_hours": grace_hours})

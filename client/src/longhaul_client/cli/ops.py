@@ -15,6 +15,7 @@ from rich.text import Text
 
 from longhaul.core.contracts import JobStatus
 from longhaul_client.cli.common import (
+    EXIT_ERROR,
     CommandError,
     Key,
     Output,
@@ -30,6 +31,7 @@ from longhaul_client.cli.common import (
     when,
 )
 from longhaul_client.cli.render import (
+    audit_table,
     bulk_outcome,
     dead_letters_table,
     jobs_table,
@@ -51,6 +53,8 @@ bulk = typer.Typer(
 )
 app.add_typer(policy, name="policy")
 app.add_typer(bulk, name="bulk")
+audit = typer.Typer(help="The audit trail: who did what to which resource, and when (`verify` checks its hash chain).")
+app.add_typer(audit, name="audit")
 Tenant = Annotated[str, typer.Argument(help="The tenant's id.", show_default=False)]
 
 
@@ -470,3 +474,53 @@ def set_policy(
             out.document(view)
         else:
             out.console.print(Text(json.dumps(view.model_dump(mode="json"), indent=2, ensure_ascii=False)))
+
+
+@audit.callback(invoke_without_command=True)
+def list_audit(
+    ctx: typer.Context,
+    actor: Annotated[str | None, typer.Option(help="Only this actor (a key id, a subject, or role:tenant).")] = None,
+    tenant: Annotated[str | None, typer.Option(help="Only actions on this tenant's resources.")] = None,
+    action: Annotated[
+        str | None, typer.Option(help="Only this action, e.g. 'POST /v1/ops/jobs/{job_id}/replay'.")
+    ] = None,
+    since: Annotated[str | None, typer.Option(help="From this instant (ISO 8601, inclusive).")] = None,
+    until: Annotated[str | None, typer.Option(help="Before this instant (ISO 8601, exclusive).")] = None,
+    limit: Annotated[int, typer.Option(min=1, help="At most this many (in the order recorded).")] = 100,
+    url: Url = None,
+    key: Key = None,
+    output: Output = OutputFormat.TEXT,
+) -> None:
+    """The audit trail, in the order recorded."""
+    if ctx.invoked_subcommand is not None:
+        return
+    with session(url, key, output) as (client, out):
+        entries = list(
+            client.ops_audit(actor=actor, tenant=tenant, action=action, since=since, until=until, limit=limit)
+        )
+        if out.json:
+            out.document({"entries": entries})
+        else:
+            out.console.print(audit_table(entries))
+
+
+@audit.command("verify")
+def verify_audit(url: Url = None, key: Key = None, output: Output = OutputFormat.TEXT) -> None:
+    """Read the whole audit trail and check its hash chain here: every entry's hash recomputed, every link to the
+    entry before and every number. Exit 0 when it holds, 2 (and what is wrong) when an entry was changed, removed or
+    inserted."""
+    from longhaul.core.audit import verify
+
+    with session(url, key, output) as (client, out):
+        checked = verify(entry.model_dump(mode="json") for entry in client.ops_audit())
+        if out.json:
+            out.document(checked)
+        elif checked.ok:
+            out.line(
+                f"the audit trail holds: {checked.entries} entries, the last #{checked.last_seq} {checked.last_hash}"
+            )
+        else:
+            for problem in checked.problems:
+                out.line(problem)
+    if not checked.ok:
+        raise typer.Exit(EXIT_ERROR)

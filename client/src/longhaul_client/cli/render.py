@@ -15,6 +15,7 @@ from rich.progress_bar import ProgressBar
 from rich.table import Table
 from rich.text import Text
 
+from longhaul.core.audit import AuditEntry
 from longhaul.core.contracts import (
     BulkOutcome,
     DeadLetter,
@@ -342,6 +343,24 @@ def webhooks_table(webhooks: Iterable[WebhookView]) -> Table:
     for hook in webhooks:
         table.add_row(
             hook.webhook_id, hook.job_id, hook.tenant_id, hook.event, str(hook.attempts), Text(hook.last_error or "")
+        )
+    return table
+
+
+def audit_table(entries: Iterable[AuditEntry]) -> Table:
+    table = Table(box=None, pad_edge=False, header_style="bold")
+    for name in ("#", "AT", "ACTOR", "ROLE", "ACTION", "TARGET", "TENANT", "OUTCOME"):
+        table.add_column(name, no_wrap=name in ("#", "AT"))
+    for entry in entries:
+        table.add_row(
+            str(entry.seq),
+            entry.at,
+            entry.actor_id,
+            entry.actor.role,
+            entry.action,
+            Text(entry.target),
+            entry.tenant_id or "",
+            str(entry.outcome),
         )
     return table
 
