@@ -174,7 +174,7 @@ class Services:
 
     @cached_property
     def analytics(self) -> AnalyticsStore:
-        """The analytics export's objects, its day files, its watermark and the report's copy of the day files (`longhaul.operations.analytics`)."""
+        """The analytics export's objects, the day files, its watermark (`longhaul.operations.analytics`)."""
         from longhaul.storage.analytics import AnalyticsStore
 
         database = self.settings.analytics_database
