@@ -76,7 +76,11 @@ def fold(table: str, current: Path | None, added: Path, replaced: Sequence[str],
     parts: list[str] = []
     parameters: list[Any] = []
     if current is not None:
-        parts.append(f"SELECT {names} FROM read_parquet('{_quoted(current)}') WHERE NOT list_contains(?, job_id)")
+        # By name over the declared columns: a day file written before a column was added reads it as null.
+        parts.append(
+            f"SELECT {names} FROM (SELECT * FROM {_empty(table)} UNION ALL BY NAME "
+            f"SELECT * FROM read_parquet('{_quoted(current)}')) WHERE NOT list_contains(?, job_id)"
+        )
         parameters.append(list(replaced))
     if added.is_dir() and any(added.rglob("*.parquet")):
         pattern = _quoted(added / "**" / "*.parquet")
