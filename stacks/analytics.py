@@ -3,6 +3,9 @@ it writes under the artifacts bucket's `analytics/` prefix, and an Athena workgr
 
 - The export runs on a schedule of its own (`EXPORT_EVERY`): nothing on a job's path calls it, so it adds no state
   transition and can never fail a job (`longhaul.operations.analytics`).
+- After writing a run's job files, the export folds their rows into one file per table and day under
+  `analytics-daily/` (outside the tables' locations, so Athena never counts a row twice): the usage report reads
+  those only, three objects per day of its window.
 - The tables are declared, not crawled: their columns come from the rows' models (`longhaul.core.analytics.columns`),
   so the files and the catalog cannot drift. Their partitions (`dt`, `tenant_id`, `workflow`) are registered by the
   export as it writes a partition's first object (`glue:BatchCreatePartition`, an existing one left as it is).
@@ -26,7 +29,7 @@ from aws_cdk import aws_lambda as lambda_
 from aws_cdk import aws_s3 as s3
 from constructs import Construct
 
-from longhaul.core.analytics import ANALYTICS_PREFIX, PARTITION_COLUMNS, TABLES, columns
+from longhaul.core.analytics import ANALYTICS_PREFIX, DAILY_PREFIX, PARTITION_COLUMNS, TABLES, columns
 from longhaul.storage.analytics import PARQUET_INPUT, PARQUET_OUTPUT, PARQUET_SERDE
 from stacks.functions import platform_function
 
@@ -141,15 +144,16 @@ class Analytics(Construct):
         ]
 
 
-def grant_analytics_reads(bucket: s3.IBucket, grantee: iam.IGrantable) -> None:
-    """List and read the objects under `analytics/` only (the usage report's mirror)."""
+def grant_day_file_reads(bucket: s3.IBucket, grantee: iam.IGrantable) -> None:
+    """List and read the day files under `analytics-daily/` only: the usage report's reads, and the export's (which
+    reads a day file before folding into it; the listing makes a day with no file yet a 404, not a 403)."""
     grantee.grant_principal.add_to_principal_policy(
         iam.PolicyStatement(
             actions=["s3:ListBucket"],
             resources=[bucket.bucket_arn],
-            conditions={"StringLike": {"s3:prefix": [f"{ANALYTICS_PREFIX}*"]}},
+            conditions={"StringLike": {"s3:prefix": [f"{DAILY_PREFIX}*"]}},
         )
     )
     grantee.grant_principal.add_to_principal_policy(
-        iam.PolicyStatement(actions=["s3:GetObject"], resources=[bucket.arn_for_objects(f"{ANALYTICS_PREFIX}*")])
+        iam.PolicyStatement(actions=["s3:GetObject"], resources=[bucket.arn_for_objects(f"{DAILY_PREFIX}*")])
     )

@@ -14,13 +14,13 @@ from constructs import Construct
 
 from longhaul.adapters.models.bedrock import split_inference_profile
 from longhaul.core import schema
-from longhaul.core.analytics import ANALYTICS_PREFIX
+from longhaul.core.analytics import ANALYTICS_PREFIX, DAILY_PREFIX
 from longhaul.core.routes import Routing
 from longhaul.core.settings import Env
 from longhaul.operations.admin import TABLE_OUTPUT, WEBHOOK_SECRETS_OUTPUT
 from longhaul.workflows import REGISTRY
 from stacks.admission import Admission, dispatcher_name
-from stacks.analytics import Analytics, database_name, grant_analytics_reads
+from stacks.analytics import Analytics, database_name, grant_day_file_reads
 from stacks.api import Api
 from stacks.audit import ArtifactsTrail
 from stacks.batch import BatchLane
@@ -230,12 +230,13 @@ class LonghaulStack(Stack):
             "Reads the webhook signing secret of whichever tenant the webhook belongs to; one secret per tenant, "
             "all under this stack's prefix.",
         )
-        # The analytics export reads finished jobs (their cost counts their executions' transitions once) and writes
-        # their Parquet objects; the usage reports (tenants' and operators') read those objects back.
+        # The analytics export reads finished jobs (their cost counts their executions' transitions once), writes
+        # their Parquet objects and folds them into the day files; the usage reports (tenants' and operators') read
+        # the day files back.
         storage.grant_items(analytics.exporter)
-        storage.grant_objects(analytics.exporter, write=[ANALYTICS_PREFIX])
-        for function in (api.function, api.ops_function):
-            grant_analytics_reads(storage.artifacts, function)
+        storage.grant_objects(analytics.exporter, write=[ANALYTICS_PREFIX, DAILY_PREFIX])
+        for function in (analytics.exporter, api.function, api.ops_function):
+            grant_day_file_reads(storage.artifacts, function)
         for function in (api.function, api.ops_function):  # a job's trace read back (`GET …/trace`)
             function.add_to_role_policy(iam.PolicyStatement(actions=list(TRACE_READ_ACTIONS), resources=["*"]))
         for machine in workflows.state_machines.values():  # a decision resumes the review's task token
@@ -338,7 +339,10 @@ class LonghaulStack(Stack):
                 "Public by design: the health check, the OpenAPI document and its viewer, the console's static files.",
             )
         acknowledge_data_access(
-            self, table=storage.table, bucket=storage.artifacts, prefixes=(uploads, work, results, ANALYTICS_PREFIX)
+            self,
+            table=storage.table,
+            bucket=storage.artifacts,
+            prefixes=(uploads, work, results, ANALYTICS_PREFIX, DAILY_PREFIX),
         )
 
     def _grant_route_secrets(self, workflows: Workflows, secrets: list[str]) -> None:

@@ -182,7 +182,7 @@ class Services:
 
     @cached_property
     def analytics(self) -> AnalyticsStore:
-        """The analytics export's objects, its watermark and the report's mirror (`longhaul.operations.analytics`)."""
+        """The analytics export's objects, the day files, its watermark (`longhaul.operations.analytics`)."""
         from longhaul.storage.analytics import AnalyticsStore
 
         database = self.settings.analytics_database

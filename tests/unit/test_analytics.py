@@ -13,7 +13,7 @@ import pytest
 
 from longhaul.adapters import parquet
 from longhaul.core import schema
-from longhaul.core.analytics import TABLES, columns
+from longhaul.core.analytics import PARTITION_COLUMNS, TABLES, columns
 from longhaul.core.budgets import usd
 from longhaul.core.clock import iso
 from longhaul.core.contracts import JobStatus
@@ -118,14 +118,19 @@ def test_a_finished_job_is_exported_as_three_parquet_objects_partitioned_by_day_
     assert [c.kept for c in done.calls] == [False, True, True]
     assert done.job.retry_cost_micro == 300 and done.job.retry_tokens == 150
     assert done.job.model_cost_micro == 3_300
-    # And the files carry the declared columns (Glue's tables declare the same)
-    services.analytics.mirror(tmp_path, [day])
-    parquet.compact(tmp_path, tmp_path / "_days", [day])
-    with parquet.Session(tmp_path / "_days", [day]) as db:
+    # And its day files hold its rows once, with the declared columns (Glue's tables declare the same) and the
+    # partitions'
+    daily = sorted(o["Key"] for o in s3.list_objects_v2(Bucket=bucket, Prefix="analytics-daily/")["Contents"])
+    assert daily == [f"analytics-daily/{table}/dt={day}.parquet" for table in sorted(TABLES)]
+    services.analytics.sync_days(tmp_path, [day])
+    with parquet.Session(tmp_path, [day]) as db:
         described = db.run("DESCRIBE SELECT * FROM {steps}")
-    assert [(name, kind) for name, kind, *_ in described][: len(columns("steps"))] == [
+        assert db.run("SELECT job_id, tenant_id, workflow, count(*) FROM {steps} GROUP BY ALL") == [
+            (job_id, "tenant-a", WORKFLOW, 2)
+        ]
+    assert [(name, kind) for name, kind, *_ in described] == [
         (n, {"string": "VARCHAR", "bigint": "BIGINT", "double": "DOUBLE", "array<string>": "VARCHAR[]"}[k])
-        for n, k in columns("steps")
+        for n, k in (*columns("steps"), *PARTITION_COLUMNS)
     ]
 
 
@@ -181,6 +186,37 @@ def test_the_reports_totals_are_the_sum_of_the_jobs_costs(services: Services, cl
     # And a window before the jobs holds none
     empty = analytics.report(services, since="1h", until=clock.now() - timedelta(days=2), root=tmp_path)
     assert (empty.jobs, empty.total_usd, empty.spend, empty.review_wait_seconds) == (0, usd(0), [], None)
+
+
+def test_runs_that_fold_one_day_at_once_keep_each_others_rows_and_a_job_exported_again_replaces_its_own(
+    services: Services, clock: FakeClock, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Given two finished jobs of one day, and another run that folds the second one into the day's files just after
+    # the first run has read them
+    first = finished_job(services, clock, "job_" + "j" * 28, tenant="tenant-a", retried=True)
+    second = finished_job(services, clock, "job_" + "k" * 28, tenant="tenant-b")
+    store, read, raced = services.analytics, services.analytics.day_file, list[Any]()
+
+    def read_then_race(table: str, day: str, into: Path) -> str | None:
+        etag = read(table, day, into)
+        if not raced:
+            raced.append(None)
+            raced.append(export(services, second))
+        return etag
+
+    monkeypatch.setattr(store, "day_file", read_then_race)
+    exports = [export(services, first)]
+    # When the first job is exported again, and the report is read twice
+    exports.append(export(services, first))
+    cache = tmp_path / "cache"
+    assert store.sync_days(cache, [clock.now().date().isoformat()]) == 3
+    report = analytics.report(services, since="7d", root=cache)
+    # Then the day files hold both jobs, each once: the report's total is the sum of their costs
+    assert report.jobs == 2
+    assert report.total_usd == usd(exports[0].job.cost_micro + raced[1].job.cost_micro)
+    assert sum(s.runs for s in report.steps) == 4
+    # And a second report reads no object again (the ETags have not changed)
+    assert store.sync_days(cache, [clock.now().date().isoformat()]) == 0
 
 
 @pytest.mark.parametrize("since", ["7", "0d", "7w", "yesterday"])

@@ -4,16 +4,14 @@ the local platform query them).
 DuckDB is imported on first use only: the export and the report are the only functions that need it.
 Writing: the rows go into an in-memory table with the table's declared columns (`longhaul.core.analytics.columns`),
 so every file of a table has the same schema whatever its values (an empty list, a null), then `COPY … TO` Parquet
-(zstd). Reading: the job files (a directory laid out like the bucket's `analytics/` prefix) are compacted into one
-file per table and day first (Hive partitioning, the partition columns typed as strings: a numeric-looking tenant id
-stays a string), rebuilt only when that day's files change; queries read those (`Session`).
+(zstd). Folding: a table's day file is rewritten with a run's job files in place of those jobs' earlier rows (`fold`).
+Reading: queries read the day files of a window (`Session`).
 """
 
 from __future__ import annotations
 
 import os
 import tempfile
-import threading
 from collections.abc import Sequence
 from datetime import UTC, datetime
 from pathlib import Path
@@ -68,66 +66,56 @@ def encode(table: str, rows: Sequence[dict[str, Any]]) -> bytes:
         Path(path).unlink(missing_ok=True)
 
 
-def _day_files(root: Path, table: str, day: str) -> list[os.DirEntry[str]]:
-    found: list[os.DirEntry[str]] = []
-    pending = [root / table / f"dt={day}"]
-    while pending:
-        folder = pending.pop()
-        if not folder.is_dir():
-            continue
-        with os.scandir(folder) as entries:
-            for entry in entries:
-                if entry.is_dir():
-                    pending.append(Path(entry.path))
-                elif entry.name.endswith(".parquet"):
-                    found.append(entry)
-    return found
-
-
-def compact(root: Path, cache: Path, days: Sequence[str]) -> None:
-    """One file per table and day in `cache` (`<table>/<day>.parquet`, the partition columns inside it) from the
-    job files under `root`, rebuilt only when the day's files changed (their count, sizes and times): a report reads
-    a few dozen files, not one per job."""
+def fold(table: str, current: Path | None, added: Path, replaced: Sequence[str], target: Path) -> None:
+    """Write `target`, a table's day file: the rows of the day file `current` (None: there is none yet) less those of
+    the `replaced` jobs, then the rows of the job files under `added` (one day's folder laid out as `analytics/`:
+    `<table>/dt=<day>/tenant_id=…/workflow=…/<job_id>.parquet`), their partition columns (typed as strings: a
+    numeric-looking tenant id stays a string) stored in the file. Its columns are the table's, then the partitions'."""
+    names = ", ".join(f'"{n}"' for n, _ in (*columns(table), *PARTITION_COLUMNS))
     hive_types = ", ".join(f"'{name}': 'VARCHAR'" for name, _ in PARTITION_COLUMNS)
-    connection = None
+    parts: list[str] = []
+    parameters: list[Any] = []
+    if current is not None:
+        # By name over the declared columns: a day file written before a column was added reads it as null.
+        parts.append(
+            f"SELECT {names} FROM (SELECT * FROM {_empty(table)} UNION ALL BY NAME "
+            f"SELECT * FROM read_parquet('{_quoted(current)}')) WHERE NOT list_contains(?, job_id)"
+        )
+        parameters.append(list(replaced))
+    if added.is_dir() and any(added.rglob("*.parquet")):
+        pattern = _quoted(added / "**" / "*.parquet")
+        parts.append(
+            f"SELECT {names} FROM read_parquet('{pattern}', hive_partitioning = true, hive_types = {{{hive_types}}})"
+        )
+    if not parts:
+        parts.append(f"SELECT * FROM {_empty(table)}")
+    connection = _connect()
     try:
-        for table in ("jobs", "steps", "calls"):
-            for day in days:
-                target = cache / table / f"{day}.parquet"
-                mark = target.with_suffix(".sig")
-                files = _day_files(root, table, day)
-                if not files:
-                    target.unlink(missing_ok=True)
-                    mark.unlink(missing_ok=True)
-                    continue
-                stats = [f.stat() for f in files]
-                signature = f"{len(files)} {sum(s.st_size for s in stats)} {max(s.st_mtime_ns for s in stats)}"
-                if target.exists() and mark.exists() and mark.read_text() == signature:
-                    continue
-                target.parent.mkdir(parents=True, exist_ok=True)
-                connection = connection or _connect()
-                pattern = str(root / table / f"dt={day}" / "**" / "*.parquet").replace("'", "''")
-                # A name of this thread's own: two reports compacting the same day never write one file.
-                partial = str(target.with_suffix(f".{os.getpid()}-{threading.get_ident()}.part")).replace("'", "''")
-                connection.execute(
-                    f"COPY (SELECT * FROM read_parquet('{pattern}', hive_partitioning = true, "
-                    f"hive_types = {{{hive_types}}}, union_by_name = true)) TO '{partial}' (FORMAT parquet)"
-                )
-                Path(partial).replace(target)
-                mark.write_text(signature)
+        connection.execute(
+            f"COPY ({' UNION ALL '.join(parts)}) TO '{_quoted(target)}' (FORMAT parquet, COMPRESSION zstd)",
+            parameters,
+        )
     finally:
-        if connection is not None:
-            connection.close()
+        connection.close()
+
+
+def _quoted(path: Path) -> str:
+    return str(path).replace("'", "''")
+
+
+def _empty(table: str) -> str:
+    """An empty relation of the table's columns and its partitions'."""
+    cols = [*columns(table), *PARTITION_COLUMNS]
+    typed = ", ".join(f'CAST(NULL AS {_DUCK_TYPES[kind]}) AS "{name}"' for name, kind in cols)
+    return f"(SELECT {typed} WHERE false)"
 
 
 def _relation(cache: Path, table: str, days: Sequence[str]) -> str:
     """The table's day files in `cache` for `days` (an empty relation of its columns when there are none)."""
     files = [cache / table / f"{day}.parquet" for day in days]
-    present = [str(f).replace("'", "''") for f in files if f.exists()]
+    present = [_quoted(f) for f in files if f.exists()]
     if not present:
-        cols = [*columns(table), *PARTITION_COLUMNS]
-        typed = ", ".join(f'CAST(NULL AS {_DUCK_TYPES[kind]}) AS "{name}"' for name, kind in cols)
-        return f"(SELECT {typed} WHERE false)"
+        return _empty(table)
     listed = ", ".join(f"'{p}'" for p in present)
     return f"read_parquet([{listed}], union_by_name = true)"
 

@@ -10,7 +10,12 @@ failure kinds) or `calls` (one row per model call: route, tokens, cost, whether 
 partition columns are in the path, not in the files (Athena's and DuckDB's Hive partitioning read them from there).
 A job's keys never change (its creation day is fixed), so exporting it again overwrites the same three objects.
 
-The report (`GET /v1/ops/reports`, `GET /v1/reports/usage`, `longhaul ops report`) is computed from these files.
+The export also folds each run's rows into one compacted file per table and day, outside the Glue tables' locations
+(Athena does not count a row twice), the partition columns inside it:
+
+    analytics-daily/<table>/dt=YYYY-MM-DD.parquet
+
+The report (`GET /v1/ops/reports`, `GET /v1/reports/usage`, `longhaul ops report`) reads the day files only.
 """
 
 import re
@@ -22,6 +27,8 @@ from pydantic import Field
 from longhaul.core.model import Model
 
 ANALYTICS_PREFIX = "analytics/"
+#: The compacted day files (one per table and day, every tenant's rows): what the usage report reads.
+DAILY_PREFIX = "analytics-daily/"
 TABLES = ("jobs", "steps", "calls")
 Table = Literal["jobs", "steps", "calls"]
 ReportBy = Literal["workflow", "route", "step", "version"]
@@ -102,6 +109,11 @@ class JobExport(Model):
 
 def object_key(table: Table, *, day: str, tenant_id: str, workflow: str, job_id: str) -> str:
     return f"{ANALYTICS_PREFIX}{table}/dt={day}/tenant_id={tenant_id}/workflow={workflow}/{job_id}.parquet"
+
+
+def day_key(table: str, day: str) -> str:
+    """The compacted file of `table`'s rows of the jobs created on `day`."""
+    return f"{DAILY_PREFIX}{table}/dt={day}.parquet"
 
 
 # --- the report -------------------------------------------------------------------------------------------------

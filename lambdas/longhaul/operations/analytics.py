@@ -8,9 +8,14 @@ its work); a job whose own export fails is logged and passed. A job's objects ar
 workflow and id, so exporting it again (a replayed job finishing again, its cost settled by a later read)
 overwrites the same three objects: the export is idempotent.
 
-The report mirrors the objects of the window's days into a local directory (`AnalyticsStore.mirror`: only new or
-changed objects are read) and queries them with DuckDB; Athena runs the same SQL over the same files on AWS (the
-manual's how-to `report-usage` gives it).
+A run then folds its jobs' rows into one file per table and day (`analytics-daily/<table>/dt=<day>.parquet`): the
+day file read, the rows of the jobs exported again dropped, theirs added, written back only over the version read
+(S3's conditional write: two runs that overlap never lose each other's rows; the loser reads and folds again). So
+exporting a job again replaces its rows there too.
+
+The report brings the window's day files (three per day) into a local directory (`AnalyticsStore.sync_days`: a file
+whose ETag has not changed is not read again) and queries them with DuckDB, filtering a tenant's report by its
+tenant; Athena runs the same SQL over the job files on AWS (the manual's how-to `report-usage` gives it).
 """
 
 from __future__ import annotations
@@ -24,7 +29,9 @@ from typing import Any
 
 from longhaul.adapters import parquet
 from longhaul.core.analytics import (
+    ANALYTICS_PREFIX,
     SINCE,
+    TABLES,
     CallRow,
     FailureKinds,
     JobExport,
@@ -45,12 +52,15 @@ from longhaul.core.problems import BadRequest
 from longhaul.core.records import Job, version_number
 from longhaul.operations.costs import with_transitions
 from longhaul.services import Services
+from longhaul.storage.analytics import AnalyticsStore
 
 EVENT_PAGES = 200  # 100 events a page: a job with more has its first 20,000 events exported
 #: A run exports jobs whose record changed after its watermark less this (a write committed late, a clock's skew).
 OVERLAP = timedelta(minutes=2)
 #: Jobs one run exports at most (about a tenth of a second each): a backlog (the first run) takes several runs.
 MAX_PER_RUN = 1_000
+#: Reads and folds of one day file before a run gives up (another run wrote it each time in between).
+FOLD_TRIES = 5
 _ATTEMPT_ENDS = frozenset({"step_finished", "step_attempt_failed", "item_failed"})
 
 
@@ -198,8 +208,17 @@ def _micro(dollars: str) -> int:
 
 
 def export_job(services: Services, job_id: str) -> JobExport | None:
-    """Write a finished job's three objects (overwriting any earlier export of it); None for a job that is not
-    there or has not finished."""
+    """Export one job (an operator's re-run): its three objects, then its rows folded into its day's files."""
+    with tempfile.TemporaryDirectory() as tmp:
+        export = _write_job(services, job_id, Path(tmp))
+        if export is not None:
+            fold_days(services.analytics, Path(tmp), {export.day: [job_id]})
+    return export
+
+
+def _write_job(services: Services, job_id: str, staged: Path) -> JobExport | None:
+    """Write a finished job's three objects (overwriting any earlier export of it), then a copy of each under `staged`
+    (laid out as `analytics/`) for the fold; None for a job that is not there or has not finished."""
     job = services.jobs.get_job(job_id)
     if job is None or job.status not in TERMINAL_STATUSES:
         return None
@@ -210,29 +229,63 @@ def export_job(services: Services, job_id: str) -> JobExport | None:
         "steps": [s.model_dump() for s in export.steps],
         "calls": [c.model_dump() for c in export.calls],
     }
+    written: dict[str, bytes] = {}
     for table, rows in tables.items():
-        services.analytics.put(object_key(table, **where), parquet.encode(table, rows))  # type: ignore[arg-type]
+        key = object_key(table, **where)  # type: ignore[arg-type]
+        written[key] = parquet.encode(table, rows)
+        services.analytics.put(key, written[key])
         services.analytics.register(table, day=export.day, tenant_id=export.tenant_id, workflow=export.workflow)
+    for key, body in written.items():  # all three or none: a job half-written is not folded
+        local = staged / key.removeprefix(ANALYTICS_PREFIX)
+        local.parent.mkdir(parents=True, exist_ok=True)
+        local.write_bytes(body)
     return export
+
+
+def fold_days(store: AnalyticsStore, staged: Path, jobs_by_day: dict[str, list[str]]) -> None:
+    """Fold the job files under `staged` into their days' files: for each table and day, read the day file, drop the
+    rows of the jobs exported again, add theirs, and write it back only if no other run wrote it meanwhile (else
+    read it again and fold again, `FOLD_TRIES` times at most)."""
+    work = staged / "_fold"
+    work.mkdir(exist_ok=True)
+    for day, job_ids in sorted(jobs_by_day.items()):
+        for table in TABLES:
+            current, target = work / f"{table}-{day}.current.parquet", work / f"{table}-{day}.parquet"
+            for _ in range(FOLD_TRIES):
+                etag = store.day_file(table, day, current)
+                parquet.fold(table, current if etag else None, staged / table / f"dt={day}", job_ids, target)
+                if store.put_day_file(table, day, target, etag):
+                    break
+            else:
+                raise RuntimeError(f"the {table} file of {day} kept changing: {FOLD_TRIES} folds lost the race")
 
 
 def export_finished(services: Services) -> dict[str, int]:
     """The scheduled run: export the jobs finished (or changed after finishing) since the watermark, oldest change
-    first, at most `MAX_PER_RUN`; the watermark then moves past them (to the run's start when there were no more).
-    A job whose export fails is logged with its id and passed (one job's bad data must not hold up every later
-    job's): invoke the function with `{"job_id": …}` to export it again."""
+    first, at most `MAX_PER_RUN`, then fold them into their days' files; the watermark then moves past them (to the
+    run's start when there were no more). A job whose export fails is logged with its id and passed (one job's bad
+    data must not hold up every later job's): invoke the function with `{"job_id": …}` to export it again. A fold
+    that fails fails the run (the watermark stays: the next run exports those jobs again)."""
     started = services.now()
     mark = services.analytics.watermark()
     since = iso(datetime.fromisoformat(mark) - OVERLAP) if mark else None
     found = services.analytics.finished_since(since)
     batch = found[:MAX_PER_RUN]
     exported = failed = 0
-    for _, job_id in batch:
-        try:
-            exported += export_job(services, job_id) is not None
-        except Exception:
-            failed += 1
-            logger.exception("analytics export failed", extra={"job_id": job_id})
+    by_day: dict[str, list[str]] = defaultdict(list)
+    with tempfile.TemporaryDirectory() as tmp:
+        for _, job_id in batch:
+            try:
+                export = _write_job(services, job_id, Path(tmp))
+            except Exception:
+                failed += 1
+                logger.exception("analytics export failed", extra={"job_id": job_id})
+                continue
+            if export is not None:
+                exported += 1
+                if job_id not in by_day[export.day]:
+                    by_day[export.day].append(job_id)
+        fold_days(services.analytics, Path(tmp), by_day)
     if len(found) > MAX_PER_RUN:  # the next run goes on after the last one done (the overlap reads from there)
         services.analytics.set_watermark(iso(datetime.fromisoformat(batch[-1][0]) + OVERLAP))
     else:
@@ -274,8 +327,8 @@ def _days(start: datetime, end: datetime) -> list[str]:
     return [(first + timedelta(days=n)).isoformat() for n in range((last - first).days + 1)]
 
 
-def mirror_root(services: Services) -> Path:
-    """This process's mirror of the bucket's `analytics/` objects (a Lambda sandbox's `/tmp` keeps it warm)."""
+def cache_root(services: Services) -> Path:
+    """This process's copy of the bucket's day files (a Lambda sandbox's `/tmp` keeps it warm)."""
     return Path(tempfile.gettempdir()) / f"longhaul-analytics-{os.getpid()}" / services.settings.bucket_name
 
 
@@ -292,9 +345,9 @@ def report(
     """Spend per `by` group, step durations (p50/p95), failure kinds, review waits and retry cost of the jobs
     created in the window (and of `tenant_id` only, when given)."""
     start, end = window(since, until, services.now())
-    root = root or mirror_root(services)
+    root = root or cache_root(services)
     if sync:
-        services.analytics.mirror(root, _days(start, end), tenant_id)
+        services.analytics.sync_days(root, _days(start, end))
     return query_report(root, start=start, end=end, tenant_id=tenant_id, by=by)
 
 
@@ -305,12 +358,10 @@ _GROUP = {
 
 
 def query_report(root: Path, *, start: datetime, end: datetime, tenant_id: str | None, by: ReportBy) -> UsageReport:
-    """The report over the job files under `root` (laid out as `analytics/`), through their day files (`_days/`)."""
+    """The report over the day files under `root` (`<table>/<day>.parquet`); a tenant's rows only with `tenant_id`."""
     days = _days(start, end)
-    cache = root / "_days"
-    parquet.compact(root, cache, days)
     lo, hi = start.astimezone(UTC).replace(tzinfo=None), end.astimezone(UTC).replace(tzinfo=None)
-    with parquet.Session(cache, days) as db:
+    with parquet.Session(root, days) as db:
         # The window's jobs, then their steps and calls, each read once.
         db.run(
             "CREATE TEMP TABLE j AS SELECT * FROM {jobs} WHERE created_at >= ? AND created_at < ?"

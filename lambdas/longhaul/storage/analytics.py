@@ -1,6 +1,7 @@
-"""The analytics export's storage: its Parquet objects under the artifacts bucket's `analytics/` prefix, the jobs
-that finished since the export last ran (the `by_state` index), the export's watermark, and a local mirror of the
-objects a report reads.
+"""The analytics export's storage: its Parquet objects under the artifacts bucket's `analytics/` prefix, its day files
+under `analytics-daily/` (written only over the version read: two runs never lose each other's rows), the jobs that
+finished since the export last ran (the `by_state` index), the export's watermark, and the report's local copy of the
+day files it reads.
 
 Items: ANALYTICS/WATERMARK (`at`: the start of the last export run that finished).
 """
@@ -9,16 +10,17 @@ from __future__ import annotations
 
 import contextlib
 import os
-import shutil
+import threading
 from collections.abc import Iterable, Iterator
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 from boto3.dynamodb.conditions import Key
+from botocore.exceptions import ClientError
 
 from longhaul.core import schema
-from longhaul.core.analytics import ANALYTICS_PREFIX, TABLES, columns
+from longhaul.core.analytics import ANALYTICS_PREFIX, DAILY_PREFIX, TABLES, columns, day_key
 from longhaul.core.contracts import TERMINAL_STATUSES
 
 PARQUET_INPUT = "org.apache.hadoop.hive.ql.io.parquet.MapredParquetInputFormat"
@@ -111,7 +113,65 @@ class AnalyticsStore:
                 ExpressionAttributeValues={":at": at},
             )
 
-    # --- the report's mirror --------------------------------------------------------------------------------
+    # --- the day files -------------------------------------------------------------------------------------
+
+    def day_file(self, table: str, day: str, into: Path) -> str | None:
+        """Bring the day file of `table` into `into`; its ETag (None, and `into` absent, when there is none yet)."""
+        try:
+            answer = self.s3.get_object(Bucket=self.bucket, Key=day_key(table, day))
+        except self.s3.exceptions.NoSuchKey:
+            into.unlink(missing_ok=True)
+            return None
+        into.write_bytes(answer["Body"].read())
+        return str(answer["ETag"])
+
+    def put_day_file(self, table: str, day: str, source: Path, etag: str | None) -> bool:
+        """Write the day file if it is still the one read (`etag`; None: still absent); False when another run
+        wrote it since (read it again and fold again)."""
+        condition = {"IfMatch": etag} if etag else {"IfNoneMatch": "*"}
+        try:
+            self.s3.put_object(
+                Bucket=self.bucket,
+                Key=day_key(table, day),
+                Body=source.read_bytes(),
+                ContentType="application/vnd.apache.parquet",
+                **condition,
+            )
+        except ClientError as error:
+            code = error.response.get("Error", {}).get("Code")
+            if code in ("PreconditionFailed", "ConditionalRequestConflict", "NoSuchKey"):
+                return False
+            raise
+        return True
+
+    def sync_days(self, cache: Path, days: Iterable[str]) -> int:
+        """Bring the day files of `days` into `cache` (`<table>/<day>.parquet`), each kept with its ETag: a file whose
+        ETag has not changed is not read again; one whose object is gone is removed. The number of objects read."""
+        wanted = set(days)
+        read = 0
+        for table in TABLES:
+            listed = {
+                str(o["Key"]).removeprefix(f"{DAILY_PREFIX}{table}/dt=").removesuffix(".parquet"): str(o["ETag"])
+                for o in self._objects(f"{DAILY_PREFIX}{table}/")
+            }
+            folder = cache / table
+            folder.mkdir(parents=True, exist_ok=True)
+            for day in wanted:
+                path, mark = folder / f"{day}.parquet", folder / f"{day}.etag"
+                etag = listed.get(day)
+                if etag is None:
+                    path.unlink(missing_ok=True)
+                    mark.unlink(missing_ok=True)
+                    continue
+                if path.exists() and mark.exists() and mark.read_text() == etag:
+                    continue
+                partial = path.with_suffix(f".{os.getpid()}-{threading.get_ident()}.part")
+                answer = self.s3.get_object(Bucket=self.bucket, Key=day_key(table, day))
+                partial.write_bytes(answer["Body"].read())
+                partial.replace(path)
+                mark.write_text(str(answer["ETag"]))
+                read += 1
+        return read
 
     def _objects(self, prefix: str) -> Iterator[dict[str, Any]]:
         kwargs: dict[str, Any] = {"Bucket": self.bucket, "Prefix": prefix}
@@ -121,39 +181,6 @@ class AnalyticsStore:
             if not page.get("IsTruncated"):
                 return
             kwargs["ContinuationToken"] = page["NextContinuationToken"]
-
-    def mirror(self, root: Path, days: Iterable[str], tenant_id: str | None = None) -> int:
-        """Bring the objects of these days (and this tenant) into `root`, laid out as under `analytics/`: an object
-        whose size and time are those of the local file is not read again; a local file whose object is gone is
-        removed. The number of objects read."""
-        read = 0
-        for table in TABLES:
-            for day in days:
-                prefix = f"{ANALYTICS_PREFIX}{table}/dt={day}/" + (f"tenant_id={tenant_id}/" if tenant_id else "")
-                here = root / prefix.removeprefix(ANALYTICS_PREFIX)
-                seen: set[Path] = set()
-                for obj in self._objects(prefix):
-                    path = root / str(obj["Key"]).removeprefix(ANALYTICS_PREFIX)
-                    seen.add(path)
-                    stamp = obj["LastModified"].astimezone(UTC).timestamp()
-                    stat = path.stat() if path.exists() else None
-                    if stat is not None and stat.st_size == obj["Size"] and stat.st_mtime == stamp:
-                        continue
-                    path.parent.mkdir(parents=True, exist_ok=True)
-                    partial = path.with_suffix(".part")
-                    body = self.s3.get_object(Bucket=self.bucket, Key=str(obj["Key"]))["Body"].read()
-                    partial.write_bytes(body)  # one request (a managed download asks HEAD first)
-                    os.utime(partial, (stamp, stamp))
-                    partial.replace(path)
-                    read += 1
-                if here.exists():
-                    for stale in [p for p in here.rglob("*.parquet") if p not in seen]:
-                        stale.unlink()
-        return read
-
-    @staticmethod
-    def clear(root: Path) -> None:
-        shutil.rmtree(root, ignore_errors=True)
 
 
 def today(now: datetime) -> str:
