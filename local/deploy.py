@@ -400,11 +400,15 @@ def describe_deployment(clients: Clients, stack_name: str, template: dict[str, A
 
 
 def _data_bucket(resources: dict[str, StackResource], declared: dict[str, Any]) -> str | None:
-    """The only bucket that is not another bucket's access-log destination."""
+    """The only bucket that is neither another bucket's access-log destination nor a CloudTrail trail's."""
     log_targets = {
         json.dumps(r.get("Properties", {}).get("LoggingConfiguration", {}).get("DestinationBucketName"))
         for r in declared.values()
         if r.get("Type") == "AWS::S3::Bucket"
+    } | {
+        json.dumps(r.get("Properties", {}).get("S3BucketName"))
+        for r in declared.values()
+        if r.get("Type") == "AWS::CloudTrail::Trail"
     }
     buckets = _by_type(resources, "AWS::S3::Bucket")
     data = [name for lid, name in buckets.items() if json.dumps({"Ref": lid}) not in log_targets]

@@ -153,6 +153,24 @@ def test_the_scheduled_export_takes_the_jobs_finished_since_its_watermark(servic
     assert analytics.export_finished(services) == {"exported": 1, "failed": 0, "left": 0}
 
 
+def test_a_run_within_the_overlap_does_not_export_again_what_the_last_run_exported(
+    services: Services, clock: FakeClock
+) -> None:
+    # Given a job exported by a run just after it finished (its change is within the next run's overlap)
+    finished_job(services, clock, "job_" + "e" * 28, tenant="tenant-a")
+    clock.advance(timedelta(seconds=5))
+    assert analytics.export_finished(services)["exported"] == 1
+    # When runs follow within the overlap (a schedule firing often), Then the job is not exported again
+    clock.advance(timedelta(seconds=5))
+    assert analytics.export_finished(services)["exported"] == 0
+    clock.advance(timedelta(seconds=5))
+    assert analytics.export_finished(services)["exported"] == 0
+    # But a job finishing meanwhile is
+    finished_job(services, clock, "job_" + "f" * 28, tenant="tenant-a")
+    clock.advance(timedelta(seconds=5))
+    assert analytics.export_finished(services)["exported"] == 1
+
+
 def test_the_reports_totals_are_the_sum_of_the_jobs_costs(services: Services, clock: FakeClock, tmp_path: Path) -> None:
     # Given jobs of two tenants, one retried, one failed, all exported
     exports = [

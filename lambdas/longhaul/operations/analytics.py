@@ -268,28 +268,32 @@ def export_finished(services: Services) -> dict[str, int]:
     that fails fails the run (the watermark stays: the next run exports those jobs again)."""
     started = services.now()
     mark = services.analytics.watermark()
-    since = iso(datetime.fromisoformat(mark) - OVERLAP) if mark else None
-    found = services.analytics.finished_since(since)
+    since = iso(datetime.fromisoformat(mark.at) - OVERLAP) if mark.at else None
+    # The overlap reads again what the last run exported: those are skipped unless they changed since.
+    found = [(at, job) for at, job in services.analytics.finished_since(since) if mark.recent.get(job) != at]
     batch = found[:MAX_PER_RUN]
     exported = failed = 0
+    done: dict[str, str] = {}
     by_day: dict[str, list[str]] = defaultdict(list)
     with tempfile.TemporaryDirectory() as tmp:
-        for _, job_id in batch:
+        for at, job_id in batch:
             try:
                 export = _write_job(services, job_id, Path(tmp))
             except Exception:
                 failed += 1
                 logger.exception("analytics export failed", extra={"job_id": job_id})
                 continue
+            done[job_id] = at
             if export is not None:
                 exported += 1
                 if job_id not in by_day[export.day]:
                     by_day[export.day].append(job_id)
         fold_days(services.analytics, Path(tmp), by_day)
-    if len(found) > MAX_PER_RUN:  # the next run goes on after the last one done (the overlap reads from there)
-        services.analytics.set_watermark(iso(datetime.fromisoformat(batch[-1][0]) + OVERLAP))
-    else:
-        services.analytics.set_watermark(iso(started))
+    # With more left, the next run goes on after the last one done (the overlap reads from there).
+    at = iso(datetime.fromisoformat(batch[-1][0]) + OVERLAP) if len(found) > MAX_PER_RUN else iso(started)
+    floor = iso(datetime.fromisoformat(at) - OVERLAP)
+    recent = {job: change for job, change in {**mark.recent, **done}.items() if change > floor}
+    services.analytics.set_watermark(at, recent)
     return {"exported": exported, "failed": failed, "left": max(0, len(found) - MAX_PER_RUN)}
 
 

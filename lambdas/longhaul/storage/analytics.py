@@ -11,10 +11,10 @@ from __future__ import annotations
 import contextlib
 import os
 import threading
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Mapping
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 from boto3.dynamodb.conditions import Key
 from botocore.exceptions import ClientError
@@ -33,6 +33,16 @@ class PartitionNotRegistered(Exception):
 
 
 WATERMARK_KEY = {schema.PK: "ANALYTICS", schema.SK: "WATERMARK"}
+#: The most jobs the watermark remembers as exported within its overlap (more: the next run exports them again).
+MAX_RECENT = 2_000
+
+
+class Watermark(NamedTuple):
+    """Where the export's runs got to, and the jobs exported within the overlap before it, with the change exported:
+    a run reads from `at` less the overlap (a write committed late) but skips those, unless they changed again."""
+
+    at: str | None
+    recent: dict[str, str]
 
 
 class AnalyticsStore:
@@ -99,15 +109,19 @@ class AnalyticsStore:
                 kwargs["ExclusiveStartKey"] = page["LastEvaluatedKey"]
         return sorted(found)
 
-    def watermark(self) -> str | None:
+    def watermark(self) -> Watermark:
         item = self.table.get_item(Key=WATERMARK_KEY, ConsistentRead=True).get("Item")
-        return str(item["at"]) if item else None
+        if not item:
+            return Watermark(None, {})
+        return Watermark(str(item["at"]), {str(k): str(v) for k, v in item.get("recent", {}).items()})
 
-    def set_watermark(self, at: str) -> None:
-        """Moves the watermark forward only (two runs that overlap never move it back)."""
+    def set_watermark(self, at: str, recent: Mapping[str, str] | None = None) -> None:
+        """Moves the watermark forward only (two runs that overlap never move it back); `recent` is what the run
+        exported within the overlap before `at` ({job id: the change it exported}), which the next run skips."""
+        kept = dict(recent or {}) if len(recent or {}) <= MAX_RECENT else {}
         with contextlib.suppress(self.table.meta.client.exceptions.ConditionalCheckFailedException):
             self.table.put_item(
-                Item={**WATERMARK_KEY, "at": at},
+                Item={**WATERMARK_KEY, "at": at, "recent": kept},
                 ConditionExpression="attribute_not_exists(#at) OR #at < :at",
                 ExpressionAttributeNames={"#at": "at"},
                 ExpressionAttributeValues={":at": at},
