@@ -10,6 +10,7 @@ record is logged and the caller gets the route's answer (the action already happ
 from __future__ import annotations
 
 from collections.abc import Callable
+from datetime import datetime
 from typing import Annotated, Any
 
 from aws_lambda_powertools.event_handler import Response
@@ -21,6 +22,7 @@ from handlers.api_shared import ADMIN, BAD_CURSOR, INVALID_PARAMETERS, Cursor, k
 from longhaul.core import correlation, limits
 from longhaul.core.audit import AuditPage, audited, digest
 from longhaul.core.auth import Principal
+from longhaul.core.contracts import IsoTime
 from longhaul.core.observability import logger
 from longhaul.core.problems import ApiProblem, Forbidden
 from longhaul.services import services
@@ -29,12 +31,8 @@ router = Router()
 
 AUDIT_LIMIT = Annotated[int, Query(ge=1, le=limits.MAX_OPS_PAGE_SIZE)]
 Instant = Annotated[
-    str | None,
-    Query(
-        min_length=10,
-        max_length=40,
-        description="An instant in UTC (ISO 8601, e.g. `2026-12-07` or `2026-12-07T16:00:00Z`).",
-    ),
+    IsoTime | None,
+    Query(description="An instant (ISO 8601, e.g. `2026-12-07` or `2026-12-07T16:00:00Z`; UTC unless it says)."),
 ]
 ActionFilter = Annotated[
     str | None, Query(max_length=256, description="An action exactly: `POST /v1/ops/jobs/{job_id}/replay`.")
@@ -116,15 +114,21 @@ def _page(
     actor: str | None,
     tenant_id: str | None,
     action: str | None,
-    since: str | None,
-    until: str | None,
+    since: datetime | None,
+    until: datetime | None,
     limit: int,
     cursor: str | None,
 ) -> AuditPage:
     from longhaul.operations import audit
     from longhaul.storage.audit import AuditFilter
 
-    filters = AuditFilter(actor=actor, tenant_id=tenant_id, action=action, since=since, until=until)
+    filters = AuditFilter(
+        actor=actor,
+        tenant_id=tenant_id,
+        action=action,
+        since=since.isoformat() if since else None,
+        until=until.isoformat() if until else None,
+    )
     return audit.page(services(), filters, cursor, limit)
 
 

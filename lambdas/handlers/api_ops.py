@@ -50,6 +50,7 @@ from longhaul.core.contracts import (
     CancelOutcome,
     DeadLetterList,
     Escalation,
+    EscalationCleared,
     EscalationRequest,
     EventPage,
     InputFixOutcome,
@@ -415,17 +416,17 @@ def ops_escalate_job(job_id: Annotated[str, Path()], request: Annotated[Escalati
     operation_id="ops_clear_escalation",
     tags=[OPERATORS],
     responses={
-        204: {"description": "Cleared (or there was none)"},
         **OPS_JOB_PROBLEMS,
         **problems(409, "The job kept changing meanwhile; try again"),
     },
 )
-def ops_clear_escalation(job_id: Annotated[str, Path()]) -> Response[str]:
+def ops_clear_escalation(job_id: Annotated[str, Path()]) -> EscalationCleared:
+    """Cleared (or there was none): the job carries no escalation."""
     caller = _operator()
     from longhaul.operations import repair  # an operator's action: not every cold start's import
 
     repair.clear_escalation(services(), caller, job_id)
-    return Response(status_code=204, body="")
+    return EscalationCleared(job_id=job_id)
 
 
 @router.post(

@@ -4,7 +4,6 @@ tenant (`GET /v1/ops/reports`), computed from the analytics export (`longhaul.op
 from __future__ import annotations
 
 import re
-from datetime import datetime
 from typing import Annotated
 
 from aws_lambda_powertools.event_handler.api_gateway import Router
@@ -13,7 +12,7 @@ from pydantic import AfterValidator
 
 from handlers.api_shared import INVALID_PARAMETERS, JOBS, OPERATORS, keyed, principal, problems
 from longhaul.core.analytics import ReportBy, UsageReport
-from longhaul.core.contracts import PATTERN_END
+from longhaul.core.contracts import PATTERN_END, IsoTime
 from longhaul.core.problems import Forbidden
 from longhaul.operations import analytics
 from longhaul.services import services
@@ -55,7 +54,7 @@ Since = Annotated[
         "time they were created.",
     ),
 ]
-Until = Annotated[datetime | None, Query(description="The window's end (an ISO time); default: now.")]
+Until = Annotated[IsoTime | None, Query(description="The window's end (an ISO time); default: now.")]
 By = Annotated[
     ReportBy,
     Query(description="Group the spend by `workflow`, model `route`, `step` (model calls) or workflow `version`."),

@@ -31,7 +31,17 @@ CONTRACT = (
     "PRICE AGREEMENT\nCurrency: USD\n\nProduct Code   Description           Agreed Unit Price\n"
     "-------------  --------------------  -----------------\nNW-1001        Steel bracket, 40 mm               4.75\n"
 )
-LISTINGS = ("list_jobs", "ops_list_jobs", "get_events", "ops_get_events", "list_reviews", "ops_list_tenant_memory")
+LISTINGS = (
+    "list_jobs",
+    "ops_list_jobs",
+    "get_events",
+    "ops_get_events",
+    "list_reviews",
+    "ops_list_tenant_memory",
+    "list_audit",
+    "ops_list_audit",
+)
+REPORTS = ("get_usage_report", "get_ops_report")
 
 
 def _uploads() -> dict[str, str]:
@@ -80,8 +90,18 @@ def _realistic(case: Any) -> Any:
         if isinstance(case.path_parameters, dict):
             # A tenant of its own: a valid policy with a lower ceiling would make the run's later valid jobs 422s.
             case.path_parameters["tenant_id"] = POLICY_TENANT
-    if operation == "decide_review" and isinstance(case.body, dict) and case.body.get("decision") == "edit":
-        case.body = {"decision": "approve"}  # edits are the reviewed workflow's, which the schema cannot say
+    if (
+        operation == "decide_review"
+        and isinstance(case.body, dict)
+        and case.body.get("decision") in ("edit", "complete")
+    ):
+        # Edits are the reviewed workflow's, and `complete` is for a review of kind `complete` (a failed job handed to
+        # a person): neither can the schema say.
+        case.body = {"decision": "approve"}
+    if operation in REPORTS and isinstance(case.query, dict):
+        # A window the schema cannot bound: `since` before `until`, at most 400 days long.
+        case.query["since"] = "7d"
+        case.query.pop("until", None)
     return case
 
 

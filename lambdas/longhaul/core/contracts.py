@@ -952,6 +952,13 @@ class Escalation(Model):
     link: str | None = None
 
 
+class EscalationCleared(Model):
+    """A job's escalation cleared (or there was none): the job no longer carries one."""
+
+    job_id: str
+    escalation: None = None
+
+
 class JobView(Model):
     job_id: str
     tenant_id: str = Field(description="Whose job it is (operators list every tenant's jobs).")
