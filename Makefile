@@ -120,8 +120,9 @@ eval-ops-small: $(BIN)/.installed ## the operational evals with every fault scen
 contract: $(BIN)/.installed ## Schemathesis against a local platform of its own: all checks, three roles, a fixed seed
 	$(BIN)/pytest -q -s tests/contract
 
+# Each document runs on a platform of its own (its own ports and workspace), so documents run in parallel, one per core.
 docs: $(BIN)/.installed ## the README's and the manual's commands, in order, against `make run` on ports of their own (tests/docs)
-	$(BIN)/pytest -q tests/docs
+	$(BIN)/pytest -q -n auto tests/docs
 
 # The manual (mkdocs.yml): Material for MkDocs, strict, and nothing fetched at view time. Its one script from
 # outside, Mermaid (the diagrams), comes from the npm registry at a pinned version whose tarball's SHA-256 is checked,
