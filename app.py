@@ -15,9 +15,9 @@ Context (cdk.json or `-c key=value`):
                            the stack makes a Cognito user pool and trusts its ID tokens
   longhaul:oidc_audience   the `aud` the external issuer's tokens name (required with longhaul:oidc_issuer)
   longhaul:oidc_jwks_url   where the external issuer's keys are (default: <issuer>/.well-known/jwks.json)
-  longhaul:oidc_tenant_claim, longhaul:oidc_role_claim, longhaul:oidc_groups_claim
-                           the claims that name the tenant, the role and a reviewer's groups (default: a Cognito ID
-                           token's custom:tenant, custom:role, cognito:groups)
+  longhaul:oidc_tenant_claim  the JWT claim naming the tenant (default: a Cognito ID token's custom:tenant)
+  longhaul:oidc_role_claim    the JWT claim naming the role (default: custom:role)
+  longhaul:oidc_groups_claim  the JWT claim naming a reviewer's groups (default: cognito:groups)
   longhaul:email_sender    the SES identity (an address or a domain) agents' e-mail tools send from
   longhaul:callback_allowlist  origins (comma-separated) whose callbacks skip the address checks and may use http
   longhaul:max_jobs_in_flight  the platform's jobs in flight at most, all tenants together (default: 1000)
@@ -63,11 +63,6 @@ def _json_context(app: cdk.App, key: str) -> Any:
     return json.loads(value) if isinstance(value, str) else value
 
 
-def _text_context(app: cdk.App, key: str) -> str | None:
-    value = app.node.try_get_context(key)
-    return str(value).strip() or None if value is not None else None
-
-
 def build_app(context: dict[str, object] | None = None) -> cdk.App:
     app = cdk.App(context=context, outdir=os.environ.get(OUTDIR_ENV) or str(ROOT / "cdk.out"))
     stage = str(app.node.try_get_context("longhaul:stage") or "dev")
@@ -89,13 +84,13 @@ def build_app(context: dict[str, object] | None = None) -> cdk.App:
         callback_allowlist=str(app.node.try_get_context("longhaul:callback_allowlist") or ""),
         container_insights=_flag(app.node.try_get_context("longhaul:container_insights")),
         max_jobs_in_flight=int(str(app.node.try_get_context("longhaul:max_jobs_in_flight") or 1000)),
-        oidc_issuer=_text_context(app, "longhaul:oidc_issuer"),
-        oidc_audience=_text_context(app, "longhaul:oidc_audience"),
-        oidc_jwks_url=_text_context(app, "longhaul:oidc_jwks_url"),
-        oidc_claims={
-            name: claim
-            for name in ("tenant", "role", "groups")
-            if (claim := _text_context(app, f"longhaul:oidc_{name}_claim"))
+        oidc_issuer=str(app.node.try_get_context("longhaul:oidc_issuer") or "").strip() or None,
+        oidc_audience=str(app.node.try_get_context("longhaul:oidc_audience") or "").strip() or None,
+        oidc_jwks_url=str(app.node.try_get_context("longhaul:oidc_jwks_url") or "").strip() or None,
+        oidc_claims={  # empty: the settings' defaults (a Cognito ID token's claims)
+            "tenant": str(app.node.try_get_context("longhaul:oidc_tenant_claim") or "").strip(),
+            "role": str(app.node.try_get_context("longhaul:oidc_role_claim") or "").strip(),
+            "groups": str(app.node.try_get_context("longhaul:oidc_groups_claim") or "").strip(),
         },
         email_sender=str(app.node.try_get_context("longhaul:email_sender") or DEFAULT_EMAIL_SENDER),
         manual_url=str(app.node.try_get_context("longhaul:manual_url") or ""),

@@ -501,7 +501,7 @@ app.include_router(report_routes)
 )
 def get_me() -> Caller:
     caller = principal(app)
-    return Caller(tenant_id=caller.tenant_id, role=caller.role, groups=caller.groups)
+    return Caller(tenant_id=caller.tenant_id, role=caller.role, groups=caller.groups, subject=caller.subject)
 
 
 # ---------------------------------------------------------------------- without a key
