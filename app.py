@@ -11,8 +11,13 @@ Context (cdk.json or `-c key=value`):
   longhaul:step_routes     the route of each model step (JSON object {"step": "route"})
   longhaul:class_routes    the route of a model step by the job's SLA class (JSON object {"interactive": "route"})
   longhaul:container_insights  true to enable CloudWatch Container Insights on the workers' ECS cluster
-  longhaul:jwt             an OIDC issuer whose JWTs the API accepts beside API keys (JSON: issuer, audience,
-                           jwks_url?, tenant_claim?, role_claim?)
+  longhaul:oidc_issuer     an external OIDC issuer (https) whose JWTs the API accepts beside API keys; without it
+                           the stack makes a Cognito user pool and trusts its ID tokens
+  longhaul:oidc_audience   the `aud` the external issuer's tokens name (required with longhaul:oidc_issuer)
+  longhaul:oidc_jwks_url   where the external issuer's keys are (default: <issuer>/.well-known/jwks.json)
+  longhaul:oidc_tenant_claim  the JWT claim naming the tenant (default: a Cognito ID token's custom:tenant)
+  longhaul:oidc_role_claim    the JWT claim naming the role (default: custom:role)
+  longhaul:oidc_groups_claim  the JWT claim naming a reviewer's groups (default: cognito:groups)
   longhaul:email_sender    the SES identity (an address or a domain) agents' e-mail tools send from
   longhaul:callback_allowlist  origins (comma-separated) whose callbacks skip the address checks and may use http
   longhaul:max_jobs_in_flight  the platform's jobs in flight at most, all tenants together (default: 1000)
@@ -79,7 +84,14 @@ def build_app(context: dict[str, object] | None = None) -> cdk.App:
         callback_allowlist=str(app.node.try_get_context("longhaul:callback_allowlist") or ""),
         container_insights=_flag(app.node.try_get_context("longhaul:container_insights")),
         max_jobs_in_flight=int(str(app.node.try_get_context("longhaul:max_jobs_in_flight") or 1000)),
-        jwt=_json_context(app, "longhaul:jwt"),
+        oidc_issuer=str(app.node.try_get_context("longhaul:oidc_issuer") or "").strip() or None,
+        oidc_audience=str(app.node.try_get_context("longhaul:oidc_audience") or "").strip() or None,
+        oidc_jwks_url=str(app.node.try_get_context("longhaul:oidc_jwks_url") or "").strip() or None,
+        oidc_claims={  # empty: the settings' defaults (a Cognito ID token's claims)
+            "tenant": str(app.node.try_get_context("longhaul:oidc_tenant_claim") or "").strip(),
+            "role": str(app.node.try_get_context("longhaul:oidc_role_claim") or "").strip(),
+            "groups": str(app.node.try_get_context("longhaul:oidc_groups_claim") or "").strip(),
+        },
         email_sender=str(app.node.try_get_context("longhaul:email_sender") or DEFAULT_EMAIL_SENDER),
         manual_url=str(app.node.try_get_context("longhaul:manual_url") or ""),
         stuck_after_minutes=int(str(app.node.try_get_context("longhaul:stuck_after_minutes") or STUCK_AFTER)),

@@ -71,6 +71,12 @@ def banner(platform: LocalPlatform) -> str:
     keys = "\n".join(f"    {k.tenant:<8} {k.role:<9} {k.key}" for k in platform.keys) or "    (none)"
     secrets = "\n".join(f"    {t:<8} {s}" for t, s in platform.webhook_secrets.items()) or "    (none)"
     timings = ", ".join(f"{name} {seconds:.1f}s" for name, seconds in platform.timings.items())
+    issuer = (
+        f"  OIDC issuer      {platform.issuer.url}   (a JWT, where a key goes: "
+        f".venv/bin/longhaul local token --tenant alpha --role tenant)\n"
+        if platform.issuer is not None and platform.issuer.url
+        else ""
+    )
     d = platform.deployment
     scale = platform.time_scale
     scaled = (
@@ -84,7 +90,7 @@ Longhaul is running locally ({timings}).
   API              {api}
   Console          {console}
   In-memory AWS    {platform.moto_endpoint}   (stack {d.stack_name}; table {d.table_name}; bucket {d.bucket_name})
-{scaled}  API keys (tenant, role, key):
+{scaled}{issuer}  API keys (tenant, role, key):
 {keys}
   Webhook signing secrets (tenant, secret; verify deliveries with them):
 {secrets}

@@ -13,6 +13,9 @@ request line or header over the server's limits, too many headers, a malformed r
 A route whose method has a Lambda authorizer (`authorizationType: CUSTOM`) runs it first, as API Gateway does
 (`GatewayAuthorizer`): the same function, a REQUEST authorizer event, its answer cached by the identity header for
 the TTL the template declares (`local.deploy.ApiAuthorizer`); public routes (`NONE`) stay public.
+
+Beside the API's routes, the front door is the local OIDC issuer's origin (`local.issuer`): it serves
+`/.well-known/openid-configuration`, `/.well-known/jwks.json` and mints tokens at `POST /local/token`.
 """
 
 from __future__ import annotations
@@ -39,6 +42,7 @@ from werkzeug.serving import BaseWSGIServer, WSGIRequestHandler, make_server
 from werkzeug.wrappers import Request, Response
 
 from local import lambda_runtime
+from local.issuer import DISCOVERY_PATH, JWKS_PATH, TOKEN_PATH, LocalIssuer
 
 lambda_runtime.ensure_code_root_on_path()  # the limits are stated once, in the domain package
 from longhaul.core import limits  # noqa: E402
@@ -49,6 +53,7 @@ MAX_BODY_BYTES = limits.API_GATEWAY_MAX_BODY_BYTES
 PROBLEM_BASE = "https://longhaul.dev/problems/"
 REGION = "us-east-1"  # the local platform's (local/deploy.py), in the method ARN an authorizer is asked about
 MANUAL_PATH = "/manual/"  # where the built manual is served, beside the API's routes
+ISSUER_PATHS = frozenset({JWKS_PATH, DISCOVERY_PATH, TOKEN_PATH})  # the local OIDC issuer's, beside the API's
 _FUNCTION_IN_URI = re.compile(
     r":lambda:path/[^/]+/functions/(?P<arn>.+)/(?P<streaming>response-streaming-)?invocations$"
 )
@@ -451,12 +456,15 @@ class FrontDoor:
         integration: Callable[[str, dict[str, Any]], tuple[bytes, bool]],
         manual: Path | None = None,
         authorizer: GatewayAuthorizer | None = None,
+        issuer: LocalIssuer | None = None,
     ) -> None:
         """`integration(function_arn, event) -> (payload, errored)` invokes a route's function. `manual`: the built
         manual (`make docs-site`'s `site/`), served at `/manual/` (the console's links go there locally).
-        `authorizer`: the API's Lambda authorizer, run before the routes that declare it."""
+        `authorizer`: the API's Lambda authorizer, run before the routes that declare it. `issuer`: the local OIDC
+        issuer whose documents and token endpoint this origin serves."""
         self.integration = integration
         self.authorizer = authorizer
+        self.issuer = issuer
         self.manual = manual
         self.rest_api_id = rest_api_id
         self.stage = stage
@@ -514,6 +522,8 @@ class FrontDoor:
             return problem(400, "bad-request", "Bad Request", f"the request body could not be read: {unreadable}")
         if self.manual is not None and (request.path + "/").startswith(MANUAL_PATH):
             return self._manual(request)
+        if self.issuer is not None and request.path in ISSUER_PATHS:
+            return self._issuer(request)
         path = raw_path(request)
         matched = self.match(path, request.method)
         if isinstance(matched, Response):
@@ -530,6 +540,26 @@ class FrontDoor:
         if route.streaming:
             return self._stream(route, event)
         return self._invoke(route, event)
+
+    def _issuer(self, request: Request) -> Response:
+        """The local OIDC issuer's discovery document, its keys, and its token endpoint (not API Gateway's)."""
+        assert self.issuer is not None
+        allowed = "POST" if request.path == TOKEN_PATH else "GET"
+        if request.method != allowed:
+            return problem(
+                405, "method-not-allowed", "Method Not Allowed", f"{request.method} is not allowed on {request.path}",
+                {"Allow": allowed},
+            )  # fmt: skip
+        if request.path == JWKS_PATH:
+            document = self.issuer.jwks()
+        elif request.path == DISCOVERY_PATH:
+            document = self.issuer.discovery()
+        else:
+            try:
+                document = self.issuer.mint_request(json.loads(request.get_data() or b"null"))
+            except ValueError as refused:  # TokenRequestError, or a body that is not JSON
+                return problem(422, "invalid-request", "Invalid token request", str(refused))
+        return Response(json.dumps(document), 200, content_type="application/json")
 
     def _manual(self, request: Request) -> Response:
         """A file of the built manual (not API Gateway's: the local platform's convenience)."""

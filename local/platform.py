@@ -39,6 +39,7 @@ from typing import Any, ClassVar
 from local import lambda_runtime, moto_patches, schedules, traces, workers
 from local.deploy import ACCOUNT, REGION, Deployment, deploy_assembly, synthesize, update_assembly, wait_until
 from local.frontdoor import MANUAL_PATH, FrontDoor, GatewayAuthorizer
+from local.issuer import LocalIssuer
 from local.keys import DEFAULT_KEYS as DEFAULT_KEYS  # re-exported
 from local.keys import DEFAULT_WEBHOOK_SECRETS as DEFAULT_WEBHOOK_SECRETS  # re-exported
 from local.keys import KEYS_ENV, WEBHOOK_SECRETS_ENV, ApiKey, parse_keys, parse_webhook_secrets, seed_api_keys
@@ -132,6 +133,7 @@ class LocalPlatform:
     _remove_metric_sink: Any = field(default=None, repr=False)
     _policies: str = field(default="", repr=False)
     webhook_secrets: dict[str, str] = field(default_factory=dict, repr=False)  # tenant -> its signing secret
+    issuer: LocalIssuer | None = field(default=None, repr=False)  # the local OIDC issuer (`local.issuer`)
 
     _current: ClassVar[LocalPlatform | None] = None  # the running platform
 
@@ -268,6 +270,10 @@ class LocalPlatform:
         target = with_api[0]
         assert target.rest_api_id is not None
         declared = target.authorizer
+        if declared is not None and self.issuer is None:  # one signing key for the platform's life (resets too)
+            deployed = self.client("lambda").get_function_configuration(FunctionName=declared.function_name)
+            variables = (deployed.get("Environment") or {}).get("Variables") or {}
+            self.issuer = LocalIssuer.for_environment({**variables, **lambda_runtime.environment_overrides()})
         authorizer = (
             GatewayAuthorizer(
                 f"arn:aws:lambda:{REGION}:{ACCOUNT}:function:{declared.function_name}",
@@ -285,10 +291,15 @@ class LocalPlatform:
             integration=lambda_runtime.invoke_integration,
             manual=self.repo_root / "site",
             authorizer=authorizer,
+            issuer=self.issuer if declared is not None else None,
         )
         port = door.start(HOST, api_port)
         self._servers.front_door = door
         self.api_url = f"http://{HOST}:{port}"
+        if declared is not None and self.issuer is not None:
+            # The front door's origin is the issuer: the authorizer trusts its tokens, not the template's user pool.
+            self.issuer.url = self.api_url
+            self.set_function_environment(**self.issuer.function_environment())
         self.timings["front_door"] = time.monotonic() - mark
 
     @property
@@ -392,6 +403,21 @@ class LocalPlatform:
 
     def auth_header(self, name: str) -> dict[str, str]:
         return {"Authorization": f"Bearer {self.key_for(name)}"}
+
+    def token(
+        self,
+        tenant: str,
+        role: str = "tenant",
+        *,
+        groups: list[str] | None = None,
+        ttl_seconds: int = 15 * 60,
+        subject: str | None = None,
+    ) -> str:
+        """A JWT of the local OIDC issuer (what `longhaul local token` prints)."""
+        if self.issuer is None:
+            raise LookupError("the stack has no API authorizer: no local issuer")
+        minted = self.issuer.mint(tenant=tenant, role=role, groups=groups, ttl_seconds=ttl_seconds, subject=subject)
+        return str(minted["token"])
 
     def client(self, service: str, *, resource: bool = False, read_timeout: int = 60) -> Any:
         """A boto3 client (or resource) bound to the embedded moto."""

@@ -5,7 +5,6 @@ dead letters and step records, so the tenants' and reviewers' function can do ne
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import Any
 
 from aws_cdk import Duration
 from aws_cdk import aws_apigateway as apigw
@@ -14,7 +13,6 @@ from aws_cdk import aws_logs as logs
 from constructs import Construct
 from pydantic import BaseModel
 
-from longhaul.adapters.tokens import JwtConfig
 from longhaul.core.budgets import TenantPolicy
 from longhaul.core.contracts import (
     BulkReplayRequest,
@@ -26,7 +24,6 @@ from longhaul.core.contracts import (
     TerminateRequest,
     UploadRequest,
 )
-from longhaul.core.settings import Env
 from longhaul.review.contracts import DecisionRequest, ManualCompletionRequest
 from stacks.functions import LOG_RETENTION, platform_function
 from stacks.nag import acknowledge
@@ -153,8 +150,10 @@ class Api(Construct):
         environment: Mapping[str, str],
         stage_name: str,
         routes: Sequence[tuple[str, str]] = ROUTES,
-        jwt: Mapping[str, Any] | None = None,
+        oidc: Mapping[str, str] | None = None,
     ) -> None:
+        """`oidc`: the authorizer's `LONGHAUL_OIDC_*` settings (`stacks.identity.Identity.environment`): the issuer
+        whose JWTs it accepts beside API keys."""
         super().__init__(scope, construct_id)
         self.function = platform_function(
             self,
@@ -232,10 +231,10 @@ class Api(Construct):
             environment=environment,
             timeout_seconds=10,
             memory_mb=256,
-            description="Longhaul API keys: refuses unknown keys before the API function runs",
+            description="Longhaul API keys and JWTs: refuses unknown keys and invalid tokens before the API runs",
         )
-        if jwt:  # checked at synthesis: a bad issuer configuration fails here, not at the first request
-            self.authorizer_function.add_environment(Env.JWT, JwtConfig.model_validate(jwt).model_dump_json())
+        for name, value in (oidc or {}).items():
+            self.authorizer_function.add_environment(name, value)
         authorizer = apigw.RequestAuthorizer(
             self,
             "Keys",

@@ -27,6 +27,7 @@ from stacks.batch import BatchLane
 from stacks.bundling import code_asset, code_version
 from stacks.email import DEFAULT_SENDER, Email
 from stacks.functions import TRACE_READ_ACTIONS
+from stacks.identity import Identity
 from stacks.nag import (
     CheckovAcknowledgments,
     acknowledge,
@@ -46,6 +47,7 @@ from stacks.workflows import Workflows
 # Stages whose data goes with the stack; `local` is the embedded runtime's (its in-memory AWS cannot run the
 # Node.js custom resource that empties buckets, and loses everything at exit anyway).
 LOCAL_STAGE = "local"
+OIDC_ISSUER_OUTPUT, OIDC_AUDIENCE_OUTPUT = "OidcIssuer", "OidcAudience"
 DESTROYED_STAGES = ("dev", LOCAL_STAGE, "test")
 EMPTIED_STAGES = ("dev", "test")
 
@@ -67,7 +69,10 @@ class LonghaulStack(Stack):
         callback_allowlist: str = "",
         container_insights: bool = False,
         max_jobs_in_flight: int = 1000,
-        jwt: Mapping[str, Any] | None = None,
+        oidc_issuer: str | None = None,
+        oidc_audience: str | None = None,
+        oidc_jwks_url: str | None = None,
+        oidc_claims: Mapping[str, str] | None = None,
         email_sender: str = DEFAULT_SENDER,
         manual_url: str = "",
         stuck_after_minutes: int = 15,
@@ -158,7 +163,17 @@ class LonghaulStack(Stack):
         }
         admission = Admission(self, "Admission", code=code, environment=control_env)
         control_env = {**control_env, **admission.environment}
-        api = Api(self, "Api", code=code, stage_name=stage, environment=control_env, jwt=jwt)
+        # JWTs beside API keys: the stack's own Cognito user pool, or the external issuer the context names.
+        identity = Identity(
+            self,
+            "Identity",
+            removal_policy=removal,
+            issuer=oidc_issuer,
+            audience=oidc_audience,
+            jwks_url=oidc_jwks_url,
+            claims=oidc_claims,
+        )
+        api = Api(self, "Api", code=code, stage_name=stage, environment=control_env, oidc=identity.environment)
         operations = Operations(self, "Operations", code=code, environment=control_env)
         # The export registers its partitions in the Glue database on AWS; the local platform has no Glue (moto's
         # CloudFormation creates no Glue resources), and DuckDB reads the partitions from the paths there.
@@ -306,6 +321,12 @@ class LonghaulStack(Stack):
         self._grant_route_secrets(workflows, secrets)
         observability.notify_on_alarms(self)
         CfnOutput(self, TABLE_OUTPUT, value=storage.table.table_name, description="the jobs table (API keys live here)")
+        CfnOutput(
+            self, OIDC_ISSUER_OUTPUT, value=identity.issuer, description="the OIDC issuer whose JWTs the API takes"
+        )
+        CfnOutput(self, OIDC_AUDIENCE_OUTPUT, value=identity.audience, description="the audience (aud) of those JWTs")
+        if identity.user_pool is not None:
+            CfnOutput(self, "UserPoolId", value=identity.user_pool.user_pool_id, description="the API's Cognito users")
         CfnOutput(self, "AlarmTopicArn", value=observability.alarm_topic.topic_arn, description="alarm notifications")
         CfnOutput(
             self,

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import re
+import time
 import uuid
 from collections.abc import Mapping
 from typing import Annotated, Any
@@ -62,7 +63,7 @@ from handlers.api_stream import router as stream_routes
 from handlers.api_trace import router as trace_routes
 from handlers.api_updates import router as update_routes
 from handlers.resolver import ThreadSafeRestResolver
-from longhaul.adapters.tokens import looks_like_jwt
+from longhaul.adapters.tokens import expires_later, looks_like_jwt
 from longhaul.api.graph import WorkflowGraph
 from longhaul.api.jobs import readiness
 from longhaul.core import correlation, jsonbody, limits
@@ -500,7 +501,7 @@ app.include_router(report_routes)
 )
 def get_me() -> Caller:
     caller = principal(app)
-    return Caller(tenant_id=caller.tenant_id, role=caller.role, groups=caller.groups)
+    return Caller(tenant_id=caller.tenant_id, role=caller.role, groups=caller.groups, subject=caller.subject)
 
 
 # ---------------------------------------------------------------------- without a key
@@ -639,25 +640,32 @@ def _authenticate(event: dict[str, Any]) -> Principal | None:
     (`stacks/api.py`), and that cached context must not outlive a revocation, so for a key it is not trusted; a
     revoked key is refused within `LOOKUP_CACHE_SECONDS` whatever the gateway's cache says. A JWT carries no state to
     revoke: the principal the authorizer established from it (`handlers.authorizer`; only API Gateway writes
-    `requestContext.authorizer`) stands until the token expires."""
+    `requestContext.authorizer`) stands until the token's `exp`, checked here again, since the gateway may keep the
+    answer longer than the token lives."""
     headers = {k.lower(): v for k, v in (event.get("headers") or {}).items()}
     token = bearer_token(headers.get("authorization"))
     if not token:
         return None
     authorized = dict((event.get("requestContext") or {}).get("authorizer") or {})
     key_id = str(authorized.get("key_id") or "")
-    if (
-        looks_like_jwt(token)
-        and key_id.startswith(JWT_KEY_PREFIX)
-        and authorized.get("tenant_id")
-        and authorized.get("role") in ("tenant", "operator", "reviewer")
-    ):
+    if looks_like_jwt(token):
+        if not (
+            key_id.startswith(JWT_KEY_PREFIX)
+            and authorized.get("tenant_id")
+            and authorized.get("role") in ("tenant", "operator", "reviewer")
+        ):
+            return None  # a JWT reaches the API only through the authorizer
+        expires_at = int(str(authorized.get("expires_at") or 0))
+        if not expires_later(expires_at, time.time()):
+            return None
         groups = authorized.get("groups")
         return Principal(
             tenant_id=str(authorized["tenant_id"]),
             role=authorized["role"],
             key_id=key_id,
+            subject=str(authorized.get("subject") or key_id.removeprefix(JWT_KEY_PREFIX)),
             groups=[g for g in str(groups).split(",") if g] if groups is not None else None,
+            expires_at=expires_at,
         )
     return services().jobs.principal_for_key(token)
 

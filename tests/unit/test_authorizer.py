@@ -9,6 +9,7 @@ revocation is the API function's own key cache (`LOOKUP_CACHE_SECONDS`), which t
 from __future__ import annotations
 
 import json
+import time
 from collections.abc import Iterator
 from datetime import timedelta
 from typing import Any
@@ -16,7 +17,7 @@ from typing import Any
 import pytest
 
 from handlers import api, authorizer
-from longhaul.adapters.tokens import JwtConfig, JwtVerifier
+from longhaul.adapters.tokens import JwtVerifier
 from longhaul.core.settings import function_environment
 from longhaul.operations import admin
 from longhaul.services import services
@@ -125,30 +126,33 @@ def test_a_forged_or_stale_context_does_not_stand_for_another_key(table: Any, en
 
 @pytest.fixture
 def with_jwt(monkeypatch: pytest.MonkeyPatch, settings_env: dict[str, str]) -> Iterator[None]:
-    """`LONGHAUL_JWT` configured; the issuer's keys from `test_jwt_tokens` (no network)."""
-    config = jwt.CONFIG.model_dump(mode="json")
-    monkeypatch.setattr(
-        authorizer, "_verifier", lambda _: JwtVerifier(JwtConfig.model_validate(config), fetch=jwt._jwks)
-    )
-    with function_environment({**settings_env, "LONGHAUL_JWT": json.dumps(config)}):
+    """An OIDC issuer configured (`LONGHAUL_OIDC_*`); its keys from `test_jwt_tokens` (no network)."""
+    monkeypatch.setattr(authorizer, "_verifier", lambda config: JwtVerifier(config, fetch=jwt._jwks))
+    oidc = {"LONGHAUL_OIDC_ISSUER": jwt.ISSUER, "LONGHAUL_OIDC_AUDIENCE": "client-1"}
+    with function_environment({**settings_env, **oidc}):
         yield
 
 
 def test_a_jwt_of_the_issuer_is_allowed_and_the_api_takes_its_principal(table: Any, with_jwt: None) -> None:
-    token = jwt.token({"custom:tenant": "acme", "custom:role": "tenant"})
+    token = jwt.token({"custom:tenant": "acme", "custom:role": "tenant", "sub": "ana@acme.example"})
 
     answer = authorize(authorizer_event(f"Bearer {token}"))
     listed = api.handler(proxy_event(token, answer), LambdaContext())
+    principal = api._authenticate(proxy_event(token, answer))
 
-    assert answer["context"]["tenant_id"] == "acme" and answer["context"]["key_id"].startswith("jwt:")
+    assert answer["context"]["tenant_id"] == "acme" and answer["context"]["key_id"] == "jwt:ana@acme.example"
+    assert all(isinstance(v, str) for v in answer["context"].values())
     assert listed["statusCode"] == 200
+    assert principal is not None and principal.subject == "ana@acme.example"
 
 
 @pytest.mark.parametrize(
     "claims, key",
     [
         ({"custom:tenant": "acme", "exp": 1}, jwt.KEY),  # expired
+        ({"custom:tenant": "acme", "nbf": 4_000_000_000}, jwt.KEY),  # not valid yet
         ({"custom:tenant": "acme", "aud": "another-client"}, jwt.KEY),
+        ({"custom:tenant": "acme", "iss": "https://elsewhere.example"}, jwt.KEY),
         ({"custom:tenant": "acme"}, jwt.OTHER),  # signed by another key
         ({"custom:role": "tenant"}, jwt.KEY),  # no tenant
     ],
@@ -160,6 +164,11 @@ def test_an_expired_foreign_or_wrongly_signed_jwt_is_unauthorized(
         authorize(authorizer_event(f"Bearer {jwt.token(claims, key=key)}"))
 
 
+def test_without_an_issuer_a_jwt_is_looked_up_as_a_key_and_refused(table: Any, env: FakeClock) -> None:
+    with pytest.raises(authorizer.Unauthorized):
+        authorize(authorizer_event(f"Bearer {jwt.token({'custom:tenant': 'acme'})}"))
+
+
 def test_a_jwt_context_does_not_authenticate_a_key(table: Any, with_jwt: None) -> None:
     """A JWT's principal is taken from the context only for a JWT: a key under a JWT's context is looked up."""
     token = jwt.token({"custom:tenant": "acme"})
@@ -168,6 +177,22 @@ def test_a_jwt_context_does_not_authenticate_a_key(table: Any, with_jwt: None) -
     refused = api.handler(proxy_event("lh_unknown-key-0123456789", answer), LambdaContext())
 
     assert refused["statusCode"] == 401
+
+
+def test_a_jwt_the_gateway_still_keeps_is_refused_by_the_api_once_it_expires(table: Any, with_jwt: None) -> None:
+    """API Gateway keeps the authorizer's answer for the cache TTL, which may outlive the token: the API function
+    reads its expiry from the context and refuses it from then on; a JWT without the authorizer's context is refused."""
+    token = jwt.token({"custom:tenant": "acme", "exp": int(time.time()) + 2})
+    answer = authorize(authorizer_event(f"Bearer {token}"))
+    before = api.handler(proxy_event(token, answer), LambdaContext())
+
+    time.sleep(2.1)
+    after = api.handler(proxy_event(token, answer), LambdaContext())
+    stripped = api.handler(proxy_event(token, {"context": {}, "principalId": ""}), LambdaContext())
+
+    assert before["statusCode"] == 200
+    assert after["statusCode"] == 401 and json.loads(after["body"])["type"].endswith("/unauthorized")
+    assert stripped["statusCode"] == 401
 
 
 def test_a_jwts_groups_claim_reaches_the_api_as_the_reviewers_groups(table: Any, with_jwt: None) -> None:

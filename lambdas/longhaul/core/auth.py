@@ -22,6 +22,10 @@ class Principal(Model):
     # A reviewer's groups (the key's `groups`, a JWT's groups claim): it sees and decides the reviews assigned to one
     # of them. None: a reviewer of every group of its tenant (a key made without groups, as keys were before them).
     groups: list[str] | None = None
+    # A JWT's: its subject (`sub`; audit records and review decisions name it) and its expiry (Unix seconds), after
+    # which the API function refuses it whatever the gateway's cached answer says.
+    subject: str | None = None
+    expires_at: int | None = None
 
     def reviews_for(self, groups: Iterable[str]) -> str | None:
         """The group through which this reviewer may see and decide a review that `groups` may (the first of them

@@ -1400,7 +1400,7 @@ class TenantPolicyView(Model):
 
 
 class Caller(Model):
-    """Whose API key this is: its tenant and role (what the console offers it)."""
+    """Whose API key or token this is: its tenant and role (what the console offers it)."""
 
     tenant_id: str
     role: Role = Field(
@@ -1412,6 +1412,12 @@ class Caller(Model):
         exclude_if=lambda value: value is None,
         description="A reviewer's groups: it sees and decides the reviews assigned to one of them (absent: every "
         "group of its tenant).",
+    )
+    subject: str | None = Field(
+        default=None,
+        exclude_if=lambda value: value is None,
+        description="A JWT's subject (`sub`), as the audit trail and review decisions name the caller (absent: an "
+        "API key).",
     )
 
 

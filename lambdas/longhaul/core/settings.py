@@ -103,9 +103,20 @@ class Env:
     TASK_MEMORY_MB = "LONGHAUL_TASK_MEMORY_MB"
     #: Local platform only: the fault one worker task plays (see `LONGHAUL_FAULTS`).
     INJECT_FAULT = "LONGHAUL_INJECT_FAULT"
-    #: JSON: the OIDC issuer whose JWTs the API accepts beside API keys (`issuer`, `audience`, `jwks_url`?,
-    #: `tenant_claim`?, `role_claim`?); empty: API keys only.
-    JWT = "LONGHAUL_JWT"
+    #: The OIDC issuer whose JWTs the API's authorizer accepts beside API keys (the token's `iss`): the stack's Cognito
+    #: user pool, or `-c longhaul:oidc_issuer=…`; locally the front door's own issuer. Empty: API keys only.
+    OIDC_ISSUER = "LONGHAUL_OIDC_ISSUER"
+    #: The audience a JWT must name in its `aud` (Cognito: the app client's id; `-c longhaul:oidc_audience=…`).
+    OIDC_AUDIENCE = "LONGHAUL_OIDC_AUDIENCE"
+    #: Where the issuer's signing keys are (a JWKS document); empty: `<issuer>/.well-known/jwks.json`.
+    OIDC_JWKS_URL = "LONGHAUL_OIDC_JWKS_URL"
+    #: The JWT claim that names the caller's tenant (Cognito: the user's custom attribute `tenant`).
+    OIDC_TENANT_CLAIM = "LONGHAUL_OIDC_TENANT_CLAIM"
+    #: The JWT claim that names the caller's role: `tenant` (when absent), `reviewer` or `operator`.
+    OIDC_ROLE_CLAIM = "LONGHAUL_OIDC_ROLE_CLAIM"
+    #: The JWT claim that names a reviewer's groups (a list, or names separated by commas or spaces; Cognito: the
+    #: user's groups). A reviewer whose token has none reviews every group of its tenant.
+    OIDC_GROUPS_CLAIM = "LONGHAUL_OIDC_GROUPS_CLAIM"
     #: The verified SES identity that agents' e-mail tools send from.
     EMAIL_SENDER = "LONGHAUL_EMAIL_SENDER"
     #: The stack's alarm SNS topic (ARN): an operator's escalation of a job is published to it (unset: not published).
@@ -182,7 +193,13 @@ class Settings(Model):
     intake_queues: dict[str, str] = Field(default_factory=dict, alias=Env.INTAKE_QUEUES)
     max_jobs_in_flight: int = Field(default=1000, alias=Env.MAX_JOBS_IN_FLIGHT, gt=0)
     admission_dispatcher: str | None = Field(default=None, alias=Env.ADMISSION_DISPATCHER)  # function name
-    jwt: dict[str, Any] = Field(default_factory=dict, alias=Env.JWT)  # empty: API keys only
+    oidc_issuer: str = Field(default="", alias=Env.OIDC_ISSUER)  # empty: API keys only
+    oidc_audience: str = Field(default="", alias=Env.OIDC_AUDIENCE)
+    oidc_jwks_url: str = Field(default="", alias=Env.OIDC_JWKS_URL)
+    # The claim names of a Cognito user pool's ID token (custom attributes `tenant`, `role`; the user's groups).
+    oidc_tenant_claim: str = Field(default="custom:tenant", alias=Env.OIDC_TENANT_CLAIM, min_length=1)
+    oidc_role_claim: str = Field(default="custom:role", alias=Env.OIDC_ROLE_CLAIM, min_length=1)
+    oidc_groups_claim: str = Field(default="cognito:groups", alias=Env.OIDC_GROUPS_CLAIM, min_length=1)
     email_sender: str | None = Field(default=None, alias=Env.EMAIL_SENDER)
     alarm_topic: str | None = Field(default=None, alias=Env.ALARM_TOPIC)
     analytics_database: str | None = Field(default=None, alias=Env.ANALYTICS_DATABASE)
@@ -202,7 +219,6 @@ class Settings(Model):
         "step_routes",
         "class_routes",
         "model_prices",
-        "jwt",
         mode="before",
     )
     @classmethod
