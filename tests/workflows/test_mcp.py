@@ -5,7 +5,10 @@ reviewer's tools, another tenant's job not found, and no key a 401."""
 from __future__ import annotations
 
 import json
+import os
+import sys
 from collections.abc import Awaitable, Callable
+from pathlib import Path
 from typing import Any, TypeVar
 
 import anyio
@@ -133,3 +136,24 @@ def test_the_mcp_endpoint_needs_a_key_and_serves_no_stream(platform: LocalPlatfo
     )
     assert anonymous.status_code == 401 and anonymous.headers["Content-Type"].startswith("application/problem+json")
     assert stream.status_code == 405 and stream.headers["Allow"] == "POST"
+
+
+def test_longhaul_mcp_bridges_a_stdio_client_to_the_deployment(platform: LocalPlatform) -> None:
+    """What a desktop client does: launch `longhaul mcp` with the URL and key in its environment, speak stdio."""
+    from mcp.client.stdio import StdioServerParameters, stdio_client
+
+    command = StdioServerParameters(
+        command=str(Path(sys.executable).with_name("longhaul")),
+        args=["mcp"],
+        env={**os.environ, "LONGHAUL_URL": platform.api_url, "LONGHAUL_API_KEY": platform.key_for("alpha-reviewer")},
+    )
+
+    async def run() -> tuple[list[str], Any]:
+        async with stdio_client(command) as (read, write), ClientSession(read, write) as session:
+            await session.initialize()
+            names = [tool.name for tool in (await session.list_tools()).tools]
+            return names, await session.call_tool("get_review", {"review_id": "rev_nobody"})
+
+    names, missing = anyio.run(run)
+    assert sorted(names) == ["decide_review", "get_review", "list_reviews"]
+    assert missing.is_error and missing.structured_content["status"] == 404
