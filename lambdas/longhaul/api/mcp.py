@@ -14,6 +14,7 @@ expects, `input_required` naming what is awaited (a review, a resume, a signal).
 Nothing here knows the MCP SDK: answers are plain `ToolAnswer` records the handler turns into MCP results.
 """
 
+import functools
 import json
 import re
 import time
@@ -140,6 +141,7 @@ _FOLLOW: dict[str, tuple[str, str, type[_Args], bool]] = {
 }
 
 
+@functools.cache
 def _workflow_schema(workflow: str) -> dict[str, Any]:
     """The workflow's job request as the tool's arguments: without `workflow` (the tool's name says it), with an
     optional `idempotency_key` (the `Idempotency-Key` of `POST /v1/jobs`) and `wait_seconds`."""
@@ -174,7 +176,12 @@ def _literal(model: type[BaseModel]) -> str:
 def tool_specs(principal: Principal, workflows: Iterable[str]) -> list[ToolSpec]:
     """The tools this key sees: a reviewer's are the review tools only; another key's, a tool per deployed workflow
     and the tools that follow a job."""
-    if principal.role == "reviewer":
+    return list(_tool_specs(principal.role == "reviewer", tuple(sorted(workflows))))
+
+
+@functools.cache
+def _tool_specs(reviewer: bool, workflows: tuple[str, ...]) -> tuple[ToolSpec, ...]:
+    if reviewer:
         names: Iterable[str] = REVIEW_TOOLS
         specs = []
     else:
@@ -188,7 +195,7 @@ def tool_specs(principal: Principal, workflows: Iterable[str]) -> list[ToolSpec]
                 _workflow_schema(name),
                 False,
             )
-            for name in sorted(workflows)
+            for name in workflows
             if name in REGISTRY
         ]
     for name in names:
@@ -208,7 +215,7 @@ def tool_specs(principal: Principal, workflows: Iterable[str]) -> list[ToolSpec]
         schema = args.model_json_schema()
         schema.pop("title", None)
         specs.append(ToolSpec(name, title, description, schema, read_only))
-    return specs
+    return tuple(specs)
 
 
 # ---------------------------------------------------------------------- job status → task status
@@ -263,6 +270,12 @@ class McpTools:
     def tools(self) -> list[ToolSpec]:
         return tool_specs(self.principal, self.services.settings.workflows)
 
+    def _visible(self, name: str) -> bool:
+        """Whether this key sees the tool (as `tools` lists them, without building their schemas)."""
+        if self.principal.role == "reviewer":
+            return name in REVIEW_TOOLS
+        return name in FOLLOW_TOOLS or (name in REGISTRY and name in self.services.settings.workflows)
+
     def call(self, name: str, arguments: dict[str, Any]) -> ToolAnswer:
         """The tool's answer; a refusal (the route's problem) is an error answer naming it."""
         try:
@@ -274,8 +287,7 @@ class McpTools:
             return _problem(problem)
 
     def _call(self, name: str, arguments: dict[str, Any]) -> ToolAnswer:
-        visible = {spec.name for spec in self.tools()}
-        if name not in visible:
+        if not self._visible(name):
             raise NotFound(f"no tool {name!r} for this key")
         if name in REGISTRY:
             return self._start(name, arguments)
@@ -316,8 +328,19 @@ class McpTools:
             )
         request = JOB_REQUEST.validate_python({**fields, "workflow": workflow})
         accepted, _ = self.jobs.submit(self.principal, request, key if isinstance(key, str) else None, self.base_url)
-        view = self._wait(accepted.job_id, wait_seconds)
-        return self._follow(view)
+        if wait_seconds == 0:  # the job id at once, as the 202 of `POST /v1/jobs` says it
+            return _answer(
+                {
+                    "job_id": accepted.job_id,
+                    "workflow": workflow,
+                    "status": accepted.status.value,
+                    "task_state": "working",
+                    "awaiting": None,
+                    "status_url": accepted.status_url,
+                    "follow": _follow_hint(accepted.job_id),
+                }
+            )
+        return self._follow(self._wait(accepted.job_id, wait_seconds))
 
     def _wait(self, job_id: str, seconds: float) -> JobView:
         deadline = self.clock() + seconds
@@ -348,7 +371,7 @@ class McpTools:
             answer["resource"] = RESULT_URI.format(job_id=view.job_id)
             return _answer(answer, links=(answer["resource"],))
         if state == "working":
-            answer["follow"] = f"call wait_job with job_id {view.job_id} (or get_job) until task_state is not working"
+            answer["follow"] = _follow_hint(view.job_id)
         return _answer(answer)
 
     def _result_body(self, view: JobView) -> dict[str, Any]:
@@ -396,6 +419,10 @@ class McpTools:
         """The tenant's latest completed jobs' result resources: (uri, name)."""
         page = self.jobs.list(self.principal, JobStatus.COMPLETED, limit)
         return [(RESULT_URI.format(job_id=job.job_id), f"{job.workflow} {job.job_id}") for job in page.jobs]
+
+
+def _follow_hint(job_id: str) -> str:
+    return f"call wait_job with job_id {job_id} (or get_job) until task_state is not working"
 
 
 def _answer(structured: dict[str, Any], *, links: tuple[str, ...] = ()) -> ToolAnswer:
