@@ -4,6 +4,7 @@ their schemas, and a bounded wait."""
 from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
+from types import SimpleNamespace
 from typing import Any
 
 import pytest
@@ -126,3 +127,34 @@ def test_a_wait_is_bounded() -> None:
     found = tools._wait("job_1", 2)
 
     assert found.status == JobStatus.RUNNING and now[0] == pytest.approx(2)
+
+
+@pytest.mark.parametrize(
+    ("arguments", "field"),
+    [
+        ({"wait_seconds": 21}, "wait_seconds"),
+        ({"wait_seconds": "soon"}, "wait_seconds"),
+        ({"wait_seconds": True}, "wait_seconds"),
+        ({"idempotency_key": 7}, "idempotency_key"),
+        ({"input": {"question": "?"}, "surprise": 1}, "surprise"),
+    ],
+)
+def test_a_workflow_call_out_of_its_schema_is_a_tool_error_naming_the_field(
+    arguments: dict[str, Any], field: str
+) -> None:
+    settings = SimpleNamespace(workflows=WORKFLOWS, mcp_wait_seconds=5)
+    tools = McpTools(SimpleNamespace(settings=settings), TENANT, "http://api")  # type: ignore[arg-type]
+
+    answer = tools.call("document-analysis", arguments)
+
+    assert answer.is_error and answer.structured["status"] == 422
+    assert any(error["loc"][0] == field for error in answer.structured["errors"]), answer.structured
+
+
+def test_a_tool_the_key_does_not_see_is_not_found() -> None:
+    settings = SimpleNamespace(workflows=WORKFLOWS, mcp_wait_seconds=5)
+    as_reviewer = McpTools(SimpleNamespace(settings=settings), REVIEWER, "http://api")  # type: ignore[arg-type]
+
+    answer = as_reviewer.call("document-analysis", {"input": {}})
+
+    assert answer.is_error and answer.structured["status"] == 404

@@ -281,7 +281,7 @@ class McpTools:
         try:
             return self._call(name, arguments)
         except ValidationError as error:
-            details = [{"loc": list(e["loc"]), "msg": e["msg"], "type": e["type"]} for e in error.errors()]
+            details = [{"loc": _location(e["loc"]), "msg": e["msg"], "type": e["type"]} for e in error.errors()]
             return _problem(InvalidRequest("see `errors` for what is not allowed", errors=details))
         except ApiProblem as problem:
             return _problem(problem)
@@ -320,6 +320,16 @@ class McpTools:
         fields = dict(arguments)
         key = fields.pop("idempotency_key", None)
         wait = fields.pop("wait_seconds", None)
+        if key is not None and not isinstance(key, str):
+            raise InvalidRequest(
+                "idempotency_key must be a string",
+                errors=[{"loc": ["idempotency_key"], "msg": "Input should be a valid string", "type": "string_type"}],
+            )
+        if wait is not None and (isinstance(wait, bool) or not isinstance(wait, int | float)):
+            raise InvalidRequest(
+                "wait_seconds must be a number",
+                errors=[{"loc": ["wait_seconds"], "msg": "Input should be a valid number", "type": "float_type"}],
+            )
         wait_seconds = self.services.settings.mcp_wait_seconds if wait is None else float(wait)
         if not 0 <= wait_seconds <= MAX_WAIT_SECONDS:
             raise InvalidRequest(
@@ -327,7 +337,7 @@ class McpTools:
                 errors=[{"loc": ["wait_seconds"], "msg": "out of range", "type": "less_than_equal"}],
             )
         request = JOB_REQUEST.validate_python({**fields, "workflow": workflow})
-        accepted, _ = self.jobs.submit(self.principal, request, key if isinstance(key, str) else None, self.base_url)
+        accepted, _ = self.jobs.submit(self.principal, request, key, self.base_url)
         if wait_seconds == 0:  # the job id at once, as the 202 of `POST /v1/jobs` says it
             return _answer(
                 {
@@ -419,6 +429,11 @@ class McpTools:
         """The tenant's latest completed jobs' result resources: (uri, name)."""
         page = self.jobs.list(self.principal, JobStatus.COMPLETED, limit)
         return [(RESULT_URI.format(job_id=job.job_id), f"{job.workflow} {job.job_id}") for job in page.jobs]
+
+
+def _location(loc: tuple[int | str, ...]) -> list[int | str]:
+    """A field's location as the caller wrote its arguments: without the request union's tag (the workflow)."""
+    return list(loc[1:]) if loc and loc[0] in REGISTRY else list(loc)
 
 
 def _follow_hint(job_id: str) -> str:
