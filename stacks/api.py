@@ -87,6 +87,9 @@ ROUTES: tuple[tuple[str, str], ...] = (
     ("GET", "/v1/reviews/{review_id}"),
     ("POST", "/v1/reviews/{review_id}/decision"),
     ("GET", "/v1/me"),
+    # The MCP endpoint (Streamable HTTP, stateless: POST each message; GET, its stream, is a 405).
+    ("POST", "/mcp"),
+    ("GET", "/mcp"),
     # Without an API key (the function serves them before its key check).
     ("GET", "/v1/health"),
     ("GET", "/v1/openapi.json"),

@@ -22,7 +22,7 @@ from aws_lambda_powertools.event_handler.openapi.exceptions import (
 from aws_lambda_powertools.event_handler.openapi.params import Body, Header, Path, Query
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
-from handlers import api_audit, init_complete
+from handlers import api_audit, api_mcp, init_complete
 from handlers.api_console import is_console_path
 from handlers.api_console import router as console_routes
 from handlers.api_ops import router as operator_routes
@@ -115,8 +115,9 @@ DESCRIPTION = (
 )
 # Served without an API key (and checked against the gateway's routes); so is the console (`/console`, `/console/…`).
 PUBLIC_PATHS = frozenset({"/v1/health", "/v1/openapi.json", "/v1/docs"})
-# What every role may call: who the key is.
-EVERY_ROLE_PATHS = frozenset({"/v1/me"})
+MCP_PATH = "/mcp"
+# What every role may call: who the key is, and the MCP endpoint (each key sees its role's tools there).
+EVERY_ROLE_PATHS = frozenset({"/v1/me", MCP_PATH})
 JSON_METHODS = frozenset({"POST", "PUT", "PATCH"})
 MERGE_PATCH = "application/merge-patch+json"  # (RFC 7396) also accepted for a PATCH's body
 # Every operation may meet an error nobody foresaw: a 500 problem whose `error_id` is in the log line of the error.
@@ -486,6 +487,20 @@ app.include_router(stream_routes)
 app.include_router(trace_routes)
 app.include_router(update_routes)
 app.include_router(report_routes)
+
+
+@app.post(MCP_PATH, include_in_schema=False)  # JSON-RPC, not a REST operation: the manual describes it
+def post_mcp() -> Response[str]:
+    """An MCP message (Streamable HTTP, stateless, JSON responses): `handlers.api_mcp`."""
+    status, headers, body = api_mcp.respond(app.current_event.raw_event, principal(app), _base_url())
+    return Response(status_code=status, content_type=headers.pop("content-type", None), body=body, headers=headers)
+
+
+@app.get(MCP_PATH, include_in_schema=False)
+def get_mcp() -> Response[str]:
+    """The server-to-client stream of a stateful MCP server: none here (405)."""
+    status, headers, body = api_mcp.not_streamed()
+    return Response(status_code=status, content_type=headers.pop("Content-Type"), body=body, headers=headers)
 
 
 @app.get(

@@ -63,6 +63,9 @@ class Env:
     #: Shared route limits: how long a call waits inside its step for room under its route's
     #: `requests_per_minute`/`tokens_per_minute` before the step fails `rate-limited` (the Task retries it later).
     ROUTE_LIMIT_WAIT_SECONDS = "LONGHAUL_ROUTE_LIMIT_WAIT_SECONDS"
+    #: How long an MCP `tools/call` of a workflow waits for its job before answering the job's id and status (the
+    #: result if it finished); a call's `wait_seconds` overrides it (0-20 s).
+    MCP_WAIT_SECONDS = "LONGHAUL_MCP_WAIT_SECONDS"
     #: JSON `{"model id": {"input": "3.00", "output": "15.00"}}` (USD per million tokens): overrides rows of the
     #: built-in price table.
     MODEL_PRICES = "LONGHAUL_MODEL_PRICES"
@@ -172,6 +175,7 @@ class Settings(Model):
     step_routes: dict[str, str] = Field(default_factory=dict, alias=Env.STEP_ROUTES)  # {"step": "route"}
     class_routes: dict[str, str] = Field(default_factory=dict, alias=Env.CLASS_ROUTES)  # {"sla class": "route"}
     route_limit_wait_seconds: float = Field(default=20, ge=0, le=600, alias=Env.ROUTE_LIMIT_WAIT_SECONDS)
+    mcp_wait_seconds: float = Field(default=5, ge=0, le=20, alias=Env.MCP_WAIT_SECONDS)
     model_prices: dict[str, dict[str, str]] = Field(default_factory=dict, alias=Env.MODEL_PRICES)
     breaker_failures: int = Field(default=5, alias=Env.BREAKER_FAILURES, gt=0)
     breaker_window_seconds: int = Field(default=60, alias=Env.BREAKER_WINDOW_SECONDS, gt=0)

@@ -16,7 +16,7 @@ import sys
 
 import typer
 
-from longhaul_client.cli import admin, jobs, local, ops, report, reviews, steer
+from longhaul_client.cli import admin, jobs, local, mcp, ops, report, reviews, steer
 from longhaul_client.cli.common import EXIT_ERROR
 
 #: `1`: an unforeseen fault of the command shows its traceback (otherwise one line on stderr, exit 2).
@@ -38,6 +38,7 @@ app.command("usage")(report.usage)
 app.command("verify-webhook")(admin.verify_webhook)
 app.add_typer(admin.app, name="admin")
 app.add_typer(local.app, name="local")
+app.command("mcp")(mcp.mcp)
 
 
 def main() -> None:
