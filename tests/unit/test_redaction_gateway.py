@@ -17,7 +17,11 @@ from longhaul.core.contracts import KeptPrompt, KeptResponse
 from longhaul.core.llm import ModelRequest
 from longhaul.operations import calls as ops_calls
 from longhaul.storage.artifacts import prompt_key, response_key
-from tests.unit.test_model_calls import JOB, _calls, gateway_services, models, no_faults  # noqa: F401  (fixtures)
+from tests.unit import test_model_calls as base
+from tests.unit.test_model_calls import JOB, _calls
+
+# The fixtures of the gateway's own tests: scripted models, the routes, no faults left behind.
+gateway_services, models, no_faults = base.gateway_services, base.models, base.no_faults
 
 DOCUMENT = (
     "Supplier: write to billing@acme.example or call +44 20 7946 0958. "

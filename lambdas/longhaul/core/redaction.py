@@ -18,7 +18,7 @@ Detection is done by maintained libraries where one exists, on candidates found 
   PyPI): a name introduced by a title (`Mr`, `Mrs`, `Ms`, `Dr`, `Prof`, `Herr`, `Frau`, `Mme`, ...) or by a label
   (`Name:`, `Contact:`, `Attn:`, `Dear`, `Account holder:`, ...). A name that stands alone is not found.
 
-The libraries are imported by the first detection (`_engines`), and the patterns compiled by it (`re`'s cache), never
+The libraries are imported by the first candidate each checks, and the patterns compiled by it (`re`'s cache), never
 with this module: the API imports the kinds (the policy's validation) and the log formatter `scrub`, but never detects.
 
 `scrub(text)` redacts with the kinds bound to the current context (`bound(kinds)`): what the log formatter and the
@@ -58,6 +58,8 @@ _PERSON = (
 )
 # ISO/IEC 7812 issuer ranges of the card networks: Visa, Mastercard, American Express, Discover, JCB, Diners, UnionPay.
 _CARD_PREFIX = r"^(?:4|5[1-5]|2(?:2[2-9]|[3-6][0-9]|7[01]|720)|3[47]|6(?:011|5|4[4-9]|2)|35|30[0-5]|3[689])"
+# A run of digits and the separators phone numbers are written with (the matcher's candidates are within one).
+_PHONE_RUN = r"[+(]?[0-9][0-9 ().\-/]{5,}[0-9]"
 # Characters that, next to a phone number, make it part of a longer token (an invoice or reference number).
 _TOKEN = r"[\w/-]"
 
@@ -162,22 +164,42 @@ def _normal(kind: str, value: str) -> str:
     return value
 
 
+# The detection libraries, each imported on the first candidate it is asked to check (a step's, never the API's
+# cold start; a prompt without an IBAN-like run never imports python-stdnum's IBAN module).
 @cache
-def _engines() -> Any:
-    """The detection libraries, imported on the first detection (a step's, not the API's cold start)."""
+def _email_validator() -> Any:
     import email_validator
-    import phonenumbers
-    from stdnum import iban, luhn
 
-    return email_validator, phonenumbers, iban, luhn
+    return email_validator
+
+
+@cache
+def _phonenumbers() -> Any:
+    import phonenumbers
+
+    return phonenumbers
+
+
+@cache
+def _iban() -> Any:
+    from stdnum import iban
+
+    return iban
+
+
+@cache
+def _luhn() -> Any:
+    from stdnum import luhn
+
+    return luhn
 
 
 def _emails(text: str) -> Iterator[Finding]:
     if "@" not in text:
         return
-    email_validator = _engines()[0]
     for match in re.finditer(_EMAIL, text):
         value = match.group(0).rstrip(".-")
+        email_validator = _email_validator()
         try:
             email_validator.validate_email(value, check_deliverability=False)
         except email_validator.EmailNotValidError:
@@ -186,19 +208,27 @@ def _emails(text: str) -> Iterator[Finding]:
 
 
 def _phones(text: str) -> Iterator[Finding]:
-    phonenumbers = _engines()[1]
-    matcher = phonenumbers.PhoneNumberMatcher(text, PHONE_REGION, leniency=phonenumbers.Leniency.VALID)
-    for match in matcher:
-        before = text[match.start - 1] if match.start > 0 else " "
-        after = text[match.end] if match.end < len(text) else " "
-        if re.match(_TOKEN, before) or re.match(_TOKEN, after):
-            continue  # part of a longer token: a reference, not a phone number
-        yield Finding(match.start, match.end, "phone", match.raw_string)
+    """libphonenumber's matcher, run on each run of digits and separators long enough to be a number (the matcher
+    over a whole prompt costs ten times more: it tries its patterns at every position)."""
+    phonenumbers = None
+    for candidate in re.finditer(_PHONE_RUN, text):
+        if sum(c.isdigit() for c in candidate.group(0)) < 7:
+            continue
+        phonenumbers = phonenumbers or _phonenumbers()
+        window = candidate.group(0)
+        matcher = phonenumbers.PhoneNumberMatcher(window, PHONE_REGION, leniency=phonenumbers.Leniency.VALID)
+        for match in matcher:
+            start, end = candidate.start() + match.start, candidate.start() + match.end
+            before = text[start - 1] if start > 0 else " "
+            after = text[end] if end < len(text) else " "
+            if re.match(_TOKEN, before) or re.match(_TOKEN, after):
+                continue  # part of a longer token: a reference, not a phone number
+            yield Finding(start, end, "phone", match.raw_string)
 
 
 def _ibans(text: str) -> Iterator[Finding]:
-    iban = _engines()[2]
     for match in re.finditer(_IBAN, text):
+        iban = _iban()
         groups = match.group(0).split(" ")
         for n in range(len(groups), 0, -1):  # the longest prefix (by groups) that is a valid IBAN
             value = " ".join(groups[:n])
@@ -208,10 +238,9 @@ def _ibans(text: str) -> Iterator[Finding]:
 
 
 def _cards(text: str) -> Iterator[Finding]:
-    luhn = _engines()[3]
     for match in re.finditer(_CARD, text):
         digits = re.sub(r"[ -]", "", match.group(0))
-        if 13 <= len(digits) <= 19 and re.match(_CARD_PREFIX, digits) and luhn.is_valid(digits):
+        if 13 <= len(digits) <= 19 and re.match(_CARD_PREFIX, digits) and _luhn().is_valid(digits):
             yield Finding(match.start(), match.end(), "credit_card", match.group(0))
 
 
