@@ -104,6 +104,19 @@ def test_log_lines_written_in_a_bound_context_are_redacted() -> None:
     assert redact(line) == line
 
 
+def test_span_content_and_stream_records_written_in_a_bound_context_are_redacted() -> None:
+    from longhaul.core import genai
+    from longhaul.core.streams import NewRecord
+    from longhaul.guardrails.gateway import _scrubbed
+
+    record = NewRecord(kind="output_delta", step="s", call_id="c", index=0, text="IBAN DE89 3704 0044 0532 0130 00")
+    with redaction.bound(["iban"]):
+        attribute = genai._json([{"type": "text", "content": "pay DE89 3704 0044 0532 0130 00"}])
+        streamed = _scrubbed(record)
+    assert "DE89" not in attribute and "<IBAN_1>" in attribute
+    assert streamed.text == "IBAN <IBAN_1>" and _scrubbed(record) is record
+
+
 def test_the_policy_takes_known_kinds_and_names_an_unknown_one() -> None:
     policy = TenantPolicy.model_validate({"redact": ["email", "iban"], "redact_before_model": True})
     assert policy.redact == ["email", "iban"] and policy.redact_before_model
