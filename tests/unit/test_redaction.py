@@ -56,7 +56,10 @@ def test_ip_addresses_v4_and_v6() -> None:
 
 
 def test_persons_introduced_by_a_title_or_a_label() -> None:
-    text = "Dear Mr. John Smith, Contact: Jane Doe. Account holder: Ana María López. The Name of the rose; Dr. Who."
+    text = (
+        "Dear Mr. John Smith, Contact: Jane Doe. Account holder: Ana María López. The Name of the rose; Dr. Who. "
+        "Dear Procurement Team, Attn: Accounts Department."
+    )
     assert found(text, "person") == ["John Smith", "Jane Doe", "Ana María López", "Who"]
 
 

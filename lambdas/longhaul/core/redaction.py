@@ -259,9 +259,45 @@ def _ips(text: str) -> Iterator[Finding]:
             yield Finding(match.start(), match.end(), "ip", value)
 
 
+# Words that make a salutation's or a label's capitalized words a group or a role, not a person's name.
+_NOT_NAMES = frozenset(
+    [
+        "Team",
+        "Teams",
+        "Department",
+        "Office",
+        "Committee",
+        "Board",
+        "Customer",
+        "Customers",
+        "Client",
+        "Clients",
+        "Colleague",
+        "Colleagues",
+        "Partner",
+        "Partners",
+        "Member",
+        "Members",
+        "Supplier",
+        "Suppliers",
+        "Sir",
+        "Madam",
+        "Sirs",
+        "All",
+        "Everyone",
+        "Support",
+        "Service",
+        "Services",
+        "Manager",
+    ]
+)
+
+
 def _persons(text: str) -> Iterator[Finding]:
     for match in re.finditer(_PERSON, text):
-        yield Finding(match.start("name"), match.end("name"), "person", match.group("name"))
+        name = match.group("name")
+        if _NOT_NAMES.isdisjoint(name.split()):
+            yield Finding(match.start("name"), match.end("name"), "person", name)
 
 
 _DETECTORS = {
