@@ -261,36 +261,12 @@ def _ips(text: str) -> Iterator[Finding]:
 
 # Words that make a salutation's or a label's capitalized words a group or a role, not a person's name.
 _NOT_NAMES = frozenset(
-    [
-        "Team",
-        "Teams",
-        "Department",
-        "Office",
-        "Committee",
-        "Board",
-        "Customer",
-        "Customers",
-        "Client",
-        "Clients",
-        "Colleague",
-        "Colleagues",
-        "Partner",
-        "Partners",
-        "Member",
-        "Members",
-        "Supplier",
-        "Suppliers",
-        "Sir",
-        "Madam",
-        "Sirs",
-        "All",
-        "Everyone",
-        "Support",
-        "Service",
-        "Services",
-        "Manager",
-    ]
-)
+    {
+        "Team", "Teams", "Department", "Office", "Committee", "Board", "Customer", "Customers", "Client", "Clients",
+        "Colleague", "Colleagues", "Partner", "Partners", "Member", "Members", "Supplier", "Suppliers", "Sir", "Madam",
+        "Sirs", "All", "Everyone", "Support", "Service", "Services", "Manager",
+    }
+)  # fmt: skip
 
 
 def _persons(text: str) -> Iterator[Finding]:
