@@ -16,6 +16,7 @@ back: the mapping is never stored.
 from __future__ import annotations
 
 import contextlib
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -121,7 +122,7 @@ class ReviewService:
 
     def _redacted(
         self, principal: Principal, review: ReviewRecord, material: ReviewMaterial
-    ) -> tuple[dict[str, Any], list[Any], Redactor | None]:
+    ) -> tuple[dict[str, Any], Sequence[Any], Redactor | None]:
         """The draft and evidence as this reviewer sees them, and the redactor that made its placeholders (None: a
         `pii_reviewer`, or a tenant whose policy redacts nothing). Always made in the same order, draft first."""
         kinds = [] if principal.sees_personal_data else self.services.budgets.policy(review.tenant_id).redact
