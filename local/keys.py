@@ -29,7 +29,7 @@ DEFAULT_WEBHOOK_SECRETS: dict[str, str] = {
     "alpha": "whsec_bG9jYWwtYWxwaGEtd2ViaG9vay1zZWNyZXQtMDE=",
     "beta": "whsec_bG9jYWwtYmV0YS13ZWJob29rLXNlY3JldC0wMg==",
 }
-Role = Literal["tenant", "operator", "reviewer"]
+Role = Literal["tenant", "operator", "reviewer", "pii_reviewer"]
 ROLES: tuple[Role, ...] = get_args(Role)
 
 

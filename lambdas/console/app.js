@@ -265,14 +265,15 @@ function clearFieldError(input) {
 const NAV = {
   tenant: [['jobs', 'Jobs']],
   reviewer: [['reviews', 'Reviews']],
+  pii_reviewer: [['reviews', 'Reviews']],
   operator: [['jobs', 'Jobs'], ['ops/dead-letters', 'Dead letters'], ['ops/webhooks', 'Webhooks'], ['ops/policies', 'Tenant policies'], ['ops/reports', 'Reports']],
 };
 const ROUTES = [
   { path: /^$/, page: home },
   { path: /^jobs$/, page: jobsPage, roles: ['tenant', 'operator'], nav: 'jobs' },
   { path: /^jobs\/([^/]+)$/, page: jobPage, roles: ['tenant', 'operator'], nav: 'jobs' },
-  { path: /^reviews$/, page: reviewsPage, roles: ['reviewer'], nav: 'reviews' },
-  { path: /^reviews\/([^/]+)$/, page: reviewPage, roles: ['reviewer'], nav: 'reviews' },
+  { path: /^reviews$/, page: reviewsPage, roles: ['reviewer', 'pii_reviewer'], nav: 'reviews' },
+  { path: /^reviews\/([^/]+)$/, page: reviewPage, roles: ['reviewer', 'pii_reviewer'], nav: 'reviews' },
   { path: /^ops$/, page: () => go('ops/dead-letters', { replace: true }), roles: ['operator'] },
   { path: /^ops\/dead-letters$/, page: deadLettersPage, roles: ['operator'], nav: 'ops/dead-letters' },
   { path: /^ops\/webhooks$/, page: webhooksPage, roles: ['operator'], nav: 'ops/webhooks' },
@@ -357,7 +358,7 @@ document.addEventListener('click', (event) => {
 window.addEventListener('popstate', () => render());
 
 function home(main, _, { who }) {
-  go(who.role === 'reviewer' ? 'reviews' : 'jobs', { replace: true });
+  go(who.role === 'reviewer' || who.role === 'pii_reviewer' ? 'reviews' : 'jobs', { replace: true });
 }
 
 // ------------------------------------------------------------------------------------------------ sign in
@@ -1399,7 +1400,9 @@ async function reviewPage(main, [reviewId], { signal }) {
     h('section', { class: 'note', 'aria-labelledby': 'reasons-heading' }, h('h2', { id: 'reasons-heading' }, review.kind === 'complete' ? 'Why it was handed to a person' : 'Why review was asked'),
       h('ul', {}, (review.reasons.length ? review.reasons : ['the job asked for review']).map((r) => h('li', {}, r)))),
     h('div', { class: 'review-grid' },
-      h('section', { class: 'panel', 'aria-labelledby': 'draft-heading' }, h('h2', { id: 'draft-heading' }, 'Draft'), draftView(review.draft)),
+      h('section', { class: 'panel', 'aria-labelledby': 'draft-heading' }, h('h2', { id: 'draft-heading' }, 'Draft'),
+        review.redacted ? h('p', { class: 'hint' }, `Personal data (${review.redacted.join(', ')}) is shown as placeholders such as <IBAN_1>; an edit may keep them.`) : null,
+        draftView(review.draft)),
       h('section', { class: 'panel', 'aria-labelledby': 'evidence-heading' }, h('h2', { id: 'evidence-heading' }, 'Evidence'),
         review.evidence.length ? h('ul', { class: 'evidence' }, review.evidence.map((e) => h('li', {},
           e.claim ? h('div', {}, h('strong', {}, e.claim)) : '',

@@ -67,7 +67,7 @@ from longhaul.adapters.tokens import expires_later, looks_like_jwt
 from longhaul.api.graph import WorkflowGraph
 from longhaul.api.jobs import readiness
 from longhaul.core import correlation, jsonbody, limits
-from longhaul.core.auth import JWT_KEY_PREFIX, Principal, bearer_token
+from longhaul.core.auth import JWT_KEY_PREFIX, ROLES, Principal, bearer_token
 from longhaul.core.contracts import (
     IDEMPOTENCY_KEY_PATTERN,
     Caller,
@@ -667,7 +667,7 @@ def _authenticate(event: dict[str, Any]) -> Principal | None:
         if not (
             key_id.startswith(JWT_KEY_PREFIX)
             and authorized.get("tenant_id")
-            and authorized.get("role") in ("tenant", "operator", "reviewer")
+            and authorized.get("role") in ROLES
         ):
             return None  # a JWT reaches the API only through the authorizer
         expires_at = int(str(authorized.get("expires_at") or 0))
@@ -746,9 +746,9 @@ def _handle(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
     if path.startswith("/v1/ops/") and principal.role != "operator":
         return _raw_problem(Forbidden("operator routes need a key with the operator role"), event)
     reviewer_route = path == "/v1/reviews" or path.startswith("/v1/reviews/")
-    if reviewer_route and principal.role != "reviewer":
+    if reviewer_route and not principal.is_reviewer:
         return _raw_problem(Forbidden("review routes need a key with the reviewer role"), event)
-    if principal.role == "reviewer" and not reviewer_route and path not in EVERY_ROLE_PATHS:
+    if principal.is_reviewer and not reviewer_route and path not in EVERY_ROLE_PATHS:
         return _raw_problem(Forbidden("a reviewer key reaches only the review routes (/v1/reviews)"), event)
     # A body that is not JSON is refused before anything reads it (a missing Content-Type is read as JSON).
     content_type = _content_type(event)

@@ -72,7 +72,7 @@ def _keys(table: Any) -> list[dict[str, Any]]:
     return [item for item in _items(table) if item["pk"].startswith("APIKEY#")]
 
 
-@pytest.mark.parametrize("role", ["tenant", "operator", "reviewer"])
+@pytest.mark.parametrize("role", ["tenant", "operator", "reviewer", "pii_reviewer"])
 def test_create_key_stores_only_the_hash_and_the_printed_key_authenticates(stack_table: Any, role: str) -> None:
     done = longhaul("admin", "create-key", "--stack", STACK, "--tenant", "acme", "--role", role)
 

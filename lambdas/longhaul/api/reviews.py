@@ -6,11 +6,17 @@ assigned to and, once the escalation ladder reassigned it, the group it was firs
 groups (a key made without `--groups`) reviews every group of its tenant. A decision is a conditional write on the
 review being pending (a second decision, or one after the deadline's final action, is a 409), then the waiting
 execution is resumed with the task token, which never leaves the store.
+
+Personal data: when the tenant's policy redacts some kinds (`redact`), a `reviewer` sees the draft and the evidence
+with placeholders (`<IBAN_1>`), a `pii_reviewer` as they are. The placeholders are made again from the material when a
+reviewer's edits come back (the same text redacts to the same placeholders), and an edit that kept one gets its value
+back: the mapping is never stored.
 """
 
 from __future__ import annotations
 
 import contextlib
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -23,6 +29,7 @@ from longhaul.core.observability import REVIEW_WAIT_METRIC, emit
 from longhaul.core.ports import EngineUnavailable
 from longhaul.core.problems import ApiProblem, BadRequest, Forbidden, InvalidRequest, NotFound
 from longhaul.core.records import ReviewRecord, ReviewStatus
+from longhaul.core.redaction import Redactor
 from longhaul.review.contracts import (
     DecisionOutcome,
     DecisionRequest,
@@ -70,7 +77,7 @@ class ReviewService:
     services: Services
 
     def _reviewer(self, principal: Principal) -> str:
-        if principal.role != "reviewer":
+        if not principal.is_reviewer:
             raise Forbidden("review routes need a key with the reviewer role")
         return principal.tenant_id
 
@@ -101,15 +108,30 @@ class ReviewService:
         review = self._review(principal, review_id)
         material = ReviewMaterial.model_validate(self.services.artifacts.get_json(review.material_key))
         job = self.services.jobs.get_job(review.job_id)
+        draft, evidence, redactor = self._redacted(principal, review, material)
         return ReviewDetail.model_validate(
             {
                 **_view(review),
-                "draft": material.draft,
-                "evidence": material.evidence,
+                "draft": draft,
+                "evidence": evidence,
                 "comment": review.comment,
+                "redacted": sorted(redactor.kinds) if redactor is not None else None,
                 "job_status": job.status if job else None,
             }
         )
+
+    def _redacted(
+        self, principal: Principal, review: ReviewRecord, material: ReviewMaterial
+    ) -> tuple[dict[str, Any], Sequence[Any], Redactor | None]:
+        """The draft and evidence as this reviewer sees them, and the redactor that made its placeholders (None: a
+        `pii_reviewer`, or a tenant whose policy redacts nothing). Always made in the same order, draft first."""
+        kinds = [] if principal.sees_personal_data else self.services.budgets.policy(review.tenant_id).redact
+        if not kinds:
+            return material.draft, [e.model_dump() for e in material.evidence], None
+        redactor = Redactor(kinds)
+        draft = redactor.redact_value(material.draft)
+        evidence = [redactor.redact_value(e.model_dump()) for e in material.evidence]
+        return draft, evidence, redactor
 
     def decide(self, principal: Principal, review_id: str, request: DecisionRequest) -> DecisionOutcome:
         review = self._review(principal, review_id)
@@ -129,7 +151,7 @@ class ReviewService:
                 "the decision `complete` is for a review of kind `complete` (a failed job handed to a person)",
                 errors=[{"loc": ["body", "decision"], "msg": "approve, reject or edit"}],
             )
-        edits_key = self._edits(review, request)
+        edits_key = self._edits(principal, review, request)
         try:
             decided = self.services.reviews.change(
                 review,
@@ -154,7 +176,7 @@ class ReviewService:
         assert decided.decision is not None
         return DecisionOutcome(review_id=decided.review_id, job_id=decided.job_id, decision=decided.decision)
 
-    def _edits(self, review: ReviewRecord, request: DecisionRequest) -> str | None:
+    def _edits(self, principal: Principal, review: ReviewRecord, request: DecisionRequest) -> str | None:
         if request.decision != "edit":
             if request.edits:
                 raise InvalidRequest(
@@ -168,8 +190,13 @@ class ReviewService:
             )
         policy = REGISTRY[review.workflow].step(review.step).review
         assert policy is not None
+        given = request.edits
+        if not principal.sees_personal_data and self.services.budgets.policy(review.tenant_id).redact:
+            material = ReviewMaterial.model_validate(self.services.artifacts.get_json(review.material_key))
+            redactor = self._redacted(principal, review, material)[2]
+            given = redactor.restore_value(given) if redactor is not None else given
         try:
-            edits = policy.edits_model.model_validate(request.edits)
+            edits = policy.edits_model.model_validate(given)
         except ValidationError as invalid:
             errors = [
                 {"loc": ["body", "edits", *e["loc"]], "msg": e["msg"], "type": e["type"]}

@@ -1,4 +1,10 @@
-"""API keys: stored hashed; a key maps to a tenant and a role (`tenant`, `reviewer` of that tenant, `operator`)."""
+"""API keys: stored hashed; a key maps to a tenant and a role (`tenant`, `reviewer` or `pii_reviewer` of that tenant,
+`operator`).
+
+Personal data (`longhaul.core.redaction`, a tenant's policy `redact`): a `reviewer` sees a review's draft and evidence
+with placeholders where the policy says; a `pii_reviewer` (a reviewer in every other respect) sees them unredacted.
+No operator sees them unredacted: the kept prompts and responses are kept redacted, and the operators' views of older
+ones are redacted when read."""
 
 import hashlib
 from collections.abc import Iterable
@@ -7,7 +13,10 @@ from typing import Any, Literal
 
 from longhaul.core.model import Model
 
-Role = Literal["tenant", "operator", "reviewer"]
+Role = Literal["tenant", "operator", "reviewer", "pii_reviewer"]
+#: The roles of the review routes (`/v1/reviews`); of them only `pii_reviewer` sees personal data unredacted.
+REVIEWER_ROLES = frozenset({"reviewer", "pii_reviewer"})
+ROLES: tuple[Role, ...] = ("tenant", "operator", "reviewer", "pii_reviewer")
 # How a JWT's principal is named (`longhaul.adapters.tokens`: `jwt:<sub>`); an API key's `key_id` is a hash prefix.
 JWT_KEY_PREFIX = "jwt:"
 
@@ -26,6 +35,15 @@ class Principal(Model):
     # which the API function refuses it whatever the gateway's cached answer says.
     subject: str | None = None
     expires_at: int | None = None
+
+    @property
+    def is_reviewer(self) -> bool:
+        return self.role in REVIEWER_ROLES
+
+    @property
+    def sees_personal_data(self) -> bool:
+        """Whether this principal's views of a review show the personal data the tenant's policy redacts."""
+        return self.role == "pii_reviewer"
 
     def reviews_for(self, groups: Iterable[str]) -> str | None:
         """The group through which this reviewer may see and decide a review that `groups` may (the first of them

@@ -21,6 +21,7 @@ from pydantic import BeforeValidator, ConfigDict, Field, WithJsonSchema
 
 from longhaul.core import limits
 from longhaul.core.model import Model
+from longhaul.core.redaction import KINDS, Kind
 from longhaul.core.routes import ROUTE_NAME_PATTERN
 
 MICRO = Decimal(1_000_000)
@@ -55,6 +56,25 @@ UsdAmount = Annotated[
 ]
 # Token counts: bounded so that every accepted figure fits the ledger's arithmetic and a DynamoDB number.
 Tokens = Annotated[int, Field(gt=0, le=limits.MAX_TOKENS)]
+
+
+def _known_kind(value: object) -> object:
+    """A kind of personal data the platform detects (`longhaul.core.redaction.KINDS`); another is named in the 422."""
+    if isinstance(value, str) and value not in KINDS:
+        raise ValueError(f"unknown kind of personal data {value!r}: the kinds are {', '.join(sorted(KINDS))}")
+    return value
+
+
+# A kind of personal data to redact from what is kept (`TenantPolicy.redact`).
+RedactKind = Annotated[Kind, BeforeValidator(_known_kind)]
+REDACT_DESCRIPTION = (
+    "Kinds of personal data replaced by typed placeholders (`<EMAIL_1>`) in the job's kept prompts and responses, "
+    "its log lines and its spans' content (docs/how-to/redact-personal-data.md). Empty: nothing is redacted."
+)
+REDACT_BEFORE_MODEL_DESCRIPTION = (
+    "Whether the model is sent the redacted prompt too (the placeholders in its answer are put back in the result). "
+    "False: the model receives the prompt unchanged and only what is kept is redacted."
+)
 
 
 class JobBudget(Model):
@@ -129,6 +149,8 @@ class TenantPolicy(Model):
         description="Whether the tenant's callback hears of an operator's escalation of its jobs (webhook "
         "`job.escalated`). False: escalations stay between operators and engineering.",
     )
+    redact: list[RedactKind] = Field(default_factory=list, max_length=len(KINDS), description=REDACT_DESCRIPTION)
+    redact_before_model: bool = Field(default=False, description=REDACT_BEFORE_MODEL_DESCRIPTION)
 
 
 @cache
@@ -158,6 +180,8 @@ class TenantPolicyPatch(Model):
     agent_max_tool_calls: Annotated[int | None, Field(default=None, gt=0, le=limits.MAX_AGENT_TOOL_CALLS)]
     pause_stops_deadline: Annotated[bool | None, Field(default=None, strict=True)]  # (a JSON boolean, not 0 or 1)
     webhook_escalations: Annotated[bool | None, Field(default=None, strict=True)]
+    redact: Annotated[list[RedactKind] | None, Field(default=None, max_length=len(KINDS))]
+    redact_before_model: Annotated[bool | None, Field(default=None, strict=True)]
 
     def applied_to(self, policy: TenantPolicy) -> TenantPolicy:
         """`policy` with this change: given fields replaced, fields given as null back to their defaults."""

@@ -1254,6 +1254,16 @@ class KeptPrompt(Model):
     instructions: str | None = Field(
         default=None, description="The job's instructions (an update's) that `prompt` ends with, if any."
     )
+    redacted: list[str] | None = Field(
+        default=None,
+        description="The kinds of personal data replaced by placeholders in this copy (the tenant's policy `redact` "
+        "when it was kept); null: kept as sent.",
+    )
+    redacted_before_model: bool | None = Field(
+        default=None,
+        description="True: the model was sent this redacted prompt (`redact_before_model`); false or null: the model "
+        "was sent the prompt with the values the placeholders stand for.",
+    )
 
 
 class KeptResponse(Model):
@@ -1268,6 +1278,10 @@ class KeptResponse(Model):
     output_tokens: int
     cache_read_tokens: int | None = Field(default=None, description="Prompt tokens read from the provider's cache.")
     cache_write_tokens: int | None = Field(default=None, description="Prompt tokens written to the provider's cache.")
+    redacted: list[str] | None = Field(
+        default=None,
+        description="The kinds of personal data replaced by placeholders in this copy of the answer; null: as it came.",
+    )
 
 
 class EventView(Model):

@@ -18,7 +18,8 @@ spelled out here. Longhaul's own attributes are the `longhaul.*` names below.
   (`instrumented_provider`).
 - Content (the system prompt, the prompt, the answer, a tool's arguments and result) goes into a span only when
   `OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT` is on, as the GenAI conventions' message attributes (JSON
-  strings in the conventions' message shape). It is off by default.
+  strings in the conventions' message shape). It is off by default. When the tenant's policy redacts personal data
+  (`longhaul.core.redaction.bound`, set by the model gateway and the agent loop), that content is redacted first.
 """
 
 from __future__ import annotations
@@ -36,6 +37,7 @@ from opentelemetry.semconv._incubating.attributes import gen_ai_attributes as ge
 from opentelemetry.semconv.attributes import error_attributes
 from opentelemetry.trace import Span, SpanKind, Status, StatusCode
 
+from longhaul.core.redaction import scrub
 from longhaul.core.settings import environ
 
 TRACER_NAME = "longhaul"
@@ -301,4 +303,5 @@ def tool_result(
 
 
 def _json(value: Any) -> str:
-    return json.dumps(value, ensure_ascii=False, default=str)
+    """Content as a span attribute: JSON, with the personal data the tenant's policy redacts replaced (`scrub`)."""
+    return scrub(json.dumps(value, ensure_ascii=False, default=str))

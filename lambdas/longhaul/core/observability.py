@@ -28,6 +28,7 @@ from aws_lambda_powertools.metrics.base import SingleMetric
 from aws_lambda_powertools.metrics.functions import is_metrics_disabled
 
 from longhaul.core.correlation import trace_id_for
+from longhaul.core.redaction import scrub
 
 
 class PerThreadKeysFormatter(LambdaPowertoolsFormatter):
@@ -85,13 +86,15 @@ REDACTED = "[redacted]"
 
 
 def redact(value: Any, key: str | None = None) -> Any:
-    """`value` with the values of `SECRET_KEYS` replaced and `SECRET_PATTERNS` masked in every string."""
+    """`value` with the values of `SECRET_KEYS` replaced and `SECRET_PATTERNS` masked in every string, and the
+    personal data of the kinds a tenant's policy redacts replaced by placeholders while a step of that tenant writes
+    (`longhaul.core.redaction.bound`)."""
     if key is not None and key.lower() in SECRET_KEYS and value not in (None, "", [], {}):
         return REDACTED
     if isinstance(value, str):
         for pattern in SECRET_PATTERNS:
             value = pattern.sub(REDACTED, value)
-        return value
+        return scrub(value)
     if isinstance(value, dict):
         return {k: redact(v, str(k)) for k, v in value.items()}
     if isinstance(value, (list, tuple)):

@@ -28,7 +28,7 @@ from typing import Any, Literal, Self
 
 from pydantic import BaseModel, Field, ValidationError, model_validator
 
-from longhaul.core import genai
+from longhaul.core import genai, redaction
 from longhaul.core.errors import AgentLimitError, BudgetExceededError, InternalError
 from longhaul.core.llm import ModelRequest
 from longhaul.core.model import Model
@@ -127,7 +127,10 @@ def turn(ctx: StepContext) -> dict[str, Any]:
     """One turn (the event's item is its number, from 0); the turn's output: references and counts only. The turn
     is an `invoke_agent <step>` span (its model call and tool calls nested in it)."""
     step, number = ctx.event.step, ctx.event.item
-    with genai.agent_turn(step, turn=number or 0, conversation=f"{ctx.job_id}/{step}") as span:
+    with (
+        genai.agent_turn(step, turn=number or 0, conversation=f"{ctx.job_id}/{step}") as span,
+        redaction.bound(ctx.model().policy().redact),  # the turn's tool spans and log lines (the tenant's policy)
+    ):
         output = _turn(ctx)
         genai.set_attributes(
             span,

@@ -28,7 +28,13 @@ Every model call of a step goes through `ModelCalls` (`StepContext.model()`):
   step's other calls) is marked for the provider's cache when the route allows it and the prefix reaches the model's
   minimum (`longhaul.guardrails.caching`); the reservation holds that prefix at the cache-write price, the settlement
   prices what the provider reports read from and written to its cache at the table's multiples of the input price;
-- the answer climbs the validation ladder (`longhaul.guardrails.ladder`); each rung is an event.
+- the answer climbs the validation ladder (`longhaul.guardrails.ladder`); each rung is an event;
+- personal data (the tenant's policy `redact`: `longhaul.core.redaction`) is replaced by typed placeholders in the
+  kept request and response, and in the log lines and span content written during the call; the model is sent the
+  request as the step made it, or, with `redact_before_model`, the redacted request, the placeholders of its answer
+  put back before the ladder judges it. One `Redactor` per call holds the mapping, in memory only: a retried call
+  redacts its prompt again to the same placeholders (numbered in order of appearance), so its hash, its ledger entry
+  and its reuse are those of the first delivery.
 Each call is recorded (route, provider, model, prompt version and hash, response hash, usage, cost, and the code and
 workflow versions that made it) in `calls`, which the runner stores on the step's checkpoint, and as a `model_called`
 event. The exact request sent and the raw response are kept in the job's artifacts under their hashes
@@ -47,7 +53,7 @@ from typing import Any, TypeVar
 from aws_lambda_powertools.metrics import MetricUnit
 from pydantic import BaseModel
 
-from longhaul.core import faults, genai
+from longhaul.core import faults, genai, redaction
 from longhaul.core.budgets import (
     DEFAULT_LANE,
     CallSize,
@@ -84,8 +90,9 @@ from longhaul.core.observability import (
     logger,
 )
 from longhaul.core.records import Job, Provenance
+from longhaul.core.redaction import Redactor
 from longhaul.core.routes import STANDARD_TIER
-from longhaul.core.streams import Coalescer
+from longhaul.core.streams import Coalescer, NewRecord
 from longhaul.guardrails import batch, caching
 from longhaul.guardrails.batch import Captured
 from longhaul.guardrails.ladder import (
@@ -239,14 +246,24 @@ class ModelCalls:
         """One model call (or its reuse): every log line written meanwhile names its model, route and prompt
         version (`MODEL_LOG_KEYS`), which are removed after it."""
         route = self.services.routing[route_name]
+        policy = self.policy()
+        redactor = Redactor(policy.redact) if policy.redact else None
+        sent = request
+        if redactor is not None and policy.redact_before_model:
+            sent = redacted_request(request, redactor)
         logger.append_keys(model=route.model_id, route=route_name, prompt_version=request.prompt_version)
         try:
-            return self._call_once(route_name, request, rung=rung, tried=tried)
+            with redaction.bound(policy.redact):
+                response, used = self._call_once(route_name, sent, rung=rung, tried=tried, redactor=redactor)
         finally:
             logger.remove_keys(list(MODEL_LOG_KEYS))
+        if sent is not request:
+            assert redactor is not None
+            response = response.model_copy(update={"text": redactor.restore(response.text)})
+        return response, used
 
     def _call_once(
-        self, route_name: str, request: ModelRequest, *, rung: str, tried: tuple[str, ...]
+        self, route_name: str, request: ModelRequest, *, rung: str, tried: tuple[str, ...], redactor: Redactor | None
     ) -> tuple[ModelResponse, str]:
         s, route = self.services, self.services.routing[route_name]
         seq, self._seq = self._seq, self._seq + 1
@@ -261,7 +278,7 @@ class ModelCalls:
             settled = held is not None and held.status == "settled"
             raise Captured(charge_id, route_name, request, settled=settled)
         if held is not None and held.status == "reserved" and held.lane == "batch":
-            answered = self._batch_answered(route_name, request, charge_id, seq, prompt_hash)
+            answered = self._batch_answered(route_name, request, charge_id, seq, prompt_hash, redactor)
             if answered is not None:
                 return answered, route_name
             held = s.budgets.ledger_item(self.job.job_id, charge_id)  # released: reserved again, on demand
@@ -275,7 +292,8 @@ class ModelCalls:
             )
             model = held.model_id or route.model_id
             reused = ModelResponse(text=held.response, usage=usage, model_id=model, stop_reason=held.stop_reason or "")
-            self._keep(request, reused)  # (again: the delivery that made the call may have died before keeping it)
+            # (kept again: the delivery that made the call may have died before keeping it)
+            self._keep(request, reused, redactor=redactor)
             return reused, held.route or route_name
         self._ensure_running()  # no call starts, nor is reserved, for a job that has left running
         admission, moved = s.breakers.admit(route.provider, route.model_id)
@@ -332,7 +350,7 @@ class ModelCalls:
             )
         if tier != STANDARD_TIER:
             sent = sent.model_copy(update={"service_tier": tier})
-        self._keep(request, sent_max_tokens=sent.max_tokens)
+        self._keep(request, sent_max_tokens=sent.max_tokens, redactor=redactor)
         self._admit(route_name, charge_id, granted.tokens)
         try:
             response = self._generate(route_name, sent, call_id=charge_id, rung=rung)
@@ -349,7 +367,7 @@ class ModelCalls:
         cached = {"cache_read_tokens": used.cache_read_tokens or 0, "cache_write_tokens": used.cache_write_tokens or 0}
         cost = cost_micro(used.input_tokens, used.output_tokens, listed.at_tier(served), **cached)
         list_cost = list_cost_micro(used.input_tokens, used.output_tokens, listed, **cached)  # Standard, uncached
-        response_hash = self._keep(request, response)
+        response_hash = self._keep(request, response, redactor=redactor)
         s.budgets.settle(
             self.job.job_id,
             charge_id,
@@ -430,7 +448,13 @@ class ModelCalls:
             logger.warning("route allowance lowered after a 429", extra={"route": route_name, "share": lowered.share})
 
     def _batch_answered(
-        self, route_name: str, request: ModelRequest, charge_id: str, seq: int, prompt_hash: str
+        self,
+        route_name: str,
+        request: ModelRequest,
+        charge_id: str,
+        seq: int,
+        prompt_hash: str,
+        redactor: Redactor | None,
     ) -> ModelResponse | None:
         """The batch's answer to this call, settled at the batch price (the reservation its submission made); None
         when the batch did not answer it (or answered another prompt): its reservation is released and the call is
@@ -450,8 +474,8 @@ class ModelCalls:
         )
         listed = price_of(route.model_id, price_table(s.settings.model_prices))
         cost = cost_micro(response.usage.input_tokens, response.usage.output_tokens, listed.in_lane("batch"))
-        self._keep(request)
-        response_hash = self._keep(request, response)
+        self._keep(request, redactor=redactor)
+        response_hash = self._keep(request, response, redactor=redactor)
         s.budgets.settle(
             self.job.job_id,
             charge_id,
@@ -553,7 +577,7 @@ class ModelCalls:
         people watching; the answer returned is the whole response, which the ladder judges as before)."""
         job_id = self.job.job_id
         coalescer = Coalescer(
-            lambda record: self.services.streams.append(job_id, record),
+            lambda record: self.services.streams.append(job_id, _scrubbed(record)),
             step=self.step,
             item=self.item,
             call_id=f"call_{uuid.uuid4().hex[:16]}",
@@ -566,24 +590,34 @@ class ModelCalls:
     # ------------------------------------------------------------------ bookkeeping
 
     def _keep(
-        self, request: ModelRequest, response: ModelResponse | None = None, *, sent_max_tokens: int | None = None
+        self,
+        request: ModelRequest,
+        response: ModelResponse | None = None,
+        *,
+        sent_max_tokens: int | None = None,
+        redactor: Redactor | None = None,
     ) -> str:
         """Keep the exact request (or, with `response`, the raw response) in the job's artifacts under its hash;
         returns that hash. Content-addressed: writing one again changes nothing. A request sent with its output cap
         lowered by the budget (`sent_max_tokens`) is kept under the hash of the call as the step asked it (the
-        ledger's), with the cap it was sent with."""
+        ledger's), with the cap it was sent with. With `redactor` (the tenant's policy `redact`), the kept copy's
+        text has placeholders for the personal data (its hash is still the call's)."""
         artifacts, job_id = self.services.artifacts, self.job.job_id
+        keep = redactor.redact if redactor is not None else _same
+        kinds = sorted(redactor.kinds) if redactor is not None else None
         if response is None:
             prompt_hash = request.prompt_hash()
             sent = KeptPrompt(
                 prompt_hash=prompt_hash,
                 prompt_version=request.prompt_version,
                 task=request.task,
-                system=request.system,
-                prompt=request.prompt,
+                system=keep(request.system),
+                prompt=keep(request.prompt),
                 response_schema=request.response_schema,
                 max_tokens=sent_max_tokens or request.max_tokens,
-                instructions=request.instructions,
+                instructions=keep(request.instructions) if request.instructions else request.instructions,
+                redacted=kinds,
+                redacted_before_model=self.policy().redact_before_model if kinds else None,
             )
             artifacts.put_json(prompt_key(job_id, prompt_hash), sent)
             return prompt_hash
@@ -591,13 +625,14 @@ class ModelCalls:
         raw = KeptResponse(
             response_hash=response_hash,
             prompt_hash=request.prompt_hash(),
-            text=response.text,
+            text=keep(response.text),
             model_id=response.model_id,
             stop_reason=response.stop_reason,
             input_tokens=response.usage.input_tokens,
             output_tokens=response.usage.output_tokens,
             cache_read_tokens=response.usage.cache_read_tokens,
             cache_write_tokens=response.usage.cache_write_tokens,
+            redacted=kinds,
         )
         artifacts.put_json(response_key(job_id, response_hash), raw)
         return response_hash
@@ -632,6 +667,36 @@ class ModelCalls:
 
     def _event(self, kind: str, **detail: Any) -> None:
         self.services.jobs.append_event(self.job.job_id, kind, step=self.step, item=self.item, detail=detail)
+
+
+def redacted_request(request: ModelRequest, redactor: Redactor) -> ModelRequest:
+    """The request with its personal data replaced by `redactor`'s placeholders: what the model is sent under
+    `redact_before_model` (its `context` too, which the offline model answers from, so the local model sees what a
+    provider would). The stable prefix's length follows the redaction of the prompt's stable part."""
+    stable, rest = request.stable_prefix()
+    stable, rest = redactor.redact(stable), redactor.redact(rest)
+    update: dict[str, Any] = {
+        "system": redactor.redact(request.system),
+        "prompt": stable + rest,
+        "context": redactor.redact_value(request.context),
+    }
+    if request.instructions:
+        update["instructions"] = redactor.redact(request.instructions)
+    if request.stable_prompt_chars is not None:
+        update["stable_prompt_chars"] = len(stable)
+    return request.model_copy(update=update)
+
+
+def _scrubbed(record: NewRecord) -> NewRecord:
+    """A stream record with the personal data the tenant's policy redacts replaced (each record on its own: a value
+    split between two records is not recognized in either)."""
+    if not record.text or not redaction.active():
+        return record
+    return record.model_copy(update={"text": redaction.scrub(record.text)})
+
+
+def _same(text: str) -> str:
+    return text
 
 
 def _passed(outcome: Outcome[Any], schema: type[BaseModel] | None) -> bool:

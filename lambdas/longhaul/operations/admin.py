@@ -27,7 +27,7 @@ from typing import Any, cast
 from urllib.parse import urlsplit
 
 from longhaul.adapters.secrets import DEFAULT_GRACE, SecretsManagerWebhookSecrets
-from longhaul.core.auth import Role, api_key_item, key_hash
+from longhaul.core.auth import REVIEWER_ROLES, Role, api_key_item, key_hash
 from longhaul.core.schema import api_key_key
 from longhaul.storage.tenants import TenantStore
 from longhaul.webhooks.signing import new_secret
@@ -94,7 +94,7 @@ def create_key(table: Any, tenant: str, role: Role = "tenant", *, groups: list[s
     """Store a new key's hash for `tenant` with `role`; returns the key (the only time it is seen). A tenant's or
     reviewer's key makes the tenant exist (`longhaul.storage.tenants`); an operator's belongs to no tenant. `groups`:
     a reviewer's groups (it sees and decides the reviews assigned to one of them); None: every group."""
-    if groups is not None and role != "reviewer":
+    if groups is not None and role not in REVIEWER_ROLES:
         raise AdminError("groups are for a reviewer key")
     key = new_key()
     if role != "operator":

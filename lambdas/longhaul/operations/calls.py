@@ -3,6 +3,10 @@ and hash, tokens, cost, the code and workflow versions that made it) with links 
 response, which the model gateway keeps in the job's artifacts under their hashes (they expire with the job's other
 intermediate artifacts).
 
+Personal data: a tenant whose policy redacts some kinds (`redact`) has its prompts and responses kept redacted (the
+gateway's `_keep`); one kept before the policy said so is redacted here when an operator reads it, with the policy in
+force then. No operator role reads them unredacted (`longhaul.core.auth`).
+
 Reaches AWS through the stores only (the ledger, the artifact store).
 """
 
@@ -15,16 +19,19 @@ from pydantic import ValidationError
 from longhaul.core.budgets import usd
 from longhaul.core.contracts import CallLinks, KeptPrompt, KeptResponse, ModelCallList, ModelCallView
 from longhaul.core.problems import NotFound
-from longhaul.core.records import JOB_ID, Charge
+from longhaul.core.records import JOB_ID, Charge, Job
+from longhaul.core.redaction import Redactor
 from longhaul.services import Services
 from longhaul.storage.artifacts import prompt_key, response_key
 
 SHA256 = re.compile(r"^[0-9a-f]{64}$")
 
 
-def _job(services: Services, job_id: str) -> None:
-    if not JOB_ID.match(job_id) or services.jobs.get_job(job_id) is None:
+def _job(services: Services, job_id: str) -> Job:
+    job = services.jobs.get_job(job_id) if JOB_ID.match(job_id) else None
+    if job is None:
         raise NotFound(f"no job {job_id!r}")
+    return job
 
 
 def model_calls(services: Services, job_id: str, *, base_url: str) -> ModelCallList:
@@ -61,15 +68,40 @@ def _view(charge: Charge, job_url: str) -> ModelCallView:
 
 
 def kept_prompt(services: Services, job_id: str, prompt_hash: str) -> KeptPrompt:
-    """The exact request a call of the job sent."""
-    _job(services, job_id)
-    return KeptPrompt.model_validate(_kept(services, job_id, prompt_hash, prompt_key, "prompt"))
+    """The exact request a call of the job sent (with placeholders for the personal data its tenant's policy
+    redacts)."""
+    job = _job(services, job_id)
+    kept = KeptPrompt.model_validate(_kept(services, job_id, prompt_hash, prompt_key, "prompt"))
+    redactor = _late(services, job, kept.redacted)
+    if redactor is None:
+        return kept
+    update = {
+        "system": redactor.redact(kept.system),
+        "prompt": redactor.redact(kept.prompt),
+        "instructions": redactor.redact(kept.instructions) if kept.instructions else kept.instructions,
+        "redacted": sorted(redactor.kinds),
+    }
+    return kept.model_copy(update=update)
 
 
 def kept_response(services: Services, job_id: str, response_hash: str) -> KeptResponse:
-    """The raw response a call of the job got."""
-    _job(services, job_id)
-    return KeptResponse.model_validate(_kept(services, job_id, response_hash, response_key, "response"))
+    """The raw response a call of the job got (with placeholders for the personal data its tenant's policy
+    redacts)."""
+    job = _job(services, job_id)
+    kept = KeptResponse.model_validate(_kept(services, job_id, response_hash, response_key, "response"))
+    redactor = _late(services, job, kept.redacted)
+    if redactor is None:
+        return kept
+    return kept.model_copy(update={"text": redactor.redact(kept.text), "redacted": sorted(redactor.kinds)})
+
+
+def _late(services: Services, job: Job, redacted: list[str] | None) -> Redactor | None:
+    """A redactor for a copy kept before the tenant's policy redacted (or redacted fewer kinds): None when the policy
+    redacts nothing the copy does not already."""
+    kinds = set(services.budgets.policy(job.tenant_id).redact) | set(redacted or ())
+    if not kinds or kinds == set(redacted or ()):
+        return None
+    return Redactor(kinds)
 
 
 def _kept(services: Services, job_id: str, digest: str, key_of: object, what: str) -> object:

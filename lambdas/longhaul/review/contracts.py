@@ -73,6 +73,12 @@ class ReviewDetail(ReviewView):
     )
     evidence: list[ReviewEvidence]
     comment: str | None = None
+    redacted: list[str] | None = Field(
+        default=None,
+        description="The kinds of personal data (the tenant's policy `redact`) replaced by placeholders in `draft` and "
+        "`evidence` for this reviewer (role `reviewer`; a `pii_reviewer` sees them unredacted); null: nothing is. "
+        "Edits may keep the placeholders: the decision puts their values back.",
+    )
     job_status: JobStatus | None = Field(
         default=None, description="The reviewed job's status now: after a decision, whether it went on to complete."
     )

@@ -42,6 +42,7 @@ EndpointUrl = Annotated[
 class KeyRole(StrEnum):
     TENANT = "tenant"
     REVIEWER = "reviewer"
+    PII_REVIEWER = "pii_reviewer"  # a reviewer who sees personal data unredacted
     OPERATOR = "operator"
 
 
@@ -73,7 +74,13 @@ def _session(region: str | None, endpoint_url: str | None) -> Any:
 def create_key(
     stack: Stack,
     tenant: TenantOption,
-    role: Annotated[KeyRole, typer.Option(help="A reviewer acts for the tenant's reviews only.")] = KeyRole.TENANT,
+    role: Annotated[
+        KeyRole,
+        typer.Option(
+            help="A reviewer acts for the tenant's reviews only; a pii_reviewer also sees their personal data "
+            "unredacted (the tenant's policy `redact`)."
+        ),
+    ] = KeyRole.TENANT,
     groups: Annotated[
         str | None,
         typer.Option(
@@ -92,7 +99,7 @@ def create_key(
 
     with _aws(output) as out:
         chosen = admin.parse_groups(groups) if groups is not None else None
-        if chosen is not None and role is not KeyRole.REVIEWER:
+        if chosen is not None and role not in (KeyRole.REVIEWER, KeyRole.PII_REVIEWER):
             raise CommandError("--groups is for a reviewer key (--role reviewer)")
         session = _session(region, endpoint_url)
         outputs = admin.stack_outputs(session.client("cloudformation"), stack)
@@ -103,13 +110,13 @@ def create_key(
         admin.record_command(session, table, "create-key", target=f"key {key_id}", tenant_id=tenant, after=created)
         if out.json:
             document: dict[str, Any] = {"key": key, "tenant_id": tenant, "role": role.value, "stack": stack}
-            if role is KeyRole.REVIEWER:
+            if role in (KeyRole.REVIEWER, KeyRole.PII_REVIEWER):
                 document["groups"] = chosen
             out.document(document)
             return
         out.line(key)  # alone on stdout: KEY=$(longhaul admin create-key …)
         scope = ""
-        if role is KeyRole.REVIEWER:
+        if role in (KeyRole.REVIEWER, KeyRole.PII_REVIEWER):
             scope = f" (groups: {', '.join(chosen)})" if chosen is not None else " (every group of the tenant)"
         out.note(
             f"created a {role.value} key{scope} for tenant {tenant!r} in {stack}; shown once, only its hash is stored"
