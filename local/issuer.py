@@ -31,7 +31,8 @@ DEFAULT_TTL_SECONDS = 15 * 60
 JWKS_PATH = "/.well-known/jwks.json"
 DISCOVERY_PATH = "/.well-known/openid-configuration"
 TOKEN_PATH = "/local/token"
-_ROLES: tuple[str, ...] = ("tenant", "reviewer", "operator")
+_ROLES: tuple[str, ...] = ("tenant", "reviewer", "pii_reviewer", "operator")
+_REVIEWER_ROLES = ("reviewer", "pii_reviewer")
 
 
 class TokenRequestError(ValueError):
@@ -116,7 +117,7 @@ class LocalIssuer:
         if not 0 < ttl_seconds <= MAX_TTL_SECONDS:
             raise TokenRequestError(f"ttl_seconds: from 1 to {MAX_TTL_SECONDS}, not {ttl_seconds}")
         chosen: list[str] | None = [g.strip() for g in groups if g.strip()] if groups is not None else None
-        if chosen is not None and role != "reviewer":
+        if chosen is not None and role not in _REVIEWER_ROLES:
             raise TokenRequestError("groups: for a reviewer's token (role reviewer)")
         issued = int(time.time() if now is None else now)
         sub = subject or f"local-{role}@{tenant.strip()}"

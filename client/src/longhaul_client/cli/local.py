@@ -28,6 +28,7 @@ _SECONDS = {"": 1, "s": 1, "m": 60, "h": 3600, "d": 86400}
 class TokenRole(StrEnum):
     TENANT = "tenant"
     REVIEWER = "reviewer"
+    PII_REVIEWER = "pii_reviewer"
     OPERATOR = "operator"
 
 
@@ -42,7 +43,7 @@ def ttl_seconds(value: str) -> int:
 @app.command("token")
 def token(
     tenant: Annotated[str, typer.Option(help="The tenant the token acts for.", show_default=False)],
-    role: Annotated[TokenRole, typer.Option(help="tenant, reviewer or operator.")] = TokenRole.TENANT,
+    role: Annotated[TokenRole, typer.Option(help="tenant, reviewer, pii_reviewer (a reviewer who sees redacted personal data) or operator.")] = TokenRole.TENANT,
     groups: Annotated[
         str | None,
         typer.Option(
@@ -71,7 +72,7 @@ def token(
     out = Out(output)
     with handled(out):
         chosen = [g.strip() for g in groups.split(",") if g.strip()] if groups is not None else None
-        if chosen is not None and role is not TokenRole.REVIEWER:
+        if chosen is not None and role not in (TokenRole.REVIEWER, TokenRole.PII_REVIEWER):
             raise CommandError("--groups is for a reviewer's token (--role reviewer)")
         body: dict[str, Any] = {"tenant": tenant, "role": role.value, "ttl_seconds": ttl_seconds(ttl)}
         if chosen is not None:
