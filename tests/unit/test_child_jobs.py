@@ -156,3 +156,49 @@ def test_a_request_may_chain_then_and_a_reconciliation_may_ask_for_disputes() ->
     )
     assert request.then is not None and request.then.workflow == "document-analysis"
     assert request.input.resolve_disputes.default_contact == "ap@buyer.example"
+
+
+# ---------------------------------------------------------------------------------------------- a child's end
+
+
+def _job(job_id: str, **extra: Any) -> Any:
+    from longhaul.storage.submissions import NewJob
+
+    return NewJob(
+        job_id=job_id,
+        tenant_id="tenant-a",
+        workflow="dispute-resolution",
+        input_key=f"work/{job_id}/input.json",
+        payload_hash="hash",
+        model="offline:test",
+        estimated_sla_seconds=42,
+        total_steps=5,
+        **extra,
+    )
+
+
+def test_a_childs_end_resumes_its_parents_wait_once_and_a_job_without_a_parent_tells_nobody(services: Any) -> None:
+    import dataclasses
+
+    from longhaul.api.children import job_finished, wait_name
+    from longhaul.core.contracts import JobStatus
+    from tests.unit.fakes import FakeTokens
+
+    tokens = FakeTokens(waiting={"parent-token"})
+    wired = dataclasses.replace(services, tokens=tokens)
+    told: list[str] = []
+    services.jobs.on_finished = lambda job: (told.append(job.job_id), job_finished(wired, job))
+    # Given a parent waiting on its child step's token, its child, and a job of nobody's
+    services.jobs.create_job(_job("job_parent"))
+    services.jobs.create_job(_job("job_child", parent_job_id="job_parent", parent_step="resolve_disputes"))
+    services.jobs.create_job(_job("job_alone"))
+    services.jobs.set_wait_token("job_parent", wait_name("resolve_disputes"), "parent-token")
+
+    # When the child and the other job end
+    for job_id in ("job_child", "job_alone"):
+        services.jobs.transition(job_id, JobStatus.RUNNING, event="job_started")
+        services.jobs.transition(job_id, JobStatus.FAILED, event="job_failed")
+
+    # Then the parent's wait was resumed with the child's outcome, and only the child told anyone
+    assert tokens.succeeded == [("parent-token", {"child_job_id": "job_child", "status": "failed"})]
+    assert told == ["job_child"]

@@ -44,12 +44,14 @@ from longhaul.core.records import Job
 from longhaul.core.step_events import StepEvent
 from longhaul.engine.spec import WorkflowSpec, registry
 from longhaul.services import Services
+from longhaul.storage.dynamo import Cancelled, backoff
 from longhaul.storage.jobs import NewEvent
 
 if TYPE_CHECKING:
     from longhaul.engine.context import StepContext
 
 STOPPED = frozenset({JobStatus.CANCEL_REQUESTED, *TERMINAL_STATUSES})
+ROLL_UP_TRIES = 8
 
 
 def wait_name(step: str) -> str:
@@ -204,13 +206,22 @@ def _roll_up(services: Services, job: Job, step: str, child: Job) -> None:
         "model_list_cost_micro": child.model_list_cost_micro,
     }
     detail = {"child_job_id": child.job_id, "status": child.status.value, "cost_usd": usd(child.cost_micro)}
-    marked = {**job.children, step: {**job.children[step], "rolled_up": "yes"}}
-    services.jobs.write(
-        job,
-        [NewEvent("child_finished", step=step, detail=detail)],
-        fields={"children": marked},
-        add={k: v for k, v in add.items() if v},
-    )
+    for tries in range(ROLL_UP_TRIES):
+        marked = {**job.children, step: {**job.children[step], "rolled_up": "yes"}}
+        try:
+            services.jobs.write(
+                job,
+                [NewEvent("child_finished", step=step, detail=detail)],
+                fields={"children": marked},
+                add={k: v for k, v in add.items() if v},
+            )
+            return
+        except Cancelled:  # the job changed meanwhile (an event): read it again
+            backoff(tries)
+            job = services.jobs.get_job(job.job_id) or job
+            if job.children.get(step, {}).get("rolled_up"):
+                return
+    raise TransientError(f"job {job.job_id} kept changing; child {child.job_id} not rolled up", step=step)
 
 
 def child_detail(services: Services, job: Job, step: str | None) -> dict[str, Any] | None:
