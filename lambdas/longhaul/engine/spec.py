@@ -109,13 +109,12 @@ COMPARISONS: tuple[str, ...] = ("eq", "ne", "gt", "ge", "lt", "le", "is_true", "
 _FIELD = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 
 
-@dataclass(frozen=True)
-class Predicate:
+class Predicate(NamedTuple):
     """A step's `when=`: a small declarative test of earlier steps' outputs, which the builder turns into a Choice
     state (`state_machines.builder`) and the runner can evaluate alike (`holds`). A leaf compares the value at
     `path` (`<step>.<field>[.<field>…]`, read at `$.steps.<path>`) with `value`; `all`/`any`/`not` combine leaves.
     A value that is missing makes a leaf false (never an error). Serialisable (`as_json`), so a spec's branches can
-    be shown and compared."""
+    be shown and compared. (A NamedTuple, as the API's import makes few dataclasses.)"""
 
     op: Literal["leaf", "all", "any", "not"]
     path: str | None = None
@@ -178,8 +177,7 @@ def _compare(test: str, found: Any, value: Any) -> bool:
     return compared
 
 
-@dataclass(frozen=True)
-class OutputRef:
+class OutputRef(NamedTuple):
     """Where a predicate reads: an earlier step's output (`output("check")`), a field in it (`.path("a.b")`)."""
 
     step: str
