@@ -8,6 +8,7 @@ from typing import Any
 
 from aws_cdk import ArnFormat, Aspects, Aws, CfnOutput, RemovalPolicy, Stack, Tags
 from aws_cdk import aws_iam as iam
+from aws_cdk import aws_lambda as lambda_
 from aws_cdk import aws_secretsmanager as sm
 from aws_cdk.aws_stepfunctions import StateMachine
 from constructs import Construct
@@ -210,6 +211,18 @@ class LonghaulStack(Stack):
             storage.grant_objects(function, write=[results])
         for function in (operations.sweeper, admission.dispatcher, *webhooks.functions):
             storage.grant_items(function)
+        # Jobs that start jobs (`longhaul.api.children`): a child step submits its child, a completing job the job its
+        # `then` chains, through the admission path (the child reads its parent's published result); a child's end
+        # resumes its parent's wait.
+        submitting = workflows.submitting_functions()
+        workflows.grant_submissions(submitting)
+        for function in submitting:
+            assert isinstance(function, lambda_.Function)
+            for name, value in admission.environment.items():
+                function.add_environment(name, value)
+            admission.grant_enqueue(function)
+            storage.grant_objects(function, read=[results])
+        workflows.grant_child_ends()
         # Submissions (and the sweep's repairs) queue jobs; whatever can end a job wakes the dispatcher.
         for function in (api.function, api.ops_function, operations.sweeper):
             admission.grant_enqueue(function)

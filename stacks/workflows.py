@@ -24,7 +24,7 @@ from longhaul.workflows import REGISTRY, WorkflowSpec
 from stacks.email import Email
 from stacks.functions import LOG_RETENTION, platform_function
 from stacks.nag import acknowledge, arn_ref, logical_id
-from state_machines.builder import WorkflowBuilder
+from state_machines.builder import LIVE_ALIAS, WorkflowBuilder
 from state_machines.builder import define as define_from_spec
 from state_machines.parts import ContainerTarget, FunctionFactory
 from state_machines.policy import DEFAULT_POLICY, StepPolicy
@@ -114,8 +114,52 @@ class Workflows(Construct):
         return [b.functions[s.name] for b in self.builders.values() for s in b.spec.steps if s.reads_results]
 
     def publishing_functions(self) -> list[lambda_.IFunction]:
-        """The functions of each workflow's last step, which writes the published result."""
-        return [b.functions[b.spec.step_names[-1]] for b in self.builders.values()]
+        """The functions of each workflow's result step (`WorkflowSpec.result_step`), which writes the published
+        result (a child step or a skippable step may follow it)."""
+        return [b.functions[b.spec.result_step] for b in self.builders.values()]
+
+    def submitting_functions(self) -> list[lambda_.IFunction]:
+        """The functions that submit jobs for a tenant (`longhaul.api.children`): a child step's (its child) and each
+        workflow's last step's (a completing job submits the job its request's `then` chains)."""
+        found: dict[str, lambda_.IFunction] = {}
+        for b in self.builders.values():
+            for name in (*(s.name for s in b.spec.child_steps), b.spec.last_step):
+                found[b.functions[name].node.path] = b.functions[name]
+        return list(found.values())
+
+    def live_aliases_env(self) -> str:
+        """`LONGHAUL_WORKFLOWS` for the step functions that submit jobs: each workflow's `live` alias by the ARN its
+        machine's name gives (referencing the aliases would make the machines depend on their own functions)."""
+        return json.dumps({name: f"{b.own_machine_arn}:{LIVE_ALIAS}" for name, b in self.builders.items()})
+
+    def grant_submissions(self, grantees: list[lambda_.IFunction]) -> None:
+        """StartExecution through every workflow's `live` alias (by name, as `live_aliases_env`), nothing else."""
+        arns = [arn for b in self.builders.values() for arn in (b.own_machine_arn, f"{b.own_machine_arn}:*")]
+        for function in grantees:
+            function.add_to_role_policy(iam.PolicyStatement(actions=["states:StartExecution"], resources=arns))
+            assert isinstance(function, lambda_.Function)
+            function.add_environment(Env.WORKFLOWS, self.live_aliases_env())
+            for b in self.builders.values():
+                acknowledge(
+                    function,
+                    f"IAM5[Resource::arn:<AWS::Partition>:states:<AWS::Region>:<AWS::AccountId>:stateMachine:"
+                    f"{b.machine_name}:*]",
+                    "Starts a job (a child step's, a chained one) through the workflow's alias: `<machine>:live`.",
+                )
+
+    def grant_child_ends(self) -> None:
+        """A child workflow's functions (whatever ends its job) resume the waits of the workflows whose child steps
+        start it: task responses on those machines only (by name)."""
+        for parent in self.builders.values():
+            for s in parent.spec.child_steps:
+                assert s.child is not None
+                for function in self.builders[s.child.workflow].functions.values():
+                    function.add_to_role_policy(
+                        iam.PolicyStatement(
+                            actions=["states:SendTaskSuccess", "states:SendTaskFailure"],
+                            resources=[parent.own_machine_arn],
+                        )
+                    )
 
     @property
     def functions(self) -> list[lambda_.IFunction]:

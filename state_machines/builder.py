@@ -32,7 +32,7 @@ from aws_cdk import aws_stepfunctions_tasks as tasks
 from longhaul.core.errors import JOB_PAUSED, JOB_STOPPED, SegmentTimedOut
 from longhaul.core.settings import Env
 from longhaul.core.step_events import TASK_GROUP_PREFIX, SteerEvent, StepEvent, WorkflowState, payload
-from longhaul.engine.spec import StepKind
+from longhaul.engine.spec import Predicate, StepKind
 from state_machines.agent_loop import agent_chain
 from state_machines.compensation_lane import with_compensation_lane
 from state_machines.maps import group_map, item_map
@@ -235,7 +235,7 @@ class WorkflowBuilder(WorkflowParts):
         step: str,
         input: str,
         result_path: str,
-        **target: str,
+        **target: str | bool,
     ) -> sfn.TaskStateBase:
         """A Task invoking a step function with its `StepEvent`: the step, what it runs on (`target`: an item and its
         reference, or a group's items; nothing for a whole step), its attempt, its execution and its input."""
@@ -549,8 +549,72 @@ class WorkflowBuilder(WorkflowParts):
             StepKind.REVIEW: self.review,
             StepKind.AGENT: self.agent,
             StepKind.SIGNAL: self.signal,
+            StepKind.CHILD: self.child,
         }
-        return build[self.spec.step(name).kind](name)
+        state = build[self.spec.step(name).kind](name)
+        when = self.spec.step(name).when
+        return state if when is None else self.branch(name, when, state)
+
+    # ------------------------------------------------------------------ branches and child jobs
+
+    def branch(self, name: str, when: Predicate, state: sfn.IChainable) -> sfn.Chain:
+        """A step with `when=`: a Choice (`<step>: when?`) runs it when the predicate holds over the earlier outputs,
+        else `<step>: skipped`, the step's function recording it skipped (its output `{"skipped": true}`; the last
+        step completes the job there). One transition more than the step alone; two when it is skipped."""
+        function = self.functions[name]
+        timeout = self.spec.step(name).timeout_seconds or self.policy.lambda_timeout
+        skip = self._step_task(
+            f"{name}: skipped", function, timeout, step=name, input="$", result_path=f"$.steps.{name}", skipped=True
+        )
+        self.apply_retries(skip)
+        skip.add_catch(self.job_stopped, errors=list(STOPPED_ERRORS))
+        skip.add_catch(
+            self.failure_path(f"{name} skipped", job_path="$.job_id", end=self.job_failed, step=name),
+            result_path="$.failure",
+        )
+        choice = sfn.Choice(self, f"{name}: when?", comment=json.dumps(when.as_json(), sort_keys=True))
+        choice.when(condition(when), state)
+        choice.otherwise(skip)
+        ends = list(state.end_states) if isinstance(state, sfn.Chain) else [state]
+        return sfn.Chain.custom(choice, [*ends, skip], choice)
+
+    def child(self, name: str) -> sfn.Chain:
+        """The spec's child step `name` (see `longhaul.api.children`): `<step>: wait for child`, a `.waitForTaskToken`
+        Task of the step's function that starts the child job (idempotent per job and step) and keeps the token, which
+        the child's end resumes; then the step's Task (the child's outcome: its output, or `ChildFailed` into the
+        step's failure path). Two transitions besides the child's own."""
+        timeout, memory = self.visit(name, StepKind.CHILD)
+        function = self.function(name, STEP_HANDLER, timeout, memory)
+        policy = self.spec.step(name).child
+        assert policy is not None
+        task = self._step_task(name, function, timeout, step=name, input="$", result_path=f"$.steps.{name}")
+        self.apply_retries(task)
+        task.add_catch(self.job_stopped, errors=list(STOPPED_ERRORS))
+        self.pausable(task, name, step=name)
+        failure = self.failure_path(name, job_path="$.job_id", end=self.job_failed, timeout=timeout)
+        task.add_catch(failure, result_path="$.failure")
+        wait = tasks.LambdaInvoke(
+            self,
+            f"{name}: wait for child",
+            lambda_function=self.version_of(function),
+            integration_pattern=sfn.IntegrationPattern.WAIT_FOR_TASK_TOKEN,
+            payload=sfn.TaskInput.from_object(
+                {
+                    **payload(
+                        StepEvent, step=name, attempt="$$.State.RetryCount", execution="$$.Execution.Id", input="$"
+                    ),
+                    "token": sfn.JsonPath.task_token,
+                }
+            ),
+            retry_on_service_exceptions=False,
+            result_path=sfn.JsonPath.DISCARD,
+            task_timeout=sfn.Timeout.duration(Duration.seconds(policy.timeout_seconds)),
+        )
+        self.apply_transient_retry(wait)
+        wait.add_catch(self.job_stopped, errors=list(STOPPED_ERRORS))
+        wait.add_catch(task, errors=list(WAIT_ENDED), result_path=sfn.JsonPath.DISCARD)  # the step says it is late
+        wait.add_catch(failure, result_path="$.failure")
+        return sfn.Chain.start(wait).next(task)
 
     # ------------------------------------------------------------------ signals and segments
 
@@ -677,6 +741,41 @@ class WorkflowBuilder(WorkflowParts):
             timed_out.next(self.job_failed)
             return parallel, None
         return parallel, timed_out
+
+
+def condition(when: Predicate) -> sfn.Condition:
+    """A predicate as a Choice rule over `$.steps`: each leaf guarded by `IsPresent` (and its type), so a missing or
+    mistyped value makes it false, as `Predicate.holds` says, never a runtime error."""
+    if when.op == "all":
+        return sfn.Condition.and_(*(condition(o) for o in when.operands))
+    if when.op == "any":
+        return sfn.Condition.or_(*(condition(o) for o in when.operands))
+    if when.op == "not":
+        return sfn.Condition.not_(condition(when.operands[0]))
+    path, value, test = f"$.steps.{when.path}", when.value, when.test
+    present = sfn.Condition.is_present(path)
+    if test == "present":
+        return present
+    if test in ("is_true", "is_false"):
+        return sfn.Condition.and_(
+            present, sfn.Condition.is_boolean(path), sfn.Condition.boolean_equals(path, test == "is_true")
+        )
+    if test in ("eq", "ne"):
+        if isinstance(value, bool):
+            equal = sfn.Condition.and_(sfn.Condition.is_boolean(path), sfn.Condition.boolean_equals(path, value))
+        elif isinstance(value, int | float):
+            equal = sfn.Condition.and_(sfn.Condition.is_numeric(path), sfn.Condition.number_equals(path, value))
+        else:
+            equal = sfn.Condition.and_(sfn.Condition.is_string(path), sfn.Condition.string_equals(path, str(value)))
+        return sfn.Condition.and_(present, equal if test == "eq" else sfn.Condition.not_(equal))
+    assert isinstance(value, int | float) and not isinstance(value, bool), f"{test} compares numbers"
+    compare = {
+        "gt": sfn.Condition.number_greater_than,
+        "ge": sfn.Condition.number_greater_than_equals,
+        "lt": sfn.Condition.number_less_than,
+        "le": sfn.Condition.number_less_than_equals,
+    }[str(test)]
+    return sfn.Condition.and_(present, sfn.Condition.is_numeric(path), compare(path, value))
 
 
 def define(b: WorkflowBuilder, *, timeout: Duration) -> sfn.StateMachine:

@@ -29,6 +29,7 @@ const WAIT_REASONS = {
   review: 'Waiting for review',
   signal: 'Waiting for a signal',
   paused: 'Paused',
+  child: 'Waiting for a child job',
 };
 const ETA_BASIS = {
   history: 'from past jobs of this workflow',
@@ -158,6 +159,10 @@ function manualLink(topic, label) {
 
 function section(title, id, topic) {
   return h('section', { class: 'panel', 'aria-labelledby': id }, h('h2', { id }, title, topic ? manualLink(topic, title) : null));
+}
+
+function jobLink(jobId) {
+  return h('a', { href: `jobs/${enc(jobId)}`, 'data-nav': true, class: 'mono' }, jobId);
 }
 
 function facts(pairs, { row = false } = {}) {
@@ -579,6 +584,9 @@ async function jobPage(main, [jobId], { signal, who }) {
         ['Finished', when(job.finished_at)],
         ['Attempts', String(job.attempts)],
         ['SLA class', job.sla_class],
+        job.parent ? ['Parent job', jobLink(job.parent)] : null,
+        job.children?.length ? ['Child jobs', job.children.map((c, i) => [i ? ', ' : '', jobLink(c.job_id), ` (${c.workflow}, ${c.status})`])] : null,
+        job.then_job_id ? ['Then', jobLink(job.then_job_id)] : null,
       ], { row: true }),
     );
     notices.replaceChildren();

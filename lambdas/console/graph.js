@@ -87,6 +87,7 @@ export function fold(graph) {
       entered: work.reduce((sum, n) => sum + n.entered, 0),
       failure_path: states.every((n) => n.failure_path),
       waits_for_token: states.some((n) => n.waits_for_token),
+      child_job_id: states.find((n) => n.child_job_id)?.child_job_id || null,
       states: states.map((n) => n.name),
     };
   });
@@ -135,6 +136,7 @@ function boxWidth(node, fanOut) {
   let width = TEXT_X + textWidth(node.name) + TEXT_PAD;
   if (fanOut) width = Math.max(width, TEXT_X + textWidth(fanOutText(fanOut), 'sub') + TEXT_PAD, TEXT_X + 100 + 10);
   if (node.type === 'Choice') width += CHOICE_SLANT;
+  if (node.child_job_id) width += textWidth('child job →', 'sub') + TEXT_PAD; // its link, right of the label
   return Math.max(MIN_WIDTH, Math.ceil(width));
 }
 
@@ -446,6 +448,11 @@ export function renderGraph(graph, { internal = false, showAll = false } = {}) {
         svg('rect', { x: 28, y: 37, width: track * done, height: 5, rx: 2, class: 'bar-fill' }),
         svg('rect', { x: 28 + track * done, y: 37, width: track * failed, height: 5, class: 'bar-failed' }),
       );
+    }
+    if (node.child_job_id) { // a child step: a link to the job it started, under its label
+      item.append(svg('a', { href: `jobs/${encodeURIComponent(node.child_job_id)}`, 'data-nav': true, class: 'child-link' },
+        svg('title', {}, `child job ${node.child_job_id}`),
+        svg('text', { x: box.width - 8, y: box.height / 2 + 4, class: 'sub', 'text-anchor': 'end' }, 'child job →')));
     }
     root.append(item);
   }

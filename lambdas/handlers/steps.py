@@ -15,6 +15,7 @@ from longhaul.core.observability import bind_job, logger
 from longhaul.engine.failures import record_failure as _record_failure
 from longhaul.engine.items import tally
 from longhaul.engine.runner import run_group, run_step
+from longhaul.engine.spec import CHILD_WAIT, StepKind, imported, registry
 from longhaul.services import services
 
 
@@ -37,13 +38,20 @@ def handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
             {tracing.JOB_ID: state.get("job_id"), tracing.STEP: event.get("step")},
         ),
     ):
-        if event.get("token") is not None:  # the batch lane's Task before a fan-out that calls a model
+        if event.get("token") is not None:  # a child step's wait, or the batch lane's Task before a fan-out
+            if child_step(state.get("workflow"), event.get("step")):
+                return imported(CHILD_WAIT)(event, services())  # type: ignore[no-any-return]
             from longhaul.engine.batch_lane import submit_batch
 
             return submit_batch(event, services())
         if event.get("items") is not None:  # a grouped fan-out's group of items
             return run_group(event, services())
         return run_step(event, services())
+
+
+def child_step(workflow: object, step: object) -> bool:
+    spec = registry().get(str(workflow))
+    return spec is not None and str(step) in spec.step_names and spec.step(str(step)).kind == StepKind.CHILD
 
 
 @logger.inject_lambda_context(clear_state=True)

@@ -265,6 +265,19 @@ def _wake_on_saga(wake: AdmissionWake | None) -> Callable[[SagaRecord], None] | 
     return (lambda _saga: wake.wake()) if wake is not None else None
 
 
+def _tell_finished(built: Services) -> Callable[[Job], None]:
+    """A finished child resumes its parent's wait; a completed job submits the job its `then` chains. The use case is
+    the API's (`longhaul.api.children`, which submits through the admission path), imported by name on first use as a
+    spec's step bodies are: this composition root sits below the API."""
+
+    def finished(job: Job) -> None:
+        import importlib
+
+        importlib.import_module("longhaul.api.children").job_finished(built, job)
+
+    return finished
+
+
 def _build(settings: Settings) -> Services:
     """Every adapter, each client built when first used (`aws.lazy_client`): a request pays only for the services it
     calls."""
@@ -275,7 +288,7 @@ def _build(settings: Settings) -> Services:
     stepfunctions = client("stepfunctions")
     dispatch = StepFunctionsDispatch(stepfunctions, settings.webhook_delivery) if settings.webhook_delivery else None
     wake = LambdaWake(client("lambda"), settings.admission_dispatcher) if settings.admission_dispatcher else None
-    return Services(
+    built = Services(
         settings=settings,
         jobs=JobStore(
             table, on_outbox=_relay(dispatch), on_release=_wake_on_release(wake), on_saga=_wake_on_saga(wake)
@@ -298,6 +311,8 @@ def _build(settings: Settings) -> Services:
         batch_jobs=_batch_jobs(client("bedrock")) if settings.batch_role else None,
         alerts=SnsAlerts(client("sns"), settings.alarm_topic) if settings.alarm_topic else None,
     )
+    built.jobs.on_finished = _tell_finished(built)
+    return built
 
 
 def _batch_jobs(client: object) -> BatchJobs:

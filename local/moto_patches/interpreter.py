@@ -324,8 +324,10 @@ def _log_exception(self: Any, exception: Exception) -> None:
         setattr(exception, _LOGGED, True)
     state = getattr(self, "name", None) or type(self).__name__
     text = " ".join(str(exception).split())[:300]
-    # moto's own aftermath of a stop: a branch still unwinding finds its program stopped
-    level = logging.DEBUG if "ProgramStopped" in text else logging.ERROR
+    # moto's own aftermath of a stop: a branch still unwinding finds its program stopped; a Choice's comparison of a
+    # path that is not there (a `when=` guarded by `IsPresent`), which its `Variable` takes as absent: no failure
+    absent = type(exception).__name__ == "NoSuchJsonPathError" and type(self).__name__ == "StringJsonPath"
+    level = logging.DEBUG if "ProgramStopped" in text or absent else logging.ERROR
     LOG.log(level, "execution failed at state %r: %s: %s", state, type(exception).__name__, text)
 
 

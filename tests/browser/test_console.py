@@ -207,6 +207,8 @@ def test_every_workflows_graph_draws_its_steps_first_and_no_label_is_clipped(
             job_status=JobStatus.QUEUED,
             segments=tuple(g.name for g in spec.segments),
         )
+        for node in nodes:  # a child step's states link to the job it started (drawn beside its label, unclipped)
+            node.child_job_id = "job_" + "c" * 28 if node.step in {c.name for c in spec.child_steps} else None
         graph = WorkflowGraph(
             job_id="job_drawn",
             workflow=workflow,
@@ -229,6 +231,8 @@ def test_every_workflows_graph_draws_its_steps_first_and_no_label_is_clipped(
                 }""",
                 [graph, internal],
             )
+            links = page.evaluate("() => document.querySelectorAll('svg a.child-link').length")
+            assert (links > 0) == bool(spec.child_steps), (workflow, links)
             if internal:
                 assert sorted(drawn) == sorted(workflow_level(asl["States"])), workflow  # a segment's too
             else:

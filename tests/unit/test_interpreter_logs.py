@@ -108,6 +108,38 @@ def test_a_real_failure_logs_one_short_error_line_with_the_patch(caplog: pytest.
     assert "\n" not in message and len(message) < 300
 
 
+def _choice_on_a_missing_field() -> dict[str, Any]:
+    """A `when=` as the builder writes it: a comparison guarded by `IsPresent`, on a field the input lacks."""
+    rule = {
+        "And": [
+            {"Variable": "$.steps.check.flag", "IsPresent": True},
+            {"Variable": "$.steps.check.flag", "BooleanEquals": True},
+        ],
+        "Next": "ran",
+    }
+    done = {"Type": "Succeed"}
+    return {
+        "StartAt": "when?",
+        "States": {"when?": {"Type": "Choice", "Choices": [rule], "Default": "skipped"}, "ran": done, "skipped": done},
+    }
+
+
+@pytest.mark.usefixtures("unpatched")
+def test_a_choice_on_a_missing_field_logs_an_error_without_the_patch(caplog: pytest.LogCaptureFixture) -> None:
+    caplog.set_level(logging.INFO)
+    assert _run(_choice_on_a_missing_field()) == "SUCCEEDED"
+    assert any("NoSuchJsonPath" in r.getMessage() for r in _loud(caplog))
+
+
+@pytest.mark.usefixtures("patched")
+def test_a_choice_on_a_missing_field_logs_nothing_at_warning_or_above_with_the_patch(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    caplog.set_level(logging.INFO)
+    assert _run(_choice_on_a_missing_field()) == "SUCCEEDED"
+    assert not _loud(caplog), [r.getMessage()[:200] for r in _loud(caplog)]
+
+
 def _waiting_fan_out() -> dict[str, Any]:
     """A fan-out whose items wait (a model call, an OCR task): stopped while they do, as a cancelled job is."""
     item = {"StartAt": "work", "States": {"work": {"Type": "Wait", "Seconds": 30, "End": True}}}

@@ -50,6 +50,9 @@ class GraphNode(Model):
     entered: int = Field(default=0, description="How often the latest execution entered it.")
     failure_path: bool = Field(default=False, description="Reached only through a Catch.")
     waits_for_token: bool = Field(default=False, description="A Task that waits for a task token (a review).")
+    child_job_id: str | None = Field(
+        default=None, description="A child step's states: the job it started (`GET /v1/jobs/{child_job_id}`)."
+    )
 
 
 class GraphEdge(Model):
@@ -207,6 +210,7 @@ def derive(
     job_status: JobStatus,
     failed_fan_outs: frozenset[str] = frozenset(),
     segments: Sequence[str] = (),
+    waits: bool = False,
 ) -> tuple[list[GraphNode], list[GraphEdge]]:
     """Each state of the workflow's level with this job's status, and the transitions the execution took (the
     module's rules)."""
@@ -251,7 +255,7 @@ def derive(
         if inside.get(name):
             if not ended:
                 token = ".waitForTaskToken" in (state.Resource or "")
-                return "waiting" if token and job_status in WAITING_JOB else "running"
+                return "waiting" if token and (waits or job_status in WAITING_JOB) else "running"
             return "stopped" if stopped_job else "failed"
         target = left_to.get(name)
         if target is not None and (name, target) in caught and (name, target) not in normal:
@@ -318,7 +322,11 @@ def job_graph(services: Services, job: Job) -> WorkflowGraph:
         job_status=job.status,
         failed_fan_outs=frozenset(f.step for f in fan_outs if f.failed),
         segments=tuple(g.name for g in spec.segments),
+        waits=job.wait_state is not None and job.wait_state.reason == "child",
     )
+    for node in nodes:  # a child step's states link to the job it started
+        child = job.children.get(node.step or "")
+        node.child_job_id = child["job_id"] if child else None
     return WorkflowGraph(
         job_id=job.job_id,
         workflow=job.workflow,

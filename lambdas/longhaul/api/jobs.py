@@ -20,6 +20,7 @@ from typing import Any, Literal, NamedTuple
 
 from pydantic import BaseModel
 
+from longhaul.api.chains import cancel_children, children_of, principal_of, then_problems
 from longhaul.api.graph import DefinitionUnreadable, EngineNotAnswering, WorkflowGraph, job_graph
 from longhaul.api.updates import AlreadyFinished, agent_problems, check_supersedes, supersede, update_job
 from longhaul.core import correlation, limits, schema, tracing
@@ -122,8 +123,35 @@ class JobService:
                 span.set_attributes({tracing.JOB_ID: accepted.job_id, "longhaul.created": created})
             return accepted, created
 
+    def submit_as(
+        self,
+        tenant_id: str,
+        request: JobRequestBase,
+        idempotency_key: str,
+        *,
+        parent_job_id: str | None = None,
+        parent_step: str | None = None,
+    ) -> tuple[JobAccepted, bool]:
+        """A submission the platform makes for a tenant (a child step's job, a chained `then`), through the same
+        admission path as the tenant's own, idempotent by `idempotency_key`."""
+        return self._submit(
+            principal_of(tenant_id),
+            request,
+            idempotency_key,
+            "",
+            parent_job_id=parent_job_id,
+            parent_step=parent_step,
+        )
+
     def _submit(
-        self, principal: Principal, request: JobRequestBase, idempotency_key: str | None, base_url: str
+        self,
+        principal: Principal,
+        request: JobRequestBase,
+        idempotency_key: str | None,
+        base_url: str,
+        *,
+        parent_job_id: str | None = None,
+        parent_step: str | None = None,
     ) -> tuple[JobAccepted, bool]:
         """Accept a job: one read of what the submission decides on (`AdmissionStore.submission_state`), its input
         written (one object, and one for its inline texts), then the job, its idempotency record, its rate count and
@@ -141,6 +169,10 @@ class JobService:
             self._check_callback(request.callback_url)
             if request.supersedes is not None:
                 check_supersedes(s, principal, request.supersedes)
+            if request.then is not None:
+                problems = then_problems(request.then, s.settings.workflows)
+                if problems:
+                    raise InvalidRequest("the job `then` chains is not valid", errors=problems)
         payload_hash = canonical_hash(request)
         tenant_id = principal.tenant_id
         policy = s.budgets.recent_policy(tenant_id)
@@ -177,7 +209,13 @@ class JobService:
             budget_tokens, budget_cost = self._admit(tenant_id, request, policy, state)
             if prepared is None:
                 with tracing.span("validate input"):
-                    intake = Intake(job_id=job_id, tenant_id=tenant_id, artifacts=s.artifacts, jobs=s.jobs)
+                    intake = Intake(
+                        job_id=job_id,
+                        tenant_id=tenant_id,
+                        artifacts=s.artifacts,
+                        jobs=s.jobs,
+                        parent_job_id=parent_job_id,
+                    )
                     prepared = spec.prepare()(intake, request.input)
                     input_key = intake.store(prepared)  # raises the problems `prepare` found; writes only when none
             eta = job_eta(s, spec, request.sla_class, prepared.size)
@@ -216,6 +254,9 @@ class JobService:
                             eta=eta,
                             supersedes=request.supersedes,
                             search_text=search_text(strings_of(request.input.model_dump(mode="json"))),
+                            parent_job_id=parent_job_id,
+                            parent_step=parent_step,
+                            then=request.then.model_dump_json() if request.then is not None else None,
                         ),
                         marks=planned.marks,
                         with_writes=[s.admission.rate_write(tenant_id, rate), *planned.writes],
@@ -370,6 +411,8 @@ class JobService:
         if view.budget is not None:
             steps = step_usage(self.services.budgets.ledger(job_id))
             view = view.model_copy(update={"budget": view.budget.model_copy(update={"steps": steps})})
+        if job.children:
+            view = view.model_copy(update={"children": children_of(self.services, job)})
         return view
 
     def timing(self, job: Job) -> JobTiming:
@@ -511,6 +554,9 @@ class JobService:
                 "the cancellation is recorded but the execution could not be stopped yet; "
                 "the sweep will finish it, or cancel again"
             ) from None
+        if job.children:  # its children stop with it
+            tenant = Principal(tenant_id=job.tenant_id, role=principal.role, key_id=principal.key_id)
+            cancel_children(lambda child: self.cancel(tenant, child, reason="parent_cancelled"), job)
         # A running job's cancellation: the review lane and the container tasks (not every cold start's import).
         from longhaul.operations.sweep import stop_container_tasks
         from longhaul.review.lane import close_for_stopped_job

@@ -306,6 +306,21 @@ class AgentLimits(Strict):
     ]
 
 
+class ThenRequest(Strict):
+    """A job to submit when this one completes (for the same tenant, once): its workflow and its input, where any
+    value may be a reference into this job's result, `{"$result": "/path/to/field"}` (a JSON Pointer, RFC 6901:
+    `""` is the whole result, `/invoices/0/document` a field of its first invoice), replaced by that value."""
+
+    workflow: Annotated[str, Field(min_length=1, max_length=64, description="An installed workflow.")]
+    input: Annotated[
+        dict[str, Any],
+        Field(
+            description="The next job's input, valid against its workflow's input model once the references are "
+            "replaced (checked at submission with each reference as a placeholder: 422 with `errors`)."
+        ),
+    ]
+
+
 class JobRequestBase(Strict):
     """What every job request has; each workflow's request (`longhaul.workflows.JobRequest`, a union on `workflow`)
     adds its `workflow` name and its `input` model."""
@@ -386,6 +401,15 @@ class JobRequestBase(Strict):
             "cancelled with reason `superseded` (event `job_superseded`), a finished one keeps its result, which "
             "then names this job in `superseded_by`. A job id that is not one of the tenant's is a 422 naming "
             "`supersedes` (nothing is stored).",
+        ),
+    ]
+    then: Annotated[
+        ThenRequest | None,
+        Field(
+            default=None,
+            description="A job to chain after this one: submitted for the same tenant once this job completes (not "
+            "when it fails or is cancelled), its input taking values from this job's result by "
+            '`{"$result": "/json/pointer"}`; the view then shows `then_job_id`.',
         ),
     ]
 
@@ -579,7 +603,7 @@ class Progress(Model):
 
 
 WaitReason = Literal[
-    "rate_limited", "retry_scheduled", "provider_unavailable", "external_system", "review", "signal", "paused"
+    "rate_limited", "retry_scheduled", "provider_unavailable", "external_system", "review", "signal", "paused", "child"
 ]
 
 
@@ -590,7 +614,8 @@ class WaitState(Model):
         description="`rate_limited` (a provider answered 429; the step is retried after its backoff), "
         "`retry_scheduled` (an attempt failed; the next one is scheduled), `provider_unavailable` (a provider is "
         "down or its circuit breaker open), `external_system` (a step waits on another system), `review` (a person "
-        "decides), `signal` (the job waits for a signal), `paused` (someone paused it)."
+        "decides), `signal` (the job waits for a signal), `paused` (someone paused it), `child` (a child step waits "
+        "for its job: `detail` names it)."
     )
     until: datetime | None = Field(
         default=None,
@@ -959,6 +984,16 @@ class EscalationCleared(Model):
     escalation: None = None
 
 
+class ChildJob(Model):
+    """A job a child step of this job started (`child(...)` in the workflow's spec)."""
+
+    job_id: str
+    workflow: str
+    step: str = Field(description="The child step that started it.")
+    status: JobStatus
+    progress: Progress | None = None
+
+
 class JobView(Model):
     job_id: str
     tenant_id: str = Field(description="Whose job it is (operators list every tenant's jobs).")
@@ -1032,6 +1067,15 @@ class JobView(Model):
         default=None,
         description="A job an operator ended as cancelled (`POST /v1/ops/jobs/{job_id}/terminate`): when, and the "
         "operator's message to you.",
+    )
+    parent: str | None = Field(
+        default=None, description="The job whose child step started this one (its usage and cost count there too)."
+    )
+    children: list[ChildJob] = Field(
+        default_factory=list, description="Jobs this job's child steps started: id, workflow, step and status."
+    )
+    then_job_id: str | None = Field(
+        default=None, description="The job its request's `then` chained, submitted when this one completed."
     )
 
 

@@ -120,6 +120,13 @@ class SegmentTimedOut(LonghaulError):
     kind = "timeout"
 
 
+class ChildFailed(LonghaulError):
+    """A child step's job (another workflow's job this one started and waited for) failed, was cancelled or expired:
+    the step fails with kind `child_failed`; the job's error `detail` names the child and carries its error."""
+
+    kind = "child_failed"
+
+
 # Raised by the platform only (never injected as a fault): their kind is `timeout`, like a Task's own timeout.
 TIMEOUT_CLASSES: tuple[type[LonghaulError], ...] = (SignalTimedOut, SegmentTimedOut)
 
@@ -150,6 +157,8 @@ def kind_of(error_name: str) -> str:
             return cls.kind
     if error_name in ("States.Timeout", "Sandbox.Timedout", *(cls.__name__ for cls in TIMEOUT_CLASSES)):
         return "timeout"
+    if error_name == ChildFailed.__name__:
+        return ChildFailed.kind
     return "internal"
 
 

@@ -43,6 +43,14 @@ EVENT_TYPES: dict[str, str] = {
     # Steps and items.
     "step_started": "An attempt of a step (or of a fan-out's item) started.",
     "step_finished": "A step (or item) finished and its checkpoint was written.",
+    "step_skipped": "A step with `when=` did not run: its predicate over earlier outputs did not hold (`detail.when`).",
+    "child_started": "A child step started another workflow's job for this one and waits for it (`detail`: "
+    "`child_job_id`, `workflow`).",
+    "child_finished": "A child step's job ended (`detail`: `child_job_id`, `status`); its usage and cost were added "
+    "to this job's.",
+    "then_submitted": "The job completed and the job its request chained with `then` was submitted (`detail`: "
+    "`job_id`, `workflow`).",
+    "then_refused": "The job completed but the job its `then` chains could not be submitted (`detail.message`).",
     "step_attempt_failed": "An attempt of a step failed: its error kind, and whether it will be retried.",
     "provisional_result": "A `provisional` step finished: its output is the job's provisional result "
     "(`GET …/result?provisional=true`) until the final one.",

@@ -45,7 +45,7 @@ from longhaul.core.step_events import WorkflowState
 JOB_ID = re.compile(r"^job_[0-9a-f]{28}$")
 
 # `waiting`: a review step that opened its review and waits for the decision (not a checkpoint: a replay asks again).
-StepStatus = Literal["running", "retrying", "waiting", "succeeded", "failed"]
+StepStatus = Literal["running", "retrying", "waiting", "succeeded", "failed", "skipped"]
 
 
 class Record(Model):
@@ -180,6 +180,13 @@ class Job(Record):
     invalidated_steps: list[str] | None = None
     # An operator's termination as `cancelled` (`longhaul.api.terminate`); as `failed`, it is the job's `error`.
     cancellation: JobCancellation | None = None
+    # Child jobs (`longhaul.api.children`): the job whose child step started this one and that step; the jobs this
+    # one's child steps started, by step (`{"job_id", "workflow"}`); the request's `then` and the job it submitted.
+    parent_job_id: str | None = None
+    parent_step: str | None = None
+    children: dict[str, dict[str, str]] = Field(default_factory=dict)
+    then: str | None = None  # JSON of `ThenRequest`
+    then_job_id: str | None = None
 
     # What the job's step invocations used (`metered_<counter>` attributes of the item, one ADD per invocation), and
     # the state transitions of its executions, counted once they have all ended (`longhaul.operations.costs`).
@@ -335,6 +342,8 @@ class Job(Record):
             estimated_start_seconds=self.estimated_start_seconds(now or datetime.now(UTC)),
             compensation=self.compensation,
             cancellation=self.cancellation,
+            parent=self.parent_job_id,
+            then_job_id=self.then_job_id,
             pause=self.pause,
             waiting=None if self.finished else self.wait_state,
             provisional=ProvisionalMark(as_of_step=self.provisional_step, at=self.provisional_at)
@@ -477,7 +486,7 @@ class StepRecord(Record):
     def succeeded(self) -> bool:
         """A checkpoint: the step's work is done. A review is done when it is decided, never when it only opened
         (records written before reviews waited as `waiting` said `succeeded` with the lane's `next: wait`)."""
-        return self.status == "succeeded" and (self.output or {}).get("next") != "wait"
+        return self.status in ("succeeded", "skipped") and (self.output or {}).get("next") != "wait"
 
 
 class Charge(Record):

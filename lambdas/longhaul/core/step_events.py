@@ -53,8 +53,11 @@ class StepEvent(Model):
     ref: Any = None
     items: list[Item] | None = None
     input: WorkflowState
-    # The batch lane's Task before a fan-out that calls a model (`longhaul.engine.batch_lane`): its task token.
+    # The batch lane's Task before a fan-out that calls a model (`longhaul.engine.batch_lane`), and a child step's
+    # wait (`longhaul.api.children`): its task token.
     token: str | None = None
+    # A step with `when=` whose predicate did not hold: the runner records it skipped without running its work.
+    skipped: bool = False
 
 
 class StepLimits(Model):

@@ -131,6 +131,7 @@ class Intake:
     artifacts: ArtifactStore
     jobs: JobStore | None = None  # a workflow whose input names an earlier job reads it here
     version: int = 1  # the input's version: a fixed input is stored beside the first, never over it
+    parent_job_id: str | None = None  # a child step's job: the job that starts it (whose input may name it)
     _inline: bytearray = field(default_factory=bytearray)  # the inline texts, one after another
     _heads: dict[str, dict[str, Any] | None] = field(default_factory=dict)  # uploads looked up ahead
     _problems: list[dict[str, Any]] = field(default_factory=list)

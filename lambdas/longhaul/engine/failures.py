@@ -12,11 +12,12 @@ from typing import Any
 
 from longhaul.core import tracing
 from longhaul.core.contracts import DeadLetter, JobError, JobStatus
-from longhaul.core.errors import ITEMS_FAILED, kind_of
+from longhaul.core.errors import ITEMS_FAILED, ChildFailed, kind_of
 from longhaul.core.observability import emit, logger
 from longhaul.core.records import StepError, StepRecord
 from longhaul.core.settings import environ
 from longhaul.core.step_events import FailureEvent
+from longhaul.engine.spec import imported
 from longhaul.services import Services
 from longhaul.storage.jobs import TransitionRejected
 
@@ -106,7 +107,7 @@ def _record(services: Services, event: FailureEvent) -> dict[str, Any]:
         )
         record = checkpoints.get_step(event.job_id, event.step, event.item)
         attempts, message = _attempts_and_message(event, record.attempts if record else 0)
-        error = error.model_copy(update={"message": message})
+        error = error.model_copy(update={"message": message, "detail": _child_detail(services, event)})
         checkpoints.put_step(
             event.job_id,
             event.step,
@@ -160,6 +161,17 @@ def _record(services: Services, event: FailureEvent) -> dict[str, Any]:
     if event.error != ITEMS_FAILED:  # the summary of a fan-out sends no dead letter of its own
         services.dead_letters.record(dead_letter)
     return dead_letter.model_dump(mode="json")
+
+
+def _child_detail(services: Services, event: FailureEvent) -> dict[str, Any] | None:
+    """A failed child step: the child and its error (`longhaul.api.children.child_detail`, by name: the API's)."""
+    if kind_of(event.error) != ChildFailed.kind:
+        return None
+    job = services.jobs.get_job(event.job_id)
+    if job is None:
+        return None
+    found: dict[str, Any] | None = imported("longhaul.api.children:child_detail")(services, job, event.step)
+    return found
 
 
 def _items_failed(services: Services, event: FailureEvent) -> tuple[JobError, int]:

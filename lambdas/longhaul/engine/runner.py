@@ -206,7 +206,7 @@ def _run_step(
 ) -> dict[str, Any]:
     event = StepEvent.model_validate(raw_event)
     spec = spec or registry()[event.input.workflow]
-    work = work or spec.work(event.step)
+    work = _skipped if event.skipped else (work or spec.work(event.step))
     job_id, step, item = event.input.job_id, event.step, event.item
     agent = spec.step(step).kind == StepKind.AGENT  # its item is a turn of the loop, not a fan-out's item
     if grouped is None:
@@ -280,7 +280,7 @@ def _run_step(
     # that none came).
     waiting = this.kind in (StepKind.REVIEW, StepKind.SIGNAL) and output.get("next") == "wait"
     checkpoint_fields = {
-        "status": "waiting" if waiting else "succeeded",
+        "status": "waiting" if waiting else "skipped" if event.skipped else "succeeded",
         "finished_at": iso(services.now()),
         "output": output,
         "input_version": version,
@@ -424,7 +424,9 @@ def _commit(
         attempt = event.attempt + 1
         events = [
             *([NewEvent("step_started", step=step, item=item, attempt=attempt, at=started_at)] if started_at else []),
-            NewEvent("step_finished", step=step, item=item, attempt=attempt, detail={"duration_ms": duration_ms}),
+            NewEvent("step_finished", step=step, item=item, attempt=attempt, detail={"duration_ms": duration_ms})
+            if checkpoint["status"] != "skipped"
+            else NewEvent("step_skipped", step=step, attempt=attempt, detail={"when": _when(spec, step)}),
         ]
         to: JobStatus | None = None
         fields: dict[str, Any] = {}
@@ -433,9 +435,12 @@ def _commit(
             if job.status not in ACTIVE:
                 raise CancelledError(f"job {job_id} is {job.status.value}; it can no longer complete", step=step)
             events.append(NewEvent("job_completed", step=step, records_status=True))
-            to, fields = JobStatus.COMPLETED, _completed_fields(spec, checkpoint["output"])
+            to, fields = (
+                JobStatus.COMPLETED,
+                _completed_fields(spec, _result_output(services, spec, job_id, checkpoint)),
+            )
         elif item is None:
-            fields["progress"] = _progress(spec, step, done=checkpoint["status"] == "succeeded")
+            fields["progress"] = _progress(spec, step, done=checkpoint["status"] in ("succeeded", "skipped"))
         elif not agent:
             add[done_attribute(step)] = {item}
         announce = None
@@ -673,6 +678,29 @@ def _pause(services: Services, job: Job, step: str, item: int | None) -> Job:
     raise JobPaused(f"job {job.job_id} is paused before {step}", step=step, item=item)
 
 
+def _skipped(ctx: StepContext) -> dict[str, Any]:
+    """A step whose `when=` did not hold: nothing runs; its output says so."""
+    return {"skipped": True}
+
+
+def _when(spec: WorkflowSpec, step: str) -> dict[str, Any] | None:
+    when = spec.step(step).when
+    return when.as_json() if when is not None else None
+
+
+def _result_output(
+    services: Services, spec: WorkflowSpec, job_id: str, checkpoint: Mapping[str, Any]
+) -> Mapping[str, Any]:
+    """The output carrying the result: the last step's, unless a child step or a skippable step follows the step
+    that publishes it (`WorkflowSpec.result_step`): then that step's checkpoint."""
+    if spec.result_step == spec.last_step:
+        return dict(checkpoint["output"])
+    record = services.checkpoints.get_step(job_id, spec.result_step, None)
+    if record is None or not record.succeeded:
+        raise InternalError(f"job {job_id}: {spec.result_step} has no checkpoint to complete with")
+    return dict(record.output or {})
+
+
 def _completed_fields(spec: WorkflowSpec, output: Mapping[str, Any]) -> dict[str, Any]:
     total = len(spec.steps)
     return {
@@ -692,7 +720,7 @@ def _complete(services: Services, spec: WorkflowSpec, job_id: str, step: str, ou
             JobStatus.COMPLETED,
             event="job_completed",
             step=step,
-            set_fields=_completed_fields(spec, output),
+            set_fields=_completed_fields(spec, _result_output(services, spec, job_id, {"output": output})),
             allowed_from=[JobStatus.RUNNING, JobStatus.RETRYING],
         )
     except TransitionRejected as rejected:

@@ -18,6 +18,7 @@ convention at run time; it never imports a workflow's code by name.
 import importlib
 import importlib.util
 import pkgutil
+import re
 import threading
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
@@ -68,6 +69,9 @@ class StepKind(StrEnum):
     # Waits (a task token, no compute held) for a signal sent to the job through the API, whose JSON body the step's
     # model validates; the step's output is a reference to that body (see `engine.signals`).
     SIGNAL = "signal"
+    # Starts another workflow's job for the same tenant (through the admission path) and waits for it on a task token
+    # (no compute held); the child's end resumes it (see `longhaul.api.children`).
+    CHILD = "child"
 
 
 ITEM_KINDS = frozenset({StepKind.FAN_OUT, StepKind.CONTAINER})
@@ -94,6 +98,146 @@ OnSignalTimeout = Literal["proceed", "fail"]
 OnSegmentTimeout = Literal["fail", "review"]
 # The platform's body of every signal step (consume a signal that came, or open the wait); see `engine.signals`.
 SIGNAL_WORK = "longhaul.engine.signals:arrive"
+# The platform's bodies of a child step: its wait (start the child, keep the token) and the step (the child's outcome).
+CHILD_WAIT = "longhaul.api.children:open_wait"
+CHILD_WORK = "longhaul.api.children:finish"
+# A child's wait ends at the latest after the longest deadline a job may have, and a little more (its sweep ends it).
+CHILD_WAIT_SECONDS = limits.MAX_DEADLINE_SECONDS + 3600
+
+Comparison = Literal["eq", "ne", "gt", "ge", "lt", "le", "is_true", "is_false", "present"]
+COMPARISONS: tuple[str, ...] = ("eq", "ne", "gt", "ge", "lt", "le", "is_true", "is_false", "present")
+_FIELD = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+
+
+class Predicate(NamedTuple):
+    """A step's `when=`: a small declarative test of earlier steps' outputs, which the builder turns into a Choice
+    state (`state_machines.builder`) and the runner can evaluate alike (`holds`). A leaf compares the value at
+    `path` (`<step>.<field>[.<field>…]`, read at `$.steps.<path>`) with `value`; `all`/`any`/`not` combine leaves.
+    A value that is missing makes a leaf false (never an error). Serialisable (`as_json`), so a spec's branches can
+    be shown and compared. (A NamedTuple, as the API's import makes few dataclasses.)"""
+
+    op: Literal["leaf", "all", "any", "not"]
+    path: str | None = None
+    test: str | None = None
+    value: bool | int | float | str | None = None
+    operands: tuple["Predicate", ...] = ()
+
+    def __and__(self, other: "Predicate") -> "Predicate":
+        return Predicate("all", operands=(self, other))
+
+    def __or__(self, other: "Predicate") -> "Predicate":
+        return Predicate("any", operands=(self, other))
+
+    def __invert__(self) -> "Predicate":
+        return Predicate("not", operands=(self,))
+
+    @property
+    def steps(self) -> frozenset[str]:
+        """The steps whose outputs it reads."""
+        if self.op == "leaf":
+            assert self.path is not None
+            return frozenset({self.path.split(".", 1)[0]})
+        return frozenset(s for o in self.operands for s in o.steps)
+
+    def as_json(self) -> dict[str, Any]:
+        if self.op == "leaf":
+            found: dict[str, Any] = {"path": self.path, "test": self.test}
+            return found if self.test in ("is_true", "is_false", "present") else {**found, "value": self.value}
+        return {self.op: [o.as_json() for o in self.operands]}
+
+    def holds(self, steps: Mapping[str, Any]) -> bool:
+        """Whether it holds over the state's step outputs (`$.steps`), as the Choice state decides."""
+        if self.op == "all":
+            return all(o.holds(steps) for o in self.operands)
+        if self.op == "any":
+            return any(o.holds(steps) for o in self.operands)
+        if self.op == "not":
+            return not self.operands[0].holds(steps)
+        assert self.path is not None
+        found: Any = steps
+        for part in self.path.split("."):
+            if not isinstance(found, Mapping) or part not in found:
+                return False
+            found = found[part]
+        return _compare(self.test or "", found, self.value)
+
+
+def _compare(test: str, found: Any, value: Any) -> bool:
+    number = isinstance(found, int | float) and not isinstance(found, bool)
+    if test == "present":
+        return True
+    if test in ("is_true", "is_false"):
+        return isinstance(found, bool) and found is (test == "is_true")
+    if test in ("eq", "ne"):
+        same = type(found) is type(value) or (number and isinstance(value, int | float))
+        return (same and found == value) is (test == "eq") if same else test == "ne"
+    if not number:
+        return False
+    compared: bool = {"gt": found > value, "ge": found >= value, "lt": found < value, "le": found <= value}[test]
+    return compared
+
+
+class OutputRef(NamedTuple):
+    """Where a predicate reads: an earlier step's output (`output("check")`), a field in it (`.path("a.b")`)."""
+
+    step: str
+    fields: tuple[str, ...] = ()
+
+    def path(self, dotted: str) -> "OutputRef":
+        parts = tuple(dotted.split("."))
+        if not all(_FIELD.match(p) for p in parts):
+            raise ValueError(f"output({self.step!r}).path({dotted!r}): fields are names separated by dots")
+        return OutputRef(self.step, self.fields + parts)
+
+    def _leaf(self, test: str, value: bool | int | float | str | None = None) -> Predicate:
+        if not self.fields:
+            raise ValueError(f"output({self.step!r}): name the field a predicate reads (`.path(...)`)")
+        return Predicate("leaf", path=".".join((self.step, *self.fields)), test=test, value=value)
+
+    def eq(self, value: bool | int | float | str) -> Predicate:
+        return self._leaf("eq", value)
+
+    def ne(self, value: bool | int | float | str) -> Predicate:
+        return self._leaf("ne", value)
+
+    def gt(self, value: int | float) -> Predicate:
+        return self._leaf("gt", value)
+
+    def ge(self, value: int | float) -> Predicate:
+        return self._leaf("ge", value)
+
+    def lt(self, value: int | float) -> Predicate:
+        return self._leaf("lt", value)
+
+    def le(self, value: int | float) -> Predicate:
+        return self._leaf("le", value)
+
+    def is_true(self) -> Predicate:
+        return self._leaf("is_true")
+
+    def is_false(self) -> Predicate:
+        return self._leaf("is_false")
+
+    def present(self) -> Predicate:
+        return self._leaf("present")
+
+
+def output(step: str) -> OutputRef:
+    """An earlier step's output, for a predicate: `output("check_invoices").path("discrepancies").gt(0)`."""
+    if not _FIELD.match(step):
+        raise ValueError(f"output({step!r}): not a step name")
+    return OutputRef(step)
+
+
+class ChildPolicy(NamedTuple):
+    """A child step: the workflow whose job it starts (for the job's tenant), and `input`, a function of the domain
+    module `(ctx) -> dict` building that job's input from this job's input and earlier outputs; the dict is validated
+    by the child workflow's input model when the child is submitted (a problem fails the step `invalid-input`).
+    `timeout_seconds` bounds the wait (the child's own deadline ends it first)."""
+
+    workflow: str
+    input: str
+    timeout_seconds: int = CHILD_WAIT_SECONDS
 
 
 class SignalPolicy(NamedTuple):
@@ -289,8 +433,16 @@ class StepSpec:
     # The fields of the workflow's input model the step reads (its body, its hooks): a fix of the job's input
     # invalidates the checkpoints of the steps that read a changed field. None: the whole input (the safe default).
     reads: tuple[str, ...] | None = None
+    # Runs only when the predicate holds over earlier outputs (a Choice state before it); else it is recorded as
+    # skipped (`step_skipped`) and its output is `{"skipped": true}`.
+    when: Predicate | None = None
+    child: ChildPolicy | None = None  # a child step's policy
 
     def __post_init__(self) -> None:
+        if (self.kind == StepKind.CHILD) != (self.child is not None):
+            raise ValueError(f"step {self.name!r}: a child step has a child policy, and only a child step does")
+        if self.when is not None and self.kind not in (StepKind.STEP, StepKind.CHILD):
+            raise ValueError(f"step {self.name!r}: only a plain step or a child step may say `when=`")
         if self.provisional and self.kind != StepKind.STEP:
             raise ValueError(f"step {self.name!r}: only a plain step (no items, no review) gives a provisional result")
         if (self.kind == StepKind.SIGNAL) != (self.signal is not None):
@@ -341,6 +493,14 @@ def signal(
     return StepSpec(name, kind=StepKind.SIGNAL, signal=policy, **options)
 
 
+def child(
+    name: str, *, workflow: str, input: str, timeout_seconds: int = CHILD_WAIT_SECONDS, **options: Any
+) -> StepSpec:
+    """A child step: starts a job of `workflow` for the same tenant with the input the domain function `input` builds
+    and waits for it (see `ChildPolicy`); its output names the child and its result."""
+    return StepSpec(name, kind=StepKind.CHILD, child=ChildPolicy(workflow, input, timeout_seconds), **options)
+
+
 def container(name: str, *, over: str, worker: str, **options: Any) -> StepSpec:
     """A container step: one task of `worker` per item of `over`, each resumed by its task token."""
     return StepSpec(name, kind=StepKind.CONTAINER, over=over, container=worker, **options)
@@ -377,6 +537,7 @@ class WorkflowSpec:
                         f"workflow {self.name!r}: agent {s.name} hands over to review, but no review follows"
                     )
         object.__setattr__(self, "_by_name", {s.name: s for s in self.steps})
+        self._check_branches(names)
         self._check_segments(names)
         self._check_reads()
         if isinstance(self.tools, ToolRegistry):
@@ -407,6 +568,30 @@ class WorkflowSpec:
                     raise ValueError(
                         f"workflow {self.name!r}: segment {g.name} hands over to review, but no review follows"
                     )
+
+    def _check_branches(self, names: list[str]) -> None:
+        """A `when=` reads earlier steps only; a step that may be skipped, or a child step, is not the one whose
+        output is the result (`result_step`); no step in a segment branches or waits for a child."""
+        for s in self.steps:
+            if s.when is not None:
+                later = sorted(s.when.steps - set(names[: names.index(s.name)]))
+                if later:
+                    raise ValueError(f"workflow {self.name!r}: step {s.name} branches on {later}, not earlier steps")
+            if (s.when is not None or s.kind == StepKind.CHILD) and self.segment_of(s.name) is not None:
+                raise ValueError(f"workflow {self.name!r}: step {s.name} branches or waits for a child in a segment")
+        publishing = [s for s in self.steps if s.when is None and s.kind != StepKind.CHILD]
+        if not publishing:
+            raise ValueError(f"workflow {self.name!r}: a step that always runs and is not a child publishes the result")
+
+    @property
+    def result_step(self) -> str:
+        """The step whose output carries the result (`result_key`): the last one that always runs and is not a child
+        (a child step or a skippable step may follow it; the job completes after the last step all the same)."""
+        return next(s.name for s in reversed(self.steps) if s.when is None and s.kind != StepKind.CHILD)
+
+    @property
+    def child_steps(self) -> tuple[StepSpec, ...]:
+        return tuple(s for s in self.steps if s.kind == StepKind.CHILD)
 
     def _check_reads(self) -> None:
         """Every field a step declares it reads is a field of the input model."""
@@ -520,9 +705,12 @@ class WorkflowSpec:
     def work(self, name: str) -> StepWork:
         """The domain function of a step (the domain module is imported here, never by the API); a review or an agent
         step's is the platform's."""
-        platform = {StepKind.REVIEW: REVIEW_WORK, StepKind.AGENT: AGENT_WORK, StepKind.SIGNAL: SIGNAL_WORK}.get(
-            self.step(name).kind
-        )
+        platform = {
+            StepKind.REVIEW: REVIEW_WORK,
+            StepKind.AGENT: AGENT_WORK,
+            StepKind.SIGNAL: SIGNAL_WORK,
+            StepKind.CHILD: CHILD_WORK,
+        }.get(self.step(name).kind)
         if platform is not None:
             opened: StepWork = imported(platform)
             return opened
@@ -545,6 +733,11 @@ class Registry(Mapping[str, WorkflowSpec]):
 
     def __init__(self, *specs: WorkflowSpec) -> None:
         self._specs = {s.name: s for s in specs}
+        for spec in specs:
+            for s in spec.child_steps:
+                assert s.child is not None
+                if s.child.workflow not in self._specs or s.child.workflow == spec.name:
+                    raise ValueError(f"workflow {spec.name!r}: child step {s.name} starts unknown {s.child.workflow!r}")
 
     @classmethod
     def of(cls, *packages: str) -> "Registry":

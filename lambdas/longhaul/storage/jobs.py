@@ -92,6 +92,7 @@ def _job(item: Mapping[str, Any]) -> Job:
 OutboxRelay = Callable[[OutboxRecord], None]
 SlotReleased = Callable[[Job], None]
 SagaWritten = Callable[[SagaRecord], None]
+JobFinished = Callable[[Job], None]
 
 
 class JobStore(JobSubmissions, JobListing):
@@ -110,6 +111,7 @@ class JobStore(JobSubmissions, JobListing):
         on_outbox: OutboxRelay | None = None,
         on_release: SlotReleased | None = None,
         on_saga: SagaWritten | None = None,
+        on_finished: JobFinished | None = None,
     ):
         super().__init__(table)
         self.clock = clock or SystemClock()
@@ -117,6 +119,9 @@ class JobStore(JobSubmissions, JobListing):
         self.on_outbox = on_outbox
         self.on_release = on_release
         self.on_saga = on_saga
+        # Told of each terminal transition of a job with a parent or a `then`, once it committed (it resumes the
+        # parent's wait, submits the chained job: `longhaul.api.children.job_finished`).
+        self.on_finished = on_finished
         self._keys: TtlCache[Principal] = TtlCache(self.clock)
 
     # ------------------------------------------------------------------ API keys
@@ -283,6 +288,8 @@ class JobStore(JobSubmissions, JobListing):
                 after.append(lambda: self._released(current))
             if saga is not None:
                 after.append(lambda: self._saga_written(saga))
+            if to in TERMINAL_STATUSES and (current.parent_job_id or current.then):
+                after.append(lambda: self._finished(current.job_id))
         else:
             writes.update(fields or {})
             if announce is not None and events and not reserved:
@@ -369,6 +376,16 @@ class JobStore(JobSubmissions, JobListing):
             self.on_outbox(webhook)
         except Exception:  # the status change has committed; the sweep relays what was not started here
             logger.exception("webhook not started; the sweep will start it", extra={"webhook_id": webhook.webhook_id})
+
+    def _finished(self, job_id: str) -> None:
+        if self.on_finished is None:
+            return
+        try:
+            job = self.get_job(job_id)
+            if job is not None:
+                self.on_finished(job)
+        except Exception:  # the status change has committed; the parent's wait is bounded, the sweep ends it
+            logger.exception("a finished job's parent or chained job was not told", extra={"job_id": job_id})
 
     def _released(self, job: Job) -> None:
         if self.on_release is None:

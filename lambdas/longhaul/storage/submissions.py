@@ -60,6 +60,9 @@ class NewJob(NamedTuple):
     eta: EtaSnapshot | None = None
     supersedes: str | None = None
     search_text: str | None = None  # the words of its request, for listings' `q` (`storage.listing.search_text`)
+    parent_job_id: str | None = None  # a child step's job: the job that started it, and the step
+    parent_step: str | None = None
+    then: str | None = None  # the request's `then`, submitted when it completes
 
 
 class JobSubmissions:
@@ -134,6 +137,9 @@ class JobSubmissions:
             "eta": job.eta.model_dump(mode="json") if job.eta else None,
             "supersedes": job.supersedes,
             "search_text": job.search_text,
+            "parent_job_id": job.parent_job_id,
+            "parent_step": job.parent_step,
+            "then": job.then,
         }
         item.update({k: v for k, v in optional.items() if v is not None})
         item.update(marks or {})

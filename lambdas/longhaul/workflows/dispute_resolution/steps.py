@@ -10,6 +10,7 @@ from typing import Any
 
 from longhaul.core.errors import InvalidInputError
 from longhaul.core.model import Model
+from longhaul.core.records import Job
 from longhaul.documents.intake import Intake, PreparedInput, StoredDocument
 from longhaul.engine.agent import AgentBrief
 from longhaul.engine.context import StepContext
@@ -62,6 +63,17 @@ def _disputed(reconciliation: Reconciliation) -> dict[str, list[ReconciledInvoic
 # ---------------------------------------------------------------------- submission
 
 
+def _published_key(intake: Intake, job: Job) -> str | None:
+    """Where the reconciliation's result is: a completed job's; or, when this job is its child (its step
+    `resolve_disputes` starts this one after publishing), the result it published and has not completed with yet."""
+    if job.status.value == "completed":
+        return job.result_key
+    if job.job_id == intake.parent_job_id and not job.finished:
+        key = keys.result_key(job.job_id)
+        return key if intake.artifacts.head(key) is not None else None
+    return None
+
+
 def prepare(intake: Intake, job_input: DisputeResolutionInput) -> PreparedInput:
     """The reconciliation must be a completed invoice-reconciliation job of this tenant (another tenant's is
     unknown here), and every vendor with discrepancies must have somewhere its notice goes."""
@@ -71,11 +83,13 @@ def prepare(intake: Intake, job_input: DisputeResolutionInput) -> PreparedInput:
         intake.problem(loc, f"no job {job_input.reconciliation_job_id} of this tenant")
     elif job.workflow != RECONCILIATION:
         intake.problem(loc, f"{job.job_id} is a {job.workflow} job, not an {RECONCILIATION} job")
-    elif job.status.value != "completed" or job.result_key is None:
+    elif _published_key(intake, job) is None:
         intake.problem(loc, f"{job.job_id} is {job.status.value}: only a completed reconciliation can be disputed")
     intake.check()
-    assert job is not None and job.result_key is not None
-    reconciliation = Reconciliation.model_validate(intake.artifacts.get_json(job.result_key))
+    assert job is not None
+    result_key = _published_key(intake, job)
+    assert result_key is not None
+    reconciliation = Reconciliation.model_validate(intake.artifacts.get_json(result_key))
     contacts = {subject_key(vendor): address for vendor, address in (job_input.contacts or {}).items()}
     vendors = list(_disputed(reconciliation))
     unreachable = [v for v in vendors if subject_key(v) not in contacts and job_input.default_contact is None]
@@ -88,7 +102,7 @@ def prepare(intake: Intake, job_input: DisputeResolutionInput) -> PreparedInput:
         payload=JobInput(
             workflow=WORKFLOW,
             reconciliation_job_id=job.job_id,
-            reconciliation_result_key=job.result_key,
+            reconciliation_result_key=result_key,
             reconciliation_input_key=job.input_key,
             contacts=contacts,
             default_contact=job_input.default_contact,
@@ -143,7 +157,9 @@ def load_reconciliation(ctx: StepContext) -> dict[str, Any]:
     where its notice goes; the clean vendors; the agreed prices and the contract's stored bytes."""
     job_input = _input(ctx)
     recon_job = ctx.services.jobs.get_job(job_input.reconciliation_job_id, tenant_id=ctx.state.tenant_id)
-    if recon_job is None or recon_job.result_key != job_input.reconciliation_result_key:
+    if recon_job is None or (recon_job.result_key or keys.result_key(recon_job.job_id)) != (
+        job_input.reconciliation_result_key
+    ):
         raise InvalidInputError(
             f"reconciliation {job_input.reconciliation_job_id} is not this tenant's", step=ctx.event.step
         )

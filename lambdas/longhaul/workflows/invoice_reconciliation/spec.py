@@ -24,7 +24,7 @@ from longhaul.core.contracts import (
     Visible,
     exactly_one_of,
 )
-from longhaul.engine.spec import ReviewPolicy, WorkflowSpec, fan_out, review, signal, step
+from longhaul.engine.spec import ReviewPolicy, WorkflowSpec, child, fan_out, output, review, signal, step
 
 MAX_INVOICES = 100
 # How long a job may wait for a late price list (signal `price_list`): at most a day, by default an hour.
@@ -67,6 +67,23 @@ class PriceListSignal(Strict):
         return self
 
 
+class ResolveDisputes(Strict):
+    """Dispute the discrepancies found: a `dispute-resolution` job started by this one (a child job) once its report
+    is published, which this job waits for. Where each vendor's notice goes, as that workflow takes it."""
+
+    contacts: Annotated[
+        dict[Annotated[str, Field(min_length=1, max_length=300)], Annotated[str, Field(max_length=254)]] | None,
+        Field(
+            default=None,
+            max_length=200,
+            description="Where each vendor's notice goes, by vendor (see `dispute-resolution`'s `contacts`).",
+        ),
+    ]
+    default_contact: Annotated[
+        str | None, Field(default=None, max_length=254, description="Where the notices of other vendors go.")
+    ]
+
+
 class InvoiceReconciliationInput(Strict):
     model_config = ConfigDict(json_schema_extra=exactly_one_of("invoices", "invoices_archive"))
 
@@ -96,6 +113,15 @@ class InvoiceReconciliationInput(Strict):
             default=None,
             description="Wait for a late price list sent as signal `price_list` (`POST /v1/jobs/{job_id}/signals/"
             "price_list`) before the checks, at most `timeout_seconds`; without it the job does not wait.",
+        ),
+    ]
+    resolve_disputes: Annotated[
+        ResolveDisputes | None,
+        Field(
+            default=None,
+            description="When the reconciliation finds discrepancies, dispute them: a `dispute-resolution` child "
+            "job (its notices reviewed, then sent to `contacts` / `default_contact`), which this job waits for; "
+            "its usage and cost count in this job's. Without it (or with no discrepancy) no child starts.",
         ),
     ]
 
@@ -147,7 +173,7 @@ SPEC = WorkflowSpec(
             wanted="price_list_wait",
             reads=("await_price_list",),
         ),
-        step("check_invoices", reads=()),
+        step("check_invoices", reads=("resolve_disputes",)),
         step("summarize_findings", timeout_seconds=120, calls_model=True, reads=()),
         review(
             "review",
@@ -160,5 +186,14 @@ SPEC = WorkflowSpec(
             reads=(),
         ),
         step("publish_report", reads=()),
+        # Disputes, when the request asks for them and there is something to dispute: a child job, waited for.
+        child(
+            "resolve_disputes",
+            workflow="dispute-resolution",
+            input="dispute_input",
+            when=output("check_invoices").path("resolve_disputes").is_true()
+            & output("check_invoices").path("discrepancies").gt(0),
+            reads=("resolve_disputes",),
+        ),
     ),
 )

@@ -38,6 +38,7 @@ from longhaul.workflows.invoice_reconciliation.spec import (
 )
 
 WORKFLOW = "invoice-reconciliation"
+DISPUTES = "dispute-resolution"  # the workflow of the child step `resolve_disputes`
 MAX_REEXTRACTIONS = 2  # after the first extraction, at most this many more with the sourcing errors as feedback
 
 
@@ -48,6 +49,7 @@ class JobInput(Model):
     contract: StoredDocument
     invoices: list[StoredDocument]
     await_price_list_seconds: int | None = None  # wait this long for signal `price_list` (None: do not wait)
+    resolve_disputes: dict[str, Any] | None = None  # the request's `resolve_disputes`: a dispute child job
 
 
 class Extraction(Model):
@@ -86,6 +88,8 @@ def prepare(intake: Intake, job_input: InvoiceReconciliationInput) -> PreparedIn
         invoices = [
             intake.document(d, index=i + 1, loc=["invoices", i]) for i, d in enumerate(job_input.invoices or ())
         ]
+    if job_input.resolve_disputes is not None:
+        _check_disputes(intake, job_input.resolve_disputes.model_dump(exclude_none=True))
     intake.check()  # an upload that is missing says so before the contract is read
     try:
         parse_price_list(contract.name, _pages(intake.read(contract), contract.name, contract.media_type))
@@ -99,10 +103,26 @@ def prepare(intake: Intake, job_input: InvoiceReconciliationInput) -> PreparedIn
             contract=contract,
             invoices=invoices,
             await_price_list_seconds=job_input.await_price_list.timeout_seconds if job_input.await_price_list else None,
+            resolve_disputes=job_input.resolve_disputes.model_dump() if job_input.resolve_disputes else None,
         ),
         estimated_sla_seconds=20 + 10 * len(invoices) + 15 * uploads,
         size=len(invoices),
     )
+
+
+def _check_disputes(intake: Intake, wanted: dict[str, Any]) -> None:
+    """`resolve_disputes` as the dispute child's input will take it (its addresses), checked now by that workflow's
+    model (found in the registry: this package imports no other workflow's)."""
+    from pydantic import ValidationError
+
+    from longhaul.engine.spec import registry
+
+    placeholder = "job_" + "0" * 28
+    try:
+        registry()[DISPUTES].input_model.model_validate({"reconciliation_job_id": placeholder, **wanted})
+    except ValidationError as invalid:
+        for error in invalid.errors(include_url=False, include_input=False):
+            intake.problem(["resolve_disputes", *error["loc"]], error["msg"])
 
 
 def submitted_input(store: ArtifactStore, stored: dict[str, Any]) -> dict[str, Any]:
@@ -117,6 +137,8 @@ def submitted_input(store: ArtifactStore, stored: dict[str, Any]) -> dict[str, A
         found["invoices"] = submitted_documents(store, job_input.invoices)
     if job_input.await_price_list_seconds is not None:
         found["await_price_list"] = {"timeout_seconds": job_input.await_price_list_seconds}
+    if job_input.resolve_disputes is not None:
+        found["resolve_disputes"] = job_input.resolve_disputes
     return found
 
 
@@ -207,12 +229,20 @@ def check_invoices(ctx: StepContext) -> dict[str, Any]:
     results = [report.invoice_result(e.invoice, prices, e.errors) for e in _extractions(ctx)]
     checked = Checked(contract=report.contract_summary(prices), invoices=results)
     key = ctx.services.artifacts.put_json(keys.work_key(ctx.job_id, "check_invoices", "checked.json"), checked)
-    return {
+    found = {
         "checked_key": key,
         "invoices": len(results),
         "discrepancies": sum(len(r.discrepancies) for r in results),
         "matched": sum(1 for r in results if r.status == "matched"),
     }
+    # What the child step `resolve_disputes` branches on (only when asked for: other jobs' outputs stay as they were)
+    return found | ({"resolve_disputes": True} if _input(ctx).resolve_disputes is not None else {})
+
+
+def dispute_input(ctx: StepContext) -> dict[str, Any]:
+    """The input of the `dispute-resolution` child: this job's published reconciliation and the request's contacts."""
+    wanted = _input(ctx).resolve_disputes or {}
+    return {"reconciliation_job_id": ctx.job_id} | {k: v for k, v in wanted.items() if v is not None}
 
 
 def _checked(ctx: StepContext) -> Checked:
