@@ -43,7 +43,7 @@ def ttl_seconds(value: str) -> int:
 @app.command("token")
 def token(
     tenant: Annotated[str, typer.Option(help="The tenant the token acts for.", show_default=False)],
-    role: Annotated[TokenRole, typer.Option(help="tenant, reviewer, pii_reviewer (a reviewer who sees redacted personal data) or operator.")] = TokenRole.TENANT,
+    role: Annotated[TokenRole, typer.Option(help="tenant, reviewer, pii_reviewer or operator.")] = TokenRole.TENANT,
     groups: Annotated[
         str | None,
         typer.Option(
