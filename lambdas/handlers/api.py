@@ -664,11 +664,7 @@ def _authenticate(event: dict[str, Any]) -> Principal | None:
     authorized = dict((event.get("requestContext") or {}).get("authorizer") or {})
     key_id = str(authorized.get("key_id") or "")
     if looks_like_jwt(token):
-        if not (
-            key_id.startswith(JWT_KEY_PREFIX)
-            and authorized.get("tenant_id")
-            and authorized.get("role") in ROLES
-        ):
+        if not (key_id.startswith(JWT_KEY_PREFIX) and authorized.get("tenant_id") and authorized.get("role") in ROLES):
             return None  # a JWT reaches the API only through the authorizer
         expires_at = int(str(authorized.get("expires_at") or 0))
         if not expires_later(expires_at, time.time()):
