@@ -180,6 +180,14 @@ class LonghaulStack(Stack):
         # and a manual completion keeps what the person starts from with the job's work.
         storage.grant_items(api.ops_function, delete=True, batch_write=True)
         storage.grant_objects(api.ops_function, read=[uploads, work, results], write=[work])
+        # Erasure (a tenant's of its job, an operator's of a tenant, the sweep's at the end of retention): the job's
+        # items, every version of its objects, its messages in the steps' dead-letter queues.
+        erased = (uploads, work, results, schema.MAP_RESULTS_PREFIX, ANALYTICS_PREFIX)
+        for function in (api.function, api.ops_function, operations.sweeper):
+            storage.grant_erasure(function, prefixes=erased)
+            for builder in workflows.builders.values():
+                for queue in builder.dead_letter_queues.values():
+                    queue.grant_consume_messages(function)
         workflows.grant_dead_letters(api.ops_function)
         api.ops_function.add_to_role_policy(  # the metrics route reads the platform's metrics back
             iam.PolicyStatement(actions=["cloudwatch:ListMetrics", "cloudwatch:GetMetricData"], resources=["*"])
@@ -342,7 +350,7 @@ class LonghaulStack(Stack):
             self,
             table=storage.table,
             bucket=storage.artifacts,
-            prefixes=(uploads, work, results, ANALYTICS_PREFIX, DAILY_PREFIX),
+            prefixes=(uploads, work, results, schema.MAP_RESULTS_PREFIX, ANALYTICS_PREFIX, DAILY_PREFIX),
         )
 
     def _grant_route_secrets(self, workflows: Workflows, secrets: list[str]) -> None:

@@ -129,6 +129,14 @@ class TenantPolicy(Model):
         description="Whether the tenant's callback hears of an operator's escalation of its jobs (webhook "
         "`job.escalated`). False: escalations stay between operators and engineering.",
     )
+    retention_days: int = Field(
+        default=limits.RETENTION_DAYS_DEFAULT,
+        ge=limits.RETENTION_DAYS_MIN,
+        le=limits.RETENTION_DAYS_MAX,
+        description="Days a job's documents, artifacts, kept prompts and responses, results, events and records are "
+        "kept after it was submitted; then they are erased (a usage tombstone stays) and the job answers 410. "
+        "Pinned on each job at submission.",
+    )
 
 
 @cache
@@ -158,6 +166,9 @@ class TenantPolicyPatch(Model):
     agent_max_tool_calls: Annotated[int | None, Field(default=None, gt=0, le=limits.MAX_AGENT_TOOL_CALLS)]
     pause_stops_deadline: Annotated[bool | None, Field(default=None, strict=True)]  # (a JSON boolean, not 0 or 1)
     webhook_escalations: Annotated[bool | None, Field(default=None, strict=True)]
+    retention_days: Annotated[
+        int | None, Field(default=None, ge=limits.RETENTION_DAYS_MIN, le=limits.RETENTION_DAYS_MAX, strict=True)
+    ]
 
     def applied_to(self, policy: TenantPolicy) -> TenantPolicy:
         """`policy` with this change: given fields replaced, fields given as null back to their defaults."""
