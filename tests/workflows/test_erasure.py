@@ -13,13 +13,8 @@ import requests
 
 from local.keys import ApiKey, seed_api_keys
 from local.platform import LocalPlatform
+from local.scan import left_after_erasure
 from tests.workflows.conftest import Client
-
-# Where a job's id may stay after its erasure: its tombstone; the audit trail (who erased which job: its target
-# path and job id, never content); the usage day files (the billing rows: ids and costs, no content).
-TOMBSTONE_SK = "JOB"
-AUDIT_PARTITIONS = ("AUDIT",)
-BILLING_PREFIXES = ("analytics-daily/",)
 
 
 def marked_request(marker: str, upload_id: str | None = None) -> dict[str, Any]:
@@ -47,40 +42,10 @@ def upload(client: Client, text: str) -> str:
 
 
 def findings(platform: LocalPlatform, needles: tuple[str, ...]) -> list[str]:
-    """Where any of `needles` is found in the local AWS, but the places allowed to keep a job's id."""
-    found: list[str] = []
-    dynamodb = platform.client("dynamodb")
-    for table in dynamodb.list_tables()["TableNames"]:
-        for page in dynamodb.get_paginator("scan").paginate(TableName=table, ConsistentRead=True):
-            for item in page["Items"]:
-                text = json.dumps(item)
-                hits = [n for n in needles if n in text]
-                if not hits:
-                    continue
-                pk, sk = item["pk"]["S"], item["sk"]["S"]
-                allowed = (sk == TOMBSTONE_SK and "erased_at" in item) or pk in AUDIT_PARTITIONS
-                if not allowed or any(n.startswith("MARK") for n in hits):
-                    found.append(f"dynamodb {table} {pk}/{sk}: {hits}")
-    s3 = platform.client("s3")
-    for bucket in (b["Name"] for b in s3.list_buckets()["Buckets"]):
-        for page in s3.get_paginator("list_object_versions").paginate(Bucket=bucket):
-            for version in page.get("Versions", []):
-                key = version["Key"]
-                body = s3.get_object(Bucket=bucket, Key=key, VersionId=version["VersionId"])["Body"].read()
-                text = key + body.decode("utf-8", "replace")
-                hits = [n for n in needles if n in text]
-                billing = key.startswith(BILLING_PREFIXES) and not any(n.startswith("MARK") for n in hits)
-                if hits and not billing:
-                    found.append(f"s3 {bucket}/{key}: {hits}")
-    sqs = platform.client("sqs")
-    for url in sqs.list_queues().get("QueueUrls", []):
-        messages = sqs.receive_message(QueueUrl=url, MaxNumberOfMessages=10, VisibilityTimeout=0).get("Messages", [])
-        found += [f"sqs {url}: {n}" for m in messages for n in needles if n in m["Body"]]
-    logs = platform.client("logs")
-    for group in logs.describe_log_groups().get("logGroups", []):
-        for event in logs.filter_log_events(logGroupName=group["logGroupName"]).get("events", []):
-            found += [f"logs {group['logGroupName']}: {n}" for n in needles if n in event["message"]]
-    return found
+    """Where a marker (content) is found anywhere, or a job id anywhere but where an id may stay (`local.scan`)."""
+    markers = tuple(n for n in needles if n.startswith("MARK"))
+    job_ids = tuple(n for n in needles if not n.startswith("MARK"))
+    return left_after_erasure(platform.client, markers=markers, job_ids=job_ids)
 
 
 def ops_delete(platform: LocalPlatform, path: str) -> requests.Response:

@@ -45,6 +45,7 @@ KEPT = (
     "model_list_cost_micro",
     "sla_class",
 )
+USAGE = tuple(k for k in KEPT if k.startswith("usage_") or k.endswith("_micro"))
 _INDEX_KEYS = (schema.GSI1_PK, schema.GSI1_SK, schema.GSI3_PK, schema.GSI3_SK)
 
 
@@ -99,6 +100,7 @@ class ErasureStore:
         """Replace the job's item by its tombstone: what `KEPT` names, the erasure's time, reason and report, and the
         `job_erased` event (the job's events are gone with its records)."""
         tombstone = {k: item[k] for k in KEPT if item.get(k) is not None}
+        tombstone |= {k: item.get(k) or 0 for k in USAGE}  # what billing reads, zero when the job used nothing
         tombstone |= {
             **schema.job_key(item["job_id"]),
             "erased_at": item["erased_at"],
