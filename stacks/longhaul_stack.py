@@ -183,11 +183,11 @@ class LonghaulStack(Stack):
         # Erasure (a tenant's of its job, an operator's of a tenant, the sweep's at the end of retention): the job's
         # items, every version of its objects, its messages in the steps' dead-letter queues.
         erased = (uploads, work, results, schema.MAP_RESULTS_PREFIX, ANALYTICS_PREFIX)
-        for function in (api.function, api.ops_function, operations.sweeper):
-            storage.grant_erasure(function, prefixes=erased)
+        for eraser in (api.function, api.ops_function, operations.sweeper):
+            storage.grant_erasure(eraser, prefixes=erased)
             for builder in workflows.builders.values():
                 for queue in builder.dead_letter_queues.values():
-                    queue.grant_consume_messages(function)
+                    queue.grant_consume_messages(eraser)
         workflows.grant_dead_letters(api.ops_function)
         api.ops_function.add_to_role_policy(  # the metrics route reads the platform's metrics back
             iam.PolicyStatement(actions=["cloudwatch:ListMetrics", "cloudwatch:GetMetricData"], resources=["*"])

@@ -225,7 +225,7 @@ def _go_on(services: Services, store: ErasureStore, item: dict[str, Any], *, can
         erased_at=datetime.fromisoformat(str(item["erased_at"])),
         cancelled=cancelled,
         stores=list(ERASURE_STORES),
-        report=[StoreReport(store=name, deleted=done.get(name, 0)) for name in ERASURE_STORES],  # type: ignore[arg-type]
+        report=[StoreReport(store=name, deleted=done.get(name, 0)) for name in ERASURE_STORES],
     )
 
 
@@ -257,13 +257,16 @@ def erase_tenant(
         tenant_id=tenant_id,
         jobs=jobs,
         status="erased",
-        report=[StoreReport(store=name, deleted=count) for name, count in totals.items()],  # type: ignore[arg-type]
+        report=[StoreReport(store=name, deleted=count) for name, count in totals.items()],
     )
 
 
 # ---------------------------------------------------------------------- retention (the sweep)
 
-SWEEPER = Principal(tenant_id="-", role="operator", key_id="retention-sweep")
+
+def _sweeper() -> Principal:
+    """Who erases a job at the end of its retention (built when used: a model is built on its first instance)."""
+    return Principal(tenant_id="-", role="operator", key_id="retention-sweep")
 
 
 def sweep_retention(services: Services, now: datetime) -> dict[str, int]:
@@ -273,7 +276,7 @@ def sweep_retention(services: Services, now: datetime) -> dict[str, int]:
     for entry in store.due(iso(now), limit=SWEEP_BATCH):
         job_id = str(entry["job_id"])
         try:
-            erased = erase_job(services, job_id, reason="retention", by=SWEEPER)
+            erased = erase_job(services, job_id, reason="retention", by=_sweeper())
         except StillRunning:
             continue  # erased by a sweep after it ends
         if erased is None:

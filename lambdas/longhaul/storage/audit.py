@@ -11,8 +11,9 @@ per action that way.) One partition holds the whole chain: about a thousand appe
 do by hand; a platform that records more would shard the chain (one per tenant) and verify each.
 
 Each entry is also indexed under its tenant (`by_tenant`, partition `AUDIT#<tenant>`), which is how a tenant lists
-the actions on its own resources without reading anyone else's. Items carry no TTL: the trail is kept until an
-operator's retention removes it from the front (which `verify` then reports as starting after seq 1).
+the actions on its own resources without reading anyone else's. Items carry the TTL of
+`LONGHAUL_AUDIT_RETENTION_DAYS` (none when 0), outside the entry and its hash: the trail's retention removes it
+from the front (which `verify` then reports as starting after seq 1).
 """
 
 from __future__ import annotations
