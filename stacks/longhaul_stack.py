@@ -183,11 +183,9 @@ class LonghaulStack(Stack):
         # Erasure (a tenant's of its job, an operator's of a tenant, the sweep's at the end of retention): the job's
         # items, every version of its objects, its messages in the steps' dead-letter queues.
         erased = (uploads, work, results, schema.MAP_RESULTS_PREFIX, ANALYTICS_PREFIX)
+        step_dead_letters = [q.queue_arn for b in workflows.builders.values() for q in b.dead_letter_queues.values()]
         for eraser in (api.function, api.ops_function, operations.sweeper):
-            storage.grant_erasure(eraser, prefixes=erased)
-            for builder in workflows.builders.values():
-                for queue in builder.dead_letter_queues.values():
-                    queue.grant_consume_messages(eraser)
+            storage.grant_erasure(eraser, prefixes=erased, queue_arns=step_dead_letters)
         workflows.grant_dead_letters(api.ops_function)
         api.ops_function.add_to_role_policy(  # the metrics route reads the platform's metrics back
             iam.PolicyStatement(actions=["cloudwatch:ListMetrics", "cloudwatch:GetMetricData"], resources=["*"])

@@ -153,24 +153,32 @@ class Storage(Construct):
             )
         )
 
-    def grant_erasure(self, grantee: iam.IGrantable, *, prefixes: Sequence[str]) -> None:
+    def grant_erasure(self, grantee: iam.IGrantable, *, prefixes: Sequence[str], queue_arns: Sequence[str]) -> None:
         """What an erasure (`longhaul.operations.erasure`) needs beyond `grant_items`: deleting the job's items (one
-        by one and in batches), and listing, reading and deleting every version of the objects under `prefixes`
-        (the bucket is versioned: a plain DELETE would leave the data in a noncurrent version)."""
+        by one and in batches), listing (under `prefixes` only), reading and deleting every version of the objects
+        under `prefixes` (the bucket is versioned: a plain DELETE would leave the content in a noncurrent version),
+        and taking a job's messages off `queue_arns` (one statement for them all)."""
         self.grant_items(grantee, delete=True, batch_write=True)
-        grantee.grant_principal.add_to_principal_policy(
+        statements = [
             iam.PolicyStatement(
                 actions=["s3:ListBucketVersions"],
                 resources=[self.artifacts.bucket_arn],
                 conditions={"StringLike": {"s3:prefix": [f"{p}*" for p in prefixes]}},
-            )
-        )
-        grantee.grant_principal.add_to_principal_policy(
+            ),
             iam.PolicyStatement(
                 actions=["s3:GetObjectVersion", "s3:DeleteObject", "s3:DeleteObjectVersion"],
                 resources=[self.artifacts.arn_for_objects(f"{p}*") for p in prefixes],
+            ),
+        ]
+        if queue_arns:
+            statements.append(
+                iam.PolicyStatement(
+                    actions=["sqs:ReceiveMessage", "sqs:DeleteMessage", "sqs:ChangeMessageVisibility"],
+                    resources=list(queue_arns),
+                )
             )
-        )
+        for statement in statements:
+            grantee.grant_principal.add_to_principal_policy(statement)
 
     def grant_objects(self, grantee: iam.IGrantable, *, read: Sequence[str] = (), write: Sequence[str] = ()) -> None:
         """GetObject (and HeadObject) under the `read` prefixes, PutObject under the `write` ones; no listing, no
