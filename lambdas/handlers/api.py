@@ -48,6 +48,7 @@ from handlers.api_shared import (
     SlaClassFilter,
     WorkflowFilter,
     base_url,
+    erased,
     events_response,
     job_filter,
     job_service,
@@ -398,7 +399,7 @@ def get_result(
     description="A page of the job's document as its steps read it: where a citation's quote is shown in context.",
     operation_id="get_page",
     tags=[RESULTS],
-    responses={**keyed(TENANT_KEY), **problems(404, "No such job, document or page"), **INVALID_PARAMETERS},
+    responses={**keyed(TENANT_KEY), **problems(404, "No such job, document or page"), **erased(), **INVALID_PARAMETERS},
 )
 def get_page(
     job_id: Annotated[str, Path()],

@@ -30,6 +30,7 @@ from handlers.api_shared import (
     SlaClassFilter,
     WorkflowFilter,
     base_url,
+    erased,
     events_response,
     job_filter,
     job_service,
@@ -154,7 +155,7 @@ def ops_list_jobs(
     return listings.list_jobs(services(), tenant=tenant, status=status, limit=limit, cursor=cursor, narrow=narrow)
 
 
-OPS_JOB_PROBLEMS = {**OPS_PROBLEMS, **problems(404, "No such job")}
+OPS_JOB_PROBLEMS = {**OPS_PROBLEMS, **problems(404, "No such job"), **erased()}
 
 
 @router.get(
