@@ -85,6 +85,26 @@ def _job(services: wiring.Services, s3: Any, bucket: str, job_id: str, *, days: 
             provenance=FactSource(job_id=job_id, document="a", page=1, quote=MARKER),
         )
     )
+    # A delivered webhook's body and a decided review's draft, on their index partitions
+    services.jobs.table.put_item(
+        Item={
+            **schema.outbox_key(f"wh-{job_id}"),
+            "job_id": job_id,
+            "body": json.dumps({"answer": MARKER}),
+            schema.GSI2_PK: schema.outbox_partition("delivered"),
+            schema.GSI2_SK: iso(now),
+        }
+    )
+    services.jobs.table.put_item(
+        Item={
+            **schema.review_key(f"rv-{job_id}"),
+            "job_id": job_id,
+            "draft": MARKER,
+            schema.GSI1_PK: schema.reviews_partition(TENANT, "decided"),
+            schema.GSI1_SK: iso(now),
+        }
+    )
+    services.jobs.table.put_item(Item={**schema.review_token_key(f"rv-{job_id}"), "token": "t"})
     services.jobs.transition(job_id, JobStatus.RUNNING, event="job_started")
     services.jobs.transition(job_id, JobStatus.COMPLETED, event="job_completed")
 
@@ -129,6 +149,7 @@ def test_an_erasure_cut_short_by_a_crash_goes_on_from_its_first_store_not_done(
     report = {line.store: line.deleted for line in done.report}
     assert list(report) == list(ERASURE_STORES)
     assert report["uploads"] == 1 and report["artifacts"] == 0 and report["memory"] == 1 and report["records"] > 0
+    assert report["webhooks"] == 1 and report["reviews"] == 2 and report["streams"] > 0
     # Then nothing of it is left but the tombstone: usage and cost, and the job_erased event
     assert _left(table, s3, bucket, (MARKER, JOB)) == []
     tombstone = table.get_item(Key=schema.job_key(JOB))["Item"]
