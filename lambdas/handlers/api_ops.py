@@ -535,6 +535,7 @@ def bulk_terminate_jobs(
         },
         **OPS_PROBLEMS,
         **problems(422, "Not a tenant id"),
+        **problems(503, "A running job of the tenant could not be stopped now; erase again (it goes on)"),
     },
 )
 def erase_tenant_data(tenant_id: TenantId) -> Response[str]:

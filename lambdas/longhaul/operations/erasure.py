@@ -191,12 +191,7 @@ def erase_job(
         if JobStatus(item["status"]) not in TERMINAL_STATUSES:
             if cancel is None:
                 raise StillRunning(job_id)
-            try:
-                cancel(job_id)
-            except Exception as error:  # a job that could not be stopped now is stopped by the sweep
-                logger.warning(
-                    "erasure: cancelling the job did not finish", extra={"job_id": job_id, "error": str(error)}
-                )
+            cancel(job_id)  # a job that cannot be stopped now is not erased: the caller retries (503)
             cancelled = True
         item = store.begin(job_id, reason=reason, by=f"{by.role}:{by.key_id or by.tenant_id}")
         if item is None:
