@@ -196,6 +196,12 @@ class LonghaulStack(Stack):
         # and a manual completion keeps what the person starts from with the job's work.
         storage.grant_items(api.ops_function, delete=True, batch_write=True)
         storage.grant_objects(api.ops_function, read=[uploads, work, results], write=[work])
+        # Erasure (a tenant's of its job, an operator's of a tenant, the sweep's at the end of retention): the job's
+        # items, every version of its objects, its messages in the steps' dead-letter queues.
+        erased = (uploads, work, results, schema.MAP_RESULTS_PREFIX, ANALYTICS_PREFIX)
+        step_dead_letters = [q.queue_arn for b in workflows.builders.values() for q in b.dead_letter_queues.values()]
+        for eraser in (api.function, api.ops_function, operations.sweeper):
+            storage.grant_erasure(eraser, prefixes=erased, queue_arns=step_dead_letters)
         workflows.grant_dead_letters(api.ops_function)
         api.ops_function.add_to_role_policy(  # the metrics route reads the platform's metrics back
             iam.PolicyStatement(actions=["cloudwatch:ListMetrics", "cloudwatch:GetMetricData"], resources=["*"])
@@ -376,7 +382,7 @@ class LonghaulStack(Stack):
             self,
             table=storage.table,
             bucket=storage.artifacts,
-            prefixes=(uploads, work, results, ANALYTICS_PREFIX, DAILY_PREFIX),
+            prefixes=(uploads, work, results, schema.MAP_RESULTS_PREFIX, ANALYTICS_PREFIX, DAILY_PREFIX),
         )
 
     def _grant_route_secrets(self, workflows: Workflows, secrets: list[str]) -> None:

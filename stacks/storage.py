@@ -10,7 +10,7 @@ from aws_cdk import aws_iam as iam
 from aws_cdk import aws_s3 as s3
 from constructs import Construct
 
-from longhaul.core import schema
+from longhaul.core import limits, schema
 
 #: How long an overwritten or deleted artifact's previous version is kept.
 NONCURRENT_DAYS = 7
@@ -95,6 +95,14 @@ class Storage(Construct):
                     )
                     for p in schema.INTERMEDIATE_PREFIXES
                 ),
+                # Results are kept as long as the longest retention allows, then expire whatever happened: the
+                # backstop of the sweep, which erases each job when its own tenant's retention ends (one rule per
+                # tenant's days is not something a bucket's lifecycle can hold).
+                s3.LifecycleRule(
+                    id="expire-results",
+                    prefix=schema.RESULTS_PREFIX,
+                    expiration=Duration.days(limits.RETENTION_DAYS_MAX + limits.RETENTION_BACKSTOP_DAYS),
+                ),
                 s3.LifecycleRule(id="abort-multipart", abort_incomplete_multipart_upload_after=Duration.days(1)),
                 s3.LifecycleRule(id="noncurrent", noncurrent_version_expiration=Duration.days(NONCURRENT_DAYS)),
                 s3.LifecycleRule(id="delete-markers", expired_object_delete_marker=True),
@@ -144,6 +152,33 @@ class Storage(Construct):
                 conditions={"ForAllValues:StringLike": {"dynamodb:LeadingKeys": [schema.api_key_key("*")[schema.PK]]}},
             )
         )
+
+    def grant_erasure(self, grantee: iam.IGrantable, *, prefixes: Sequence[str], queue_arns: Sequence[str]) -> None:
+        """What an erasure (`longhaul.operations.erasure`) needs beyond `grant_items`: deleting the job's items (one
+        by one and in batches), listing (under `prefixes` only), reading and deleting every version of the objects
+        under `prefixes` (the bucket is versioned: a plain DELETE would leave the content in a noncurrent version),
+        and taking a job's messages off `queue_arns` (one statement for them all)."""
+        self.grant_items(grantee, delete=True, batch_write=True)
+        statements = [
+            iam.PolicyStatement(
+                actions=["s3:ListBucketVersions"],
+                resources=[self.artifacts.bucket_arn],
+                conditions={"StringLike": {"s3:prefix": [f"{p}*" for p in prefixes]}},
+            ),
+            iam.PolicyStatement(
+                actions=["s3:GetObjectVersion", "s3:DeleteObject", "s3:DeleteObjectVersion"],
+                resources=[self.artifacts.arn_for_objects(f"{p}*") for p in prefixes],
+            ),
+        ]
+        if queue_arns:
+            statements.append(
+                iam.PolicyStatement(
+                    actions=["sqs:ReceiveMessage", "sqs:DeleteMessage", "sqs:ChangeMessageVisibility"],
+                    resources=list(queue_arns),
+                )
+            )
+        for statement in statements:
+            grantee.grant_principal.add_to_principal_policy(statement)
 
     def grant_objects(self, grantee: iam.IGrantable, *, read: Sequence[str] = (), write: Sequence[str] = ()) -> None:
         """GetObject (and HeadObject) under the `read` prefixes, PutObject under the `write` ones; no listing, no

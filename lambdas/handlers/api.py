@@ -49,6 +49,7 @@ from handlers.api_shared import (
     SlaClassFilter,
     WorkflowFilter,
     base_url,
+    erased,
     events_response,
     job_filter,
     job_service,
@@ -82,6 +83,7 @@ from longhaul.core.contracts import (
     UploadRequest,
     UploadTicket,
 )
+from longhaul.core.erasure import ErasureAccepted
 from longhaul.core.observability import logger
 from longhaul.core.problems import (
     ApiProblem,
@@ -142,7 +144,11 @@ def _problem_response(problem: ApiProblem) -> Response[str]:
 
 
 TENANT_KEY = "A reviewer key (it reaches only the review routes)"
-JOB_PROBLEMS = {**keyed(TENANT_KEY), **problems(404, "No such job for this tenant")}
+JOB_PROBLEMS = {
+    **keyed(TENANT_KEY),
+    **problems(404, "No such job for this tenant"),
+    **problems(410, "The job was erased (`job-erased`, with its `erased_at`): asked for, or its retention ended"),
+}
 
 
 def _base_url() -> str:
@@ -395,7 +401,7 @@ def get_result(
     description="A page of the job's document as its steps read it: where a citation's quote is shown in context.",
     operation_id="get_page",
     tags=[RESULTS],
-    responses={**keyed(TENANT_KEY), **problems(404, "No such job, document or page"), **INVALID_PARAMETERS},
+    responses={**keyed(TENANT_KEY), **problems(404, "No such job, document or page"), **erased(), **INVALID_PARAMETERS},
 )
 def get_page(
     job_id: Annotated[str, Path()],
@@ -475,6 +481,33 @@ def list_jobs(
 def cancel_job(job_id: Annotated[str, Path()]) -> Response[str]:
     outcome = job_service().cancel(principal(app), job_id)
     return Response(status_code=202, content_type="application/json", body=outcome.model_dump_json())
+
+
+@app.delete(
+    "/v1/jobs/<job_id>",
+    summary="Erase a job",
+    description="Erase everything of the job: its documents and uploads, artifacts, kept prompts and responses, "
+    "results, events and records, webhook bodies, the memory derived from it, its live output and its spans. A "
+    "running job is cancelled first. A tombstone stays (its usage and cost, for billing, and the `job_erased` "
+    "event); from then the job answers 410 `job-erased`. Asked again, it answers the same (an erasure cut short "
+    "goes on).",
+    operation_id="erase_job",
+    tags=[JOBS],
+    responses={
+        202: {
+            "description": "The job is erased (or being erased): what will go and what stays",
+            "content": {"application/json": {"model": ErasureAccepted}},
+        },
+        **keyed(TENANT_KEY),
+        **problems(404, "No such job for this tenant"),
+        **problems(503, "The workflow engine did not stop the job now; retry"),
+    },
+)
+def erase_job(job_id: Annotated[str, Path()]) -> Response[str]:
+    from longhaul.api.erasure import erase_own_job  # an erasure's modules: not every cold start's import
+
+    accepted = erase_own_job(services(), principal(app), job_id)
+    return Response(status_code=202, content_type="application/json", body=accepted.model_dump_json())
 
 
 app.include_router(operator_routes)

@@ -30,6 +30,7 @@ from handlers.api_shared import (
     SlaClassFilter,
     WorkflowFilter,
     base_url,
+    erased,
     events_response,
     job_filter,
     job_service,
@@ -71,6 +72,7 @@ from longhaul.core.contracts import (
     TerminateOutcome,
     TerminateRequest,
 )
+from longhaul.core.erasure import StoreReport
 from longhaul.core.problems import ApiProblem, Forbidden, NotFound
 from longhaul.operations import calls, listings, memory, metrics, policies
 from longhaul.review.contracts import ManualCompletionOutcome, ManualCompletionRequest
@@ -153,7 +155,7 @@ def ops_list_jobs(
     return listings.list_jobs(services(), tenant=tenant, status=status, limit=limit, cursor=cursor, narrow=narrow)
 
 
-OPS_JOB_PROBLEMS = {**OPS_PROBLEMS, **problems(404, "No such job")}
+OPS_JOB_PROBLEMS = {**OPS_PROBLEMS, **problems(404, "No such job"), **erased()}
 
 
 @router.get(
@@ -516,6 +518,32 @@ def bulk_terminate_jobs(
     from longhaul.api import bulk  # an operator's action: not every cold start's import
 
     return bulk.bulk_terminate(job_service(), caller, request, idempotency_key)
+
+
+@router.delete(
+    "/v1/ops/tenants/<tenant_id>/data",
+    summary="Erase a tenant's data",
+    description="Erase every job of the tenant as `DELETE /v1/jobs/{job_id}` does (running ones are cancelled "
+    "first), then its memory and its uploads; tombstones stay (usage and cost, for billing). Answers what each "
+    "store deleted; asked again, it goes on where an erasure cut short stopped (and deletes nothing more once done).",
+    operation_id="erase_tenant_data",
+    tags=[ADMIN],
+    responses={
+        200: {
+            "description": "What each store deleted",
+            "content": {"application/json": {"model": list[StoreReport]}},
+        },
+        **OPS_PROBLEMS,
+        **problems(422, "Not a tenant id"),
+        **problems(503, "A running job of the tenant could not be stopped now; erase again (it goes on)"),
+    },
+)
+def erase_tenant_data(tenant_id: TenantId) -> Response[str]:
+    from longhaul.api.erasure import erase_tenant_data as erase  # not every cold start's import
+
+    report = erase(services(), _operator(), tenant_id)
+    body = "[" + ",".join(line.model_dump_json() for line in report) + "]"
+    return Response(status_code=200, content_type="application/json", body=body)
 
 
 @router.get(

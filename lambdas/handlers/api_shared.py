@@ -154,6 +154,11 @@ def problems(status: int, description: str) -> Responses:
     return {status: response}
 
 
+def erased() -> Responses:
+    """What a job route answers for an erased job (or one past its retention)."""
+    return problems(410, "The job was erased (`job-erased`, with its `erased_at`): asked for, or its retention ended")
+
+
 def keyed(forbidden: str, *, takes_body: bool = False) -> Responses:
     """What every route behind an API key may answer before it runs: 401 without a valid key, 403 for a key of
     another role, 413 for a body over the limit, and (for a method with a body) 415 for a body that is not JSON."""

@@ -9,7 +9,7 @@ from aws_lambda_powertools.event_handler import Response
 from aws_lambda_powertools.event_handler.api_gateway import Router
 from aws_lambda_powertools.event_handler.openapi.params import Body, Path
 
-from handlers.api_shared import JOBS, OPERATORS, Responses, keyed, principal, problems, with_json_body
+from handlers.api_shared import JOBS, OPERATORS, Responses, erased, keyed, principal, problems, with_json_body
 from longhaul.api.steer import SteerService
 from longhaul.core.auth import Principal
 from longhaul.core.contracts import SignalAccepted, SteerOutcome
@@ -51,6 +51,7 @@ def _responses(forbidden: str, accepted: int, what: str, conflict: str) -> Respo
         accepted: {"description": what, "content": {"application/json": {"model": SteerOutcome}}},
         **keyed(forbidden, takes_body=True),
         **problems(404, "No such job for this tenant" if forbidden == TENANT_KEY else "No such job"),
+        **erased(),
         **problems(409, conflict + " (`job_status` says its status)"),
     }
 
@@ -125,6 +126,7 @@ def _signal_responses(forbidden: str) -> Responses:
         202: {"description": "Signal accepted", "content": {"application/json": {"model": SignalAccepted}}},
         **keyed(forbidden, takes_body=True),
         **problems(404, "No such job for this tenant, or no signal of that name in its workflow"),
+        **erased(),
         **with_json_body("The body is not a JSON object, or not what the signal's model accepts; `errors` say where"),
         **problems(409, SIGNAL_CONFLICT),
     }

@@ -29,6 +29,7 @@ from handlers.api_shared import (
     SSE,
     SSE_EVENT_SCHEMA,
     Responses,
+    erased,
     keyed,
     principal,
     problems,
@@ -126,6 +127,7 @@ def stream_response(
         **_SUCCESS,
         **keyed("A reviewer key (it reaches only the review routes)"),
         **problems(404, "No such job for this tenant"),
+        **erased(),
     },
 )
 def get_stream(
@@ -143,7 +145,7 @@ def get_stream(
     description="As `GET /v1/jobs/{job_id}/stream`, for any tenant's job.",
     operation_id="ops_get_stream",
     tags=[OPERATORS],
-    responses={**_SUCCESS, **keyed("Not an operator key"), **problems(404, "No such job")},
+    responses={**_SUCCESS, **keyed("Not an operator key"), **problems(404, "No such job"), **erased()},
 )
 def ops_get_stream(
     job_id: Annotated[str, Path()],

@@ -8,7 +8,7 @@ from typing import Annotated
 from aws_lambda_powertools.event_handler.api_gateway import Router
 from aws_lambda_powertools.event_handler.openapi.params import Path
 
-from handlers.api_shared import JOBS, OPERATORS, keyed, principal, problems
+from handlers.api_shared import JOBS, OPERATORS, erased, keyed, principal, problems
 from longhaul.api.traces import job_trace
 from longhaul.core.contracts import JobTrace
 from longhaul.core.problems import Forbidden
@@ -29,7 +29,7 @@ DESCRIPTION = (
     description=DESCRIPTION + " Without the platform's operator-only attributes (code version, cloud resources).",
     operation_id="get_trace",
     tags=[JOBS],
-    responses={**keyed(TENANT_KEY), **problems(404, "No such job for this tenant")},
+    responses={**keyed(TENANT_KEY), **problems(404, "No such job for this tenant"), **erased()},
 )
 def get_trace(job_id: Annotated[str, Path()]) -> JobTrace:
     return job_trace(services(), principal(router), job_id, operator=False)
@@ -41,7 +41,7 @@ def get_trace(job_id: Annotated[str, Path()]) -> JobTrace:
     description=DESCRIPTION,
     operation_id="ops_get_trace",
     tags=[OPERATORS],
-    responses={**keyed("Not an operator key"), **problems(404, "No such job")},
+    responses={**keyed("Not an operator key"), **problems(404, "No such job"), **erased()},
 )
 def ops_get_trace(job_id: Annotated[str, Path()]) -> JobTrace:
     caller = principal(router)

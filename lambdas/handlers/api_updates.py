@@ -13,6 +13,7 @@ from handlers.api_shared import (
     JOBS,
     OPERATORS,
     Responses,
+    erased,
     job_service,
     keyed,
     principal,
@@ -38,6 +39,7 @@ def _responses(forbidden: str, not_found: str) -> Responses:
         200: {"description": "The job, updated", "content": {"application/json": {"model": JobView}}},
         **keyed(forbidden, takes_body=True),
         **problems(404, not_found),
+        **erased(),
         **problems(409, "The job has finished (or is being cancelled): `job_status` says how it ended"),
         **with_json_body(
             "An unknown field, no field, a value outside its bounds, a budget above the tenant's ceilings or below "

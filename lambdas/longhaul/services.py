@@ -85,7 +85,7 @@ class Services:
 
     @property
     def reviews(self) -> ReviewStore:
-        return ReviewStore(self.jobs.table, clock=self.jobs.clock)
+        return ReviewStore(self.jobs.table, clock=self.jobs.clock, retention_days=self.settings.review_retention_days)
 
     @property
     def outbox(self) -> OutboxStore:
@@ -107,7 +107,7 @@ class Services:
     def memory(self) -> MemoryStore:
         from longhaul.storage.memory import MemoryStore
 
-        return MemoryStore(self.jobs.table, clock=self.jobs.clock)
+        return MemoryStore(self.jobs.table, clock=self.jobs.clock, retention_days=self.settings.memory_retention_days)
 
     def gateway(self) -> ModelGateway:
         """The adapter of the `default` route (steps call models through `StepContext.model()`)."""
@@ -135,7 +135,7 @@ class Services:
         """The audit trail (its hash chain of operators', administrators' and reviewers' actions)."""
         from longhaul.storage.audit import AuditStore
 
-        return AuditStore(self.jobs.table, clock=self.jobs.clock)
+        return AuditStore(self.jobs.table, clock=self.jobs.clock, retention_days=self.settings.audit_retention_days)
 
     @cached_property
     def budgets(self) -> BudgetStore:

@@ -458,7 +458,8 @@ def _hash_key(account: str, region: str, table_name: str) -> str | None:
 
 
 def _s3(self: Any, action: str, resource: str, _region: str) -> list[Access]:
-    if action == "s3:ListBucket":  # a listing supplies its prefix (`s3:prefix`: "" when it names none), as on AWS
+    # A listing (of objects or of their versions) supplies its prefix (`s3:prefix`: "" when it names none), as on AWS.
+    if action in ("s3:ListBucket", "s3:ListBucketVersions"):
         prefix = (getattr(self, "querystring", None) or {}).get("prefix") or [""]
         return [Access(action, resource, {"s3:prefix": str(prefix[0])})]
     return [Access(action, resource)]

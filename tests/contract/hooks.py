@@ -8,10 +8,10 @@ supersedes one that is not its tenant's (each a 422 naming the field, as the Ope
 `positive_data_acceptance` check expects a schema-valid request to be accepted, so each positive case gets here what
 a real client would send: real uploads of the tenant (`UPLOADS_ENV`, made before the run), a fresh key, no cursor,
 unique names, a priced contract, no callback, route or job to supersede, no replay step (its default), approve for
-an edit, a policy change to a tenant of its own (not the run's, whose jobs follow), the run key's completed
-reconciliation (`RECONCILIATION_ENV`) with a contact for its notices, a bulk action's fresh key and a filter on a tenant
-of its own. Negative cases are left as generated (they
-must be refused), and every check still runs on every case.
+an edit, a policy change and a tenant erasure to a tenant of its own (not the run's, whose jobs follow), the run key's
+completed reconciliation (`RECONCILIATION_ENV`) with a contact for its notices, a bulk action's fresh key and a filter
+on a tenant of its own. Negative cases are left as generated (they must be refused), and every check still runs on
+every case.
 """
 
 from __future__ import annotations
@@ -27,6 +27,7 @@ UPLOADS_ENV = "LONGHAUL_FUZZ_UPLOADS"  # {"text": upload_id, "archive": …, "in
 RECONCILIATION_ENV = "LONGHAUL_FUZZ_RECONCILIATION"  # a completed invoice-reconciliation job of the run's key
 NOTICE_CONTACT = "disputes@example.com"
 POLICY_TENANT = "fuzz-policies"  # the tenant whose policy valid PUTs and PATCHes change
+ERASED_TENANT = "fuzz-erasure"  # the tenant whose data a valid tenant erasure erases
 CONTRACT = (
     "PRICE AGREEMENT\nCurrency: USD\n\nProduct Code   Description           Agreed Unit Price\n"
     "-------------  --------------------  -----------------\nNW-1001        Steel bracket, 40 mm               4.75\n"
@@ -90,6 +91,9 @@ def _realistic(case: Any) -> Any:
         if isinstance(case.path_parameters, dict):
             # A tenant of its own: a valid policy with a lower ceiling would make the run's later valid jobs 422s.
             case.path_parameters["tenant_id"] = POLICY_TENANT
+    if operation == "erase_tenant_data" and isinstance(case.path_parameters, dict):
+        # A tenant of its own: erasing the run's tenant would erase the jobs the run follows.
+        case.path_parameters["tenant_id"] = ERASED_TENANT
     if (
         operation == "decide_review"
         and isinstance(case.body, dict)

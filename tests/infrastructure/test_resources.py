@@ -8,6 +8,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from longhaul.core import limits
 from longhaul.workflows import REGISTRY
 from stacks.api import OPS_PREFIX, OPS_PROXY, ROUTES, STREAM_ROUTES, gateway_routes
 from tests.infrastructure.conftest import AUTO_DELETE_PROVIDER, resources
@@ -48,13 +49,15 @@ def test_buckets_are_encrypted_private_and_tls_only(template):
         assert tls and tls[0]["Effect"] == "Deny", f"{logical_id} does not enforce TLS"
 
 
-def test_artifacts_bucket_expires_intermediate_artifacts_only(template):
+def test_artifacts_bucket_expires_intermediate_artifacts_and_results_after_the_longest_retention(template):
     artifacts = [b for k, b in resources(template, "AWS::S3::Bucket").items() if k.startswith("StorageArtifacts")]
     rules = artifacts[0]["Properties"]["LifecycleConfiguration"]["Rules"]
-    expiring = {r["Prefix"] for r in rules if "ExpirationInDays" in r}
+    expiring = {r["Prefix"]: r["ExpirationInDays"] for r in rules if "ExpirationInDays" in r}
     # A Distributed Map's results are intermediate too, and so are Athena's query results (the analytics workgroup's);
-    # the analytics export (`analytics/`) is kept.
-    assert expiring == {"work/", "uploads/", "map-results/", "athena-results/"}
+    # the analytics export (`analytics/`) is kept. Results expire after the longest retention a tenant may have
+    # (the backstop of the retention sweep, which erases each job when its own tenant's retention ends).
+    assert set(expiring) == {"work/", "uploads/", "map-results/", "athena-results/", "results/"}
+    assert expiring["results/"] > limits.RETENTION_DAYS_MAX
 
 
 def test_every_api_route_is_a_lambda_proxy_to_the_api_function(template):

@@ -89,6 +89,11 @@ class LocalTraceStore:
             kept = list(self._traces.get(int(trace_id, 16), ()))
         return sorted((span_record(s) for s in kept), key=lambda s: (s.start, s.end))
 
+    def forget(self, trace_id: str) -> int:
+        """Drop a trace's spans (an erased job's: their attributes hold its prompts and answers); how many."""
+        with self._lock:
+            return len(self._traces.pop(int(trace_id, 16), ()))
+
     def trace_ids(self) -> list[str]:
         with self._lock:
             return [format(t, "032x") for t in self._traces]

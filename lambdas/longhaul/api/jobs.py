@@ -56,6 +56,7 @@ from longhaul.core.problems import (
     DailyAllowanceExhausted,
     IdempotencyKeyReused,
     InvalidRequest,
+    JobErased,
     NoProvisionalResult,
     NotFound,
     NotReady,
@@ -252,6 +253,7 @@ class JobService:
                             agent_max_tool_calls=(request.agent and request.agent.max_tool_calls)
                             or policy.agent_max_tool_calls,
                             eta=eta,
+                            retain_until=iso(s.now() + timedelta(days=policy.retention_days)),
                             supersedes=request.supersedes,
                             search_text=search_text(strings_of(request.input.model_dump(mode="json"))),
                             parent_job_id=parent_job_id,
@@ -399,7 +401,17 @@ class JobService:
         tenant = None if any_tenant and principal.role == "operator" else principal.tenant_id
         job = self.services.jobs.get_job(job_id, tenant_id=tenant) if JOB_ID.match(job_id) else None
         if job is None:
+            from longhaul.operations.erasure import erased_at  # a missing job's only: not every cold start's import
+
+            gone = erased_at(self.services, job_id, tenant_id=tenant) if JOB_ID.match(job_id) else None
+            if gone is not None:
+                raise JobErased(f"job {job_id} was erased at {iso(gone)}", erased_at=iso(gone))
             raise NotFound(f"no job {job_id!r}")
+        if job.retain_until is not None and job.retain_until <= self.services.now():
+            raise JobErased(
+                f"job {job_id}'s retention ended at {iso(job.retain_until)}; it is erased",
+                erased_at=iso(job.retain_until),
+            )
         return job
 
     def view(self, principal: Principal, job_id: str, *, any_tenant: bool = False) -> JobView:

@@ -151,6 +151,14 @@ class TenantPolicy(Model):
     )
     redact: list[RedactKind] = Field(default_factory=list, max_length=len(KINDS), description=REDACT_DESCRIPTION)
     redact_before_model: bool = Field(default=False, description=REDACT_BEFORE_MODEL_DESCRIPTION)
+    retention_days: int = Field(
+        default=limits.RETENTION_DAYS_DEFAULT,
+        ge=limits.RETENTION_DAYS_MIN,
+        le=limits.RETENTION_DAYS_MAX,
+        description="Days a job's documents, artifacts, kept prompts and responses, results, events and records are "
+        "kept after it was submitted; then they are erased (a usage tombstone stays) and the job answers 410. "
+        "Pinned on each job at submission.",
+    )
 
 
 @cache
@@ -182,6 +190,9 @@ class TenantPolicyPatch(Model):
     webhook_escalations: Annotated[bool | None, Field(default=None, strict=True)]
     redact: Annotated[list[RedactKind] | None, Field(default=None, max_length=len(KINDS))]
     redact_before_model: Annotated[bool | None, Field(default=None, strict=True)]
+    retention_days: Annotated[
+        int | None, Field(default=None, ge=limits.RETENTION_DAYS_MIN, le=limits.RETENTION_DAYS_MAX, strict=True)
+    ]
 
     def applied_to(self, policy: TenantPolicy) -> TenantPolicy:
         """`policy` with this change: given fields replaced, fields given as null back to their defaults."""

@@ -1010,6 +1010,11 @@ class JobView(Model):
     started_at: datetime | None = None
     finished_at: datetime | None = None
     deadline_at: datetime | None = None
+    expires_at: datetime | None = Field(
+        default=None,
+        description="When the job's retention ends (its tenant's `retention_days` after submission): then its data "
+        "is erased and the job answers 410 `job-erased`.",
+    )
     error: JobError | None = None
     review: ReviewSummary | None = None
     callback: CallbackStatus | None = None

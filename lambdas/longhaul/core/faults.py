@@ -34,6 +34,7 @@ from collections.abc import Set
 from dataclasses import dataclass
 from typing import Protocol
 
+from longhaul.core.erasure import FAULT_STEPS
 from longhaul.core.errors import BY_KIND, LonghaulError
 from longhaul.core.llm import ModelResponse
 
@@ -190,6 +191,10 @@ class FaultInjector:
 
 
 def _check_against(rule: str, step: str, kind: str, item: int | None, catalog: StepCatalog) -> None:
+    if step in FAULT_STEPS:  # an erasure's store boundary (`longhaul.core.erasure`): it can only crash there
+        if kind != CRASH or item is not None:
+            raise ValueError(f"bad fault {rule!r}: an erasure's store boundary takes {CRASH} only, without an item")
+        return
     known = sorted(catalog.all_steps)
     if step not in known:
         raise ValueError(f"bad fault {rule!r}: unknown step {step!r}; steps: {known}")

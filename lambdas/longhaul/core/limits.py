@@ -90,6 +90,16 @@ MAX_INSTRUCTIONS_CHARS = 4000
 DEFAULT_FACT_VALID_DAYS = 7
 MAX_FACT_VALID_DAYS = 365
 
+# Retention (a tenant policy's `retention_days`): how long a job's data is kept after its submission, then erased
+# (`longhaul.operations.erasure`). The artifacts bucket's lifecycle expires results after the longest of these (a
+# backstop for the sweep, `stacks/storage.py`).
+RETENTION_DAYS_DEFAULT = 30
+RETENTION_DAYS_MIN = 1
+RETENTION_DAYS_MAX = 3650
+# How long after its retention ended a job's items and objects are removed by DynamoDB TTL and the bucket's lifecycle
+# if the sweep did not erase them first (they expire lazily; the sweep erases at once and leaves the tombstone).
+RETENTION_BACKSTOP_DAYS = 2
+
 # Budgets and quotas: the largest token figure (a job's budget, a tenant's ceiling or daily allowance) and the largest
 # rate or count of a tenant's policy (submissions a minute, jobs in flight). Far above any real need, and far below
 # what the ledger's integers and a DynamoDB number (38 digits) hold.

@@ -77,6 +77,12 @@ class NoProvisionalResult(ApiProblem):
     status, slug, title = 409, "no-provisional-result", "The job has no provisional result yet"
 
 
+class JobErased(ApiProblem):
+    """The job was erased (asked for, or its tenant's retention ended): `erased_at` says when."""
+
+    status, slug, title = 410, "job-erased", "The job was erased"
+
+
 class PayloadTooLarge(ApiProblem):
     status, slug, title = 413, "payload-too-large", "The request body is too large"
 

@@ -115,6 +115,8 @@ class Job(Record):
     finished_at: datetime | None = None
     deadline_at: datetime | None = None
     deadline_seconds: int | None = None
+    # When its retention ends (its tenant's `retention_days` after submission): the sweep erases it then.
+    retain_until: datetime | None = None
     idempotency_key: str | None = None
     execution_name: str
     # The state machine version (ARN) its execution runs: recorded by the execution's first step; a replay runs it
@@ -332,6 +334,7 @@ class Job(Record):
             started_at=self.started_at,
             finished_at=self.finished_at,
             deadline_at=self.deadline_at,
+            expires_at=self.retain_until,
             error=self.error,
             review=self.review,
             callback=self.callback,

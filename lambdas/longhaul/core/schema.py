@@ -17,12 +17,15 @@ Items:  JOB#<id>/JOB  ·  JOB#<id>/STEP#<step>[#<item>]  ·  JOB#<id>/EVENT#<seq
         MEMORY#<tenant>/EPISODE#<subject>#<time>#<id> · MEMORY#<tenant>/FACT#<subject>#<id> (a tenant's memory)
         STREAM#<job id>/SEQ (the job's stream counter) · STREAM#<job id>/REC#<id> (a stream record: coalesced model
         output, TTL'd; apart from the job's partition and its event log on purpose)
+        RETENTION/<retain until>#<job id> (the retention calendar: the sweep erases a job once its time has come)
+        JOB#<id>/JOB with `erased_at`: an erased job's tombstone (its usage and cost, `job_erased`; nothing else)
         ADMISSION/GLOBAL · TENANT#<id>/ADMISSION (jobs in flight and waiting) · TENANT#<id>/RATE (its last minute's
         submissions, per second; TTL'd)
 Indexes: by_tenant (gsi1pk TENANT#<tenant>, gsi1sk <created_at>#<job>) lists a tenant's jobs by time;
          by_tenant also lists a tenant's reviews by status (gsi1pk REVIEWS#<tenant>#<status>, gsi1sk <since>#<id>);
          by_state (gsi2pk STATUS#<status> | DEADLETTER, gsi2sk <time>) lists jobs by status and dead letters,
-         and webhooks by delivery status (gsi2pk OUTBOX#<status>), and sagas by status (gsi2pk SAGA#<status>);
+         and webhooks by delivery status (gsi2pk OUTBOX#<status>), and sagas by status (gsi2pk SAGA#<status>),
+         and erasures not finished yet (gsi2pk ERASURE#pending, gsi2sk <erased_at>: the sweep finishes them);
          by_created (gsi3pk JOBS, gsi3sk <created_at>#<job>, keys only) lists every job by time.
 """
 
@@ -70,6 +73,15 @@ RESULTS_PREFIX = "results/"
 MAP_RESULTS_PREFIX = "map-results/"  # a Distributed Map's ResultWriter output (the tally reads checkpoints instead)
 INTERMEDIATE_PREFIXES = (WORK_PREFIX, UPLOADS_PREFIX, MAP_RESULTS_PREFIX)
 INTERMEDIATE_EXPIRY_DAYS = 14
+
+
+RETENTION_PARTITION = "RETENTION"
+ERASURE_PENDING = "ERASURE#pending"  # (by_state) an erasure begun and not finished: its tombstone says how far
+
+
+def retention_key(retain_until: str, job_id: str) -> dict[str, str]:
+    """The job's entry in the retention calendar (one partition, sorted by when retention ends)."""
+    return {PK: RETENTION_PARTITION, SK: f"{retain_until}#{job_id}"}
 
 
 def job_pk(job_id: str) -> str:

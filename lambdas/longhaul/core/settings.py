@@ -147,6 +147,15 @@ class Env:
     #: The batch lane: a batch still running this long (seconds; default 900) before its job's deadline is stopped and
     #: the rest of its records called on demand.
     BATCH_RESERVE_SECONDS = "LONGHAUL_BATCH_RESERVE_SECONDS"
+    #: Retention: days a review's record is kept after it opened (DynamoDB TTL set as it is written); a job's erasure
+    #: removes its reviews sooner. 0: kept as long as its job.
+    REVIEW_RETENTION_DAYS = "LONGHAUL_REVIEW_RETENTION_DAYS"
+    #: Retention: days a tenant's memory (episodes and facts) is kept after it was recorded (DynamoDB TTL set as it
+    #: is written); a job's erasure removes the memory derived from it sooner. 0: kept until deleted.
+    MEMORY_RETENTION_DAYS = "LONGHAUL_MEMORY_RETENTION_DAYS"
+    #: Retention: days an audit trail entry is kept (DynamoDB TTL set as it is appended; the trail then starts after
+    #: seq 1, which `longhaul ops audit verify` reports). 0: kept forever.
+    AUDIT_RETENTION_DAYS = "LONGHAUL_AUDIT_RETENTION_DAYS"
 
 
 class Settings(Model):
@@ -165,6 +174,9 @@ class Settings(Model):
     # {"workflow": {"step": queue URL}}
     dead_letter_queues: dict[str, dict[str, str]] = Field(default_factory=dict, alias=Env.DEAD_LETTER_QUEUES)
     stuck_after_minutes: int = Field(default=15, alias=Env.STUCK_AFTER_MINUTES, gt=0)
+    review_retention_days: int = Field(default=90, alias=Env.REVIEW_RETENTION_DAYS, ge=0, le=limits.RETENTION_DAYS_MAX)
+    memory_retention_days: int = Field(default=365, alias=Env.MEMORY_RETENTION_DAYS, ge=0, le=limits.RETENTION_DAYS_MAX)
+    audit_retention_days: int = Field(default=2555, alias=Env.AUDIT_RETENTION_DAYS, ge=0, le=limits.RETENTION_DAYS_MAX)
     review_wait_alarm_minutes: int = Field(default=240, alias=Env.REVIEW_WAIT_ALARM_MINUTES, gt=0)
     ocr_index_segment_seconds: int = Field(
         default=limits.OCR_INDEX_SEGMENT_SECONDS, alias=Env.OCR_INDEX_SEGMENT_SECONDS, gt=0

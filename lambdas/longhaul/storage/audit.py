@@ -11,8 +11,9 @@ per action that way.) One partition holds the whole chain: about a thousand appe
 do by hand; a platform that records more would shard the chain (one per tenant) and verify each.
 
 Each entry is also indexed under its tenant (`by_tenant`, partition `AUDIT#<tenant>`), which is how a tenant lists
-the actions on its own resources without reading anyone else's. Items carry no TTL: the trail is kept until an
-operator's retention removes it from the front (which `verify` then reports as starting after seq 1).
+the actions on its own resources without reading anyone else's. Items carry the TTL of
+`LONGHAUL_AUDIT_RETENTION_DAYS` (none when 0), outside the entry and its hash: the trail's retention removes it
+from the front (which `verify` then reports as starting after seq 1).
 """
 
 from __future__ import annotations
@@ -35,7 +36,7 @@ SEQ_DIGITS = 12
 TENANT_PARTITION_PREFIX = "AUDIT#"
 APPEND_TRIES = 50
 QUERIES_PER_PAGE = 8  # a filtered page reads at most this many DynamoDB pages, then answers with a cursor
-_KEY_FIELDS = (schema.PK, schema.SK, schema.GSI1_PK, schema.GSI1_SK)
+_KEY_FIELDS = (schema.PK, schema.SK, schema.GSI1_PK, schema.GSI1_SK, schema.TTL_ATTRIBUTE)
 
 
 class BadAuditCursor(ValueError):
@@ -76,9 +77,10 @@ def actor_id(actor: AuditActor) -> str:
 
 
 class AuditStore:
-    def __init__(self, table: Any, *, clock: Clock | None = None) -> None:
+    def __init__(self, table: Any, *, clock: Clock | None = None, retention_days: int = 0) -> None:
         self.table = table
         self.clock = clock or SystemClock()
+        self.retention_days = retention_days  # 0: kept forever; else DynamoDB's TTL removes entries from the front
         self.writes = 0  # DynamoDB writes this store object made (conditional ones that failed included)
 
     def _read_head(self) -> tuple[int, str]:
@@ -115,6 +117,8 @@ class AuditStore:
             }
             fields["hash"] = entry_hash(fields)
             item = {schema.PK: PARTITION, schema.SK: _sk(seq), **fields}
+            if self.retention_days:  # not part of the entry (nor of its hash): when the store lets it go
+                item[schema.TTL_ATTRIBUTE] = int(self.clock.now().timestamp()) + self.retention_days * 86400
             if action.tenant_id:
                 item[schema.GSI1_PK] = TENANT_PARTITION_PREFIX + action.tenant_id
                 item[schema.GSI1_SK] = _sk(seq)

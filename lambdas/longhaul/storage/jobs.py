@@ -32,7 +32,7 @@ from longhaul.storage.listing import JobListing
 from longhaul.storage.outbox import outbox_writes
 from longhaul.storage.sagas import saga_writes
 from longhaul.storage.submissions import IdempotencyConflict as IdempotencyConflict  # re-exported
-from longhaul.storage.submissions import JobSubmissions
+from longhaul.storage.submissions import JobSubmissions, retention_ttl
 from longhaul.storage.submissions import NewJob as NewJob  # re-exported
 
 S = JobStatus
@@ -152,9 +152,10 @@ class JobStore(JobSubmissions, JobListing):
     # ------------------------------------------------------------------ jobs
 
     def get_job(self, job_id: str, *, tenant_id: str | None = None) -> Job | None:
-        """The job, or None, also when it belongs to another tenant (a 404, never a 403)."""
+        """The job, or None, also when it belongs to another tenant (a 404, never a 403), and when it is erased or
+        being erased (its item is the tombstone: `storage/erasure.py`)."""
         item = self.table.get_item(Key=schema.job_key(job_id), ConsistentRead=True).get("Item")
-        if item is None or (tenant_id is not None and item["tenant_id"] != tenant_id):
+        if item is None or (tenant_id is not None and item["tenant_id"] != tenant_id) or "erased_at" in item:
             return None
         return _job(item)
 
@@ -335,6 +336,9 @@ class JobStore(JobSubmissions, JobListing):
             }
             for n, e in enumerate(events, start=1)
         ]
+        if current.retain_until is not None:  # DynamoDB's TTL removes them if the retention sweep has not
+            for put in event_items:
+                put["Put"]["Item"][schema.TTL_ATTRIBUTE] = retention_ttl(current.retain_until)
         try:
             transact(
                 self.client,

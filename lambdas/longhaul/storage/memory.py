@@ -35,9 +35,10 @@ class BadMemoryCursor(ValueError):
 
 
 class MemoryStore:
-    def __init__(self, table: Any, *, clock: Clock | None = None) -> None:
+    def __init__(self, table: Any, *, clock: Clock | None = None, retention_days: int = 0) -> None:
         self.table = table
         self.clock = clock or SystemClock()
+        self.retention_days = retention_days  # 0: kept until deleted; else DynamoDB's TTL removes it after
 
     def put(self, record: MemoryRecord) -> MemoryRecord:
         """Write a memory (the same id overwrites: a retried call records it once)."""
@@ -46,6 +47,8 @@ class MemoryStore:
         else:
             sk = schema.fact_sk(record.subject_key, record.memory_id)
         item = {schema.PK: schema.memory_pk(record.tenant_id), schema.SK: sk, **record.model_dump(mode="json")}
+        if self.retention_days:
+            item[schema.TTL_ATTRIBUTE] = int(record.recorded_at.timestamp()) + self.retention_days * 86400
         self.table.put_item(Item={k: v for k, v in item.items() if v is not None})
         return record
 

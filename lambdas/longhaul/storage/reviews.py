@@ -40,9 +40,10 @@ def _index_keys(record: ReviewRecord, status: str) -> dict[str, str]:
 
 
 class ReviewStore:
-    def __init__(self, table: Any, *, clock: Clock | None = None) -> None:
+    def __init__(self, table: Any, *, clock: Clock | None = None, retention_days: int = 0) -> None:
         self.table = table
         self.clock = clock or SystemClock()
+        self.retention_days = retention_days  # 0: kept as long as its job; else DynamoDB's TTL removes it after
 
     def open_write(self, record: ReviewRecord) -> dict[str, Any]:
         """The transaction item that creates the review if it does not exist: for a review opened with its job's
@@ -50,22 +51,24 @@ class ReviewStore:
         return {
             "Put": {
                 "TableName": self.table.name,
-                "Item": self._item(record),
+                "Item": self._item(record, self.retention_days),
                 "ConditionExpression": "attribute_not_exists(pk)",
             }
         }
 
     @staticmethod
-    def _item(record: ReviewRecord) -> dict[str, Any]:
+    def _item(record: ReviewRecord, retention_days: int = 0) -> dict[str, Any]:
+        ttl = {schema.TTL_ATTRIBUTE: int(record.since.timestamp()) + retention_days * 86400} if retention_days else {}
         return {
             **schema.review_key(record.review_id),
             **record.model_dump(mode="json", exclude_none=True),
             **_index_keys(record, record.status),
+            **ttl,
         }
 
     def open(self, record: ReviewRecord) -> ReviewRecord:
         """Create the review; one that exists already (a retried step) is returned as it is."""
-        item = self._item(record)
+        item = self._item(record, self.retention_days)
         try:
             self.table.put_item(Item=item, ConditionExpression="attribute_not_exists(pk)")
         except ClientError as error:

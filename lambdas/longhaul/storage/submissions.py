@@ -5,10 +5,10 @@ conflict), and the undoing of a job whose execution could not be started."""
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from datetime import timedelta
+from datetime import datetime, timedelta
 from typing import Any, NamedTuple
 
-from longhaul.core import schema
+from longhaul.core import limits, schema
 from longhaul.core.clock import Clock, iso
 from longhaul.core.contracts import JobStatus
 from longhaul.core.errors import TransientError
@@ -58,11 +58,24 @@ class NewJob(NamedTuple):
     agent_max_turns: int | None = None
     agent_max_tool_calls: int | None = None
     eta: EtaSnapshot | None = None
+    retain_until: str | None = None  # ISO 8601: when its retention ends (the retention calendar's entry)
     supersedes: str | None = None
     search_text: str | None = None  # the words of its request, for listings' `q` (`storage.listing.search_text`)
     parent_job_id: str | None = None  # a child step's job: the job that started it, and the step
     parent_step: str | None = None
     then: str | None = None  # the request's `then`, submitted when it completes
+
+
+def retention_ttl(retain_until: str | datetime) -> int:
+    """The DynamoDB TTL (epoch seconds) of an item of a job whose retention ends at `retain_until`: a backstop some
+    days after, should the sweep not have erased the job by then (TTL deletes lazily; the sweep erases at once)."""
+    end = retain_until if isinstance(retain_until, datetime) else datetime.fromisoformat(retain_until)
+    return int((end + timedelta(days=limits.RETENTION_BACKSTOP_DAYS)).timestamp())
+
+
+def retention_entry(job_id: str, tenant_id: str, retain_until: str) -> dict[str, Any]:
+    """The job's entry in the retention calendar: what the sweep reads to erase jobs whose retention has ended."""
+    return {**schema.retention_key(retain_until, job_id), "job_id": job_id, "tenant_id": tenant_id}
 
 
 class JobSubmissions:
@@ -161,6 +174,17 @@ class JobSubmissions:
                         },
                         "ConditionExpression": f"attribute_not_exists(pk) OR {schema.TTL_ATTRIBUTE} < :now",
                         "ExpressionAttributeValues": {":now": int(now.timestamp())},
+                    }
+                }
+            )
+        if job.retain_until:  # after the idempotency record: a cancellation's reasons are read by position
+            item["retain_until"] = job.retain_until
+            writes[1]["Put"]["Item"][schema.TTL_ATTRIBUTE] = retention_ttl(job.retain_until)  # the first event
+            writes.append(
+                {
+                    "Put": {
+                        "TableName": self.table.name,
+                        "Item": retention_entry(job.job_id, job.tenant_id, job.retain_until),
                     }
                 }
             )
