@@ -129,6 +129,14 @@ class Workflows(Construct):
         """The functions of the steps that call a model (their specs say so)."""
         return [b.functions[name] for b in self.builders.values() for name in b.spec.model_steps]
 
+    def agent_functions(self) -> list[lambda_.IFunction]:
+        """The functions that run agent turns (their tools' calls assume the tool role)."""
+        return [b.functions[s.name] for b in self.builders.values() for s in b.spec.agent_steps]
+
+    def agents_use(self, capability: str) -> bool:
+        """Whether a tool an agent step may call uses a capability (the tool role then needs it)."""
+        return any(b.spec.steps_using(capability) for b in self.builders.values())
+
     def functions_using(self, capability: str) -> list[lambda_.IFunction]:
         """The functions whose tools use a capability: agent steps (their tools say so) and compensation lanes whose
         compensations do."""

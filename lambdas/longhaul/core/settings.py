@@ -133,6 +133,9 @@ class Env:
     #: The batch lane: a batch still running this long (seconds; default 900) before its job's deadline is stopped and
     #: the rest of its records called on demand.
     BATCH_RESERVE_SECONDS = "LONGHAUL_BATCH_RESERVE_SECONDS"
+    #: Agents' tools: the role a tool call assumes (STS, 900 s) with a session policy scoped to its job (its tenant's
+    #: and job's objects and items, the effects its step's tools may make); unset: tools run with the function's role.
+    TOOL_ROLE = "LONGHAUL_TOOL_ROLE"
 
 
 class Settings(Model):
@@ -193,6 +196,7 @@ class Settings(Model):
     batch_jobs_in_progress: int = Field(default=20, alias=Env.BATCH_JOBS_IN_PROGRESS, gt=0)
     batch_min_window_seconds: int = Field(default=3600, alias=Env.BATCH_MIN_WINDOW_SECONDS, ge=0)
     batch_reserve_seconds: int = Field(default=900, alias=Env.BATCH_RESERVE_SECONDS, ge=0)
+    tool_role: str | None = Field(default=None, alias=Env.TOOL_ROLE)  # None: tools use the function's credentials
 
     @field_validator(
         "workflows",
