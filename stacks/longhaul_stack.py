@@ -200,7 +200,9 @@ class LonghaulStack(Stack):
             tools.role, actions=TOOL_ITEM_ACTIONS, partitions=[schema.job_pk("*"), schema.memory_pk("*")]
         )
         if workflows.agents_use(FORGET):
-            storage.grant_partition_items(tools.role, actions=["dynamodb:DeleteItem"], partitions=[schema.memory_pk("*")])
+            storage.grant_partition_items(
+                tools.role, actions=["dynamodb:DeleteItem"], partitions=[schema.memory_pk("*")]
+            )
         if workflows.agents_use(EMAIL):
             email.grant_send(tools.role)
         for function in workflows.result_reading_functions():  # e.g. a dispute reads its reconciliation's result

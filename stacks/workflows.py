@@ -158,11 +158,15 @@ class Workflows(Construct):
         return self.functions_using(EMAIL)
 
     def grant_email(self, email: Email) -> None:
-        """The sender's address and `ses:SendEmail` from it, to the functions whose tools send e-mail only."""
+        """The sender's address to the functions whose tools send e-mail only, and `ses:SendEmail` from it to those
+        of them that run their tools with their own role (compensation lanes): an agent step's tools send with the
+        tool role's job-scoped credentials (`stacks/tools.py`), not the function's."""
+        agents = {id(f) for f in self.agent_functions()}
         for function in self.email_functions():
             assert isinstance(function, lambda_.Function)
             function.add_environment(Env.EMAIL_SENDER, email.sender)
-            email.grant_send(function)
+            if id(function) not in agents:
+                email.grant_send(function)
 
     def _function_factory(self, prefix: str) -> FunctionFactory:
         shared_logs = logs.LogGroup(self, f"{prefix}-logs", retention=LOG_RETENTION)  # the workflow's functions' one

@@ -22,6 +22,7 @@ from longhaul.adapters.email import SesMailer
 from longhaul.adapters.intake import LambdaWake, SqsIntakeQueues
 from longhaul.adapters.secrets import SecretsManagerWebhookSecrets
 from longhaul.adapters.stepfunctions import StepFunctionsDispatch, StepFunctionsEngine, StepFunctionsTokens
+from longhaul.core.clock import Clock
 from longhaul.core.observability import logger
 from longhaul.core.ports import (
     AdmissionWake,
@@ -42,7 +43,6 @@ from longhaul.core.ports import (
     WebhookSecrets,
     WorkflowEngine,
 )
-from longhaul.core.clock import Clock
 from longhaul.core.records import Job, OutboxRecord, SagaRecord
 from longhaul.core.settings import Settings, environ, get_settings, invocation_credentials
 from longhaul.storage.admission import AdmissionStore

@@ -16,9 +16,8 @@ code `403`.
   `PutItem`/`UpdateItem`/`DeleteItem`/`ConditionCheckItem` on each item's table, as AWS authorizes it — and each must
   be allowed by an identity policy of the principal and denied by none (`evaluate`: `Action`/`NotAction`,
   `Resource`/`NotResource` with `*` and `?`, and the condition operators CDK writes, on the keys the request
-  supplies (`ecs:cluster`; `dynamodb:LeadingKeys`, the partition key of each item a request names or a query on the table
-  names; `s3:prefix`, a
-  listing's prefix); a condition on
+  supplies (`ecs:cluster`; `dynamodb:LeadingKeys`, the partition key of each item a request names or a query on
+  the table names; `s3:prefix`, a listing's prefix); a condition on
   a key the request does not supply does not match, so its `Allow` does not apply, except `ForAllValues`, which
   holds over no values as on AWS);
 - a refusal is AWS's own error for the protocol: `AccessDeniedException` (JSON protocols; HTTP 400, or 403 for
@@ -41,6 +40,7 @@ SCPs, `iam:PassRole` (a call that passes a role is authorized on its own action 
 
 from __future__ import annotations
 
+import contextlib
 import fnmatch
 import functools
 import json
@@ -251,10 +251,8 @@ def _trusted_by(role_arn: str, principal: Any) -> bool:
     owner = getattr(principal, "_owner_role_name", None)
     callers = {principal.arn, principal.account_id, f"arn:{principal.partition}:iam::{principal.account_id}:root", "*"}
     if owner:
-        try:
+        with contextlib.suppress(Exception):  # a role deleted meanwhile: its sessions are the callers named above
             callers.add(backend.get_role(owner).arn)
-        except Exception:
-            pass
     document = role.assume_role_policy_document
     trust = json.loads(document) if isinstance(document, str) else dict(document)
     statements = trust.get("Statement", [])

@@ -74,7 +74,9 @@ def test_a_tool_reading_another_jobs_object_is_refused_by_the_jobs_credentials(
 def list_disputes_bound(monkeypatch: pytest.MonkeyPatch) -> float:
     """`list_disputes` with a one-second bound (its spec names ten)."""
     bound = 1.0
-    monkeypatch.setitem(TOOLS._tools, "list_disputes", dataclasses.replace(TOOLS["list_disputes"], timeout_seconds=bound))
+    monkeypatch.setitem(
+        TOOLS._tools, "list_disputes", dataclasses.replace(TOOLS["list_disputes"], timeout_seconds=bound)
+    )
     return bound
 
 

@@ -372,9 +372,7 @@ def test_a_tool_sessions_calls_are_the_role_intersected_with_its_session_policy(
     from longhaul.core.ports import ToolScope
 
     step_role = boto3.client("iam", region_name=REGION).get_role(RoleName="step")["Role"]["Arn"]
-    role = AssumedToolRole(
-        aws.client("sts"), _tool_role(step_role), bucket=BUCKET, table_name="granted", region=REGION
-    )
+    role = AssumedToolRole(aws.client("sts"), _tool_role(step_role), bucket=BUCKET, table_name="granted", region=REGION)
     s3 = boto3.client("s3", region_name=REGION)
     for job in ("job_a", "job_b"):
         s3.put_object(Bucket=BUCKET, Key=f"work/{job}/input.json", Body=b"{}")

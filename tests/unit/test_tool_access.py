@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import dataclasses
 import time
+from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -22,6 +23,7 @@ from longhaul.adapters.tool_credentials import (
     session_policy,
 )
 from longhaul.core import faults
+from longhaul.core.contracts import JobStatus
 from longhaul.core.ports import ToolCredentials, ToolScope
 from longhaul.core.records import Job
 from longhaul.engine.spec import AgentPolicy, Tool, ToolRegistry, WorkflowSpec, agent, step
@@ -29,21 +31,27 @@ from longhaul.engine.tools import ToolContext
 from longhaul.services import Services
 from longhaul.workflows import REGISTRY
 from tests.unit.test_agent_turns import HERE as AGENT_HARNESS
-from tests.unit.test_agent_turns import (  # noqa: F401 - the agent harness and its fixtures (`fresh`, `job`)
-    SCRIPT,
-    Output,
-    Said,
-    Words,
-    decide,
-    fresh,
-    job,
-    run_turns,
-)
+from tests.unit.test_agent_turns import SAID, SCRIPT, Output, Said, Words, decide, run_turns
+from tests.unit.test_sweep import create, read
 
 TABLE_ARN = "arn:aws:dynamodb:us-east-1:123456789012:table/jobs"
 SCOPE = ToolScope("job_a", "tenant-a", "talk")
 USED: list[str | None] = []  # the access key each call of `whoami` signed with
 HERE = __name__
+
+
+@pytest.fixture(autouse=True)
+def fresh() -> Iterator[None]:
+    SCRIPT.clear()
+    SAID.clear()
+    USED.clear()
+    yield
+    faults.install(faults.FaultInjector())
+
+
+@pytest.fixture
+def job(services: Services) -> Job:
+    return read(services.jobs, create(services, to=[JobStatus.RUNNING]))
 
 
 def whoami(ctx: ToolContext, words: Words) -> Said:
@@ -96,14 +104,19 @@ def test_the_session_policy_names_exactly_the_jobs_prefixes_and_keys() -> None:
     by_sid = {s["Sid"]: s for s in policy["Statement"]}
     assert set(by_sid) == {"JobObjectsRead", "JobObjectsWrite", "JobItems"}  # no delete, no e-mail: not asked for
     assert by_sid["JobObjectsRead"]["Action"] == "s3:GetObject"
-    assert by_sid["JobObjectsRead"]["Resource"] == ["arn:aws:s3:::artifacts/work/job_a/*", "arn:aws:s3:::artifacts/uploads/tenant-a/*"]
+    assert by_sid["JobObjectsRead"]["Resource"] == [
+        "arn:aws:s3:::artifacts/work/job_a/*",
+        "arn:aws:s3:::artifacts/uploads/tenant-a/*",
+    ]
     assert by_sid["JobObjectsWrite"] == {
         "Sid": "JobObjectsWrite", "Effect": "Allow", "Action": "s3:PutObject",
         "Resource": ["arn:aws:s3:::artifacts/work/job_a/*"],
     }  # fmt: skip
     items = by_sid["JobItems"]
     assert items["Resource"] == [TABLE_ARN]  # the table, never its indexes
-    assert items["Condition"] == {"ForAllValues:StringEquals": {"dynamodb:LeadingKeys": ["JOB#job_a", "MEMORY#tenant-a"]}}
+    assert items["Condition"] == {
+        "ForAllValues:StringEquals": {"dynamodb:LeadingKeys": ["JOB#job_a", "MEMORY#tenant-a"]}
+    }
     assert "dynamodb:Scan" not in items["Action"] and "dynamodb:DeleteItem" not in items["Action"]
 
 
@@ -175,10 +188,14 @@ class FakeSource:
 
     def credentials(self, scope: ToolScope) -> ToolCredentials:
         self.scopes.append(scope)
-        return ToolCredentials(f"ASIA{scope.job_id[-6:].upper()}", "secret", "token", datetime.now(UTC) + timedelta(minutes=15))
+        return ToolCredentials(
+            f"ASIA{scope.job_id[-6:].upper()}", "secret", "token", datetime.now(UTC) + timedelta(minutes=15)
+        )
 
 
-def test_a_tools_code_runs_with_the_jobs_credentials(services: Services, job: Job, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_tools_code_runs_with_the_jobs_credentials(
+    services: Services, job: Job, monkeypatch: pytest.MonkeyPatch
+) -> None:
     source = FakeSource()
     scoped = dataclasses.replace(services, tool_credentials=source)
     USED.clear()
@@ -186,14 +203,17 @@ def test_a_tools_code_runs_with_the_jobs_credentials(services: Services, job: Jo
 
     run_turns(scoped, job, spec(), monkeypatch)
 
-    assert USED == [f"ASIA{job.job_id[-6:].upper()}"]  # the job's key, not the function's (None)
+    assert [f"ASIA{job.job_id[-6:].upper()}"] == USED  # the job's key, not the function's (None)
     assert source.scopes == [ToolScope(job.job_id, job.tenant_id, "talk", frozenset())]
 
 
 def test_a_hung_tool_fails_timeout_on_its_own_bound_and_the_turn_goes_on(
     services: Services, job: Job, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    SCRIPT[:] = [decide("wait", ("stuck", {"text": "x"}), ("whoami", {"text": "y"})), decide("done", final={"said": "y"})]
+    SCRIPT[:] = [
+        decide("wait", ("stuck", {"text": "x"}), ("whoami", {"text": "y"})),
+        decide("done", final={"said": "y"}),
+    ]
 
     started = time.monotonic()
     outputs = run_turns(services, job, spec(), monkeypatch)
@@ -207,7 +227,9 @@ def test_a_hung_tool_fails_timeout_on_its_own_bound_and_the_turn_goes_on(
     assert turn.detail["failures"] == {"timeout": 1}
 
 
-def test_a_hung_side_effect_is_unknown_never_repeated(services: Services, job: Job, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_hung_side_effect_is_unknown_never_repeated(
+    services: Services, job: Job, monkeypatch: pytest.MonkeyPatch
+) -> None:
     SCRIPT[:] = [decide("send", ("send", {"text": "x"})), decide("done", final={"said": "x"})]
 
     run_turns(services, job, spec(), monkeypatch)
@@ -230,7 +252,9 @@ def test_the_tool_hang_fault_hangs_a_call_until_its_bound(
     assert [(m["ok"], m.get("kind")) for m in messages(services, job, 3)] == [(False, "timeout"), (True, None)]
 
 
-def test_access_denied_in_a_tool_is_the_calls_failure(services: Services, job: Job, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_access_denied_in_a_tool_is_the_calls_failure(
+    services: Services, job: Job, monkeypatch: pytest.MonkeyPatch
+) -> None:
     SCRIPT[:] = [decide("peek", ("peek", {"text": "x"})), decide("done", final={"said": "x"})]
 
     outputs = run_turns(services, job, spec(), monkeypatch)

@@ -14,14 +14,13 @@ session policy: a call outside the job is refused by STS's own evaluation on AWS
 enforcement locally (`local/moto_patches/iam.py` evaluates session policies). The session is named after the job
 (`tool-<job id>`) and tagged with its job, tenant and step, so CloudTrail names the job of every call.
 
-Credentials are kept per (job, scope) while they remain valid for `REFRESH_MARGIN_SECONDS` more, and forgotten once
-they expire (never per process forever): a turn's tool calls share one AssumeRole, the next turn of the same job in
-the same sandbox reuses it.
+Credentials are kept per scope (job, tenant, step, capabilities) while they remain valid for `REFRESH_MARGIN_SECONDS`
+more, and forgotten once they expire (never per process forever): a turn's tool calls share one AssumeRole, the next
+turn of the same job in the same sandbox reuses it.
 """
 
 from __future__ import annotations
 
-import hashlib
 import json
 import threading
 from collections import OrderedDict
@@ -91,7 +90,9 @@ def session_policy(
                 "Effect": "Allow",
                 "Action": "dynamodb:DeleteItem",
                 "Resource": [table_arn],
-                "Condition": {"ForAllValues:StringEquals": {"dynamodb:LeadingKeys": [schema.memory_pk(scope.tenant_id)]}},
+                "Condition": {
+                    "ForAllValues:StringEquals": {"dynamodb:LeadingKeys": [schema.memory_pk(scope.tenant_id)]}
+                },
             }
         )
     if EMAIL in scope.capabilities and email_identities:
@@ -131,7 +132,7 @@ class AssumedToolRole:
         self.table_arn = f"arn:{self.partition}:dynamodb:{region}:{self.account}:table/{table_name}"
         self.identities = identity_arns(email_sender, region=region, account=self.account, partition=self.partition)
         self._now = now
-        self._kept: OrderedDict[tuple[str, str], ToolCredentials] = OrderedDict()
+        self._kept: OrderedDict[ToolScope, ToolCredentials] = OrderedDict()
         self._lock = threading.Lock()
         self.assumed = 0  # AssumeRole calls made (what the cache saved is visible to tests and the bench)
 
@@ -145,8 +146,7 @@ class AssumedToolRole:
         )
 
     def credentials(self, scope: ToolScope) -> ToolCredentials:
-        document = json.dumps(self.policy(scope), sort_keys=True, separators=(",", ":"))
-        key = (scope.job_id, hashlib.sha256(document.encode()).hexdigest()[:16])
+        key = scope  # the session policy is a function of the scope (and of this adapter's fixed names)
         now = self._now()
         with self._lock:
             for stale in [k for k, c in self._kept.items() if c.expiration <= now]:
@@ -155,6 +155,7 @@ class AssumedToolRole:
             if kept is not None and kept.expiration - now > timedelta(seconds=REFRESH_MARGIN_SECONDS):
                 self._kept.move_to_end(key)
                 return kept
+        document = json.dumps(self.policy(scope), sort_keys=True, separators=(",", ":"))
         answer = self.sts.assume_role(
             RoleArn=self.role_arn,
             RoleSessionName=session_name(scope.job_id),

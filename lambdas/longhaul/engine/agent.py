@@ -307,7 +307,9 @@ def _record_turn(ctx: StepContext, session: Session, results: list[ToolResult], 
             "tools": [r.tool for r in results],
             "tool_calls": len(results),
             "refused": sum(1 for r in results if not r.ok),
-            "failures": {k: sum(1 for r in results if r.kind == k) for k in sorted({r.kind for r in results if r.kind})},
+            "failures": {
+                k: sum(1 for r in results if r.kind == k) for k in sorted({r.kind for r in results if r.kind})
+            },
             "total_tool_calls": session.tool_calls,
             "tokens": {
                 "input": sum(int(c.get("input_tokens", 0)) for c in calls),

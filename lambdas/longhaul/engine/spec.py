@@ -202,9 +202,7 @@ class Tool:
 
     def __post_init__(self) -> None:
         if not 0 < self.timeout_seconds <= limits.MAX_TOOL_TIMEOUT_SECONDS:
-            raise ValueError(
-                f"tool {self.name!r}: timeout_seconds must be in (0, {limits.MAX_TOOL_TIMEOUT_SECONDS}]"
-            )
+            raise ValueError(f"tool {self.name!r}: timeout_seconds must be in (0, {limits.MAX_TOOL_TIMEOUT_SECONDS}]")
         if self.side_effect == "irreversible" and self.compensation is None and self.input_model is not Undo:
             raise ValueError(f"tool {self.name!r}: an irreversible tool names the tool that compensates it")
         if self.side_effect == "none" and self.compensation is not None:

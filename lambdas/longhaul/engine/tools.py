@@ -180,7 +180,11 @@ def _run_call(
 ) -> ToolResult:
     if tool.name not in allowed:
         return ToolResult(
-            tool.name, ctx.call, ok=False, kind="not-allowed", error=f"not a tool this step may call; it may call {allowed}"
+            tool.name,
+            ctx.call,
+            ok=False,
+            kind="not-allowed",
+            error=f"not a tool this step may call; it may call {allowed}",
         )
     try:
         parsed = tool.input_model.model_validate(arguments)
