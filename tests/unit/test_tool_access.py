@@ -24,6 +24,7 @@ from longhaul.adapters.tool_credentials import (
 )
 from longhaul.core import faults
 from longhaul.core.contracts import JobStatus
+from longhaul.core.errors import PlatformConfigurationError
 from longhaul.core.ports import ToolCredentials, ToolScope
 from longhaul.core.records import Job
 from longhaul.engine.spec import AgentPolicy, Tool, ToolRegistry, WorkflowSpec, agent, step
@@ -301,3 +302,21 @@ def test_a_tool_names_a_bound_within_the_steps_own_timeout() -> None:
             steps=(agent("a", policy=AgentPolicy(tools=("slow",), output_model=Output, brief="b", offline="m:f"),
                          timeout_seconds=60),),
         )  # fmt: skip
+
+
+class RefusingSource:
+    """A tool role the function may not assume (a trust or grant missing from the deployment)."""
+
+    def credentials(self, scope: ToolScope) -> ToolCredentials:
+        raise ClientError({"Error": {"Code": "AccessDenied", "Message": "not trusted"}}, "AssumeRole")
+
+
+def test_a_tool_role_the_function_may_not_assume_fails_the_step_as_the_deployments_fault(
+    services: Services, job: Job, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    SCRIPT[:] = [decide("who", ("whoami", {"text": "a"})), decide("done", final={"said": "a"})]
+
+    with pytest.raises(PlatformConfigurationError, match="may not assume the tool role"):
+        run_turns(dataclasses.replace(services, tool_credentials=RefusingSource()), job, spec(), monkeypatch)
+
+    assert USED == []  # the tool's code never ran

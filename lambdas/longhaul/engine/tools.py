@@ -226,7 +226,16 @@ def tool_scope(ctx: ToolContext, tool: Tool) -> ToolScope:
 
 def _as_job(ctx: ToolContext, tool: Tool) -> ToolContext:
     """The context the tool's own code gets: its services signed with the job's credentials (`for_tool`)."""
-    scoped = for_tool(ctx.services, tool_scope(ctx, tool))
+    try:
+        scoped = for_tool(ctx.services, tool_scope(ctx, tool))
+    except ClientError as error:  # the deployment's fault (the tool role's trust, the function's grant), not the call's
+        if not denied(error):
+            raise
+        raise PlatformConfigurationError(
+            f"AWS {error.response.get('Error', {}).get('Code', '')}: this step's role may not assume the tool role "
+            f"({error.operation_name})",
+            step=ctx.step,
+        ) from error
     if scoped is ctx.services:
         return ctx
     return dataclasses.replace(ctx, services=scoped, sources=ctx.sources or ctx.services.artifacts)
