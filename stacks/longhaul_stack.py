@@ -190,20 +190,19 @@ class LonghaulStack(Stack):
         for function in workflows.functions:
             storage.grant_items(function)
             storage.grant_objects(function, read=[uploads, work], write=[work])
-        for function in workflows.forgetting_functions():  # a compensation deletes the memory its tool recorded
-            storage.grant_item_deletes(function, partitions=schema.memory_pk("*"))
-        # Agents' tools: one role, assumed per call with a session policy scoped to the call's job; its own policy is
-        # what any tool may do on any job (`stacks/tools.py`).
-        tools = ToolRole(self, "Tools", functions=workflows.agent_functions())
+        # Tools (agents' and compensations'): one role, assumed per call with a session policy scoped to the call's
+        # job; its own policy is what any tool may do on any job (`stacks/tools.py`). A compensation that forgets
+        # memory deletes the tenant's memory items (`dynamodb:LeadingKeys` `MEMORY#*`), nothing else.
+        tools = ToolRole(self, "Tools", functions=workflows.tool_functions())
         storage.grant_objects(tools.role, read=[uploads, work], write=[work])
         storage.grant_partition_items(
             tools.role, actions=TOOL_ITEM_ACTIONS, partitions=[schema.job_pk("*"), schema.memory_pk("*")]
         )
-        if workflows.agents_use(FORGET):
+        if workflows.tools_use(FORGET):
             storage.grant_partition_items(
                 tools.role, actions=["dynamodb:DeleteItem"], partitions=[schema.memory_pk("*")]
             )
-        if workflows.agents_use(EMAIL):
+        if workflows.tools_use(EMAIL):
             email.grant_send(tools.role)
         for function in workflows.result_reading_functions():  # e.g. a dispute reads its reconciliation's result
             storage.grant_objects(function, read=[results])

@@ -1,7 +1,7 @@
-"""Agents' tools: the one role a tool call assumes (`LONGHAUL_TOOL_ROLE`), trusted by the functions that run agent
-turns only.
+"""Agents' tools: the one role a tool call assumes (`LONGHAUL_TOOL_ROLE`), trusted only by the functions that run
+tools: agent turns and compensation lanes.
 
-A tool call never acts with its function's role: the turn's function assumes this role for the call's job through
+A tool call never acts with its function's role: the function assumes this role for the call's job through
 STS (900 s, the least STS allows; session tags name the job, its tenant and step) with a session policy naming only
 the job's objects and items (`longhaul.adapters.tool_credentials.session_policy`). The role's own policy is what any
 tool may do on any job (the stack grants it: objects under `work/` and `uploads/`, items of job and memory partitions,

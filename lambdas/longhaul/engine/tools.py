@@ -224,7 +224,7 @@ def tool_scope(ctx: ToolContext, tool: Tool) -> ToolScope:
     return ToolScope(ctx.job_id, ctx.tenant_id, ctx.step, frozenset(tool.uses))
 
 
-def _as_job(ctx: ToolContext, tool: Tool) -> ToolContext:
+def as_job(ctx: ToolContext, tool: Tool) -> ToolContext:
     """The context the tool's own code gets: its services signed with the job's credentials (`for_tool`)."""
     try:
         scoped = for_tool(ctx.services, tool_scope(ctx, tool))
@@ -242,7 +242,7 @@ def _as_job(ctx: ToolContext, tool: Tool) -> ToolContext:
 
 
 def _invoke(tool: Tool, ctx: ToolContext, parsed: BaseModel) -> BaseModel:
-    answer = bounded(tool, ctx, lambda: tool.function()(_as_job(ctx, tool), parsed))
+    answer = bounded(tool, ctx, lambda: tool.function()(as_job(ctx, tool), parsed))
     output = answer.output if isinstance(answer, Acted) else answer
     return tool.output_model.model_validate(output.model_dump())
 
@@ -355,7 +355,7 @@ def _unknown(tool: Tool, ctx: ToolContext, effect: EffectRecord) -> ToolResult:
 def _act(ctx: ToolContext, tool: Tool, parsed: BaseModel, effect: EffectRecord) -> ToolResult:
     effects = ctx.services.effects
     try:
-        answer = bounded(tool, ctx, lambda: tool.function()(_as_job(ctx, tool), parsed))
+        answer = bounded(tool, ctx, lambda: tool.function()(as_job(ctx, tool), parsed))
     except ToolRefused as refused:
         effects.outcome(effect, "failed", acted=False, error=str(refused))
         return ToolResult(
