@@ -14,10 +14,12 @@ from aws_cdk.aws_stepfunctions import StateMachine
 from constructs import Construct
 
 from longhaul.adapters.models.bedrock import split_inference_profile
+from longhaul.adapters.tool_credentials import ITEM_ACTIONS as TOOL_ITEM_ACTIONS
 from longhaul.core import schema
 from longhaul.core.analytics import ANALYTICS_PREFIX, DAILY_PREFIX
 from longhaul.core.routes import Routing
 from longhaul.core.settings import Env
+from longhaul.engine.spec import EMAIL, FORGET
 from longhaul.operations.admin import TABLE_OUTPUT, WEBHOOK_SECRETS_OUTPUT
 from longhaul.workflows import REGISTRY
 from stacks.admission import Admission, dispatcher_name
@@ -41,6 +43,7 @@ from stacks.nag import (
 from stacks.observability import Observability
 from stacks.operations import Operations
 from stacks.storage import Storage
+from stacks.tools import ToolRole
 from stacks.webhooks import Webhooks
 from stacks.workers import Workers
 from stacks.workflows import Workflows
@@ -209,8 +212,20 @@ class LonghaulStack(Stack):
         for function in workflows.functions:
             storage.grant_items(function)
             storage.grant_objects(function, read=[uploads, work], write=[work])
-        for function in workflows.forgetting_functions():  # a compensation deletes the memory its tool recorded
-            storage.grant_item_deletes(function, partitions=schema.memory_pk("*"))
+        # Tools (agents' and compensations'): one role, assumed per call with a session policy scoped to the call's
+        # job; its own policy is what any tool may do on any job (`stacks/tools.py`). A compensation that forgets
+        # memory deletes the tenant's memory items (`dynamodb:LeadingKeys` `MEMORY#*`), nothing else.
+        tools = ToolRole(self, "Tools", functions=workflows.tool_functions())
+        storage.grant_objects(tools.role, read=[uploads, work], write=[work])
+        storage.grant_partition_items(
+            tools.role, actions=TOOL_ITEM_ACTIONS, partitions=[schema.job_pk("*"), schema.memory_pk("*")]
+        )
+        if workflows.tools_use(FORGET):
+            storage.grant_partition_items(
+                tools.role, actions=["dynamodb:DeleteItem"], partitions=[schema.memory_pk("*")]
+            )
+        if workflows.tools_use(EMAIL):
+            email.grant_send(tools.role)
         for function in workflows.result_reading_functions():  # e.g. a dispute reads its reconciliation's result
             storage.grant_objects(function, read=[results])
         for function in workflows.publishing_functions():
@@ -358,6 +373,7 @@ class LonghaulStack(Stack):
         self.webhooks = webhooks
         self.workers = workers
         self.email = email
+        self.tools = tools
         self.admission = admission
         self.analytics = analytics
         # moto's CloudFormation (the local runtime) fails on a KMS key's tags (it reads the KMS API's TagKey).

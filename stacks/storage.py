@@ -142,6 +142,19 @@ class Storage(Construct):
             )
         )
 
+    def grant_partition_items(
+        self, grantee: iam.IGrantable, *, actions: Sequence[str], partitions: Sequence[str]
+    ) -> None:
+        """`actions` on the table's items (never its indexes) whose partition key matches one of `partitions`
+        (`JOB#*`, by `dynamodb:LeadingKeys`)."""
+        grantee.grant_principal.add_to_principal_policy(
+            iam.PolicyStatement(
+                actions=list(actions),
+                resources=[self.table.table_arn],
+                conditions={"ForAllValues:StringLike": {"dynamodb:LeadingKeys": list(partitions)}},
+            )
+        )
+
     def grant_key_lookup(self, grantee: iam.IGrantable) -> None:
         """GetItem of API key items (`APIKEY#<hash>`, by `dynamodb:LeadingKeys`): the API authorizer looks a key's
         hash up, nothing else (its lookups are kept `LOOKUP_CACHE_SECONDS` in the function, `storage/cache.py`)."""

@@ -19,7 +19,7 @@ from constructs import Construct
 
 from longhaul.core.limits import MAX_DEADLINE_SECONDS
 from longhaul.core.settings import Env
-from longhaul.engine.spec import EMAIL, FORGET
+from longhaul.engine.spec import EMAIL
 from longhaul.workflows import REGISTRY, WorkflowSpec
 from stacks.email import Email
 from stacks.functions import LOG_RETENTION, platform_function
@@ -173,6 +173,18 @@ class Workflows(Construct):
         """The functions of the steps that call a model (their specs say so)."""
         return [b.functions[name] for b in self.builders.values() for name in b.spec.model_steps]
 
+    def tool_functions(self) -> list[lambda_.IFunction]:
+        """The functions that run tools: agent turns and compensation lanes (their calls assume the tool role)."""
+        agents = [b.functions[s.name] for b in self.builders.values() for s in b.spec.agent_steps]
+        lanes = [b.compensation_function for b in self.builders.values() if b.compensation_function is not None]
+        return [*agents, *lanes]
+
+    def tools_use(self, capability: str) -> bool:
+        """Whether a tool an agent step may call, or a compensation, uses a capability (the tool role then needs it)."""
+        return any(
+            b.spec.steps_using(capability) or b.spec.compensations_use(capability) for b in self.builders.values()
+        )
+
     def functions_using(self, capability: str) -> list[lambda_.IFunction]:
         """The functions whose tools use a capability: agent steps (their tools say so) and compensation lanes whose
         compensations do."""
@@ -184,21 +196,17 @@ class Workflows(Construct):
         ]
         return found
 
-    def forgetting_functions(self) -> list[lambda_.IFunction]:
-        """The functions whose tools delete a tenant's memory items (a compensation of a tool that recorded one)."""
-        return self.functions_using(FORGET)
-
     def email_functions(self) -> list[lambda_.IFunction]:
         """The functions whose tools send e-mail: agent steps (their tools say so) and compensation lanes whose
         compensations do."""
         return self.functions_using(EMAIL)
 
     def grant_email(self, email: Email) -> None:
-        """The sender's address and `ses:SendEmail` from it, to the functions whose tools send e-mail only."""
+        """The sender's address to the functions whose tools send e-mail only; `ses:SendEmail` from it is the tool
+        role's (`stacks/tools.py`): a tool sends with its job's credentials, never its function's."""
         for function in self.email_functions():
             assert isinstance(function, lambda_.Function)
             function.add_environment(Env.EMAIL_SENDER, email.sender)
-            email.grant_send(function)
 
     def _function_factory(self, prefix: str) -> FunctionFactory:
         shared_logs = logs.LogGroup(self, f"{prefix}-logs", retention=LOG_RETENTION)  # the workflow's functions' one

@@ -5,12 +5,14 @@ May import: documents, adapters, storage, core."""
 
 from __future__ import annotations
 
+import dataclasses
 import threading
+from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from functools import cached_property, lru_cache
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from longhaul.adapters import aws
 from longhaul.adapters.alerts import SnsAlerts
@@ -20,6 +22,7 @@ from longhaul.adapters.email import SesMailer
 from longhaul.adapters.intake import LambdaWake, SqsIntakeQueues
 from longhaul.adapters.secrets import SecretsManagerWebhookSecrets
 from longhaul.adapters.stepfunctions import StepFunctionsDispatch, StepFunctionsEngine, StepFunctionsTokens
+from longhaul.core.clock import Clock
 from longhaul.core.observability import logger
 from longhaul.core.ports import (
     AdmissionWake,
@@ -32,13 +35,16 @@ from longhaul.core.ports import (
     MetricsReader,
     NoContainerTasks,
     TaskTokens,
+    ToolCredentials,
+    ToolCredentialSource,
+    ToolScope,
     TraceReader,
     WebhookDispatch,
     WebhookSecrets,
     WorkflowEngine,
 )
 from longhaul.core.records import Job, OutboxRecord, SagaRecord
-from longhaul.core.settings import Settings, get_settings, invocation_credentials
+from longhaul.core.settings import Settings, environ, get_settings, invocation_credentials
 from longhaul.storage.admission import AdmissionStore
 from longhaul.storage.artifacts import ArtifactStore
 from longhaul.storage.budgets import BudgetStore
@@ -79,6 +85,10 @@ class Services:
     mailer: Mailer | None = None  # None: no e-mail sender configured (a tool that sends e-mail refuses)
     batch_jobs: BatchJobs | None = None  # Bedrock's batch inference jobs (the batch lane)
     alerts: Alerts | None = None  # the alarm topic (None: not configured; an escalation is only recorded)
+    # Where a tool call's job-scoped credentials come from (None: no tool role, tools run with these services).
+    tool_credentials: ToolCredentialSource | None = None
+    # The access key these services sign with when they are a tool call's (`for_tool`); None: the function's own.
+    signed_as: str | None = None
 
     def now(self) -> datetime:
         return self.jobs.clock.now()
@@ -240,6 +250,7 @@ def clear() -> None:
     """Forget the built adapters (tests that switch AWS mocks)."""
     with _lock:
         _built.clear()
+        _for_tools.clear()
     _adapter.cache_clear()
 
 
@@ -278,20 +289,82 @@ def _tell_finished(built: Services) -> Callable[[Job], None]:
     return finished
 
 
-def _build(settings: Settings) -> Services:
+# A tool call's services by the access key they sign with (kept while a job's credentials are, see `for_tool`).
+_for_tools: OrderedDict[str, Services] = OrderedDict()
+TOOL_SERVICES_KEPT = 64
+
+
+def for_tool(services: Services, scope: ToolScope) -> Services:
+    """The services a tool call of `scope` runs with: every client signed with the job's own credentials (the tool
+    role assumed with a session policy scoped to the job, `adapters.tool_credentials`), the clock of `services`.
+    Without a tool role (`LONGHAUL_TOOL_ROLE` unset: unit tests' fakes), `services` itself."""
+    source = services.tool_credentials
+    if source is None:
+        return services
+    credentials = source.credentials(scope)
+    with _lock:
+        found = _for_tools.get(credentials.access_key_id)
+        if found is not None:
+            _for_tools.move_to_end(credentials.access_key_id)
+            return found
+    built = _scoped(services, credentials)
+    with _lock:
+        _for_tools[credentials.access_key_id] = built
+        while len(_for_tools) > TOOL_SERVICES_KEPT:
+            _for_tools.popitem(last=False)
+    return built
+
+
+def _scoped(services: Services, credentials: ToolCredentials) -> Services:
+    clients = aws.SessionClients(
+        aws.tool_session(credentials.access_key_id, credentials.secret_access_key, credentials.session_token)
+    )
+    built = _build(
+        services.settings, client=clients.client, table=clients.table, clock=services.jobs.clock, tool_call=True
+    )
+    return dataclasses.replace(built, signed_as=credentials.access_key_id)
+
+
+def _tool_credentials(settings: Settings, client: Callable[..., object]) -> ToolCredentialSource | None:
+    if not settings.tool_role:
+        return None
+    from longhaul.adapters.tool_credentials import AssumedToolRole
+
+    return AssumedToolRole(
+        client("sts"),
+        settings.tool_role,
+        bucket=settings.bucket_name,
+        table_name=settings.table_name,
+        region=environ().get("AWS_REGION") or aws.region(),
+        email_sender=settings.email_sender,
+    )
+
+
+def _build(
+    settings: Settings,
+    *,
+    client: Callable[..., Any] = aws.lazy_client,
+    table: Callable[[str], Any] | None = None,
+    clock: Clock | None = None,
+    tool_call: bool = False,
+) -> Services:
     """Every adapter, each client built when first used (`aws.lazy_client`): a request pays only for the services it
-    calls."""
-    client = aws.lazy_client
+    calls. A tool call's services (`for_tool`) are built the same way from its own session's clients."""
     s3 = client("s3")
     presign = client("s3", settings.s3_public_endpoint) if settings.s3_public_endpoint else s3
-    table = aws.dynamodb_table(settings.table_name)
+    table = (table or aws.dynamodb_table)(settings.table_name)
     stepfunctions = client("stepfunctions")
     dispatch = StepFunctionsDispatch(stepfunctions, settings.webhook_delivery) if settings.webhook_delivery else None
     wake = LambdaWake(client("lambda"), settings.admission_dispatcher) if settings.admission_dispatcher else None
+    tools = None if tool_call else _tool_credentials(settings, client)  # a tool's services assume no role
     built = Services(
         settings=settings,
         jobs=JobStore(
-            table, on_outbox=_relay(dispatch), on_release=_wake_on_release(wake), on_saga=_wake_on_saga(wake)
+            table,
+            clock=clock,
+            on_outbox=_relay(dispatch),
+            on_release=_wake_on_release(wake),
+            on_saga=_wake_on_saga(wake),
         ),
         checkpoints=CheckpointStore(table),
         artifacts=ArtifactStore(s3, settings.bucket_name, presign_client=presign),
@@ -310,6 +383,7 @@ def _build(settings: Settings) -> Services:
         mailer=SesMailer(client("sesv2"), settings.email_sender) if settings.email_sender else None,
         batch_jobs=_batch_jobs(client("bedrock")) if settings.batch_role else None,
         alerts=SnsAlerts(client("sns"), settings.alarm_topic) if settings.alarm_topic else None,
+        tool_credentials=tools,
     )
     built.jobs.on_finished = _tell_finished(built)
     return built

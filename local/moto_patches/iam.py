@@ -16,8 +16,8 @@ code `403`.
   `PutItem`/`UpdateItem`/`DeleteItem`/`ConditionCheckItem` on each item's table, as AWS authorizes it — and each must
   be allowed by an identity policy of the principal and denied by none (`evaluate`: `Action`/`NotAction`,
   `Resource`/`NotResource` with `*` and `?`, and the condition operators CDK writes, on the keys the request
-  supplies (`ecs:cluster`; `dynamodb:LeadingKeys`, the partition key of each item a request names; `s3:prefix`, a
-  listing's prefix); a condition on
+  supplies (`ecs:cluster`; `dynamodb:LeadingKeys`, the partition key of each item a request names or a query on
+  the table names; `s3:prefix`, a listing's prefix); a condition on
   a key the request does not supply does not match, so its `Allow` does not apply, except `ForAllValues`, which
   holds over no values as on AWS);
 - a refusal is AWS's own error for the protocol: `AccessDeniedException` (JSON protocols; HTTP 400, or 403 for
@@ -27,14 +27,20 @@ Resources are resolved for the services the platform's principals call (`RESOLVE
 Functions, Lambda, Secrets Manager, ECS, SES, SNS, STS, Bedrock's batch inference jobs); a principal's call to any other
 service is refused with a message saying so (grants for such services, e.g. Bedrock's runtime, are checked against
 the code instead: README, "Least privilege").
+- an assumed role's session policy (STS `Policy`) applies as on AWS: a request must be allowed by the role's
+  policies and by the session policy (`_session_policy`); an `sts:AssumeRole` must also be allowed by the assumed
+  role's trust policy (`_trusted_by`), and one with session tags needs `sts:TagSession` on the role.
+
 Not evaluated: resource-based policies (bucket and queue policies; moto does not deploy them), permission boundaries,
-SCPs, session policies, `iam:PassRole` (a call that passes a role is authorized on its own action only).
+SCPs, `iam:PassRole` (a call that passes a role is authorized on its own action only), a role's
+`MaxSessionDuration` (moto issues what is asked).
 
 `relax_iam()` restores moto's own check (and its `INITIAL_NO_AUTH_ACTION_COUNT` of infinity: no checks at all).
 """
 
 from __future__ import annotations
 
+import contextlib
 import fnmatch
 import functools
 import json
@@ -165,12 +171,17 @@ def _authorize(self: Any, iam_request_cls: type, resource: str = "*") -> None:
         return
     action = f"{IAM_PREFIXES.get(service, service)}:{_action_name(self)}"
     documents = tuple(_document_text(policy) for policy in principal.collect_policies())
+    session = _session_policy(principal)
     accesses = resolver(self, action, resource, region)
     for access in accesses:
-        named = _condition_keys(documents)  # only what a statement tests: the decision holds for any other value
+        named = _condition_keys(documents + session)  # only what a statement tests: the decision holds for any other
         conditions = tuple(sorted((k, v) for k, v in access.conditions.items() if k in named))
         if not _allows(documents, access.action, access.resource, conditions):
             _refuse(self, principal.arn, access.action, access.resource, "")
+        if session and not _allows(session, access.action, access.resource, conditions):
+            _refuse(self, principal.arn, access.action, access.resource, "not allowed by its session policy")
+        if access.action == "sts:AssumeRole" and not _trusted_by(access.resource, principal):
+            _refuse(self, principal.arn, access.action, access.resource, "the role's trust policy does not name it")
     with _STATE.lock:
         for access in accesses:
             counted = (principal.arn, access.action)
@@ -210,6 +221,50 @@ def _principal(self: Any, iam_request_cls: type, authorization: str, access_key_
     except CreateAccessKeyFailure:
         _refuse(self, access_key_id, "", "*", "the security token included in the request is invalid")
         raise  # unreachable: _refuse raises
+
+
+def _session_policy(principal: Any) -> tuple[str, ...]:
+    """The session policy an assumed role's credentials were issued with (STS `Policy`), as documents: () for none.
+    Its effective permissions are the role's policies intersected with it (AWS's evaluation of session policies)."""
+    if type(principal).__name__ != "AssumedRoleAccessKey":
+        return ()
+    from moto.sts.models import sts_backends
+
+    assumed = sts_backends[principal.account_id][principal.partition].get_assumed_role_from_access_key(
+        principal._access_key_id
+    )
+    policy = getattr(assumed, "policy", None) if assumed is not None else None
+    return (policy if isinstance(policy, str) else json.dumps(policy),) if policy else ()
+
+
+def _trusted_by(role_arn: str, principal: Any) -> bool:
+    """Whether the trust policy of `role_arn` lets `principal` (a role's session, or a user) assume it: a statement
+    allowing `sts:AssumeRole` to its role's ARN, its own ARN, its account (root or id) or `*`. A role moto does not
+    know is left to STS (it answers for itself)."""
+    from moto.iam.models import iam_backends
+
+    backend = iam_backends[principal.account_id][principal.partition]
+    try:
+        role = backend.get_role_by_arn(role_arn)
+    except Exception:
+        return True
+    owner = getattr(principal, "_owner_role_name", None)
+    callers = {principal.arn, principal.account_id, f"arn:{principal.partition}:iam::{principal.account_id}:root", "*"}
+    if owner:
+        with contextlib.suppress(Exception):  # a role deleted meanwhile: its sessions are the callers named above
+            callers.add(backend.get_role(owner).arn)
+    document = role.assume_role_policy_document
+    trust = json.loads(document) if isinstance(document, str) else dict(document)
+    statements = trust.get("Statement", [])
+    for statement in statements if isinstance(statements, list) else [statements]:
+        if statement.get("Effect") != "Allow" or not _matches_any(statement.get("Action", []), "sts:AssumeRole",
+                                                                  ignore_case=True):  # fmt: skip
+            continue
+        named = statement.get("Principal", {})
+        aws = named.get("AWS", []) if isinstance(named, dict) else named
+        if any(str(p) in callers for p in _as_list(aws)):
+            return True
+    return False
 
 
 def _action_name(self: Any) -> str:
@@ -286,6 +341,13 @@ def _is_json_protocol(self: Any) -> bool:
 
 def _between(first: str, second: str, text: str) -> str:
     return text.partition(first)[2].partition(second)[0]
+
+
+def _first_value(value: Any) -> str:
+    """A form field as a string (moto parses a query protocol's form into lists)."""
+    if isinstance(value, list):
+        return str(value[0]) if value else ""
+    return str(value or "")
 
 
 def _first(query: Mapping[str, list[str]], name: str) -> str:
@@ -441,9 +503,25 @@ def _dynamodb(self: Any, action: str, _resource: str, region: str) -> list[Acces
         return [Access("dynamodb:GetItem", table(item["Get"]["TableName"])) for item in body.get("TransactItems", [])]
     if operation in ("BatchGetItem", "BatchWriteItem"):
         return [Access(action, table(name)) for name in body.get("RequestItems", {})]
+    if operation == "Query" and "TableName" in body and not body.get("IndexName"):
+        return [Access(action, table(body["TableName"]), _queried_partition(self, region, body))]
     if "TableName" in body:
         return [Access(action, table(body["TableName"], body.get("IndexName")), leading_key(body))]
     return [Access(action, "*")]
+
+
+_EQUALS = re.compile(r"(?P<name>[#\w.]+)\s*=\s*(?P<value>:[\w]+)")
+
+
+def _queried_partition(self: Any, region: str, body: Mapping[str, Any]) -> Conditions:
+    """`dynamodb:LeadingKeys` of a query on a table: the partition key value its key condition names."""
+    name = _hash_key(self.current_account, region, str(body.get("TableName") or ""))
+    names = dict(body.get("ExpressionAttributeNames") or {})
+    values = dict(body.get("ExpressionAttributeValues") or {})
+    for match in _EQUALS.finditer(str(body.get("KeyConditionExpression") or "")):
+        if names.get(match["name"], match["name"]) == name and isinstance(values.get(match["value"]), dict):
+            return {"dynamodb:LeadingKeys": str(next(iter(values[match["value"]].values())))}
+    return {}
 
 
 def _hash_key(account: str, region: str, table_name: str) -> str | None:
@@ -479,7 +557,10 @@ def _sqs(self: Any, action: str, resource: str, _region: str) -> list[Access]:
 
 def _sts(self: Any, action: str, _resource: str, _region: str) -> list[Access]:
     if action == "sts:AssumeRole":
-        return [Access(action, str(_body(self).get("RoleArn") or self.data.get("RoleArn") or "*"))]
+        role = str(_body(self).get("RoleArn") or _first_value(self.data.get("RoleArn")) or "*")
+        tagged = any(str(k).startswith("Tags.member.") for k in dict(self.data or {}))
+        # Session tags are authorized on the role too (`sts:TagSession`), as AWS does.
+        return [Access(action, role)] + ([Access("sts:TagSession", role)] if tagged else [])
     return [] if action == "sts:GetCallerIdentity" else [Access(action, "*")]
 
 

@@ -337,3 +337,80 @@ def test_an_explicit_deny_wins() -> None:
     allow = {"Effect": "Allow", "Action": "dynamodb:*", "Resource": "*"}
     deny = {"Effect": "Deny", "Action": "dynamodb:DeleteItem", "Resource": TABLE_ARN}
     assert not iam.evaluate([{"Statement": [allow]}, {"Statement": deny}], iam.Access("dynamodb:DeleteItem", TABLE_ARN))
+
+
+# --- session policies: a tool call's credentials (`adapters.tool_credentials`) --------------------------------------
+
+
+def _tool_role(trusted: str) -> str:
+    """The stack's tool role as deployed: trusted by `trusted` (a role ARN), its own policy any job's."""
+    client = boto3.client("iam", region_name=REGION)
+    trust = _policy(
+        {"Effect": "Allow", "Principal": {"AWS": trusted}, "Action": "sts:AssumeRole"},
+        {"Effect": "Allow", "Principal": {"AWS": [trusted]}, "Action": "sts:TagSession"},
+    )
+    arn = client.create_role(RoleName="tools", AssumeRolePolicyDocument=trust, MaxSessionDuration=3600)["Role"]["Arn"]
+    grants = _policy(
+        {"Effect": "Allow", "Action": "s3:GetObject", "Resource": f"arn:aws:s3:::{BUCKET}/work/*"},
+        {
+            "Effect": "Allow",
+            "Action": ["dynamodb:GetItem", "dynamodb:Query", "dynamodb:PutItem"],
+            "Resource": TABLE_ARN,
+            "Condition": {"ForAllValues:StringLike": {"dynamodb:LeadingKeys": ["JOB#*", "MEMORY#*"]}},
+        },
+    )
+    client.put_role_policy(RoleName="tools", PolicyName="grants", PolicyDocument=grants)
+    may_assume = _policy({"Effect": "Allow", "Action": ["sts:AssumeRole", "sts:TagSession"], "Resource": arn})
+    client.put_role_policy(RoleName="step", PolicyName="tools", PolicyDocument=may_assume)
+    return arn
+
+
+def test_a_tool_sessions_calls_are_the_role_intersected_with_its_session_policy(
+    aws: boto3.session.Session, enforced: None
+) -> None:
+    from longhaul.adapters.tool_credentials import AssumedToolRole
+    from longhaul.core.ports import ToolScope
+
+    step_role = boto3.client("iam", region_name=REGION).get_role(RoleName="step")["Role"]["Arn"]
+    role = AssumedToolRole(aws.client("sts"), _tool_role(step_role), bucket=BUCKET, table_name="granted", region=REGION)
+    s3 = boto3.client("s3", region_name=REGION)
+    for job in ("job_a", "job_b"):
+        s3.put_object(Bucket=BUCKET, Key=f"work/{job}/input.json", Body=b"{}")
+    credentials = role.credentials(ToolScope("job_a", "tenant-a", "talk"))
+    tool = boto3.session.Session(
+        aws_access_key_id=credentials.access_key_id,
+        aws_secret_access_key=credentials.secret_access_key,
+        aws_session_token=credentials.session_token,
+        region_name=REGION,
+    )
+    tool_s3, tool_dynamodb = tool.client("s3"), tool.client("dynamodb")
+
+    assert tool_s3.get_object(Bucket=BUCKET, Key="work/job_a/input.json")["Body"].read() == b"{}"
+    assert _code(lambda: tool_s3.get_object(Bucket=BUCKET, Key="work/job_b/input.json")) == "AccessDenied"
+    tool_dynamodb.put_item(TableName="granted", Item={"pk": {"S": "JOB#job_a"}})
+    tool_dynamodb.put_item(TableName="granted", Item={"pk": {"S": "MEMORY#tenant-a"}})
+    for call in (
+        lambda: tool_dynamodb.get_item(TableName="granted", Key={"pk": {"S": "JOB#job_b"}}),
+        lambda: tool_dynamodb.put_item(TableName="granted", Item={"pk": {"S": "MEMORY#tenant-b"}}),
+        lambda: tool_dynamodb.query(
+            TableName="granted", KeyConditionExpression="pk = :p", ExpressionAttributeValues={":p": {"S": "JOB#job_b"}}
+        ),
+    ):
+        assert _code(call) == "AccessDeniedException"
+    own = tool_dynamodb.query(
+        TableName="granted", KeyConditionExpression="#k = :p", ExpressionAttributeNames={"#k": "pk"},
+        ExpressionAttributeValues={":p": {"S": "JOB#job_a"}},
+    )  # fmt: skip
+    assert own["Count"] == 1
+    refused = {(p.rsplit("/", 2)[-2:][0], a, r.rsplit("/", 1)[-1]) for p, a, r in iam.denials()}
+    assert ("tools", "s3:GetObject", "input.json") in refused  # the assumed tool role's session, refused
+
+
+def test_a_role_is_assumed_only_by_whom_its_trust_policy_names(aws: boto3.session.Session, enforced: None) -> None:
+    _tool_role("arn:aws:iam::123456789012:role/someone-else")
+
+    assume = aws.client("sts").assume_role
+    code = _code(lambda: assume(RoleArn="arn:aws:iam::123456789012:role/tools", RoleSessionName="tool-job_a"))
+
+    assert code == "AccessDenied"
+    assert iam.denials()[-1][1:] == ("sts:AssumeRole", "arn:aws:iam::123456789012:role/tools")

@@ -149,6 +149,74 @@ def _dynamodb_table(name: str, credentials: Credentials) -> Any:
         return table
 
 
+# A tool's AWS calls (`tool_session`): each attempt bounded, two attempts at most, so a call left running by a tool
+# that timed out (`longhaul.engine.tools`) ends on the SDK's own bounds: (3 + 10) * 2 s plus one backoff at most.
+TOOL_CONFIG = Config(
+    retries={"mode": "standard", "total_max_attempts": 2},
+    connect_timeout=3,
+    read_timeout=10,
+    max_pool_connections=MAX_POOL_CONNECTIONS,
+)
+
+
+def region() -> str:
+    """The region of the platform's session (the process's `AWS_REGION`/`AWS_DEFAULT_REGION`)."""
+    return str(_shared_session().region_name or "us-east-1")
+
+
+def tool_session(access_key_id: str, secret_access_key: str, session_token: str) -> boto3.session.Session:
+    """A boto3 session signing with a tool call's credentials (its job's assumed role). It shares the platform
+    session's loader, so its clients do not read and parse the service models again."""
+    import botocore.session
+
+    shared = _shared_session()
+    core = botocore.session.Session()
+    core.register_component("data_loader", shared._session.get_component("data_loader"))
+    core.set_credentials(access_key_id, secret_access_key, session_token)
+    return boto3.session.Session(botocore_session=core, region_name=shared.region_name)
+
+
+class SessionClients:
+    """The clients of one tool session, each built on first use (metered, with the tool calls' bounds)."""
+
+    def __init__(self, session: boto3.session.Session) -> None:
+        self.session = session
+        self._built: dict[tuple[str, str | None], Any] = {}
+        self._lock = threading.Lock()
+
+    def client(self, service: str, endpoint_url: str | None = None) -> Any:
+        return _Deferred(lambda: self._client(service, endpoint_url))
+
+    def _client(self, service: str, endpoint_url: str | None) -> Any:
+        with self._lock:
+            if (service, endpoint_url) not in self._built:
+                self._built[(service, endpoint_url)] = instrument(
+                    self.session.client(service, endpoint_url=endpoint_url, config=TOOL_CONFIG)
+                )
+            return self._built[(service, endpoint_url)]
+
+    def table(self, name: str) -> Any:
+        with self._lock:
+            table = self.session.resource("dynamodb", config=TOOL_CONFIG).Table(name)
+        instrument(table.meta.client)
+        return table
+
+
+class _Deferred:
+    """A client built when first used (see `LazyClient`)."""
+
+    __slots__ = ("_build", "_client")
+
+    def __init__(self, build: Any) -> None:
+        self._build = build
+        self._client: Any = None
+
+    def __getattr__(self, name: str) -> Any:
+        if self._client is None:
+            self._client = self._build()
+        return getattr(self._client, name)
+
+
 def clear_clients() -> None:
     """Forget the clients built so far (tests that switch AWS mocks)."""
     _client.cache_clear()

@@ -5,7 +5,8 @@ Spec: `<step>[#<item>]=<kind>[x<times>],…` e.g. `draft_answer=transientx2,extr
 step's work runs, then the process dies before its checkpoint), `crash-before-outcome` (at an agent step: a tool's
 side effect happens, then the process dies before the outbox records its outcome), `hang` (the invocation outlives
 its Task timeout), `duplicate` (the same event is delivered twice), `slow` (the step's work starts
-`SLOW_SECONDS` late, within its attempt), or, at a step that calls a model, a model-output
+`SLOW_SECONDS` late, within its attempt), `tool-hang` (at an agent step: a tool call never answers; it is abandoned
+at its tool's `timeout_seconds`), or, at a step that calls a model, a model-output
 fault applied to
 each call's answer: `malformed-output` (broken JSON that mechanical repair fixes), `schema-invalid-output` (valid
 JSON of the wrong shape), `truncated-output` (cut off at the token limit, as the provider's stop reason says),
@@ -20,7 +21,7 @@ an item counts that job's item; a rule without one counts across the job's items
 
 The step runner fires `slow` and the failure classes before the work and `crash-after-side-effect` after it; the
 local Lambda runtime fires `hang` and `duplicate` around the invocation; an agent's tool runner fires
-`crash-before-outcome`.
+`crash-before-outcome` and `tool-hang`.
 """
 
 from __future__ import annotations
@@ -43,7 +44,9 @@ CRASH_BEFORE_OUTCOME = "crash-before-outcome"
 HANG = "hang"
 DUPLICATE = "duplicate"
 SLOW = "slow"
-RUNTIME_KINDS = (CRASH, CRASH_BEFORE_OUTCOME, HANG, DUPLICATE, SLOW)
+TOOL_HANG = "tool-hang"
+RUNTIME_KINDS = (CRASH, CRASH_BEFORE_OUTCOME, HANG, DUPLICATE, SLOW, TOOL_HANG)
+TOOL_HANG_SECONDS = 300.0  # how long a `tool-hang` holds its call (its thread, abandoned at the tool's timeout)
 SLOW_SECONDS = 1.0  # how late a `slow` fault starts the step's work (real seconds: it is the work that is slow)
 MALFORMED, SCHEMA_INVALID, TRUNCATED, REFUSAL, UNAVAILABLE = (
     "malformed-output",
@@ -63,6 +66,8 @@ MEANINGS: dict[str, str] = {
     "records its outcome.",
     HANG: "The invocation outlives its Task timeout.",
     DUPLICATE: "The same event is delivered twice.",
+    TOOL_HANG: "At an agent step: a tool call hangs (it never answers); the call is abandoned at its tool's "
+    "`timeout_seconds` and fails with kind `timeout`, and the turn goes on.",
     SLOW: f"The step's work starts {SLOW_SECONDS:g} s late, within its attempt (its span and the job's executing "
     "time show it).",
     MALFORMED: "The model's answer is broken JSON (prose, a fence, a trailing comma) that mechanical repair fixes.",
@@ -184,6 +189,11 @@ class FaultInjector:
         if self.take(step, item, (CRASH,), job_id=job_id):
             raise CrashFault(f"injected crash of {step} after its side effects")
 
+    def tool_hang_point(self, step: str, turn: int | None, *, job_id: str) -> None:
+        """Where a tool call starts, in its own thread: a `tool-hang` fault holds it `TOOL_HANG_SECONDS`."""
+        if self.take(step, turn, (TOOL_HANG,), job_id=job_id):
+            threading.Event().wait(TOOL_HANG_SECONDS)
+
     def crash_before_outcome(self, step: str, turn: int | None, *, job_id: str) -> None:
         """After a tool's side effect, before the outbox records its outcome."""
         if self.take(step, turn, (CRASH_BEFORE_OUTCOME,), job_id=job_id):
@@ -202,7 +212,7 @@ def _check_against(rule: str, step: str, kind: str, item: int | None, catalog: S
     if kind in MODEL_KINDS and step not in model_steps:
         raise ValueError(f"bad fault {rule!r}: model-output faults apply to model steps: {model_steps}")
     agents = sorted(catalog.all_agent_steps)
-    if kind == CRASH_BEFORE_OUTCOME and step not in agents:
+    if kind in (CRASH_BEFORE_OUTCOME, TOOL_HANG) and step not in agents:
         raise ValueError(f"bad fault {rule!r}: {kind} applies to agent steps: {agents}")
     if item is not None and step not in catalog.all_fan_out_steps and step not in agents:
         raise ValueError(f"bad fault {rule!r}: only fan-out steps have items (and agent steps turns)")

@@ -83,6 +83,10 @@ MAX_ARCHIVE_DIRECTORY_BYTES = 8 * MIB
 # tenant's ceilings; each is at most these.
 MAX_AGENT_TURNS = 100
 MAX_AGENT_TOOL_CALLS = 5000
+# A tool call's bound (`Tool.timeout_seconds`): past it the call fails `timeout` and the turn goes on. A tool's bound
+# stays below the Lambda timeout of the agent steps that offer it (checked when the spec is built).
+DEFAULT_TOOL_TIMEOUT_SECONDS = 30
+MAX_TOOL_TIMEOUT_SECONDS = 600
 # Instructions added to a running job's prompts (`PATCH /v1/jobs/{job_id}`).
 MAX_INSTRUCTIONS_CHARS = 4000
 # Memory: a long-term fact is used as is until `valid_until` (this many days after it was recorded or last

@@ -186,6 +186,32 @@ class Mailer(Protocol):
         """Send one plain-text message tagged with the operation it belongs to; the provider's message id."""
 
 
+class ToolScope(NamedTuple):
+    """What one tool call may reach: its job and tenant (their objects and items), the step that calls it and the
+    capabilities of that step's tools (`email`, `forget`: the effects it may make)."""
+
+    job_id: str
+    tenant_id: str
+    step: str
+    capabilities: frozenset[str] = frozenset()
+
+
+class ToolCredentials(NamedTuple):
+    """Short-lived AWS credentials of one job's tool calls (an assumed role's), and when they expire."""
+
+    access_key_id: str
+    secret_access_key: str
+    session_token: str
+    expiration: datetime
+
+
+class ToolCredentialSource(Protocol):
+    """Credentials for a tool call, scoped to its job (`ToolScope`): on AWS an STS role assumed with a session policy
+    naming the job's prefixes and keys (`longhaul.adapters.tool_credentials`). Errors are the provider's."""
+
+    def credentials(self, scope: ToolScope) -> ToolCredentials: ...
+
+
 class Alerts(Protocol):
     """Tells the people on call (the stack's alarm topic): an operator's escalation of a job."""
 

@@ -9,7 +9,8 @@ its class's, else `default`. Without configuration there is one route, `default`
 A route may also name a Bedrock service tier per SLA class (`service_tier`: `{"interactive": "priority", "batch":
 "flex"}`; a class it does not name is served at the standard tier, `default`), and shared limits
 (`requests_per_minute`, `tokens_per_minute`) that every function's calls on the route count against
-(`longhaul.storage.route_limits`).
+(`longhaul.storage.route_limits`), and the tools an agent calling it may use (`allowed_tools`: "allowed tools by
+route"; a tool not listed is never offered to the model, a call of it is refused `not-allowed`).
 """
 
 from collections.abc import Mapping
@@ -56,6 +57,13 @@ class Route(Model):
         default=None,
         gt=0,
         description="Tokens per minute (prompt plus output cap) on this route, shared by every function.",
+    )
+
+    allowed_tools: tuple[str, ...] | None = Field(
+        default=None,
+        description="The tools an agent step whose model calls this route may use (of the step's own); a tool not "
+        "listed is never offered to the model and a call of it is refused (`not-allowed`). None: every tool of "
+        "the step.",
     )
 
     def __hash__(self) -> int:  # routes key the adapters' cache; `service_tier` is a dict

@@ -156,6 +156,9 @@ class Env:
     #: Retention: days an audit trail entry is kept (DynamoDB TTL set as it is appended; the trail then starts after
     #: seq 1, which `longhaul ops audit verify` reports). 0: kept forever.
     AUDIT_RETENTION_DAYS = "LONGHAUL_AUDIT_RETENTION_DAYS"
+    #: Agents' tools: the role a tool call assumes (STS, 900 s) with a session policy scoped to its job (its tenant's
+    #: and job's objects and items, the effects its step's tools may make); unset: tools run with the function's role.
+    TOOL_ROLE = "LONGHAUL_TOOL_ROLE"
 
 
 class Settings(Model):
@@ -226,6 +229,7 @@ class Settings(Model):
     batch_jobs_in_progress: int = Field(default=20, alias=Env.BATCH_JOBS_IN_PROGRESS, gt=0)
     batch_min_window_seconds: int = Field(default=3600, alias=Env.BATCH_MIN_WINDOW_SECONDS, ge=0)
     batch_reserve_seconds: int = Field(default=900, alias=Env.BATCH_RESERVE_SECONDS, ge=0)
+    tool_role: str | None = Field(default=None, alias=Env.TOOL_ROLE)  # None: tools use the function's credentials
 
     @field_validator(
         "workflows",

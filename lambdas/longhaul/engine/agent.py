@@ -10,9 +10,10 @@ whose event names the turn as its item, then a Choice that takes another turn wh
    `AgentLimitError` naming it, or, when the step hands over to review, ends the step with the limit recorded;
 3. asks the model through the gateway (routes, breakers, budget, the validation ladder) for an `AgentDecision`:
    tool calls, or the final output; the offline model plays the workflow's scripted policy;
-4. validates each proposed call against the step's allowed tools and the tool's input model and runs it (a side
-   effect through the outbox, once: `engine.tools`), or validates the final output (its model, the workflow's
-   check); what was wrong is told to the model in the next turn;
+4. validates each proposed call against the tools offered (the step's, less those its route does not allow:
+   `allowed_tools`) and the tool's input model and runs it with the job's own credentials, within the tool's
+   `timeout_seconds` (a side effect through the outbox, once: `engine.tools`), or validates the final output (its
+   model, the workflow's check); what was wrong (a failure's `kind`) is told to the model in the next turn;
 5. checkpoints the conversation (the runner commits the turn as item `n` of the step) and records an `agent_turn`
    event (turn, tools called, tokens).
 
@@ -161,7 +162,7 @@ def _turn(ctx: StepContext) -> dict[str, Any]:
     reached = _limit_reached(ctx, step, job, session, limits)
     if reached is not None:
         return _ended_at_limit(ctx, policy, session, reached)
-    tools = spec.tools_of(step.name)
+    route, tools = offered_tools(spec, step, services, job)
     request = agent_request(spec, step, policy, tools, session, limits)
     try:
         decision, _ = ctx.model().ask(request, AgentDecision)
@@ -185,17 +186,25 @@ def _turn(ctx: StepContext) -> dict[str, Any]:
             )
             return _ended_at_limit(ctx, policy, session, error)
         by_name = {t.name: t for t in spec.tool_registry.values()}
+        offered = tuple(t.name for t in tools)
         for index, call in enumerate(decision.tool_calls):
             tool = by_name.get(call.tool)
             if tool is None:
-                result = ToolResult(call.tool, index, ok=False, error=f"no tool {call.tool!r}; tools: {policy.tools}")
+                result = ToolResult(
+                    call.tool, index, ok=False, kind="unknown-tool", error=f"no tool {call.tool!r}; tools: {offered}"
+                )
+            elif tool.name in policy.tools and tool.name not in offered:  # the step's, not on its model's route
+                result = ToolResult(
+                    call.tool, index, ok=False, kind="not-allowed",
+                    error=f"{call.tool!r} is not allowed on route {route!r}; it allows {offered}",
+                )  # fmt: skip
             else:
                 tool_ctx = ToolContext(services, job, spec, step.name, number, index)
                 result = run_call(
                     tool_ctx,
                     tool,
                     call.input,
-                    allowed=policy.tools,
+                    allowed=offered,
                     job_attempt=ctx.job_attempt,
                     retry=ctx.event.attempt,
                 )
@@ -210,6 +219,16 @@ def _turn(ctx: StepContext) -> dict[str, Any]:
         return {"next": "done", "turn": session.turns, "output_key": key, "tool_calls": session.tool_calls}
     key = store.put_json(session_key(job.job_id, step.name, session.turns), session)
     return {"next": "turn", "turn": session.turns, "session_key": key, "tool_calls": session.tool_calls}
+
+
+def offered_tools(spec: WorkflowSpec, step: StepSpec, services: Services, job: Job) -> tuple[str, tuple[Tool, ...]]:
+    """The route the step's model calls in this job, and the tools offered to the model: the step's, less those the
+    route does not allow (`allowed_tools`; None: all)."""
+    route = services.routing.route_for(step.name, job.route, job.sla_class)
+    configured = services.routing.routes.get(route)
+    allowed = configured.allowed_tools if configured is not None else None
+    tools = spec.tools_of(step.name)
+    return route, tools if allowed is None else tuple(t for t in tools if t.name in allowed)
 
 
 def services_job(ctx: StepContext) -> Job:
@@ -291,6 +310,9 @@ def _record_turn(ctx: StepContext, session: Session, results: list[ToolResult], 
             "tools": [r.tool for r in results],
             "tool_calls": len(results),
             "refused": sum(1 for r in results if not r.ok),
+            "failures": {
+                k: sum(1 for r in results if r.kind == k) for k in sorted({r.kind for r in results if r.kind})
+            },
             "total_tool_calls": session.tool_calls,
             "tokens": {
                 "input": sum(int(c.get("input_tokens", 0)) for c in calls),

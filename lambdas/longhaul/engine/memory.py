@@ -30,6 +30,7 @@ from longhaul.documents.intake import StoredDocument, read_document
 from longhaul.engine.spec import FORGET, Tool, Undo
 from longhaul.engine.tools import ToolContext
 from longhaul.services import Services
+from longhaul.storage.artifacts import ArtifactStore
 from longhaul.storage.memory import subject_key
 
 _NUMBER = re.compile(r"\d+(?:[.,']\d+)*")
@@ -118,24 +119,29 @@ def remember_fact(
 
 
 def reverify(
-    services: Services, fact: MemoryRecord, *, valid_days: int = limits.DEFAULT_FACT_VALID_DAYS
+    services: Services,
+    fact: MemoryRecord,
+    *,
+    valid_days: int = limits.DEFAULT_FACT_VALID_DAYS,
+    sources: ArtifactStore | None = None,
 ) -> MemoryRecord:
-    """A stale fact checked against its source: verified again (valid for `valid_days` more) or retired."""
+    """A stale fact checked against its source (read from `sources`, else `services.artifacts`): verified again
+    (valid for `valid_days` more) or retired."""
     now = services.now()
-    reason = _unsupported(services, fact)
+    reason = _unsupported(sources or services.artifacts, fact)
     if reason is None:
         return services.memory.change(fact, {"verified_at": now, "valid_until": now + timedelta(days=valid_days)})
     return services.memory.change(fact, {"status": "retired", "retired_reason": reason})
 
 
-def _unsupported(services: Services, fact: MemoryRecord) -> str | None:
+def _unsupported(sources: ArtifactStore, fact: MemoryRecord) -> str | None:
     """Why the fact's source no longer supports it, or None when it does."""
     provenance = fact.provenance
     if provenance is None or fact.source is None:
         return "no stored source to check it against"
     document = StoredDocument.model_validate({**fact.source, "name": provenance.document, "index": 0})
     try:
-        data = read_document(services.artifacts, document)
+        data = read_document(sources, document)
     except ClientError:
         return f"its source {provenance.document} is no longer available"
     from longhaul.documents.parsing import parse_document  # pypdf: only where a document is read
@@ -246,7 +252,7 @@ def recall_facts(ctx: ToolContext, request: RecallFactsInput) -> RecallFactsOutp
         if request.key is not None and fact.key != request.key:
             continue
         stale = fact.valid_until is None or fact.valid_until <= now
-        checked = reverify(ctx.services, fact) if stale else fact
+        checked = reverify(ctx.services, fact, sources=ctx.sources) if stale else fact
         if checked.status == "retired":
             retired.append(RetiredFact(memory_id=fact.memory_id, key=fact.key, reason=checked.retired_reason or ""))
             ctx.services.jobs.append_event(
@@ -300,6 +306,7 @@ RECALL_EPISODES = Tool(
     input_model=RecallEpisodesInput,
     output_model=RecallEpisodesOutput,
     run=f"{MEMORY}:recall_episodes",
+    timeout_seconds=10,
 )
 RECALL_FACTS = Tool(
     name="recall_facts",
@@ -308,6 +315,7 @@ RECALL_FACTS = Tool(
     input_model=RecallFactsInput,
     output_model=RecallFactsOutput,
     run=f"{MEMORY}:recall_facts",
+    timeout_seconds=30,  # a stale fact's source is read and parsed again
 )
 FORGET_MEMORY = Tool(
     name="forget_memory",
@@ -317,4 +325,5 @@ FORGET_MEMORY = Tool(
     run=f"{MEMORY}:forget_memory",
     side_effect="reversible",
     uses=frozenset({FORGET}),
+    timeout_seconds=20,
 )

@@ -7,7 +7,8 @@ workflow's state machine on it (`<job>-c<attempt>`, whose first Choice takes the
     plan → more? → undo (retried; its failure path: `failed` → the lane's dead-letter queue) → plan → … → finish
 
 `plan` lists what is left, latest effect first (reverse order of their intents); `undo` runs the latest one's
-compensation tool (recorded on the effect's outbox item: a retried undo that had finished does nothing), with the
+compensation tool (recorded on the effect's outbox item: a retried undo that had finished does nothing; it runs with
+the job's own credentials and within its `timeout_seconds`, as an agent's tool call does), with the
 events `compensation_started` and `compensation_finished`; `failed` records a compensation that gave up after its
 retries (`compensation_failed`, a dead letter naming the effect); `finish` writes the job's record of what was undone
 and what could not be (`JobView.compensation`). An effect whose outcome is unknown (its attempt died after acting)
@@ -28,14 +29,14 @@ from longhaul.core.contracts import (
     DeadLetter,
     UncompensatedEffect,
 )
-from longhaul.core.errors import InternalError, kind_of
+from longhaul.core.errors import InternalError, TransientError, kind_of
 from longhaul.core.observability import emit, logger
 from longhaul.core.records import EffectRecord, Job
 from longhaul.core.settings import environ
 from longhaul.core.step_events import SagaEvent
 from longhaul.engine.failures import _cause_message, sanitize
 from longhaul.engine.spec import COMPENSATION_STEP, Undo, registry
-from longhaul.engine.tools import ToolContext, ToolRefused
+from longhaul.engine.tools import ToolContext, ToolRefused, ToolTimedOut, as_job, bounded
 from longhaul.services import Services
 from longhaul.storage.sagas import SAGA_STATUSES
 
@@ -104,11 +105,13 @@ def undo(services: Services, event: SagaEvent) -> dict[str, Any]:
         output=effect.output,
         outcome_known=effect.status == "done",
     )
-    try:
-        answer = undoing.function()(ctx, request)
+    try:  # with the job's own credentials (the tool role), within the compensation's own bound
+        answer = bounded(undoing, ctx, lambda: undoing.function()(as_job(ctx, undoing), request))
     except ToolRefused as refused:  # it cannot be undone: no retry will change that
         _gave_up(services, job, effect, undoing.name, str(refused))
         return plan(services, event)
+    except ToolTimedOut as timed_out:  # the lane's retries try again (a compensation is at least once)
+        raise TransientError(str(timed_out), step=COMPENSATION_STEP) from timed_out
     output = undoing.output_model.model_validate(answer.model_dump()).model_dump(mode="json")
     effects.compensating(effect, "done", output=output)
     services.jobs.append_event(

@@ -87,6 +87,8 @@ EMAIL = "email"
 # Deleting a tenant's memory items (the only item deletes a step or a lane makes; granted on the memory partitions).
 FORGET = "forget"
 CAPABILITIES = frozenset({EMAIL, FORGET})
+# An agent step's Lambda timeout when its spec names none (the house policy's, `state_machines/policy.py`).
+DEFAULT_AGENT_TIMEOUT_SECONDS = 60
 FinalAction = Literal["expire", "approve"]
 # The platform's body of every review step (decides whether a review is needed, opens it); see `longhaul.review`.
 REVIEW_WORK = "longhaul.review.lane:open_review"
@@ -329,7 +331,8 @@ class Tool:
     tool that compensates it (`compensation`, taking `Undo`), which the saga runs in reverse order when the job
     fails or is cancelled; a reversible one may; a compensation (itself taking `Undo`) has none. `run` is
     `module:function` (a function of `(ToolContext, input)`), imported when the tool is first called; `uses` are the
-    platform capabilities it needs (granted from the spec)."""
+    platform capabilities it needs (granted from the spec). `timeout_seconds` bounds one call: a call still running
+    then is abandoned and fails with kind `timeout` (the model is told; the turn goes on)."""
 
     name: str
     description: str
@@ -339,8 +342,11 @@ class Tool:
     side_effect: SideEffect = "none"
     compensation: str | None = None
     uses: frozenset[str] = frozenset()
+    timeout_seconds: float = limits.DEFAULT_TOOL_TIMEOUT_SECONDS
 
     def __post_init__(self) -> None:
+        if not 0 < self.timeout_seconds <= limits.MAX_TOOL_TIMEOUT_SECONDS:
+            raise ValueError(f"tool {self.name!r}: timeout_seconds must be in (0, {limits.MAX_TOOL_TIMEOUT_SECONDS}]")
         if self.side_effect == "irreversible" and self.compensation is None and self.input_model is not Undo:
             raise ValueError(f"tool {self.name!r}: an irreversible tool names the tool that compensates it")
         if self.side_effect == "none" and self.compensation is not None:
@@ -625,6 +631,13 @@ class WorkflowSpec:
             undoing = [t for t in s.agent.tools if t in tools.compensations]
             if undoing:
                 raise ValueError(f"workflow {self.name!r}: agent {s.name} may not call compensations {undoing}")
+            bound = s.timeout_seconds or DEFAULT_AGENT_TIMEOUT_SECONDS
+            slow = [t for t in s.agent.tools if t in tools and tools[t].timeout_seconds >= bound]
+            if slow:
+                raise ValueError(
+                    f"workflow {self.name!r}: agent {s.name}'s tools {slow} have a timeout_seconds not below the "
+                    f"step's own timeout ({bound} s)"
+                )
 
     @cached_property  # kept in the instance's __dict__: not a field, so a frozen spec may keep it
     def tool_registry(self) -> ToolRegistry:

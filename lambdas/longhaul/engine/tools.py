@@ -15,25 +15,53 @@ runs), the outcome after; a retried turn finds the record and answers from it in
 A call whose tool and input differ from what the outbox recorded under its id (a replayed turn in which the model
 proposed something else) gets an operation id of its own (the id with a hash of the call), as a model charge does.
 A tool refuses a call it cannot make as asked by raising `ToolRefused`: the model is told why, nothing happened.
+
+A call runs with its job's own credentials (`services.for_tool`: the tool role assumed with a session policy naming
+the job's objects and items and the effects the tool may make), never with the function's: what the outbox records
+(intent, outcome, events) is written by the platform, the tool's own reads and writes by the job. A call refused by
+those credentials fails with kind `access-denied`; the model is told, the turn goes on.
+
+A call is bounded by its tool's `timeout_seconds`: it runs in a thread of its own and, still running then, is
+abandoned and fails with kind `timeout` (a tool with a side effect: its outcome is `unknown`, so it is never repeated
+and is compensated if the job fails). Python cannot stop a thread: the abandoned call goes on in the sandbox until it
+ends by itself — its AWS calls within the SDK's bounds (`adapters.aws.TOOL_CONFIG`), its credentials within their
+15 minutes — or the sandbox is recycled; its late result is dropped.
+
+Every failure the model is told of has a `kind`: `unknown-tool`, `not-allowed` (not this step's, or not on the route
+the step's model calls: `allowed_tools`), `invalid-input`, `refused`, `access-denied`, `timeout`, `unknown`.
 """
 
 from __future__ import annotations
 
+import contextvars
+import dataclasses
 import hashlib
 import json
+import threading
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
 
+from botocore.exceptions import ClientError
 from pydantic import BaseModel, ValidationError
 
 from longhaul.core import faults, genai
 from longhaul.core.errors import CancelledError, LonghaulError, PlatformConfigurationError, TransientError
 from longhaul.core.observability import logger
-from longhaul.core.ports import Mailer
+from longhaul.core.ports import Mailer, ToolScope
 from longhaul.core.records import EffectRecord, Job
 from longhaul.engine.spec import Tool, WorkflowSpec
-from longhaul.services import Services
+from longhaul.services import Services, for_tool
+from longhaul.storage.artifacts import ArtifactStore
 from longhaul.storage.effects import EffectStore
+
+T = TypeVar("T")
+#: How AWS refuses a call the caller's policies do not allow (S3 and query APIs; JSON APIs).
+ACCESS_DENIED_CODES = frozenset({"AccessDenied", "AccessDeniedException"})
+
+
+class ToolTimedOut(Exception):
+    """A call still running at its tool's `timeout_seconds`: abandoned."""
 
 
 class ToolRefused(Exception):
@@ -67,6 +95,10 @@ class ToolContext:
     turn: int
     call: int
     operation_id: str | None = None
+    # The platform's reader of the stored documents a tenant's facts cite (their provenance, recorded by the platform,
+    # never named by the model): a stale fact is re-checked against its source, which may be another job's of the
+    # tenant (`engine.memory.reverify`). None: `services.artifacts`.
+    sources: ArtifactStore | None = None
 
     @property
     def job_id(self) -> str:
@@ -98,10 +130,11 @@ class ToolResult:
     operation_id: str | None = None
     replayed: bool = False  # answered from the outbox: the effect had happened on an earlier attempt
     status: str | None = None  # of a call with a side effect: done, unknown
+    kind: str | None = None  # of a failure: unknown-tool, not-allowed, invalid-input, refused, access-denied, timeout…
 
     def message(self) -> dict[str, Any]:
         found: dict[str, Any] = {"tool": self.tool, "call": self.call, "ok": self.ok}
-        for name in ("output", "error", "operation_id", "status"):
+        for name in ("kind", "output", "error", "operation_id", "status"):
             if getattr(self, name) is not None:
                 found[name] = getattr(self, name)
         if self.replayed:
@@ -146,25 +179,102 @@ def _run_call(
     ctx: ToolContext, tool: Tool, arguments: dict[str, Any], *, allowed: tuple[str, ...], job_attempt: int, retry: int
 ) -> ToolResult:
     if tool.name not in allowed:
-        return ToolResult(tool.name, ctx.call, ok=False, error=f"not a tool this step may call; it may call {allowed}")
+        return ToolResult(
+            tool.name,
+            ctx.call,
+            ok=False,
+            kind="not-allowed",
+            error=f"not a tool this step may call; it may call {allowed}",
+        )
     try:
         parsed = tool.input_model.model_validate(arguments)
     except ValidationError as invalid:
         errors = "; ".join(f"{'.'.join(map(str, e['loc'])) or 'input'}: {e['msg']}" for e in invalid.errors()[:10])
-        return ToolResult(tool.name, ctx.call, ok=False, error=f"invalid input: {errors}")
+        return ToolResult(tool.name, ctx.call, ok=False, kind="invalid-input", error=f"invalid input: {errors}")
     if tool.side_effect == "none":
         try:
             output = _invoke(tool, ctx, parsed)
         except ToolRefused as refused:
-            return ToolResult(tool.name, ctx.call, ok=False, error=str(refused))
+            return ToolResult(tool.name, ctx.call, ok=False, kind="refused", error=str(refused))
+        except ToolTimedOut as timed_out:
+            return ToolResult(tool.name, ctx.call, ok=False, kind="timeout", error=str(timed_out))
+        except ClientError as error:
+            if not denied(error):
+                raise
+            return ToolResult(tool.name, ctx.call, ok=False, kind="access-denied", error=_denial(tool, error))
         return ToolResult(tool.name, ctx.call, ok=True, output=output.model_dump(mode="json"))
     return _through_outbox(ctx, tool, parsed, owner(job_attempt, retry))
 
 
+def denied(error: ClientError) -> bool:
+    """Whether AWS refused the call for want of a permission (a JSON protocol's refusal may come as a bare 403)."""
+    code = str(error.response.get("Error", {}).get("Code", ""))
+    return code in ACCESS_DENIED_CODES or code == "403"
+
+
+def _denial(tool: Tool, error: ClientError) -> str:
+    return (
+        f"AWS {error.response.get('Error', {}).get('Code', '')}: {tool.name} may not call {error.operation_name} "
+        "there: a tool reaches its own job's objects and items only"
+    )
+
+
+def tool_scope(ctx: ToolContext, tool: Tool) -> ToolScope:
+    """What a call of `tool` may reach: its job's and tenant's objects and items, the effects it names (`uses`)."""
+    return ToolScope(ctx.job_id, ctx.tenant_id, ctx.step, frozenset(tool.uses))
+
+
+def as_job(ctx: ToolContext, tool: Tool) -> ToolContext:
+    """The context the tool's own code gets: its services signed with the job's credentials (`for_tool`)."""
+    try:
+        scoped = for_tool(ctx.services, tool_scope(ctx, tool))
+    except ClientError as error:  # the deployment's fault (the tool role's trust, the function's grant), not the call's
+        if not denied(error):
+            raise
+        raise PlatformConfigurationError(
+            f"AWS {error.response.get('Error', {}).get('Code', '')}: this step's role may not assume the tool role "
+            f"({error.operation_name})",
+            step=ctx.step,
+        ) from error
+    if scoped is ctx.services:
+        return ctx
+    return dataclasses.replace(ctx, services=scoped, sources=ctx.sources or ctx.services.artifacts)
+
+
 def _invoke(tool: Tool, ctx: ToolContext, parsed: BaseModel) -> BaseModel:
-    answer = tool.function()(ctx, parsed)
+    answer = bounded(tool, ctx, lambda: tool.function()(as_job(ctx, tool), parsed))
     output = answer.output if isinstance(answer, Acted) else answer
     return tool.output_model.model_validate(output.model_dump())
+
+
+def bounded(tool: Tool, ctx: ToolContext, work: Callable[[], T]) -> T:
+    """`work()` in a thread of its own (in a copy of this context: the function's environment, its meter, the span),
+    awaited `tool.timeout_seconds` at most; then `ToolTimedOut` and the thread is abandoned (a daemon: it never holds
+    the process). The local runtime's `tool-hang` fault hangs the call here."""
+    done = threading.Event()
+    box: dict[str, Any] = {}
+    context = contextvars.copy_context()
+
+    def run() -> None:
+        try:
+            faults.active().tool_hang_point(ctx.step, ctx.turn, job_id=ctx.job_id)
+            box["answer"] = context.run(work)
+        except BaseException as error:  # handed to the caller, whatever it is (a crash fault included)
+            box["error"] = error
+        finally:
+            done.set()
+
+    threading.Thread(target=run, name=f"tool-{tool.name}", daemon=True).start()
+    if not done.wait(tool.timeout_seconds):
+        logger.warning(
+            "tool call timed out",
+            extra={"tool": tool.name, "job_id": ctx.job_id, "step": ctx.step, "turn": ctx.turn, "call": ctx.call},
+        )
+        raise ToolTimedOut(f"{tool.name} did not answer within its {tool.timeout_seconds:g} s: the call is abandoned")
+    if "error" in box:
+        raise box["error"]
+    answer: T = box["answer"]
+    return answer
 
 
 def _through_outbox(ctx: ToolContext, tool: Tool, parsed: BaseModel, me: str) -> ToolResult:
@@ -234,6 +344,7 @@ def _unknown(tool: Tool, ctx: ToolContext, effect: EffectRecord) -> ToolResult:
         tool.name,
         ctx.call,
         ok=False,
+        kind="unknown",
         operation_id=effect.operation_id,
         status="unknown",
         error="an earlier attempt of this call died after acting and before recording the outcome: it may have "
@@ -244,10 +355,33 @@ def _unknown(tool: Tool, ctx: ToolContext, effect: EffectRecord) -> ToolResult:
 def _act(ctx: ToolContext, tool: Tool, parsed: BaseModel, effect: EffectRecord) -> ToolResult:
     effects = ctx.services.effects
     try:
-        answer = tool.function()(ctx, parsed)
+        answer = bounded(tool, ctx, lambda: tool.function()(as_job(ctx, tool), parsed))
     except ToolRefused as refused:
         effects.outcome(effect, "failed", acted=False, error=str(refused))
-        return ToolResult(tool.name, ctx.call, ok=False, error=str(refused), operation_id=effect.operation_id)
+        return ToolResult(
+            tool.name, ctx.call, ok=False, kind="refused", error=str(refused), operation_id=effect.operation_id
+        )
+    except ToolTimedOut as timed_out:  # it may still act: never repeated, compensated if the job fails
+        effect = effects.outcome(effect, "unknown", error=str(timed_out))
+        ctx.services.jobs.append_event(
+            ctx.job_id,
+            "effect_unknown",
+            step=ctx.step,
+            item=ctx.turn,
+            detail={"operation_id": effect.operation_id, "tool": tool.name, "reason": "timeout"},
+        )
+        return ToolResult(
+            tool.name, ctx.call, ok=False, kind="timeout", error=str(timed_out), operation_id=effect.operation_id,
+            status="unknown",
+        )  # fmt: skip
+    except ClientError as error:
+        if not denied(error):
+            raise
+        effects.outcome(effect, "failed", acted=False, error=_denial(tool, error))
+        return ToolResult(
+            tool.name, ctx.call, ok=False, kind="access-denied", error=_denial(tool, error),
+            operation_id=effect.operation_id,
+        )  # fmt: skip
     except CancelledError:
         raise
     except LonghaulError as error:

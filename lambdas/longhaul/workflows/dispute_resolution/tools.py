@@ -1,7 +1,8 @@
 """The dispute-resolution agents' typed tools: what each is told, takes and returns, and its side effect. Light (the
 spec imports it): the implementations are `actions.py`, imported when a tool is first called.
 
-Gathering evidence has no side effect; `send_notice` is irreversible (an e-mail through SES) and compensated by
+Each names its `timeout_seconds` (a call still running then fails `timeout`; the turn goes on). Gathering evidence
+has no side effect; `send_notice` is irreversible (an e-mail through SES) and compensated by
 `send_retraction`; `record_dispute` and `confirm_contract_price` write the tenant's memory (reversible: their
 compensation `forget_memory` deletes what they wrote).
 """
@@ -113,6 +114,7 @@ TOOLS = ToolRegistry(
         input_model=Nothing,
         output_model=Disputes,
         run=f"{ACTIONS}:list_disputes",
+        timeout_seconds=10,
     ),
     Tool(
         name="get_findings",
@@ -121,6 +123,7 @@ TOOLS = ToolRegistry(
         input_model=VendorRequest,
         output_model=Findings,
         run=f"{ACTIONS}:get_findings",
+        timeout_seconds=10,
     ),
     Tool(
         name="get_invoice_lines",
@@ -128,6 +131,7 @@ TOOLS = ToolRegistry(
         input_model=VendorRequest,
         output_model=InvoiceLines,
         run=f"{ACTIONS}:get_invoice_lines",
+        timeout_seconds=10,
     ),
     Tool(
         name="get_price_list",
@@ -135,6 +139,7 @@ TOOLS = ToolRegistry(
         input_model=PricesRequest,
         output_model=Prices,
         run=f"{ACTIONS}:get_price_list",
+        timeout_seconds=10,
     ),
     RECALL_EPISODES,
     RECALL_FACTS,
@@ -145,6 +150,7 @@ TOOLS = ToolRegistry(
         input_model=DraftRequest,
         output_model=Disputed,
         run=f"{ACTIONS}:draft_notice",
+        timeout_seconds=20,
     ),
     Tool(
         name="send_notice",
@@ -156,6 +162,7 @@ TOOLS = ToolRegistry(
         side_effect="irreversible",
         compensation="send_retraction",
         uses=frozenset({EMAIL}),
+        timeout_seconds=30,
     ),
     Tool(
         name="send_retraction",
@@ -165,6 +172,7 @@ TOOLS = ToolRegistry(
         run=f"{ACTIONS}:send_retraction",
         side_effect="irreversible",
         uses=frozenset({EMAIL}),
+        timeout_seconds=30,
     ),
     Tool(
         name="record_dispute",
@@ -174,6 +182,7 @@ TOOLS = ToolRegistry(
         run=f"{ACTIONS}:record_dispute",
         side_effect="reversible",
         compensation="forget_memory",
+        timeout_seconds=15,
     ),
     Tool(
         name="confirm_contract_price",
@@ -184,6 +193,7 @@ TOOLS = ToolRegistry(
         run=f"{ACTIONS}:confirm_contract_price",
         side_effect="reversible",
         compensation="forget_memory",
+        timeout_seconds=15,
     ),
     FORGET_MEMORY,
 )
