@@ -26,6 +26,7 @@ from stacks.audit import ArtifactsTrail
 from stacks.batch import BatchLane
 from stacks.bundling import code_asset, code_version
 from stacks.email import DEFAULT_SENDER, Email
+from stacks.events import Events
 from stacks.functions import TRACE_READ_ACTIONS
 from stacks.nag import (
     CheckovAcknowledgments,
@@ -96,6 +97,8 @@ class LonghaulStack(Stack):
             auto_delete_objects=stage in EMPTIED_STAGES,
         )
         batch_lane = BatchLane(self, "BatchLane", bucket=storage.artifacts)
+        # The stack's event bus: job status changes and reviews go out on it, and rules on it start jobs.
+        events_out = Events(self, "Events")
         base_env = {
             Env.TABLE: storage.table.table_name,
             Env.BUCKET: storage.artifacts.bucket_name,
@@ -110,6 +113,7 @@ class LonghaulStack(Stack):
             Env.STUCK_AFTER_MINUTES: str(stuck_after_minutes),
             Env.REVIEW_WAIT_ALARM_MINUTES: str(review_wait_alarm_minutes),
             Env.BATCH_ROLE: batch_lane.role.role_arn,
+            Env.EVENT_BUS: events_out.bus_name,
         }
         # Routes are checked at synthesis (unknown providers or route names fail here, not in a step).
         routing = Routing.configured(
@@ -320,6 +324,7 @@ class LonghaulStack(Stack):
         self.email = email
         self.admission = admission
         self.analytics = analytics
+        self.events = events_out  # `self.events.bus`: the stack's EventBridge bus
         # moto's CloudFormation (the local runtime) fails on a KMS key's tags (it reads the KMS API's TagKey).
         untagged = ["AWS::KMS::Key"] if stage == LOCAL_STAGE else []
         Tags.of(self).add("project", "longhaul", exclude_resource_types=untagged)

@@ -78,6 +78,9 @@ class Env:
     CALLBACK_ALLOWLIST = "LONGHAUL_CALLBACK_ALLOWLIST"
     #: The webhook delivery state machine's ARN (unset: webhooks are not delivered).
     WEBHOOK_DELIVERY = "LONGHAUL_WEBHOOK_DELIVERY"
+    #: The stack's EventBridge bus (its name): every job status change, review request and decision is put on it
+    #: (unset: no events are put).
+    EVENT_BUS = "LONGHAUL_EVENT_BUS"
     #: The Secrets Manager prefix under which each tenant's webhook signing secret is kept.
     WEBHOOK_SECRETS_PREFIX = "LONGHAUL_WEBHOOK_SECRETS_PREFIX"
     #: Container steps (ECS): the cluster whose tasks a cancellation stops.
@@ -169,6 +172,7 @@ class Settings(Model):
     callback_allowlist: frozenset[str] = Field(default=frozenset(), alias=Env.CALLBACK_ALLOWLIST)
     webhook_delivery: str | None = Field(default=None, alias=Env.WEBHOOK_DELIVERY)  # state machine ARN
     webhook_secrets_prefix: str = Field(default="longhaul/webhooks/", alias=Env.WEBHOOK_SECRETS_PREFIX)
+    event_bus: str | None = Field(default=None, alias=Env.EVENT_BUS)  # the bus's name
 
     @field_validator("callback_allowlist", mode="before")
     @classmethod
