@@ -288,6 +288,18 @@ class LonghaulStack(Stack):
             stuck_after_minutes=stuck_after_minutes,
             review_wait_alarm_minutes=review_wait_alarm_minutes,
         )
+        # Whatever writes a status change puts its events on the bus (`longhaul.storage.bus`); operators read the tap.
+        for grantee in (
+            api.function,
+            api.ops_function,
+            operations.sweeper,
+            admission.dispatcher,
+            *workflows.functions,
+            *(target.task_definition.task_role for target in workers.targets.values()),
+        ):
+            events_out.grant_put(grantee)
+        events_out.grant_tap_reads(api.ops_function)
+        api.ops_function.add_environment(Env.EVENTS_TAP, events_out.tap.queue_url)
         # An operator's escalation of a job tells whoever the alarms tell (`longhaul.operations.repair`).
         api.ops_function.add_environment(Env.ALARM_TOPIC, observability.alarm_topic.topic_arn)
         observability.grant_publish(api.ops_function)

@@ -17,6 +17,7 @@ from longhaul.adapters.alerts import SnsAlerts
 from longhaul.adapters.dead_letters import QueueDeadLetters
 from longhaul.adapters.ecs import EcsContainerTasks
 from longhaul.adapters.email import SesMailer
+from longhaul.adapters.eventbridge import EventBridgePublisher, SqsEventsTap
 from longhaul.adapters.intake import LambdaWake, SqsIntakeQueues
 from longhaul.adapters.secrets import SecretsManagerWebhookSecrets
 from longhaul.adapters.stepfunctions import StepFunctionsDispatch, StepFunctionsEngine, StepFunctionsTokens
@@ -27,6 +28,7 @@ from longhaul.core.ports import (
     BatchJobs,
     ContainerTasks,
     DeadLetters,
+    EventsTap,
     IntakeQueues,
     Mailer,
     MetricsReader,
@@ -42,6 +44,7 @@ from longhaul.core.settings import Settings, get_settings, invocation_credential
 from longhaul.storage.admission import AdmissionStore
 from longhaul.storage.artifacts import ArtifactStore
 from longhaul.storage.budgets import BudgetStore
+from longhaul.storage.bus import BusOutbox
 from longhaul.storage.checkpoints import CheckpointStore
 from longhaul.storage.history import HistoryStore, RecentHistory
 from longhaul.storage.jobs import JobStore
@@ -79,6 +82,8 @@ class Services:
     mailer: Mailer | None = None  # None: no e-mail sender configured (a tool that sends e-mail refuses)
     batch_jobs: BatchJobs | None = None  # Bedrock's batch inference jobs (the batch lane)
     alerts: Alerts | None = None  # the alarm topic (None: not configured; an escalation is only recorded)
+    bus: BusOutbox | None = None  # the EventBridge bus's outbox (None: no bus configured, no event is put)
+    events_tap: EventsTap | None = None  # the operators' tap of the bus (the operators' function only)
 
     def now(self) -> datetime:
         return self.jobs.clock.now()
@@ -275,10 +280,15 @@ def _build(settings: Settings) -> Services:
     stepfunctions = client("stepfunctions")
     dispatch = StepFunctionsDispatch(stepfunctions, settings.webhook_delivery) if settings.webhook_delivery else None
     wake = LambdaWake(client("lambda"), settings.admission_dispatcher) if settings.admission_dispatcher else None
+    bus = BusOutbox(table, EventBridgePublisher(client("events"), settings.event_bus)) if settings.event_bus else None
     return Services(
         settings=settings,
         jobs=JobStore(
-            table, on_outbox=_relay(dispatch), on_release=_wake_on_release(wake), on_saga=_wake_on_saga(wake)
+            table,
+            on_outbox=_relay(dispatch),
+            on_release=_wake_on_release(wake),
+            on_saga=_wake_on_saga(wake),
+            on_bus=bus.drain if bus is not None else None,
         ),
         checkpoints=CheckpointStore(table),
         artifacts=ArtifactStore(s3, settings.bucket_name, presign_client=presign),
@@ -297,6 +307,8 @@ def _build(settings: Settings) -> Services:
         mailer=SesMailer(client("sesv2"), settings.email_sender) if settings.email_sender else None,
         batch_jobs=_batch_jobs(client("bedrock")) if settings.batch_role else None,
         alerts=SnsAlerts(client("sns"), settings.alarm_topic) if settings.alarm_topic else None,
+        bus=bus,
+        events_tap=SqsEventsTap(client("sqs"), settings.events_tap) if settings.events_tap else None,
     )
 
 

@@ -602,6 +602,20 @@ def _bedrock(self: Any, action: str, _resource: str, region: str) -> list[Access
     return [Access(action, _identifier(str(self.path)))]
 
 
+def _events(self: Any, action: str, _resource: str, region: str) -> list[Access]:
+    """EventBridge authorizes `PutEvents` on the bus of each entry (`EventBusName`, a name or an ARN; `default`
+    when none); its other actions, on what they name, are not told apart here (on `*`)."""
+    if not action.endswith(":PutEvents"):
+        return [Access(action, "*")]
+    buses = {str(e.get("EventBusName") or "default") for e in _body(self).get("Entries") or [] if isinstance(e, dict)}
+    return [
+        Access(
+            action, bus if bus.startswith("arn:") else _arn("events", region, self.current_account, f"event-bus/{bus}")
+        )
+        for bus in sorted(buses or {"default"})
+    ]
+
+
 def _unscoped(self: Any, action: str, _resource: str, _region: str) -> list[Access]:
     return [Access(action, "*")]
 
@@ -631,6 +645,7 @@ RESOLVERS: dict[str, Resolver] = {
     "ecs": _ecs,
     "ses": _ses,
     "sns": _sns,  # an operator's escalation, published to the alarm topic
+    "events": _events,  # job status changes and reviews, put on the stack's bus
     "monitoring": _unscoped,  # CloudWatch metrics: no resource-level permissions on AWS either
     "bedrock": _bedrock,  # the control plane's batch inference jobs (the runtime never reaches the local platform)
 }

@@ -81,6 +81,8 @@ class Env:
     #: The stack's EventBridge bus (its name): every job status change, review request and decision is put on it
     #: (unset: no events are put).
     EVENT_BUS = "LONGHAUL_EVENT_BUS"
+    #: The operators' tap of the bus (an SQS queue URL): `GET /v1/ops/events` reads the events a rule sends to it.
+    EVENTS_TAP = "LONGHAUL_EVENTS_TAP"
     #: The Secrets Manager prefix under which each tenant's webhook signing secret is kept.
     WEBHOOK_SECRETS_PREFIX = "LONGHAUL_WEBHOOK_SECRETS_PREFIX"
     #: Container steps (ECS): the cluster whose tasks a cancellation stops.
@@ -173,6 +175,7 @@ class Settings(Model):
     webhook_delivery: str | None = Field(default=None, alias=Env.WEBHOOK_DELIVERY)  # state machine ARN
     webhook_secrets_prefix: str = Field(default="longhaul/webhooks/", alias=Env.WEBHOOK_SECRETS_PREFIX)
     event_bus: str | None = Field(default=None, alias=Env.EVENT_BUS)  # the bus's name
+    events_tap: str | None = Field(default=None, alias=Env.EVENTS_TAP)  # queue URL (the operators' function only)
 
     @field_validator("callback_allowlist", mode="before")
     @classmethod
