@@ -20,6 +20,7 @@ code `403`.
   listing's prefix); a condition on
   a key the request does not supply does not match, so its `Allow` does not apply, except `ForAllValues`, which
   holds over no values as on AWS);
+- a presigned URL past its expiry is refused as S3 refuses it (403 `AccessDenied`, "Request has expired");
 - a refusal is AWS's own error for the protocol: `AccessDeniedException` (JSON protocols; HTTP 400, or 403 for
   Lambda), `AccessDenied` (S3, query protocols).
 
@@ -42,6 +43,7 @@ import re
 import threading
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
 from typing import Any
 from urllib.parse import parse_qs, unquote, urlparse
 
@@ -140,6 +142,7 @@ def _authorize(self: Any, iam_request_cls: type, resource: str = "*") -> None:
     if not credential:
         _refuse(self, "anonymous", "", "*", "the request is not signed")
     access_key_id, _, scope = unquote(credential).partition("/")
+    _refuse_expired(self, query)
     if access_key_id in _STATE.trusted:
         return
     parts = scope.split("/")
@@ -175,6 +178,26 @@ def _authorize(self: Any, iam_request_cls: type, resource: str = "*") -> None:
         for access in accesses:
             counted = (principal.arn, access.action)
             _STATE.allowed[counted] = _STATE.allowed.get(counted, 0) + 1
+
+
+def _refuse_expired(self: Any, query: Mapping[str, list[str]]) -> None:
+    """A presigned URL (a SigV4 or SigV2 query signature) past its expiry is refused as S3 refuses it: 403
+    `AccessDenied`, "Request has expired" (moto serves it for ever). Not a denial of a grant: not recorded as one."""
+    signed, expires = _first(query, "X-Amz-Date"), _first(query, "X-Amz-Expires")
+    until = _first(query, "Expires")  # SigV2: the epoch second it expires at
+    if signed and expires.isdigit():
+        try:
+            ends = datetime.strptime(signed, "%Y%m%dT%H%M%SZ").replace(tzinfo=UTC) + timedelta(seconds=int(expires))
+        except ValueError:
+            return
+    elif until.isdigit() and _first(query, "Signature"):
+        ends = datetime.fromtimestamp(int(until), UTC)
+    else:
+        return
+    if datetime.now(UTC) > ends:
+        from moto.s3.exceptions import S3ClientError
+
+        raise S3ClientError("AccessDenied", "Request has expired")
 
 
 def _principal(self: Any, iam_request_cls: type, authorization: str, access_key_id: str, region: str) -> Any:

@@ -4,6 +4,7 @@ order of each job's log, with exactly the documented detail; a review's request 
 
 from __future__ import annotations
 
+import json
 from collections import defaultdict
 from typing import Any
 
@@ -95,3 +96,29 @@ def test_each_status_change_reaches_the_bus_once_in_order_and_reviews_go_out_too
         if event["detail_type"] == "Job Status Changed":
             per_job[event["detail"]["job_id"]].append(event["detail"]["seq"])
     assert all(seqs == sorted(set(seqs)) for seqs in per_job.values())
+
+
+def test_the_cli_prints_each_event_of_the_tap_as_a_line(
+    platform: LocalPlatform, alpha: Client, sample_request: dict[str, Any]
+) -> None:
+    from tests.workflows.test_cli import longhaul
+
+    Tap(platform).drain()  # what earlier scenarios left
+    job_id = alpha.submit(sample_request)
+    changes = [s for _, s in _changes(alpha, alpha.wait(job_id)["job_id"])]
+
+    def everything() -> list[dict[str, Any]] | None:
+        ran = longhaul(platform, "ops", "events", "--wait", "1", "--output", "json", key="ops")
+        assert ran.exit_code == 0, ran.output
+        read.extend(json.loads(line) for line in ran.stdout.splitlines() if line.strip())
+        mine = [e for e in read if e["detail"]["job_id"] == job_id and e["detail_type"] == "Job Status Changed"]
+        return mine if len(mine) >= len(changes) else None
+
+    read: list[dict[str, Any]] = []
+    mine = wait_until(everything, timeout=60, interval=0.5, what="the job's events through the CLI")
+    text = longhaul(platform, "ops", "events", key="ops")
+    refused = longhaul(platform, "ops", "events")
+
+    assert [e["detail"]["status"] for e in mine] == changes
+    assert text.exit_code == 0
+    assert refused.exit_code != 0 and "operator" in refused.output

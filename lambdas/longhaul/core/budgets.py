@@ -129,6 +129,13 @@ class TenantPolicy(Model):
         description="Whether the tenant's callback hears of an operator's escalation of its jobs (webhook "
         "`job.escalated`). False: escalations stay between operators and engineering.",
     )
+    download_ttl_seconds: int = Field(
+        default=limits.DOWNLOAD_URL_SECONDS,
+        gt=0,
+        le=limits.MAX_DOWNLOAD_TTL_SECONDS,
+        description="The longest a result's download URL lives (`GET /v1/jobs/{job_id}/result/download`, whose "
+        "default is 900 s or this, the shorter).",
+    )
 
 
 @cache
@@ -158,6 +165,7 @@ class TenantPolicyPatch(Model):
     agent_max_tool_calls: Annotated[int | None, Field(default=None, gt=0, le=limits.MAX_AGENT_TOOL_CALLS)]
     pause_stops_deadline: Annotated[bool | None, Field(default=None, strict=True)]  # (a JSON boolean, not 0 or 1)
     webhook_escalations: Annotated[bool | None, Field(default=None, strict=True)]
+    download_ttl_seconds: Annotated[int | None, Field(default=None, gt=0, le=limits.MAX_DOWNLOAD_TTL_SECONDS)]
 
     def applied_to(self, policy: TenantPolicy) -> TenantPolicy:
         """`policy` with this change: given fields replaced, fields given as null back to their defaults."""
