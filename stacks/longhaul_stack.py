@@ -289,14 +289,15 @@ class LonghaulStack(Stack):
             review_wait_alarm_minutes=review_wait_alarm_minutes,
         )
         # Whatever writes a status change puts its events on the bus (`longhaul.storage.bus`); operators read the tap.
-        for grantee in (
+        putting: list[iam.IGrantable] = [
             api.function,
             api.ops_function,
             operations.sweeper,
             admission.dispatcher,
             *workflows.functions,
             *(target.task_definition.task_role for target in workers.targets.values()),
-        ):
+        ]
+        for grantee in putting:
             events_out.grant_put(grantee)
         events_out.grant_tap_reads(api.ops_function)
         api.ops_function.add_environment(Env.EVENTS_TAP, events_out.tap.queue_url)
