@@ -97,12 +97,15 @@ class BusOutbox:
                 return items
             kwargs["ExclusiveStartKey"] = page["LastEvaluatedKey"]
 
-    def drain(self, job_id: str) -> int:
+    def drain(self, job_id: str, *, first: bool = False) -> int:
         """Publish the job's pending events in order; stops at one it may not publish yet (its predecessor is
         another publisher's, or failed). Returns how many it published; raises when a put failed (the event is
-        left pending for the next drain)."""
+        left pending for the next drain). `first`: only the job's first event, just written with the job (its
+        submission: three requests, no query; a change written meanwhile is its own writer's, or the sweep's)."""
         if self.publisher is None:
             return 0
+        if first:
+            return self._publish_first(job_id)
         published = 0
         while published < DRAIN_MAX:
             pending = [e for e in self.events(job_id) if e.get("state") == PENDING]
@@ -141,6 +144,38 @@ class BusOutbox:
             except Exception:
                 logger.exception("bus events not published; the next sweep tries again", extra={"job_id": job_id})
         return published
+
+    def _publish_first(self, job_id: str) -> int:
+        """Claim, put and mark the job's first event (it follows none: one conditional update claims it)."""
+        assert self.publisher is not None
+        now, token = self.clock.now(), uuid.uuid4().hex
+        try:
+            claimed = self.table.update_item(
+                Key=schema.bus_key(job_id, 1),
+                UpdateExpression="SET claim = :token, claimed_until = :until",
+                ConditionExpression=(
+                    "#state = :pending AND (attribute_not_exists(claimed_until) OR claimed_until < :now)"
+                ),
+                ExpressionAttributeNames={"#state": "state"},
+                ExpressionAttributeValues={
+                    ":token": token,
+                    ":until": iso(now + timedelta(seconds=CLAIM_SECONDS)),
+                    ":now": iso(now),
+                    ":pending": PENDING,
+                },
+                ReturnValues="ALL_NEW",
+            )["Attributes"]
+        except ClientError as error:
+            if error.response["Error"]["Code"] != "ConditionalCheckFailedException":
+                raise
+            return 0
+        try:
+            self.publisher.put(str(claimed["detail_type"]), str(claimed["detail"]))
+        except Exception as error:
+            self._release(job_id, 1, token, error)
+            raise
+        self._mark(job_id, 1)
+        return 1
 
     def _claim(self, job_id: str, ordinal: int) -> str | None:
         """Claim the event for this publisher: None when it is claimed by another (a live claim), published, or

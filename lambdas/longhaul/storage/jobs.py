@@ -104,7 +104,7 @@ def _job(item: Mapping[str, Any]) -> Job:
 OutboxRelay = Callable[[OutboxRecord], None]
 SlotReleased = Callable[[Job], None]
 SagaWritten = Callable[[SagaRecord], None]
-BusWritten = Callable[[str], object]
+BusWritten = Callable[..., object]  # (job_id, *, first=False)
 
 
 class JobStore(JobSubmissions, JobListing):
@@ -412,11 +412,11 @@ class JobStore(JobSubmissions, JobListing):
         except Exception:  # the status change has committed; the sweep relays what was not started here
             logger.exception("webhook not started; the sweep will start it", extra={"webhook_id": webhook.webhook_id})
 
-    def _bus_written(self, job_id: str) -> None:
+    def _bus_written(self, job_id: str, *, first: bool = False) -> None:
         if self.on_bus is None:
             return
         try:
-            self.on_bus(job_id)
+            self.on_bus(job_id, first=True) if first else self.on_bus(job_id)
         except Exception:  # the events are stored: the sweep publishes what was not published here
             logger.exception("bus events not published now; the sweep will", extra={"job_id": job_id})
 

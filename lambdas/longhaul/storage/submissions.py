@@ -78,7 +78,7 @@ class JobSubmissions:
     def _event_item(self, job_id: str, seq: int, event: str, status: JobStatus | None = None) -> dict[str, Any]:
         raise NotImplementedError
 
-    def _bus_written(self, job_id: str) -> None:
+    def _bus_written(self, job_id: str, *, first: bool = False) -> None:
         raise NotImplementedError
 
     def create_job(
@@ -178,7 +178,7 @@ class JobSubmissions:
         writes += bus_writes(self.table.name, job.job_id, 1, queued, iso(now))  # after the idempotency record's
         try:
             transact(self.client, [*writes, *with_writes])
-            self._bus_written(job.job_id)
+            self._bus_written(job.job_id, first=True)  # its `queued`, before its execution can change it
             return Job.model_validate(plain(item)), True
         except Cancelled as cancelled:
             key_taken = bool(job.idempotency_key) and (
