@@ -20,6 +20,8 @@ Figures:
 - share restarted from scratch: faulted jobs whose first step ran again;
 - DLQ rate: jobs with a message in a dead-letter queue;
 - callback success rate: jobs whose webhook was delivered;
+- events on the bus, exact: jobs whose status changes reached the EventBridge bus (read from its operators' tap,
+  `GET /v1/ops/events`) exactly once each and in the order of the job's log: must be 1;
 - queue wait p50/p95 by SLA class (each job's `queue wait` span);
 - cost of retries: tokens and dollars of model calls whose answer was not kept (discarded by the ladder, or made by a
   step attempt that failed afterwards), in jobs that completed;
@@ -53,10 +55,12 @@ TIME_SCALE = 0.1  # retry backoffs at a tenth of their length
 HANG_TIME_SCALE = 0.03  # a hang ends at its (scaled) Task timeout
 SLA_CLASSES = ("interactive", "standard", "batch")
 # Gated figures: better when higher / when lower (a rise beyond the baseline's by more than the tolerance).
-HIGHER_IS_BETTER = ("resumability_success_rate", "callback_success_rate")
+HIGHER_IS_BETTER = ("resumability_success_rate", "callback_success_rate", "bus_events_exact_rate")
 LOWER_IS_BETTER = ("duplicate_execution_rate", "restarted_from_scratch_rate", "dlq_rate")
 TOLERANCE = 0.0
 MUST_BE_ZERO = ("duplicate_execution_rate",)
+MUST_BE_ONE = ("bus_events_exact_rate",)
+BUS_STATUS_CHANGE = "Job Status Changed"
 
 
 # --------------------------------------------------------------------------------------------------- scenarios
@@ -132,6 +136,8 @@ class OpsRun:
     retry_tokens: int = 0
     retry_usd: float = 0.0
     cost_usd: float = 0.0
+    bus_events: int = 0  # its status changes read from the bus
+    bus_exact: bool | None = None  # they were its log's status changes, once each, in order (None: not checked)
     notes: list[str] = field(default_factory=list)
 
 
@@ -374,6 +380,7 @@ def figures(runs: Sequence[OpsRun]) -> dict[str, Any]:
     ended = [r for r in runs if r.status in ("cancelled", "failed")]
     usable = [r.usable_seconds for r in runs if r.usable_seconds is not None]
     with_callback = [r for r in runs if r.callback is not None]
+    checked = [r for r in runs if r.bus_exact is not None]
     return {
         "jobs": len(runs),
         "faulted_jobs": len(faulted),
@@ -384,6 +391,8 @@ def figures(runs: Sequence[OpsRun]) -> dict[str, Any]:
         "restarted_from_scratch_rate": ratio(sum(r.restarted for r in faulted), len(faulted)),
         "dlq_rate": ratio(sum(r.dead_lettered for r in runs), len(runs)),
         "callback_success_rate": ratio(sum(r.callback == "delivered" for r in with_callback), len(with_callback)),
+        "bus_events_exact_rate": ratio(sum(bool(r.bus_exact) for r in checked), len(checked)),
+        "bus_status_changes": sum(r.bus_events for r in runs),
         "queue_wait_seconds": queue,
         "retry_tokens": sum(r.retry_tokens for r in runs),
         "retry_usd": round(sum(r.retry_usd for r in runs), 6),
@@ -396,9 +405,10 @@ def figures(runs: Sequence[OpsRun]) -> dict[str, Any]:
 
 def regressions(now: Mapping[str, Any], baseline: Mapping[str, Any]) -> list[str]:
     found = [f"{m} is {now.get(m)}: it must be 0" for m in MUST_BE_ZERO if now.get(m)]
+    found += [f"{m} is {now.get(m)}: it must be 1" for m in MUST_BE_ONE if now.get(m) not in (None, 1.0)]
     for metric in (*HIGHER_IS_BETTER, *LOWER_IS_BETTER):
         was, value = baseline.get(metric), now.get(metric)
-        if was is None or metric in MUST_BE_ZERO:
+        if was is None or metric in MUST_BE_ZERO or (metric in MUST_BE_ONE and now.get(metric) is not None):
             continue
         if value is None:
             found.append(f"{metric}: none, against the baseline's {was}")
@@ -437,6 +447,8 @@ def print_figures(runs: Sequence[OpsRun], found: Mapping[str, Any], out: Any) ->
         ("share restarted from scratch", found["restarted_from_scratch_rate"]),
         ("DLQ rate", found["dlq_rate"]),
         ("callback success rate", found["callback_success_rate"]),
+        ("bus events exact: once, in order, per job (must be 1)", found["bus_events_exact_rate"]),
+        ("  status changes read from the bus", found["bus_status_changes"]),
         *(
             (f"queue wait p50 / p95, {c} (s)", f"{q['p50']} / {q['p95']} ({q['jobs']} jobs)")
             for c, q in found["queue_wait_seconds"].items()
@@ -463,6 +475,7 @@ def evaluate_ops(platform: Any, *, repeat: int) -> list[OpsRun]:
     calls = ProviderCalls()
     runs: list[OpsRun] = []
     platform.set_time_scale(TIME_SCALE)
+    read_tap(api)  # what the tap holds from before: these jobs are new to its consumer
     with receiver() as hooks, calls.counting():
         platform.set_function_environment(LONGHAUL_CALLBACK_ALLOWLIST=hooks.origin)
         try:
@@ -475,12 +488,49 @@ def evaluate_ops(platform: Any, *, repeat: int) -> list[OpsRun]:
             for _ in range(repeat):
                 runs += [run_scenario(platform, api, scenario, calls, hooks) for scenario in SCENARIOS]
             _callbacks(api, runs)
+            check_bus(api, runs)
         finally:
             platform.set_function_environment(LONGHAUL_CALLBACK_ALLOWLIST="")
     dead = dead_lettered_jobs(platform)
     for run in runs:
         run.dead_lettered = run.job_id in dead
     return runs
+
+
+def read_tap(api: Api) -> list[dict[str, Any]]:
+    """Everything the bus's operators' tap holds now (each event is answered once); none without a tap."""
+    found: list[dict[str, Any]] = []
+    while True:
+        page = requests.get(f"{api.base}/v1/ops/events", headers=api.operator, params={"limit": 100}, timeout=60)
+        if page.status_code != 200:
+            return found
+        events = page.json()["events"]
+        found += events
+        if not events:
+            return found
+
+
+def check_bus(api: Api, runs: Sequence[OpsRun], timeout: float = 60) -> None:
+    """Each job's status changes as the bus's consumer received them against its log's: the same (seq, status),
+    once each, in order. Waits (up to `timeout`) for the ones still on their way."""
+    expected = {r.job_id: [(e["seq"], e["status"]) for e in _events(api, r.job_id) if e.get("status")] for r in runs}
+    read: list[dict[str, Any]] = []
+    deadline = time.monotonic() + timeout
+    while True:
+        read += read_tap(api)
+        got: dict[str, list[tuple[int, str]]] = {job_id: [] for job_id in expected}
+        for event in read:
+            detail = event.get("detail") or {}
+            if event.get("detail_type") == BUS_STATUS_CHANGE and detail.get("job_id") in got:
+                got[detail["job_id"]].append((int(detail["seq"]), str(detail["status"])))
+        if all(len(got[j]) >= len(changes) for j, changes in expected.items()) or time.monotonic() > deadline:
+            break
+        time.sleep(0.5)
+    for run in runs:
+        run.bus_events = len(got[run.job_id])
+        run.bus_exact = got[run.job_id] == expected[run.job_id]
+        if not run.bus_exact:
+            run.notes.append(f"bus: {got[run.job_id]} against the log's {expected[run.job_id]}")
 
 
 def _callbacks(api: Api, runs: Sequence[OpsRun], timeout: float = 30) -> None:

@@ -29,6 +29,7 @@ from stacks.audit import ArtifactsTrail
 from stacks.batch import BatchLane
 from stacks.bundling import code_asset, code_version
 from stacks.email import DEFAULT_SENDER, Email
+from stacks.events import Events
 from stacks.functions import TRACE_READ_ACTIONS
 from stacks.identity import Identity
 from stacks.nag import (
@@ -105,6 +106,8 @@ class LonghaulStack(Stack):
             auto_delete_objects=stage in EMPTIED_STAGES,
         )
         batch_lane = BatchLane(self, "BatchLane", bucket=storage.artifacts)
+        # The stack's event bus: job status changes and reviews go out on it, and rules on it start jobs.
+        events_out = Events(self, "Events")
         base_env = {
             Env.TABLE: storage.table.table_name,
             Env.BUCKET: storage.artifacts.bucket_name,
@@ -119,6 +122,7 @@ class LonghaulStack(Stack):
             Env.STUCK_AFTER_MINUTES: str(stuck_after_minutes),
             Env.REVIEW_WAIT_ALARM_MINUTES: str(review_wait_alarm_minutes),
             Env.BATCH_ROLE: batch_lane.role.role_arn,
+            Env.EVENT_BUS: events_out.bus_name,
         }
         # Routes are checked at synthesis (unknown providers or route names fail here, not in a step).
         routing = Routing.configured(
@@ -333,6 +337,19 @@ class LonghaulStack(Stack):
             stuck_after_minutes=stuck_after_minutes,
             review_wait_alarm_minutes=review_wait_alarm_minutes,
         )
+        # Whatever writes a status change puts its events on the bus (`longhaul.storage.bus`); operators read the tap.
+        putting: list[iam.IGrantable] = [
+            api.function,
+            api.ops_function,
+            operations.sweeper,
+            admission.dispatcher,
+            *workflows.functions,
+            *(target.task_definition.task_role for target in workers.targets.values()),
+        ]
+        for grantee in putting:
+            events_out.grant_put(grantee)
+        events_out.grant_tap_reads(api.ops_function)
+        api.ops_function.add_environment(Env.EVENTS_TAP, events_out.tap.queue_url)
         # An operator's escalation of a job tells whoever the alarms tell (`longhaul.operations.repair`).
         api.ops_function.add_environment(Env.ALARM_TOPIC, observability.alarm_topic.topic_arn)
         observability.grant_publish(api.ops_function)
@@ -376,6 +393,7 @@ class LonghaulStack(Stack):
         self.tools = tools
         self.admission = admission
         self.analytics = analytics
+        self.events = events_out  # `self.events.bus`: the stack's EventBridge bus
         # moto's CloudFormation (the local runtime) fails on a KMS key's tags (it reads the KMS API's TagKey).
         untagged = ["AWS::KMS::Key"] if stage == LOCAL_STAGE else []
         Tags.of(self).add("project", "longhaul", exclude_resource_types=untagged)

@@ -12,7 +12,7 @@ import re
 import time
 import uuid
 from collections.abc import Mapping
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 
 from aws_lambda_powertools.event_handler import Response
 from aws_lambda_powertools.event_handler.openapi.exceptions import (
@@ -80,6 +80,7 @@ from longhaul.core.contracts import (
     JobStatus,
     JobView,
     PageText,
+    ResultDownload,
     UploadRequest,
     UploadTicket,
 )
@@ -368,6 +369,13 @@ def get_graph(job_id: Annotated[str, Path()]) -> WorkflowGraph:
                 MARKDOWN: {"schema": {"type": "string"}},
             },
         },
+        303: {
+            "description": "A result over `LONGHAUL_RESULT_INLINE_MAX_BYTES` (default 5 MiB) is not answered in the "
+            "body: `Location` is its presigned download (as `GET …/result/download` gives it; a client that follows "
+            "redirects reads the result from there, without sending its key), and the body says the same",
+            "headers": {"Location": {"description": "The presigned download URL", "schema": {"type": "string"}}},
+            "content": {"application/json": {"model": ResultDownload}},
+        },
         **JOB_PROBLEMS,
         **problems(
             409, "Not completed yet (`result-not-ready`), or no provisional result yet (`no-provisional-result`)"
@@ -384,15 +392,50 @@ def get_result(
 ) -> Response[str]:
     jobs = job_service()
     job = jobs.job(principal(app), job_id)
+    wants_markdown = MARKDOWN in (app.current_event.get_header_value("Accept") or "")
+    large = jobs.oversized(job, media="markdown" if wants_markdown else "json")
+    if large is not None:  # too large for a response body: a link to the object instead
+        return Response(
+            status_code=303,
+            content_type="application/json",
+            body=large.model_dump_json(),
+            headers={"Location": large.url},
+        )
     result, as_of_step = jobs.result_of(job, provisional=provisional)
     markdown_key = getattr(result, "markdown_key", None)
-    if MARKDOWN in (app.current_event.get_header_value("Accept") or "") and isinstance(markdown_key, str):
+    if wants_markdown and isinstance(markdown_key, str):
         markdown = services().artifacts.get_bytes(markdown_key).decode()
         return Response(status_code=200, content_type=f"{MARKDOWN}; charset=utf-8", body=markdown)
     view = jobs.view(principal(app), job_id)
     marks = {"provisional": as_of_step is not None, "as_of_step": as_of_step, "superseded_by": view.superseded_by}
     body = result_models()[view.workflow].model_validate({**result.model_dump(), "budget": view.budget, **marks})
     return Response(status_code=200, content_type="application/json", body=body.model_dump_json())
+
+
+@app.get(
+    "/v1/jobs/<job_id>/result/download",
+    summary="Get an expiring link to a job's result",
+    description="A presigned GET of the completed job's result: `format=json` the result its workflow wrote, "
+    "`markdown` its rendering. The URL works until `expires_at` (`expires_in`, default 900 s, at most the tenant "
+    "policy's `download_ttl_seconds`), then answers 403; fetch it without an `Authorization` header.",
+    operation_id="download_result",
+    tags=[RESULTS],
+    responses={
+        **JOB_PROBLEMS,
+        **problems(404, "No such job for this tenant, or no rendering of its result in that format"),
+        **problems(409, "Not completed yet (`result-not-ready`)"),
+        **INVALID_PARAMETERS,
+    },
+)
+def download_result(
+    job_id: Annotated[str, Path()],
+    format: Annotated[Literal["json", "markdown"], Query(description="The result or its Markdown rendering.")] = "json",
+    expires_in: Annotated[
+        int | None,
+        Query(ge=1, le=limits.MAX_DOWNLOAD_TTL_SECONDS, description="Seconds the URL lives (default 900)."),
+    ] = None,
+) -> ResultDownload:
+    return job_service().download(principal(app), job_id, media=format, expires_in=expires_in)
 
 
 @app.get(

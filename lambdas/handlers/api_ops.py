@@ -43,6 +43,7 @@ from longhaul.api.graph import WorkflowGraph
 from longhaul.core import limits
 from longhaul.core.auth import Principal
 from longhaul.core.budgets import TenantPolicy, TenantPolicyPatch
+from longhaul.core.bus import BusEventList, bus_event
 from longhaul.core.contracts import (
     IDEMPOTENCY_KEY_PATTERN,
     BulkOutcome,
@@ -73,7 +74,7 @@ from longhaul.core.contracts import (
     TerminateRequest,
 )
 from longhaul.core.erasure import StoreReport
-from longhaul.core.problems import ApiProblem, Forbidden, NotFound
+from longhaul.core.problems import ApiProblem, Forbidden, NotFound, Unavailable
 from longhaul.operations import calls, listings, memory, metrics, policies
 from longhaul.review.contracts import ManualCompletionOutcome, ManualCompletionRequest
 from longhaul.services import services
@@ -705,3 +706,37 @@ def get_metrics(
 ) -> MetricsReport:
     _operator()
     return metrics.report(services(), hours=hours, name=name)
+
+
+#: The most events one read of the tap answers.
+MAX_TAP_EVENTS = 100
+
+
+@router.get(
+    "/v1/ops/events",
+    summary="Read the bus's events",
+    description="The events the platform put on its EventBridge bus (`Job Status Changed`, `Review Requested`, "
+    "`Review Decided`), from the operators' tap: a queue a rule on the bus sends every Longhaul event to. Waits up to "
+    "`wait` seconds for the first and answers what the tap holds, in the order it received them, up to `limit`. Each "
+    "event is answered once (what one read answers is gone from the tap); order a job's events by `detail.seq`. Your "
+    "own consumers put their own rules on the bus (`docs/how-to/consume-job-events.md`).",
+    operation_id="ops_read_bus_events",
+    tags=[OPERATORS],
+    responses={
+        **OPS_PROBLEMS,
+        **INVALID_PARAMETERS,
+        **problems(503, "The deployment has no tap of its bus (LONGHAUL_EVENTS_TAP unset)"),
+    },
+)
+def ops_read_bus_events(
+    wait: Annotated[
+        int,
+        Query(ge=0, le=limits.MAX_EVENTS_WAIT_SECONDS, description="Seconds to wait for the first event (long poll)."),
+    ] = 0,
+    limit: Annotated[int, Query(ge=1, le=MAX_TAP_EVENTS)] = 10,
+) -> BusEventList:
+    _operator()
+    tap = services().events_tap
+    if tap is None:
+        raise Unavailable("this deployment has no tap of its event bus (LONGHAUL_EVENTS_TAP is unset)")
+    return BusEventList(events=[bus_event(e) for e in tap.take(limit=limit, wait_seconds=wait)])

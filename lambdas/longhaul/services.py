@@ -19,6 +19,7 @@ from longhaul.adapters.alerts import SnsAlerts
 from longhaul.adapters.dead_letters import QueueDeadLetters
 from longhaul.adapters.ecs import EcsContainerTasks
 from longhaul.adapters.email import SesMailer
+from longhaul.adapters.eventbridge import EventBridgePublisher, SqsEventsTap
 from longhaul.adapters.intake import LambdaWake, SqsIntakeQueues
 from longhaul.adapters.secrets import SecretsManagerWebhookSecrets
 from longhaul.adapters.stepfunctions import StepFunctionsDispatch, StepFunctionsEngine, StepFunctionsTokens
@@ -30,6 +31,7 @@ from longhaul.core.ports import (
     BatchJobs,
     ContainerTasks,
     DeadLetters,
+    EventsTap,
     IntakeQueues,
     Mailer,
     MetricsReader,
@@ -48,6 +50,7 @@ from longhaul.core.settings import Settings, environ, get_settings, invocation_c
 from longhaul.storage.admission import AdmissionStore
 from longhaul.storage.artifacts import ArtifactStore
 from longhaul.storage.budgets import BudgetStore
+from longhaul.storage.bus import BusOutbox
 from longhaul.storage.checkpoints import CheckpointStore
 from longhaul.storage.history import HistoryStore, RecentHistory
 from longhaul.storage.jobs import JobStore
@@ -89,6 +92,8 @@ class Services:
     tool_credentials: ToolCredentialSource | None = None
     # The access key these services sign with when they are a tool call's (`for_tool`); None: the function's own.
     signed_as: str | None = None
+    bus: BusOutbox | None = None  # the EventBridge bus's outbox (None: no bus configured, no event is put)
+    events_tap: EventsTap | None = None  # the operators' tap of the bus (the operators' function only)
 
     def now(self) -> datetime:
         return self.jobs.clock.now()
@@ -357,6 +362,7 @@ def _build(
     dispatch = StepFunctionsDispatch(stepfunctions, settings.webhook_delivery) if settings.webhook_delivery else None
     wake = LambdaWake(client("lambda"), settings.admission_dispatcher) if settings.admission_dispatcher else None
     tools = None if tool_call else _tool_credentials(settings, client)  # a tool's services assume no role
+    bus = BusOutbox(table, EventBridgePublisher(client("events"), settings.event_bus)) if settings.event_bus else None
     built = Services(
         settings=settings,
         jobs=JobStore(
@@ -365,6 +371,7 @@ def _build(
             on_outbox=_relay(dispatch),
             on_release=_wake_on_release(wake),
             on_saga=_wake_on_saga(wake),
+            on_bus=bus.drain if bus is not None else None,
         ),
         checkpoints=CheckpointStore(table),
         artifacts=ArtifactStore(s3, settings.bucket_name, presign_client=presign),
@@ -384,6 +391,8 @@ def _build(
         batch_jobs=_batch_jobs(client("bedrock")) if settings.batch_role else None,
         alerts=SnsAlerts(client("sns"), settings.alarm_topic) if settings.alarm_topic else None,
         tool_credentials=tools,
+        bus=bus,
+        events_tap=SqsEventsTap(client("sqs"), settings.events_tap) if settings.events_tap else None,
     )
     built.jobs.on_finished = _tell_finished(built)
     return built

@@ -66,6 +66,7 @@ from local.moto_patches.ecs import (
     translate_ecs_task_names,
     untranslate_ecs_task_names,
 )
+from local.moto_patches.events import name_event_buses_by_ref, unname_event_buses
 from local.moto_patches.iam import enforce_iam, relax_iam
 from local.moto_patches.interpreter import (
     ABORTED_ITERATION,
@@ -199,6 +200,7 @@ def apply() -> None:
     deploy_state_machine_versions()
     start_executions_on_versions()
     create_email_identities()
+    name_event_buses_by_ref()
     run_batch_inference_jobs()
     keep_iteration_error_names()
     list_metrics_once_per_dimension_set()
@@ -217,6 +219,7 @@ def revert() -> None:
     update_in_template_order()
     read_templates_as_yaml_first()
     skip_email_identities()
+    unname_event_buses()
     refuse_batch_inference_jobs()
     refuse_iteration_error_names()
     parse_conditions_for_every_check()

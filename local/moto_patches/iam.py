@@ -20,6 +20,7 @@ code `403`.
   the table names; `s3:prefix`, a listing's prefix); a condition on
   a key the request does not supply does not match, so its `Allow` does not apply, except `ForAllValues`, which
   holds over no values as on AWS);
+- a presigned URL past its expiry is refused as S3 refuses it (403 `AccessDenied`, "Request has expired");
 - a refusal is AWS's own error for the protocol: `AccessDeniedException` (JSON protocols; HTTP 400, or 403 for
   Lambda), `AccessDenied` (S3, query protocols).
 
@@ -48,6 +49,7 @@ import re
 import threading
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
 from typing import Any
 from urllib.parse import parse_qs, unquote, urlparse
 
@@ -146,6 +148,7 @@ def _authorize(self: Any, iam_request_cls: type, resource: str = "*") -> None:
     if not credential:
         _refuse(self, "anonymous", "", "*", "the request is not signed")
     access_key_id, _, scope = unquote(credential).partition("/")
+    _refuse_expired(self, query)
     if access_key_id in _STATE.trusted:
         return
     parts = scope.split("/")
@@ -186,6 +189,26 @@ def _authorize(self: Any, iam_request_cls: type, resource: str = "*") -> None:
         for access in accesses:
             counted = (principal.arn, access.action)
             _STATE.allowed[counted] = _STATE.allowed.get(counted, 0) + 1
+
+
+def _refuse_expired(self: Any, query: Mapping[str, list[str]]) -> None:
+    """A presigned URL (a SigV4 or SigV2 query signature) past its expiry is refused as S3 refuses it: 403
+    `AccessDenied`, "Request has expired" (moto serves it for ever). Not a denial of a grant: not recorded as one."""
+    signed, expires = _first(query, "X-Amz-Date"), _first(query, "X-Amz-Expires")
+    until = _first(query, "Expires")  # SigV2: the epoch second it expires at
+    if signed and expires.isdigit():
+        try:
+            ends = datetime.strptime(signed, "%Y%m%dT%H%M%SZ").replace(tzinfo=UTC) + timedelta(seconds=int(expires))
+        except ValueError:
+            return
+    elif until.isdigit() and _first(query, "Signature"):
+        ends = datetime.fromtimestamp(int(until), UTC)
+    else:
+        return
+    if datetime.now(UTC) > ends:
+        from moto.s3.exceptions import S3ClientError
+
+        raise S3ClientError("AccessDenied", "Request has expired")
 
 
 def _principal(self: Any, iam_request_cls: type, authorization: str, access_key_id: str, region: str) -> Any:
@@ -684,6 +707,20 @@ def _bedrock(self: Any, action: str, _resource: str, region: str) -> list[Access
     return [Access(action, _identifier(str(self.path)))]
 
 
+def _events(self: Any, action: str, _resource: str, region: str) -> list[Access]:
+    """EventBridge authorizes `PutEvents` on the bus of each entry (`EventBusName`, a name or an ARN; `default`
+    when none); its other actions, on what they name, are not told apart here (on `*`)."""
+    if not action.endswith(":PutEvents"):
+        return [Access(action, "*")]
+    buses = {str(e.get("EventBusName") or "default") for e in _body(self).get("Entries") or [] if isinstance(e, dict)}
+    return [
+        Access(
+            action, bus if bus.startswith("arn:") else _arn("events", region, self.current_account, f"event-bus/{bus}")
+        )
+        for bus in sorted(buses or {"default"})
+    ]
+
+
 def _unscoped(self: Any, action: str, _resource: str, _region: str) -> list[Access]:
     return [Access(action, "*")]
 
@@ -713,6 +750,7 @@ RESOLVERS: dict[str, Resolver] = {
     "ecs": _ecs,
     "ses": _ses,
     "sns": _sns,  # an operator's escalation, published to the alarm topic
+    "events": _events,  # job status changes and reviews, put on the stack's bus
     "monitoring": _unscoped,  # CloudWatch metrics: no resource-level permissions on AWS either
     "bedrock": _bedrock,  # the control plane's batch inference jobs (the runtime never reaches the local platform)
 }

@@ -12,6 +12,7 @@ import inspect
 import json
 import os
 import textwrap
+import time
 from collections.abc import Iterator
 from typing import Any
 
@@ -414,3 +415,36 @@ def test_a_role_is_assumed_only_by_whom_its_trust_policy_names(aws: boto3.sessio
 
     assert code == "AccessDenied"
     assert iam.denials()[-1][1:] == ("sts:AssumeRole", "arn:aws:iam::123456789012:role/tools")
+
+
+def test_put_events_is_authorized_on_each_entrys_bus(aws: boto3.session.Session, enforced: None) -> None:
+    events = boto3.client("events", region_name=REGION)  # the test's own key
+    for name in ("Longhaul-local", "other"):
+        events.create_event_bus(Name=name)
+    allow = {"Effect": "Allow", "Action": "events:PutEvents",
+             "Resource": f"arn:aws:events:{REGION}:{ACCOUNT}:event-bus/Longhaul-local"}  # fmt: skip
+    boto3.client("iam", region_name=REGION).put_role_policy(
+        RoleName="step", PolicyName="bus", PolicyDocument=_policy(allow)
+    )
+    entry = {"Source": "longhaul", "DetailType": "Job Status Changed", "Detail": "{}"}
+
+    aws.client("events").put_events(Entries=[{**entry, "EventBusName": "Longhaul-local"}])
+
+    refused = _code(lambda: aws.client("events").put_events(Entries=[{**entry, "EventBusName": "other"}]))
+    assert refused in ("AccessDenied", "AccessDeniedException")
+    assert iam.denials()[-1][1:] == ("events:PutEvents", f"arn:aws:events:{REGION}:{ACCOUNT}:event-bus/other")
+
+
+def test_a_presigned_url_past_its_expiry_is_refused_as_s3_refuses_it(
+    aws: boto3.session.Session, enforced: None
+) -> None:
+    s3 = aws.client("s3")
+    s3.put_object(Bucket=BUCKET, Key="work/job/c.json", Body=b"{}")
+    expired = s3.generate_presigned_url("get_object", Params={"Bucket": BUCKET, "Key": "work/job/c.json"}, ExpiresIn=1)
+    alive = s3.generate_presigned_url("get_object", Params={"Bucket": BUCKET, "Key": "work/job/c.json"})
+    time.sleep(2.1)
+
+    refused = requests.get(expired, timeout=10)
+    assert refused.status_code == 403 and "Request has expired" in refused.text
+    assert requests.get(alive, timeout=10).status_code == 200
+    assert iam.denials() == []  # an expiry is not a missing grant

@@ -1969,3 +1969,37 @@ def test_batch_inference_jobs_run_the_offline_model_and_write_where_bedrock_writ
 
 def _offline(context: dict[str, Any], model_id: str) -> str:
     return "answered offline"
+
+
+# --- name_event_buses_by_ref -------------------------------------------------------------------------------
+
+
+BUS = {"Bus": {"Type": "AWS::Events::EventBus", "Properties": {"Name": "Longhaul-local"}}}
+NAMED_BY_REF = {
+    "Named": {
+        "Type": "AWS::SQS::Queue",
+        "Properties": {"QueueName": "named", "Tags": [{"Key": "bus", "Value": {"Ref": "Bus"}}]},
+    }
+}
+
+
+def _bus_tag() -> str:
+    sqs = boto3.client("sqs", region_name=REGION)
+    return str(sqs.list_queue_tags(QueueUrl=sqs.get_queue_url(QueueName="named")["QueueUrl"])["Tags"]["bus"])
+
+
+@pytest.mark.usefixtures("unpatched")
+def test_cfn_event_bus_refs_are_not_its_name_without_the_patch() -> None:
+    _deploy({**BUS, **NAMED_BY_REF})
+
+    assert _bus_tag() != "Longhaul-local"
+
+
+@pytest.mark.usefixtures("patched")
+def test_cfn_event_bus_refs_are_its_name_with_the_patch() -> None:
+    refs = _deploy({**BUS, **NAMED_BY_REF})
+
+    assert refs["Bus"] == "Longhaul-local"
+    assert _bus_tag() == "Longhaul-local"
+    names = [b["Name"] for b in boto3.client("events", region_name=REGION).list_event_buses()["EventBuses"]]
+    assert "Longhaul-local" in names

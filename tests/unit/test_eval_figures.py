@@ -163,3 +163,14 @@ def test_a_prompt_asked_twice_in_one_job_is_a_model_call_done_twice() -> None:
     assert calls.take() == (2, 1)
     model.generate(request)  # not counted once the eval stops counting
     assert calls.take() == (0, 0)
+
+
+def test_the_bus_gate_wants_every_checked_job_exact() -> None:
+    exact = figures([_run(bus_exact=True, bus_events=5), _run(bus_exact=None)])
+    off = figures([_run(bus_exact=True, bus_events=5), _run(bus_exact=False, bus_events=6)])
+
+    assert exact["bus_events_exact_rate"] == 1.0 and exact["bus_status_changes"] == 5
+    assert regressions(exact, {"bus_events_exact_rate": 1.0}) == []
+    assert off["bus_events_exact_rate"] == 0.5
+    assert regressions(off, {}) == ["bus_events_exact_rate is 0.5: it must be 1"]
+    assert figures([_run()])["bus_events_exact_rate"] is None

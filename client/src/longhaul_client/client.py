@@ -40,6 +40,7 @@ from longhaul.core import limits
 from longhaul.core.analytics import UsageReport
 from longhaul.core.audit import AuditEntry, AuditPage
 from longhaul.core.budgets import JobBudget, TenantPolicy
+from longhaul.core.bus import BusEvent, BusEventList
 from longhaul.core.contracts import (
     TERMINAL_STATUSES,
     BudgetView,
@@ -65,6 +66,7 @@ from longhaul.core.contracts import (
     JobView,
     ReplayOutcome,
     ReplayRequest,
+    ResultDownload,
     SignalAccepted,
     SteerOutcome,
     TenantPolicyView,
@@ -344,11 +346,30 @@ class LonghaulClient:
                 return update.job
         raise AssertionError("unreachable: updates end with the finished job")  # pragma: no cover
 
+    def result_download(self, job_id: str, *, format: str = "json", expires_in: int | None = None) -> ResultDownload:
+        """A presigned, expiring URL to a completed job's result (`json`) or its rendering (`markdown`)."""
+        params = {"format": format, "expires_in": expires_in}
+        return self._get(ResultDownload, f"/v1/jobs/{job_id}/result/download", params)
+
+    def download_result(self, job_id: str, target: Path, *, format: str = "json") -> ResultDownload:
+        """Write a completed job's result (or its rendering) to `target` from its download URL."""
+        ticket = self.result_download(job_id, format=format)
+        target.write_bytes(self._fetch(ticket.url).content)
+        return ticket
+
+    def _fetch(self, url: str) -> httpx.Response:
+        """GET a presigned URL (no key: the URL is its own authorization)."""
+        return self._with_retries(lambda: self._storage.get(url), safe=True, what="GET the result's download URL")
+
     def result(self, job_id: str, *, provisional: bool = False) -> Result:
         """A completed job's result (a `Conflict` problem until it has completed); with `provisional`, before it
         completes, its provisional result (a `Conflict` problem while it has none), after, its final result."""
         params = {"provisional": "true"} if provisional else None
-        body = self._send("GET", f"/v1/jobs/{job_id}/result", params=params, safe=True).json()
+        response = self._send("GET", f"/v1/jobs/{job_id}/result", params=params, safe=True)
+        if response.status_code == 303:  # too large for a response body: read from its download (no budget there)
+            body = self._fetch(ResultDownload.model_validate_json(response.content).url).json()
+        else:
+            body = response.json()
         budget = body.pop("budget", None)
         marked, as_of_step = bool(body.pop("provisional", False)), body.pop("as_of_step", None)
         return Result(
@@ -571,6 +592,18 @@ class LonghaulClient:
         body = ManualCompletionRequest(assignee_group=assignee_group, note=note).model_dump(mode="json")
         response = self._send("POST", f"/v1/ops/jobs/{job_id}/manual-completion", json=body, safe=True)
         return ManualCompletionOutcome.model_validate_json(response.content)
+
+    def bus_events(self, *, wait: int = 0, limit: int = 10) -> list[BusEvent]:
+        """Events of the platform's EventBridge bus from the operators' tap (an operator key), waiting up to `wait`
+        seconds for the first. Each is answered once: what this call returns is gone from the tap."""
+        params = {"wait": wait, "limit": limit}
+        response = self._send("GET", "/v1/ops/events", params=params, safe=False, timeout=self.timeout + wait)
+        return BusEventList.model_validate_json(response.content).events
+
+    def follow_bus_events(self, *, wait: int = limits.MAX_EVENTS_WAIT_SECONDS) -> Iterator[BusEvent]:
+        """Every event the tap receives from now on, as it arrives (long polls of `wait` seconds), until stopped."""
+        while True:
+            yield from self.bus_events(wait=wait, limit=100)
 
     def dead_webhooks(self, *, limit: int = 100) -> list[WebhookView]:
         """Webhooks whose delivery gave up, newest first (an operator key)."""

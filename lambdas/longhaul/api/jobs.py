@@ -43,6 +43,7 @@ from longhaul.core.contracts import (
     JobUpdate,
     JobView,
     PageText,
+    ResultDownload,
     StepUsage,
     UploadRequest,
     UploadTicket,
@@ -526,6 +527,48 @@ class JobService:
             )
         found = result_type.model_validate(self.services.artifacts.get_json(job.provisional_key))
         return found, job.provisional_step
+
+    # ------------------------------------------------------------------ downloads
+
+    def download(
+        self, principal: Principal, job_id: str, *, media: str = "json", expires_in: int | None = None
+    ) -> ResultDownload:
+        """A presigned GET of the completed job's result (`json`: the result the workflow wrote; `markdown`: its
+        rendering), living `expires_in` seconds (default 900), at most the tenant policy's `download_ttl_seconds` and
+        the deployment's `LONGHAUL_MAX_DOWNLOAD_TTL_SECONDS`. 409 before the job completes; 404 for a rendering the
+        workflow does not write."""
+        job = self.job(principal, job_id)
+        if job.status != JobStatus.COMPLETED or job.result_key is None:
+            raise NotReady(f"job {job_id} is {job.status.value}", job_status=job.status.value)
+        return self.download_of(job, media=media, expires_in=expires_in)
+
+    def download_of(self, job: Job, *, media: str = "json", expires_in: int | None = None) -> ResultDownload:
+        s = self.services
+        key = job.result_key if media == "json" else keys.result_key(job.job_id, "md")
+        head = s.artifacts.head(key) if key else None
+        if key is None or head is None:
+            raise NotFound(f"job {job.job_id} has no {media} rendering of its result")
+        policy = s.budgets.recent_policy(job.tenant_id)
+        ttl = min(expires_in or limits.DOWNLOAD_URL_SECONDS, policy.download_ttl_seconds)
+        ttl = min(ttl, s.settings.max_download_ttl_seconds)
+        now = s.now()
+        return ResultDownload(
+            url=s.artifacts.presigned_get(key, ttl),
+            expires_at=now.replace(microsecond=0) + timedelta(seconds=ttl),
+            media_type="application/json" if media == "json" else "text/markdown",
+            bytes=int(head.get("ContentLength") or 0),
+        )
+
+    def oversized(self, job: Job, *, media: str) -> ResultDownload | None:
+        """The download of a completed job's result (or rendering) too large to answer inline
+        (`LONGHAUL_RESULT_INLINE_MAX_BYTES`), else None."""
+        key = job.result_key if media == "json" else keys.result_key(job.job_id, "md")
+        if job.status != JobStatus.COMPLETED or key is None:
+            return None
+        size = self.services.artifacts.size(key)
+        if size is None or size <= self.services.settings.result_inline_max_bytes:
+            return None
+        return self.download_of(job, media=media)
 
     # ------------------------------------------------------------------ cancel
 

@@ -159,6 +159,13 @@ class TenantPolicy(Model):
         "kept after it was submitted; then they are erased (a usage tombstone stays) and the job answers 410. "
         "Pinned on each job at submission.",
     )
+    download_ttl_seconds: int = Field(
+        default=limits.DOWNLOAD_URL_SECONDS,
+        gt=0,
+        le=limits.MAX_DOWNLOAD_TTL_SECONDS,
+        description="The longest a result's download URL lives (`GET /v1/jobs/{job_id}/result/download`, whose "
+        "default is 900 s or this, the shorter).",
+    )
 
 
 @cache
@@ -193,6 +200,7 @@ class TenantPolicyPatch(Model):
     retention_days: Annotated[
         int | None, Field(default=None, ge=limits.RETENTION_DAYS_MIN, le=limits.RETENTION_DAYS_MAX, strict=True)
     ]
+    download_ttl_seconds: Annotated[int | None, Field(default=None, gt=0, le=limits.MAX_DOWNLOAD_TTL_SECONDS)]
 
     def applied_to(self, policy: TenantPolicy) -> TenantPolicy:
         """`policy` with this change: given fields replaced, fields given as null back to their defaults."""

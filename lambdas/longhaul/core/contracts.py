@@ -1546,6 +1546,15 @@ class UploadTicket(Model):
     expires_in: int
 
 
+class ResultDownload(Model):
+    """A presigned, expiring URL to a completed job's result (`GET` it, with no `Authorization` header)."""
+
+    url: str = Field(description="A presigned S3 GET of the result; 403 once it has expired.")
+    expires_at: datetime = Field(description="When the URL stops working.")
+    media_type: Literal["application/json", "text/markdown"]
+    bytes: int = Field(ge=0, description="The object's size.")
+
+
 class ProblemError(Model):
     """One thing wrong with the request: where (`loc`, as the client wrote it: `body`, `query`, `header` or `path`,
     then the field's path) and what."""

@@ -64,6 +64,14 @@ MAX_UPLOAD_BYTES = 50 * MIB
 INLINE_TEXTS_IN_INPUT_MAX_BYTES = 64 * 1024
 UPLOAD_URL_SECONDS = 900
 
+# Result downloads (`GET /v1/jobs/{id}/result/download`): a presigned GET lives this long unless asked for less, at
+# most the tenant policy's `download_ttl_seconds`, which is at most SigV4's own limit (7 days). The result route
+# answers a result over the inline limit (`LONGHAUL_RESULT_INLINE_MAX_BYTES`, default below a Lambda response's 6 MB
+# and API Gateway's 10 MB) by reference to its download.
+DOWNLOAD_URL_SECONDS = 900
+MAX_DOWNLOAD_TTL_SECONDS = 7 * 24 * 3600
+RESULT_INLINE_MAX_BYTES = 5 * MIB
+
 # ZIP archives of documents (`input.archive`), checked at submission from the archive's central directory alone.
 # An archive is at most this large, and its documents expand to at most this much in all (each one at most
 # MAX_UPLOAD_BYTES, like an upload); at most MAX_DOCUMENTS of them.

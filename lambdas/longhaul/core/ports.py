@@ -124,6 +124,21 @@ class WebhookDispatch(Protocol):
         """Start delivering; a run of that name (default: the webhook id) that exists already counts as started."""
 
 
+class EventPublisher(Protocol):
+    """Puts Longhaul's events on its EventBridge bus (`core.bus`), one at a time: a job's events keep their order."""
+
+    def put(self, detail_type: str, detail: str) -> None:
+        """Put one event (`detail`: its JSON text); raises when the bus did not accept it."""
+
+
+class EventsTap(Protocol):
+    """The operators' tap of the bus: a queue a rule sends every Longhaul event to."""
+
+    def take(self, *, limit: int, wait_seconds: int) -> list[dict[str, Any]]:
+        """Up to `limit` envelopes in the order the tap holds them, waiting up to `wait_seconds` for the first;
+        those answered are removed from the tap."""
+
+
 class WebhookSecrets(Protocol):
     def signing_secrets(self, tenant_id: str) -> list[str]:
         """The tenant's secrets that sign now: the current one first, then one in its rotation grace period."""

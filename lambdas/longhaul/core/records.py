@@ -153,6 +153,7 @@ class Job(Record):
     links_base: str | None = None  # the API's base URL at submit, for the links of webhooks
     correlation_id: str | None = None  # `longhaul.core.correlation`: the client's trace or request id, or a new one
     callback: CallbackStatus | None = None
+    bus_count: int = 0  # the events for the EventBridge bus written so far (`storage.bus`)
     # Admission: the job's class; `slot` while it holds one of the in-flight slots, `waiting` while it waits for one.
     sla_class: SlaClass = "standard"
     model_lane: ModelLane = "auto"  # as requested (`longhaul.guardrails.batch` decides per step)

@@ -14,6 +14,7 @@ Items:  JOB#<id>/JOB  ·  JOB#<id>/STEP#<step>[#<item>]  ·  JOB#<id>/EVENT#<seq
         HISTORY#<workflow>/ETA (the step durations of its recent completed jobs, which ETAs come from)
         JOB#<id>/EFFECT#<operation id> (a tool's side effect: intent, outcome, compensation)
         JOB#<id>/SAGA#<attempt> (an attempt's effects to compensate)
+        JOB#<id>/BUS#<ordinal> (an event for the EventBridge bus, written with the change it announces)
         MEMORY#<tenant>/EPISODE#<subject>#<time>#<id> · MEMORY#<tenant>/FACT#<subject>#<id> (a tenant's memory)
         STREAM#<job id>/SEQ (the job's stream counter) · STREAM#<job id>/REC#<id> (a stream record: coalesced model
         output, TTL'd; apart from the job's partition and its event log on purpose)
@@ -26,6 +27,7 @@ Indexes: by_tenant (gsi1pk TENANT#<tenant>, gsi1sk <created_at>#<job>) lists a t
          by_state (gsi2pk STATUS#<status> | DEADLETTER, gsi2sk <time>) lists jobs by status and dead letters,
          and webhooks by delivery status (gsi2pk OUTBOX#<status>), and sagas by status (gsi2pk SAGA#<status>),
          and erasures not finished yet (gsi2pk ERASURE#pending, gsi2sk <erased_at>: the sweep finishes them);
+         and the bus's events not yet published (gsi2pk BUS#pending);
          by_created (gsi3pk JOBS, gsi3sk <created_at>#<job>, keys only) lists every job by time.
 """
 
@@ -57,6 +59,7 @@ PAUSE_TOKEN_SK = "TOKEN#pause"  # in the job's partition: the task token of its 
 SIGNAL_PREFIX = "SIGNAL#"  # in the job's partition: a signal sent to the job (its body, received or consumed)
 WAIT_TOKEN_PREFIX = "TOKEN#wait#"  # in the job's partition: a signal wait's or a segment timer's task token
 OUTBOX_SK = "OUTBOX"
+BUS_PREFIX = "BUS#"  # in the job's partition: an event for the bus, in the job's order (`storage.bus`)
 EFFECT_PREFIX = "EFFECT#"
 SAGA_PREFIX = "SAGA#"
 EPISODE_PREFIX = "EPISODE#"
@@ -204,6 +207,15 @@ def history_key(workflow: str) -> dict[str, str]:
 
 def outbox_partition(status: str) -> str:
     return f"OUTBOX#{status}"
+
+
+def bus_key(job_id: str, ordinal: int) -> dict[str, str]:
+    """The job's `ordinal`-th event for the bus (1-based, in the order they were written)."""
+    return {PK: job_pk(job_id), SK: f"{BUS_PREFIX}{ordinal:08d}"}
+
+
+def bus_partition(state: str) -> str:
+    return f"BUS#{state}"
 
 
 def effect_key(job_id: str, operation_id: str) -> dict[str, str]:

@@ -81,6 +81,16 @@ class Env:
     CALLBACK_ALLOWLIST = "LONGHAUL_CALLBACK_ALLOWLIST"
     #: The webhook delivery state machine's ARN (unset: webhooks are not delivered).
     WEBHOOK_DELIVERY = "LONGHAUL_WEBHOOK_DELIVERY"
+    #: The stack's EventBridge bus (its name): every job status change, review request and decision is put on it
+    #: (unset: no events are put).
+    EVENT_BUS = "LONGHAUL_EVENT_BUS"
+    #: The largest result (bytes) `GET /v1/jobs/{id}/result` answers in its body; a larger one is answered by
+    #: reference to its download (303 to a presigned URL). Below a Lambda response's 6 MB and API Gateway's 10 MB.
+    RESULT_INLINE_MAX_BYTES = "LONGHAUL_RESULT_INLINE_MAX_BYTES"
+    #: The longest a result's download URL may live (seconds), whatever a tenant's policy says (at most 7 days).
+    MAX_DOWNLOAD_TTL_SECONDS = "LONGHAUL_MAX_DOWNLOAD_TTL_SECONDS"
+    #: The operators' tap of the bus (an SQS queue URL): `GET /v1/ops/events` reads the events a rule sends to it.
+    EVENTS_TAP = "LONGHAUL_EVENTS_TAP"
     #: The Secrets Manager prefix under which each tenant's webhook signing secret is kept.
     WEBHOOK_SECRETS_PREFIX = "LONGHAUL_WEBHOOK_SECRETS_PREFIX"
     #: Container steps (ECS): the cluster whose tasks a cancellation stops.
@@ -199,6 +209,17 @@ class Settings(Model):
     callback_allowlist: frozenset[str] = Field(default=frozenset(), alias=Env.CALLBACK_ALLOWLIST)
     webhook_delivery: str | None = Field(default=None, alias=Env.WEBHOOK_DELIVERY)  # state machine ARN
     webhook_secrets_prefix: str = Field(default="longhaul/webhooks/", alias=Env.WEBHOOK_SECRETS_PREFIX)
+    event_bus: str | None = Field(default=None, alias=Env.EVENT_BUS)  # the bus's name
+    events_tap: str | None = Field(default=None, alias=Env.EVENTS_TAP)  # queue URL (the operators' function only)
+    result_inline_max_bytes: int = Field(
+        default=limits.RESULT_INLINE_MAX_BYTES,
+        alias=Env.RESULT_INLINE_MAX_BYTES,
+        gt=0,
+        le=limits.RESULT_INLINE_MAX_BYTES,
+    )
+    max_download_ttl_seconds: int = Field(
+        default=12 * 3600, alias=Env.MAX_DOWNLOAD_TTL_SECONDS, gt=0, le=limits.MAX_DOWNLOAD_TTL_SECONDS
+    )
 
     @field_validator("callback_allowlist", mode="before")
     @classmethod

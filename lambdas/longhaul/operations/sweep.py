@@ -81,6 +81,10 @@ def sweep(services: Services, now: datetime, *, stuck_after: timedelta | None = 
     relayed = relay_pending(services)
     if relayed:
         logger.info("webhooks relayed", extra={"webhooks": relayed})
+    if services.bus is not None:  # the bus's outbox: events their writers did not publish
+        published = services.bus.relay_pending()
+        if published:
+            logger.info("bus events published by the sweep", extra={"events": published})
     metrics.add_metric(name=STUCK_JOBS_METRIC, unit="Count", value=counts["stuck"])
     metrics.add_metric(name="ExpiredJobs", unit="Count", value=counts["expired"])
     logger.info("state machine versions live jobs run", extra={"versions": counts.versions})

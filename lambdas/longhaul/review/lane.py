@@ -38,7 +38,7 @@ from longhaul.engine.context import StepContext
 from longhaul.engine.spec import ReviewPolicy, registry
 from longhaul.services import Services
 from longhaul.storage import artifacts as keys
-from longhaul.storage.jobs import TransitionRejected
+from longhaul.storage.jobs import NewEvent, TransitionRejected
 from longhaul.storage.reviews import ReviewClosed
 
 RUNGS = 3  # remind, reassign, final action: the wait is split in three equal parts
@@ -394,9 +394,9 @@ def _apply(services: Services, event: ReviewEvent, job: Job, review: ReviewRecor
             )
         except TransitionRejected as moved:
             raise CancelledError(f"job {job.job_id} moved while resuming: {moved}", step=event.step) from None
-    else:  # decided before the wait moved the job: it is still running
-        jobs.append_event(job.job_id, "review_decided", step=event.step, detail=detail)
-        jobs.update_job(job.job_id, {"review": summary})
+    else:  # decided before the wait moved the job: it is still running (the decision goes on the bus with its event)
+        decided = NewEvent("review_decided", step=event.step, detail=detail)
+        jobs.append_with_bus(job.job_id, decided, {"review": summary})
     output = {
         "next": "continue",
         "required": True,

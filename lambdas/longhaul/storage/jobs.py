@@ -20,12 +20,14 @@ from botocore.exceptions import ClientError
 
 from longhaul.core import schema
 from longhaul.core.auth import Principal, key_hash
+from longhaul.core.bus import DECISION_EVENTS, BusEntry, entries_for_change, review_entries
 from longhaul.core.clock import Clock, SystemClock, iso
 from longhaul.core.contracts import TERMINAL_STATUSES, EventView, JobStatus, WaitReason, WaitState
 from longhaul.core.metering import Metered, request_counts
 from longhaul.core.observability import logger
 from longhaul.core.records import STOPPED_VERBS, Job, OutboxRecord, SagaRecord
 from longhaul.storage.admission import release_writes
+from longhaul.storage.bus import bus_writes
 from longhaul.storage.cache import TtlCache
 from longhaul.storage.dynamo import Cancelled, plain, transact, update_expression
 from longhaul.storage.listing import JobListing
@@ -85,6 +87,16 @@ class TransitionRejected(Exception):
     """The job was not in a status from which this transition is allowed (or changed concurrently)."""
 
 
+def _bus_common(job: Job) -> dict[str, Any]:
+    """What every event of the job on the bus says of it."""
+    return {
+        "job_id": job.job_id,
+        "tenant_id": job.tenant_id,
+        "workflow": job.workflow,
+        "correlation_id": job.correlation_id,
+    }
+
+
 def _job(item: Mapping[str, Any]) -> Job:
     return Job.model_validate(plain(item))
 
@@ -93,6 +105,7 @@ OutboxRelay = Callable[[OutboxRecord], None]
 SlotReleased = Callable[[Job], None]
 SagaWritten = Callable[[SagaRecord], None]
 JobFinished = Callable[[Job], None]
+BusWritten = Callable[..., object]  # (job_id, *, first=False)
 
 
 class JobStore(JobSubmissions, JobListing):
@@ -100,7 +113,8 @@ class JobStore(JobSubmissions, JobListing):
     or never runs, the sweep finds the webhook still pending and starts it then. `on_release` is told of each job
     whose terminal transition gave back its slot (it wakes the admission dispatcher; the schedule is the safety
     net), and `on_saga` of each saga a terminal transition wrote (it wakes the dispatcher, which starts the
-    compensation lane; its schedule starts any saga this missed)."""
+    compensation lane; its schedule starts any saga this missed), and `on_bus` of each job whose transaction wrote
+    events for the bus (it publishes them; the sweep publishes any this missed: `storage.bus`)."""
 
     def __init__(
         self,
@@ -112,6 +126,7 @@ class JobStore(JobSubmissions, JobListing):
         on_release: SlotReleased | None = None,
         on_saga: SagaWritten | None = None,
         on_finished: JobFinished | None = None,
+        on_bus: BusWritten | None = None,
     ):
         super().__init__(table)
         self.clock = clock or SystemClock()
@@ -122,6 +137,7 @@ class JobStore(JobSubmissions, JobListing):
         # Told of each terminal transition of a job with a parent or a `then`, once it committed (it resumes the
         # parent's wait, submits the chained job: `longhaul.api.children.job_finished`).
         self.on_finished = on_finished
+        self.on_bus = on_bus
         self._keys: TtlCache[Principal] = TtlCache(self.clock)
 
     # ------------------------------------------------------------------ API keys
@@ -252,6 +268,7 @@ class JobStore(JobSubmissions, JobListing):
         if (not events and to is None) or reserved:  # the counter is neither read nor moved here
             condition, values, extra_set = "attribute_exists(pk)", {}, []
         merged_extra: dict[str, Any] = {}
+        bus: list[BusEntry] = []
         if to is not None:
             source = current.status
             writes.update({"status": to.value, schema.GSI2_PK: schema.status_partition(to.value)})
@@ -280,6 +297,18 @@ class JobStore(JobSubmissions, JobListing):
                 writes.update({"slot": None, "waiting": None})
                 merged_extra = {"slot": False, "waiting": False}
             extra = [*outbox, *sagas, *releases]
+            # The change's events for the bus commit with it (their outbox: `storage.bus`).
+            recorded = events[marked] if events else NewEvent("")
+            bus = entries_for_change(
+                **_bus_common(current),
+                to=to,
+                previous=source,
+                seq=seq,
+                at=now,
+                event=recorded.type,
+                step=recorded.step,
+                detail=detail,
+            )
             condition += " AND version = :v0 AND #status = :from"
             values.update({":v0": current.version, ":v1": current.version + 1, ":from": source.value})
             extra_set.append("version = :v1")
@@ -293,6 +322,15 @@ class JobStore(JobSubmissions, JobListing):
                 after.append(lambda: self._finished(current.job_id))
         else:
             writes.update(fields or {})
+            if not reserved:  # a decision recorded while the job kept its status (decided before its wait began)
+                bus = [
+                    entry
+                    for n, e in enumerate(events, start=1)
+                    if e.type in DECISION_EVENTS
+                    for entry in review_entries(
+                        {**_bus_common(current), "at": now, "seq": seq0 + n}, event=e.type, step=e.step, detail=e.detail
+                    )
+                ]
             if announce is not None and events and not reserved:
                 announced, callback_fields, message = outbox_writes(
                     self.table.name, current, current.status, seq0 + len(events), now, events[-1].detail, event=announce
@@ -305,6 +343,10 @@ class JobStore(JobSubmissions, JobListing):
             allowed = {f":s{i}": s.value for i, s in enumerate(only_if)}
             condition += f" AND #status IN ({', '.join(allowed)})"
             values.update(allowed)
+        if bus:
+            extra = [*extra, *bus_writes(self.table.name, current.job_id, current.bus_count + 1, bus, now)]
+            writes["bus_count"] = current.bus_count + len(bus)
+            after.append(lambda: self._bus_written(current.job_id))
         status_seq = seq0 + 1 + next((n for n, e in enumerate(events) if e.records_status), 0)
         adds = dict(add or {})
         if usage is not None:
@@ -391,6 +433,14 @@ class JobStore(JobSubmissions, JobListing):
         except Exception:  # the status change has committed; the parent's wait is bounded, the sweep ends it
             logger.exception("a finished job's parent or chained job was not told", extra={"job_id": job_id})
 
+    def _bus_written(self, job_id: str, *, first: bool = False) -> None:
+        if self.on_bus is None:
+            return
+        try:
+            self.on_bus(job_id, first=True) if first else self.on_bus(job_id)
+        except Exception:  # the events are stored: the sweep publishes what was not published here
+            logger.exception("bus events not published now; the sweep will", extra={"job_id": job_id})
+
     def _released(self, job: Job) -> None:
         if self.on_release is None:
             return
@@ -406,6 +456,20 @@ class JobStore(JobSubmissions, JobListing):
             self.on_saga(saga)
         except Exception:  # the saga is stored: the dispatcher's schedule starts it
             logger.exception("the compensation was not started now", extra={"job_id": saga.job_id})
+
+    def append_with_bus(self, job_id: str, event: NewEvent, fields: Mapping[str, Any]) -> Job:
+        """Append an event that changes no status, with `fields`, in one transaction with the bus's events it makes
+        (a review's decision: `core.bus`), whatever the job's status but a finished one."""
+        unfinished = [s for s in JobStatus if s not in TERMINAL_STATUSES]
+        for _ in range(TRANSITION_TRIES):
+            current = self.get_job(job_id)
+            if current is None or current.status in TERMINAL_STATUSES:
+                raise TransitionRejected(f"job {job_id} does not exist or has finished")
+            try:
+                return self.write(current, [event], fields=fields, only_if=unfinished)
+            except Cancelled:
+                continue  # it changed meanwhile: read again
+        raise TransitionRejected(f"job {job_id} kept changing; {event.type} abandoned")
 
     def update_job(self, job_id: str, fields: Mapping[str, Any], *, only_if: Iterable[JobStatus] = ACTIVE) -> bool:
         """Set informational fields (current step, progress) while the job is in one of `only_if`."""

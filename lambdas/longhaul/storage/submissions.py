@@ -9,11 +9,13 @@ from datetime import datetime, timedelta
 from typing import Any, NamedTuple
 
 from longhaul.core import limits, schema
+from longhaul.core.bus import entries_for_change
 from longhaul.core.clock import Clock, iso
 from longhaul.core.contracts import JobStatus
 from longhaul.core.errors import TransientError
 from longhaul.core.eta import EtaSnapshot
 from longhaul.core.records import IdempotencyRecord, Job
+from longhaul.storage.bus import bus_writes
 from longhaul.storage.dynamo import Cancelled, backoff, plain, transact
 
 S = JobStatus
@@ -92,6 +94,9 @@ class JobSubmissions:
     def _event_item(self, job_id: str, seq: int, event: str, status: JobStatus | None = None) -> dict[str, Any]:
         raise NotImplementedError
 
+    def _bus_written(self, job_id: str, *, first: bool = False) -> None:
+        raise NotImplementedError
+
     def create_job(
         self, job: NewJob, *, marks: Mapping[str, Any] | None = None, with_writes: Sequence[dict[str, Any]] = ()
     ) -> tuple[Job, bool]:
@@ -126,6 +131,7 @@ class JobSubmissions:
             schema.GSI3_PK: schema.ALL_JOBS_PARTITION,
             schema.GSI3_SK: f"{iso(now)}#{job.job_id}",
             "execution_name": job.job_id,
+            "bus_count": 1,  # its first status, on the bus
             "sla_class": job.sla_class,
             "model_lane": job.model_lane,
         }
@@ -188,8 +194,21 @@ class JobSubmissions:
                     }
                 }
             )
+        queued = entries_for_change(
+            job_id=job.job_id,
+            tenant_id=job.tenant_id,
+            workflow=job.workflow,
+            correlation_id=job.correlation_id,
+            to=S.QUEUED,
+            previous=None,
+            seq=1,
+            at=iso(now),
+            event="job_queued",
+        )
+        writes += bus_writes(self.table.name, job.job_id, 1, queued, iso(now))  # after the idempotency record's
         try:
             transact(self.client, [*writes, *with_writes])
+            self._bus_written(job.job_id, first=True)  # its `queued`, before its execution can change it
             return Job.model_validate(plain(item)), True
         except Cancelled as cancelled:
             key_taken = bool(job.idempotency_key) and (
@@ -242,6 +261,7 @@ class JobSubmissions:
                     "Key": {schema.PK: schema.job_pk(job.job_id), schema.SK: schema.event_sk(1)},
                 }
             },
+            {"Delete": {"TableName": self.table.name, "Key": schema.bus_key(job.job_id, 1)}},
         ]
         if job.idempotency_key:
             deletes.append(

@@ -33,6 +33,7 @@ from longhaul_client.cli.common import (
 from longhaul_client.cli.render import (
     audit_table,
     bulk_outcome,
+    bus_event_line,
     dead_letters_table,
     jobs_table,
     replay_plan,
@@ -412,6 +413,30 @@ def bulk_terminate(
             out.document(found)
         else:
             out.console.print(bulk_outcome(found))
+
+
+@app.command("events")
+def bus_events(
+    follow: Annotated[
+        bool, typer.Option("--follow", "-f", help="Keep reading: print each event as it arrives, until Ctrl-C.")
+    ] = False,
+    wait: Annotated[int, typer.Option(min=0, max=20, help="Seconds to wait for the first event.")] = 0,
+    limit: Annotated[int, typer.Option(min=1, max=100, help="At most this many (without --follow).")] = 100,
+    url: Url = None,
+    key: Key = None,
+    output: Output = OutputFormat.TEXT,
+) -> None:
+    """The platform's events on its EventBridge bus (job status changes, review requests and decisions), one a line,
+    from the operators' tap: each event is printed once, to whichever reader takes it. `--output json`: one JSON
+    object a line."""
+    with session(url, key, output) as (client, out):
+        found = client.follow_bus_events() if follow else client.bus_events(wait=wait, limit=limit)
+        try:
+            for event in found:
+                out.line(event.model_dump_json() if out.json else bus_event_line(event))
+        except KeyboardInterrupt:
+            out.note("stopped reading the bus's tap")
+            raise typer.Exit(130) from None
 
 
 @webhooks.command("dead")

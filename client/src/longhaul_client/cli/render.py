@@ -16,6 +16,7 @@ from rich.table import Table
 from rich.text import Text
 
 from longhaul.core.audit import AuditEntry
+from longhaul.core.bus import BusEvent
 from longhaul.core.contracts import (
     BulkOutcome,
     DeadLetter,
@@ -397,3 +398,16 @@ def trace_tree(found: JobTrace) -> Text:
 
     walk(None, 0)
     return text
+
+
+def bus_event_line(event: BusEvent) -> str:
+    """One event of the bus on a line: when, what, the job (and the review), the change, its `seq`."""
+    detail = event.detail
+    what = f"{event.time}  {event.detail_type}  {detail.get('job_id', '-')}"
+    if event.detail_type == "Job Status Changed":
+        what += f"  {detail.get('previous_status') or '-'} -> {detail.get('status')}"
+    if detail.get("review_id"):
+        what += f"  review {detail['review_id']}"
+    if detail.get("decision"):
+        what += f" {detail['decision']}"
+    return f"{what}  seq {detail.get('seq')}  tenant {detail.get('tenant_id')}  workflow {detail.get('workflow')}"
