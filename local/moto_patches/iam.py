@@ -24,9 +24,9 @@ code `403`.
   Lambda), `AccessDenied` (S3, query protocols).
 
 Resources are resolved for the services the platform's principals call (`RESOLVERS`: DynamoDB, S3, SQS, Step
-Functions, Lambda, Secrets Manager, ECS, SES, SNS, STS, Bedrock's batch inference jobs); a principal's call to any other
-service is refused with a message saying so (grants for such services, e.g. Bedrock's runtime, are checked against
-the code instead: README, "Least privilege").
+Functions, Lambda, Secrets Manager, ECS, SES, SNS, STS, Bedrock's batch inference jobs, EventBridge and its
+Scheduler); a principal's call to any other service is refused with a message saying so (grants for such services,
+e.g. Bedrock's runtime, are checked against the code instead: README, "Least privilege").
 Not evaluated: resource-based policies (bucket and queue policies; moto does not deploy them), permission boundaries,
 SCPs, session policies, `iam:PassRole` (a call that passes a role is authorized on its own action only).
 
@@ -184,11 +184,14 @@ def _principal(self: Any, iam_request_cls: type, authorization: str, access_key_
 
     if authorization:
         path = self.raw_path + (f"?{urlparse(self.uri).query}" if urlparse(self.uri).query else "")
+        # A request without a body is signed over an empty payload: moto hands some services' GETs (EventBridge
+        # Scheduler's) their headers as `data`, which its check would sign instead.
+        empty = not self.raw_body and self.method in ("GET", "HEAD", "DELETE")
         request = iam_request_cls(
             account_id=self.current_account,
             method=self.method,
             path=path,
-            data=self.data,
+            data=b"" if empty else self.data,
             body=self.raw_body,
             headers=self.headers,
             action=self._get_action(),
@@ -606,6 +609,45 @@ def _unscoped(self: Any, action: str, _resource: str, _region: str) -> list[Acce
     return [Access(action, "*")]
 
 
+_SCHEDULER_PATH = re.compile(r"^/(?P<kind>schedules|schedule-groups)/(?P<name>[^/?]+)")
+
+
+def _scheduler(self: Any, action: str, _resource: str, region: str) -> list[Access]:
+    """EventBridge Scheduler authorizes a schedule's calls on `schedule/<group>/<name>` (the group from the body or
+    the query, `default` when none), a group's on `schedule-group/<name>`."""
+    match = _SCHEDULER_PATH.search(unquote(self.raw_path))
+    if not match:
+        return [Access(action, "*")]
+    name = match["name"]
+    if match["kind"] == "schedule-groups":
+        return [Access(action, _arn("scheduler", region, self.current_account, f"schedule-group/{name}"))]
+    group = str(_body(self).get("GroupName") or _first(parse_qs(urlparse(self.uri).query), "groupName") or "default")
+    return [Access(action, _arn("scheduler", region, self.current_account, f"schedule/{group}/{name}"))]
+
+
+def _events(self: Any, action: str, _resource: str, region: str) -> list[Access]:
+    """EventBridge authorizes a rule's calls on `rule/[<bus>/]<name>` and `PutEvents` on each entry's bus."""
+    body = _body(self)
+    operation = action.split(":", 1)[1]
+
+    def bus_name(value: Any) -> str:
+        text = str(value or "default")
+        return text.rsplit("/", 1)[-1] if text.startswith("arn:") else text
+
+    if operation == "PutEvents":
+        buses = {bus_name(entry.get("EventBusName")) for entry in body.get("Entries") or [] if isinstance(entry, dict)}
+        return [
+            Access(action, _arn("events", region, self.current_account, f"event-bus/{bus}"))
+            for bus in sorted(buses or {"default"})
+        ]
+    rule = body.get("Rule") or body.get("Name")
+    if not rule:
+        return [Access(action, "*")]
+    bus = bus_name(body.get("EventBusName"))
+    prefix = "" if bus == "default" else f"{bus}/"
+    return [Access(action, _arn("events", region, self.current_account, f"rule/{prefix}{rule}"))]
+
+
 Resolver = Callable[[Any, str, str, str], list[Access]]
 #: Services whose signing name (the credential scope's) is not their IAM actions' prefix.
 IAM_PREFIXES = {"monitoring": "cloudwatch"}
@@ -633,6 +675,8 @@ RESOLVERS: dict[str, Resolver] = {
     "sns": _sns,  # an operator's escalation, published to the alarm topic
     "monitoring": _unscoped,  # CloudWatch metrics: no resource-level permissions on AWS either
     "bedrock": _bedrock,  # the control plane's batch inference jobs (the runtime never reaches the local platform)
+    "scheduler": _scheduler,  # schedules and triggers: the API function's schedules and batch windows' timers
+    "events": _events,  # EventBridge triggers' rules
 }
 
 

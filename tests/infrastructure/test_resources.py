@@ -53,8 +53,8 @@ def test_artifacts_bucket_expires_intermediate_artifacts_only(template):
     rules = artifacts[0]["Properties"]["LifecycleConfiguration"]["Rules"]
     expiring = {r["Prefix"] for r in rules if "ExpirationInDays" in r}
     # A Distributed Map's results are intermediate too, and so are Athena's query results (the analytics workgroup's);
-    # the analytics export (`analytics/`) is kept.
-    assert expiring == {"work/", "uploads/", "map-results/", "athena-results/"}
+    # the analytics export (`analytics/`) is kept; so are the S3 triggers' inboxes (each object was copied to uploads).
+    assert expiring == {"work/", "uploads/", "map-results/", "athena-results/", "inbox/"}
 
 
 def test_every_api_route_is_a_lambda_proxy_to_the_api_function(template):

@@ -39,6 +39,7 @@ from longhaul.core.contracts import (
     JobRequestBase,
     JobStatus,
     JobTiming,
+    JobTrigger,
     JobUpdate,
     JobView,
     PageText,
@@ -112,18 +113,30 @@ class JobService:
     # ------------------------------------------------------------------ submit
 
     def submit(
-        self, principal: Principal, request: JobRequestBase, idempotency_key: str | None, base_url: str
+        self,
+        principal: Principal,
+        request: JobRequestBase,
+        idempotency_key: str | None,
+        base_url: str,
+        *,
+        trigger: JobTrigger | None = None,
     ) -> tuple[JobAccepted, bool]:
-        """`_submit` in the root span of the job's trace (its id derived from the request's correlation id)."""
+        """`_submit` in the root span of the job's trace (its id derived from the request's correlation id); a job
+        that a schedule or trigger started names it (`trigger`)."""
         attributes = {tracing.TENANT_ID: principal.tenant_id, tracing.WORKFLOW: request.workflow}
         with tracing.job_trace(correlation.current(), "submit job", attributes, root=True) as span:
-            accepted, created = self._submit(principal, request, idempotency_key, base_url)
+            accepted, created = self._submit(principal, request, idempotency_key, base_url, trigger)
             if span is not None:
                 span.set_attributes({tracing.JOB_ID: accepted.job_id, "longhaul.created": created})
             return accepted, created
 
     def _submit(
-        self, principal: Principal, request: JobRequestBase, idempotency_key: str | None, base_url: str
+        self,
+        principal: Principal,
+        request: JobRequestBase,
+        idempotency_key: str | None,
+        base_url: str,
+        trigger: JobTrigger | None = None,
     ) -> tuple[JobAccepted, bool]:
         """Accept a job: one read of what the submission decides on (`AdmissionStore.submission_state`), its input
         written (one object, and one for its inline texts), then the job, its idempotency record, its rate count and
@@ -216,6 +229,7 @@ class JobService:
                             eta=eta,
                             supersedes=request.supersedes,
                             search_text=search_text(strings_of(request.input.model_dump(mode="json"))),
+                            trigger=trigger.model_dump(mode="json", exclude_none=True) if trigger else None,
                         ),
                         marks=planned.marks,
                         with_writes=[s.admission.rate_write(tenant_id, rate), *planned.writes],

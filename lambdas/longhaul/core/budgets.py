@@ -129,6 +129,18 @@ class TenantPolicy(Model):
         description="Whether the tenant's callback hears of an operator's escalation of its jobs (webhook "
         "`job.escalated`). False: escalations stay between operators and engineering.",
     )
+    max_schedules: int = Field(
+        default=20, ge=0, le=1000, description="Schedules the tenant may keep (`POST /v1/schedules`); 0: none."
+    )
+    min_schedule_interval_seconds: int = Field(
+        default=60,
+        ge=60,
+        le=86_400,
+        description="The shortest interval between two fires of one of the tenant's schedules (seconds).",
+    )
+    max_triggers: int = Field(
+        default=20, ge=0, le=1000, description="S3 and EventBridge triggers the tenant may keep (`POST /v1/triggers`)."
+    )
 
 
 @cache
@@ -158,6 +170,9 @@ class TenantPolicyPatch(Model):
     agent_max_tool_calls: Annotated[int | None, Field(default=None, gt=0, le=limits.MAX_AGENT_TOOL_CALLS)]
     pause_stops_deadline: Annotated[bool | None, Field(default=None, strict=True)]  # (a JSON boolean, not 0 or 1)
     webhook_escalations: Annotated[bool | None, Field(default=None, strict=True)]
+    max_schedules: Annotated[int | None, Field(default=None, ge=0, le=1000)]
+    min_schedule_interval_seconds: Annotated[int | None, Field(default=None, ge=60, le=86_400)]
+    max_triggers: Annotated[int | None, Field(default=None, ge=0, le=1000)]
 
     def applied_to(self, policy: TenantPolicy) -> TenantPolicy:
         """`policy` with this change: given fields replaced, fields given as null back to their defaults."""

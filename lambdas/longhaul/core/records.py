@@ -24,6 +24,7 @@ from longhaul.core.contracts import (
     JobCancellation,
     JobError,
     JobStatus,
+    JobTrigger,
     JobView,
     MemoryView,
     PauseState,
@@ -180,6 +181,8 @@ class Job(Record):
     invalidated_steps: list[str] | None = None
     # An operator's termination as `cancelled` (`longhaul.api.terminate`); as `failed`, it is the job's `error`.
     cancellation: JobCancellation | None = None
+    # What started the job when no caller submitted it (a schedule's fire, an S3 inbox's object, a matching event).
+    trigger: JobTrigger | None = None
 
     # What the job's step invocations used (`metered_<counter>` attributes of the item, one ADD per invocation), and
     # the state transitions of its executions, counted once they have all ended (`longhaul.operations.costs`).
@@ -350,6 +353,7 @@ class Job(Record):
             superseded_by=self.superseded_by,
             escalation=self.escalation,
             input_version=self.input_version,
+            trigger=self.trigger,
             cost=job_cost(
                 self.metered,
                 transitions=self.orchestration_transitions,

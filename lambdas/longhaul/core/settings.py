@@ -81,6 +81,12 @@ class Env:
     #: The stack's EventBridge bus (its name): every job status change, review request and decision is put on it
     #: (unset: no events are put).
     EVENT_BUS = "LONGHAUL_EVENT_BUS"
+    #: Schedules and triggers: the role EventBridge Scheduler assumes to invoke the function that starts their jobs
+    #: (unset: schedules and batch windows cannot be created).
+    SCHEDULER_ROLE = "LONGHAUL_SCHEDULER_ROLE"
+    #: Schedules and triggers: the prefix of their schedule groups and rules (the stack's name), which the API
+    #: function's grants are scoped to.
+    TRIGGER_PREFIX = "LONGHAUL_TRIGGER_PREFIX"
     #: The Secrets Manager prefix under which each tenant's webhook signing secret is kept.
     WEBHOOK_SECRETS_PREFIX = "LONGHAUL_WEBHOOK_SECRETS_PREFIX"
     #: Container steps (ECS): the cluster whose tasks a cancellation stops.
@@ -173,6 +179,8 @@ class Settings(Model):
     webhook_delivery: str | None = Field(default=None, alias=Env.WEBHOOK_DELIVERY)  # state machine ARN
     webhook_secrets_prefix: str = Field(default="longhaul/webhooks/", alias=Env.WEBHOOK_SECRETS_PREFIX)
     event_bus: str | None = Field(default=None, alias=Env.EVENT_BUS)  # the bus's name
+    scheduler_role: str | None = Field(default=None, alias=Env.SCHEDULER_ROLE)  # role ARN
+    trigger_prefix: str = Field(default="longhaul", alias=Env.TRIGGER_PREFIX, min_length=1, max_length=32)
 
     @field_validator("callback_allowlist", mode="before")
     @classmethod

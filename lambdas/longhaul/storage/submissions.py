@@ -60,6 +60,7 @@ class NewJob(NamedTuple):
     eta: EtaSnapshot | None = None
     supersedes: str | None = None
     search_text: str | None = None  # the words of its request, for listings' `q` (`storage.listing.search_text`)
+    trigger: dict[str, Any] | None = None  # what started it, when no caller did (`JobTrigger`, as JSON)
 
 
 class JobSubmissions:
@@ -134,6 +135,7 @@ class JobSubmissions:
             "eta": job.eta.model_dump(mode="json") if job.eta else None,
             "supersedes": job.supersedes,
             "search_text": job.search_text,
+            "trigger": job.trigger,
         }
         item.update({k: v for k, v in optional.items() if v is not None})
         item.update(marks or {})
