@@ -399,6 +399,18 @@ def describe_deployment(clients: Clients, stack_name: str, template: dict[str, A
     )
 
 
+def apply_bucket_notifications(s3: Any, deployment: Deployment, template: dict[str, Any]) -> None:
+    """A bucket's `NotificationConfiguration.EventBridgeConfiguration` (its events on the default bus: the S3 inboxes'
+    objects), which moto's CloudFormation does not apply, applied through the S3 API as CloudFormation would."""
+    for logical_id, bucket in deployment.buckets.items():
+        declared = template.get("Resources", {}).get(logical_id, {}).get("Properties", {})
+        bridge = declared.get("NotificationConfiguration", {}).get("EventBridgeConfiguration", {})
+        if bridge.get("EventBridgeEnabled"):
+            s3.put_bucket_notification_configuration(
+                Bucket=bucket, NotificationConfiguration={"EventBridgeConfiguration": {}}
+            )
+
+
 def _data_bucket(resources: dict[str, StackResource], declared: dict[str, Any]) -> str | None:
     """The only bucket that is neither another bucket's access-log destination nor a CloudTrail trail's."""
     log_targets = {
@@ -481,6 +493,7 @@ def update_assembly(cdk_out: Path, endpoint: str) -> list[Deployment]:
         body = stack.template_path.read_text()
         update_stack(clients.cloudformation, stack.name, body)
         deployments.append(describe_deployment(clients, stack.name, json.loads(body)))
+        apply_bucket_notifications(clients.s3, deployments[-1], json.loads(body))
     return deployments
 
 
@@ -494,4 +507,5 @@ def deploy_assembly(cdk_out: Path, endpoint: str) -> list[Deployment]:
         body = stack.template_path.read_text()
         create_stack(clients.cloudformation, stack.name, body)
         deployments.append(describe_deployment(clients, stack.name, json.loads(body)))
+        apply_bucket_notifications(clients.s3, deployments[-1], json.loads(body))
     return deployments

@@ -17,7 +17,9 @@ running platform; `reset()` restores the value given to `start()`. The runtime f
 (`lambda_runtime.runtime_faults`: `hang`, `duplicate`) is always installed while a platform runs.
 
 moto never fires EventBridge schedules: `schedules.Scheduler` fires the deployed ones (the sweep, every 5 minutes x
-the time scale) from `start()` to `stop()`, and a job's deadline is scaled like the other waits (`schedules`).
+the time scale) and the EventBridge Scheduler schedules the API creates (`POST /v1/schedules`, batch windows' timers)
+from `start()` to `stop()`, and a job's deadline is scaled like the other waits (`schedules`). moto's EventBridge
+skips a rule's Lambda targets: `moto_patches.event_targets` invokes them (S3 inboxes, EventBridge triggers).
 """
 
 from __future__ import annotations
@@ -44,6 +46,7 @@ from local.keys import DEFAULT_KEYS as DEFAULT_KEYS  # re-exported
 from local.keys import DEFAULT_WEBHOOK_SECRETS as DEFAULT_WEBHOOK_SECRETS  # re-exported
 from local.keys import KEYS_ENV, WEBHOOK_SECRETS_ENV, ApiKey, parse_keys, parse_webhook_secrets, seed_api_keys
 from local.moto_patches import bedrock as bedrock_patch
+from local.moto_patches import event_targets
 from longhaul.core import clock, tracing
 from longhaul.core.settings import Env
 from longhaul.operations.admin import LOCAL_ADMIN_ACCESS_KEY
@@ -220,8 +223,12 @@ class LocalPlatform:
             seed_tenant_policies(self.client("dynamodb", resource=True).Table(self._table_name()), self._policies)
         self._seed_webhook_secrets()
         assert self._servers is not None
-        self._servers.scheduler = schedules.Scheduler(self.client("events"), self.client("lambda", read_timeout=900))
+        self._servers.scheduler = schedules.Scheduler(
+            self.client("events"), self.client("lambda", read_timeout=900), self.client("scheduler")
+        )
         self._servers.scheduler.start()
+        # EventBridge rules' Lambda targets (S3 inboxes, EventBridge triggers) are invoked, as on AWS.
+        event_targets.INVOKE[:] = [schedules.invoke_async(self.client("lambda", read_timeout=900))]
         # Bedrock's batch inference jobs (`moto_patches.bedrock`) announce their end on EventBridge, as on AWS.
         events, invoker = self.client("events"), self.client("lambda", read_timeout=900)
 
@@ -238,6 +245,7 @@ class LocalPlatform:
 
     def _stop_scheduler(self) -> None:
         bedrock_patch.DELIVERY.clear()
+        event_targets.INVOKE.clear()
         if self._servers is not None and self._servers.scheduler is not None:
             self._servers.scheduler.stop()
             self._servers.scheduler = None

@@ -21,6 +21,7 @@ import logging
 import os
 import re
 import threading
+import time
 import uuid
 from collections import Counter
 from collections.abc import Callable, Iterator, Mapping
@@ -102,15 +103,17 @@ def scheduled_event(schedule: Schedule, now: datetime | None = None) -> dict[str
 
 
 class Scheduler:
-    """Fires the deployed schedules until `stop()`; `fired` counts the invocations per rule name."""
+    """Fires the deployed schedules until `stop()`; `fired` counts the invocations per rule name. With an EventBridge
+    Scheduler client, also the schedules the platform creates at runtime (`SchedulerSchedules`)."""
 
-    def __init__(self, events: Any, lambda_client: Any) -> None:
+    def __init__(self, events: Any, lambda_client: Any, scheduler: Any | None = None) -> None:
         self.events = events
         self.lambda_client = lambda_client
         self.schedules: list[Schedule] = []
         self.fired: Counter[str] = Counter()
         self._stop = threading.Event()
         self._threads: list[threading.Thread] = []
+        self.runtime = SchedulerSchedules(scheduler, lambda_client, self._stop) if scheduler is not None else None
 
     def start(self) -> list[Schedule]:
         self.schedules = read_schedules(self.events)
@@ -118,6 +121,10 @@ class Scheduler:
             thread = threading.Thread(
                 target=self._run, args=(schedule,), name=f"longhaul-schedule-{schedule.rule_name}", daemon=True
             )
+            thread.start()
+            self._threads.append(thread)
+        if self.runtime is not None:
+            thread = threading.Thread(target=self.runtime.run, name="longhaul-scheduler-schedules", daemon=True)
             thread.start()
             self._threads.append(thread)
         return self.schedules
@@ -150,6 +157,168 @@ class Scheduler:
         for thread in self._threads:
             thread.join(timeout=10)
         self._threads = []
+
+
+# --- EventBridge Scheduler's schedules on the local clock ------------------------------------------------------------
+
+#: Real seconds between two reads of the schedules (a fire is at most this late, plus its invocation).
+SCHEDULER_POLL_SECONDS = 0.05
+#: What Scheduler replaces in a target's input with the fire's scheduled time.
+SCHEDULED_TIME = "<aws.scheduler.scheduled-time>"
+_AT = re.compile(r"^at\((?P<moment>\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2})\)$")
+
+
+@dataclass
+class Tracked:
+    """A schedule as the firer follows it: its definition, and its clock. Its local clock started (`virtual0`, the
+    wall-clock time) when it was created or last changed (`real0`, monotonic): local time runs 1 / scale times as
+    fast as real time, so a `rate(1 minute)` at scale 0.01 fires every 0.6 s, each fire naming its scheduled time
+    on that clock (a minute apart)."""
+
+    group: str
+    name: str
+    modified: Any
+    expression: str
+    timezone: str
+    target: dict[str, Any]
+    enabled: bool
+    delete_after: bool
+    real0: float
+    virtual0: datetime
+    due: datetime | None = None
+
+    def now(self, scale: float) -> datetime:
+        return self.virtual0 + timedelta(seconds=(time.monotonic() - self.real0) / scale)
+
+    def real_at(self, moment: datetime, scale: float) -> float:
+        """The monotonic time at which the schedule's clock reads `moment`."""
+        return self.real0 + (moment - self.virtual0).total_seconds() * scale
+
+
+def first_due(expression: str, timezone: str, after: datetime) -> datetime | None:
+    """A schedule's first fire after `after` on its clock: `at(…)` (UTC here: the platform writes its timers so) at
+    that moment even if past, `rate(…)` one interval after its creation, `cron(…)` its next time."""
+    at = _AT.match(expression)
+    if at is not None:
+        return datetime.fromisoformat(at["moment"]).replace(tzinfo=UTC)
+    lambda_runtime.ensure_code_root_on_path()
+    from longhaul.core.triggers import InvalidExpression, next_fire
+
+    try:
+        return next_fire(expression, timezone, after, anchor=after)
+    except InvalidExpression:
+        LOG.warning("schedule expression %r is not fired locally", expression)
+        return None
+
+
+class SchedulerSchedules:
+    """Fires EventBridge Scheduler's schedules (moto stores them and never fires them), on the time-scaled clock:
+    reads them every `SCHEDULER_POLL_SECONDS`, invokes a due one's Lambda target with its input (the scheduled time in
+    it, as Scheduler does) in a thread of its own, and deletes a one-time schedule that says so once it fired.
+    `fired` lists (schedule name, scheduled time, real monotonic time of the invocation)."""
+
+    def __init__(self, scheduler: Any, lambda_client: Any, stop: threading.Event) -> None:
+        self.scheduler = scheduler
+        self.lambda_client = lambda_client
+        self._stop = stop
+        self.tracked: dict[tuple[str, str], Tracked] = {}
+        self.fired: list[tuple[str, datetime, float]] = []
+        self._lock = threading.Lock()
+
+    def run(self) -> None:
+        while not self._stop.wait(SCHEDULER_POLL_SECONDS):
+            try:
+                self.poll()
+            except Exception:
+                if self._stop.is_set():
+                    return
+                LOG.exception("reading the Scheduler's schedules failed")
+
+    def poll(self) -> None:
+        listed = {(s["GroupName"], s["Name"]): s for s in _pages(self.scheduler.list_schedules, "Schedules")}
+        for key in set(self.tracked) - set(listed):
+            del self.tracked[key]
+        for key, summary in listed.items():
+            known = self.tracked.get(key)
+            if known is None or known.modified != summary.get("LastModificationDate"):
+                self.track(key, summary)
+        scale = lambda_runtime.time_scale()
+        for tracked in list(self.tracked.values()):
+            if tracked.enabled and tracked.due is not None and tracked.now(scale) >= tracked.due:
+                self.fire(tracked, tracked.due)
+
+    def track(self, key: tuple[str, str], summary: Mapping[str, Any]) -> None:
+        full = self.scheduler.get_schedule(GroupName=key[0], Name=key[1])
+        now = datetime.now(UTC)
+        tracked = Tracked(
+            group=key[0],
+            name=key[1],
+            modified=summary.get("LastModificationDate"),
+            expression=full["ScheduleExpression"],
+            timezone=full.get("ScheduleExpressionTimezone") or "UTC",
+            target=full["Target"],
+            enabled=full.get("State", "ENABLED") == "ENABLED",
+            delete_after=full.get("ActionAfterCompletion") == "DELETE",
+            real0=time.monotonic(),
+            virtual0=now,
+        )
+        tracked.due = first_due(tracked.expression, tracked.timezone, now)
+        self.tracked[key] = tracked
+
+    def fire(self, tracked: Tracked, scheduled: datetime) -> None:
+        """Invoke the target for the fire due at `scheduled`, and move the schedule to its next fire."""
+        at = _AT.match(tracked.expression)
+        if at is not None:
+            tracked.due = None
+            if tracked.delete_after:
+                try:
+                    self.scheduler.delete_schedule(GroupName=tracked.group, Name=tracked.name)
+                except Exception:
+                    LOG.exception("could not delete the one-time schedule %s", tracked.name)
+        else:
+            lambda_runtime.ensure_code_root_on_path()
+            from longhaul.core.triggers import next_fire
+
+            tracked.due = next_fire(tracked.expression, tracked.timezone, scheduled, anchor=tracked.virtual0)
+        text = scheduled.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+        payload = str(tracked.target.get("Input") or "{}").replace(SCHEDULED_TIME, text)
+        with self._lock:
+            self.fired.append((tracked.name, scheduled, time.monotonic()))
+        threading.Thread(
+            target=self._invoke,
+            args=(tracked.target["Arn"], payload, tracked.name),
+            name=f"longhaul-fire-{tracked.name}",
+            daemon=True,
+        ).start()
+
+    def _invoke(self, arn: str, payload: str, name: str) -> None:
+        try:
+            response = self.lambda_client.invoke(FunctionName=arn, Payload=payload.encode())
+            if response.get("FunctionError"):
+                LOG.error("%s, fired by schedule %s, failed: %s", arn, name, response["Payload"].read()[:500])
+        except Exception:
+            if not self._stop.is_set():
+                LOG.exception("schedule %s could not invoke %s", name, arn)
+
+
+def invoke_async(lambda_client: Any) -> Callable[[str, dict[str, Any]], None]:
+    """An EventBridge rule's delivery to a Lambda target: an invocation in a thread of its own (the caller, a
+    `PutEvents` or the S3 `PutObject` that sent the event, does not wait for it)."""
+
+    def invoke(arn: str, event: dict[str, Any]) -> None:
+        def run() -> None:
+            try:
+                response = lambda_client.invoke(FunctionName=arn, Payload=json.dumps(event, default=str).encode())
+                if response.get("FunctionError"):
+                    LOG.error(
+                        "%s, sent %s, failed: %s", arn, event.get("detail-type"), response["Payload"].read()[:500]
+                    )
+            except Exception:
+                LOG.exception("an event could not be delivered to %s", arn)
+
+        threading.Thread(target=run, name="longhaul-event-target", daemon=True).start()
+
+    return invoke
 
 
 def matches(pattern: Mapping[str, Any], event: Mapping[str, Any]) -> bool:

@@ -24,6 +24,7 @@ from longhaul.core.contracts import (
     TerminateRequest,
     UploadRequest,
 )
+from longhaul.core.triggers import SchedulePatch, ScheduleRequest, TriggerPatch, TriggerRequest
 from longhaul.review.contracts import DecisionRequest, ManualCompletionRequest
 from stacks.functions import LOG_RETENTION, platform_function
 from stacks.nag import acknowledge
@@ -47,6 +48,16 @@ ROUTES: tuple[tuple[str, str], ...] = (
     ("PATCH", "/v1/jobs/{job_id}"),
     ("DELETE", "/v1/jobs/{job_id}"),
     ("POST", "/v1/uploads"),
+    ("POST", "/v1/schedules"),
+    ("GET", "/v1/schedules"),
+    ("GET", "/v1/schedules/{schedule_id}"),
+    ("PATCH", "/v1/schedules/{schedule_id}"),
+    ("DELETE", "/v1/schedules/{schedule_id}"),
+    ("POST", "/v1/triggers"),
+    ("GET", "/v1/triggers"),
+    ("GET", "/v1/triggers/{trigger_id}"),
+    ("PATCH", "/v1/triggers/{trigger_id}"),
+    ("DELETE", "/v1/triggers/{trigger_id}"),
     ("GET", "/v1/ops/dead-letters"),
     ("GET", "/v1/ops/jobs"),
     ("GET", "/v1/ops/jobs/{job_id}"),
@@ -133,6 +144,10 @@ STREAM_ROUTES = frozenset({"/v1/jobs/{job_id}/stream", "/v1/ops/jobs/{job_id}/st
 BODY_MODELS: dict[tuple[str, str], type[BaseModel] | None] = {
     ("POST", "/v1/jobs"): None,  # the union of the workflows' requests
     ("POST", "/v1/uploads"): UploadRequest,
+    ("POST", "/v1/schedules"): ScheduleRequest,
+    ("PATCH", "/v1/schedules/{schedule_id}"): SchedulePatch,
+    ("POST", "/v1/triggers"): TriggerRequest,
+    ("PATCH", "/v1/triggers/{trigger_id}"): TriggerPatch,
     ("POST", "/v1/ops/jobs/{job_id}/replay"): ReplayRequest,
     ("PATCH", "/v1/ops/jobs/{job_id}/input"): InputFixRequest,
     ("POST", "/v1/ops/jobs/{job_id}/escalate"): EscalationRequest,

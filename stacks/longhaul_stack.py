@@ -45,6 +45,7 @@ from stacks.observability import Observability
 from stacks.operations import Operations
 from stacks.storage import Storage
 from stacks.tools import ToolRole
+from stacks.triggers import Triggers
 from stacks.webhooks import Webhooks
 from stacks.workers import Workers
 from stacks.workflows import Workflows
@@ -199,6 +200,11 @@ class LonghaulStack(Stack):
         storage.grant_key_lookup(api.authorizer_function)
         # A reviewer's result for a failed job handed to a person is published by the reviewers' route: results.
         storage.grant_objects(api.function, read=[uploads, work, results], write=[uploads, work, results])
+        # Schedules and triggers: the API function manages them and their fires reach it (`stacks/triggers.py`); an
+        # inbox's object is read and copied to the tenant's uploads, a deleted schedule or trigger is deleted.
+        triggers = Triggers(self, "Triggers", function=api.function, bucket=storage.artifacts)
+        storage.grant_objects(api.function, read=[schema.INBOX_PREFIX], write=[schema.INBOX_PREFIX])
+        storage.grant_item_deletes(api.function, partitions=schema.tenant_key("*")[schema.PK])
         # Operators: replays drop step records and remove dead letters; a fix of a job's input writes its new version,
         # and a manual completion keeps what the person starts from with the job's work.
         storage.grant_items(api.ops_function, delete=True, batch_write=True)
@@ -394,6 +400,7 @@ class LonghaulStack(Stack):
         self.admission = admission
         self.analytics = analytics
         self.events = events_out  # `self.events.bus`: the stack's EventBridge bus
+        self.triggers = triggers
         # moto's CloudFormation (the local runtime) fails on a KMS key's tags (it reads the KMS API's TagKey).
         untagged = ["AWS::KMS::Key"] if stage == LOCAL_STAGE else []
         Tags.of(self).add("project", "longhaul", exclude_resource_types=untagged)
@@ -416,7 +423,15 @@ class LonghaulStack(Stack):
             self,
             table=storage.table,
             bucket=storage.artifacts,
-            prefixes=(uploads, work, results, schema.MAP_RESULTS_PREFIX, ANALYTICS_PREFIX, DAILY_PREFIX),
+            prefixes=(
+                uploads,
+                work,
+                results,
+                schema.MAP_RESULTS_PREFIX,
+                schema.INBOX_PREFIX,
+                ANALYTICS_PREFIX,
+                DAILY_PREFIX,
+            ),
         )
 
     def _grant_route_secrets(self, workflows: Workflows, secrets: list[str]) -> None:

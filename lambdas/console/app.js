@@ -268,7 +268,7 @@ function clearFieldError(input) {
 // ------------------------------------------------------------------------------------------------ routing
 
 const NAV = {
-  tenant: [['jobs', 'Jobs']],
+  tenant: [['jobs', 'Jobs'], ['triggers', 'Schedules & triggers']],
   reviewer: [['reviews', 'Reviews']],
   pii_reviewer: [['reviews', 'Reviews']],
   operator: [['jobs', 'Jobs'], ['ops/dead-letters', 'Dead letters'], ['ops/webhooks', 'Webhooks'], ['ops/policies', 'Tenant policies'], ['ops/reports', 'Reports']],
@@ -277,6 +277,7 @@ const ROUTES = [
   { path: /^$/, page: home },
   { path: /^jobs$/, page: jobsPage, roles: ['tenant', 'operator'], nav: 'jobs' },
   { path: /^jobs\/([^/]+)$/, page: jobPage, roles: ['tenant', 'operator'], nav: 'jobs' },
+  { path: /^triggers$/, page: triggersPage, roles: ['tenant'], nav: 'triggers' },
   { path: /^reviews$/, page: reviewsPage, roles: ['reviewer', 'pii_reviewer'], nav: 'reviews' },
   { path: /^reviews\/([^/]+)$/, page: reviewPage, roles: ['reviewer', 'pii_reviewer'], nav: 'reviews' },
   { path: /^ops$/, page: () => go('ops/dead-letters', { replace: true }), roles: ['operator'] },
@@ -587,6 +588,7 @@ async function jobPage(main, [jobId], { signal, who }) {
         job.parent ? ['Parent job', jobLink(job.parent)] : null,
         job.children?.length ? ['Child jobs', job.children.map((c, i) => [i ? ', ' : '', jobLink(c.job_id), ` (${c.workflow}, ${c.status})`])] : null,
         job.then_job_id ? ['Then', jobLink(job.then_job_id)] : null,
+        job.trigger ? ['Started by', triggerText(job.trigger)] : null,
       ], { row: true }),
     );
     notices.replaceChildren();
@@ -1980,6 +1982,9 @@ const POLICY_FIELDS = [
   { name: 'submissions_per_minute', label: 'Submissions per minute', type: 'number', min: 1 },
   { name: 'jobs_in_flight', label: 'Jobs in flight', type: 'number', min: 1 },
   { name: 'weight', label: 'Weight (1–100)', type: 'number', min: 1, max: 100 },
+  { name: 'max_schedules', label: 'Schedules it may keep', type: 'number', min: 0 },
+  { name: 'min_schedule_interval_seconds', label: 'Shortest interval between fires (s)', type: 'number', min: 60 },
+  { name: 'max_triggers', label: 'Triggers it may keep', type: 'number', min: 0 },
   { name: 'routes', label: 'Model routes (comma-separated; empty: every route)', type: 'text' },
 ];
 const SLA_CLASSES = ['interactive', 'standard', 'batch'];
@@ -2048,6 +2053,165 @@ async function policiesPage(main, _, { signal, query }) {
     }
   });
   main.append(form);
+}
+
+// ------------------------------------------------------------------------------------------------ schedules and triggers
+
+/** What started a job no caller submitted: a schedule's fire, an S3 inbox's object (or window), a matching event. */
+function triggerText(trigger) {
+  if (trigger.type === 'schedule') return `schedule ${trigger.id}, due ${when(trigger.scheduled_at)}`;
+  if (trigger.type === 's3') {
+    return trigger.objects ? `S3 trigger ${trigger.id}, a window of ${int(trigger.objects)} objects` : `S3 trigger ${trigger.id}: ${trigger.key}`;
+  }
+  return `EventBridge trigger ${trigger.id}, event ${trigger.event_id || '—'}`;
+}
+
+function jsonOf(input) {
+  try {
+    return JSON.parse(input.value || '{}');
+  } catch (error) {
+    setFieldError(input, `not JSON: ${error.message}`);
+    throw error;
+  }
+}
+
+/** The actions of a schedule's or trigger's row: pause or resume it, delete it; `reload` redraws the page. */
+function recordActions(path, record, { signal, reload, name }) {
+  const message = h('div', { role: 'status' });
+  const toggle = h('button', { type: 'button' }, record.enabled ? 'Pause' : 'Resume');
+  toggle.addEventListener('click', async () => {
+    toggle.disabled = true;
+    try {
+      await api(path, { method: 'PATCH', body: { enabled: !record.enabled }, signal });
+      reload();
+    } catch (error) {
+      toggle.disabled = false;
+      message.replaceChildren(problemBox(error));
+    }
+  });
+  const remove = h('button', { type: 'button', class: 'danger' }, 'Delete');
+  remove.addEventListener('click', async () => {
+    if (!window.confirm(`Delete ${name}? The jobs it started are kept.`)) return;
+    remove.disabled = true;
+    try {
+      await api(path, { method: 'DELETE', signal });
+      reload();
+    } catch (error) {
+      remove.disabled = false;
+      message.replaceChildren(problemBox(error));
+    }
+  });
+  return h('td', {}, toggle, ' ', remove, message);
+}
+
+function lastJob(record) {
+  if (record.last_job_id) return h('a', { href: `jobs/${enc(record.last_job_id)}`, 'data-nav': true, class: 'mono' }, record.last_job_id);
+  return record.last_error ? h('span', { class: 'field-error' }, record.last_error) : '—';
+}
+
+async function triggersPage(main, _, { signal }) {
+  const reload = () => go('triggers', { replace: true });
+  main.append(h('h1', {}, 'Schedules & triggers'));
+  const [{ schedules }, { triggers }] = await Promise.all([
+    api('v1/schedules', { signal }), api('v1/triggers', { signal })]);
+
+  const scheduleSection = section('Schedules', 'schedules-title');
+  scheduleSection.append(schedules.length
+    ? h('div', { class: 'table-wrap' }, h('table', { 'aria-label': 'Schedules' },
+      h('thead', {}, h('tr', {}, ['Schedule', 'Workflow', 'When', 'State', 'Next run', 'Last job', ''].map((t) => h('th', { scope: 'col' }, t)))),
+      h('tbody', {}, schedules.map((s) => h('tr', { 'data-schedule': s.schedule_id },
+        h('td', { class: 'mono' }, s.schedule_id), h('td', {}, s.workflow), h('td', { class: 'mono' }, `${s.schedule} (${s.timezone})`),
+        h('td', {}, badge(s.enabled ? 'running' : 'paused', s.enabled ? 'enabled' : 'paused')), h('td', {}, when(s.next_run_at)),
+        h('td', {}, lastJob(s)),
+        recordActions(`v1/schedules/${enc(s.schedule_id)}`, s, { signal, reload, name: s.schedule_id }))))))
+    : h('p', {}, 'No schedules yet.'));
+  scheduleSection.append(scheduleForm({ signal, reload }));
+
+  const triggerSection = section('Triggers', 'triggers-title');
+  triggerSection.append(triggers.length
+    ? h('div', { class: 'table-wrap' }, h('table', { 'aria-label': 'Triggers' },
+      h('thead', {}, h('tr', {}, ['Trigger', 'Type', 'Workflow', 'From', 'State', 'Last job', ''].map((t) => h('th', { scope: 'col' }, t)))),
+      h('tbody', {}, triggers.map((t) => h('tr', { 'data-trigger': t.trigger_id },
+        h('td', { class: 'mono' }, t.trigger_id), h('td', {}, t.type), h('td', {}, t.workflow),
+        h('td', { class: 'mono' }, t.type === 's3' ? `${t.inbox}${t.batch_seconds ? ` (windows of ${t.batch_seconds} s)` : ''}` : `bus ${t.event_bus}`),
+        h('td', {}, badge(t.enabled ? 'running' : 'paused', t.enabled ? 'enabled' : 'paused')), h('td', {}, lastJob(t)),
+        recordActions(`v1/triggers/${enc(t.trigger_id)}`, t, { signal, reload, name: t.trigger_id }))))))
+    : h('p', {}, 'No triggers yet.'));
+  triggerSection.append(triggerForm({ signal, reload }));
+  main.append(scheduleSection, triggerSection);
+}
+
+function field(id, label, input) {
+  return h('div', {}, h('label', { for: id }, label), input);
+}
+
+function scheduleForm({ signal, reload }) {
+  const inputs = {
+    workflow: h('input', { id: 'schedule-workflow', value: 'document-analysis', required: true }),
+    schedule: h('input', { id: 'schedule-schedule', value: 'cron(0 2 * * ? *)', required: true, class: 'mono' }),
+    timezone: h('input', { id: 'schedule-timezone', value: 'UTC' }),
+    sla_class: h('select', { id: 'schedule-sla_class' }, SLA_CLASSES.map((c) => h('option', { value: c, selected: c === 'batch' ? true : null }, c))),
+    input: h('textarea', { id: 'schedule-input', rows: 6, class: 'mono', placeholder: '{"question": "…", "documents": [{"name": "…", "text": "…"}]}' }),
+  };
+  const alert = h('div', { class: 'alert', role: 'alert', tabindex: '-1' });
+  const form = h('form', { novalidate: true, 'aria-label': 'New schedule', class: 'policy-form' },
+    field('schedule-workflow', 'Workflow', inputs.workflow), field('schedule-schedule', 'cron(…) or rate(…)', inputs.schedule),
+    field('schedule-timezone', 'Time zone', inputs.timezone), field('schedule-sla_class', 'SLA class', inputs.sla_class),
+    field('schedule-input', "The job's input (JSON)", inputs.input),
+    h('div', { class: 'actions' }, h('button', { type: 'submit', class: 'primary' }, 'Create schedule')), alert);
+  form.addEventListener('submit', async (event) => {
+    event.preventDefault();
+    alert.textContent = '';
+    for (const input of Object.values(inputs)) clearFieldError(input);
+    try {
+      const body = { workflow: inputs.workflow.value.trim(), schedule: inputs.schedule.value.trim(), timezone: inputs.timezone.value.trim() || 'UTC',
+        sla_class: inputs.sla_class.value, input: jsonOf(inputs.input) };
+      await api('v1/schedules', { method: 'POST', body, signal });
+      reload();
+    } catch (error) {
+      if (error instanceof Problem && error.status === 422) showFieldErrors(error, inputs, alert);
+      else if (error instanceof Problem) alert.replaceChildren(problemBox(error));
+    }
+  });
+  return h('details', {}, h('summary', {}, 'New schedule'), form);
+}
+
+function triggerForm({ signal, reload }) {
+  const inputs = {
+    type: h('select', { id: 'trigger-type' }, ['s3', 'eventbridge'].map((t) => h('option', { value: t }, t))),
+    workflow: h('input', { id: 'trigger-workflow', value: 'document-analysis', required: true }),
+    input_template: h('textarea', { id: 'trigger-input_template', rows: 4, class: 'mono', placeholder: '{"question": {"$event": "detail.question"}}' }),
+    event_pattern: h('textarea', { id: 'trigger-event_pattern', rows: 3, class: 'mono', placeholder: '{"source": ["acme.orders"]}' }),
+    prefix: h('input', { id: 'trigger-prefix', placeholder: 'reports/' }),
+    batch_seconds: h('input', { id: 'trigger-batch_seconds', type: 'number', min: 1, max: 3600 }),
+  };
+  const alert = h('div', { class: 'alert', role: 'alert', tabindex: '-1' });
+  const form = h('form', { novalidate: true, 'aria-label': 'New trigger', class: 'policy-form' },
+    field('trigger-type', 'Type', inputs.type), field('trigger-workflow', 'Workflow', inputs.workflow),
+    field('trigger-input_template', 'Input template (JSON; {"$event": "path"} takes a field of the event)', inputs.input_template),
+    field('trigger-event_pattern', 'EventBridge: event pattern (JSON)', inputs.event_pattern),
+    field('trigger-prefix', 'S3: only under this folder of the inbox', inputs.prefix),
+    field('trigger-batch_seconds', 'S3: one job per window of (seconds)', inputs.batch_seconds),
+    h('div', { class: 'actions' }, h('button', { type: 'submit', class: 'primary' }, 'Create trigger')), alert);
+  form.addEventListener('submit', async (event) => {
+    event.preventDefault();
+    alert.textContent = '';
+    for (const input of Object.values(inputs)) clearFieldError(input);
+    try {
+      const body = { type: inputs.type.value, workflow: inputs.workflow.value.trim(), input_template: jsonOf(inputs.input_template) };
+      if (body.type === 'eventbridge') body.event_pattern = jsonOf(inputs.event_pattern);
+      else {
+        if (inputs.prefix.value.trim()) body.prefix = inputs.prefix.value.trim();
+        if (inputs.batch_seconds.value.trim()) body.batch_seconds = Number(inputs.batch_seconds.value);
+      }
+      await api('v1/triggers', { method: 'POST', body, signal });
+      reload();
+    } catch (error) {
+      if (error instanceof Problem && error.status === 422) showFieldErrors(error, inputs, alert);
+      else if (error instanceof Problem) alert.replaceChildren(problemBox(error));
+    }
+  });
+  return h('details', {}, h('summary', {}, 'New trigger'), form);
 }
 
 render();

@@ -62,6 +62,7 @@ from handlers.api_shared import (
 from handlers.api_steer import router as steering_routes
 from handlers.api_stream import router as stream_routes
 from handlers.api_trace import router as trace_routes
+from handlers.api_triggers import router as trigger_routes
 from handlers.api_updates import router as update_routes
 from handlers.resolver import ThreadSafeRestResolver
 from longhaul.adapters.tokens import expires_later, looks_like_jwt
@@ -458,17 +459,23 @@ def get_page(
     "/v1/uploads",
     summary="Get a URL to upload a document to",
     description=f"A presigned URL to upload a document to (up to {limits.MAX_UPLOAD_BYTES} bytes, valid "
-    f"{limits.UPLOAD_URL_SECONDS} s); a job's document then names it by its `upload_id`.",
+    f"{limits.UPLOAD_URL_SECONDS} s); a job's document then names it by its `upload_id`. With `trigger_id` (an S3 "
+    "trigger's), the upload goes to that trigger's inbox under its `filename`, and starts its job.",
     operation_id="create_upload",
     tags=[UPLOADS],
     responses={
         201: {"description": "The upload's id and URL", "content": {"application/json": {"model": UploadTicket}}},
         **keyed(TENANT_KEY, takes_body=True),
-        **with_json_body("Invalid name or media type"),
+        **with_json_body("Invalid name or media type, or a `trigger_id` that is not one of the tenant's S3 triggers"),
     },
 )
 def create_upload(request: Annotated[UploadRequest, Body()]) -> Response[str]:
-    ticket: UploadTicket = job_service().create_upload(principal(app), request)
+    if request.trigger_id is not None:  # into an S3 trigger's inbox: the object starts the trigger's job
+        from longhaul.api.triggers import TriggerService
+
+        ticket: UploadTicket = TriggerService(services()).inbox_upload(principal(app), request)
+        return Response(status_code=201, content_type="application/json", body=ticket.model_dump_json())
+    ticket = job_service().create_upload(principal(app), request)
     return Response(status_code=201, content_type="application/json", body=ticket.model_dump_json())
 
 
@@ -563,6 +570,7 @@ app.include_router(stream_routes)
 app.include_router(trace_routes)
 app.include_router(update_routes)
 app.include_router(report_routes)
+app.include_router(trigger_routes)
 
 
 @app.post(MCP_PATH, include_in_schema=False)  # JSON-RPC, not a REST operation: the manual describes it
@@ -780,7 +788,12 @@ def _text_body(event: dict[str, Any]) -> dict[str, Any]:
 
 @logger.inject_lambda_context(clear_state=True)
 def handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
-    """Every response carries the request's correlation id (`X-Request-Id`), which a submission stores on its job."""
+    """Every response carries the request's correlation id (`X-Request-Id`), which a submission stores on its job.
+    An event that is no request is a schedule's or trigger's fire (`handlers.triggers`): it submits as the tenant."""
+    if "httpMethod" not in event and ("longhaul_trigger" in event or event.get("source") == "aws.s3"):
+        from handlers import triggers
+
+        return triggers.fire(event, context)
     request_id = correlation.from_headers(event.get("headers"))
     logger.append_keys(correlation_id=request_id, route=f"{event.get('httpMethod')} {event.get('resource')}")
     with correlation.bound(request_id):
@@ -833,7 +846,8 @@ def _handle(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
     if event.get("httpMethod") in JSON_METHODS and event.get("body") and media_type not in ("", "application/json"):
         return _raw_problem(_not_json(content_type), event)
     logger.append_keys(tenant_id=principal.tenant_id)
-    app.append_context(principal=principal)
+    # (the function's own ARN: what the schedules and rules a request creates invoke when they fire)
+    app.append_context(principal=principal, function_arn=getattr(context, "invoked_function_arn", ""))
     return app.resolve(_text_body(event), context)
 
 

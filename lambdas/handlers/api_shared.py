@@ -114,10 +114,11 @@ def job_filter(
 Responses = dict[int, OpenAPIResponse]
 
 # The API reference's sections (each operation is tagged with one), in the order a client meets them.
-JOBS, RESULTS, UPLOADS, REVIEWS, OPERATORS, ADMIN, SERVICE = (
+JOBS, RESULTS, UPLOADS, TRIGGERS, REVIEWS, OPERATORS, ADMIN, SERVICE = (
     "jobs",
     "results",
     "uploads",
+    "triggers",
     "reviews",
     "operators",
     "admin",
@@ -130,6 +131,9 @@ TAGS: dict[str, str] = {
     "citations quote. Needs a tenant key.",
     UPLOADS: f"Upload a document (a PDF, or one too large for a request body; up to {limits.MAX_UPLOAD_BYTES} "
     "bytes) to a presigned URL, then give its `upload_id` in a job's documents. Needs a tenant key.",
+    TRIGGERS: "Jobs that start themselves: schedules (a cron or rate expression, EventBridge Scheduler), an S3 "
+    "inbox (each object dropped there, or each window's objects) and EventBridge rules (each matching event). "
+    "Needs a tenant key.",
     REVIEWS: "Human review: the reviews waiting for a decision, what to review, the decision that resumes the job. "
     "Needs a reviewer key.",
     OPERATORS: "Operating the platform across tenants: every tenant's jobs, their model calls (the exact prompt and "

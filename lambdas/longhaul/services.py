@@ -41,6 +41,7 @@ from longhaul.core.ports import (
     ToolCredentialSource,
     ToolScope,
     TraceReader,
+    TriggerWiring,
     WebhookDispatch,
     WebhookSecrets,
     WorkflowEngine,
@@ -69,6 +70,7 @@ if TYPE_CHECKING:  # what only some functions use: imported where it is built, o
     from longhaul.storage.route_limits import RouteLimiter
     from longhaul.storage.streams import StreamStore
     from longhaul.storage.tenants import TenantStore
+    from longhaul.storage.triggers import TriggerStore
 
 
 @dataclass(frozen=True)
@@ -117,6 +119,26 @@ class Services:
         from longhaul.storage.tenants import TenantStore
 
         return TenantStore(self.jobs.table, clock=self.jobs.clock)
+
+    @property
+    def triggers(self) -> TriggerStore:
+        """The tenants' schedules and triggers, and the S3 inboxes' batch windows."""
+        from longhaul.storage.triggers import TriggerStore
+
+        return TriggerStore(self.jobs.table, clock=self.jobs.clock)
+
+    @cached_property
+    def trigger_wiring(self) -> TriggerWiring:
+        """EventBridge Scheduler and EventBridge rules, where schedules and triggers live on AWS."""
+        from longhaul.adapters.triggers import AwsTriggerWiring
+
+        s = self.settings
+        return AwsTriggerWiring(
+            aws.lazy_client("scheduler"),
+            aws.lazy_client("events"),
+            prefix=s.trigger_prefix,
+            role_arn=s.scheduler_role or "",
+        )
 
     @property
     def memory(self) -> MemoryStore:

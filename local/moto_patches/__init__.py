@@ -66,6 +66,7 @@ from local.moto_patches.ecs import (
     translate_ecs_task_names,
     untranslate_ecs_task_names,
 )
+from local.moto_patches.event_targets import invoke_lambda_targets, skip_lambda_targets
 from local.moto_patches.events import name_event_buses_by_ref, unname_event_buses
 from local.moto_patches.iam import enforce_iam, relax_iam
 from local.moto_patches.interpreter import (
@@ -138,6 +139,7 @@ __all__ = [
     "enable_execution",
     "enforce_iam",
     "evaluation_components",
+    "invoke_lambda_targets",
     "is_applied",
     "query_whole_table",
     "quiet_interpreter_logs",
@@ -152,6 +154,7 @@ __all__ = [
     "scale_interpreter_waits",
     "serve_in_process",
     "skip_email_identities",
+    "skip_lambda_targets",
     "stop_serving_in_process",
     "tokenize_conditions_every_time",
     "tokenize_conditions_once",
@@ -201,6 +204,7 @@ def apply() -> None:
     start_executions_on_versions()
     create_email_identities()
     name_event_buses_by_ref()
+    invoke_lambda_targets()
     run_batch_inference_jobs()
     keep_iteration_error_names()
     list_metrics_once_per_dimension_set()
@@ -220,6 +224,7 @@ def revert() -> None:
     read_templates_as_yaml_first()
     skip_email_identities()
     unname_event_buses()
+    skip_lambda_targets()
     refuse_batch_inference_jobs()
     refuse_iteration_error_names()
     parse_conditions_for_every_check()

@@ -25,9 +25,9 @@ code `403`.
   Lambda), `AccessDenied` (S3, query protocols).
 
 Resources are resolved for the services the platform's principals call (`RESOLVERS`: DynamoDB, S3, SQS, Step
-Functions, Lambda, Secrets Manager, ECS, SES, SNS, STS, Bedrock's batch inference jobs); a principal's call to any other
-service is refused with a message saying so (grants for such services, e.g. Bedrock's runtime, are checked against
-the code instead: README, "Least privilege").
+Functions, Lambda, Secrets Manager, ECS, SES, SNS, STS, Bedrock's batch inference jobs, EventBridge and its
+Scheduler); a principal's call to any other service is refused with a message saying so (grants for such services,
+e.g. Bedrock's runtime, are checked against the code instead: README, "Least privilege").
 - an assumed role's session policy (STS `Policy`) applies as on AWS: a request must be allowed by the role's
   policies and by the session policy (`_session_policy`); an `sts:AssumeRole` must also be allowed by the assumed
   role's trust policy (`_trusted_by`), and one with session tags needs `sts:TagSession` on the role.
@@ -218,11 +218,14 @@ def _principal(self: Any, iam_request_cls: type, authorization: str, access_key_
 
     if authorization:
         path = self.raw_path + (f"?{urlparse(self.uri).query}" if urlparse(self.uri).query else "")
+        # A request without a body is signed over an empty payload: moto hands some services' GETs (EventBridge
+        # Scheduler's) their headers as `data`, which its check would sign instead.
+        empty = not self.raw_body and self.method in ("GET", "HEAD", "DELETE")
         request = iam_request_cls(
             account_id=self.current_account,
             method=self.method,
             path=path,
-            data=self.data,
+            data=b"" if empty else self.data,
             body=self.raw_body,
             headers=self.headers,
             action=self._get_action(),
@@ -707,22 +710,47 @@ def _bedrock(self: Any, action: str, _resource: str, region: str) -> list[Access
     return [Access(action, _identifier(str(self.path)))]
 
 
-def _events(self: Any, action: str, _resource: str, region: str) -> list[Access]:
-    """EventBridge authorizes `PutEvents` on the bus of each entry (`EventBusName`, a name or an ARN; `default`
-    when none); its other actions, on what they name, are not told apart here (on `*`)."""
-    if not action.endswith(":PutEvents"):
-        return [Access(action, "*")]
-    buses = {str(e.get("EventBusName") or "default") for e in _body(self).get("Entries") or [] if isinstance(e, dict)}
-    return [
-        Access(
-            action, bus if bus.startswith("arn:") else _arn("events", region, self.current_account, f"event-bus/{bus}")
-        )
-        for bus in sorted(buses or {"default"})
-    ]
-
-
 def _unscoped(self: Any, action: str, _resource: str, _region: str) -> list[Access]:
     return [Access(action, "*")]
+
+
+_SCHEDULER_PATH = re.compile(r"^/(?P<kind>schedules|schedule-groups)/(?P<name>[^/?]+)")
+
+
+def _scheduler(self: Any, action: str, _resource: str, region: str) -> list[Access]:
+    """EventBridge Scheduler authorizes a schedule's calls on `schedule/<group>/<name>` (the group from the body or
+    the query, `default` when none), a group's on `schedule-group/<name>`."""
+    match = _SCHEDULER_PATH.search(unquote(self.raw_path))
+    if not match:
+        return [Access(action, "*")]
+    name = match["name"]
+    if match["kind"] == "schedule-groups":
+        return [Access(action, _arn("scheduler", region, self.current_account, f"schedule-group/{name}"))]
+    group = str(_body(self).get("GroupName") or _first(parse_qs(urlparse(self.uri).query), "groupName") or "default")
+    return [Access(action, _arn("scheduler", region, self.current_account, f"schedule/{group}/{name}"))]
+
+
+def _events(self: Any, action: str, _resource: str, region: str) -> list[Access]:
+    """EventBridge authorizes a rule's calls on `rule/[<bus>/]<name>` and `PutEvents` on each entry's bus."""
+    body = _body(self)
+    operation = action.split(":", 1)[1]
+
+    def bus_name(value: Any) -> str:
+        text = str(value or "default")
+        return text.rsplit("/", 1)[-1] if text.startswith("arn:") else text
+
+    if operation == "PutEvents":
+        buses = {bus_name(entry.get("EventBusName")) for entry in body.get("Entries") or [] if isinstance(entry, dict)}
+        return [
+            Access(action, _arn("events", region, self.current_account, f"event-bus/{bus}"))
+            for bus in sorted(buses or {"default"})
+        ]
+    rule = body.get("Rule") or body.get("Name")
+    if not rule:
+        return [Access(action, "*")]
+    bus = bus_name(body.get("EventBusName"))
+    prefix = "" if bus == "default" else f"{bus}/"
+    return [Access(action, _arn("events", region, self.current_account, f"rule/{prefix}{rule}"))]
 
 
 Resolver = Callable[[Any, str, str, str], list[Access]]
@@ -750,9 +778,10 @@ RESOLVERS: dict[str, Resolver] = {
     "ecs": _ecs,
     "ses": _ses,
     "sns": _sns,  # an operator's escalation, published to the alarm topic
-    "events": _events,  # job status changes and reviews, put on the stack's bus
     "monitoring": _unscoped,  # CloudWatch metrics: no resource-level permissions on AWS either
     "bedrock": _bedrock,  # the control plane's batch inference jobs (the runtime never reaches the local platform)
+    "scheduler": _scheduler,  # schedules and triggers: the API function's schedules and batch windows' timers
+    "events": _events,  # job status changes and reviews put on the stack's bus; EventBridge triggers' rules
 }
 
 

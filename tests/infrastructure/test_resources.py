@@ -54,9 +54,10 @@ def test_artifacts_bucket_expires_intermediate_artifacts_and_results_after_the_l
     rules = artifacts[0]["Properties"]["LifecycleConfiguration"]["Rules"]
     expiring = {r["Prefix"]: r["ExpirationInDays"] for r in rules if "ExpirationInDays" in r}
     # A Distributed Map's results are intermediate too, and so are Athena's query results (the analytics workgroup's);
-    # the analytics export (`analytics/`) is kept. Results expire after the longest retention a tenant may have
-    # (the backstop of the retention sweep, which erases each job when its own tenant's retention ends).
-    assert set(expiring) == {"work/", "uploads/", "map-results/", "athena-results/", "results/"}
+    # the analytics export (`analytics/`) is kept; an S3 trigger's inbox object expires as uploads do (each was copied
+    # to uploads). Results expire after the longest retention a tenant may have (the backstop of the retention sweep,
+    # which erases each job when its own tenant's retention ends).
+    assert set(expiring) == {"work/", "uploads/", "map-results/", "athena-results/", "results/", "inbox/"}
     assert expiring["results/"] > limits.RETENTION_DAYS_MAX
 
 

@@ -77,6 +77,7 @@ from longhaul.core.contracts import (
 )
 from longhaul.core.contracts import JobUpdate as JobChange
 from longhaul.core.streams import StreamEvent
+from longhaul.core.triggers import ScheduleList, ScheduleView, TriggerList, TriggerView
 from longhaul.review.contracts import (
     DecisionOutcome,
     DecisionRequest,
@@ -414,18 +415,68 @@ class LonghaulClient:
         response = self._send("PATCH", f"{self._jobs(operator)}/{job_id}", json=body, safe=True)
         return JobView.model_validate_json(response.content)
 
-    def upload(self, path: Path, *, media_type: str | None = None, filename: str | None = None) -> UploadTicket:
+    def upload(
+        self,
+        path: Path,
+        *,
+        media_type: str | None = None,
+        filename: str | None = None,
+        trigger_id: str | None = None,
+    ) -> UploadTicket:
         """Upload a document or a ZIP archive of documents: a presigned URL from the API, then the file to it.
-        Reference it in a request by the ticket's `upload_id` (`documents[].upload_id`, or `archive.upload_id`)."""
+        Reference it in a request by the ticket's `upload_id` (`documents[].upload_id`, or `archive.upload_id`). With
+        `trigger_id` (an S3 trigger's) the file goes to that trigger's inbox, and starts its job."""
         kind = media_type or MEDIA_TYPES.get(path.suffix.lower())
         if kind is None:
             known = ", ".join(sorted(MEDIA_TYPES))
             raise ValueError(f"{path.name}: not a document the API takes (by its extension: {known})")
-        request = UploadRequest.model_validate({"filename": filename or path.name, "media_type": kind})
+        fields = {"filename": filename or path.name, "media_type": kind}
+        request = UploadRequest.model_validate({**fields, **({"trigger_id": trigger_id} if trigger_id else {})})
         response = self._send("POST", "/v1/uploads", json=request.model_dump(mode="json"), safe=True)
         ticket = UploadTicket.model_validate_json(response.content)
         self._put_file(ticket, path)
         return ticket
+
+    # ------------------------------------------------------------------ schedules and triggers
+
+    def create_schedule(self, body: Mapping[str, Any]) -> ScheduleView:
+        """A schedule (`workflow`, `input`, `schedule`: cron(…) or rate(…), `timezone`, …); a `Problem` 422 names what
+        is wrong. Not retried (a retry would make a second schedule)."""
+        response = self._send("POST", "/v1/schedules", json=dict(body), safe=False)
+        return ScheduleView.model_validate_json(response.content)
+
+    def schedules(self) -> list[ScheduleView]:
+        return self._get(ScheduleList, "/v1/schedules").schedules
+
+    def schedule(self, schedule_id: str) -> ScheduleView:
+        return self._get(ScheduleView, f"/v1/schedules/{schedule_id}")
+
+    def update_schedule(self, schedule_id: str, change: Mapping[str, Any]) -> ScheduleView:
+        """Change a schedule (merge semantics); `{"enabled": False}` pauses it. Safe to repeat."""
+        response = self._send("PATCH", f"/v1/schedules/{schedule_id}", json=dict(change), safe=True)
+        return ScheduleView.model_validate_json(response.content)
+
+    def delete_schedule(self, schedule_id: str) -> None:
+        self._send("DELETE", f"/v1/schedules/{schedule_id}", safe=True)
+
+    def create_trigger(self, body: Mapping[str, Any]) -> TriggerView:
+        """A trigger (`type`: s3 or eventbridge, `workflow`, `input_template`, …); a `Problem` 422 names what is wrong
+        (a pattern EventBridge refuses, a template the workflow refuses). Not retried."""
+        response = self._send("POST", "/v1/triggers", json=dict(body), safe=False)
+        return TriggerView.model_validate_json(response.content)
+
+    def triggers(self) -> list[TriggerView]:
+        return self._get(TriggerList, "/v1/triggers").triggers
+
+    def trigger(self, trigger_id: str) -> TriggerView:
+        return self._get(TriggerView, f"/v1/triggers/{trigger_id}")
+
+    def update_trigger(self, trigger_id: str, change: Mapping[str, Any]) -> TriggerView:
+        response = self._send("PATCH", f"/v1/triggers/{trigger_id}", json=dict(change), safe=True)
+        return TriggerView.model_validate_json(response.content)
+
+    def delete_trigger(self, trigger_id: str) -> None:
+        self._send("DELETE", f"/v1/triggers/{trigger_id}", safe=True)
 
     def health(self) -> Health:
         """The API's version and readiness (no key needed); a `ServerError` when it is not ready."""

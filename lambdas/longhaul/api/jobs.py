@@ -40,6 +40,7 @@ from longhaul.core.contracts import (
     JobRequestBase,
     JobStatus,
     JobTiming,
+    JobTrigger,
     JobUpdate,
     JobView,
     PageText,
@@ -115,12 +116,19 @@ class JobService:
     # ------------------------------------------------------------------ submit
 
     def submit(
-        self, principal: Principal, request: JobRequestBase, idempotency_key: str | None, base_url: str
+        self,
+        principal: Principal,
+        request: JobRequestBase,
+        idempotency_key: str | None,
+        base_url: str,
+        *,
+        trigger: JobTrigger | None = None,
     ) -> tuple[JobAccepted, bool]:
-        """`_submit` in the root span of the job's trace (its id derived from the request's correlation id)."""
+        """`_submit` in the root span of the job's trace (its id derived from the request's correlation id); a job
+        that a schedule or trigger started names it (`trigger`)."""
         attributes = {tracing.TENANT_ID: principal.tenant_id, tracing.WORKFLOW: request.workflow}
         with tracing.job_trace(correlation.current(), "submit job", attributes, root=True) as span:
-            accepted, created = self._submit(principal, request, idempotency_key, base_url)
+            accepted, created = self._submit(principal, request, idempotency_key, base_url, trigger=trigger)
             if span is not None:
                 span.set_attributes({tracing.JOB_ID: accepted.job_id, "longhaul.created": created})
             return accepted, created
@@ -154,6 +162,7 @@ class JobService:
         *,
         parent_job_id: str | None = None,
         parent_step: str | None = None,
+        trigger: JobTrigger | None = None,
     ) -> tuple[JobAccepted, bool]:
         """Accept a job: one read of what the submission decides on (`AdmissionStore.submission_state`), its input
         written (one object, and one for its inline texts), then the job, its idempotency record, its rate count and
@@ -260,6 +269,7 @@ class JobService:
                             parent_job_id=parent_job_id,
                             parent_step=parent_step,
                             then=request.then.model_dump_json() if request.then is not None else None,
+                            trigger=trigger.model_dump(mode="json", exclude_none=True) if trigger else None,
                         ),
                         marks=planned.marks,
                         with_writes=[s.admission.rate_write(tenant_id, rate), *planned.writes],

@@ -166,6 +166,18 @@ class TenantPolicy(Model):
         description="The longest a result's download URL lives (`GET /v1/jobs/{job_id}/result/download`, whose "
         "default is 900 s or this, the shorter).",
     )
+    max_schedules: int = Field(
+        default=20, ge=0, le=1000, description="Schedules the tenant may keep (`POST /v1/schedules`); 0: none."
+    )
+    min_schedule_interval_seconds: int = Field(
+        default=60,
+        ge=60,
+        le=86_400,
+        description="The shortest interval between two fires of one of the tenant's schedules (seconds).",
+    )
+    max_triggers: int = Field(
+        default=20, ge=0, le=1000, description="S3 and EventBridge triggers the tenant may keep (`POST /v1/triggers`)."
+    )
 
 
 @cache
@@ -201,6 +213,9 @@ class TenantPolicyPatch(Model):
         int | None, Field(default=None, ge=limits.RETENTION_DAYS_MIN, le=limits.RETENTION_DAYS_MAX, strict=True)
     ]
     download_ttl_seconds: Annotated[int | None, Field(default=None, gt=0, le=limits.MAX_DOWNLOAD_TTL_SECONDS)]
+    max_schedules: Annotated[int | None, Field(default=None, ge=0, le=1000)]
+    min_schedule_interval_seconds: Annotated[int | None, Field(default=None, ge=60, le=86_400)]
+    max_triggers: Annotated[int | None, Field(default=None, ge=0, le=1000)]
 
     def applied_to(self, policy: TenantPolicy) -> TenantPolicy:
         """`policy` with this change: given fields replaced, fields given as null back to their defaults."""

@@ -32,6 +32,7 @@ MEDIA_TYPES = ("application/pdf", "text/plain", "text/markdown")
 # its own), and `(?![\s\S])` for the end (Python's `$` also matches before a final newline).
 PATTERN_END = r"(?![\s\S])"
 UPLOAD_ID_PATTERN = rf"^up_[0-9a-f]{{32}}{PATTERN_END}"
+TRIGGER_ID_PATTERN = rf"^trg_[0-9a-f]{{20}}{PATTERN_END}"
 # A header value never holds a newline, so `$` is exact there (and the header is validated by the resolver's own
 # regex engine, which has no look-ahead).
 IDEMPOTENCY_KEY_PATTERN = r"^[A-Za-z0-9._:\-]{1,128}$"
@@ -544,6 +545,14 @@ class UploadRequest(Strict):
         Literal["application/pdf", "text/plain", "text/markdown", "application/zip"],
         Field(description="`application/zip` for an archive of documents (`input.archive`)."),
     ]
+    trigger_id: Annotated[
+        str | None,
+        Field(
+            default=None,
+            pattern=TRIGGER_ID_PATTERN,
+            description="An S3 trigger's id: the upload goes to its inbox, and starts its job (`POST /v1/triggers`).",
+        ),
+    ]
 
 
 # ---------------------------------------------------------------- responses
@@ -994,6 +1003,35 @@ class ChildJob(Model):
     progress: Progress | None = None
 
 
+class ScheduleTrigger(Model):
+    """A job a schedule's fire started: the schedule, and the fire's scheduled time (to the minute, UTC)."""
+
+    type: Literal["schedule"] = "schedule"
+    id: str = Field(description="The schedule's id.")
+    scheduled_at: datetime = Field(description="The time the fire was due (its minute).")
+
+
+class ObjectTrigger(Model):
+    """A job an object in an S3 trigger's inbox started (or the objects of its batch window)."""
+
+    type: Literal["s3"] = "s3"
+    id: str = Field(description="The trigger's id.")
+    key: str = Field(description="The object's key (a window's first object's).")
+    objects: int = Field(default=1, description="The objects the job took: 1, or a batch window's.")
+
+
+class EventTrigger(Model):
+    """A job an event matching an EventBridge trigger's pattern started."""
+
+    type: Literal["eventbridge"] = "eventbridge"
+    id: str = Field(description="The trigger's id.")
+    event_id: str = Field(description="The matching event's id.")
+
+
+#: What started a job that no caller submitted.
+JobTrigger = Annotated[ScheduleTrigger | ObjectTrigger | EventTrigger, Field(discriminator="type")]
+
+
 class JobView(Model):
     job_id: str
     tenant_id: str = Field(description="Whose job it is (operators list every tenant's jobs).")
@@ -1081,6 +1119,9 @@ class JobView(Model):
     )
     then_job_id: str | None = Field(
         default=None, description="The job its request's `then` chained, submitted when this one completed."
+    )
+    trigger: JobTrigger | None = Field(
+        default=None, description="What started the job when no caller submitted it: a schedule or a trigger."
     )
 
 

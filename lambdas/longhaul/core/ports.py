@@ -270,3 +270,45 @@ class BatchJobs(Protocol):
 
     def stop(self, arn: str) -> None:
         """Stop it (a job already ended is not an error)."""
+
+
+class WiringRefused(Exception):
+    """AWS refused a schedule or rule for a reason of the request's (`field`: the body field it is about)."""
+
+    def __init__(self, field: str, reason: str) -> None:
+        super().__init__(reason)
+        self.field = field
+        self.reason = reason
+
+
+class WiringUnavailable(Exception):
+    """AWS did not create, change or delete a schedule or rule now (throttled, an outage): worth a retry."""
+
+
+class TriggerWiring(Protocol):
+    """Where schedules and triggers live on AWS: EventBridge Scheduler schedules (a group per tenant) and one-time
+    timers, and EventBridge rules; each invokes `target` (the function that starts their jobs) with `payload`."""
+
+    def put_schedule(
+        self,
+        tenant_id: str,
+        name: str,
+        *,
+        expression: str,
+        timezone: str,
+        enabled: bool,
+        target: str,
+        payload: Mapping[str, Any],
+    ) -> None: ...
+
+    def delete_schedule(self, tenant_id: str, name: str) -> None: ...
+
+    def put_timer(
+        self, tenant_id: str, name: str, *, at: datetime, target: str, payload: Mapping[str, Any]
+    ) -> None: ...
+
+    def put_rule(
+        self, name: str, *, bus: str, pattern: Mapping[str, Any], enabled: bool, target: str, payload: Mapping[str, Any]
+    ) -> None: ...
+
+    def delete_rule(self, name: str, *, bus: str) -> None: ...

@@ -24,6 +24,7 @@ from longhaul.core.contracts import (
     JobCancellation,
     JobError,
     JobStatus,
+    JobTrigger,
     JobView,
     MemoryView,
     PauseState,
@@ -190,6 +191,8 @@ class Job(Record):
     children: dict[str, dict[str, str]] = Field(default_factory=dict)
     then: str | None = None  # JSON of `ThenRequest`
     then_job_id: str | None = None
+    # What started the job when no caller submitted it (a schedule's fire, an S3 inbox's object, a matching event).
+    trigger: JobTrigger | None = None
 
     # What the job's step invocations used (`metered_<counter>` attributes of the item, one ADD per invocation), and
     # the state transitions of its executions, counted once they have all ended (`longhaul.operations.costs`).
@@ -363,6 +366,7 @@ class Job(Record):
             superseded_by=self.superseded_by,
             escalation=self.escalation,
             input_version=self.input_version,
+            trigger=self.trigger,
             cost=job_cost(
                 self.metered,
                 transitions=self.orchestration_transitions,

@@ -73,8 +73,10 @@ OPEN_BATCHES_PARTITION = "BATCHES"  # the batches not yet resumed, by name: what
 UPLOADS_PREFIX = "uploads/"
 WORK_PREFIX = "work/"
 RESULTS_PREFIX = "results/"
+# An S3 trigger's inbox: `inbox/<tenant>/<trigger>/…`; each object created there starts a job (`api/triggers.py`).
+INBOX_PREFIX = "inbox/"
 MAP_RESULTS_PREFIX = "map-results/"  # a Distributed Map's ResultWriter output (the tally reads checkpoints instead)
-INTERMEDIATE_PREFIXES = (WORK_PREFIX, UPLOADS_PREFIX, MAP_RESULTS_PREFIX)
+INTERMEDIATE_PREFIXES = (WORK_PREFIX, UPLOADS_PREFIX, MAP_RESULTS_PREFIX, INBOX_PREFIX)
 INTERMEDIATE_EXPIRY_DAYS = 14
 
 

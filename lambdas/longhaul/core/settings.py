@@ -91,6 +91,12 @@ class Env:
     MAX_DOWNLOAD_TTL_SECONDS = "LONGHAUL_MAX_DOWNLOAD_TTL_SECONDS"
     #: The operators' tap of the bus (an SQS queue URL): `GET /v1/ops/events` reads the events a rule sends to it.
     EVENTS_TAP = "LONGHAUL_EVENTS_TAP"
+    #: Schedules and triggers: the role EventBridge Scheduler assumes to invoke the function that starts their jobs
+    #: (unset: schedules and batch windows cannot be created).
+    SCHEDULER_ROLE = "LONGHAUL_SCHEDULER_ROLE"
+    #: Schedules and triggers: the prefix of their schedule groups and rules (the stack's name), which the API
+    #: function's grants are scoped to.
+    TRIGGER_PREFIX = "LONGHAUL_TRIGGER_PREFIX"
     #: The Secrets Manager prefix under which each tenant's webhook signing secret is kept.
     WEBHOOK_SECRETS_PREFIX = "LONGHAUL_WEBHOOK_SECRETS_PREFIX"
     #: Container steps (ECS): the cluster whose tasks a cancellation stops.
@@ -220,6 +226,8 @@ class Settings(Model):
     max_download_ttl_seconds: int = Field(
         default=12 * 3600, alias=Env.MAX_DOWNLOAD_TTL_SECONDS, gt=0, le=limits.MAX_DOWNLOAD_TTL_SECONDS
     )
+    scheduler_role: str | None = Field(default=None, alias=Env.SCHEDULER_ROLE)  # role ARN
+    trigger_prefix: str = Field(default="longhaul", alias=Env.TRIGGER_PREFIX, min_length=1, max_length=32)
 
     @field_validator("callback_allowlist", mode="before")
     @classmethod

@@ -76,6 +76,17 @@ class ArtifactStore:
         self.s3.put_object(Bucket=self.bucket, Key=key, Body=data, ContentType=content_type)
         return key
 
+    def copy(self, source: str, key: str, content_type: str) -> str:
+        """A copy of the object at `source` at `key` (server side: no bytes pass through the function)."""
+        self.s3.copy_object(
+            Bucket=self.bucket,
+            Key=key,
+            CopySource={"Bucket": self.bucket, "Key": source},
+            ContentType=content_type,
+            MetadataDirective="REPLACE",
+        )
+        return key
+
     def put_json(self, key: str, value: BaseModel | dict[str, Any] | list[Any]) -> str:
         body = value.model_dump_json() if isinstance(value, BaseModel) else json.dumps(value, ensure_ascii=False)
         return self.put_bytes(key, body.encode(), "application/json")

@@ -67,6 +67,8 @@ class NewJob(NamedTuple):
     parent_step: str | None = None
     then: str | None = None  # the request's `then`, submitted when it completes
 
+    trigger: dict[str, Any] | None = None  # what started it, when no caller did (`JobTrigger`, as JSON)
+
 
 def retention_ttl(retain_until: str | datetime) -> int:
     """The DynamoDB TTL (epoch seconds) of an item of a job whose retention ends at `retain_until`: a backstop some
@@ -159,6 +161,7 @@ class JobSubmissions:
             "parent_job_id": job.parent_job_id,
             "parent_step": job.parent_step,
             "then": job.then,
+            "trigger": job.trigger,
         }
         item.update({k: v for k, v in optional.items() if v is not None})
         item.update(marks or {})

@@ -16,7 +16,7 @@ import sys
 
 import typer
 
-from longhaul_client.cli import admin, jobs, local, mcp, ops, report, reviews, steer
+from longhaul_client.cli import admin, jobs, local, mcp, ops, report, reviews, steer, triggers
 from longhaul_client.cli.common import EXIT_ERROR
 
 #: `1`: an unforeseen fault of the command shows its traceback (otherwise one line on stderr, exit 2).
@@ -39,6 +39,8 @@ app.command("verify-webhook")(admin.verify_webhook)
 app.add_typer(admin.app, name="admin")
 app.add_typer(local.app, name="local")
 app.command("mcp")(mcp.mcp)
+app.add_typer(triggers.schedules, name="schedules")
+app.add_typer(triggers.triggers, name="triggers")
 
 
 def main() -> None:
