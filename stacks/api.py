@@ -121,13 +121,29 @@ OPS_PREFIX = "/v1/ops/"
 #: gateway's own routes are answered). Two resources where one per path segment and method would be some sixty of the
 #: stack's 500, and an operator route added later costs none.
 OPS_PROXY = "/v1/ops/{proxy+}"
+#: The same for what hangs below one job, one schedule, one trigger (`/v1/jobs/{job_id}/cancel`, `…/result/download`,
+#: `/v1/schedules/{schedule_id}`…): one greedy resource each, to the API function, whose resolver routes the raw path.
+#: A job's stream keeps its own (its integration streams). The collections and a job itself keep theirs.
+PROXIES: tuple[tuple[str, str], ...] = (
+    (OPS_PREFIX, OPS_PROXY),
+    ("/v1/jobs/{job_id}/", "/v1/jobs/{job_id}/{proxy+}"),
+    ("/v1/schedules/", "/v1/schedules/{proxy+}"),
+    ("/v1/triggers/", "/v1/triggers/{proxy+}"),
+)
 
 
 def gateway_routes(routes: Sequence[tuple[str, str]] = ROUTES) -> tuple[tuple[str, str], ...]:
-    """The gateway's methods: each route outside `/v1/ops/`, the streamed operator routes (their integration streams),
-    and `ANY /v1/ops/{proxy+}` for the rest of the operator routes."""
-    own = tuple((method, path) for method, path in routes if not path.startswith(OPS_PREFIX) or path in STREAM_ROUTES)
-    return (*own, ("ANY", OPS_PROXY)) if len(own) < len(routes) else own
+    """The gateway's methods: each route outside the greedy prefixes (`PROXIES`), the streamed routes (their
+    integration streams), and `ANY <prefix>{proxy+}` for the rest of each prefix's routes."""
+    own: list[tuple[str, str]] = []
+    greedy: list[tuple[str, str]] = []
+    for method, path in routes:
+        proxy = next((p for prefix, p in PROXIES if path.startswith(prefix) and path not in STREAM_ROUTES), None)
+        if proxy is None:
+            own.append((method, path))
+        elif ("ANY", proxy) not in greedy:
+            greedy.append(("ANY", proxy))
+    return (*own, *greedy)
 
 
 #: Answered without a key (the function serves them before its key check).

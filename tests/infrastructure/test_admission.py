@@ -29,8 +29,13 @@ def dispatcher(template: dict[str, Any]) -> tuple[str, dict[str, Any]]:
 
 def statements_of(template: dict[str, Any], function: dict[str, Any]) -> list[dict[str, Any]]:
     role = function["Properties"]["Role"]["Fn::GetAtt"][0]
+    # CDK moves what does not fit a role's inline policy (IAM's 10 KB) into overflow managed policies of the role.
+    kinds = ("AWS::IAM::Policy", "AWS::IAM::ManagedPolicy")
     policies = [
-        p for p in resources(template, "AWS::IAM::Policy").values() if {"Ref": role} in p["Properties"]["Roles"]
+        p
+        for kind in kinds
+        for p in resources(template, kind).values()
+        if {"Ref": role} in p["Properties"].get("Roles", [])
     ]
     return [s for p in policies for s in p["Properties"]["PolicyDocument"]["Statement"]]
 
@@ -120,6 +125,11 @@ def test_every_consumed_queue_dead_letters_poison_within_five_receives_and_every
     for logical_id, queue in queues.items():
         if logical_id in consumed:
             assert queue["Properties"]["RedrivePolicy"]["maxReceiveCount"] <= 5, logical_id
+            continue
+        if logical_id.startswith("EventsTap"):
+            # The operators' tap of the bus (`GET /v1/ops/events`): read, never processed, so nothing is poison; an
+            # event nobody reads expires with the queue's retention (tests/infrastructure/test_events.py).
+            assert int(queue["Properties"]["MessageRetentionPeriod"]) <= 14 * 24 * 3600
             continue
         watched = [
             a

@@ -68,7 +68,7 @@ STEP_DLQS = {
     "dispute-resolution": ("load_reconciliation", "draft_notices", "review", "send_notices", "publish_result",
                            "compensation"),
     "invoice-reconciliation": ("parse_documents", "extract_invoices", "price_list", "check_invoices",
-                               "summarize_findings", "review", "publish_report"),
+                               "summarize_findings", "review", "publish_report", "resolve_disputes"),
 }  # fmt: skip
 SLA_TARGETS = {"interactive": 60, "standard": 600, "batch": 3600}  # QueueWaitSeconds p90 targets (s)
 INTAKE_WAIT = {"interactive": 300, "standard": 1800, "batch": 21600}  # the oldest intake message's age (s)

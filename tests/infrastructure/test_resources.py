@@ -10,7 +10,7 @@ from typing import Any
 
 from longhaul.core import limits
 from longhaul.workflows import REGISTRY
-from stacks.api import OPS_PREFIX, OPS_PROXY, ROUTES, STREAM_ROUTES, gateway_routes
+from stacks.api import OPS_PREFIX, OPS_PROXY, PROXIES, ROUTES, STREAM_ROUTES, gateway_routes
 from tests.infrastructure.conftest import AUTO_DELETE_PROVIDER, resources
 
 
@@ -78,8 +78,20 @@ def test_the_operator_routes_reach_the_gateway_as_one_greedy_resource_but_the_st
     ops = [(verb, path) for verb, path in ROUTES if path.startswith(OPS_PREFIX)]
     assert ops and all(((verb, path) in gateway) == (path in STREAM_ROUTES) for verb, path in ops)
     methods = resources(template, "AWS::ApiGateway::Method").values()
-    (proxy,) = [m for m in methods if m["Properties"]["HttpMethod"] == "ANY"]
-    assert proxy["Properties"]["AuthorizationType"] == "CUSTOM" and proxy["Properties"]["AuthorizerId"]
+    greedy = [m for m in methods if m["Properties"]["HttpMethod"] == "ANY"]
+    assert len(greedy) == len(PROXIES)
+    assert all(m["Properties"]["AuthorizationType"] == "CUSTOM" and m["Properties"]["AuthorizerId"] for m in greedy)
+
+
+def test_what_hangs_below_a_job_a_schedule_or_a_trigger_reaches_the_gateway_as_one_greedy_resource_each():
+    """A job's actions and views (but its stream), a schedule's and a trigger's own routes: one `ANY …/{proxy+}` each,
+    to the API function; the collections and a job itself keep their methods."""
+    gateway = set(gateway_routes())
+    for prefix, proxy in PROXIES[1:]:
+        below = [(verb, path) for verb, path in ROUTES if path.startswith(prefix) and path not in STREAM_ROUTES]
+        assert below and not set(below) & gateway and ("ANY", proxy) in gateway, prefix
+    assert {("POST", "/v1/jobs"), ("GET", "/v1/jobs/{job_id}"), ("GET", "/v1/jobs/{job_id}/stream")} <= gateway
+    assert {("POST", "/v1/schedules"), ("GET", "/v1/triggers")} <= gateway
 
 
 def test_the_routes_without_a_key_are_the_functions_public_paths():

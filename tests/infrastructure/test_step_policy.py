@@ -135,6 +135,8 @@ def test_dead_letter_queues_are_encrypted_and_alarmed(template):
     }
     for logical_id, queue in queues.items():
         assert queue["Properties"].get("SqsManagedSseEnabled") or queue["Properties"].get("KmsMasterKeyId"), logical_id
+        if logical_id.startswith("EventsTap"):  # the operators' tap of the bus: unread events expire, nothing to alarm
+            continue
         assert logical_id in alarmed, f"{logical_id} has no alarm"
 
 

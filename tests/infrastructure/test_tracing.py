@@ -11,7 +11,12 @@ from tests.infrastructure.conftest import resources
 
 def _actions_by_role(template: dict[str, Any]) -> dict[str, set[str]]:
     found: dict[str, set[str]] = {}
-    for policy in resources(template, "AWS::IAM::Policy").values():
+    # CDK moves what does not fit a role's inline policy into overflow managed policies of the role: both count.
+    policies = [
+        *resources(template, "AWS::IAM::Policy").values(),
+        *resources(template, "AWS::IAM::ManagedPolicy").values(),
+    ]
+    for policy in policies:
         props = policy["Properties"]
         actions = set()
         for statement in props["PolicyDocument"]["Statement"]:
