@@ -149,7 +149,7 @@ synth: $(BIN)/.installed ## synthesize the CDK app into cdk.out (offline)
 openapi: $(BIN)/.installed ## regenerate docs/openapi.json from the models
 	PYTHONPATH=lambdas $(BIN)/python -c "from handlers.api import openapi_json; print(openapi_json())" > docs/openapi.json
 
-bench: $(BIN)/.installed ## print submit-to-completed time, where a 10-document job's CPU goes (by layer and by function), a 10-document job's spans and what tracing adds to a step invocation, accepted submissions/s, the AWS calls of a submission and the CPU of a queued one, the 202 of 1 to 5,000 inline documents, a 1,000-document job, a child job's overhead over running it alone (transitions and seconds), cost per job at 10/100/1,000 documents, handlers' cold-import times, OCR pages per second, the events long-poll's latency and the command's start-up, the console's weight and job page times, what the local IAM enforcement adds per request, the operators' metrics route after a 1,000-document job and 50 more, a bulk replay's dry run over 200 failed jobs, the usage report over 10,000 jobs, a revoked key's last accepted request, the audit trail's writes per action, a schedule's fire to its job queued, a 100-document job's erasure until its marker is found nowhere, an MCP tools/call of a workflow to its job id, personal data redaction per kept prompt and its cold start, then the lean-paths table (every figure again, with cores and load)
+bench: $(BIN)/.installed ## print submit-to-completed time, where a 10-document job's CPU goes (by layer and by function), a 10-document job's spans and what tracing adds to a step invocation, accepted submissions/s, the AWS calls of a submission and the CPU of a queued one, the 202 of 1 to 5,000 inline documents, a 1,000-document job, a child job's overhead over running it alone (transitions and seconds), cost per job at 10/100/1,000 documents, handlers' cold-import times, OCR pages per second, the events long-poll's latency and the command's start-up, the console's weight and job page times, what the local IAM enforcement adds per request, the operators' metrics route after a 1,000-document job and 50 more, a bulk replay's dry run over 200 failed jobs, the usage report over 10,000 jobs, a revoked key's last accepted request, the audit trail's writes per action, a schedule's fire to its job queued, a 100-document job's erasure until its marker is found nowhere, what a tool call's own credentials add, an MCP tools/call of a workflow to its job id, personal data redaction per kept prompt and its cold start, then the lean-paths table (every figure again, with cores and load)
 	$(BIN)/python bench/end_to_end.py
 	$(BIN)/python bench/where_time_goes.py
 	$(BIN)/python bench/tracing.py
@@ -174,6 +174,7 @@ bench: $(BIN)/.installed ## print submit-to-completed time, where a 10-document 
 	$(BIN)/python bench/mcp_call.py
 	$(BIN)/python bench/redaction.py
 	$(BIN)/python bench/erasure.py
+	$(BIN)/python bench/tool_credentials.py
 	$(BIN)/python bench/schedules.py
 	$(BIN)/python bench/table.py
 
