@@ -432,7 +432,7 @@ class LonghaulClient:
             raise ValueError(f"{path.name}: not a document the API takes (by its extension: {known})")
         fields = {"filename": filename or path.name, "media_type": kind}
         request = UploadRequest.model_validate({**fields, **({"trigger_id": trigger_id} if trigger_id else {})})
-        response = self._send("POST", "/v1/uploads", json=request.model_dump(mode="json"), safe=True)
+        response = self._send("POST", "/v1/uploads", json=request.model_dump(mode="json", exclude_none=True), safe=True)
         ticket = UploadTicket.model_validate_json(response.content)
         self._put_file(ticket, path)
         return ticket
