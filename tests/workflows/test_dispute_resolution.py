@@ -35,6 +35,8 @@ SOURCES = {"orion-1.txt": ORION_1, "orion-2.txt": ORION_2, "vega.txt": VEGA}
 def disputed(platform: LocalPlatform) -> dict[str, Any]:
     """One reconciliation of the three vendors, disputed once and approved (run once for the scenarios below)."""
     alpha, reviewer = Client(platform, "alpha"), Client(platform, "alpha-reviewer")
+    # What alpha's memory holds counts below: start from none (other modules' disputes, a child job's, share it).
+    assert _delete(platform, "/v1/ops/tenants/alpha/memory").status_code == 200
     reconciliation = reconcile(alpha)
     job_id = alpha.submit(dispute_request(reconciliation))
     job = approve(alpha, reviewer, job_id)

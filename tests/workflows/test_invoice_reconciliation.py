@@ -93,8 +93,12 @@ def test_the_job_runs_the_spec_steps_fans_out_per_invoice_and_renders_markdown(r
     spec = REGISTRY["invoice-reconciliation"]
     events, client = reconciled["events"], reconciled["client"]
     top = [e["step"] for e in events if e["type"] == "step_finished" and e.get("item") is None]
-    # (its review, not asked for, is a Choice of the state machine: no step runs)
-    assert top == [s for s in spec.step_names if s not in spec.fan_out_steps and s != "review"]
+    # (its review, not asked for, is a Choice of the state machine: no step runs; nor does its dispute resolution,
+    # not asked for either: a `when=` step, recorded as skipped)
+    assert top == [
+        s for s in spec.step_names if s not in spec.fan_out_steps and s not in ("review", "resolve_disputes")
+    ]
+    assert [e["step"] for e in events if e["type"] == "step_skipped"] == ["resolve_disputes"]
     items = {e["item"] for e in events if e["type"] == "step_finished" and e["step"] == "extract_invoices"}
     assert items == set(range(len(reconciled["result"]["invoices"])))
     assert reconciled["result"]["summary"] and reconciled["result"]["summary_source"] in ("model", "deterministic")
