@@ -28,6 +28,13 @@ def _turns(client: Client, job_id: str) -> list[dict[str, Any]]:
 
 
 @pytest.fixture
+def beta(platform: LocalPlatform) -> Client:
+    """The tenant these jobs run for: beta, whose policy no other module of the suite changes (alpha's agent limits
+    are steered elsewhere, and a policy is cached by the API function for a few seconds)."""
+    return Client(platform, "beta")
+
+
+@pytest.fixture
 def snooping(monkeypatch: pytest.MonkeyPatch) -> Iterator[list[str]]:
     """`list_disputes`, whose first call of each job also reads the object named in `targets` (another job's)."""
     targets: list[str] = []
@@ -46,15 +53,15 @@ def snooping(monkeypatch: pytest.MonkeyPatch) -> Iterator[list[str]]:
 
 @pytest.mark.iam_denials_expected
 def test_a_tool_reading_another_jobs_object_is_refused_by_the_jobs_credentials(
-    platform: LocalPlatform, alpha: Client, snooping: list[str]
+    platform: LocalPlatform, beta: Client, snooping: list[str]
 ) -> None:
     # Given a completed reconciliation (job B) and a dispute of it (job A) whose first tool call reads B's input
-    other = reconcile(alpha)
+    other = reconcile(beta)
     snooping.append(f"work/{other}/input.json")
-    job_id = alpha.submit(dispute_request(other))
+    job_id = beta.submit(dispute_request(other))
 
     # When its drafting agent runs
-    waiting = status_of(alpha, job_id, "waiting_for_review", "failed", "completed")
+    waiting = status_of(beta, job_id, "waiting_for_review", "failed", "completed")
 
     # Then the read was refused by the local IAM enforcement, as the job's tool session (the tool role, job A)
     assert waiting["status"] == "waiting_for_review", waiting
@@ -63,11 +70,11 @@ def test_a_tool_reading_another_jobs_object_is_refused_by_the_jobs_credentials(
     principal, action, _ = refused[0]
     assert action == "s3:GetObject" and "assumed-role/" in principal and principal.endswith(f"/tool-{job_id}")
     # and the model was told (`access-denied`), the turn went on: the call's failure, not the step's
-    first = _turns(alpha, job_id)[0]
+    first = _turns(beta, job_id)[0]
     assert first["failures"] == {"access-denied": 1}, first
     assert {d for _, _, d in iam.denials()} == {r for _, _, r in refused}  # nothing else of the job was refused
-    assert alpha.post(f"/v1/jobs/{job_id}/cancel").status_code == 202
-    assert status_of(alpha, job_id, "cancelled")["status"] == "cancelled"
+    assert beta.post(f"/v1/jobs/{job_id}/cancel").status_code == 202
+    assert status_of(beta, job_id, "cancelled")["status"] == "cancelled"
 
 
 @pytest.fixture
@@ -81,18 +88,18 @@ def list_disputes_bound(monkeypatch: pytest.MonkeyPatch) -> float:
 
 
 def test_a_hung_tool_fails_on_its_own_bound_and_the_turn_goes_on(
-    platform: LocalPlatform, alpha: Client, inject: Any, list_disputes_bound: float
+    platform: LocalPlatform, beta: Client, inject: Any, list_disputes_bound: float
 ) -> None:
-    reconciliation = reconcile(alpha)
+    reconciliation = reconcile(beta)
     inject(f"{DRAFTING}#0=tool-hangx1")  # the first drafting turn's call never answers
 
-    job_id = alpha.submit(dispute_request(reconciliation))
-    job = approve(alpha, Client(platform, "alpha-reviewer"), job_id)
+    job_id = beta.submit(dispute_request(reconciliation))
+    job = approve(beta, Client(platform, "beta-reviewer"), job_id)
 
     assert job["status"] == "completed", job
-    turns = _turns(alpha, job_id)
+    turns = _turns(beta, job_id)
     assert turns[0]["tools"] == ["list_disputes"] and turns[0]["failures"] == {"timeout": 1}
     assert turns[1]["tools"] == ["list_disputes"] and turns[1]["failures"] == {}  # asked again, answered
-    started = [e for e in alpha.events(job_id) if e.get("step") == DRAFTING and e.get("item") == 0]
+    started = [e for e in beta.events(job_id) if e.get("step") == DRAFTING and e.get("item") == 0]
     assert [e["type"] for e in started].count("step_started") == 1, "the turn was not retried: it went on"
     # the notices went out under the job's credentials: no call of the job was refused (the `least_privilege` check)
