@@ -298,15 +298,15 @@ class JobStore(JobSubmissions, JobListing):
                 merged_extra = {"slot": False, "waiting": False}
             extra = [*outbox, *sagas, *releases]
             # The change's events for the bus commit with it (their outbox: `storage.bus`).
-            recorded = events[marked] if events else NewEvent("")
+            recorded_type, recorded_step = (events[marked].type, events[marked].step) if events else ("", None)
             bus = entries_for_change(
                 **_bus_common(current),
                 to=to,
                 previous=source,
                 seq=seq,
                 at=now,
-                event=recorded.type,
-                step=recorded.step,
+                event=recorded_type,
+                step=recorded_step,
                 detail=detail,
             )
             condition += " AND version = :v0 AND #status = :from"
