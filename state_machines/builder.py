@@ -149,15 +149,12 @@ class WorkflowBuilder(WorkflowParts):
         items = item_map(self, name, processor, max_concurrency=max_concurrency, single=single)
         return self._batch_lane(name, function, items) if self.spec.step(name).calls_model else items
 
-    def _batch_lane(self, name: str, function: lambda_.IFunction, items: sfn.Chain) -> sfn.Chain:
-        """A fan-out that calls a model, for a job in the batch lane (`$.model_lane` is `batch`): before its items,
-        the step's own function (`longhaul.engine.batch_lane`) submits their calls as one Bedrock batch inference
-        job, or resumes at once when the step calls on demand; the execution waits on the task token with no compute
-        held, resumed by the batch's completion (`longhaul.guardrails.batch`). A job on demand passes one Choice. A
-        wait that times out (the batch's 24 hours, and more) goes on to the items, which call on demand."""
-        wait = tasks.LambdaInvoke(
+    def _token_wait(self, state: str, name: str, function: lambda_.IFunction, seconds: int) -> tasks.LambdaInvoke:
+        """`state`: the step's own function invoked with its step event and the task token, the execution waiting
+        (no compute held) until something sends the token back, at most `seconds`; what it returns is discarded."""
+        return tasks.LambdaInvoke(
             self,
-            f"{name}: model batch",
+            state,
             lambda_function=self.version_of(function),
             integration_pattern=sfn.IntegrationPattern.WAIT_FOR_TASK_TOKEN,
             payload=sfn.TaskInput.from_object(
@@ -170,8 +167,16 @@ class WorkflowBuilder(WorkflowParts):
             ),
             retry_on_service_exceptions=False,
             result_path=sfn.JsonPath.DISCARD,
-            task_timeout=sfn.Timeout.duration(Duration.seconds(BATCH_WAIT_SECONDS)),
+            task_timeout=sfn.Timeout.duration(Duration.seconds(seconds)),
         )
+
+    def _batch_lane(self, name: str, function: lambda_.IFunction, items: sfn.Chain) -> sfn.Chain:
+        """A fan-out that calls a model, for a job in the batch lane (`$.model_lane` is `batch`): before its items,
+        the step's own function (`longhaul.engine.batch_lane`) submits their calls as one Bedrock batch inference
+        job, or resumes at once when the step calls on demand; the execution waits on the task token with no compute
+        held, resumed by the batch's completion (`longhaul.guardrails.batch`). A job on demand passes one Choice. A
+        wait that times out (the batch's 24 hours, and more) goes on to the items, which call on demand."""
+        wait = self._token_wait(f"{name}: model batch", name, function, BATCH_WAIT_SECONDS)
         self.apply_transient_retry(wait)
         wait.add_catch(self.job_stopped, errors=list(STOPPED_ERRORS))
         wait.add_catch(items, errors=list(WAIT_ENDED), result_path=sfn.JsonPath.DISCARD)
@@ -593,23 +598,7 @@ class WorkflowBuilder(WorkflowParts):
         self.pausable(task, name, step=name)
         failure = self.failure_path(name, job_path="$.job_id", end=self.job_failed, timeout=timeout)
         task.add_catch(failure, result_path="$.failure")
-        wait = tasks.LambdaInvoke(
-            self,
-            f"{name}: wait for child",
-            lambda_function=self.version_of(function),
-            integration_pattern=sfn.IntegrationPattern.WAIT_FOR_TASK_TOKEN,
-            payload=sfn.TaskInput.from_object(
-                {
-                    **payload(
-                        StepEvent, step=name, attempt="$$.State.RetryCount", execution="$$.Execution.Id", input="$"
-                    ),
-                    "token": sfn.JsonPath.task_token,
-                }
-            ),
-            retry_on_service_exceptions=False,
-            result_path=sfn.JsonPath.DISCARD,
-            task_timeout=sfn.Timeout.duration(Duration.seconds(policy.timeout_seconds)),
-        )
+        wait = self._token_wait(f"{name}: wait for child", name, function, policy.timeout_seconds)
         self.apply_transient_retry(wait)
         wait.add_catch(self.job_stopped, errors=list(STOPPED_ERRORS))
         wait.add_catch(task, errors=list(WAIT_ENDED), result_path=sfn.JsonPath.DISCARD)  # the step says it is late
