@@ -332,7 +332,9 @@ def test_a_tenant_sees_only_its_own_jobs_and_no_reviews_or_operations(
     page.keyboard.press("Enter")
     expect(page.locator(f'tr[data-job="{mine}"]')).to_be_visible()
     expect(page.locator(f'tr[data-job="{theirs}"]')).to_have_count(0)
-    expect(page.get_by_role("navigation", name="Console").get_by_role("link")).to_have_text(["Jobs"])
+    expect(page.get_by_role("navigation", name="Console").get_by_role("link")).to_have_text(
+        ["Jobs", "Schedules & triggers"]
+    )
     tabs.shoot(page, "tenant-jobs")
     page.goto(f"{tabs.origin}/console/jobs/{theirs}")
     expect(page.get_by_role("alert")).to_contain_text(f"no job {theirs!r}")

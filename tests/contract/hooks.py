@@ -91,6 +91,9 @@ def _realistic(case: Any) -> Any:
         if isinstance(case.path_parameters, dict):
             # A tenant of its own: a valid policy with a lower ceiling would make the run's later valid jobs 422s.
             case.path_parameters["tenant_id"] = POLICY_TENANT
+    if operation == "erase_job" and isinstance(case.path_parameters, dict):
+        # A job of no one: erasing one the run follows would make its later operations 410 `job-erased`.
+        case.path_parameters["job_id"] = "job_00000000000000000000000000ff"
     if operation == "erase_tenant_data" and isinstance(case.path_parameters, dict):
         # A tenant of its own: erasing the run's tenant would erase the jobs the run follows.
         case.path_parameters["tenant_id"] = ERASED_TENANT
@@ -113,6 +116,7 @@ def _realistic_job(body: dict[str, Any]) -> None:
     body.pop("callback_url", None)  # must resolve to a public address
     body.pop("route", None)  # must be a configured route
     body.pop("supersedes", None)  # must name a job of the tenant (a 422 naming `supersedes` otherwise)
+    body.pop("then", None)  # its input must be the next workflow's, with references into this one's result
     job_input = body.get("input")
     if not isinstance(job_input, dict):
         return

@@ -164,7 +164,11 @@ def _split(url: str) -> SplitResult:
         raise UnsafeCallback("the URL contains whitespace or control characters")
     if "\\" in url:
         raise UnsafeCallback("the URL contains a backslash")
-    parts = urlsplit(url)
+    try:
+        parts = urlsplit(url)
+        parts.port  # noqa: B018 (read for its check: a port out of range or not a number raises)
+    except ValueError as unreadable:  # an unbalanced `[` (an IPv6 literal), a port that is not one
+        raise UnsafeCallback(f"the URL cannot be read: {unreadable}") from None
     if parts.scheme.lower() not in SCHEMES:
         raise UnsafeCallback("only https URLs are accepted (plain http only for allow-listed origins)")
     if "@" in parts.netloc or parts.username is not None or parts.password is not None:

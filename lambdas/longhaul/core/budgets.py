@@ -212,10 +212,12 @@ class TenantPolicyPatch(Model):
     retention_days: Annotated[
         int | None, Field(default=None, ge=limits.RETENTION_DAYS_MIN, le=limits.RETENTION_DAYS_MAX, strict=True)
     ]
-    download_ttl_seconds: Annotated[int | None, Field(default=None, gt=0, le=limits.MAX_DOWNLOAD_TTL_SECONDS)]
-    max_schedules: Annotated[int | None, Field(default=None, ge=0, le=1000)]
-    min_schedule_interval_seconds: Annotated[int | None, Field(default=None, ge=60, le=86_400)]
-    max_triggers: Annotated[int | None, Field(default=None, ge=0, le=1000)]
+    download_ttl_seconds: Annotated[
+        int | None, Field(default=None, gt=0, le=limits.MAX_DOWNLOAD_TTL_SECONDS, strict=True)
+    ]
+    max_schedules: Annotated[int | None, Field(default=None, ge=0, le=1000, strict=True)]
+    min_schedule_interval_seconds: Annotated[int | None, Field(default=None, ge=60, le=86_400, strict=True)]
+    max_triggers: Annotated[int | None, Field(default=None, ge=0, le=1000, strict=True)]
 
     def applied_to(self, policy: TenantPolicy) -> TenantPolicy:
         """`policy` with this change: given fields replaced, fields given as null back to their defaults."""
