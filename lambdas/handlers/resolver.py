@@ -6,7 +6,9 @@ arguments, the caller put there by the handler) and the debug stack of middlewar
 invocation at a time, so that is harmless on AWS; the local runtime runs several invocations of one function at once
 in one interpreter (like several warm sandboxes), where two requests would read each other's event or route (seen
 as `KeyError: '_route'`). Here each of those attributes is a property over a `threading.local`: every thread
-resolves its own request, routers included (an included `Router` delegates them to its resolver).
+resolves its own request, routers included (an included `Router` delegates them to its resolver). A route builds its
+middleware stack on its first request; two first requests at once both built it, the second around the first (its
+last frame then called a frame with the route's arguments: a 500), so the build is done once, under a lock.
 
 A path parameter is any one path segment, as API Gateway matches `{param}`: Powertools accepts only some characters
 there and answered `404 no route` for the others; here the route gets the value and validates it (a 422 naming it,
@@ -35,6 +37,7 @@ from typing import TYPE_CHECKING, Any
 from urllib.parse import unquote
 
 from aws_lambda_powertools.event_handler import APIGatewayRestResolver
+from aws_lambda_powertools.event_handler.api_gateway import Route
 from aws_lambda_powertools.event_handler.openapi.constants import (
     DEFAULT_OPENAPI_RESPONSE_DESCRIPTION,
     DEFAULT_STATUS_CODE,
@@ -49,6 +52,18 @@ if TYPE_CHECKING:  # the OpenAPI models are imported when a document is asked fo
     from aws_lambda_powertools.event_handler.openapi.models import OpenAPI
 
 _PARAMETER = re.compile(r"<(\w+)>")
+_BUILDING = threading.Lock()
+_build_middleware_stack = Route._build_middleware_stack
+
+
+def _build_once(self: Route, router_middlewares: list[Callable[..., Any]], app: Any) -> None:
+    """`Route._build_middleware_stack`, once per route whatever the threads (Powertools checks, then builds)."""
+    with _BUILDING:
+        if not self._middleware_stack_built:
+            _build_middleware_stack(self, router_middlewares, app)
+
+
+Route._build_middleware_stack = _build_once  # type: ignore[method-assign]
 
 
 class RoutePattern:
