@@ -205,6 +205,10 @@ def check_url(url: str, *, allowlist: frozenset[str] = frozenset(), resolver: Re
     name = host.rstrip(".").lower()
     if not name or name in FORBIDDEN_NAMES or name.endswith(FORBIDDEN_SUFFIXES) or "." not in name:
         raise UnsafeCallback(f"the host {host!r} is a local or internal name")
+    try:
+        name.encode("idna")  # what a resolver sends: a name IDNA cannot encode is no domain name
+    except UnicodeError:
+        raise UnsafeCallback(f"the host {host!r} is not a domain name (IDNA cannot encode it)") from None
     if resolver is not None:
         try:
             resolved = resolver(host, port)
