@@ -167,12 +167,7 @@ class TriggerService:
         tenant = principal.tenant_id
         self._check_workflow(request.workflow)
         policy = s.budgets.recent_policy(tenant)
-        if len(s.triggers.records(tenant, "SCHEDULE")) >= policy.max_schedules:
-            raise InvalidRequest(
-                f"tenant {tenant} keeps at most {policy.max_schedules} schedules (its policy's max_schedules): "
-                "delete one first",
-                errors=[{"loc": ["body"], "msg": "too many schedules", "type": "max_schedules"}],
-            )
+        self._check_room(tenant, "SCHEDULE", "schedules", policy.max_schedules)
         body = request.model_dump(mode="json")
         self._check_schedule(body, policy)
         now = s.now()
@@ -275,12 +270,7 @@ class TriggerService:
         tenant = principal.tenant_id
         self._check_workflow(request.workflow)
         policy = s.budgets.recent_policy(tenant)
-        if len(s.triggers.records(tenant, "TRIGGER")) >= policy.max_triggers:
-            raise InvalidRequest(
-                f"tenant {tenant} keeps at most {policy.max_triggers} triggers (its policy's max_triggers): "
-                "delete one first",
-                errors=[{"loc": ["body"], "msg": "too many triggers", "type": "max_triggers"}],
-            )
+        self._check_room(tenant, "TRIGGER", "triggers", policy.max_triggers)
         body = request.model_dump(mode="json")
         if request.type == "eventbridge":
             body["event_bus"] = request.event_bus or s.settings.event_bus or "default"
@@ -300,6 +290,14 @@ class TriggerService:
                 s.triggers.delete(tenant, "TRIGGER", trigger_id)
                 raise
         return self._trigger_view(tenant, record)
+
+    def _check_room(self, tenant: str, kind: Literal["SCHEDULE", "TRIGGER"], plural: str, limit: int) -> None:
+        """A 422 when the tenant already keeps `limit` records of `kind` (its policy's `max_<plural>`)."""
+        if len(self.services.triggers.records(tenant, kind)) >= limit:
+            raise InvalidRequest(
+                f"tenant {tenant} keeps at most {limit} {plural} (its policy's max_{plural}): delete one first",
+                errors=[{"loc": ["body"], "msg": f"too many {plural}", "type": f"max_{plural}"}],
+            )
 
     def _check_trigger(self, body: Mapping[str, Any], policy: TenantPolicy) -> None:
         problems: list[dict[str, Any]] = []
